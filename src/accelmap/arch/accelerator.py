@@ -1,0 +1,142 @@
+"""The accelerator as plain data: memory levels, fan-outs, compute unit.
+
+Levels are ordered outermost (off-chip) first. A fan-out sits below a level:
+it makes ``size`` instances of everything beneath it (the next level, or the
+compute unit when it is the innermost level's fan-out).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from accelmap.arch.units import format_bits
+
+
+@dataclass(frozen=True)
+class FanoutAxis:
+    name: str
+    size: int
+    multicast: bool = True   # one read of an operand feeds every instance along the axis
+    reduce: bool = True      # partial sums along the axis are added in the network
+
+
+@dataclass(frozen=True)
+class Fanout:
+    axes: tuple[FanoutAxis, ...]
+    # Energy of delivering one word to (or collecting one from) an instance below.
+    transfer_energy_pj: float = 0.0
+
+    @property
+    def size(self) -> int:
+        return math.prod(a.size for a in self.axes)
+
+    def axis(self, name: str) -> FanoutAxis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        return " x ".join(f"{a.name}={a.size}" for a in self.axes)
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    holds: tuple[str, ...]                       # operand classes it can keep
+    capacity_bits: int | None                    # shared capacity; None = unbounded
+    partitions: tuple[tuple[str, int], ...] = () # per-class capacity when partitioned
+    width_bits: int = 8
+    read_energy_pj: float = 0.0                  # per access of one word
+    write_energy_pj: float = 0.0
+    read_bw_bits: float | None = None            # per cycle per instance; None = unbounded
+    write_bw_bits: float | None = None
+    double_buffered: bool = False
+    bypass: bool = True                          # may a mapping choose not to keep a held class?
+    fanout: Fanout | None = None
+    instances: int = 1                           # derived: product of fan-outs above
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partitions)
+
+    def capacity_for(self, cls: str) -> int | None:
+        if self.partitions:
+            return dict(self.partitions).get(cls, 0)
+        return self.capacity_bits
+
+    def describe_capacity(self) -> str:
+        if self.partitions:
+            return ", ".join(f"{c}: {format_bits(b)}" for c, b in self.partitions)
+        return format_bits(self.capacity_bits)
+
+
+@dataclass(frozen=True)
+class Compute:
+    mac_energy_pj: float
+    macs_per_cycle: int = 1
+    # Supported operand precision per class, in bits.
+    precision: tuple[tuple[str, tuple[int, ...]], ...] = (("I", (8,)), ("W", (8,)), ("O", (32,)))
+
+    def supported_bits(self, cls: str) -> tuple[int, ...]:
+        return dict(self.precision).get(cls, ())
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    levels: tuple[Level, ...]
+    compute: Compute
+    description: str = ""
+    source: str = ""                               # file it came from, for messages
+    intrinsics: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+
+    def level(self, name: str) -> Level:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(name)
+
+    def level_index(self, name: str) -> int:
+        for i, lv in enumerate(self.levels):
+            if lv.name == name:
+                return i
+        raise KeyError(name)
+
+    @property
+    def num_pes(self) -> int:
+        """Compute instances: product of every fan-out."""
+        return math.prod(lv.fanout.size for lv in self.levels if lv.fanout)
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        return self.num_pes * self.compute.macs_per_cycle
+
+    def fanout_axes(self) -> dict[str, tuple[int, FanoutAxis]]:
+        """Axis name -> (index of the level it sits below, axis)."""
+        out = {}
+        for i, lv in enumerate(self.levels):
+            if lv.fanout:
+                for a in lv.fanout.axes:
+                    out[a.name] = (i, a)
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"accelerator {self.name}" + (f" — {self.description}" if self.description else "")]
+        for lv in self.levels:
+            bw = lambda v: "unbounded" if v is None else f"{v / lv.width_bits:g} words/cycle"
+            lines.append(f"  {lv.name:<8} x{lv.instances:<5} holds {'/'.join(lv.holds):<7} "
+                         f"{lv.describe_capacity():<28} {lv.width_bits}-bit words, "
+                         f"R {lv.read_energy_pj:g} pJ / W {lv.write_energy_pj:g} pJ, "
+                         f"BW R {bw(lv.read_bw_bits)} W {bw(lv.write_bw_bits)}"
+                         + (", double-buffered" if lv.double_buffered else ""))
+            if lv.fanout:
+                lines.append(f"  {'':8} fan-out {lv.fanout}"
+                             f" (multicast: {','.join(a.name for a in lv.fanout.axes if a.multicast) or 'none'};"
+                             f" reduce: {','.join(a.name for a in lv.fanout.axes if a.reduce) or 'none'})")
+        c = self.compute
+        prec = ", ".join(f"{k}:{'/'.join(map(str, v))}" for k, v in c.precision)
+        lines.append(f"  compute  x{self.num_pes:<5} {c.macs_per_cycle} MAC/cycle each, "
+                     f"{c.mac_energy_pj:g} pJ/MAC, precision bits {prec}")
+        return "\n".join(lines)

@@ -1,0 +1,206 @@
+"""Strict YAML schema of an accelerator file and its conversion to ``Accelerator``.
+
+Every error names the file, the field path (``levels[2].capacity``), the value,
+and what would be valid. Unknown keys are errors: a typo must not silently
+fall back to a default.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level
+from accelmap.arch.units import (UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits,
+                                 parse_width_bits)
+from accelmap.errors import SpecError
+from accelmap.yaml_io import load_yaml
+from accelmap.workload.operator import OPERAND_CLASSES
+
+Quantity = Union[str, int, float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class AxisSpec(_Strict):
+    name: str
+    size: int = Field(ge=1)
+    multicast: bool = True
+    reduce: bool = True
+
+
+class FanoutSpec(_Strict):
+    axes: list[AxisSpec] = Field(min_length=1)
+    transfer_energy: Quantity = "0 pJ"
+
+
+class LevelSpec(_Strict):
+    name: str
+    holds: list[Literal["I", "W", "O"]] = Field(min_length=1)
+    capacity: Quantity | None = None
+    partitions: dict[Literal["I", "W", "O"], Quantity] | None = None
+    width: Quantity = "8 bit"
+    read_energy: Quantity = "0 pJ"
+    write_energy: Quantity | None = None
+    read_bandwidth: Quantity = "unbounded"
+    write_bandwidth: Quantity | None = None
+    double_buffered: bool = False
+    bypass: bool = True
+    fanout: FanoutSpec | None = None
+    comment: str | None = None
+
+    @field_validator("holds")
+    @classmethod
+    def _unique(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError(f"lists an operand class twice: {v}")
+        return v
+
+
+class ComputeSpec(_Strict):
+    mac_energy: Quantity
+    macs_per_cycle: int = Field(default=1, ge=1)
+    precision: dict[Literal["I", "W", "O"], Union[int, list[int]]] = {"I": 8, "W": 8, "O": 32}
+
+
+class AcceleratorSpec(_Strict):
+    name: str
+    description: str = ""
+    compute: ComputeSpec
+    levels: list[LevelSpec] = Field(min_length=1)
+    intrinsics: list[dict[str, Any]] = []
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _first_error(e: ValidationError, source: str) -> SpecError:
+    err = e.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "union["))))
+    # pydantic reports the branch name of a union (e.g. 'str'); drop type-tag segments.
+    loc = tuple(p for p in loc if p not in ("str", "int", "float", "list[int]", "literal['I','W','O']"))
+    field = _loc(loc) or "(top level)"
+    kind, msg, value = err["type"], err["msg"], err.get("input")
+    if kind == "extra_forbidden":
+        msg = f"unknown key {loc[-1]!r}; see docs/accelerator-format.md for the allowed keys"
+    elif kind == "missing":
+        msg = "is required"
+    elif kind == "literal_error":
+        msg = f"{value!r} is not an operand class; allowed: I, W, O"
+    else:
+        msg = f"{msg} (got {value!r})" if value is not None and not isinstance(value, dict) else msg
+    extra = f" ({len(e.errors()) - 1} more problem(s) after fixing this)" if len(e.errors()) > 1 else ""
+    return SpecError(msg + extra, where=f"{source}: {field}")
+
+
+def _conv(fn, value, where: str, *args):
+    try:
+        return fn(value, *args)
+    except UnitError as exc:
+        raise SpecError(str(exc), where=where) from None
+
+
+def _precision(values) -> tuple[int, ...]:
+    vals = values if isinstance(values, list) else [values]
+    return tuple(int(v) for v in vals)
+
+
+def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
+    levels: list[Level] = []
+    instances = 1
+    names = set()
+    for i, ls in enumerate(spec.levels):
+        where = f"{source}: levels[{i}]"
+        if ls.name in names:
+            raise SpecError(f"level name {ls.name!r} is used twice; names must be unique", where=f"{where}.name")
+        names.add(ls.name)
+        width = _conv(parse_width_bits, ls.width, f"{where}.width")
+        if (ls.capacity is None) == (ls.partitions is None):
+            raise SpecError("give exactly one of 'capacity' (shared by the held operands) or "
+                            "'partitions' (one capacity per operand class)", where=where)
+        cap = None
+        parts: tuple[tuple[str, int], ...] = ()
+        if ls.capacity is not None:
+            cap = _conv(parse_size_bits, ls.capacity, f"{where}.capacity", width)
+        else:
+            assert ls.partitions is not None
+            missing = [c for c in ls.holds if c not in ls.partitions]
+            extra = [c for c in ls.partitions if c not in ls.holds]
+            if missing or extra:
+                raise SpecError(f"partitions must name exactly the held classes {ls.holds}; "
+                                f"missing {missing}, not held {extra}", where=f"{where}.partitions")
+            parts_l = []
+            for c in ls.holds:
+                b = _conv(parse_size_bits, ls.partitions[c], f"{where}.partitions.{c}", width)
+                if b is None:
+                    raise SpecError("a partition cannot be unbounded; use 'capacity: unbounded'",
+                                    where=f"{where}.partitions.{c}")
+                parts_l.append((c, b))
+            parts = tuple(parts_l)
+        rd = _conv(parse_energy_pj, ls.read_energy, f"{where}.read_energy", width)
+        wr = rd if ls.write_energy is None else _conv(parse_energy_pj, ls.write_energy, f"{where}.write_energy", width)
+        rbw = _conv(parse_bandwidth_bits, ls.read_bandwidth, f"{where}.read_bandwidth", width)
+        wbw = rbw if ls.write_bandwidth is None else _conv(parse_bandwidth_bits, ls.write_bandwidth,
+                                                           f"{where}.write_bandwidth", width)
+        fan = None
+        if ls.fanout is not None:
+            axes = []
+            for j, a in enumerate(ls.fanout.axes):
+                if a.name in {x.name for x in axes} or any(
+                        lv.fanout and a.name in {x.name for x in lv.fanout.axes} for lv in levels):
+                    raise SpecError(f"axis name {a.name!r} is used twice; axis names must be unique",
+                                    where=f"{where}.fanout.axes[{j}].name")
+                axes.append(FanoutAxis(a.name, a.size, a.multicast, a.reduce))
+            te = _conv(parse_energy_pj, ls.fanout.transfer_energy, f"{where}.fanout.transfer_energy", width)
+            fan = Fanout(tuple(axes), te)
+        levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
+                            ls.double_buffered, ls.bypass, fan, instances))
+        if fan:
+            instances *= fan.size
+    top = levels[0]
+    missing = [c for c in OPERAND_CLASSES if c not in top.holds]
+    if missing:
+        raise SpecError(f"the outermost level {top.name!r} must hold every operand class "
+                        f"(I, W, O); it does not hold {', '.join(missing)}", where=f"{source}: levels[0].holds")
+    c = spec.compute
+    mac_e = _conv(parse_energy_pj, c.mac_energy, f"{source}: compute.mac_energy")
+    prec = []
+    for cls in OPERAND_CLASSES:
+        if cls not in c.precision:
+            raise SpecError(f"no precision for operand class {cls}; give bits for I, W and O",
+                            where=f"{source}: compute.precision")
+        bits = _precision(c.precision[cls])
+        if not bits or min(bits) < 1:
+            raise SpecError(f"precision must be positive bit counts, got {c.precision[cls]!r}",
+                            where=f"{source}: compute.precision.{cls}")
+        prec.append((cls, bits))
+    intr = tuple((str(d.get("name", f"intrinsic{k}")), d) for k, d in enumerate(spec.intrinsics))
+    return Accelerator(spec.name, tuple(levels), Compute(mac_e, c.macs_per_cycle, tuple(prec)),
+                       spec.description, source, intr)
+
+
+def accelerator_from_dict(data: Any, source: str = "<dict>") -> Accelerator:
+    if not isinstance(data, dict):
+        raise SpecError(f"an accelerator file must be a mapping with keys name, compute, levels; "
+                        f"got {type(data).__name__}", where=source)
+    try:
+        spec = AcceleratorSpec.model_validate(data)
+    except ValidationError as e:
+        raise _first_error(e, source) from None
+    return build_accelerator(spec, source)
+
+
+def load_accelerator(path: str | Path) -> Accelerator:
+    return accelerator_from_dict(load_yaml(path), str(path))

@@ -1,0 +1,52 @@
+"""``accelmap evaluate``: cost of one mapping of one operator on one accelerator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.cli import main
+from accelmap.cost.model import evaluate
+from accelmap.errors import SpecError
+from accelmap.mapping.forms import format_text, mapping_from_yaml, parse_text
+from accelmap.workload.files import load_operator
+from accelmap.yaml_io import load_yaml
+from accelmap.examples import example_path
+
+
+def load_mapping(path: str, arch):
+    p = Path(path)
+    if p.suffix in (".yaml", ".yml"):
+        return mapping_from_yaml(load_yaml(p), arch, str(p))
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SpecError(f"cannot read: {e.__class__.__name__}", where=str(p)) from None
+    return parse_text(text, arch, str(p))
+
+
+@main.command("evaluate")
+@click.option("--workload", "-w", default=None, help="Workload YAML (default: the bundled example conv).")
+@click.option("--arch", "-a", default="eyeriss_like", show_default=True, help="Preset name or accelerator YAML.")
+@click.option("--mapping", "-m", default=None, help="Mapping YAML or loop-nest text (default: the bundled example).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def evaluate_cmd(workload, arch, mapping, as_json):
+    """Predict energy, latency and access counts of a mapping."""
+    acc = get_accelerator(arch)
+    op = load_operator(workload or example_path("conv_small.yaml"))
+    if mapping is None:
+        mapping = example_path(f"conv_small.{acc.name}.mapping.yaml")
+        if not Path(mapping).exists():
+            raise SpecError(f"no bundled example mapping for {acc.name}; pass --mapping", where="--mapping")
+    m = load_mapping(mapping, acc)
+    res = evaluate(op, acc, m)
+    if as_json:
+        click.echo(res.to_json())
+        return
+    click.echo(str(op))
+    click.echo(f"on {acc.name}:\n")
+    click.echo(format_text(m, acc, op))
+    click.echo("")
+    click.echo(res.table())

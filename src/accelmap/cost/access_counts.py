@@ -1,0 +1,218 @@
+"""Exact analytical access counts of a mapped loop nest.
+
+Semantics (docs/cost-model.md has the full statement; ``reference.py`` is
+the brute-force twin that runs the nest and must agree exactly):
+
+* The tile of operand X at level c, for one instance of c at one time, is the
+  set of X's index points touched by the valid iteration points of the loops
+  at c and below, given the values of the loops above c.
+* A buffer holds exactly its current tile. When the loops above c advance,
+  the new tile replaces the old one and only new elements are transferred
+  (delta fetch); elements in both stay (stationarity, sliding windows).
+* Instances of c that differ only in spatial loops over dimensions that do
+  not index X (on a multicast axis) form a group: the parent serves the group
+  with one read per element. For the output, such loops reduce partial sums
+  in the network: one update per group.
+* The compute unit reads every input and the partial sum once per MAC per
+  group (no stationarity without a register level), and writes one update.
+* An output element's first touch in a reduction lineage writes without
+  reading (``init_output = zero``); a lineage is a branch of a spatial
+  reduction above the parent level.
+
+Counting never runs the nest. Transitions of the loops above c are grouped by
+the loop that advances; the tile change of every transition of one group
+depends only on a per-dimension state (shift, clipped extents, emptiness),
+whose histogram is computed per dimension. Perfectly factored dimensions have
+a single state, so the common case costs a few multiplications per loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from accelmap.mapping.loopnest import Mapping
+from accelmap.workload.index_sets import axis_overlap, axis_size
+from accelmap.workload.operator import Operand, Operator
+
+
+@dataclass(frozen=True)
+class _L:
+    idx: int        # position in the nest
+    dim: str
+    bound: int
+    stride: int     # value of one step of this loop in its dimension
+    level: int
+    spatial: bool
+    axis: str | None
+
+
+class NestInfo:
+    """Per-dimension view of a mapping, computed once per evaluation."""
+
+    def __init__(self, op: Operator, m: Mapping):
+        self.op = op
+        self.loops: list[_L] = []
+        by_dim: dict[str, list[int]] = {d: [] for d in op.dim_names}
+        for i, l in enumerate(m.loops):
+            by_dim[l.dim].append(i)
+        strides = [1] * len(m.loops)
+        for d, idxs in by_dim.items():
+            s = 1
+            for i in reversed(idxs):
+                strides[i] = s
+                s *= m.loops[i].bound
+        for i, l in enumerate(m.loops):
+            self.loops.append(_L(i, l.dim, l.bound, strides[i], l.level, l.spatial, l.axis))
+        self.by_dim = {d: [self.loops[i] for i in idxs] for d, idxs in by_dim.items()}
+        self.perfect = {d: math.prod(l.bound for l in self.by_dim[d]) == op.sizes[d] for d in op.dim_names}
+
+    def inner_extent(self, d: str, level: int) -> int:
+        return math.prod(l.bound for l in self.by_dim[d] if l.level >= level)
+
+
+# A per-dimension state of one transition: (shift, e_old, e_new, new_ok, fresh).
+# e_* are clipped extents of the dimension inside the tile (<= 0: empty);
+# new_ok: some member of the group has a non-empty range after the transition;
+# fresh: some member that is non-empty after was empty before.
+_State = tuple[int, int, int, bool, bool]
+
+
+def _dim_states(loops: list[_L], j: int | None, E: int, D: int, perfect: bool,
+                collapsed: frozenset[int]) -> Counter:
+    """Histogram of the states of one dimension over the transitions advancing loop ``j``.
+
+    ``j is None`` is the initial fill: temporal loops at zero, nothing resident.
+    """
+    first = j is None
+    if perfect:
+        shift, count = 0, 1
+        for l in loops:
+            if l.idx in collapsed:
+                continue
+            if l.spatial or (not first and l.idx < j):
+                count *= l.bound
+            elif not first and l.idx == j:
+                count *= l.bound - 1
+                shift += l.stride
+            elif not first:
+                shift -= (l.bound - 1) * l.stride
+        return Counter({(shift, E, E, True, first): count}) if count else Counter()
+    ranges, strides, fixed_old, adv_stride = [], [], 0, 0
+    coll_offsets = [0]
+    for l in loops:
+        if l.idx in collapsed:
+            coll_offsets = [o + i * l.stride for o in coll_offsets for i in range(l.bound)]
+        elif l.spatial or (not first and l.idx < j):
+            ranges.append(range(l.bound))
+            strides.append(l.stride)
+        elif not first and l.idx == j:
+            ranges.append(range(l.bound - 1))
+            strides.append(l.stride)
+            adv_stride = l.stride
+        elif not first:
+            fixed_old += (l.bound - 1) * l.stride
+    hist: Counter = Counter()
+    for vals in itertools.product(*ranges):
+        base = sum(v * s for v, s in zip(vals, strides))
+        b_new = base + adv_stride
+        b_old = base + fixed_old
+        e_new = min(E, D - b_new)
+        if first:
+            e_old, fresh = 0, e_new > 0
+        else:
+            e_old = min(E, D - b_old)
+            fresh = any(b_old + o >= D > b_new + o for o in coll_offsets)
+        new_ok = e_new > 0
+        hist[(b_new - b_old if not first else 0, e_old, e_new, new_ok, fresh)] += 1
+    return hist
+
+
+def entering(info: NestInfo, X: Operand, c: int, collapsed: frozenset[int] = frozenset()) -> int:
+    """Elements entering the tiles of X at level c over the whole run.
+
+    Summed over instances of c, with the instances that differ only in the
+    ``collapsed`` loops (spatial, over dimensions that do not index X)
+    counted once as a group.
+    """
+    op = info.op
+    temporal_above = [l.idx for l in info.loops if l.level < c and not l.spatial]
+    xdims = X.dims
+    axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+    ext = {d: info.inner_extent(d, c) for d in op.dim_names}
+    outer = {d: [l for l in info.by_dim[d] if l.level < c] for d in op.dim_names}
+    total = 0
+    for j in [None] + temporal_above:
+        # A transition of a loop over a dim outside X that moves nothing in X
+        # and empties nothing changes no tile: skip it without building states.
+        if j is not None:
+            jd = info.loops[j].dim
+            if jd not in xdims and info.perfect[jd]:
+                resets = [l for l in info.loops if l.idx > j and l.idx in temporal_above and l.bound > 1]
+                if all(l.dim not in xdims and info.perfect[l.dim] for l in resets):
+                    continue
+        per_dim = []
+        for d in op.dim_names:
+            h = _dim_states(outer[d], j, ext[d], op.sizes[d], info.perfect[d], collapsed)
+            if not h:
+                break
+            if d not in xdims:
+                # Only emptiness of a dimension X does not use matters.
+                h2: Counter = Counter()
+                for (_, _, _, ok, fr), n in h.items():
+                    h2[(0, 1, 1, ok, fr)] += n
+                h = h2
+            per_dim.append((d, list(h.items())))
+        else:
+            total += _sum_deltas(per_dim, axes)
+    return total
+
+
+def _sum_deltas(per_dim, axes) -> int:
+    names = [d for d, _ in per_dim]
+    total = 0
+    for combo in itertools.product(*(states for _, states in per_dim)):
+        count = 1
+        ok, fresh = True, False
+        for (st, n) in combo:
+            count *= n
+            ok = ok and st[3]
+            fresh = fresh or st[4]
+        if not ok or not count:
+            continue
+        state = {d: st for d, (st, _) in zip(names, combo)}
+        new = 1
+        for coeffs, dims in axes:
+            new *= axis_size(coeffs, tuple(max(state[d][2], 0) for d in dims))
+        if fresh:
+            total += count * new
+            continue
+        if all(state[d][0] == 0 and state[d][1] == state[d][2] for dims in (a[1] for a in axes) for d in dims):
+            continue
+        overlap = 1
+        for coeffs, dims in axes:
+            overlap *= axis_overlap(coeffs, tuple(state[d][1] for d in dims), tuple(state[d][2] for d in dims),
+                                    tuple(state[d][0] for d in dims))
+            if not overlap:
+                break
+        total += count * (new - overlap)
+    return total
+
+
+def compute_groups(info: NestInfo, collapsed: frozenset[int]) -> int:
+    """(time step, group) pairs with at least one valid MAC, for the given collapsed loops."""
+    op = info.op
+    total = 1
+    for d in op.dim_names:
+        loops = info.by_dim[d]
+        D = op.sizes[d]
+        if info.perfect[d]:
+            total *= math.prod(l.bound for l in loops if l.idx not in collapsed)
+            continue
+        free = [l for l in loops if l.idx not in collapsed]
+        n = sum(1 for vals in itertools.product(*(range(l.bound) for l in free))
+                if sum(v * l.stride for v, l in zip(vals, free)) < D)
+        total *= n
+    return total

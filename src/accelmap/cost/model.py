@@ -1,0 +1,224 @@
+"""Energy, latency, utilization and EDP of a mapping, from exact access counts.
+
+Counters per (level, operand), in elements:
+  fills    written into the level from its parent (input data, or partial sums coming back down)
+  reads    read from the level for its child or the compute unit (data, or partial sums sent down)
+  updates  output values written into the level by its child or the compute unit
+  drains   output values read from the level to send to its parent
+
+Energy: reads+drains at the level's read energy, fills+updates at its write
+energy, each scaled by operand bits / word width; MACs at the MAC energy; and
+every element crossing a fan-out pays that fan-out's transfer energy.
+
+Latency: compute cycles are the product of all temporal loop bounds (the
+static schedule: a partial last tile still occupies its slots, so imperfect
+factors cost utilization, never hidden). A level's transfer cycles are its
+per-instance read and write traffic over its bandwidth. Double-buffered levels
+overlap transfers with compute; filling a single-buffered level stalls it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.access_counts import NestInfo, compute_groups, entering
+from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.validate import validate
+from accelmap.workload.operator import Operator
+
+COUNTERS = ("fills", "reads", "updates", "drains")
+
+
+@dataclass
+class Counts:
+    fills: int = 0
+    reads: int = 0
+    updates: int = 0
+    drains: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.fills, self.reads, self.updates, self.drains)
+
+
+@dataclass(frozen=True)
+class CostResult:
+    operator: str
+    accelerator: str
+    macs: int
+    mac_slots: int                                   # product of every loop bound
+    counts: dict[tuple[str, str], tuple[int, int, int, int]]   # (level, operand) -> COUNTERS
+    energy: dict[tuple[str, str], float]             # (level or 'MAC' or 'NoC:level', operand) -> pJ
+    energy_total: float
+    compute_cycles: int
+    transfer_cycles: dict[str, float]
+    stall_cycles: float
+    latency: float
+    utilization: float                               # MACs / (latency * peak MACs per cycle)
+    spatial_utilization: float                       # spatial instances used / available
+    levels: tuple[str, ...] = field(default=())
+
+    @property
+    def edp(self) -> float:
+        return self.energy_total * self.latency
+
+    def objective(self, name: str) -> float:
+        return {"energy": self.energy_total, "latency": self.latency, "edp": self.edp}[name]
+
+    def energy_by_level(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (lv, _), e in self.energy.items():
+            out[lv] = out.get(lv, 0.0) + e
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "operator": self.operator, "accelerator": self.accelerator,
+            "macs": self.macs, "mac_slots": self.mac_slots,
+            "counts": [{"level": lv, "operand": o, **dict(zip(COUNTERS, c))} for (lv, o), c in self.counts.items()],
+            "energy_pj": [{"component": lv, "operand": o, "pj": e} for (lv, o), e in self.energy.items()],
+            "energy_total_pj": self.energy_total,
+            "compute_cycles": self.compute_cycles,
+            "transfer_cycles": self.transfer_cycles,
+            "stall_cycles": self.stall_cycles,
+            "latency_cycles": self.latency,
+            "edp_pj_cycles": self.edp,
+            "utilization": self.utilization,
+            "spatial_utilization": self.spatial_utilization,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def table(self) -> str:
+        lines = [f"{'level':<8} {'operand':<8} {'fills':>12} {'reads':>12} {'updates':>12} {'drains':>12} "
+                 f"{'energy pJ':>14}"]
+        for (lv, o), c in self.counts.items():
+            lines.append(f"{lv:<8} {o:<8} " + " ".join(f"{v:>12,}" for v in c) + f" {self.energy[(lv, o)]:>14,.1f}")
+        for (lv, o), e in self.energy.items():
+            if (lv, o) not in self.counts:
+                lines.append(f"{lv:<8} {o:<8} {'':>12} {'':>12} {'':>12} {'':>12} {e:>14,.1f}")
+        lines.append("")
+        lines.append(f"MACs {self.macs:,} (slots {self.mac_slots:,}, {self.mac_slots - self.macs:,} wasted by "
+                     f"partial tiles); energy {self.energy_total:,.1f} pJ ({self.energy_total / self.macs:.3f} pJ/MAC)")
+        tc = ", ".join(f"{k} {v:,.0f}" for k, v in self.transfer_cycles.items())
+        lines.append(f"latency {self.latency:,.0f} cycles (compute {self.compute_cycles:,}, stalls "
+                     f"{self.stall_cycles:,.0f}; transfers: {tc})")
+        lines.append(f"utilization {self.utilization:.1%} (spatial {self.spatial_utilization:.1%}); "
+                     f"EDP {self.edp:.4g} pJ*cycles")
+        return "\n".join(lines)
+
+
+def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int, str], Counts]:
+    """Exact counters per (level index, operand name); the mapping must be valid."""
+    info = NestInfo(op, m)
+    nlev = len(arch.levels)
+    counts = {(i, o.name): Counts() for i in range(nlev) for o in op.operands if o.name in m.keep[i]}
+    n_out = op.footprint(op.output)
+    init_read = 1 if op.init_output == "read" else 0
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in m.keep[i]]
+
+        def merged(lo: int, hi: int) -> frozenset[int]:
+            # Spatial loops between lo and hi over dims X does not use: inputs are
+            # multicast along them (if the axis can), outputs reduced (validated).
+            out = set()
+            for l in info.loops:
+                if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
+                    ax = arch.levels[l.level].fanout.axis(l.axis)
+                    if X.is_output or ax.multicast:
+                        out.add(l.idx)
+            return frozenset(out)
+
+        def lineages(level: int) -> int:
+            # Branches of a spatial reduction above ``level``: each starts its partial sums at zero.
+            return math.prod(l.bound for l in info.loops if l.spatial and l.level < level and l.dim not in X.dims)
+
+        for p, c in zip(chain, chain[1:]):
+            member = entering(info, X, c)
+            coll = merged(p, c)
+            group = entering(info, X, c, coll) if coll else member
+            if X.is_output:
+                fresh = n_out * (lineages(p) - init_read)
+                counts[(c, X.name)].fills += group - fresh
+                counts[(p, X.name)].reads += group - fresh
+                counts[(c, X.name)].drains += member
+                counts[(p, X.name)].updates += group
+            else:
+                counts[(c, X.name)].fills += member
+                counts[(p, X.name)].reads += group
+        last = chain[-1]
+        g = compute_groups(info, merged(last, nlev))
+        if X.is_output:
+            counts[(last, X.name)].updates += g
+            counts[(last, X.name)].reads += g - n_out * (lineages(last) - init_read)
+        else:
+            counts[(last, X.name)].reads += g
+    return counts
+
+
+def _fanouts_between(arch: Accelerator, lo: int, hi: int) -> list[int]:
+    return [i for i in range(lo, hi) if arch.levels[i].fanout is not None]
+
+
+def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) -> CostResult:
+    if check:
+        validate(op, arch, m)
+    nlev = len(arch.levels)
+    raw = access_counts(op, arch, m)
+    bits = {o.name: o.bits for o in op.operands}
+    energy: dict[tuple[str, str], float] = {}
+    counts_out: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    rd_bits = [0.0] * nlev
+    wr_bits = [0.0] * nlev
+    fill_bits = [0.0] * nlev
+    for (i, name), c in raw.items():
+        lv = arch.levels[i]
+        scale = bits[name] / lv.width_bits
+        e = (c.reads + c.drains) * lv.read_energy_pj * scale + (c.fills + c.updates) * lv.write_energy_pj * scale
+        energy[(lv.name, name)] = e
+        counts_out[(lv.name, name)] = c.as_tuple()
+        rd_bits[i] += (c.reads + c.drains) * bits[name]
+        wr_bits[i] += (c.fills + c.updates) * bits[name]
+        fill_bits[i] += c.fills * bits[name]
+    # Network energy: every element delivered across a fan-out, down or up.
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in m.keep[i]] + [nlev]
+        for p, c in zip(chain, chain[1:]):
+            fans = _fanouts_between(arch, p, c)
+            if not fans:
+                continue
+            if c == nlev:
+                moved = op.macs * (2 if X.is_output else 1)
+            else:
+                cc = raw[(c, X.name)]
+                moved = cc.fills + cc.drains
+            for f in fans:
+                lv = arch.levels[f]
+                if lv.fanout.transfer_energy_pj:
+                    key = (f"NoC:{lv.name}", X.name)
+                    energy[key] = energy.get(key, 0.0) + moved * lv.fanout.transfer_energy_pj * X.bits / lv.width_bits
+    energy[("MAC", "-")] = op.macs * arch.compute.mac_energy_pj
+    total_e = sum(energy.values())
+
+    compute = math.ceil(m.temporal_product() / arch.compute.macs_per_cycle)
+    transfer: dict[str, float] = {}
+    stall = 0.0
+    for i, lv in enumerate(arch.levels):
+        n = lv.instances
+        t_r = 0.0 if lv.read_bw_bits is None else rd_bits[i] / n / lv.read_bw_bits
+        t_w = 0.0 if lv.write_bw_bits is None else wr_bits[i] / n / lv.write_bw_bits
+        transfer[lv.name] = max(t_r, t_w)
+        if not lv.double_buffered and lv.write_bw_bits is not None and i > 0:
+            stall += fill_bits[i] / n / lv.write_bw_bits
+    latency = max(compute + stall, max(transfer.values(), default=0.0))
+    peak = arch.peak_macs_per_cycle
+    return CostResult(
+        operator=op.name, accelerator=arch.name, macs=op.macs, mac_slots=m.temporal_product() * m.spatial_product(),
+        counts=counts_out, energy=energy, energy_total=total_e, compute_cycles=compute,
+        transfer_cycles=transfer, stall_cycles=stall, latency=latency,
+        utilization=op.macs / (latency * peak) if latency else 0.0,
+        spatial_utilization=m.spatial_product() / arch.num_pes,
+        levels=tuple(lv.name for lv in arch.levels))

@@ -1,0 +1,144 @@
+"""Validity of a mapping for an operator on an accelerator, with precise errors."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.arch.units import format_bits
+from accelmap.errors import MappingError
+from accelmap.mapping.loopnest import Mapping
+from accelmap.workload.index_sets import tile_size
+from accelmap.workload.operator import Operator
+
+
+def dim_loops(mapping: Mapping, dim: str) -> list:
+    return [l for l in mapping.loops if l.dim == dim]
+
+
+def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
+    """Everything but capacity: names, order, coverage, fan-outs, bypass, precision."""
+    nlev = len(arch.levels)
+    if len(m.keep) != nlev:
+        raise MappingError(f"mapping keeps operands for {len(m.keep)} levels; {arch.name} has {nlev} "
+                           f"({', '.join(lv.name for lv in arch.levels)})")
+    names = {o.name for o in op.operands}
+    for i, (lv, keep) in enumerate(zip(arch.levels, m.keep)):
+        unknown = set(keep) - names
+        if unknown:
+            raise MappingError(f"level {lv.name} keeps {sorted(unknown)}, which {op.name} does not have "
+                               f"(operands: {', '.join(sorted(names))})")
+        for o in op.operands:
+            if o.name in keep and o.cls not in lv.holds:
+                raise MappingError(f"level {lv.name} cannot keep {o.name}: it holds classes "
+                                   f"{'/'.join(lv.holds)}, {o.name} is class {o.cls}")
+            if i == 0 and o.name not in keep:
+                raise MappingError(f"the outermost level {lv.name} must keep every operand; {o.name} is missing")
+            if not lv.bypass and o.cls in lv.holds and o.name not in keep:
+                raise MappingError(f"level {lv.name} cannot be bypassed, but {o.name} (class {o.cls}) is not kept")
+    axes = arch.fanout_axes()
+    prev = (-1, False)
+    per_axis: dict[str, int] = defaultdict(lambda: 1)
+    for k, l in enumerate(m.loops):
+        if l.dim not in op.sizes:
+            raise MappingError(f"loop {k + 1} iterates {l.dim!r}, which is not a dimension of {op.name} "
+                               f"({', '.join(op.dim_names)})")
+        if not isinstance(l.bound, int) or l.bound < 1:
+            raise MappingError(f"loop {k + 1} ({l.dim}) has bound {l.bound!r}; bounds are positive integers")
+        if not 0 <= l.level < nlev:
+            raise MappingError(f"loop {k + 1} ({l.dim}) is at level {l.level}; levels are 0..{nlev - 1}")
+        lv = arch.levels[l.level]
+        if l.spatial:
+            if lv.fanout is None:
+                raise MappingError(f"spatial loop {l.dim}{l.bound} at level {lv.name}, which has no fan-out below it")
+            if l.axis not in {a.name for a in lv.fanout.axes}:
+                raise MappingError(f"spatial loop {l.dim}{l.bound} at level {lv.name} uses axis {l.axis!r}; "
+                                   f"that fan-out has axes {', '.join(a.name for a in lv.fanout.axes)}")
+            per_axis[l.axis] *= l.bound
+        pos = (l.level, l.spatial)
+        if pos < prev:
+            raise MappingError(f"loop {k + 1} ({l.dim}{l.bound} at {lv.name}) is out of order: loops go outermost "
+                               "level first, and within a level temporal loops come before spatial ones")
+        prev = pos
+    for ax, prod in per_axis.items():
+        size = axes[ax][1].size
+        if prod > size:
+            raise MappingError(f"fan-out exceeded: spatial loops on axis {ax} multiply to {prod}, "
+                               f"the axis has {size} instances")
+        if not axes[ax][1].reduce:
+            red = [l.dim for l in m.loops if l.axis == ax and l.bound > 1 and l.dim not in op.output.dims]
+            if red:
+                raise MappingError(f"axis {ax} cannot reduce partial sums, but spatial loops over "
+                                   f"{', '.join(red)} (not indices of {op.output.name}) are placed on it")
+    for d, size in op.dims:
+        loops = dim_loops(m, d)
+        prod = math.prod(l.bound for l in loops)
+        if prod < size:
+            raise MappingError(f"dimension {d} has size {size} but its loops multiply to {prod}: "
+                               f"factors {[l.bound for l in loops]} do not cover it")
+        # Every iteration must contain a valid point: walk the last (partial)
+        # tile inward. An empty iteration would be an idle PE or cycle that a
+        # smaller bound or another order expresses without waste.
+        rem, stride = size, prod
+        for l in loops:
+            stride //= l.bound
+            if (l.bound - 1) * stride >= rem:
+                raise MappingError(
+                    f"dimension {d} (size {size}): loop {d}{l.bound} at {arch.levels[l.level].name} would run "
+                    f"iterations with no valid {d} (the remaining partial tile has {rem} element(s), "
+                    f"{l.bound} iterations of {stride}); use a smaller bound or reorder the loops")
+            rem -= (l.bound - 1) * stride
+    for o in op.operands:
+        ok = arch.compute.supported_bits(o.cls)
+        if o.bits not in ok:
+            raise MappingError(f"operand {o.name} is {o.bits}-bit, but {arch.name} computes class {o.cls} "
+                               f"at {'/'.join(map(str, ok))} bits")
+
+
+def tile_extents(op: Operator, m: Mapping, level: int) -> dict[str, int]:
+    """Largest extent of every dim inside ``level`` (its own loops and below)."""
+    ext = {d: 1 for d in op.dim_names}
+    for l in m.loops:
+        if l.level >= level:
+            ext[l.dim] *= l.bound
+    return {d: min(e, op.sizes[d]) for d, e in ext.items()}
+
+
+def capacity_usage(op: Operator, arch: Accelerator, m: Mapping) -> list[dict[str, int]]:
+    """Bits each level must hold per kept operand (double buffering counted)."""
+    out = []
+    for i, lv in enumerate(arch.levels):
+        ext = tile_extents(op, m, i)
+        use = {}
+        for o in op.operands:
+            if o.name in m.keep[i]:
+                use[o.name] = tile_size(o, ext) * o.bits * (2 if lv.double_buffered else 1)
+        out.append(use)
+    return out
+
+
+def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:
+    for lv, use in zip(arch.levels, capacity_usage(op, arch, m)):
+        db = " (double-buffered: 2 tiles)" if lv.double_buffered else ""
+        if lv.partitions:
+            by_cls: dict[str, int] = defaultdict(int)
+            for name, bits in use.items():
+                by_cls[op.operand(name).cls] += bits
+            for cls, bits in by_cls.items():
+                cap = lv.capacity_for(cls)
+                if bits > cap:
+                    who = ", ".join(n for n in use if op.operand(n).cls == cls)
+                    raise MappingError(f"capacity exceeded at {lv.name}, partition {cls} ({who}): needs "
+                                       f"{bits} bits ({format_bits(bits)}){db}, has {cap} bits ({format_bits(cap)})")
+        elif lv.capacity_bits is not None:
+            total = sum(use.values())
+            if total > lv.capacity_bits:
+                parts = ", ".join(f"{n} {b}" for n, b in use.items())
+                raise MappingError(f"capacity exceeded at {lv.name}: needs {total} bits ({parts}){db}, "
+                                   f"has {lv.capacity_bits} bits ({format_bits(lv.capacity_bits)})")
+
+
+def validate(op: Operator, arch: Accelerator, m: Mapping) -> None:
+    check_structure(op, arch, m)
+    check_capacity(op, arch, m)

@@ -1,0 +1,77 @@
+"""Workload files (YAML): one operator, by constructor or by expression."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from accelmap.errors import SpecError
+from accelmap.yaml_io import load_yaml
+from accelmap.workload import constructors
+from accelmap.workload.operator import Operator
+from accelmap.workload.text_form import parse_expression
+
+CONSTRUCTORS = {
+    "conv2d": constructors.conv2d,
+    "depthwise_conv2d": constructors.depthwise_conv2d,
+    "dense": constructors.dense,
+    "gemm": constructors.gemm,
+    "matmul": constructors.gemm,
+    "batched_matmul": constructors.batched_matmul,
+}
+_COMMON = {"name", "precision", "init_output", "comment"}
+
+
+def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
+    if not isinstance(data, dict):
+        raise SpecError("a workload file must be a mapping", where=source)
+    name = str(data.get("name", Path(source).stem))
+    init = data.get("init_output", "zero")
+    if init not in ("zero", "read"):
+        raise SpecError(f"init_output is {init!r}; allowed: zero, read", where=f"{source}: init_output")
+    kinds = [k for k in CONSTRUCTORS if k in data]
+    if "expression" in data:
+        kinds.append("expression")
+    if len(kinds) != 1:
+        raise SpecError(f"give exactly one of 'expression' or a constructor ({', '.join(CONSTRUCTORS)}); "
+                        f"found {kinds or 'none'}", where=source)
+    kind = kinds[0]
+    try:
+        if kind == "expression":
+            allowed = _COMMON | {"expression", "dims", "classes", "padding"}
+            bad = set(data) - allowed
+            if bad:
+                raise SpecError(f"unknown keys {sorted(bad)}; allowed: {', '.join(sorted(allowed))}")
+            dims = data.get("dims")
+            if not isinstance(dims, dict):
+                raise SpecError("'dims' must map every dimension of the expression to its size")
+            return parse_expression(str(data["expression"]), dims, name=name, bits=data.get("precision"),
+                                    classes=data.get("classes"), init_output=init, pad_lo=data.get("padding"))
+        bad = set(data) - _COMMON - {kind}
+        if bad:
+            raise SpecError(f"unknown keys {sorted(bad)}; allowed: {kind}, {', '.join(sorted(_COMMON))}")
+        args = data[kind]
+        fn = CONSTRUCTORS[kind]
+        params = set(inspect.signature(fn).parameters) - {"name", "bits", "init_output"}
+        if not isinstance(args, dict):
+            raise SpecError(f"'{kind}' takes a mapping of {', '.join(sorted(params))}")
+        unknown = set(args) - params
+        if unknown:
+            raise SpecError(f"{kind} does not take {sorted(unknown)}; it takes {', '.join(sorted(params))}")
+        try:
+            op = fn(name, bits=data.get("precision"), **args)
+        except TypeError as e:
+            raise SpecError(f"{kind}: {e}") from None
+        if init != "zero":
+            from dataclasses import replace
+            op = replace(op, init_output=init)
+        return op
+    except SpecError as e:
+        if e.where:
+            raise
+        raise SpecError(str(e), where=source) from None
+
+
+def load_operator(path: str | Path) -> Operator:
+    return operator_from_dict(load_yaml(path), str(path))
