@@ -10,11 +10,7 @@ Energy: reads+drains at the level's read energy, fills+updates at its write
 energy, each scaled by operand bits / word width; MACs at the MAC energy; and
 every element crossing a fan-out pays that fan-out's transfer energy.
 
-Latency: compute cycles are the product of all temporal loop bounds (the
-static schedule: a partial last tile still occupies its slots, so imperfect
-factors cost utilization, never hidden). A level's transfer cycles are its
-per-instance read and write traffic over its bandwidth. Double-buffered levels
-overlap transfers with compute; filling a single-buffered level stalls it.
+Latency: see ``latency.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering
+from accelmap.cost.latency import latency_terms
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operator
@@ -171,18 +168,12 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     bits = {o.name: o.bits for o in op.operands}
     energy: dict[tuple[str, str], float] = {}
     counts_out: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-    rd_bits = [0.0] * nlev
-    wr_bits = [0.0] * nlev
-    fill_bits = [0.0] * nlev
     for (i, name), c in raw.items():
         lv = arch.levels[i]
         scale = bits[name] / lv.width_bits
         e = (c.reads + c.drains) * lv.read_energy_pj * scale + (c.fills + c.updates) * lv.write_energy_pj * scale
         energy[(lv.name, name)] = e
         counts_out[(lv.name, name)] = c.as_tuple()
-        rd_bits[i] += (c.reads + c.drains) * bits[name]
-        wr_bits[i] += (c.fills + c.updates) * bits[name]
-        fill_bits[i] += c.fills * bits[name]
     # Network energy: every element delivered across a fan-out, down or up.
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]] + [nlev]
@@ -203,17 +194,8 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     energy[("MAC", "-")] = op.macs * arch.compute.mac_energy_pj
     total_e = sum(energy.values())
 
-    compute = math.ceil(m.temporal_product() / arch.compute.macs_per_cycle)
-    transfer: dict[str, float] = {}
-    stall = 0.0
-    for i, lv in enumerate(arch.levels):
-        n = lv.instances
-        t_r = 0.0 if lv.read_bw_bits is None else rd_bits[i] / n / lv.read_bw_bits
-        t_w = 0.0 if lv.write_bw_bits is None else wr_bits[i] / n / lv.write_bw_bits
-        transfer[lv.name] = max(t_r, t_w)
-        if not lv.double_buffered and lv.write_bw_bits is not None and i > 0:
-            stall += fill_bits[i] / n / lv.write_bw_bits
-    latency = max(compute + stall, max(transfer.values(), default=0.0))
+    lat = latency_terms(op, arch, m, raw)
+    compute, transfer, stall, latency = lat.compute_cycles, lat.transfer_cycles, lat.stall_cycles, lat.latency
     peak = arch.peak_macs_per_cycle
     return CostResult(
         operator=op.name, accelerator=arch.name, macs=op.macs, mac_slots=m.temporal_product() * m.spatial_product(),
