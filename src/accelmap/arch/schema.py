@@ -14,6 +14,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level
+from accelmap.arch.intrinsics import intrinsic_from_dict
 from accelmap.arch.units import (UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits,
                                  parse_width_bits)
 from accelmap.errors import SpecError
@@ -186,7 +187,13 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             raise SpecError(f"precision must be positive bit counts, got {c.precision[cls]!r}",
                             where=f"{source}: compute.precision.{cls}")
         prec.append((cls, bits))
-    intr = tuple((str(d.get("name", f"intrinsic{k}")), d) for k, d in enumerate(spec.intrinsics))
+    intr_list = [intrinsic_from_dict(d, f"{source}: intrinsics[{k}]") for k, d in enumerate(spec.intrinsics)]
+    seen: set[str] = set()
+    for k, it in enumerate(intr_list):
+        if it.name in seen:
+            raise SpecError(f"intrinsic name {it.name!r} is used twice", where=f"{source}: intrinsics[{k}].name")
+        seen.add(it.name)
+    intr = tuple((it.name, it) for it in intr_list)
     return Accelerator(spec.name, tuple(levels), Compute(mac_e, c.macs_per_cycle, tuple(prec)),
                        spec.description, source, intr)
 
