@@ -140,3 +140,15 @@ class Accelerator:
         lines.append(f"  compute  x{self.num_pes:<5} {c.macs_per_cycle} MAC/cycle each, "
                      f"{c.mac_energy_pj:g} pJ/MAC, precision bits {prec}")
         return "\n".join(lines)
+
+
+def adopt_precision(op, arch: Accelerator):
+    """The operator with every operand at the accelerator's (first) precision for its class.
+
+    For workloads that state no precision of their own (ONNX graphs without
+    quantization, example files): they run at whatever the datapath computes.
+    """
+    from dataclasses import replace
+
+    ops = tuple(replace(o, bits=arch.compute.supported_bits(o.cls)[0]) for o in op.operands)
+    return replace(op, operands=ops)

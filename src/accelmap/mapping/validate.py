@@ -77,18 +77,29 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
         if prod < size:
             raise MappingError(f"dimension {d} has size {size} but its loops multiply to {prod}: "
                                f"factors {[l.bound for l in loops]} do not cover it")
-        # Every iteration must contain a valid point: walk the last (partial)
-        # tile inward. An empty iteration would be an idle PE or cycle that a
-        # smaller bound or another order expresses without waste.
-        rem, stride = size, prod
+        # An iteration that is never valid (its first point is already past the
+        # end of the dimension) does no work at any time: it would only inflate
+        # the schedule. Partial tiles and idle instances in the last round are fine.
+        stride = prod
         for l in loops:
             stride //= l.bound
-            if (l.bound - 1) * stride >= rem:
+            if (l.bound - 1) * stride >= size:
                 raise MappingError(
-                    f"dimension {d} (size {size}): loop {d}{l.bound} at {arch.levels[l.level].name} would run "
-                    f"iterations with no valid {d} (the remaining partial tile has {rem} element(s), "
-                    f"{l.bound} iterations of {stride}); use a smaller bound or reorder the loops")
-            rem -= (l.bound - 1) * stride
+                    f"dimension {d} (size {size}): loop {d}{l.bound} at {arch.levels[l.level].name} has "
+                    f"iterations that never touch a valid {d} (iteration {l.bound - 1} starts at "
+                    f"{(l.bound - 1) * stride}); use a bound of at most {-(-size // stride)}")
+    out_dims = op.output.dims
+    for k, l in enumerate(m.loops):
+        if not l.spatial or l.bound == 1 or l.dim in out_dims:
+            continue
+        # A spatial reduction whose last round leaves some PEs idle would drain
+        # their partial sums at other times than their neighbours', splitting
+        # one reduced update into several: the reduction must be complete.
+        span = math.prod(x.bound for x in m.loops[k:] if x.dim == l.dim)
+        if op.sizes[l.dim] % span:
+            raise MappingError(
+                f"spatial reduction over {l.dim} on axis {l.axis} must be complete: the {l.dim} loops from "
+                f"{l.dim}{l.bound}@{l.axis} inward span {span}, which does not divide {l.dim}={op.sizes[l.dim]}")
     for o in op.operands:
         ok = arch.compute.supported_bits(o.cls)
         if o.bits not in ok:

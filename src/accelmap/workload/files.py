@@ -75,3 +75,9 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
 
 def load_operator(path: str | Path) -> Operator:
     return operator_from_dict(load_yaml(path), str(path))
+
+
+def states_precision(path: str | Path) -> bool:
+    """Does the workload file give its own operand precision?"""
+    data = load_yaml(path)
+    return isinstance(data, dict) and "precision" in data

@@ -1,0 +1,84 @@
+"""Hypothesis strategies: random operators, accelerators and valid mappings."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from accelmap.arch import accelerator_from_dict
+from accelmap.mapping.sampling import random_mapping
+from accelmap.workload import conv2d, gemm, parse_expression
+
+
+@st.composite
+def operators(draw):
+    kind = draw(st.sampled_from(["conv", "dwconv", "gconv", "gemm", "mttkrp", "sddmm", "conv1d"]))
+    small = st.integers(1, 4)
+    if kind in ("conv", "dwconv", "gconv"):
+        r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        sh, sw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        h = draw(st.integers(dh * (r - 1) + 1, dh * (r - 1) + 5))
+        w = draw(st.integers(dw * (s - 1) + 1, dw * (s - 1) + 4))
+        pad = draw(st.integers(0, 1))
+        if kind == "conv":
+            op = conv2d("conv", n=draw(st.integers(1, 2)), c=draw(small), h=h, w=w, k=draw(small), r=r, s=s,
+                        stride=(sh, sw), dilation=(dh, dw), padding=pad)
+        elif kind == "dwconv":
+            c = draw(small)
+            op = conv2d("dw", c=c, h=h, w=w, k=c, r=r, s=s, stride=(sh, sw), dilation=(dh, dw),
+                        padding=pad, groups=c)
+        else:
+            op = conv2d("gconv", c=4, h=h, w=w, k=2 * draw(st.integers(1, 2)), r=r, s=s, stride=(sh, sw),
+                        padding=pad, groups=2)
+    elif kind == "gemm":
+        op = gemm("gemm", m=draw(st.integers(1, 7)), n=draw(st.integers(1, 7)), k=draw(st.integers(1, 7)))
+    elif kind == "mttkrp":
+        op = parse_expression("O[i,j] += A[i,k,l] * B[k,j] * C[l,j]",
+                              dict(i=draw(small), j=draw(small), k=draw(small), l=draw(small)), name="mttkrp")
+    elif kind == "sddmm":
+        op = parse_expression("O[i,j] += A[i,j] * B[i,k] * C[k,j]",
+                              dict(i=draw(small), j=draw(small), k=draw(st.integers(1, 5))), name="sddmm")
+    else:
+        st_ = draw(st.integers(1, 3))
+        op = parse_expression(f"O[k,p] += I[{st_}*p+r] * W[k,r]",
+                              dict(k=draw(small), p=draw(st.integers(1, 6)), r=draw(st.integers(1, 4))), name="conv1d")
+    if draw(st.booleans()):
+        op = replace(op, init_output=draw(st.sampled_from(["zero", "read"])))
+    return op
+
+
+@st.composite
+def accelerators(draw):
+    nlev = draw(st.sampled_from([1, 2, 2, 3, 3, 3]))
+    levels = []
+    axis_no = 0
+    for i in range(nlev):
+        holds = ["I", "W", "O"] if i == 0 else draw(
+            st.lists(st.sampled_from(["I", "W", "O"]), min_size=1, max_size=3, unique=True))
+        lv = {"name": f"L{nlev - i}", "holds": holds, "capacity": "unbounded", "width": "16 bit",
+              "read_energy": f"{draw(st.integers(1, 50))} pJ", "write_energy": f"{draw(st.integers(1, 50))} pJ",
+              "bypass": draw(st.booleans()) if i else True}
+        naxes = draw(st.integers(0, 2))
+        if naxes:
+            axes = []
+            for _ in range(naxes):
+                axes.append({"name": f"A{axis_no}", "size": draw(st.integers(2, 4)),
+                             "multicast": draw(st.booleans()), "reduce": draw(st.booleans())})
+                axis_no += 1
+            lv["fanout"] = {"axes": axes, "transfer_energy": "1 pJ"}
+        levels.append(lv)
+    return accelerator_from_dict({"name": "random", "levels": levels,
+                                  "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+
+
+@st.composite
+def mapped_problems(draw, imperfect=None):
+    op = draw(operators())
+    arch = draw(accelerators())
+    seed = draw(st.integers(0, 2 ** 31))
+    imp = draw(st.booleans()) if imperfect is None else imperfect
+    m = random_mapping(op, arch, random.Random(seed), imperfect=imp)
+    return op, arch, m
