@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_NUM = r"(-?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 SIZE_UNITS = {"bit": 1, "bits": 1, "b": 1, "B": 8, "byte": 8, "bytes": 8,
               "KiB": 8 * 1024, "KB": 8 * 1024, "kB": 8 * 1024, "kiB": 8 * 1024,
