@@ -118,7 +118,8 @@ def _write_atomic(path: Path, text: str) -> None:
 @click.option("--seq-len", type=int, default=None, help="Bind the model's symbolic sequence length.")
 @click.option("--precision", default=None,
               help="Operand bits, e.g. I=8,W=8,O=32 (the default), or 'onnx' for the model's element types.")
-@click.option("--arch", "-a", default=None, help="Check the operand precision against this accelerator.")
+@click.option("--arch", "-a", default=None,
+              help="Accelerator whose precision the operands take (default) or are checked against (--precision).")
 @click.option("--lenient", is_flag=True, help="List nodes that cannot be imported as host work instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the import as JSON.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
@@ -137,7 +138,11 @@ def import_cmd(model, batch, seq_len, precision, arch, lenient, as_json, output,
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     acc = get_accelerator(arch) if arch else None
-    m = load_model(model, batch=batch, seq_len=seq_len, bits=parse_precision(precision), strict=not lenient)
+    bits = parse_precision(precision)
+    if acc is not None and bits is None:
+        # Without an explicit precision the operands take the accelerator's own.
+        bits = {cls: acc.compute.supported_bits(cls)[0] for cls in ("I", "W", "O")}
+    m = load_model(model, batch=batch, seq_len=seq_len, bits=bits, strict=not lenient)
     if acc is not None:
         check_precision(m, acc)
     text = json.dumps(m.to_dict(), indent=2)

@@ -32,8 +32,9 @@ _CONV_INPUTS = {"Conv": (0, 1, 2), "ConvInteger": (0, 1, None), "QLinearConv": (
 _MATMUL_INPUTS = {"MatMul": (0, 1), "MatMulInteger": (0, 1), "QLinearMatMul": (0, 3)}
 # Nodes that carry multiply-accumulates we do not map: they must not pass
 # quietly as host work.
-_UNSUPPORTED_MAC_OPS = {"ConvTranspose", "Einsum", "LSTM", "GRU", "RNN", "Attention",
-                        "MultiHeadAttention", "DeformConv"}
+_UNSUPPORTED_MAC_OPS = {"ConvTranspose", "Einsum", "LSTM", "GRU", "RNN", "Attention", "DeformConv",
+                        "com.microsoft.Attention", "com.microsoft.MultiHeadAttention",
+                        "com.microsoft.FusedConv", "com.microsoft.FusedMatMul"}
 
 _SEQ_WORDS = ("seq", "len", "token", "sentence", "time")
 _BATCH_WORDS = ("batch",)
@@ -123,9 +124,8 @@ def _bind_params(model: onnx.ModelProto, batch: int | None, seq_len: int | None,
     for key, given in (("batch", batch), ("seq_len", seq_len)):
         if given is not None and key not in kinds_used:
             flag = "--batch" if key == "batch" else "--seq-len"
-            raise SpecError(f"{flag} {given} given, but the model has no symbolic "
-                            f"{'batch' if key == 'batch' else 'sequence-length'} dimension to bind "
-                            "(its input shapes are static)", where=source)
+            raise SpecError(f"{flag} {given} given, but no input of the model has a symbolic "
+                            f"{'batch' if key == 'batch' else 'sequence-length'} dimension to bind", where=source)
     for v in bound.values():
         if v < 1:
             raise SpecError(f"batch and sequence length must be positive, got {v}", where=source)
@@ -349,12 +349,12 @@ def _matmul(node, name: str, shapes: _Shapes, bits) -> tuple[Operator, bool]:
     return replace(op, kind="batched_matmul"), False
 
 
-def _host(node, name: str, shapes: _Shapes, note: str = "") -> HostOp:
+def _host(node, name: str, op_type: str, shapes: _Shapes, note: str = "") -> HostOp:
     outs = [o for o in node.output if o]
     out_shapes = [shapes.shape.get(o) for o in outs]
     first = out_shapes[0] if out_shapes else None
     elements = None if any(s is None for s in out_shapes) else sum(element_count(s) for s in out_shapes)
-    return HostOp(name, node.op_type, first, elements, note)
+    return HostOp(name, op_type, first, elements, note)
 
 
 def import_onnx(model: str | Path | onnx.ModelProto, *, batch: int | None = None, seq_len: int | None = None,
@@ -405,13 +405,13 @@ def import_onnx(model: str | Path | onnx.ModelProto, *, batch: int | None = None
                 raise _NodeProblem("this operator has multiply-accumulates but no mapping onto "
                                    "conv2d/gemm/batched_matmul yet")
             else:
-                host.append(_host(node, nname, shapes))
+                host.append(_host(node, nname, op_type, shapes))
                 continue
         except _NodeProblem as e:
             if strict:
                 problems.append(f"node {nname!r} ({op_type}): {e}")
             else:
-                host.append(_host(node, nname, shapes, note=f"not imported: {e}"))
+                host.append(_host(node, nname, op_type, shapes, note=f"not imported: {e}"))
             continue
         if bias:
             op = replace(op, attrs=op.attrs + (("bias", True),))
@@ -426,8 +426,12 @@ def import_onnx(model: str | Path | onnx.ModelProto, *, batch: int | None = None
         found = ", ".join(f"{k} x{v}" for k, v in kinds.items()) or "nothing"
         raise SpecError(f"no accelerator operator (Conv, Gemm, MatMul and their integer forms) in the model; "
                         f"it has only host work: {found}", where=source)
-    notes = []
     if bits is None:
-        notes.append("precision: int8 inputs and weights, int32 outputs (the ONNX element types are not used)")
+        notes = ["precision: int8 inputs and weights, int32 outputs (the ONNX element types are not used)"]
+    elif bits == "onnx":
+        notes = ["precision: each operand's ONNX element type (integer products accumulate in 32 bits)"]
+    else:
+        b = _bits(bits)
+        notes = [f"precision: I {b['I']}, W {b['W']}, O {b['O']} bits (the ONNX element types are not used)"]
     return ModelImport(model_name, source, group_layers(entries), tuple(host),
                        tuple(sorted(bound.items())), tuple(notes))
