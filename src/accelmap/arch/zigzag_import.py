@@ -54,7 +54,8 @@ def is_zigzag_hardware(data: Any) -> bool:
 
 def is_zigzag_mapping(data: Any) -> bool:
     return (isinstance(data, list) and bool(data)
-            and all(isinstance(e, dict) and "spatial_mapping" in e for e in data))
+            and all(isinstance(e, dict) and "name" in e for e in data)
+            and any("spatial_mapping" in e or "spatial_mapping_hint" in e for e in data))
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _level_dict(group: list[_Memory], k_axes: list[str]) -> dict[str, Any]:
+def _level_dict(group: list[_Memory]) -> dict[str, Any]:
     m0 = group[0]
     served = sorted(m0.served)
     d: dict[str, Any] = {
@@ -207,7 +208,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     # Array dims below each memory: a root sees the whole array; a parent sees at least its children.
     eff = {m.name: set(m.served) for m in mems}
     for m in mems:
-        if not any(m in ch[:-1] for ch in chains.values()):
+        if not parents[m.name]:
             if eff[m.name] != set(dims):
                 notes.append(f"{m.name} is outermost, so it serves the whole array "
                              f"(file says {sorted(m.served) or 'none'})")
@@ -252,7 +253,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     size_of = dict(zip(dims, sizes))
     levels = []
     for gi, g in enumerate(groups):
-        lv = _level_dict(g, order)
+        lv = _level_dict(g)
         k_here = len(g[0].served)
         k_next = len(groups[gi + 1][0].served) if gi + 1 < len(groups) else 0
         axes = order[len(order) - k_here:len(order) - k_next]
@@ -283,7 +284,7 @@ def load_zigzag_accelerator(path: str | Path, mapping: str | Path | None = None)
 def _entry(data: Any, source: str, layer: str) -> dict:
     if not is_zigzag_mapping(data):
         raise SpecError("not a ZigZag mapping file: expected a list of entries, each with 'name' and "
-                        "'spatial_mapping'", where=source)
+                        "'spatial_mapping' or 'spatial_mapping_hint'", where=source)
     entries = {e.get("name"): e for e in data}
     if layer in entries:
         return entries[layer]
@@ -312,7 +313,7 @@ def _dim(name: str) -> str:
 def zigzag_spatial_constraints(data: Any, source: str, layer: str = "default") -> dict[str, list[tuple[str, int]]]:
     """``{axis: [(dim, bound), ...]}``: the unrolling an entry (``layer`` or else 'default') fixes per axis."""
     e = _entry(data, source, layer)
-    sm = e["spatial_mapping"]
+    sm = e.get("spatial_mapping") or {}
     where = f"{source}: {e.get('name')}.spatial_mapping"
     if not isinstance(sm, dict):
         raise SpecError("must map array dimensions (D1, D2, ...) to lists of 'DIM, BOUND'", where=where)

@@ -31,3 +31,4 @@ def main() -> None:
 # Commands register themselves on import; keep one line per command module.
 from accelmap.cli import evaluate_cmd  # noqa: E402,F401
 from accelmap.cli import import_cmd  # noqa: E402,F401
+from accelmap.cli import arch_cmd  # noqa: E402,F401
