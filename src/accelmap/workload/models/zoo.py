@@ -20,6 +20,7 @@ import onnx
 from onnx import TensorProto, helper
 
 OPSET = 20   # LayerNormalization (17) and Gelu (20) as single nodes
+IR_VERSION = 9   # the oldest IR that carries opset 20, so onnx >= 1.15 reads the files
 
 
 class GraphBuilder:
@@ -71,6 +72,7 @@ class GraphBuilder:
         graph = helper.make_graph(self.nodes, self.name, self.inputs, [y], initializer=self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="accelmap.workload.models.zoo", doc_string=doc)
+        m.ir_version = IR_VERSION
         for k, v in (meta or {}).items():
             m.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
         onnx.checker.check_model(m)
