@@ -68,9 +68,30 @@ class NestInfo:
             self.loops.append(_L(i, l.dim, l.bound, strides[i], l.level, l.spatial, l.axis))
         self.by_dim = {d: [self.loops[i] for i in idxs] for d, idxs in by_dim.items()}
         self.perfect = {d: math.prod(l.bound for l in self.by_dim[d]) == op.sizes[d] for d in op.dim_names}
+        self.all_perfect = all(self.perfect.values())
+        self._ext: dict[int, dict[str, int]] = {}
+        self._axes: dict[str, list] = {}
 
     def inner_extent(self, d: str, level: int) -> int:
         return math.prod(l.bound for l in self.by_dim[d] if l.level >= level)
+
+    def inner_extents(self, level: int) -> dict[str, int]:
+        """Extent of every dimension inside ``level`` (clipped by nothing: perfect nests only)."""
+        ext = self._ext.get(level)
+        if ext is None:
+            ext = dict.fromkeys(self.op.sizes, 1)
+            for l in self.loops:
+                if l.level >= level:
+                    ext[l.dim] *= l.bound
+            self._ext[level] = ext
+        return ext
+
+    def axes_of(self, X: Operand) -> list:
+        ax = self._axes.get(X.name)
+        if ax is None:
+            ax = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+            self._axes[X.name] = ax
+        return ax
 
 
 # A per-dimension state of one transition: (shift, e_old, e_new, new_ok, fresh).
@@ -204,6 +225,8 @@ def _sum_deltas(per_dim, axes) -> int:
 def compute_groups(info: NestInfo, collapsed: frozenset[int]) -> int:
     """(time step, group) pairs with at least one valid MAC, for the given collapsed loops."""
     op = info.op
+    if info.all_perfect:
+        return math.prod(l.bound for l in info.loops if l.idx not in collapsed)
     total = 1
     for d in op.dim_names:
         loops = info.by_dim[d]
@@ -216,3 +239,61 @@ def compute_groups(info: NestInfo, collapsed: frozenset[int]) -> int:
                 if sum(v * l.stride for v, l in zip(vals, free)) < D)
         total *= n
     return total
+
+
+def entering_perfect(info: NestInfo, X: Operand, c: int, collapsed: frozenset[int] = frozenset()) -> int:
+    """``entering`` for a perfectly factored nest, in closed form.
+
+    With no partial tiles every transition of loop j moves X's tile by a fixed
+    shift per dimension: +stride on j's dimension and minus the span of the
+    temporal loops that wrap back to zero inside j. A single-dimension axis
+    then either stays or moves by at least its extent; only sliding-window
+    axes (p + r) overlap partially.
+    """
+    xdims = X.dims
+    inst = 1
+    temporal = []
+    for l in info.loops:
+        if l.level >= c:
+            break
+        if l.spatial:
+            if l.idx not in collapsed:
+                inst *= l.bound
+        elif l.bound > 1:
+            temporal.append(l)
+    axes = info.axes_of(X)
+    ext = info.inner_extents(c)
+    tile = 1
+    for coeffs, dims in axes:
+        tile *= axis_size(coeffs, tuple(ext[d] for d in dims))
+    total = tile
+    if temporal:
+        # Walk inner to outer: ``resets`` holds the wrap-back of the loops inside j.
+        prefix = [1]
+        for l in temporal:
+            prefix.append(prefix[-1] * l.bound)
+        resets: dict[str, int] = {}
+        for n in range(len(temporal) - 1, -1, -1):
+            l = temporal[n]
+            moved = l.dim in xdims or any(resets.get(d, 0) for d in xdims)
+            if moved:
+                count = prefix[n] * (l.bound - 1)
+                overlap = 1
+                for coeffs, dims in axes:
+                    if len(dims) == 1:
+                        d = dims[0]
+                        sh = resets.get(d, 0) + (l.stride if d == l.dim else 0)
+                        if sh:
+                            overlap = 0
+                            break
+                        overlap *= ext[d]
+                    else:
+                        shifts = tuple(resets.get(d, 0) + (l.stride if d == l.dim else 0) for d in dims)
+                        e = tuple(ext[d] for d in dims)
+                        overlap *= axis_overlap(coeffs, e, e, shifts)
+                        if not overlap:
+                            break
+                total += count * (tile - overlap)
+            if l.dim in xdims:
+                resets[l.dim] = resets.get(l.dim, 0) - (l.bound - 1) * l.stride
+    return inst * total

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.access_counts import NestInfo, compute_groups, entering
+from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
@@ -134,9 +134,15 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
             return math.prod(l.bound for l in info.loops if l.spatial and l.level < level and l.dim not in X.dims)
 
         for p, c in zip(chain, chain[1:]):
-            member = entering(info, X, c)
-            coll = merged(p, c)
-            group = entering(info, X, c, coll) if coll else member
+            if info.all_perfect:
+                member = entering_perfect(info, X, c)
+                coll = merged(p, c)
+                # Perfect nests: merged instances are identical, so a group is a member.
+                group = member // math.prod(info.loops[k].bound for k in coll) if coll else member
+            else:
+                member = entering(info, X, c)
+                coll = merged(p, c)
+                group = entering(info, X, c, coll) if coll else member
             if X.is_output:
                 fresh = n_out * (lineages(p) - init_read)
                 counts[(c, X.name)].fills += group - fresh
