@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -87,6 +87,27 @@ def _loc(loc: tuple) -> str:
     return out
 
 
+def _allowed_keys(loc: tuple) -> list[str]:
+    """Keys of the spec model at ``loc`` (walking list indices and nested models)."""
+    model: Any = AcceleratorSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        todo, model = [field.annotation], None
+        while todo:
+            t = todo.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                model = t
+                break
+            todo.extend(get_args(t))
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
 def _first_error(e: ValidationError, source: str) -> SpecError:
     err = e.errors()[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "union["))))
@@ -95,7 +116,9 @@ def _first_error(e: ValidationError, source: str) -> SpecError:
     field = _loc(loc) or "(top level)"
     kind, msg, value = err["type"], err["msg"], err.get("input")
     if kind == "extra_forbidden":
-        msg = f"unknown key {loc[-1]!r}; see docs/accelerator-format.md for the allowed keys"
+        allowed = _allowed_keys(loc[:-1])
+        msg = (f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" if allowed else
+               f"unknown key {loc[-1]!r}") + " (see docs/accelerator-format.md)"
     elif kind == "missing":
         msg = "is required"
     elif kind == "literal_error":
@@ -139,9 +162,14 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             assert ls.partitions is not None
             missing = [c for c in ls.holds if c not in ls.partitions]
             extra = [c for c in ls.partitions if c not in ls.holds]
-            if missing or extra:
-                raise SpecError(f"partitions must name exactly the held classes {ls.holds}; "
-                                f"missing {missing}, not held {extra}", where=f"{where}.partitions")
+            if extra:
+                raise SpecError(f"partition for {', '.join(extra)}, which the level does not hold "
+                                f"(holds: {', '.join(ls.holds)}); give one partition per held class",
+                                where=f"{where}.partitions")
+            if missing:
+                raise SpecError(f"no partition for {', '.join(missing)}, which the level holds; "
+                                f"give one partition per held class ({', '.join(ls.holds)})",
+                                where=f"{where}.partitions")
             parts_l = []
             for c in ls.holds:
                 b = _conv(parse_size_bits, ls.partitions[c], f"{where}.partitions.{c}", width)
