@@ -1,0 +1,145 @@
+"""Costs of an embedding: intrinsic calls, layout-transformation bytes, memory, modelled latency.
+
+The latency comes from ``accelmap.cost.evaluate`` on the intrinsic program
+written as an operator: the outer loops plus the intrinsic's own dimensions,
+each operand indexed in its packed layout. The mapping is built here (no
+mapper is available to this layer yet): intrinsic dimensions go on the
+fan-out axes they fit, the other intrinsic dimensions run innermost in the
+on-chip level, and outer loops move on chip innermost-first while the tiles
+fit the buffers (checked by ``accelmap.mapping.validate``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.model import evaluate
+from accelmap.embed.program import Program
+from accelmap.errors import AccelmapError
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.validate import validate
+from accelmap.workload.operator import Operator, make_operand
+
+
+@dataclass(frozen=True)
+class Costs:
+    calls: int
+    utilization: float              # operator MACs / MACs issued (padding waste included)
+    transform_bytes: int            # runtime layout traffic: data in, result out (read + write)
+    weight_transform_bytes: int     # done once, ahead of time
+    data_bytes: int                 # packed input data
+    weight_bytes: int               # packed weights
+    output_bytes: int               # packed output
+    latency: float | None           # modelled cycles of the intrinsic program on the accelerator
+    transform_cycles: float         # runtime layout traffic over the off-chip bandwidth
+
+    @property
+    def operator_cost(self) -> float:
+        return self.latency if self.latency is not None else float(self.calls)
+
+    @property
+    def combined_cost(self) -> float:
+        return self.operator_cost + self.transform_cycles
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.data_bytes + self.weight_bytes + self.output_bytes
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d.update(operator_cost=self.operator_cost, combined_cost=self.combined_cost, memory_bytes=self.memory_bytes)
+        return d
+
+
+def program_operator(prog: Program) -> Operator:
+    """The intrinsic program as an operator over (outer loops + intrinsic dims)."""
+    intr = prog.intrinsic
+    sizes = dict(prog.loops)
+    ren = {d: f"i_{d}" for d, _ in intr.dims}
+    sizes.update({ren[d]: s for d, s in intr.dims})
+    used = set()
+    ops = []
+    for lay in prog.layouts:
+        io = intr.operand(lay.intrinsic_operand)
+        idx = [a.loop_terms() for a in lay.outer if a.loop_terms()]
+        idx += [((ren[ix.dims[0]], 1),) for ix in io.indices]
+        o = prog.op.operand(lay.operand)
+        ops.append(make_operand(o.name, idx, o.role, o.bits, o.cls))
+        used |= {d for t in idx for d, _ in t}
+    dims = tuple((d, s) for d, s in sizes.items() if d in used)
+    return Operator(f"{prog.op.name}@{intr.name}", dims, tuple(ops), kind="intrinsic_program")
+
+
+def _mapping(pop: Operator, prog: Program, arch: Accelerator) -> Mapping | None:
+    intr_dims = [d for d in pop.dim_names if d.startswith("i_")]
+    outer = [d for d, _ in prog.loops if d in pop.sizes]
+    axes = arch.fanout_axes()
+    inner = len(arch.levels) - 1
+    spatial, temporal_in = [], []
+    free = dict(axes)
+    for d in intr_dims:
+        n = pop.sizes[d]
+        if n == 1:
+            continue
+        red = d[2:] not in prog.intrinsic.output.dims
+        fit = [a for a, (lvl, ax) in free.items() if lvl == inner and ax.size >= n and (ax.reduce or not red)]
+        if fit:
+            spatial.append(Loop(d, n, inner, fit[0]))
+            del free[fit[0]]
+        else:
+            temporal_in.append(Loop(d, n, inner))
+    keep = tuple(frozenset(o.name for o in pop.operands if o.cls in lv.holds) for lv in arch.levels)
+    on_chip: list[str] = []
+    best = None
+    for k in range(len(outer) + 1):
+        cand_on = outer[len(outer) - k:]
+        loops = [Loop(d, pop.sizes[d], 0) for d in outer[:len(outer) - k]]
+        mid = [Loop(d, pop.sizes[d], l) for l in range(1, inner) for d in ()]
+        loops += mid + [Loop(d, pop.sizes[d], inner) for d in cand_on] + temporal_in + spatial
+        m = Mapping(tuple(loops), keep)
+        try:
+            validate(pop, arch, m)
+        except AccelmapError:
+            break
+        best = m
+        on_chip = cand_on
+    del on_chip
+    return best
+
+
+def latency(prog: Program, arch: Accelerator) -> float | None:
+    """Modelled cycles of the program on ``arch``; None when the arch cannot run the intrinsic's precision."""
+    pop = program_operator(prog)
+    m = _mapping(pop, prog, arch)
+    if m is None:
+        return None
+    return float(evaluate(pop, arch, m).latency)
+
+
+def costs(prog: Program, arch: Accelerator | None = None) -> Costs:
+    tb = wtb = data = wts = outb = 0
+    for lay in prog.layouts:
+        moved = lay.bytes(lay.stored) + lay.bytes(lay.packed) if lay.transformed else 0
+        size = lay.bytes(lay.packed)
+        o = prog.op.operand(lay.operand)
+        if o.cls == "W":
+            wtb += moved
+            wts += size
+        elif o.is_output:
+            tb += moved
+            outb += size
+        else:
+            tb += moved
+            data += size
+    lat = latency(prog, arch) if arch is not None else None
+    bw = 8.0
+    if arch is not None and arch.levels[0].read_bw_bits:
+        bw = arch.levels[0].read_bw_bits / 8
+    return Costs(prog.calls, prog.utilization, tb, wtb, data, wts, outb, lat, tb / bw)
+
+
+def geomean(values: list[float]) -> float:
+    vals = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")

@@ -1,0 +1,209 @@
+"""Find the embeddings of an intrinsic in an operator: modes, portfolio, bad input, ranking.
+
+strict  -- the TVM/VTA strategy: stride 1, one operator dim per intrinsic axis,
+           each the only term of its tensor axes (no rule-1 rewrites, no fusion),
+           memory-access constraints on, inputs in body order (a=data, b=weights).
+relaxed -- two searches side by side (seed 000, sec. 4.5.2): with the memory
+           constraint and tensor-space rectangles, and without it in access space
+           (data may be duplicated: im2col); arbitrary strides, fused dims, both
+           operand orders.
+
+The portfolio runs one asset per ordered choice of leading dimensions
+(eq. 4.40) in parallel processes; every asset contributes its first solutions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.arch.intrinsics import Intrinsic
+from accelmap.embed.csp import Options, SearchStats, Solution, run_asset
+from accelmap.embed.dataflow import dataflow
+from accelmap.embed.program import Program, build_program
+from accelmap.embed.rank import Costs, costs
+from accelmap.workload.operator import Operator
+
+
+@dataclass(frozen=True)
+class Embedding:
+    program: Program
+    costs: Costs
+
+    @property
+    def solution(self) -> Solution:
+        return self.program.solution
+
+
+@dataclass
+class EmbedResult:
+    operator: Operator
+    intrinsic: Intrinsic
+    mode: str
+    embeddings: list[Embedding] = field(default_factory=list)
+    stats: SearchStats = field(default_factory=SearchStats)
+    reason: str = ""                      # why there is no embedding, when there is none
+
+    @property
+    def found(self) -> bool:
+        return bool(self.embeddings)
+
+    def summary(self) -> str:
+        s = self.stats
+        head = (f"{len(self.embeddings)} embedding(s) of {self.intrinsic.name} in {self.operator.name} "
+                f"({self.mode}); {s.expanded} expanded nodes, {s.assets} asset(s), {s.seconds:.2f} s")
+        if s.timed_out:
+            head += "; the search hit its time limit, showing what it found"
+        if self.reason:
+            head += f"\nno embedding: {self.reason}"
+        return head
+
+
+def precheck(op: Operator, intr: Intrinsic) -> str | None:
+    """Why the intrinsic cannot compute any part of the operator, or None."""
+    iop = intr.operator
+    if len(op.inputs) != 2:
+        return (f"{op.name} multiplies {len(op.inputs)} operand(s) per update; {intr.name} is a two-operand "
+                f"multiply-accumulate")
+    if not op.dims:
+        return f"{op.name} has no loop dimensions"
+    out_i, out_o = iop.output, op.output
+    if out_o.bits > out_i.bits:
+        return (f"output {out_o.name} is {out_o.bits}-bit; {intr.name} accumulates in {out_i.bits} bits")
+    ok = [perm for perm in itertools.permutations(op.inputs)
+          if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs))]
+    if not ok:
+        bits = ", ".join(f"{o.name}:{o.bits}" for o in op.inputs)
+        ib = ", ".join(f"{o.name}:{o.bits}" for o in iop.inputs)
+        return f"operand precision ({bits} bits) exceeds what {intr.name} multiplies ({ib} bits)"
+    red_i = [d for d, _ in iop.dims if d not in iop.output.dims]
+    red_o = [d for d in op.dim_names if d not in op.output.dims]
+    if red_i and not red_o:
+        return f"{op.name} has no reduction to map onto {intr.name}'s reduction axis {', '.join(red_i)}"
+    return None
+
+
+def _role_orders(op: Operator, iop: Operator, swap: bool) -> list[tuple[tuple[str, str], ...]]:
+    out = []
+    perms = list(itertools.permutations(op.inputs)) if swap else [tuple(op.inputs)]
+    for perm in perms:
+        if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs)):
+            out.append(((iop.output.name, op.output.name),) +
+                       tuple((i.name, o.name) for i, o in zip(iop.inputs, perm)))
+    return out
+
+
+def _assets(op: Operator, iop: Operator, max_assets: int) -> list[tuple[str, ...]]:
+    """Dimension orders (eq. 4.40): ordered choices of the leading output and reduction dims."""
+    out_dims = [d for d in op.dim_names if d in op.output.dims]
+    red_dims = [d for d in op.dim_names if d not in op.output.dims]
+    ks = sum(1 for d, s in iop.dims if d in iop.output.dims and s > 1)
+    kr = sum(1 for d, s in iop.dims if d not in iop.output.dims and s > 1)
+    orders = []
+    for lead_o in itertools.permutations(out_dims, min(ks, len(out_dims))):
+        for lead_r in itertools.permutations(red_dims, min(kr, len(red_dims))):
+            rest_o = [d for d in out_dims if d not in lead_o]
+            rest_r = [d for d in red_dims if d not in lead_r]
+            orders.append(tuple(lead_o) + tuple(rest_o) + tuple(lead_r) + tuple(rest_r))
+    return orders[:max_assets]
+
+
+def mode_options(mode: str, op: Operator, intr: Operator) -> list[Options]:
+    bound = max(s for _, s in intr.dims)
+    if mode == "strict":
+        return [Options(single_term=True, bound=bound, label="strict")]
+    if mode != "relaxed":
+        raise ValueError(f"mode {mode!r}")
+    stride = 1
+    for o in op.inputs:
+        for ix in o.indices:
+            for d, c in ix.terms:
+                stride = max(stride, c)
+            if len(ix.terms) > 1:
+                stride = max(stride, *(op.sizes[d] for d, _ in ix.terms[1:]))
+    stride = min(stride, 8)
+    return [Options(max_stride=stride, max_fuse=3, bound=bound, swap_roles=True, label="memory"),
+            Options(max_stride=stride, max_fuse=3, bound=bound, swap_roles=True, memory=False,
+                    rect_space="access", alldiff_inputs=False, label="duplicating")]
+
+
+def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Accelerator | None = None,
+          time_limit: float = 30.0, per_asset: int = 6, max_assets: int = 36, processes: int | None = None,
+          build: bool = True) -> EmbedResult:
+    """Every embedding the search finds, ranked by (operator cost, combined cost, memory)."""
+    res = EmbedResult(op, intr, mode)
+    why = precheck(op, intr)
+    if why:
+        res.reason = why
+        return res
+    iop = intr.operator
+    jobs = []
+    t0 = time.monotonic()
+    for opts in mode_options(mode, op, iop):
+        assets = _assets(op, iop, max_assets) if mode == "relaxed" else [op.dim_names]
+        for roles in _role_orders(op, iop, opts.swap_roles):
+            for order in assets:
+                jobs.append((op, iop, roles, opts, order, time_limit, per_asset if mode == "relaxed" else 64))
+    procs = processes if processes is not None else min(2, os.cpu_count() or 1)
+    results = []
+    if procs > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(procs) as ex:
+            futs = [ex.submit(run_asset, j) for j in jobs]
+            for f in futs:
+                left = max(0.0, time_limit - (time.monotonic() - t0))
+                try:
+                    results.append(f.result(timeout=left + 5))
+                except TimeoutError:
+                    res.stats.timed_out = True
+                    f.cancel()
+            ex.shutdown(wait=False, cancel_futures=True)
+    else:
+        for j in jobs:
+            if time.monotonic() - t0 > time_limit:
+                res.stats.timed_out = True
+                break
+            results.append(run_asset(j))
+    seen = {}
+    for sols, st in results:
+        res.stats.expanded += st.expanded
+        res.stats.assets += st.assets
+        res.stats.timed_out |= st.timed_out
+        for s in sols:
+            seen.setdefault(s.key(), s)
+    res.stats.solutions = len(seen)
+    res.stats.seconds = time.monotonic() - t0
+    if not seen:
+        res.reason = _no_solution_reason(op, iop, mode)
+        return res
+    if build:
+        odf = dataflow(op)
+        embs = []
+        for s in seen.values():
+            prog = build_program(op, iop, s, odf)
+            embs.append(Embedding(prog, costs(prog, arch)))
+        embs.sort(key=lambda e: (e.costs.operator_cost, e.costs.combined_cost, e.costs.memory_bytes,
+                                 str(e.solution)))
+        res.embeddings = embs
+    return res
+
+
+def _no_solution_reason(op: Operator, iop: Operator, mode: str) -> str:
+    sizes = ", ".join(f"{d}={s}" for d, s in iop.dims)
+    hint = " (try --mode relaxed)" if mode == "strict" else ""
+    return (f"no placement of {iop.name} ({sizes}) over {op.name}'s dimensions satisfies the dataflow, "
+            f"hyper-rectangle and memory constraints in {mode} mode{hint}")
+
+
+def default_embedding(op: Operator, intr: Intrinsic, arch: Accelerator | None = None) -> Embedding | None:
+    """The TVM-like reference: strict mode (NCHW, pad input channels up to the intrinsic)."""
+    r = embed(op, intr, "strict", arch=arch, processes=1)
+    return r.embeddings[0] if r.embeddings else None
+
+
+def ratio(ref: float, new: float) -> float:
+    return ref / new if new else math.inf
