@@ -122,3 +122,30 @@ def test_every_fanout_filled_evaluates(name):
     assert r.spatial_utilization == 1.0
     assert r.compute_cycles == 8
     assert math.isfinite(r.energy_total) and r.energy_total > r.macs * a.compute.mac_energy_pj
+
+
+def test_arch_list_names_every_preset_with_pes_and_levels():
+    from click.testing import CliRunner
+    from accelmap.cli import main
+    r = CliRunner().invoke(main, ["arch", "list"])
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split()[1:3] for line in r.output.splitlines()[1:]}
+    assert set(rows) == set(preset_names())
+    assert rows["ascend_like"] == ["4096", "DRAM"]
+    assert "DRAM > GLB > RF" in r.output
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_arch_show_text_and_png(name, tmp_path):
+    from click.testing import CliRunner
+    from accelmap.cli import main
+    a = get_accelerator(name)
+    png = tmp_path / f"{name}.png"
+    r = CliRunner().invoke(main, ["arch", "show", name, "--png", str(png)])
+    assert r.exit_code == 0, r.output
+    for lv in a.levels:
+        assert f"+-- {lv.name} (x{lv.instances}) " in r.output
+        if lv.fanout:
+            assert f"fan-out x{lv.fanout.size}: " in r.output
+    assert f"[ MAC x{a.num_pes}:" in r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

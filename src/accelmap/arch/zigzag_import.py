@@ -141,6 +141,12 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
     d: dict[str, Any] = {
         "name": ".".join(m.name for m in group),
         "holds": [c for c in _CLASS_ORDER if any(c in m.classes for m in group)],
+    }
+    if len(group) == 1:
+        d["capacity"] = f"{m0.size_bits} bit"
+    else:
+        d["partitions"] = {m.classes[0]: f"{m.size_bits} bit" for m in group}
+    d.update({
         "width": f"{m0.width} bit",
         "read_energy": f"{_fmt(m0.read_energy)} pJ",
         "write_energy": f"{_fmt(m0.write_energy)} pJ",
@@ -148,11 +154,7 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
         "write_bandwidth": f"{m0.write_bw} bit/cycle",
         "comment": f"ZigZag memor{'ies' if len(group) > 1 else 'y'} {', '.join(m.name for m in group)}; "
                    f"serves {', '.join(served) if served else 'one multiplier'}",
-    }
-    if len(group) == 1:
-        d["capacity"] = f"{m0.size_bits} bit"
-    else:
-        d["partitions"] = {m.classes[0]: f"{m.size_bits} bit" for m in group}
+    })
     if m0.double_buffered:
         d["double_buffered"] = True
     return d

@@ -114,12 +114,14 @@ def arch_png(acc: Accelerator, path: str | Path) -> Path:
                                     fc="#eef3fb", ec="#333", lw=1.2))
         ax.text(1.15, top - 0.12, f"{lv.name}", ha="left", va="top", fontsize=11, weight="bold")
         ax.text(8.85, top - 0.12, f"x{lv.instances}", ha="right", va="top", fontsize=10)
+        # Badges start after the name (long converted names like 'sram_1KB_W.sram_1KB_I' push them right).
+        bx = max(2.9, 1.4 + 0.16 * len(lv.name))
         for j, c in enumerate(lv.holds):
-            ax.add_patch(Rectangle((2.9 + 0.42 * j, top - 0.42), 0.34, 0.28, fc=cls_color.get(c, "#888"), ec="none"))
-            ax.text(3.07 + 0.42 * j, top - 0.28, c, ha="center", va="center", fontsize=8, color="white",
+            ax.add_patch(Rectangle((bx + 0.42 * j, top - 0.42), 0.34, 0.28, fc=cls_color.get(c, "#888"), ec="none"))
+            ax.text(bx + 0.17 + 0.42 * j, top - 0.28, c, ha="center", va="center", fontsize=8, color="white",
                     weight="bold")
         cap = lv.describe_capacity()
-        ax.text(4.3, top - 0.28, cap + ("  (double-buffered)" if lv.double_buffered else ""),
+        ax.text(max(4.3, bx + 0.42 * len(lv.holds) + 0.2), top - 0.28, cap + ("  (double-buffered)" if lv.double_buffered else ""),
                 ha="left", va="center", fontsize=8.5)
         ax.text(1.15, top - 0.68, f"{lv.width_bits}-bit words; read {lv.read_energy_pj:g} pJ, "
                 f"write {lv.write_energy_pj:g} pJ per word", ha="left", va="center", fontsize=8.5)
