@@ -111,6 +111,7 @@ class _Problem:
     limit: int
     stats: SearchStats
     found: list = field(default_factory=list)
+    per_output: int = 2                    # reduction placements kept per output placement (diversity)
     strided: frozenset = frozenset()       # dims where a stride > 1 can pay off (image/dilate pack)
     seen: set = field(default_factory=set)
 
@@ -225,8 +226,15 @@ def _search(p: _Problem) -> None:
     out_dims = [d for d in p.order if d in p.odf.output_dims]
     red_dims = [d for d in p.order if d in p.odf.reduction_dims]
 
+    n_out = len(out_axes)
+    per_output = [0]
+
     def rec(k: int, pieces: dict[str, list[Piece]], used: set[str]):
         if len(p.found) >= p.limit:
+            return
+        if k == n_out:
+            per_output[0] = 0          # a fresh output placement
+        elif k > n_out and per_output[0] >= p.per_output:
             return
         if k == len(order):
             sol = Solution(tuple(sorted(p.roles.items())),
@@ -235,6 +243,7 @@ def _search(p: _Problem) -> None:
                 p.seen.add(sol.key())
                 p.found.append(sol)
                 p.stats.solutions += 1
+                per_output[0] += 1
             return
         axis = order[k]
         L = p.intr.sizes[axis]
@@ -343,7 +352,7 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
         elems = [next(iter(groups[k])) for k in sorted(groups)]
         if (io.is_output or opts.alldiff_inputs) and len(set(elems)) != len(elems):
             return f"AllDiff over {io.name}"
-        pts = [first[k] for k in sorted(first)]
+        pts = list(dict.fromkeys(first[k] for k in sorted(first)))   # a broadcast repeats elements
         if (opts.rect_space == "access" or len(set(pts)) == len(pts)) and not is_hyper_rectangle(pts):
             return f"hyper-rectangle over {io.name}"
     if opts.memory and odf is not None and idf is not None:

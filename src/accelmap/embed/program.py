@@ -66,6 +66,7 @@ class OperandLayout:
     rewrites: tuple[Rewrite, ...]
     outer: tuple[OuterAxis, ...]
     tile_shape: tuple[int, ...]             # shape of the intrinsic operand
+    pieces: tuple[tuple[int, bool], ...]    # (length, indexes this operand) per piece, tile order
     stored: tuple[int, ...]
     packed: tuple[int, ...]
     bits: int
@@ -167,7 +168,8 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
     rules_used: list[str] = []
     for io in [intr.output] + list(intr.inputs):
         t = op.operand(roles[io.name])
-        mine = {d for ix in io.indices for d in (pc.dim for pc in sol.pieces(ix.dims[0]))}
+        # A piece whose dim does not index the operand is a broadcast (seed 004's scalar broadcast).
+        mine = {d for ix in io.indices for d in (pc.dim for pc in sol.pieces(ix.dims[0])) if d in t.dims}
         shape = list(stored_shape(op, t))
         stored = tuple(shape)
         rw: list[Rewrite] = []
@@ -235,9 +237,12 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
             axes[k:k + 1] = [OuterAxis("block", dim=d), ("tile", d)]
         # Rule 4: outer axes first, then the intrinsic axes in the intrinsic's order.
         tile_pos = []
+        piece_list = []
         for ix in io.indices:
             for pc in reversed(sol.pieces(ix.dims[0])):
-                tile_pos.append(axes.index(("tile", pc.dim)))
+                piece_list.append((pc.length, pc.dim in mine))
+                if pc.dim in mine:
+                    tile_pos.append(axes.index(("tile", pc.dim)))
         outer_pos = [i for i, a in enumerate(axes) if not isinstance(a, tuple)]
         perm = tuple(outer_pos + tile_pos)
         if perm != tuple(range(len(perm))):
@@ -246,13 +251,13 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
         # Rule 5: fuse the pieces of each intrinsic axis.
         k = len(outer)
         for ix in io.indices:
-            n = len(sol.pieces(ix.dims[0]))
+            n = sum(1 for pc in sol.pieces(ix.dims[0]) if pc.dim in mine)
             if n > 1:
                 new = shape[:k] + [math.prod(shape[k:k + n])] + shape[k + n:]
                 add("fuse", f"axes {k}..{k + n - 1} -> intrinsic axis {ix.dims[0]}", (k, n), new)
             k += 1 if n else 0
         tile_shape = tuple(intr.sizes[ix.dims[0]] for ix in io.indices)
-        layouts.append(OperandLayout(t.name, io.name, tuple(rw), tuple(outer), tile_shape, stored,
+        layouts.append(OperandLayout(t.name, io.name, tuple(rw), tuple(outer), tile_shape, tuple(piece_list), stored,
                                      tuple(shape), t.bits))
         rules_used += [r.rule for r in rw]
     loops = []
@@ -333,9 +338,15 @@ def run(prog: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
                 idx.append(np.broadcast_to(sum(c * grids[d] for d, c in terms) if terms else np.asarray(0), full))
             return tuple(idx)
 
+        def tiles(lay: OperandLayout) -> np.ndarray:
+            got = packed[lay.intrinsic_operand][fetch(lay, None)]
+            parts = tuple(L if present else 1 for L, present in lay.pieces)
+            got = got.reshape(full + parts)
+            got = np.broadcast_to(got, full + tuple(L for L, _ in lay.pieces))
+            return got.reshape(full + lay.tile_shape)
+
         a_lay, b_lay = prog.layouts[1], prog.layouts[2]
-        a = packed[a_lay.intrinsic_operand][fetch(a_lay, None)].reshape(full + a_lay.tile_shape)
-        b = packed[b_lay.intrinsic_operand][fetch(b_lay, None)].reshape(full + b_lay.tile_shape)
+        a, b = tiles(a_lay), tiles(b_lay)
         if (a_lay.intrinsic_operand, b_lay.intrinsic_operand) != (intr.inputs[0].name, intr.inputs[1].name):
             a, b = b, a
         res = np.einsum(subs, a, b)

@@ -1,0 +1,89 @@
+"""Bad input gives a clear 'no embedding: why' or a one-line error."""
+
+import pytest
+from click.testing import CliRunner
+
+from accelmap.arch.intrinsics import get_intrinsic, intrinsic_from_dict
+from accelmap.arch.schema import accelerator_from_dict
+from accelmap.cli import main
+from accelmap.embed.search import embed
+from accelmap.errors import SpecError
+from accelmap.workload.constructors import conv2d
+from accelmap.workload.text_form import parse_expression
+
+
+def test_operator_without_a_two_operand_mac():
+    op = parse_expression("O[n] += I[n,c]", {"n": 4, "c": 8})
+    r = embed(op, get_intrinsic("vta_gemm"))
+    assert not r.found
+    assert "multiplies 1 operand(s)" in r.reason
+    assert "no embedding:" in r.summary()
+
+
+def test_precision_mismatch():
+    op = conv2d("c", c=16, h=8, w=8, k=16, r=3, s=3, bits={"I": 16, "W": 16, "O": 32})
+    r = embed(op, get_intrinsic("vta_gemm"))
+    assert not r.found and "exceeds what vta_gemm multiplies" in r.reason
+    op = conv2d("c", c=16, h=8, w=8, k=16, r=3, s=3, bits={"O": 64})
+    assert "accumulates in 32 bits" in embed(op, get_intrinsic("vta_gemm")).reason
+
+
+def test_no_reduction_for_a_reducing_intrinsic():
+    op = parse_expression("O[n,k] += A[n] * B[k]", {"n": 4, "k": 8})
+    r = embed(op, get_intrinsic("dot_16"))
+    assert not r.found and "no reduction" in r.reason
+
+
+def test_strict_without_solution_says_why():
+    op = parse_expression("O[n,k] += A[n,c] * B[c,k]", {"n": 4, "k": 3, "c": 16})
+    r = embed(op, get_intrinsic("gemv_16x16"), "strict")
+    if not r.found:
+        assert "try --mode relaxed" in r.reason
+
+
+def test_time_limit_is_reported():
+    op = conv2d("c", c=3, h=30, w=30, k=64, r=3, s=3)
+    r = embed(op, get_intrinsic("vta_gemm"), "relaxed", time_limit=0.0, processes=1)
+    assert r.stats.timed_out
+    assert "time limit" in r.summary()
+
+
+@pytest.mark.parametrize("patch,message", [
+    ({"kind": "systolic"}, "is not an intrinsic kind"),
+    ({"expression": "c[x,y] += a[x,z] * b[z,y] * d[y]"}, "exactly two operands"),
+    ({"sizes": {"x": 1, "y": 0, "z": 16}}, "must be a positive integer"),
+    ({"precision": {"a": 8, "b": 8}}, "no precision for operands ['c']"),
+    ({"expression": "c[x,y] += a[x,2*z] * b[z,y]"}, "plain dimensions"),
+    ({"lanes": 4}, "unknown keys ['lanes']"),
+])
+def test_intrinsic_yaml_errors(patch, message):
+    base = {"name": "g", "kind": "gemm", "expression": "c[x,y] += a[x,z] * b[z,y]",
+            "sizes": {"x": 1, "y": 16, "z": 16}, "precision": {"a": 8, "b": 8, "c": 32}}
+    base.update(patch)
+    with pytest.raises(SpecError) as e:
+        intrinsic_from_dict(base, "f.yaml: intrinsics[0]")
+    assert message in str(e.value) and "f.yaml: intrinsics[0]" in str(e.value)
+
+
+def test_accelerator_intrinsics_are_validated():
+    arch = {"name": "t", "compute": {"mac_energy": "1 pJ"},
+            "levels": [{"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded"}],
+            "intrinsics": [{"name": "g", "kind": "gemm", "expression": "c[x] += a[x,z] * b[z]",
+                            "sizes": {"x": 4}, "precision": {"a": 8, "b": 8, "c": 32}}]}
+    with pytest.raises(SpecError) as e:
+        accelerator_from_dict(arch, "t.yaml")
+    assert "t.yaml: intrinsics[0].expression" in str(e.value) and "no size given" in str(e.value)
+
+
+def test_cli_embed_run_and_errors(tmp_path):
+    w = tmp_path / "c.yaml"
+    w.write_text("name: c\nconv2d: {n: 1, c: 3, h: 6, w: 6, k: 16, r: 3, s: 3, padding: 1}\n")
+    r = CliRunner().invoke(main, ["embed", "-w", str(w), "--mode", "strict", "--run"])
+    assert r.exit_code == 0, r.output
+    assert "y->K:16; z->C:16" in r.output and "run: OK" in r.output and "vta_gemm(" in r.output
+    r = CliRunner().invoke(main, ["embed", "-w", str(w), "--intrinsic", "nope"])
+    assert r.exit_code == 2 and "no intrinsic named 'nope'" in r.output
+    w16 = tmp_path / "c16.yaml"
+    w16.write_text("name: c\nconv2d: {n: 1, c: 3, h: 6, w: 6, k: 16, r: 3, s: 3}\nprecision: {I: 16, W: 16, O: 32}\n")
+    r = CliRunner().invoke(main, ["embed", "-w", str(w16)])
+    assert r.exit_code == 1 and "no embedding: operand precision" in r.output
