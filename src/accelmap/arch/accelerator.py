@@ -56,6 +56,9 @@ class Level:
     bypass: bool = True                          # may a mapping choose not to keep a held class?
     fanout: Fanout | None = None
     instances: int = 1                           # derived: product of fan-outs above
+    # Cycles to program one tile transfer (DMA call) into or out of this level,
+    # on top of its bits over the bandwidth (seed 003: DMA programming overhead).
+    transfer_setup_cycles: int = 0
 
     @property
     def partitioned(self) -> bool:
@@ -73,11 +76,29 @@ class Level:
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    """Compute-pipeline overheads of an output-stationary datapath (seed 003, Eq. 4.1).
+
+    A *result set* is one run of the innermost temporal loops that do not index
+    the output (the reduction that produces a set of results). Within it, every
+    iteration of those loops over dims other than ``streamed_dims`` is a *row*
+    that costs ``row_setup_cycles`` before its MACs stream; every result set
+    ends with ``result_overhead_cycles`` (activation, clearing, write-back).
+    DIANA: rows are (C, FY) pairs with 2 setup cycles, FX streams, 23 cycles per set.
+    """
+
+    row_setup_cycles: int = 0
+    result_overhead_cycles: int = 0
+    streamed_dims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Compute:
     mac_energy_pj: float
     macs_per_cycle: int = 1
     # Supported operand precision per class, in bits.
     precision: tuple[tuple[str, tuple[int, ...]], ...] = (("I", (8,)), ("W", (8,)), ("O", (32,)))
+    pipeline: Pipeline | None = None
 
     def supported_bits(self, cls: str) -> tuple[int, ...]:
         return dict(self.precision).get(cls, ())

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level
+from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level, Pipeline
 from accelmap.arch.intrinsics import intrinsic_from_dict
 from accelmap.arch.units import (UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits,
                                  parse_width_bits)
@@ -53,6 +53,7 @@ class LevelSpec(_Strict):
     double_buffered: bool = False
     bypass: bool = True
     fanout: FanoutSpec | None = None
+    transfer_setup_cycles: int = Field(default=0, ge=0)
     comment: str | None = None
 
     @field_validator("holds")
@@ -63,10 +64,17 @@ class LevelSpec(_Strict):
         return v
 
 
+class PipelineSpec(_Strict):
+    row_setup_cycles: int = Field(default=0, ge=0)
+    result_overhead_cycles: int = Field(default=0, ge=0)
+    streamed_dims: list[str] = []
+
+
 class ComputeSpec(_Strict):
     mac_energy: Quantity
     macs_per_cycle: int = Field(default=1, ge=1)
     precision: dict[Literal["I", "W", "O"], Union[int, list[int]]] = {"I": 8, "W": 8, "O": 32}
+    pipeline: PipelineSpec | None = None
 
 
 class AcceleratorSpec(_Strict):
@@ -195,7 +203,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             te = _conv(parse_energy_pj, ls.fanout.transfer_energy, f"{where}.fanout.transfer_energy", width)
             fan = Fanout(tuple(axes), te)
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
-                            ls.double_buffered, ls.bypass, fan, instances))
+                            ls.double_buffered, ls.bypass, fan, instances, ls.transfer_setup_cycles))
         if fan:
             instances *= fan.size
     top = levels[0]
@@ -222,7 +230,11 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             raise SpecError(f"intrinsic name {it.name!r} is used twice", where=f"{source}: intrinsics[{k}].name")
         seen.add(it.name)
     intr = tuple((it.name, it) for it in intr_list)
-    return Accelerator(spec.name, tuple(levels), Compute(mac_e, c.macs_per_cycle, tuple(prec)),
+    pipe = None
+    if c.pipeline is not None:
+        pipe = Pipeline(c.pipeline.row_setup_cycles, c.pipeline.result_overhead_cycles,
+                        tuple(c.pipeline.streamed_dims))
+    return Accelerator(spec.name, tuple(levels), Compute(mac_e, c.macs_per_cycle, tuple(prec), pipe),
                        spec.description, source, intr)
 
 
