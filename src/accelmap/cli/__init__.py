@@ -33,3 +33,4 @@ from accelmap.cli import evaluate_cmd  # noqa: E402,F401
 from accelmap.cli import import_cmd  # noqa: E402,F401
 from accelmap.cli import arch_cmd  # noqa: E402,F401
 from accelmap.cli import embed_cmd  # noqa: E402,F401
+from accelmap.cli import codegen_cmd  # noqa: E402,F401
