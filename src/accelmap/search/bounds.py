@@ -1,0 +1,140 @@
+"""Lower bounds on energy and latency of every completion of a partial mapping.
+
+The search fixes levels from the innermost outward. With levels >= i fixed
+(bounds and orders), R_d is what is left of dimension d for levels < i. For a
+boundary whose child c is below i, the terms of transitions of fixed loops
+are exact up to one factor: every loop outside level i multiplies them, and
+the product of those loops is prod(R_d) however they are split. The first
+tile and the outer transitions add at least one tile per fixed instance.
+Where nothing is fixed yet, every element of an operand enters at least once.
+Group (multicast / reduction) counts divide by at most the largest merge the
+unfixed fan-outs allow. Every bound mirrors a term of ``cost.model`` that is
+non-decreasing in the counts, so energy, latency and EDP bounds are valid
+(docs/mapper.md, rule B1; tests/test_search.py checks bound <= cost).
+"""
+
+from __future__ import annotations
+
+import math
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.access_counts import NestInfo, entering_perfect
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.workload.index_sets import tile_size
+from accelmap.workload.operator import Operator
+
+
+class BoundContext:
+    """What stays the same for every node of one search: operator, accelerator, bypass."""
+
+    def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...]):
+        self.op, self.arch, self.keep = op, arch, keep
+        self.nlev = len(arch.levels)
+        self.footprint = {o.name: op.footprint(o) for o in op.operands}
+        self.n_out = self.footprint[op.output.name]
+        self.init_read = 1 if op.init_output == "read" else 0
+        self.chains = {o.name: [i for i in range(self.nlev) if o.name in keep[i]] for o in op.operands}
+        self.fan_sizes = [lv.fanout.size if lv.fanout else 1 for lv in arch.levels]
+        # Largest merge an unfixed fan-out at level l can give operand X: multicast axes for inputs,
+        # reducing axes for the output (the only axes a non-output dimension may use).
+        self.merge_cap = {}
+        for o in op.operands:
+            caps = []
+            for lv in arch.levels:
+                if lv.fanout is None:
+                    caps.append(1)
+                elif o.is_output:
+                    caps.append(math.prod(a.size for a in lv.fanout.axes if a.reduce))
+                else:
+                    caps.append(math.prod(a.size for a in lv.fanout.axes if a.multicast))
+            self.merge_cap[o.name] = caps
+        self.scale = {(i, o.name): o.bits / lv.width_bits for i, lv in enumerate(arch.levels) for o in op.operands}
+
+    def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> tuple[float, float]:
+        """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``."""
+        op, arch, nlev = self.op, self.arch, self.nlev
+        info = NestInfo(op, Mapping(fixed, self.keep))
+        prod_r = math.prod(rem.values())
+        ext_cache: dict[int, dict[str, int]] = {}
+
+        def unfixed_merge(X, lo: int, hi: int) -> int:
+            # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
+            cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+            if cap == 1:
+                return 1
+            return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+
+        def fixed_merge(X, lo: int, hi: int) -> int:
+            out = 1
+            for l in fixed:
+                if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
+                    ax = arch.levels[l.level].fanout.axis(l.axis)
+                    if X.is_output or ax.multicast:
+                        out *= l.bound
+            return out
+
+        def lineage_max(X, p: int) -> int:
+            fixed_part = math.prod(l.bound for l in fixed if l.spatial and l.level < p and l.dim not in X.dims)
+            return fixed_part * unfixed_merge(X, 0, p)
+
+        fills = [0.0] * nlev
+        reads = [0.0] * nlev
+        updates = [0.0] * nlev
+        drains = [0.0] * nlev
+        energy = op.macs * arch.compute.mac_energy_pj
+        for X in op.operands:
+            chain = self.chains[X.name]
+            fp = self.footprint[X.name]
+            per = {}
+            for p, c in zip(chain, chain[1:]):
+                if c > level:
+                    ext = ext_cache.get(c) or ext_cache.setdefault(c, info.inner_extents(c))
+                    t = tile_size(X, ext)
+                    fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
+                    part = entering_perfect(info, X, c)
+                    member = prod_r * (part - fi * t) + fi * t
+                else:
+                    member = fp
+                member = max(member, self.n_out if X.is_output else fp)
+                group = max(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
+                if X.is_output:
+                    group = max(group, self.n_out)
+                    down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
+                    per[(c, "fills")] = down
+                    per[(p, "reads")] = down
+                    per[(c, "drains")] = member
+                    per[(p, "updates")] = group
+                else:
+                    per[(c, "fills")] = member
+                    per[(p, "reads")] = group
+            last = chain[-1]
+            merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
+            g = op.macs / merge
+            if X.is_output:
+                per[(last, "updates")] = per.get((last, "updates"), 0) + g
+                per[(last, "reads")] = per.get((last, "reads"), 0) + max(
+                    0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
+            else:
+                per[(last, "reads")] = per.get((last, "reads"), 0) + g
+            for (lv, kind), v in per.items():
+                L = arch.levels[lv]
+                s = self.scale[(lv, X.name)]
+                if kind in ("reads", "drains"):
+                    energy += v * L.read_energy_pj * s
+                    (reads if kind == "reads" else drains)[lv] += v * X.bits
+                else:
+                    energy += v * L.write_energy_pj * s
+                    (fills if kind == "fills" else updates)[lv] += v * X.bits
+        # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
+        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
+        spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
+        compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
+        stall, transfer = 0.0, 0.0
+        for i, L in enumerate(arch.levels):
+            n = L.instances
+            t_r = 0.0 if L.read_bw_bits is None else (reads[i] + drains[i]) / n / L.read_bw_bits
+            t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
+            transfer = max(transfer, t_r, t_w)
+            if not L.double_buffered and L.write_bw_bits is not None and i > 0:
+                stall += fills[i] / n / L.write_bw_bits
+        return energy, max(compute + stall, transfer)

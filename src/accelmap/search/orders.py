@@ -1,0 +1,93 @@
+"""Exact loop-order pruning per level.
+
+For a fixed tiling, the order of the loops at level i changes only the terms
+of transitions of level-i loops, for boundaries below level i: a loop j at
+level i contributes (product of the loops before j) * (B_j - 1) * delta_j,
+where delta_j depends on which loops follow j at level i and on the (order
+independent) loop sets of the other levels. Loops outside level i multiply
+every term by the same positive factor. So each level's order adds its own
+term to every counter, independent of the other levels' orders
+(docs/mapper.md, rule O1), and every objective we offer is non-decreasing in
+every counter. Keeping, per level, the orders whose vector of terms is not
+dominated loses no optimum (rule O2). Orders whose loops show the same token
+sequence for every operand give identical terms (rule O3) and are evaluated once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+from accelmap.cost.access_counts import NestInfo, entering_perfect
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.workload.operator import Operator
+
+
+def _signature(order: tuple[Loop, ...], op: Operator) -> tuple:
+    sig = []
+    for X in op.operands:
+        toks: list = []
+        run = 1
+        for l in order:
+            if l.dim in X.dims:
+                if run > 1:
+                    toks.append(("*", run))
+                    run = 1
+                toks.append((l.dim, l.bound))
+            else:
+                run *= l.bound
+        sig.append(tuple(toks))
+    return tuple(sig)
+
+
+def pareto(items: list[tuple[tuple[int, ...], object]]) -> list[tuple[tuple[int, ...], object]]:
+    """Non-dominated (componentwise <=) items; one representative per equal vector."""
+    items = sorted(items, key=lambda it: (sum(it[0]), it[0]))
+    kept: list[tuple[tuple[int, ...], object]] = []
+    for vec, obj in items:
+        if any(all(a <= b for a, b in zip(k, vec)) for k, _ in kept):
+            continue
+        kept.append((vec, obj))
+    return kept
+
+
+def _allowed(order: tuple[Loop, ...], fixed: tuple[str, ...] | None, forbidden: tuple[tuple[str, ...], ...]) -> bool:
+    dims = tuple(l.dim for l in order)
+    if fixed is not None:
+        pos = [fixed.index(d) for d in dims if d in fixed]
+        if pos != sorted(pos):
+            return False
+    return dims not in forbidden
+
+
+def order_candidates(op: Operator, keep: tuple[frozenset[str], ...], level: int, temporal: tuple[Loop, ...],
+                     rest: tuple[Loop, ...], nlev: int, fixed: tuple[str, ...] | None = None,
+                     forbidden: tuple[tuple[str, ...], ...] = ()) -> list[tuple[Loop, ...]]:
+    """Orders of ``temporal`` (the level's loops with bound > 1) that may be optimal.
+
+    ``rest`` are the level's spatial loops followed by every deeper loop, in
+    nest order. Returns at least one order unless the constraints exclude all.
+    """
+    return list(_cached(op, keep, level, tuple(sorted(temporal, key=lambda l: l.dim)), rest, nlev, fixed, forbidden))
+
+
+@lru_cache(maxsize=200_000)
+def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden):
+    perms = [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
+    if len(perms) <= 1 or level == nlev - 1:
+        # The innermost level's order changes no counter: its loops run inside every tile.
+        return tuple(perms[:1])
+    pairs = []
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in keep[i]]
+        pairs.extend((X, c) for c in chain if c > level)
+    if not pairs:
+        return tuple(perms[:1])
+    seen: dict[tuple, tuple[Loop, ...]] = {}
+    for p in perms:
+        seen.setdefault(_signature(p, op), p)
+    items = []
+    for p in seen.values():
+        info = NestInfo(op, Mapping(p + rest, keep))
+        items.append((tuple(entering_perfect(info, X, c) for X, c in pairs), p))
+    return tuple(p for _, p in pareto(items))
