@@ -1,10 +1,24 @@
 """Latency of a mapping from its access counts.
 
-Compute cycles are the product of all temporal loop bounds (the static
-schedule: a partial last tile still occupies its slots). A level's transfer
-cycles are its per-instance read and write traffic over its bandwidth.
-Double-buffered levels overlap transfers with compute; filling a
-single-buffered level stalls the compute below it.
+The run is modeled as the tile program the simulator executes (``accelmap.sim``):
+decoupled load, compute and store units per level, double buffering where the
+level has it. Terms, all in cycles:
+
+* compute: the static MAC schedule (product of temporal bounds over MACs per
+  cycle; a partial last tile still occupies its slots), or the compute side's
+  streaming traffic at a level over its bandwidth if that is longer, plus the
+  compute-pipeline overheads of seed 003's Eq. 4.1 (row setup and per-result
+  overhead, ``compute.pipeline``);
+* per level and operand, load and store time: bits per instance the mapping
+  occupies over the bandwidth of the slower side, plus ``transfer_setup_cycles``
+  per tile transfer (DMA call) — seed 003 found these per-call overheads and the
+  *sum* (not max) of weight and input loads to dominate its latency error;
+* a single-buffered level serializes with compute: its loads and stores add to
+  the compute time (stall); a double-buffered level overlaps them, except for
+  its first load (prologue) and last drain (epilogue);
+* every unit and memory port must also fit its own total work.
+
+latency = max(compute + stall, busiest double-buffered unit, busiest port).
 """
 
 from __future__ import annotations
@@ -14,37 +28,150 @@ from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Mapping
+from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
 
 @dataclass(frozen=True)
 class LatencyTerms:
-    compute_cycles: int
+    compute_cycles: int             # the static MAC schedule; pipeline overheads are separate
     transfer_cycles: dict[str, float]
     stall_cycles: float
     latency: float
+    pipeline_cycles: float = 0.0
+    setup_cycles: float = 0.0
+
+
+def used_instances(m: Mapping, level: int) -> int:
+    """Instances of a level that a mapping occupies: the product of the spatial loops above it."""
+    return math.prod(l.bound for l in m.loops if l.spatial and l.level < level)
+
+
+def pipeline_overhead(op: Operator, arch: Accelerator, m: Mapping) -> float:
+    """Total compute-pipeline cycles: rows x row setup + result sets x result overhead (Eq. 4.1)."""
+    pipe = arch.compute.pipeline
+    if pipe is None:
+        return 0.0
+    out_dims = op.output.dims
+    suffix = []
+    for l in reversed([l for l in m.loops if not l.spatial]):
+        if l.dim in out_dims:
+            break
+        suffix.append(l)
+    total = m.temporal_product()
+    results = total // math.prod(l.bound for l in suffix)
+    rows = total // math.prod(l.bound for l in suffix if l.dim in pipe.streamed_dims)
+    return float(rows * pipe.row_setup_cycles + results * pipe.result_overhead_cycles)
+
+
+def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -> int:
+    """Tiles of an operand (indexed by ``dims``) that ``level`` receives: one at the start, and one at
+    every advance of a temporal loop above it that moves the operand (its own dim, or an inner
+    loop over one of its dims that resets)."""
+    above = [l for l in m.loops if not l.spatial and l.level < level and l.bound > 1]
+    n, outer = 1, 1
+    for k, l in enumerate(above):
+        moves = l.dim in dims or any(x.dim in dims for x in above[k + 1:])
+        if moves:
+            n += (l.bound - 1) * outer
+        outer *= l.bound
+    return n
+
+
+def _t(bits: float, bw: float | None) -> float:
+    return 0.0 if bw is None or bits <= 0 else bits / bw
 
 
 def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> LatencyTerms:
     """``raw`` maps (level index, operand name) to Counts."""
     nlev = len(arch.levels)
-    bits = {o.name: o.bits for o in op.operands}
-    rd = [0.0] * nlev
-    wr = [0.0] * nlev
-    fill = [0.0] * nlev
-    for (i, name), c in raw.items():
-        rd[i] += (c.reads + c.drains) * bits[name]
-        wr[i] += (c.fills + c.updates) * bits[name]
-        fill[i] += c.fills * bits[name]
-    compute = math.ceil(m.temporal_product() / arch.compute.macs_per_cycle)
-    transfer: dict[str, float] = {}
-    stall = 0.0
-    for i, lv in enumerate(arch.levels):
-        n = lv.instances
-        t_r = 0.0 if lv.read_bw_bits is None else rd[i] / n / lv.read_bw_bits
-        t_w = 0.0 if lv.write_bw_bits is None else wr[i] / n / lv.write_bw_bits
-        transfer[lv.name] = max(t_r, t_w)
-        if not lv.double_buffered and lv.write_bw_bits is not None and i > 0:
-            stall += fill[i] / n / lv.write_bw_bits
-    latency = max(compute + stall, max(transfer.values(), default=0.0))
-    return LatencyTerms(compute, transfer, stall, latency)
+    levels = arch.levels
+    ports: dict[str, float] = {}
+
+    def use(port: str, t: float) -> None:
+        ports[port] = ports.get(port, 0.0) + t
+
+    temporal = m.temporal_product()
+    macs = math.ceil(temporal / arch.compute.macs_per_cycle)
+    # compute side: the reads and updates of the last level of every operand stream during compute
+    stream = 0.0
+    for X in op.operands:
+        last = max(i for i in range(nlev) if X.name in m.keep[i])
+        c, lv, n = raw[(last, X.name)], levels[last], used_instances(m, last)
+        t_r = _t(c.reads * X.bits / n, lv.read_bw_bits)
+        t_w = _t(c.updates * X.bits / n, lv.write_bw_bits) if X.is_output else 0.0
+        use(f"{lv.name}.read", t_r)
+        use(f"{lv.name}.write", t_w)
+    stream = max(ports.values(), default=0.0)
+    pipe = pipeline_overhead(op, arch, m)
+    compute = max(macs, stream) + pipe
+
+    load_unit: dict[int, float] = {}
+    store_unit: dict[int, float] = {}
+    tiles_at: dict[int, int] = {}
+    pro: dict[int, float] = {}    # double-buffered levels: first loads, before any compute
+    epi: dict[int, float] = {}    # ... and last drains, after all compute
+    setups = 0.0
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in m.keep[i]]
+        for p, c in zip(chain, chain[1:]):
+            lc, lp = levels[c], levels[p]
+            nc, np_ = used_instances(m, c), used_instances(m, p)
+            cc, pc = raw[(c, X.name)], raw[(p, X.name)]
+            tiles = tile_transfers(op, m, X.dims, c)
+            tiles_at[c] = max(tiles_at.get(c, 1), tiles)
+            ext = {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
+                   for d in op.dim_names}
+            first = tile_size(X, ext) * X.bits
+            loads = [(cc.fills * X.bits / nc, pc.reads * X.bits / np_)]
+            stores = [(cc.drains * X.bits / nc, pc.updates * X.bits / np_)] if X.is_output else []
+            for kind, vols in (("load", loads), ("store", stores)):
+                for child_bits, parent_bits in vols:
+                    if child_bits <= 0 and parent_bits <= 0:
+                        continue
+                    if kind == "load":
+                        tc, tp = _t(child_bits, lc.write_bw_bits), _t(parent_bits, lp.read_bw_bits)
+                        use(f"{lc.name}.write", tc)
+                        use(f"{lp.name}.read", tp)
+                    else:
+                        tc, tp = _t(child_bits, lc.read_bw_bits), _t(parent_bits, lp.write_bw_bits)
+                        use(f"{lc.name}.read", tc)
+                        use(f"{lp.name}.write", tp)
+                    setup = tiles * lc.transfer_setup_cycles
+                    setups += setup
+                    busy = setup + max(tc, tp)
+                    unit = load_unit if kind == "load" else store_unit
+                    unit[c] = unit.get(c, 0.0) + busy
+                    if lc.double_buffered:
+                        # the first tile (load) and the last tile (store) do not overlap compute
+                        share = min(1.0, first / child_bits) if child_bits > 0 else 0.0
+                        t_edge = lc.transfer_setup_cycles + max(tc, tp) * share
+                        if kind == "load":
+                            pro[c] = pro.get(c, 0.0) + t_edge
+                        else:
+                            epi[c] = epi.get(c, 0.0) + t_edge
+    # Single-buffered levels stall compute at their transitions. When a level moves to its next
+    # tile, every deeper level does too: stores drain upward one level after another and loads
+    # fill downward, while the load and store units run side by side. A transition whose
+    # shallowest moving level is c costs max(sum of stores, sum of loads) over c and below.
+    single = [c for c in range(1, nlev) if not levels[c].double_buffered
+              and (load_unit.get(c, 0.0) or store_unit.get(c, 0.0))]
+    # The first tiles load before any compute and the last ones drain after it.
+    stall = sum(load_unit.get(x, 0.0) / tiles_at[x] + store_unit.get(x, 0.0) / tiles_at[x] for x in single)
+    seen = 1
+    for i, c in enumerate(single):
+        below = single[i:]
+        per_s = sum(store_unit.get(x, 0.0) / tiles_at[x] for x in below)
+        per_l = sum(load_unit.get(x, 0.0) / tiles_at[x] for x in below)
+        n = max(tiles_at[c] - seen, 0)
+        stall += n * max(per_s, per_l)
+        seen = max(seen, tiles_at[c])
+    edge = sum(pro.values()) + sum(epi.values())
+    # a double-buffered level's units overlap compute between its first load and last drain
+    overlapped = max([load_unit.get(c, 0.0) - pro.get(c, 0.0) for c in pro] +
+                     [store_unit.get(c, 0.0) - epi.get(c, 0.0) for c in epi] + [0.0])
+    transfer = {lv.name: max(ports.get(f"{lv.name}.read", 0.0), ports.get(f"{lv.name}.write", 0.0),
+                             load_unit.get(i, 0.0), store_unit.get(i, 0.0))
+                for i, lv in enumerate(levels)}
+    latency = max(max(compute + stall, overlapped) + edge, max(ports.values(), default=0.0))
+    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)

@@ -1,0 +1,173 @@
+"""The tile program of a mapping: steps, the transfers at each step, the compute of each step.
+
+A *step* is one iteration of the temporal loops above the deepest level that
+receives transfers (the compute unit runs everything below it in one go). A
+level ``c`` moves to its next tile at a step where a temporal loop above ``c``
+advances. The data each transition moves is the exact tile delta of the first
+instance (every instance of a perfectly factored mapping moves the same); the
+per-step volumes of one (level, operand) are scaled so that their sum over the
+run equals the cost model's access counts, which the generated C code checks
+element by element. Edge instances of imperfect tiles move less than the first
+one; the scale factor spreads that difference evenly and is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.latency import pipeline_overhead, used_instances
+from accelmap.cost.model import access_counts
+from accelmap.mapping.loopnest import Mapping
+from accelmap.workload.index_sets import axis_overlap, axis_size
+from accelmap.workload.operator import Operator
+
+
+@dataclass
+class TransferStream:
+    """Every transfer of one operand between a level and its parent, in program order."""
+
+    level: int                    # child level: its DMA engine does the transfer
+    parent: int
+    operand: str
+    is_output: bool
+    step: np.ndarray              # global step at which the child level starts each of its tiles
+    load_bits: np.ndarray         # per child tile: bits into the child (per child instance)
+    load_parent_bits: np.ndarray  # per child tile: bits read from the parent (per parent instance)
+    store_bits: np.ndarray        # per child tile: bits drained from the child when it leaves (outputs)
+    store_parent_bits: np.ndarray # ... and written into the parent (per parent instance)
+    scale: float = 1.0            # model total / first-instance total (1 for perfect mappings)
+
+
+@dataclass
+class TileProgram:
+    op: Operator
+    arch: Accelerator
+    mapping: Mapping
+    n_steps: int
+    step_level: int | None                 # the level whose tiles the steps walk
+    mac_cycles: int                        # per step
+    pipeline_cycles: float                 # per step (Eq. 4.1-style overheads, evenly spread)
+    stream_bits: dict[int, tuple[float, float]]   # level -> (read, write) bits per instance per step, compute side
+    transfers: list[TransferStream] = field(default_factory=list)
+
+
+def _strides(op: Operator, m: Mapping) -> list[int]:
+    strides = [1] * len(m.loops)
+    for d in op.dim_names:
+        s = 1
+        for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
+            strides[i] = s
+            s *= m.loops[i].bound
+    return strides
+
+
+def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> TileProgram:
+    counts = counts if counts is not None else access_counts(op, arch, m)
+    nlev = len(arch.levels)
+    loops = list(m.loops)
+    strides = _strides(op, m)
+    chains = {X.name: [i for i in range(nlev) if X.name in m.keep[i]] for X in op.operands}
+    pairs = [(X, p, c) for X in op.operands for p, c in zip(chains[X.name], chains[X.name][1:])]
+    L = max((c for _, _, c in pairs), default=None)
+    above = [i for i, l in enumerate(loops) if not l.spatial and L is not None and l.level < L]
+    bounds = [loops[i].bound for i in above]
+    n_steps = math.prod(bounds)
+    inner = math.prod(l.bound for i, l in enumerate(loops) if not l.spatial and i not in above)
+    mac_cycles = math.ceil(inner / arch.compute.macs_per_cycle)
+    pipe = pipeline_overhead(op, arch, m) / n_steps
+
+    # digits of every step in mixed radix over the loops above L (outermost first)
+    digits = np.zeros((n_steps, len(above)), dtype=np.int64)
+    rest = np.arange(n_steps, dtype=np.int64)
+    for k in reversed(range(len(above))):
+        digits[:, k] = rest % bounds[k]
+        rest //= bounds[k]
+    if n_steps > 1:
+        changed = np.vstack([np.ones((1, len(above)), bool), digits[1:] != digits[:-1]])
+        first_change = np.argmax(changed, axis=1)       # outermost loop that advanced
+    else:
+        first_change = np.zeros(1, dtype=np.int64)
+
+    bits = {X.name: X.bits for X in op.operands}
+    prog = TileProgram(op, arch, m, n_steps, L, mac_cycles, pipe, {})
+    for X, p, c in pairs:
+        # c starts a new tile where a temporal loop above c advanced (or at the start)
+        is_above_c = np.array([loops[i].level < c for i in above], dtype=bool)
+        trans = np.zeros(n_steps, dtype=bool)
+        trans[0] = True
+        if len(above):
+            trans[1:] = is_above_c[first_change[1:]]
+        steps = np.nonzero(trans)[0]
+        lo = {}
+        n = {}
+        for d in op.dim_names:
+            E = math.prod(l.bound for l in loops if l.dim == d and l.level >= c)
+            base = np.zeros(len(steps), dtype=np.int64)
+            for k, i in enumerate(above):
+                if loops[i].dim == d and loops[i].level < c:
+                    base += digits[steps, k] * strides[i]
+            lo[d] = base
+            n[d] = np.minimum(E, op.sizes[d] - base)
+        ne = np.ones(len(steps), dtype=bool)
+        for d in op.dim_names:
+            ne &= n[d] > 0
+        xd = [d for d in op.dim_names if d in X.dims]
+        axes = [(tuple(cf for _, cf in ix.terms), [xd.index(d) for d, _ in ix.terms]) for ix in X.indices]
+        rows = np.column_stack([lo[d] for d in xd] + [n[d] for d in xd] + [ne.astype(np.int64)]) \
+            if xd else ne.astype(np.int64)[:, None]
+        prev = np.vstack([np.zeros((1, rows.shape[1]), dtype=np.int64), rows[:-1]])
+        key = np.hstack([rows[:, len(xd):], rows[:, :len(xd)] - prev[:, :len(xd)], prev[:, len(xd):]])
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        nx = len(xd)
+        delta_u = np.zeros(len(uniq), dtype=np.int64)
+        for u, row in enumerate(uniq):
+            n_new, ne_new = row[:nx], row[nx]
+            shift, n_old, ne_old = row[nx + 1:2 * nx + 1], row[2 * nx + 1:3 * nx + 1], row[3 * nx + 1]
+            if not ne_new:
+                continue
+            full = 1
+            for coeffs, ids in axes:
+                full *= axis_size(coeffs, tuple(int(n_new[j]) for j in ids))
+            if not ne_old:
+                delta_u[u] = full
+                continue
+            ov = 1
+            for coeffs, ids in axes:
+                ov *= axis_overlap(coeffs, tuple(int(n_old[j]) for j in ids), tuple(int(n_new[j]) for j in ids),
+                                   tuple(int(shift[j]) for j in ids))
+            delta_u[u] = full - ov
+        delta = delta_u[inv.reshape(-1)].astype(np.float64)
+        # the first tile at the first step is complete even if key rows coincide
+        total = float(delta.sum())
+        cc, pc = counts[(c, X.name)], counts[(p, X.name)]
+        # traffic per instance the mapping uses: idle instances of a fan-out do not share the work
+        n_c, n_p = used_instances(m, c), used_instances(m, p)
+        inst_c = n_c
+        if X.is_output:
+            load_c, load_p, store_c, store_p = cc.fills, pc.reads, cc.drains, pc.updates
+        else:
+            load_c, load_p, store_c, store_p = cc.fills, pc.reads, 0, 0
+        shape = delta / total if total else delta
+        b = bits[X.name]
+        # an output tile is drained when the next tile of the level starts (or at the end)
+        ts = TransferStream(c, p, X.name, X.is_output, steps,
+                            shape * load_c * b / n_c, shape * load_p * b / n_p,
+                            shape * store_c * b / n_c, shape * store_p * b / n_p,
+                            scale=(store_c if X.is_output else load_c) / (total * inst_c) if total else 1.0)
+        prog.transfers.append(ts)
+
+    # compute-side traffic: reads and updates at the last level of every operand, spread over steps
+    for X in op.operands:
+        last = chains[X.name][-1]
+        cnt = counts[(last, X.name)]
+        n_i = used_instances(m, last)
+        rd, wr = prog.stream_bits.get(last, (0.0, 0.0))
+        rd += cnt.reads * X.bits / n_i / n_steps
+        if X.is_output:
+            wr += cnt.updates * X.bits / n_i / n_steps
+        prog.stream_bits[last] = (rd, wr)
+    return prog
