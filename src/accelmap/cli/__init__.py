@@ -34,3 +34,4 @@ from accelmap.cli import import_cmd  # noqa: E402,F401
 from accelmap.cli import arch_cmd  # noqa: E402,F401
 from accelmap.cli import embed_cmd  # noqa: E402,F401
 from accelmap.cli import codegen_cmd  # noqa: E402,F401
+from accelmap.cli import simulate_cmd  # noqa: E402,F401

@@ -109,6 +109,7 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     load_unit: dict[int, float] = {}
     store_unit: dict[int, float] = {}
     tiles_at: dict[int, int] = {}
+    refetch: dict[int, bool] = {}
     pro: dict[int, float] = {}    # double-buffered levels: first loads, before any compute
     epi: dict[int, float] = {}    # ... and last drains, after all compute
     setups = 0.0
@@ -124,6 +125,8 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                    for d in op.dim_names}
             first = tile_size(X, ext) * X.bits
             loads = [(cc.fills * X.bits / nc, pc.reads * X.bits / np_)]
+            if X.is_output and cc.fills:
+                refetch[c] = True
             stores = [(cc.drains * X.bits / nc, pc.updates * X.bits / np_)] if X.is_output else []
             for kind, vols in (("load", loads), ("store", stores)):
                 for child_bits, parent_bits in vols:
@@ -153,7 +156,8 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     # Single-buffered levels stall compute at their transitions. When a level moves to its next
     # tile, every deeper level does too: stores drain upward one level after another and loads
     # fill downward, while the load and store units run side by side. A transition whose
-    # shallowest moving level is c costs max(sum of stores, sum of loads) over c and below.
+    # shallowest moving level is c costs max(sum of stores, sum of loads) over c and below,
+    # or their sum where partial sums return (a fetch waits for the drain of the same buffer).
     single = [c for c in range(1, nlev) if not levels[c].double_buffered
               and (load_unit.get(c, 0.0) or store_unit.get(c, 0.0))]
     # The first tiles load before any compute and the last ones drain after it.
@@ -164,7 +168,9 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
         per_s = sum(store_unit.get(x, 0.0) / tiles_at[x] for x in below)
         per_l = sum(load_unit.get(x, 0.0) / tiles_at[x] for x in below)
         n = max(tiles_at[c] - seen, 0)
-        stall += n * max(per_s, per_l)
+        # partial sums that come back down wait for their own drain: then nothing overlaps
+        serial = any(refetch.get(x) for x in below)
+        stall += n * (per_s + per_l if serial else max(per_s, per_l))
         seen = max(seen, tiles_at[c])
     edge = sum(pro.values()) + sum(epi.values())
     # a double-buffered level's units overlap compute between its first load and last drain
