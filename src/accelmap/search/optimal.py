@@ -115,6 +115,9 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             inner_ext[l.dim] *= l.bound
         out = []
         for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats):
+            if deadline and time.perf_counter() > deadline:
+                stats.extra["timed_out"] = True
+                break
             t_loops = tuple(Loop(d, b, level) for d, b in temporal.items() if b > 1)
             s_loops = tuple(Loop(d, b, level, ax) for ax, dims in spatial.items() for d, b in dims.items() if b > 1)
             rest = s_loops + fixed
@@ -154,6 +157,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 descend(ctx, keep, level - 1, new_rem, loops)
 
     for keep in keep_options(op, arch, cons):
+        if stats.extra.get("timed_out"):
+            break
         ctx = BoundContext(op, arch, keep)
         descend(ctx, keep, nlev - 1, dict(op.sizes), ())
     stats.seconds = time.perf_counter() - t0
