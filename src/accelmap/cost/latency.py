@@ -173,11 +173,13 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
         stall += n * (per_s + per_l if serial else max(per_s, per_l))
         seen = max(seen, tiles_at[c])
     edge = sum(pro.values()) + sum(epi.values())
-    # a double-buffered level's units overlap compute between its first load and last drain
-    overlapped = max([load_unit.get(c, 0.0) - pro.get(c, 0.0) for c in pro] +
-                     [store_unit.get(c, 0.0) - epi.get(c, 0.0) for c in epi] + [0.0])
+    # A double-buffered level's units overlap compute between its first load and last drain;
+    # when they are the bottleneck, the compute of the last tile still follows its load.
+    busy = compute + stall
+    overlapped = max([load_unit.get(c, 0.0) - pro.get(c, 0.0) + busy / tiles_at[c] for c in pro] +
+                     [store_unit.get(c, 0.0) - epi.get(c, 0.0) + busy / tiles_at[c] for c in epi] + [0.0])
     transfer = {lv.name: max(ports.get(f"{lv.name}.read", 0.0), ports.get(f"{lv.name}.write", 0.0),
                              load_unit.get(i, 0.0), store_unit.get(i, 0.0))
                 for i, lv in enumerate(levels)}
-    latency = max(max(compute + stall, overlapped) + edge, max(ports.values(), default=0.0))
+    latency = max(max(busy, overlapped) + edge, max(ports.values(), default=0.0))
     return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)

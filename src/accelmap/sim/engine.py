@@ -16,7 +16,8 @@ memory ports it uses are free:
 
 A transfer takes ``transfer_setup_cycles`` of its level plus the longest of
 its port times (bits over the read bandwidth of the source and the write
-bandwidth of the destination). A port serves one transfer at a time. The
+bandwidth of the destination). The slower side's port serves one transfer at
+a time; the faster side's accesses are spread over the transfer. The
 compute unit's streaming reads and writes set its step time (bits over the
 bandwidth of the level it streams from, if longer than the MAC schedule) but
 do not lock the port: they are spread over the whole step, and a transfer
@@ -28,10 +29,7 @@ times follow from one pass over the program.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from accelmap.sim.program import TileProgram
 
@@ -61,62 +59,90 @@ def _port_time(bits: float, bw: float | None) -> float:
 
 
 def run_timing(prog: TileProgram, keep_events: int = 4000) -> Timing:
-    arch = prog.arch
-    levels = arch.levels
-    port_free: dict[str, float] = defaultdict(float)
-    port_busy: dict[str, float] = defaultdict(float)
-    unit_free: dict[str, float] = defaultdict(float)
-    busy: dict[str, float] = defaultdict(float)
+    """One pass over the program; plain lists and floats keep a step to a few microseconds."""
+    levels = prog.arch.levels
+    streams = prog.transfers
+    ns = len(streams)
+    port_names: list[str] = []
+
+    def port(name: str) -> int:
+        if name not in port_names:
+            port_names.append(name)
+        return port_names.index(name)
+
+    unit_names: list[str] = ["compute"]
+
+    def unit(name: str) -> int:
+        if name not in unit_names:
+            unit_names.append(name)
+        return unit_names.index(name)
+
+    # static facts of every stream
+    st_steps = [s.step.tolist() for s in streams]
+    lb = [s.load_bits.tolist() for s in streams]
+    lpb = [s.load_parent_bits.tolist() for s in streams]
+    sb = [s.store_bits.tolist() for s in streams]
+    spb = [s.store_parent_bits.tolist() for s in streams]
+    c_lv = [levels[s.level] for s in streams]
+    p_lv = [levels[s.parent] for s in streams]
+    back = [2 if levels[s.level].double_buffered else 1 for s in streams]
+    out = [s.is_output for s in streams]
+    u_load = [unit(f"load {lv.name}") for lv in c_lv]
+    u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv)]
+    pr_load = [(port(f"{p.name}.read"), p.read_bw_bits, port(f"{c.name}.write"), c.write_bw_bits)
+               for c, p in zip(c_lv, p_lv)]
+    pr_store = [(port(f"{c.name}.read"), c.read_bw_bits, port(f"{p.name}.write"), p.write_bw_bits)
+                for c, p in zip(c_lv, p_lv)]
+    setup = [float(lv.transfer_setup_cycles) for lv in c_lv]
+    parent = [next((k2 for k2, s2 in enumerate(streams) if s2.level == s.parent and s2.operand == s.operand), -1)
+              for s in streams]
+    order_store = sorted(range(ns), key=lambda k: -streams[k].level)
+    order_load = sorted(range(ns), key=lambda k: streams[k].level)
+
+    port_free = [0.0] * len(port_names)
+    port_busy = [0.0] * len(port_names)
+    unit_free = [0.0] * len(unit_names)
+    busy = [0.0] * len(unit_names)
     events: list[Event] = []
     n_instr = 0
 
-    def issue(unit: str, ready: float, ports: list[tuple[str, float]], setup: float, label: str) -> float:
+    def transfer(u: int, ready: float, pa: int, ta: float, pb: int, tb: float, su: float, label: str) -> float:
         nonlocal n_instr
-        start = max(ready, unit_free[unit], *(port_free[p] for p, t in ports if t > 0)) if ports else \
-            max(ready, unit_free[unit])
-        dur = setup + max((t for _, t in ports), default=0.0)
-        for p, t in ports:
-            if t > 0:
-                port_free[p] = start + t + setup
-                port_busy[p] += t
-        end = start + dur
-        unit_free[unit] = end
-        busy[unit] += dur
+        # the slower side paces the transfer and holds its port; the faster side's accesses are
+        # spread over the transfer and interleave with others (they count toward its port's total)
+        if ta >= tb:
+            t, hold = ta, pa
+        else:
+            t, hold = tb, pb
+        start = max(ready, unit_free[u], port_free[hold] if t > 0 else 0.0)
+        end = start + su + t
+        if t > 0:
+            port_free[hold] = end
+        port_busy[pa] += ta
+        port_busy[pb] += tb
+        unit_free[u] = end
+        busy[u] += su + t
         n_instr += 1
         if len(events) < keep_events:
-            events.append(Event(unit, start, end, label))
+            events.append(Event(unit_names[u], start, end, label))
         return end
 
-    # per stream: index of its current tile, end times of loads/stores per tile, last compute per tile
-    streams = prog.transfers
-    tile_idx = [-1] * len(streams)
-    load_end = [np.zeros(len(s.step)) for s in streams]
-    store_end = [np.zeros(len(s.step)) for s in streams]
-    last_compute = [np.zeros(len(s.step)) for s in streams]
-    by_step: dict[int, list[int]] = defaultdict(list)
-    for k, s in enumerate(streams):
-        for t in s.step:
-            by_step[int(t)].append(k)
-    order_store = sorted(range(len(streams)), key=lambda k: -streams[k].level)
-    order_load = sorted(range(len(streams)), key=lambda k: streams[k].level)
-    parent_stream = {}
-    for k, s in enumerate(streams):
-        for k2, s2 in enumerate(streams):
-            if s2.level == s.parent and s2.operand == s.operand:
-                parent_stream[k] = k2
+    tile_idx = [-1] * ns
+    nxt = [steps[0] if steps else -1 for steps in st_steps]
+    load_end = [[0.0] * len(x) for x in st_steps]
+    store_end = [[0.0] * len(x) for x in st_steps]
+    last_compute = [[0.0] * len(x) for x in st_steps]
+    cur_load = [0.0] * ns          # load end of every stream's current tile
 
     def store(k: int, j: int, after: float) -> float:
-        s = streams[k]
-        c, p = levels[s.level], levels[s.parent]
-        ports = [(f"{c.name}.read", _port_time(s.store_bits[j], c.read_bw_bits)),
-                 (f"{p.name}.write", _port_time(s.store_parent_bits[j], p.write_bw_bits))]
-        setup = c.transfer_setup_cycles if s.store_bits[j] > 0 else 0
-        end = issue(f"store {c.name}", max(after, last_compute[k][j]), ports, setup,
-                    f"store {s.operand} tile {j}")
+        pa, bwa, pb, bwb = pr_store[k]
+        ta, tb = _port_time(sb[k][j], bwa), _port_time(spb[k][j], bwb)
+        su = setup[k] if sb[k][j] > 0 else 0.0
+        end = transfer(u_store[k], max(after, last_compute[k][j]), pa, ta, pb, tb, su,
+                       f"store {streams[k].operand} tile {j}")
         store_end[k][j] = end
         return end
 
-    compute_end = 0.0
     stream_ports = []
     for lvl, (rd, wr) in prog.stream_bits.items():
         lv = levels[lvl]
@@ -125,59 +151,56 @@ def run_timing(prog: TileProgram, keep_events: int = 4000) -> Timing:
     stream_time = max((t for _, t in stream_ports), default=0.0)
     compute_dur = max(float(prog.mac_cycles), stream_time) + prog.pipeline_cycles
 
+    compute_end = 0.0
     for s_idx in range(prog.n_steps):
-        active = by_step.get(s_idx, ())
-        # stores of the tiles that leave, deepest level first
-        drained_at = 0.0
-        for k in order_store:
-            if k in active and streams[k].is_output and tile_idx[k] >= 0:
-                drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
-        # loads of the new tiles, outermost level first
-        need = 0.0
-        for k in order_load:
-            if k not in active:
-                continue
-            s = streams[k]
-            j = tile_idx[k] = tile_idx[k] + 1
-            lv, pv = levels[s.level], levels[s.parent]
-            back = 2 if lv.double_buffered else 1
-            ready = 0.0
-            if j - back >= 0:
-                ready = max(last_compute[k][j - back], store_end[k][j - back])
-            if k in parent_stream:
-                pk = parent_stream[k]
-                ready = max(ready, load_end[pk][max(tile_idx[pk], 0)])
-            if s.load_bits[j] > 0 or s.load_parent_bits[j] > 0:
-                ports = [(f"{pv.name}.read", _port_time(s.load_parent_bits[j], pv.read_bw_bits)),
-                         (f"{lv.name}.write", _port_time(s.load_bits[j], lv.write_bw_bits))]
-                load_end[k][j] = issue(f"load {lv.name}", ready, ports, lv.transfer_setup_cycles,
-                                       f"load {s.operand} tile {j}")
-            else:
-                load_end[k][j] = ready
-            need = max(need, load_end[k][j])
-        for k, s in enumerate(streams):
-            if tile_idx[k] >= 0:
-                need = max(need, load_end[k][tile_idx[k]])
-                if s.is_output and k in active:
-                    # the output half this tile accumulates into must have been drained
-                    lv = levels[s.level]
-                    back = 2 if lv.double_buffered else 1
-                    if tile_idx[k] - back >= 0:
-                        need = max(need, store_end[k][tile_idx[k] - back])
+        act = [nxt[k] == s_idx for k in range(ns)]
+        if any(act):
+            drained_at = 0.0
+            for k in order_store:
+                if act[k] and out[k] and tile_idx[k] >= 0:
+                    drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
+            for k in order_load:
+                if not act[k]:
+                    continue
+                j = tile_idx[k] = tile_idx[k] + 1
+                nxt[k] = st_steps[k][j + 1] if j + 1 < len(st_steps[k]) else -1
+                ready = 0.0
+                if j - back[k] >= 0:
+                    ready = max(last_compute[k][j - back[k]], store_end[k][j - back[k]])
+                if parent[k] >= 0:
+                    ready = max(ready, cur_load[parent[k]])
+                if lb[k][j] > 0 or lpb[k][j] > 0:
+                    pa, bwa, pb, bwb = pr_load[k]
+                    end = transfer(u_load[k], ready, pa, _port_time(lpb[k][j], bwa), pb, _port_time(lb[k][j], bwb),
+                                   setup[k], f"load {streams[k].operand} tile {j}")
+                else:
+                    end = ready
+                load_end[k][j] = cur_load[k] = end
+        need = max(cur_load, default=0.0)
+        for k in range(ns):
+            if act[k] and out[k] and tile_idx[k] - back[k] >= 0:
+                # the output half this tile accumulates into must have been drained
+                need = max(need, store_end[k][tile_idx[k] - back[k]])
         if not compute_dur:
             continue
-        compute_end = issue("compute", need, [], compute_dur, f"step {s_idx}")
-        for k in range(len(streams)):
+        start = max(need, unit_free[0])
+        compute_end = unit_free[0] = start + compute_dur
+        busy[0] += compute_dur
+        n_instr += 1
+        if len(events) < keep_events:
+            events.append(Event("compute", start, compute_end, f"step {s_idx}"))
+        for k in range(ns):
             if tile_idx[k] >= 0:
                 last_compute[k][tile_idx[k]] = compute_end
     # the last tiles of every output level drain at the end, deepest first
     end = compute_end
     drained_at = 0.0
     for k in order_store:
-        if streams[k].is_output and tile_idx[k] >= 0:
+        if out[k] and tile_idx[k] >= 0:
             drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
             end = max(end, drained_at)
+    pb_all = dict(zip(port_names, port_busy))
     for p, t in stream_ports:
-        port_busy[p] += t * prog.n_steps
-    end = max([end] + list(unit_free.values()) + list(port_busy.values()))
-    return Timing(end, dict(busy), dict(port_busy), events, n_instr)
+        pb_all[p] = pb_all.get(p, 0.0) + t * prog.n_steps
+    end = max([end] + unit_free + list(pb_all.values()))
+    return Timing(end, dict(zip(unit_names, busy)), pb_all, events, n_instr)

@@ -65,6 +65,18 @@ def _strides(op: Operator, m: Mapping) -> list[int]:
     return strides
 
 
+def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, axis=0, return_inverse=True)``, fast: rows packed into one integer when they fit."""
+    lo = key.min(axis=0)
+    span = key.max(axis=0) - lo + 1
+    if float(np.prod(span.astype(np.float64))) < 2.0 ** 62:
+        mult = np.cumprod(np.concatenate([[1], span[::-1][:-1]]))[::-1].astype(np.int64)
+        packed = (key - lo) @ mult
+        _, first, inv = np.unique(packed, return_index=True, return_inverse=True)
+        return key[first], inv
+    return np.unique(key, axis=0, return_inverse=True)
+
+
 def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> TileProgram:
     counts = counts if counts is not None else access_counts(op, arch, m)
     nlev = len(arch.levels)
@@ -121,7 +133,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
             if xd else ne.astype(np.int64)[:, None]
         prev = np.vstack([np.zeros((1, rows.shape[1]), dtype=np.int64), rows[:-1]])
         key = np.hstack([rows[:, len(xd):], rows[:, :len(xd)] - prev[:, :len(xd)], prev[:, len(xd):]])
-        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        uniq, inv = _unique_rows(key)
         nx = len(xd)
         delta_u = np.zeros(len(uniq), dtype=np.int64)
         for u, row in enumerate(uniq):
