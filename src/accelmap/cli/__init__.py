@@ -35,3 +35,4 @@ from accelmap.cli import arch_cmd  # noqa: E402,F401
 from accelmap.cli import embed_cmd  # noqa: E402,F401
 from accelmap.cli import codegen_cmd  # noqa: E402,F401
 from accelmap.cli import simulate_cmd  # noqa: E402,F401
+from accelmap.cli import map_cmd  # noqa: E402,F401

@@ -1,0 +1,101 @@
+"""``accelmap map``: map every layer of a model (or one operator) and report the whole model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.cli import main
+from accelmap.cli.import_cmd import parse_precision
+from accelmap.errors import SpecError
+from accelmap.report.model_report import format_summary, write_report
+from accelmap.search.cache import default_cache_path
+from accelmap.search.mapper import STRATEGIES
+from accelmap.search.model_mapper import map_model
+from accelmap.search.objective import OBJECTIVES
+from accelmap.search.space import Constraints, constraints_from_yaml
+from accelmap.workload.files import load_operator, states_precision
+from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
+from accelmap.yaml_io import load_yaml
+
+
+def load_constraints(path: str | None) -> Constraints:
+    """A YAML file holding the ``constraints:`` section of a mapping file (or just its body)."""
+    if path is None:
+        return Constraints()
+    data = load_yaml(path)
+    if isinstance(data, dict) and "constraints" in data:
+        extra = set(data) - {"constraints", "mapping", "comment"}
+        if extra:
+            raise SpecError(f"unknown top-level keys {sorted(extra)}; allowed: constraints, mapping, comment",
+                            where=path)
+        data = data["constraints"]
+    return constraints_from_yaml(data, f"{path}: constraints")
+
+
+def load_workload(model: str, batch, seq_len, bits) -> tuple[ModelImport, bool]:
+    """MODEL -> (import, whether it states its own precision)."""
+    p = Path(model)
+    if model not in BUNDLED and p.suffix in (".yaml", ".yml"):
+        for flag, v in (("--batch", batch), ("--seq-len", seq_len)):
+            if v is not None:
+                raise SpecError(f"{flag} applies to models; a workload YAML gives its sizes itself", where=flag)
+        if bits is not None:
+            raise SpecError("--precision applies to models; a workload YAML states its precision itself",
+                            where="--precision")
+        op = load_operator(p)
+        layer = Layer(op, (op.name,), "yaml")
+        return ModelImport(p.stem, str(p), (layer,)), states_precision(p)
+    return load_model(model, batch=batch, seq_len=seq_len, bits=bits), bits is not None
+
+
+@main.command("map")
+@click.argument("model")
+@click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
+@click.option("--objective", default="edp", show_default=True,
+              type=click.Choice([o for o in OBJECTIVES if o != "pareto"]), help="What each layer minimizes.")
+@click.option("--strategy", default="auto", show_default=True, type=click.Choice(STRATEGIES),
+              help="auto: exact search where the space is small enough, else the heuristic.")
+@click.option("--constraints", "constraints_file", default=None,
+              help="YAML with a 'constraints:' section (spatial, orders, forbid_orders, keep, min_utilization).")
+@click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: every core).")
+@click.option("--time-limit", type=float, default=None, help="Seconds per layer for the search.")
+@click.option("--out", "out_dir", default=None, help="Output folder (default out/MODEL-ARCH).")
+@click.option("--cache", "cache_file", default=None,
+              help=f"Result cache (SQLite; default {default_cache_path()}).")
+@click.option("--no-cache", is_flag=True, help="Search every layer again and store nothing.")
+@click.option("--batch", type=int, default=None, help="Bind the model's symbolic batch dimension (default 1).")
+@click.option("--seq-len", type=int, default=None, help="Bind the model's symbolic sequence length.")
+@click.option("--precision", default=None,
+              help="Operand bits (I=8,W=8,O=32 or 'onnx'); default: the accelerator's precision.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the heuristic and random strategies.")
+def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
+            batch, seq_len, precision, no_progress, no_plots, seed):
+    """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
+    for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
+        if v is not None and v < 1:
+            raise SpecError(f"must be a positive integer, got {v}", where=flag)
+    acc = get_accelerator(arch)
+    cons = load_constraints(constraints_file)
+    m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision))
+    cache = None if no_cache else (cache_file or default_cache_path())
+    try:
+        mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
+                       jobs=jobs, cache_path=cache, progress=False if no_progress else None,
+                       keep_precision=keep_bits, seed=seed)
+    except KeyboardInterrupt:
+        done = f"; finished layers are in {cache}, run the same command again to resume" if cache else ""
+        click.echo(f"interrupted{done}", err=True)
+        sys.exit(130)
+    click.echo(format_summary(mm))
+    out = Path(out_dir or Path("out") / f"{m.name}-{acc.name}")
+    files = write_report(mm, out, plots=not no_plots)
+    click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
+               + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png") + ")")
+    if not mm.mapped:
+        sys.exit(1)

@@ -1,0 +1,142 @@
+"""SQLite cache of per-layer mapping results, so whole-model runs are instant the second time.
+
+A row is keyed by what decides the search's answer: the operator's computation
+(its signature plus operand names, not its layer name), the accelerator's
+content (not its name or file), the objective, the requested strategy, the
+constraints as applied to the layer, the time limit and seed, and a fingerprint
+of the source of the packages that define the answer (``mapping``, ``cost``,
+``search``). Editing the cost model or the search therefore misses the cache
+instead of serving a mapping that may no longer be the best.
+
+Only the mapping (its YAML form) and a summary are stored. The caller rebuilds
+the full cost by evaluating the stored mapping again (one evaluation, cheap),
+so reported numbers always come from the current model; a row whose stored
+objective no longer matches that evaluation is treated as a miss.
+
+Each result is committed as soon as it is put, so an interrupted sweep keeps
+everything finished before the interruption. WAL mode lets two runs share one
+file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import SpecError
+from accelmap.search.space import Constraints
+from accelmap.workload.operator import Operator
+
+SCHEMA_VERSION = 1
+_FINGERPRINT_PACKAGES = ("mapping", "cost", "search")
+
+
+def default_cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "accelmap" / "mappings.sqlite"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the source files whose behaviour decides a cached answer."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(f"schema {SCHEMA_VERSION}".encode())
+    for pkg in _FINGERPRINT_PACKAGES:
+        for f in sorted((root / pkg).glob("*.py")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def operator_key(op: Operator) -> str:
+    names = tuple(o.name for o in op.operands)
+    return hashlib.sha256(repr((op.signature(), names)).encode()).hexdigest()
+
+
+def accelerator_key(arch: Accelerator) -> str:
+    # Levels and compute are frozen dataclasses of plain values: their repr is the content.
+    return hashlib.sha256(repr((arch.levels, arch.compute)).encode()).hexdigest()
+
+
+def constraints_key(cons: Constraints) -> str:
+    canon = {
+        "spatial": {ax: sorted(d.items()) for ax, d in sorted(cons.spatial.items())},
+        "orders": {lv: list(o) for lv, o in sorted(cons.orders.items())},
+        "forbid_orders": {lv: [list(s) for s in seqs] for lv, seqs in sorted(cons.forbid_orders.items())},
+        "keep": {lv: sorted(k) for lv, k in sorted(cons.keep.items())},
+        "min_utilization": cons.min_utilization,
+    }
+    return json.dumps(canon, sort_keys=True)
+
+
+def result_key(op: Operator, arch: Accelerator, objective: str, strategy: str, cons: Constraints,
+               time_limit: float | None, seed: int) -> str:
+    parts = [operator_key(op), accelerator_key(arch), objective, strategy, constraints_key(cons),
+             repr(time_limit), str(seed), code_fingerprint()]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    mapping: dict | None          # mapping_to_yaml form; None when the layer cannot be mapped
+    value: float | None           # objective value when stored
+    strategy: str                 # strategy that ran ('optimal', 'heuristic', ...)
+    proven_optimal: bool
+    search_seconds: float
+    evaluated: int
+    notes: tuple[str, ...]
+    error: str | None             # why the layer cannot be mapped
+
+
+class ResultCache:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, operator TEXT, accelerator TEXT, "
+                "objective TEXT, strategy TEXT, mapping TEXT, value REAL, proven INTEGER, seconds REAL, "
+                "evaluated INTEGER, notes TEXT, error TEXT, summary TEXT, created REAL)")
+            self._db.commit()
+        except (OSError, sqlite3.Error) as e:
+            raise SpecError(f"cannot open the result cache: {e}; pass --no-cache or another --cache file",
+                            where=str(self.path)) from None
+
+    def get(self, key: str) -> CachedResult | None:
+        row = self._db.execute("SELECT mapping, value, strategy, proven, seconds, evaluated, notes, error "
+                               "FROM results WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        mapping, value, strategy, proven, seconds, evaluated, notes, error = row
+        return CachedResult(json.loads(mapping) if mapping else None, value, strategy, bool(proven), seconds,
+                            evaluated, tuple(json.loads(notes)), error)
+
+    def put(self, key: str, operator: str, accelerator: str, objective: str, res: CachedResult,
+            summary: dict[str, Any] | None = None) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (key, operator, accelerator, objective, res.strategy,
+             json.dumps(res.mapping) if res.mapping is not None else None, res.value, int(res.proven_optimal),
+             res.search_seconds, res.evaluated, json.dumps(list(res.notes)), res.error,
+             json.dumps(summary) if summary is not None else None, time.time()))
+        self._db.commit()
+
+    def delete(self, key: str) -> None:
+        self._db.execute("DELETE FROM results WHERE key = ?", (key,))
+        self._db.commit()
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()

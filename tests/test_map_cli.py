@@ -1,0 +1,110 @@
+"""``accelmap map``: table, output files, cache reuse, failed layers and bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from accelmap.cli import main
+from accelmap.mapping.forms import mapping_from_yaml
+from accelmap.arch.schema import accelerator_from_dict
+
+from test_model_mapper import TINY
+
+# DeepBench column order; rows 0 and 2 are the same convolution, so it is one layer of count 2.
+TABLE = """w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h
+3,1,1,1,2,2,1,0,0,1,1
+2,1,2,1,2,1,1,0,0,1,1
+3,1,1,1,2,2,1,0,0,1,1
+"""
+
+
+def _setup(tmp_path):
+    arch = tmp_path / "tiny.yaml"
+    arch.write_text(yaml.safe_dump(TINY))
+    table = tmp_path / "net.csv"
+    table.write_text(TABLE)
+    return str(arch), str(table)
+
+
+def _map(*args):
+    return CliRunner().invoke(main, ["map", *map(str, args)])
+
+
+def test_map_prints_the_table_and_writes_every_file(tmp_path):
+    arch, table = _setup(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "c.sqlite"
+    r = _map(table, "--arch", arch, "--strategy", "optimal", "--out", out, "--cache", cache, "--jobs", 1)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "model net on tiny, objective edp, strategy optimal"
+    rows = [ln.split() for ln in lines if ln.startswith("conv")]
+    assert [(row[0], row[2], row[3]) for row in rows] == [("conv0", "2", "8"), ("conv1", "1", "8")]
+    assert all(row[-1] == "optimal" for row in rows)
+    assert "total (3 nodes in 2 distinct layers): 24 MACs" in r.output
+    assert "2 of 2 layers proven optimal; 2 searched, 0 from the cache" in r.output
+
+    names = {p.name for p in out.iterdir()}
+    assert names == {"summary.json", "layers.csv", "mappings", "energy_breakdown.png", "latency_utilization.png"}
+    with open(out / "layers.csv") as f:
+        recs = list(csv.DictReader(f))
+    assert [(x["layer"], x["count"], x["macs_each"], x["proven_optimal"]) for x in recs] == \
+        [("conv0", "2", "8", "1"), ("conv1", "1", "8", "1")]
+    assert recs[0]["nodes"] == "conv0;conv2"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["distinct_layers"] == 2 and summary["accelerator_nodes"] == 3
+    total = sum(float(x["energy_pj_each"]) * int(x["count"]) for x in recs)
+    assert abs(summary["totals"]["energy_pj"] - total) <= 1e-9 * total
+    # The mapping files load back as mappings of the accelerator.
+    acc = accelerator_from_dict(TINY, "tiny")
+    for name in ("conv0", "conv1"):
+        p = out / "mappings" / f"{name}.yaml"
+        mapping_from_yaml(yaml.safe_load(p.read_text()), acc, str(p))
+    assert (out / "energy_breakdown.png").read_bytes()[:4] == b"\x89PNG"
+
+    again = _map(table, "--arch", arch, "--strategy", "optimal", "--out", out, "--cache", cache, "--no-plots")
+    assert again.exit_code == 0, again.output
+    assert "0 searched, 2 from the cache" in again.output
+    assert "optimal (cached)" in again.output
+
+
+def test_a_workload_yaml_is_a_one_layer_model(tmp_path):
+    arch, _ = _setup(tmp_path)
+    wl = tmp_path / "mm.yaml"
+    wl.write_text("name: mm\ngemm: {m: 2, n: 2, k: 2}\n")
+    out = tmp_path / "o"
+    r = _map(wl, "--arch", arch, "--strategy", "optimal", "--out", out, "--no-cache", "--no-plots",
+             "--objective", "energy")
+    assert r.exit_code == 0, r.output
+    assert "objective energy" in r.output and "total (1 nodes in 1 distinct layers): 8 MACs" in r.output
+    assert (out / "mappings" / "mm.yaml").exists() and not (out / "energy_breakdown.png").exists()
+
+
+def test_layers_that_cannot_be_mapped_are_listed_and_the_exit_code_says_none_mapped(tmp_path):
+    arch, table = _setup(tmp_path)
+    r = _map(table, "--arch", arch, "--precision", "I=4,W=4,O=16", "--no-cache", "--out", tmp_path / "o")
+    assert r.exit_code == 1, r.output
+    assert "not mapped: conv0 (x2): operand O is 16-bit, but tiny computes class O at 32 bits" in r.output
+    recs = list(csv.DictReader(open(tmp_path / "o" / "layers.csv")))
+    assert [x["mapping"] for x in recs] == ["failed", "failed"]
+
+
+def test_bad_input_is_one_line(tmp_path):
+    arch, table = _setup(tmp_path)
+    cons = tmp_path / "c.yaml"
+    cons.write_text("constraints:\n  spatial:\n    Z: {K: 2}\n")
+    cases = [
+        (["nosuchmodel", "--arch", arch], "no bundled model named 'nosuchmodel'"),
+        ([table, "--arch", "nosucharch"], "no preset named 'nosucharch'"),
+        ([table, "--arch", arch, "--constraints", cons], "unknown fan-out axis 'Z'; tiny has X, Y"),
+        ([table, "--arch", arch, "--jobs", "0"], "--jobs: must be a positive integer, got 0"),
+    ]
+    for args, msg in cases:
+        r = _map(*args)
+        assert r.exit_code == 2, r.output
+        assert msg in r.output and "Traceback" not in r.output
+    r = _map(table, "--arch", arch, "--objective", "pareto")
+    assert r.exit_code == 2 and "pareto" in r.output
