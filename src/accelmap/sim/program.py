@@ -163,6 +163,10 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
             load_c, load_p, store_c, store_p = cc.fills, pc.reads, cc.drains, pc.updates
         else:
             load_c, load_p, store_c, store_p = cc.fills, pc.reads, 0, 0
+        # a transition that moves nothing keeps the same buffer: it is no new tile
+        moved = delta > 0
+        moved[0] = True
+        steps, delta = steps[moved], delta[moved]
         shape = delta / total if total else delta
         b = bits[X.name]
         # an output tile is drained when the next tile of the level starts (or at the end)
