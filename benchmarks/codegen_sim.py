@@ -206,13 +206,13 @@ def seed003_example() -> dict:
 
 # ---------------------------------------------------------------- main
 def main(argv: list[str]) -> int:
+    global MAPPER_TIME_LIMIT
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="ResNet-18 only, no compiles")
     ap.add_argument("--compile-all", action="store_true", help="generate and compile every layer, not only ResNet-18's")
     ap.add_argument("--greedy", action="store_true", help="use the greedy mapper even if accelmap.search has one")
     ap.add_argument("--mapper-time", type=float, default=MAPPER_TIME_LIMIT, help="time limit per layer of the mapper")
     args = ap.parse_args(argv)
-    global MAPPER_TIME_LIMIT
     MAPPER_TIME_LIMIT = 0.0 if args.greedy else args.mapper_time
     RESULTS.mkdir(parents=True, exist_ok=True)
 
