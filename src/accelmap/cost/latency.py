@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Mapping
-from accelmap.workload.index_sets import tile_size
+from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
 
 
@@ -76,6 +76,68 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
             n += (l.bound - 1) * outer
         outer *= l.bound
     return n
+
+
+def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
+    """A double buffer hides a load only behind the compute of one tile: transitions of each loop
+    above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+
+    The load when loop j advances is the first instance's exact tile delta (inner loops reset);
+    its share of the level's total fills scales it to the counted traffic.
+    """
+    lv, levels = arch.levels[c], arch.levels
+    above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
+    steps = math.prod(m.loops[i].bound for i in above)
+    if steps <= 1:
+        return 0.0
+    strides = {}
+    for d in op.dim_names:
+        s_ = 1
+        for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
+            strides[i] = s_
+            s_ *= m.loops[i].bound
+    ext = {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
+           for d in op.dim_names}
+    per_class = []          # (transitions, load cycles per transition)
+    outer = 1
+    for k, j in enumerate(above):
+        lj = m.loops[j]
+        if lj.bound > 1:
+            shift = {d: 0 for d in op.dim_names}
+            shift[lj.dim] += strides[j]
+            for i in above[k + 1:]:
+                shift[m.loops[i].dim] -= (m.loops[i].bound - 1) * strides[i]
+            per_class.append(((lj.bound - 1) * outer, shift))
+        outer *= lj.bound
+    loads = []
+    for X in op.operands:
+        chain = [i for i in range(len(levels)) if X.name in m.keep[i]]
+        if c not in chain[1:] or X.is_output:
+            continue
+        p = chain[chain.index(c) - 1]
+        cc, pc = raw[(c, X.name)], raw[(p, X.name)]
+        axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+        full = tile_size(X, ext)
+        deltas = []
+        for n, shift in per_class:
+            ov = 1
+            for coeffs, ds in axes:
+                e = tuple(ext[d] for d in ds)
+                ov *= axis_overlap(coeffs, e, e, tuple(shift[d] for d in ds))
+            deltas.append(full - ov)
+        counted = full + sum(n * dl for (n, _), dl in zip(per_class, deltas))
+        if not counted or not cc.fills:
+            continue
+        nc, np_ = used_instances(m, c), used_instances(m, p)
+        per_c = cc.fills * X.bits / nc / counted
+        per_p = pc.reads * X.bits / np_ / counted
+        loads.append([(lv.transfer_setup_cycles if dl else 0.0) +
+                      max(_t(dl * per_c, lv.write_bw_bits), _t(dl * per_p, levels[p].read_bw_bits))
+                      for dl in deltas])
+    if not loads:
+        return 0.0
+    step = busy / steps
+    return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, _) in enumerate(per_class)) + step
 
 
 def _t(bits: float, bw: float | None) -> float:
@@ -181,5 +243,6 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     transfer = {lv.name: max(ports.get(f"{lv.name}.read", 0.0), ports.get(f"{lv.name}.write", 0.0),
                              load_unit.get(i, 0.0), store_unit.get(i, 0.0))
                 for i, lv in enumerate(levels)}
-    latency = max(max(busy, overlapped) + edge, max(ports.values(), default=0.0))
+    bursty = max((_burst_bound(op, arch, m, raw, c, busy) for c in pro), default=0.0)
+    latency = max(max(busy, overlapped, bursty) + edge, max(ports.values(), default=0.0))
     return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
