@@ -1,0 +1,138 @@
+"""How the mapper scales: search time and mappings evaluated against the exhaustive space size.
+
+For ResNet-50, MobileNetV2 and one BERT-base encoder layer on eyeriss_like,
+tpu_like and simba_like, every distinct layer is mapped the way ``accelmap map``
+does it (strategy auto: exact branch and bound where the space is small enough,
+else the heuristic; a time limit per layer), with the cache off. Each
+(model, accelerator) pair runs in its own process so its peak memory (resident
+set of that process and of its worker processes, from getrusage) is its own.
+
+    python benchmarks/mapper_scaling.py [--time-limit 10] [--jobs 2] [--budget 900]
+
+Prints a per-pair table and a table by space-size decade; writes
+benchmarks/results/mapper_scaling.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODELS = ("resnet50", "mobilenetv2", "bert_base_layer")
+ARCHS = ("eyeriss_like", "tpu_like", "simba_like")
+RESULTS = Path(__file__).resolve().parent / "results" / "mapper_scaling.json"
+MEMORY_LIMIT_MB = 1024
+
+
+def run_one(model: str, arch_name: str, time_limit: float, jobs: int) -> dict:
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.search.exhaustive import space_size
+    from accelmap.search.model_mapper import map_model
+    from accelmap.workload.models import load_model
+
+    arch = get_accelerator(arch_name)
+    m = load_model(model)
+    t0 = time.perf_counter()
+    mm = map_model(m, arch, "edp", strategy="auto", time_limit_per_layer=time_limit, jobs=jobs,
+                   cache_path=None, progress=False)
+    wall = time.perf_counter() - t0
+    layers = []
+    for l in mm.layers:
+        layers.append({"layer": l.name, "count": l.count, "macs_each": l.layer.operator.macs,
+                       "space_size": space_size(adopt_precision(l.layer.operator, arch), arch),
+                       "strategy": l.strategy, "proven_optimal": l.proven_optimal,
+                       "seconds": l.search_seconds, "evaluated": l.evaluated,
+                       "edp": l.result.edp if l.ok else None, "error": l.error})
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"model": model, "arch": arch_name, "wall_seconds": wall, "jobs": jobs, "time_limit": time_limit,
+            "peak_rss_mb_parent": own, "peak_rss_mb_worker": kids, "peak_rss_mb": max(own, kids),
+            "energy_pj": mm.energy_total, "latency_cycles": mm.latency_total, "layers": layers}
+
+
+def decade(n: int) -> int:
+    return int(math.floor(math.log10(n))) if n > 0 else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=10.0, help="search seconds per layer")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=900.0, help="skip remaining pairs after this many seconds")
+    ap.add_argument("--one", nargs=2, metavar=("MODEL", "ARCH"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(run_one(a.one[0], a.one[1], a.time_limit, a.jobs)))
+        return
+    t_start = time.perf_counter()
+    runs, skipped = [], []
+    for model in MODELS:
+        for arch in ARCHS:
+            if time.perf_counter() - t_start > a.budget:
+                skipped.append(f"{model}/{arch}")
+                continue
+            p = subprocess.run([sys.executable, __file__, "--one", model, arch, "--time-limit", str(a.time_limit),
+                                "--jobs", str(a.jobs)], capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"{model} on {arch} failed:\n{p.stderr}", file=sys.stderr)
+                sys.exit(1)
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            runs.append(r)
+            print(f"  {model} on {arch}: {r['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
+
+    hdr = (f"{'model':<16} {'arch':<13} {'layers':>6} {'space (min..max)':>18} {'optimal':>7} {'heur.':>5} "
+           f"{'failed':>6} {'evaluated':>10} {'search s':>9} {'wall s':>7} {'peak MB':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in runs:
+        L = r["layers"]
+        sizes = [l["space_size"] for l in L]
+        proven = sum(1 for l in L if l["proven_optimal"])
+        print(f"{r['model']:<16} {r['arch']:<13} {len(L):>6} {f'1e{decade(min(sizes))}..1e{decade(max(sizes))}':>18} "
+              f"{proven:>7} {sum(1 for l in L if l['strategy'] == 'heuristic'):>5} {sum(1 for l in L if l['error']):>6} "
+              f"{sum(l['evaluated'] for l in L):>10,} {sum(l['seconds'] for l in L):>9.1f} {r['wall_seconds']:>7.1f} "
+              f"{r['peak_rss_mb']:>8.0f}")
+    print()
+    by_dec: dict[int, list[dict]] = {}
+    for r in runs:
+        for l in r["layers"]:
+            by_dec.setdefault(decade(l["space_size"]), []).append(l)
+    hdr2 = f"{'space size':>10} {'layers':>6} {'failed':>6} {'proven':>6} {'median s':>9} {'max s':>7} {'median evaluated':>16} {'strategy':>18}"
+    print(hdr2)
+    print("-" * len(hdr2))
+    table2 = []
+    for d in sorted(by_dec):
+        L = by_dec[d]
+        strat = sorted({l["strategy"] for l in L})
+        row = {"decade": d, "layers": len(L), "failed": sum(1 for l in L if l["error"]), "proven": sum(1 for l in L if l["proven_optimal"]),
+               "median_seconds": statistics.median(l["seconds"] for l in L),
+               "max_seconds": max(l["seconds"] for l in L),
+               "median_evaluated": statistics.median(l["evaluated"] for l in L), "strategies": strat}
+        table2.append(row)
+        print(f"{'1e' + str(d):>10} {row['layers']:>6} {row['failed']:>6} {row['proven']:>6} {row['median_seconds']:>9.2f} "
+              f"{row['max_seconds']:>7.2f} {row['median_evaluated']:>16,.0f} {'/'.join(strat):>18}")
+    r50 = [r for r in runs if r["model"] == "resnet50"]
+    peak = max((r["peak_rss_mb"] for r in r50), default=None)
+    if peak is not None:
+        print(f"\nResNet-50 peak resident memory: {peak:.0f} MB per process "
+              f"({'under' if peak < MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MB target)")
+    if skipped:
+        print(f"skipped (budget {a.budget:g} s reached): {', '.join(skipped)}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"time_limit_per_layer": a.time_limit, "jobs": a.jobs,
+                                   "total_seconds": time.perf_counter() - t_start, "skipped": skipped,
+                                   "resnet50_peak_rss_mb": peak, "by_space_decade": table2, "runs": runs},
+                                  indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
