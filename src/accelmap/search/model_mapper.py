@@ -244,12 +244,21 @@ def _search(task: _Task) -> tuple[int, dict[str, Any]]:
     except AccelmapError as e:
         return task.index, {"error": str(e), "deterministic": True, "strategy": task.strategy,
                             "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": ()}
+    notes = tuple(res.notes)
+    if res.best is None and not res.proven_optimal and res.strategy == "heuristic":
+        # The heuristic packs greedily and can miss every valid tiling under tight buffers or fixed
+        # spatial unrolling; random sampling of valid mappings still finds one. Said in the notes.
+        first = res
+        res = map_operator(task.op, task.arch, task.objective, constraints=task.cons, strategy="random",
+                           time_limit=task.time_limit, seed=task.seed)
+        res.stats.evaluated += first.stats.evaluated
+        notes = ("the heuristic found no valid mapping; random sampling used",) + tuple(res.notes)
     best = res.best
     out = {"strategy": res.strategy, "proven": res.proven_optimal, "seconds": time.perf_counter() - t0,
-           "evaluated": res.stats.evaluated, "notes": tuple(res.notes)}
+           "evaluated": res.stats.evaluated, "notes": notes}
     if best is None:
         # Proven empty is an answer; an unproven empty search might find something with more time.
-        out.update(error="; ".join(res.notes) or "no valid mapping found", deterministic=res.proven_optimal)
+        out.update(error="; ".join(notes) or "no valid mapping found", deterministic=res.proven_optimal, notes=())
     else:
         out.update(error=None, mapping=best.mapping, result=best.result, value=best.value)
     return task.index, out

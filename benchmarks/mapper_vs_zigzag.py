@@ -1,0 +1,373 @@
+"""accelmap's whole-model mapper against ZigZag (zigzag-dse 3.9.1) on ZigZag's own inputs.
+
+For ResNet-18 and MobileNetV2 (the ONNX files in ZigZag's wheel) on tpu_like,
+edge_tpu_like and ascend_like (hardware and mapping files from the wheel):
+
+1. ZigZag's default search (LOMA, uneven temporal mappings, lpf_limit 6, the
+   spatial mapping of the wheel's mapping file) runs in its own virtual
+   environment (benchmarks/.venv-zigzag, created and filled with
+   ``pip install zigzag-dse==3.9.1 six`` on first use), in a subprocess, one
+   process per (model, hardware). Its wall time covers parsing and search.
+2. accelmap maps the same ONNX file on the same hardware converted by
+   ``accelmap.arch.zigzag_import`` with the same spatial constraints
+   (``load_zigzag_spatial_constraints``), using ``map_model`` (strategy auto,
+   every core, cache off). Its wall time covers import and search.
+3. ZigZag's chosen mapping of every layer is converted into our Mapping and
+   evaluated in our cost model next to ours (same objective), and our cost of
+   that mapping is set against ZigZag's own cost of it.
+
+Converting a ZigZag mapping (docs/mapping-models.md has the full argument):
+ZigZag lists, per operand, the loops (innermost first) held by each memory of
+that operand's hierarchy; the loops of all operands form one order. Our levels
+are one chain, so each loop gets one level. A loop goes to the innermost level
+at which every operand sees the memory ZigZag chose for it. Where none does
+(ZigZag's per-operand memories sit side by side, e.g. tpu_like's O and W
+registers both feed the multiplier, which the import stacks), the loop goes to
+the innermost level between the operands' choices whose tiles still fit; the
+layer is then marked ``approx`` and the displaced loops are counted. Spatial
+unrollings go to the fan-out axis of the same name; a fractional one (ZigZag's
+uneven K=31.25) is rounded up (a padded, imperfect loop). Operands keep every
+level that holds their class (ZigZag has no bypass choice).
+
+    python benchmarks/mapper_vs_zigzag.py [--objective edp] [--models resnet18 mobilenetv2]
+        [--hardware tpu_like edge_tpu_like ascend_like] [--jobs 2] [--time-limit 10]
+
+Prints a summary table and the per-layer disagreements; writes
+benchmarks/results/mapper_vs_zigzag.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE / ".venv-zigzag"
+RESULTS = HERE / "results" / "mapper_vs_zigzag.json"
+ZIGZAG_VERSION = "3.9.1"
+
+# Runs inside the ZigZag venv: one (model, hardware) pair; prints JSON with time and per-layer mappings.
+ZIGZAG_SCRIPT = r'''
+import json, os, sys, time, logging, tempfile
+import zigzag
+from zigzag.api import get_hardware_performance_zigzag
+base = os.path.join(os.path.dirname(zigzag.__file__), "inputs")
+model, hw, opt = sys.argv[1], sys.argv[2], sys.argv[3]
+logging.disable(logging.WARNING)
+dump = tempfile.mkdtemp(prefix="zigzag-")
+t0 = time.perf_counter()
+if len(sys.argv) > 4:   # a pickled result list (ZigZag's list_of_cmes format): re-extract without searching
+    import pickle
+    cmes = pickle.load(open(sys.argv[4], "rb"))
+    energy, latency = cmes[0][0].energy_total, cmes[0][0].latency_total2
+else:
+    energy, latency, cmes = get_hardware_performance_zigzag(
+        os.path.join(base, "workload", model + ".onnx"), os.path.join(base, "hardware", hw + ".yaml"),
+        os.path.join(base, "mapping", hw + ".yaml"), opt=opt, dump_folder=dump, loma_show_progress_bar=False)
+wall = time.perf_counter() - t0
+layers = []
+for cme, _ in cmes[0][1]:
+    lay = cme.layer
+    links = {str(k): str(v) for k, v in cme.memory_operand_links.data.items()}
+    hier = {str(k): [m.name for m in v] for k, v in cme.mem_hierarchy_dict.items()}
+    temporal = {str(op): [[[str(d), int(s)] for d, s in lvl] for lvl in levels]
+                for op, levels in cme.temporal_mapping.mapping_dic_origin.items()}
+    spatial_axes = {str(ax): {str(d): float(s) for d, s in v.items()} for ax, v in lay.spatial_mapping.items()}
+    spatial_eff = {}
+    for op, levels in cme.spatial_mapping.mapping_dict_origin.items():
+        for lvl in levels:
+            for d, s in lvl:
+                spatial_eff[str(d)] = float(s)
+    layers.append({"name": lay.name, "dims": {str(k): int(v) for k, v in lay.layer_dim_sizes.items()},
+                   "links": links, "hierarchy": hier, "temporal": temporal, "spatial_axes": spatial_axes,
+                   "spatial": spatial_eff, "energy": float(cme.energy_total), "latency": float(cme.latency_total2),
+                   "mac_energy": float(cme.mac_energy)})
+print(json.dumps({"model": model, "hardware": hw, "wall_seconds": wall, "energy": float(energy),
+                  "latency": float(latency), "layers": layers}))
+'''
+
+
+def ensure_venv() -> Path | None:
+    """The ZigZag venv's python, installing it on first use; None (with a message) when that fails."""
+    py = VENV / "bin" / "python"
+    check = [str(py), "-c", f"import zigzag, six, importlib.metadata as m; assert m.version('zigzag-dse') == '{ZIGZAG_VERSION}'"]
+    if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return py
+    print(f"installing zigzag-dse=={ZIGZAG_VERSION} and six into {VENV} ...", file=sys.stderr)
+    steps = [[sys.executable, "-m", "venv", str(VENV)],
+             [str(py), "-m", "pip", "install", "-q", f"zigzag-dse=={ZIGZAG_VERSION}", "six"]]
+    for cmd in steps:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"SKIP: cannot install ZigZag ({' '.join(cmd[:4])} ... failed):\n{p.stderr[-2000:]}", file=sys.stderr)
+            return None
+    if subprocess.run(check, capture_output=True).returncode != 0:
+        print("SKIP: ZigZag installed but does not import", file=sys.stderr)
+        return None
+    return py
+
+
+def zigzag_inputs(py: Path) -> Path:
+    out = subprocess.run([str(py), "-c", "import zigzag, os; print(os.path.dirname(zigzag.__file__))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out) / "inputs"
+
+
+def run_zigzag(py: Path, model: str, hw: str, opt: str) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(ZIGZAG_SCRIPT)
+        script = f.name
+    try:
+        p = subprocess.run([str(py), script, model, hw, opt], capture_output=True, text=True)
+    finally:
+        os.unlink(script)
+    if p.returncode != 0:
+        raise RuntimeError(f"ZigZag failed on {model}/{hw}:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- conversion
+
+def _level_of(arch, memory: str) -> int:
+    for i, lv in enumerate(arch.levels):
+        if memory in lv.name.split("."):
+            return i
+    raise KeyError(memory)
+
+
+def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
+    """ZigZag's mapping of one layer -> (our Mapping, displaced loops, notes). See the module docstring."""
+    from accelmap.mapping.loopnest import Loop, Mapping
+    from accelmap.mapping.validate import check_capacity
+    from accelmap.errors import MappingError
+
+    cls_of = {o.name: o.cls for o in op.operands}
+    # ZigZag layer operand (O, W, I) -> our operand name, through the class.
+    opnd = {z: next(o.name for o in op.operands if o.cls == z) for z in zl["temporal"]}
+    notes: list[str] = []
+    # Per operand: our level index of each of its ZigZag memories, innermost first.
+    mem_levels = {z: [_level_of(arch, m) for m in zl["hierarchy"][zl["links"][z]]] for z in zl["temporal"]}
+    # The global loop order, innermost first, with each operand's memory position per loop.
+    seqs = {z: [(d, s, k) for k, lvl in enumerate(levels) for d, s in lvl] for z, levels in zl["temporal"].items()}
+    n = {len(v) for v in seqs.values()}
+    if len(n) != 1:
+        raise ValueError("operands list different loops")
+    first = next(iter(seqs))
+    loops_inner_first = []
+    for p in range(n.pop()):
+        d, s, _ = seqs[first][p]
+        want = {z: mem_levels[z][seqs[z][p][2]] for z in seqs}
+        loops_inner_first.append((dim_names.get(d, d), s, want))
+    # Spatial loops at the fan-out of their axis.
+    axes = arch.fanout_axes()
+    spatial = []
+    for ax, dims in zl["spatial_axes"].items():
+        for d, _ in dims.items():
+            eff = zl["spatial"].get(d)
+            if eff is None or eff <= 1:
+                continue
+            b = math.ceil(eff - 1e-9)
+            if abs(b - eff) > 1e-9:
+                notes.append(f"spatial {dim_names.get(d, d)}={eff:g} on {ax} rounded up to {b} (padded)")
+            spatial.append(Loop(dim_names.get(d, d), b, axes[ax][0], ax))
+    keep = tuple(frozenset(o.name for o in op.operands if o.cls in lv.holds) for lv in arch.levels)
+    nlev = len(arch.levels)
+
+    def build(placed):
+        # Loops not yet placed stay at the outermost level, which is unbounded: inner tiles are unaffected.
+        per = {i: [] for i in range(nlev)}
+        for dim, b, lvl in placed:
+            per[lvl].append(Loop(dim, b, lvl))
+        rest = [Loop(d, b, 0) for d, b, _ in loops_inner_first[len(placed):]]
+        order = []
+        for i in range(nlev):
+            t = list(reversed(per[i]))
+            if i == 0:
+                t = list(reversed(rest)) + t
+            order += t + [l for l in spatial if l.level == i]
+        return Mapping(tuple(order), keep)
+
+    placed, displaced, bound = [], 0, nlev - 1
+    for dim, b, want in loops_inner_first:
+        lo, hi = min(want.values()), max(want.values())
+        # Innermost level at which each operand's innermost holding level at or outside it is ZigZag's choice.
+        exact = [L for L in range(hi, lo - 1, -1) if L <= bound and all(
+            max((x for x in mem_levels[z] if x <= L), default=0) == want[z] for z in want)]
+        cands = exact or [L for L in range(min(hi, bound), lo - 1, -1)] or [min(lo, bound)]
+        chosen = None
+        for L in cands:
+            try:
+                check_capacity(op, arch, build(placed + [(dim, b, L)]))
+            except MappingError:
+                continue
+            chosen = L
+            break
+        if chosen is None:
+            chosen = min(cands)
+        if not exact or chosen not in exact:
+            displaced += 1
+        placed.append((dim, b, chosen))
+        bound = chosen
+    m = build(placed)
+    return m, displaced, notes
+
+
+# ---------------------------------------------------------------- our side and comparison
+
+def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None):
+    from accelmap.arch.zigzag_import import load_zigzag_accelerator, load_zigzag_spatial_constraints
+    from accelmap.search.model_mapper import map_model
+    from accelmap.search.space import Constraints
+    from accelmap.workload.models import load_model
+
+    t0 = time.perf_counter()
+    arch, notes = load_zigzag_accelerator(hw_path, map_path)
+    cons = Constraints(spatial={ax: dict(pairs) for ax, pairs in load_zigzag_spatial_constraints(map_path).items()})
+    model = load_model(onnx)
+    mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
+                   jobs=jobs, cache_path=None, progress=False)
+    return mm, arch, time.perf_counter() - t0, notes
+
+
+def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
+    from accelmap.arch.zigzag_import import ZIGZAG_DIMS
+    from accelmap.cost.model import evaluate
+    from accelmap.errors import AccelmapError
+
+    by_node = {zl["name"]: zl for zl in zz["layers"]}
+    rows = []
+    for l in mm.layers:
+        zl = by_node.get(l.layer.nodes[0])
+        row = {"layer": l.name, "count": l.count, "ours": None, "zigzag_in_ours": None, "zigzag_own": None,
+               "status": "", "displaced_loops": None, "notes": []}
+        if zl is None:
+            row["status"] = "not in ZigZag's results"
+            rows.append(row)
+            continue
+        op = l.layer.operator
+        dim_names = dict(ZIGZAG_DIMS)
+        if "D" in zl["dims"] and "N" in op.sizes:
+            dim_names["D"] = "N"         # ZigZag's Gemm batch dim
+        row["zigzag_own"] = {"energy": zl["energy"], "latency": zl["latency"],
+                             "edp": zl["energy"] * zl["latency"]}
+        if l.ok:
+            row["ours"] = {"energy": l.result.energy_total, "latency": l.result.latency, "edp": l.result.edp,
+                           "how": l.how}
+        try:
+            m, displaced, notes = convert_mapping(zl, op, arch, dim_names)
+            r = evaluate(op, arch, m)
+        except (AccelmapError, KeyError, ValueError, StopIteration) as e:
+            row["status"] = f"not convertible: {e}"
+            rows.append(row)
+            continue
+        row["displaced_loops"] = displaced
+        row["notes"] = notes
+        row["status"] = "exact" if displaced == 0 and not notes else "approx"
+        row["zigzag_in_ours"] = {"energy": r.energy_total, "latency": r.latency, "edp": r.edp}
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--objective", default="edp", choices=["edp", "energy", "latency"])
+    ap.add_argument("--models", nargs="+", default=["resnet18", "mobilenetv2"])
+    ap.add_argument("--hardware", nargs="+", default=["tpu_like", "edge_tpu_like", "ascend_like"])
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
+    a = ap.parse_args()
+    py = ensure_venv()
+    if py is None:
+        sys.exit(0)
+    inputs = zigzag_inputs(py)
+    zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
+    pairs = []
+    for model in a.models:
+        for hw in a.hardware:
+            print(f"  {model} on {hw}: ZigZag ...", file=sys.stderr, flush=True)
+            zz = run_zigzag(py, model, hw, zz_opt)
+            print(f"  {model} on {hw}: ZigZag {zz['wall_seconds']:.1f} s; accelmap ...", file=sys.stderr, flush=True)
+            mm, arch, ours_wall, conv_notes = run_ours(inputs / "workload" / f"{model}.onnx",
+                                                       inputs / "hardware" / f"{hw}.yaml",
+                                                       inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs,
+                                                       a.time_limit)
+            rows = compare(zz, mm, arch, a.objective)
+            pairs.append({"model": model, "hardware": hw, "zigzag_seconds": zz["wall_seconds"],
+                          "ours_seconds": ours_wall, "zigzag_layers_mapped": len(zz["layers"]),
+                          "our_distinct_layers": len(mm.layers), "conversion_notes": conv_notes,
+                          "zigzag_total": {"energy": zz["energy"], "latency": zz["latency"]},
+                          "ours_total": {"energy": mm.energy_total, "latency": mm.latency_total},
+                          "layers": rows})
+            print(f"  {model} on {hw}: accelmap {ours_wall:.1f} s", file=sys.stderr, flush=True)
+    report(pairs, a.objective)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
+                                   "zigzag_version": ZIGZAG_VERSION, "pairs": pairs}, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def report(pairs: list[dict], objective: str) -> None:
+    key = objective
+    hdr = (f"{'model':<12} {'hardware':<14} {'ZigZag s':>8} {'ours s':>7} {'speedup':>7} {'layers':>6} "
+           f"{'ours<=ZZ':>8} {'worse':>5} {'exact':>5} {'approx':>6} {'n/c':>4} "
+           f"{'ZZ map ours/ZZ: exact':>21} {'all':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    for p in pairs:
+        rows = p["layers"]
+        comp = [r for r in rows if r["ours"] and r["zigzag_in_ours"]]
+        better = sum(1 for r in comp if r["ours"][key] <= r["zigzag_in_ours"][key] * (1 + 1e-9))
+        worse = len(comp) - better
+        exact = [r for r in rows if r["status"] == "exact"]
+        approx = sum(1 for r in rows if r["status"] == "approx")
+        nc = sum(1 for r in rows if r["status"].startswith("not"))
+        # Cost-model disagreement on ZigZag's own mapping, exact conversions only: geometric mean of ours / ZigZag's.
+        def gmean(rs):
+            ratios = [_ratio(r["zigzag_in_ours"][key], r["zigzag_own"][key]) for r in rs]
+            return math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else float("nan")
+        gm = gmean(exact)
+        gm_all = gmean([r for r in rows if r["zigzag_in_ours"]])
+        p["summary"] = {"speedup": _ratio(p["zigzag_seconds"], p["ours_seconds"]), "compared": len(comp),
+                        "ours_equal_or_better": better, "ours_worse": worse, "exact": len(exact),
+                        "approx": approx, "not_convertible": nc, "model_ratio_geomean_exact": gm,
+                        "model_ratio_geomean_converted": gm_all}
+        print(f"{p['model']:<12} {p['hardware']:<14} {p['zigzag_seconds']:>8.1f} {p['ours_seconds']:>7.1f} "
+              f"{p['summary']['speedup']:>6.1f}x {len(rows):>6} {better:>8} {worse:>5} {len(exact):>5} {approx:>6} "
+              f"{nc:>4} {gm:>21.3g} {gm_all:>8.3g}")
+    print(f"\nobjective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
+          "that of ZigZag's mapping converted into our model.")
+    print("'ZZ map ours/ZZ': geometric mean, over exactly converted layers and over all converted layers, of "
+          f"our model's {objective} of ZigZag's mapping divided by ZigZag's own.")
+    print("\nper layer, where the cost models disagree by more than 10% on ZigZag's mapping (energy and "
+          "latency ratios ours/ZigZag; [approx]: the conversion moved loops, see the docstring):")
+    for p in pairs:
+        for r in p["layers"]:
+            if not r["zigzag_in_ours"]:
+                continue
+            e = _ratio(r["zigzag_in_ours"]["energy"], r["zigzag_own"]["energy"])
+            l = _ratio(r["zigzag_in_ours"]["latency"], r["zigzag_own"]["latency"])
+            r["model_ratio"] = {"energy": e, "latency": l}
+            if abs(math.log(e)) > math.log(1.1) or abs(math.log(l)) > math.log(1.1):
+                print(f"  {p['model']}/{p['hardware']} {r['layer']}: energy x{e:.3g}, latency x{l:.3g}"
+                      f" [{r['status']}]")
+    for p in pairs:
+        for r in p["layers"]:
+            if r["ours"] and r["zigzag_in_ours"] and r["ours"][key] > r["zigzag_in_ours"][key] * (1 + 1e-9):
+                print(f"  worse than ZigZag's mapping: {p['model']}/{p['hardware']} {r['layer']} "
+                      f"({r['ours']['how']}): ours {r['ours'][key]:.4g} vs {r['zigzag_in_ours'][key]:.4g} "
+                      f"[{r['status']}]")
+
+
+if __name__ == "__main__":
+    main()
