@@ -129,12 +129,12 @@ class BoundContext:
         spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
         spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        stall, transfer = 0.0, 0.0
+        # Latency is at least the MAC schedule and at least every port's traffic over its
+        # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
+        transfer = 0.0
         for i, L in enumerate(arch.levels):
             n = L.instances
             t_r = 0.0 if L.read_bw_bits is None else (reads[i] + drains[i]) / n / L.read_bw_bits
             t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
             transfer = max(transfer, t_r, t_w)
-            if not L.double_buffered and L.write_bw_bits is not None and i > 0:
-                stall += fills[i] / n / L.write_bw_bits
-        return energy, max(compute + stall, transfer)
+        return energy, max(compute, transfer)

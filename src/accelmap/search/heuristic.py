@@ -28,7 +28,7 @@ from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import check_capacity
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, _check_precision, _fits
-from accelmap.search.orders import order_candidates
+from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.workload.operator import Operator
 
@@ -137,7 +137,7 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
                         for d, b in o.items() if b > 1)
         name = arch.levels[lvl].name
         orders = order_candidates(op, keep, lvl, t_loops, s_loops + rest, nlev, cons.orders.get(name),
-                                  cons.forbid_orders.get(name, ()))
+                                  cons.forbid_orders.get(name, ()), order_costs(arch))
         if not orders:
             return []
         options_by_level[lvl] = [o + s_loops for o in orders]

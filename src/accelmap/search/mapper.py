@@ -54,9 +54,11 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         proven = True
     elif strategy == "optimal":
         res, stats = search_optimal(op, arch, objective, k=k, constraints=cons, time_limit=time_limit)
-        proven = not stats.extra.get("timed_out", False)
-        if not proven:
+        proven = not stats.extra.get("timed_out", False) and not stats.extra.get("orders_restricted", False)
+        if stats.extra.get("timed_out"):
             notes.append(f"time limit {time_limit:g} s reached: best found, optimality not proven")
+        if stats.extra.get("orders_restricted"):
+            notes.append("a level had more loops than orders are enumerated for: optimality not proven")
     elif strategy == "heuristic":
         from accelmap.search.heuristic import search_heuristic
         res, stats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=time_limit, seed=seed)

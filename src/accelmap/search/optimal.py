@@ -24,7 +24,7 @@ from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.bounds import BoundContext
 from accelmap.search.objective import collector
-from accelmap.search.orders import order_candidates
+from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
@@ -124,8 +124,10 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             new_rem = {d: rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial))
                        for d in rem}
             lvname = arch.levels[level].name
+            if not orders_exact(len(t_loops), level, nlev):
+                stats.extra["orders_restricted"] = True
             orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
-                                      cons.forbid_orders.get(lvname, ()))
+                                      cons.forbid_orders.get(lvname, ()), order_costs(arch))
             for order in orders:
                 loops = order + rest
                 if level == 0 and cons.min_utilization and \

@@ -16,9 +16,11 @@ sequence for every operand give identical terms (rule O3) and are evaluated once
 from __future__ import annotations
 
 import itertools
+import math
 from functools import lru_cache
 
 from accelmap.cost.access_counts import NestInfo, entering_perfect
+from accelmap.cost.latency import tile_transfers
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operator
 
@@ -60,34 +62,87 @@ def _allowed(order: tuple[Loop, ...], fixed: tuple[str, ...] | None, forbidden: 
     return dims not in forbidden
 
 
+# Above this many loops at one level, orders are drawn from operand priorities
+# instead of all permutations, and the search says its result is not proven.
+EXACT_ORDER_LOOPS = 6
+
+
 def order_candidates(op: Operator, keep: tuple[frozenset[str], ...], level: int, temporal: tuple[Loop, ...],
                      rest: tuple[Loop, ...], nlev: int, fixed: tuple[str, ...] | None = None,
-                     forbidden: tuple[tuple[str, ...], ...] = ()) -> list[tuple[Loop, ...]]:
+                     forbidden: tuple[tuple[str, ...], ...] = (), order_costs: tuple[str, ...] | None = None) -> list[tuple[Loop, ...]]:
     """Orders of ``temporal`` (the level's loops with bound > 1) that may be optimal.
 
     ``rest`` are the level's spatial loops followed by every deeper loop, in
     nest order. Returns at least one order unless the constraints exclude all.
+    ``order_costs``: when the latency model also charges per tile transfer (DMA
+    setup) or per result set and row (compute pipeline), the streamed dimensions
+    of the pipeline (possibly empty); those counts join the dominance vector.
     """
-    return list(_cached(op, keep, level, tuple(sorted(temporal, key=lambda l: l.dim)), rest, nlev, fixed, forbidden))
+    return list(_cached(op, keep, level, tuple(sorted(temporal, key=lambda l: l.dim)), rest, nlev, fixed,
+                        forbidden, order_costs))
+
+
+def order_costs(arch) -> tuple[str, ...] | None:
+    """Streamed dims if the latency model charges per tile transfer or per pipeline result, else None."""
+    pipe = arch.compute.pipeline
+    if pipe is None and not any(lv.transfer_setup_cycles for lv in arch.levels):
+        return None
+    return tuple(pipe.streamed_dims) if pipe else ()
+
+
+def orders_exact(n_loops: int, level: int, nlev: int) -> bool:
+    return n_loops <= EXACT_ORDER_LOOPS or level == nlev - 1
+
+
+def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
+    """One order per operand priority: loops that do not index the first operand innermost, and so on."""
+    for prio in itertools.permutations(op.operands):
+        key = lambda l: tuple(l.dim not in X.dims for X in prio)
+        yield tuple(sorted(temporal, key=key))
+
+
+def _pipeline_counts(op: Operator, loops: tuple[Loop, ...], streamed: tuple[str, ...]) -> tuple[int, int]:
+    """Result sets and rows of the compute pipeline over ``loops`` (cost/latency.py, Eq. 4.1 of seed 003):
+    both shrink with the innermost temporal loops over dimensions the output does not use."""
+    temporal = [l for l in loops if not l.spatial]
+    total = math.prod(l.bound for l in temporal)
+    suffix, streamed_part = 1, 1
+    for l in reversed(temporal):
+        if l.dim in op.output.dims:
+            break
+        suffix *= l.bound
+        if l.dim in streamed:
+            streamed_part *= l.bound
+    return total // suffix, total // streamed_part
 
 
 @lru_cache(maxsize=200_000)
-def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden):
-    perms = [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
-    if len(perms) <= 1 or level == nlev - 1:
-        # The innermost level's order changes no counter: its loops run inside every tile.
+def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs=None):
+    if orders_exact(len(temporal), level, nlev):
+        perms = [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
+    else:
+        perms = list(dict.fromkeys(p for p in _priority_perms(op, temporal) if _allowed(p, fixed, forbidden)))
+    if len(perms) <= 1 or (level == nlev - 1 and order_costs is None):
+        # The innermost level's order changes no access count: its loops run inside every tile.
         return tuple(perms[:1])
     pairs = []
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
         pairs.extend((X, c) for c in chain if c > level)
-    if not pairs:
+    if not pairs and order_costs is None:
         return tuple(perms[:1])
     seen: dict[tuple, tuple[Loop, ...]] = {}
     for p in perms:
         seen.setdefault(_signature(p, op), p)
+    if order_costs is not None:
+        seen = {p: p for p in perms}   # tile and pipeline counts are not captured by the signature
     items = []
     for p in seen.values():
-        info = NestInfo(op, Mapping(p + rest, keep))
-        items.append((tuple(entering_perfect(info, X, c) for X, c in pairs), p))
+        m = Mapping(p + rest, keep)
+        info = NestInfo(op, m)
+        vec = tuple(entering_perfect(info, X, c) for X, c in pairs)
+        if order_costs is not None:
+            vec += tuple(tile_transfers(op, m, X.dims, c) for X, c in pairs)
+            vec += _pipeline_counts(op, p + rest, order_costs)
+        items.append((vec, p))
     return tuple(p for _, p in pareto(items))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Literal, Mapping
 
 from accelmap.errors import SpecError
@@ -39,7 +40,7 @@ class AffineIndex:
                 raise SpecError(f"coefficient of {dim!r} must be a positive integer, got {coeff}")
             seen.add(dim)
 
-    @property
+    @cached_property
     def dims(self) -> tuple[str, ...]:
         return tuple(d for d, _ in self.terms)
 
@@ -71,7 +72,7 @@ class Operand:
     pad_lo: tuple[int, ...] = ()
     shape: tuple[int, ...] = ()
 
-    @property
+    @cached_property
     def dims(self) -> frozenset[str]:
         return frozenset(d for ix in self.indices for d in ix.dims)
 
@@ -103,7 +104,7 @@ class Operator:
         _check_operator(self)
 
     # ---- derived facts -------------------------------------------------
-    @property
+    @cached_property
     def dim_names(self) -> tuple[str, ...]:
         return tuple(d for d, _ in self.dims)
 
