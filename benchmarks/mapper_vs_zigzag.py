@@ -88,7 +88,8 @@ for cme, _ in cmes[0][1]:
     layers.append({"name": lay.name, "dims": {str(k): int(v) for k, v in lay.layer_dim_sizes.items()},
                    "links": links, "hierarchy": hier, "temporal": temporal, "spatial_axes": spatial_axes,
                    "spatial": spatial_eff, "energy": float(cme.energy_total), "latency": float(cme.latency_total2),
-                   "mac_energy": float(cme.mac_energy)})
+                   "mac_energy": float(cme.mac_energy),
+                   "mem_energy": {str(op): [float(x) for x in v] for op, v in cme.mem_energy_breakdown.items()}})
 print(json.dumps({"model": model, "hardware": hw, "wall_seconds": wall, "energy": float(energy),
                   "latency": float(latency), "layers": layers}))
 '''
@@ -120,7 +121,17 @@ def zigzag_inputs(py: Path) -> Path:
     return Path(out) / "inputs"
 
 
-def run_zigzag(py: Path, model: str, hw: str, opt: str) -> dict:
+def run_zigzag(py: Path, model: str, hw: str, opt: str, reuse: bool = False) -> dict:
+    raw = RESULTS.parent / "zigzag_raw" / f"{model}-{hw}-{opt}.json"
+    if reuse and raw.exists():
+        return json.loads(raw.read_text())
+    zz = _run_zigzag(py, model, hw, opt)
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(zz) + "\n")
+    return zz
+
+
+def _run_zigzag(py: Path, model: str, hw: str, opt: str) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(ZIGZAG_SCRIPT)
         script = f.name
@@ -194,7 +205,7 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
             order += t + [l for l in spatial if l.level == i]
         return Mapping(tuple(order), keep)
 
-    placed, displaced, bound = [], 0, nlev - 1
+    placed, displaced, relevant, bound = [], 0, 0, nlev - 1
     for dim, b, want in loops_inner_first:
         lo, hi = min(want.values()), max(want.values())
         # Innermost level at which each operand's innermost holding level at or outside it is ZigZag's choice.
@@ -211,12 +222,17 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
             break
         if chosen is None:
             chosen = min(cands)
-        if not exact or chosen not in exact:
+        if chosen not in exact:
             displaced += 1
+            # Operands that see this loop at another memory than ZigZag chose. If none of them is
+            # indexed by the loop, their tiles and fetches are the same either way (stationarity).
+            moved = [z for z in want if max((x for x in mem_levels[z] if x <= chosen), default=0) != want[z]]
+            if any(dim in op.operand(opnd[z]).dims for z in moved):
+                relevant += 1
         placed.append((dim, b, chosen))
         bound = chosen
     m = build(placed)
-    return m, displaced, notes
+    return m, displaced, relevant, notes
 
 
 # ---------------------------------------------------------------- our side and comparison
@@ -234,6 +250,18 @@ def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: in
     mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
                    jobs=jobs, cache_path=None, progress=False)
     return mm, arch, time.perf_counter() - t0, notes
+
+
+def energy_components(zl: dict, op, arch, r) -> dict[str, list[float]]:
+    """'operand@memory' -> [ours, ZigZag's] pJ for ZigZag's mapping; ours adds the NoC below that memory."""
+    out: dict[str, list[float]] = {"MAC": [r.energy.get(("MAC", "-"), 0.0), zl["mac_energy"]]}
+    for z, per_level in zl.get("mem_energy", {}).items():
+        name = next(o.name for o in op.operands if o.cls == z)
+        for mem, e in zip(zl["hierarchy"][zl["links"][z]], per_level):
+            lv = arch.levels[_level_of(arch, mem)].name
+            ours = r.energy.get((lv, name), 0.0) + r.energy.get((f"NoC:{lv}", name), 0.0)
+            out[f"{z}@{mem}"] = [ours, e]
+    return out
 
 
 def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
@@ -261,16 +289,20 @@ def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
             row["ours"] = {"energy": l.result.energy_total, "latency": l.result.latency, "edp": l.result.edp,
                            "how": l.how}
         try:
-            m, displaced, notes = convert_mapping(zl, op, arch, dim_names)
+            m, displaced, relevant, notes = convert_mapping(zl, op, arch, dim_names)
             r = evaluate(op, arch, m)
         except (AccelmapError, KeyError, ValueError, StopIteration) as e:
             row["status"] = f"not convertible: {e}"
             rows.append(row)
             continue
         row["displaced_loops"] = displaced
+        row["displaced_relevant"] = relevant
         row["notes"] = notes
-        row["status"] = "exact" if displaced == 0 and not notes else "approx"
-        row["zigzag_in_ours"] = {"energy": r.energy_total, "latency": r.latency, "edp": r.edp}
+        row["status"] = ("exact" if displaced == 0 and not notes else
+                         "equivalent" if relevant == 0 and not notes else "approx")
+        row["zigzag_in_ours"] = {"energy": r.energy_total, "latency": r.latency, "edp": r.edp,
+                                 "stall_cycles": r.stall_cycles, "compute_cycles": r.compute_cycles}
+        row["energy_components"] = energy_components(zl, op, arch, r)
         rows.append(row)
     return rows
 
@@ -282,6 +314,8 @@ def main() -> None:
     ap.add_argument("--hardware", nargs="+", default=["tpu_like", "edge_tpu_like", "ascend_like"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
+    ap.add_argument("--reuse-zigzag", action="store_true",
+                    help="use ZigZag's results (and wall times) stored by an earlier run in results/zigzag_raw/")
     a = ap.parse_args()
     py = ensure_venv()
     if py is None:
@@ -292,7 +326,7 @@ def main() -> None:
     for model in a.models:
         for hw in a.hardware:
             print(f"  {model} on {hw}: ZigZag ...", file=sys.stderr, flush=True)
-            zz = run_zigzag(py, model, hw, zz_opt)
+            zz = run_zigzag(py, model, hw, zz_opt, a.reuse_zigzag)
             print(f"  {model} on {hw}: ZigZag {zz['wall_seconds']:.1f} s; accelmap ...", file=sys.stderr, flush=True)
             mm, arch, ours_wall, conv_notes = run_ours(inputs / "workload" / f"{model}.onnx",
                                                        inputs / "hardware" / f"{hw}.yaml",
@@ -320,7 +354,7 @@ def _ratio(a: float, b: float) -> float:
 def report(pairs: list[dict], objective: str) -> None:
     key = objective
     hdr = (f"{'model':<12} {'hardware':<14} {'ZigZag s':>8} {'ours s':>7} {'speedup':>7} {'layers':>6} "
-           f"{'ours<=ZZ':>8} {'worse':>5} {'exact':>5} {'approx':>6} {'n/c':>4} "
+           f"{'ours<=ZZ':>8} {'worse':>5} {'exact':>5} {'equiv':>5} {'approx':>6} {'n/c':>4} "
            f"{'ZZ map ours/ZZ: exact':>21} {'all':>8}")
     print(hdr)
     print("-" * len(hdr))
@@ -329,7 +363,8 @@ def report(pairs: list[dict], objective: str) -> None:
         comp = [r for r in rows if r["ours"] and r["zigzag_in_ours"]]
         better = sum(1 for r in comp if r["ours"][key] <= r["zigzag_in_ours"][key] * (1 + 1e-9))
         worse = len(comp) - better
-        exact = [r for r in rows if r["status"] == "exact"]
+        exact = [r for r in rows if r["status"] in ("exact", "equivalent")]
+        n_exact = sum(1 for r in rows if r["status"] == "exact")
         approx = sum(1 for r in rows if r["status"] == "approx")
         nc = sum(1 for r in rows if r["status"].startswith("not"))
         # Cost-model disagreement on ZigZag's own mapping, exact conversions only: geometric mean of ours / ZigZag's.
@@ -339,15 +374,16 @@ def report(pairs: list[dict], objective: str) -> None:
         gm = gmean(exact)
         gm_all = gmean([r for r in rows if r["zigzag_in_ours"]])
         p["summary"] = {"speedup": _ratio(p["zigzag_seconds"], p["ours_seconds"]), "compared": len(comp),
-                        "ours_equal_or_better": better, "ours_worse": worse, "exact": len(exact),
+                        "ours_equal_or_better": better, "ours_worse": worse, "exact": n_exact,
+                        "equivalent": len(exact) - n_exact,
                         "approx": approx, "not_convertible": nc, "model_ratio_geomean_exact": gm,
                         "model_ratio_geomean_converted": gm_all}
         print(f"{p['model']:<12} {p['hardware']:<14} {p['zigzag_seconds']:>8.1f} {p['ours_seconds']:>7.1f} "
-              f"{p['summary']['speedup']:>6.1f}x {len(rows):>6} {better:>8} {worse:>5} {len(exact):>5} {approx:>6} "
+              f"{p['summary']['speedup']:>6.1f}x {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
               f"{nc:>4} {gm:>21.3g} {gm_all:>8.3g}")
     print(f"\nobjective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
           "that of ZigZag's mapping converted into our model.")
-    print("'ZZ map ours/ZZ': geometric mean, over exactly converted layers and over all converted layers, of "
+    print("'ZZ map ours/ZZ': geometric mean, over exact or equivalent conversions and over all converted layers, of "
           f"our model's {objective} of ZigZag's mapping divided by ZigZag's own.")
     print("\nper layer, where the cost models disagree by more than 10% on ZigZag's mapping (energy and "
           "latency ratios ours/ZigZag; [approx]: the conversion moved loops, see the docstring):")
@@ -359,8 +395,11 @@ def report(pairs: list[dict], objective: str) -> None:
             l = _ratio(r["zigzag_in_ours"]["latency"], r["zigzag_own"]["latency"])
             r["model_ratio"] = {"energy": e, "latency": l}
             if abs(math.log(e)) > math.log(1.1) or abs(math.log(l)) > math.log(1.1):
+                comps = sorted(r.get("energy_components", {}).items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))
+                top = ", ".join(f"{k} {v[0] / 1e6:.3g} vs {v[1] / 1e6:.3g} uJ" for k, v in comps[:2])
                 print(f"  {p['model']}/{p['hardware']} {r['layer']}: energy x{e:.3g}, latency x{l:.3g}"
-                      f" [{r['status']}]")
+                      f" [{r['status']}]; largest energy gaps (ours vs ZigZag): {top}; our stalls "
+                      f"{r['zigzag_in_ours']['stall_cycles']:,.0f} of {r['zigzag_in_ours']['latency']:,.0f} cycles")
     for p in pairs:
         for r in p["layers"]:
             if r["ours"] and r["zigzag_in_ours"] and r["ours"][key] > r["zigzag_in_ours"][key] * (1 + 1e-9):
