@@ -406,8 +406,14 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
         if cache is not None:
             cache.close()
     layers = tuple(outcomes[i] for i in range(len(model.layers)))
+    notes = tuple(model.notes)
+    if not keep_precision:
+        # The import's default precision was replaced by the accelerator's: say that instead.
+        prec = ", ".join(f"{c} {'/'.join(map(str, b))}" for c, b in arch.compute.precision)
+        notes = tuple(n for n in notes if not n.startswith("precision:")) + (
+            f"precision: the accelerator's ({prec} bits)",)
     return ModelMapping(model, arch, objective, strategy, layers, time.perf_counter() - t0,
-                        str(cache_path) if cache_path is not None else None, tuple(model.notes))
+                        str(cache_path) if cache_path is not None else None, notes)
 
 
 def _run_pool(tasks: list[_Task], workers: int, done: Callable[[int, dict], None]) -> None:
