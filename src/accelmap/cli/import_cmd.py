@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.errors import SpecError
 from accelmap.workload.models import BUNDLED, ModelImport, load_model
+from accelmap.file_io import write_atomic
 
 
 def parse_precision(text: str | None) -> dict | str | None:
@@ -99,19 +98,6 @@ def format_import(m: ModelImport) -> str:
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file next to ``path`` and rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @main.command("import")
 @click.argument("model", required=False)
 @click.option("--batch", type=int, default=None, help="Bind the model's symbolic batch dimension (default 1).")
@@ -147,5 +133,5 @@ def import_cmd(model, batch, seq_len, precision, arch, lenient, as_json, output,
         check_precision(m, acc)
     text = json.dumps(m.to_dict(), indent=2)
     if output:
-        _write_atomic(Path(output), text + "\n")
+        write_atomic(Path(output), text + "\n")
     click.echo(text if as_json else format_import(m))

@@ -24,6 +24,7 @@ from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operand, Operator
+from accelmap.mapping.loopnest import loop_strides
 
 DTYPES = ("int", "fp32")
 
@@ -63,16 +64,6 @@ class BufferPlan:
     @property
     def ring(self) -> int:
         return math.prod(self.box)
-
-
-def _strides(m: Mapping, op: Operator) -> list[int]:
-    strides = [1] * len(m.loops)
-    for d in op.dim_names:
-        s = 1
-        for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
-            strides[i] = s
-            s *= m.loops[i].bound
-    return strides
 
 
 def _inner_extent(op: Operator, m: Mapping, d: str, level: int) -> int:
@@ -128,7 +119,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int") 
     loops = list(m.loops)
     NL = len(loops)
     NLA = max(NL, 1)
-    strides = _strides(m, op)
+    strides = loop_strides(m)
     plans = plan_buffers(op, arch, m)
     by_key = {(p.operand, p.level): p for p in plans}
     maxax = max(len(X.indices) for X in op.operands)

@@ -44,3 +44,14 @@ class Mapping:
 
     def key(self) -> tuple:
         return (self.loops, self.keep)
+
+
+def loop_strides(m: Mapping) -> list[int]:
+    """Step of each loop in its dimension: the product of the bounds of the later loops of that dimension."""
+    strides = [1] * len(m.loops)
+    seen: dict[str, int] = {}
+    for i in range(len(m.loops) - 1, -1, -1):
+        d = m.loops[i].dim
+        strides[i] = seen.get(d, 1)
+        seen[d] = strides[i] * m.loops[i].bound
+    return strides

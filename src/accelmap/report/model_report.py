@@ -10,14 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
 from accelmap.mapping.forms import mapping_to_yaml
 from accelmap.search.model_mapper import LayerMapping, ModelMapping
+from accelmap.file_io import write_atomic
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -122,18 +121,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _write(path: Path, text: str) -> None:
-    """Atomic write: a reader (or an interrupted run) never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def mapping_file_text(l: LayerMapping, mm: ModelMapping) -> str:
     import yaml
 
@@ -214,14 +201,14 @@ def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> l
     (out / "mappings").mkdir(parents=True, exist_ok=True)
     files = []
     p = out / "summary.json"
-    _write(p, json.dumps(mm.to_dict(), indent=2) + "\n")
+    write_atomic(p, json.dumps(mm.to_dict(), indent=2) + "\n")
     files.append(p)
     p = out / "layers.csv"
-    _write(p, layers_csv(mm))
+    write_atomic(p, layers_csv(mm))
     files.append(p)
     for l in mm.mapped:
         p = out / "mappings" / f"{_safe(l.name)}.yaml"
-        _write(p, mapping_file_text(l, mm))
+        write_atomic(p, mapping_file_text(l, mm))
         files.append(p)
     if plots and mm.mapped:
         files.append(plot_energy(mm, out / "energy_breakdown.png"))

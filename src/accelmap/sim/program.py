@@ -24,6 +24,7 @@ from accelmap.cost.model import access_counts
 from accelmap.mapping.loopnest import Mapping
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operator
+from accelmap.mapping.loopnest import loop_strides
 
 
 @dataclass
@@ -55,16 +56,6 @@ class TileProgram:
     transfers: list[TransferStream] = field(default_factory=list)
 
 
-def _strides(op: Operator, m: Mapping) -> list[int]:
-    strides = [1] * len(m.loops)
-    for d in op.dim_names:
-        s = 1
-        for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
-            strides[i] = s
-            s *= m.loops[i].bound
-    return strides
-
-
 def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(key, axis=0, return_inverse=True)``, fast: rows packed into one integer when they fit."""
     lo = key.min(axis=0)
@@ -81,7 +72,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     counts = counts if counts is not None else access_counts(op, arch, m)
     nlev = len(arch.levels)
     loops = list(m.loops)
-    strides = _strides(op, m)
+    strides = loop_strides(m)
     chains = {X.name: [i for i in range(nlev) if X.name in m.keep[i]] for X in op.operands}
     pairs = [(X, p, c) for X in op.operands for p, c in zip(chains[X.name], chains[X.name][1:])]
     L = max((c for _, _, c in pairs), default=None)
