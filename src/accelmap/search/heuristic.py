@@ -180,11 +180,21 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         return r
 
     keeps = keep_options(op, arch, cons)
-    full = max(keeps, key=lambda kp: sum(len(x) for x in kp))
+    # Fullest bypass choices first (more reuse); fall back to leaner ones where tiny
+    # buffers cannot hold every operand. Stop at the first few that admit a tiling.
+    by_fullness = sorted(keeps, key=lambda kp: -sum(len(x) for x in kp))
+    spatials = spatial_candidates(op, arch, cons)
+    orders = _priority_orders(op)
+    usable = []
+    for keep in by_fullness:
+        if any(allocate(op, arch, keep, sp, orders[0]) is not None for sp in spatials[:3] or [{}]):
+            usable.append(keep)
+            if len(usable) >= 3:
+                break
     seeds: list[tuple[float, dict, dict, tuple]] = []
-    for spatial in spatial_candidates(op, arch, cons):
-        for order in _priority_orders(op):
-            for keep in (full,):
+    for spatial in spatials:
+        for order in orders:
+            for keep in usable:
                 temporal = allocate(op, arch, keep, spatial, order)
                 if temporal is None:
                     continue
