@@ -409,7 +409,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     notes = tuple(model.notes)
     if not keep_precision:
         # The import's default precision was replaced by the accelerator's: say that instead.
-        prec = ", ".join(f"{c} {'/'.join(map(str, b))}" for c, b in arch.compute.precision)
+        # adopt_precision takes each class's first supported width.
+        prec = ", ".join(f"{c} {b[0]}" for c, b in arch.compute.precision if b)
         notes = tuple(n for n in notes if not n.startswith("precision:")) + (
             f"precision: the accelerator's ({prec} bits)",)
     return ModelMapping(model, arch, objective, strategy, layers, time.perf_counter() - t0,
