@@ -14,8 +14,10 @@ from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator
 
 STRATEGIES = ("auto", "optimal", "exhaustive", "heuristic", "random")
-# Spaces up to this many tilings x bypass choices are searched exactly by default.
-EXACT_SPACE_LIMIT = 2_000_000
+# Spaces up to this many tilings x bypass choices are searched exactly by default
+# (the exact search visits a few thousand nodes per second), within AUTO_EXACT_SECONDS.
+EXACT_SPACE_LIMIT = 30_000
+AUTO_EXACT_SECONDS = 30.0
 
 
 @dataclass
@@ -49,6 +51,8 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     notes: list[str] = []
     if strategy == "auto":
         strategy = "optimal" if space_size(op, arch) <= EXACT_SPACE_LIMIT else "heuristic"
+        if strategy == "optimal" and time_limit is None:
+            time_limit = AUTO_EXACT_SECONDS
     if strategy == "exhaustive":
         res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons)
         proven = True
