@@ -33,7 +33,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
@@ -58,12 +58,7 @@ class NestInfo:
         by_dim: dict[str, list[int]] = {d: [] for d in op.dim_names}
         for i, l in enumerate(m.loops):
             by_dim[l.dim].append(i)
-        strides = [1] * len(m.loops)
-        for d, idxs in by_dim.items():
-            s = 1
-            for i in reversed(idxs):
-                strides[i] = s
-                s *= m.loops[i].bound
+        strides = loop_strides(m)
         for i, l in enumerate(m.loops):
             self.loops.append(_L(i, l.dim, l.bound, strides[i], l.level, l.spatial, l.axis))
         self.by_dim = {d: [self.loops[i] for i in idxs] for d, idxs in by_dim.items()}

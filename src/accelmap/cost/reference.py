@@ -14,19 +14,13 @@ from collections import defaultdict
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import Counts
-from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.operator import Operand, Operator
 
 
 def _points(op: Operator, m: Mapping):
     """Yield (loop index values, dim values or None if invalid) in execution order."""
-    strides = []
-    for i, l in enumerate(m.loops):
-        s = 1
-        for l2 in m.loops[i + 1:]:
-            if l2.dim == l.dim:
-                s *= l2.bound
-        strides.append(s)
+    strides = loop_strides(m)
     for idx in itertools.product(*(range(l.bound) for l in m.loops)):
         x = dict.fromkeys(op.dim_names, 0)
         for l, i, s in zip(m.loops, idx, strides):
