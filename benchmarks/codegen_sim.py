@@ -37,6 +37,7 @@ from accelmap.mapping.validate import check_capacity, check_structure
 from accelmap.sim import simulate
 from accelmap.workload import conv2d
 from accelmap.workload.models.bundled import load_model
+from accelmap.examples import example_path
 
 ARCHS = ("eyeriss_like", "tpu_like", "vta_like", "diana_like")
 MAPPER_TIME_LIMIT = 2.0     # seconds per layer for the project's mapper; 0 = greedy only
@@ -177,23 +178,12 @@ def at_precision(op, arch, out_bits: int = 32):
 
 
 # ---------------------------------------------------------------- seed 003 worked example
-SET_A_L1 = """L3 [ O I W ]
-| for K in [0:4)
-ActMem [ O I ]
-| for Q in [0:3)
-| for P in [0:16)
-WMem [ W ]
-| spatial-for Q in [0:16) @OX
-| spatial-for K in [0:16) @K
-PEReg [ O ]
-| for C in [0:16)
-"""
 
 
 def seed003_example() -> dict:
     arch = get_accelerator("diana_like")
     op = conv2d("setA_L1", c=16, h=16, w=48, k=64, r=1, s=1, bits={"I": 8, "W": 8, "O": 32})
-    m = parse_text(SET_A_L1, arch, "Set-A L1 (seed 003 Fig. 5.22, one K loop)")
+    m = parse_text(Path(example_path("diana_setA_L1.mapping.txt")).read_text(), arch, "diana_setA_L1.mapping.txt")
     validate(op, arch, m)
     res = evaluate(op, arch, m)
     terms = latency_terms(op, arch, m, access_counts(op, arch, m))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -13,6 +15,7 @@ from accelmap.examples import example_path
 from accelmap.mapping import parse_text, validate
 from accelmap.sim import simulate
 from accelmap.workload import conv2d, gemm
+from accelmap.examples import example_path
 
 
 def _tiny(double_buffered: bool, setup: int = 10):
@@ -57,24 +60,13 @@ def test_setup_cycles_are_charged_per_transfer():
     assert simulate(op, slow, m, functional=False).cycles == 70
 
 
-SET_A_L1 = """L3 [ O I W ]
-| for K in [0:4)
-ActMem [ O I ]
-| for Q in [0:3)
-| for P in [0:16)
-WMem [ W ]
-| spatial-for Q in [0:16) @OX
-| spatial-for K in [0:16) @K
-PEReg [ O ]
-| for C in [0:16)
-"""
 
 
 def test_seed003_set_a_l1_compute_cycles():
     """Seed 003, Eq. 4.1: 192 result sets x (16 + 2*16 + 23) = 13,632 cycles against an ideal 3,072."""
     arch = get_accelerator("diana_like")
     op = conv2d("setA_L1", c=16, h=16, w=48, k=64, r=1, s=1, bits={"I": 8, "W": 8, "O": 32})
-    m = parse_text(SET_A_L1, arch)
+    m = parse_text(Path(example_path("diana_setA_L1.mapping.txt")).read_text(), arch, "diana_setA_L1.mapping.txt")
     validate(op, arch, m)
     terms = latency_terms(op, arch, m, access_counts(op, arch, m))
     assert terms.compute_cycles == op.macs // 256 == 3072

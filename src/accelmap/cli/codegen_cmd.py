@@ -13,14 +13,14 @@ from accelmap.cli.evaluate_cmd import load_mapping
 from accelmap.codegen.c_source import DTYPES, generate_c
 from accelmap.codegen.execute import check_mapping
 from accelmap.errors import SpecError
-from accelmap.workload.files import load_operator, states_precision
+from accelmap.workload.files import load_workload
 
 
 def load_problem(workload: str, arch: str, mapping: str):
     """Operator, accelerator and mapping from CLI arguments (shared with ``simulate``)."""
     acc = get_accelerator(arch)
-    op = load_operator(workload)
-    if not states_precision(workload):
+    op, stated = load_workload(workload)
+    if not stated:
         op = adopt_precision(op, acc)
     return op, acc, load_mapping(mapping, acc)
 

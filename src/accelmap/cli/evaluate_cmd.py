@@ -11,7 +11,7 @@ from accelmap.cli import main
 from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
 from accelmap.mapping.forms import format_text, mapping_from_yaml, parse_text
-from accelmap.workload.files import load_operator, states_precision
+from accelmap.workload.files import load_workload
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.yaml_io import load_yaml
 from accelmap.examples import example_path
@@ -37,8 +37,8 @@ def evaluate_cmd(workload, arch, mapping, as_json):
     """Predict energy, latency and access counts of a mapping."""
     acc = get_accelerator(arch)
     wpath = workload or example_path("conv_small.yaml")
-    op = load_operator(wpath)
-    if not states_precision(wpath):
+    op, stated = load_workload(wpath)
+    if not stated:
         op = adopt_precision(op, acc)
     if mapping is None:
         mapping = example_path(f"conv_small.{acc.name}.mapping.yaml")

@@ -17,7 +17,7 @@ from accelmap.search.mapper import STRATEGIES
 from accelmap.search.model_mapper import map_model
 from accelmap.search.objective import OBJECTIVES
 from accelmap.search.space import Constraints, constraints_from_yaml
-from accelmap.workload.files import load_operator, states_precision
+from accelmap.workload import files as workload_files
 from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
 from accelmap.yaml_io import load_yaml
 
@@ -46,9 +46,9 @@ def load_workload(model: str, batch, seq_len, bits) -> tuple[ModelImport, bool]:
         if bits is not None:
             raise SpecError("--precision applies to models; a workload YAML states its precision itself",
                             where="--precision")
-        op = load_operator(p)
+        op, stated = workload_files.load_workload(p)
         layer = Layer(op, (op.name,), "yaml")
-        return ModelImport(p.stem, str(p), (layer,)), states_precision(p)
+        return ModelImport(p.stem, str(p), (layer,)), stated
     return load_model(model, batch=batch, seq_len=seq_len, bits=bits), bits is not None
 
 

@@ -73,7 +73,7 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: list[tuple[str, i
         for k in range(j + 1, L):
             if structure[k][0] == structure[j][0]:
                 stride[:, j] *= B[:, k]
-    inner = {c: {d: np.ones(n, dtype=np.int64) for d in dims} for c in range(nlev + 1)}
+    inner = {c: {d: np.ones(n, dtype=np.int64) for d in dims} for c in range(nlev)}
     for c in range(nlev):
         for j, (d, lv, _) in enumerate(structure):
             if lv >= c:

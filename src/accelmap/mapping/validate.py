@@ -100,6 +100,11 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
             raise MappingError(
                 f"spatial reduction over {l.dim} on axis {l.axis} must be complete: the {l.dim} loops from "
                 f"{l.dim}{l.bound}@{l.axis} inward span {span}, which does not divide {l.dim}={op.sizes[l.dim]}")
+    check_precision(op, arch)
+
+
+def check_precision(op: Operator, arch: Accelerator) -> None:
+    """Every operand at a precision the compute unit supports for its class."""
     for o in op.operands:
         ok = arch.compute.supported_bits(o.cls)
         if o.bits not in ok:
@@ -116,17 +121,27 @@ def tile_extents(op: Operator, m: Mapping, level: int) -> dict[str, int]:
     return {d: min(e, op.sizes[d]) for d, e in ext.items()}
 
 
+def level_usage(op: Operator, lv, keep: frozenset[str], ext: dict[str, int]) -> dict[str, int]:
+    """Bits a level must hold per kept operand for tile extents ``ext`` (double buffering counted)."""
+    mult = 2 if lv.double_buffered else 1
+    return {o.name: tile_size(o, ext) * o.bits * mult for o in op.operands if o.name in keep}
+
+
+def tile_fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int, ext: dict[str, int]) -> bool:
+    """Does a tile of these extents fit the level (per partition, or in its shared capacity)?"""
+    lv = arch.levels[level]
+    use = level_usage(op, lv, keep, ext)
+    if lv.partitions:
+        by_cls: dict[str, int] = defaultdict(int)
+        for name, bits in use.items():
+            by_cls[op.operand(name).cls] += bits
+        return all(bits <= lv.capacity_for(c) for c, bits in by_cls.items())
+    return lv.capacity_bits is None or sum(use.values()) <= lv.capacity_bits
+
+
 def capacity_usage(op: Operator, arch: Accelerator, m: Mapping) -> list[dict[str, int]]:
     """Bits each level must hold per kept operand (double buffering counted)."""
-    out = []
-    for i, lv in enumerate(arch.levels):
-        ext = tile_extents(op, m, i)
-        use = {}
-        for o in op.operands:
-            if o.name in m.keep[i]:
-                use[o.name] = tile_size(o, ext) * o.bits * (2 if lv.double_buffered else 1)
-        out.append(use)
-    return out
+    return [level_usage(op, lv, m.keep[i], tile_extents(op, m, i)) for i, lv in enumerate(arch.levels)]
 
 
 def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:

@@ -14,7 +14,8 @@ from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.sampling import random_mapping
 from accelmap.search.objective import collector, scalar
-from accelmap.search.optimal import SearchStats, _check_precision
+from accelmap.mapping.validate import check_precision
+from accelmap.search.optimal import SearchStats
 from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator
 
@@ -24,7 +25,7 @@ def search_random(op: Operator, arch: Accelerator, objective: str = "edp", *, k:
                   max_samples: int = 20_000, imperfect: bool = False):
     cons = constraints or Constraints()
     cons.check(op, arch)
-    _check_precision(op, arch)
+    check_precision(op, arch)
     rng = random.Random(seed)
     stats = SearchStats()
     best = collector(objective, k)

@@ -55,7 +55,6 @@ class BoundContext:
         op, arch, nlev = self.op, self.arch, self.nlev
         info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
-        ext_cache: dict[int, dict[str, int]] = {}
 
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
@@ -88,7 +87,7 @@ class BoundContext:
             per = {}
             for p, c in zip(chain, chain[1:]):
                 if c > level:
-                    ext = ext_cache.get(c) or ext_cache.setdefault(c, info.inner_extents(c))
+                    ext = info.inner_extents(c)
                     t = tile_size(X, ext)
                     fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
                     part = entering_perfect(info, X, c)

@@ -27,7 +27,8 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import check_capacity
 from accelmap.search.objective import collector, scalar
-from accelmap.search.optimal import SearchStats, _check_precision, _fits
+from accelmap.mapping.validate import check_precision, tile_fits
+from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.workload.operator import Operator
@@ -108,12 +109,12 @@ def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: li
     for lvl in range(nlev - 1, 0, -1):
         for d, b in sp_at.get(lvl, {}).items():
             ext[d] *= b
-        if not _fits(op, arch, keep[lvl], lvl, ext):
+        if not tile_fits(op, arch, keep[lvl], lvl, ext):
             return None
         while k < len(lpfs):
             d, p = lpfs[k]
             ext[d] *= p
-            if _fits(op, arch, keep[lvl], lvl, ext):
+            if tile_fits(op, arch, keep[lvl], lvl, ext):
                 temporal[lvl][d] = temporal[lvl].get(d, 1) * p
                 k += 1
             else:
@@ -155,7 +156,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                      seed: int = 0, local_steps: int = 400):
     cons = constraints or Constraints()
     cons.check(op, arch)
-    _check_precision(op, arch)
+    check_precision(op, arch)
     t0 = time.perf_counter()
     deadline = t0 + (time_limit if time_limit else 60.0)
     stats = SearchStats()

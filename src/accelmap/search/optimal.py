@@ -22,11 +22,11 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.bounds import BoundContext
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
-from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
 
@@ -38,20 +38,6 @@ class SearchStats:
     capacity_cut: int = 0       # partial tiles that overflowed
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
-
-
-def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int, ext: dict[str, int]) -> bool:
-    lv = arch.levels[level]
-    mult = 2 if lv.double_buffered else 1
-    if lv.partitions:
-        use: dict[str, int] = {}
-        for o in op.operands:
-            if o.name in keep:
-                use[o.cls] = use.get(o.cls, 0) + tile_size(o, ext) * o.bits * mult
-        return all(b <= lv.capacity_for(c) for c, b in use.items())
-    if lv.capacity_bits is None:
-        return True
-    return sum(tile_size(o, ext) * o.bits * mult for o in op.operands if o.name in keep) <= lv.capacity_bits
 
 
 def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: dict[str, int],
@@ -78,7 +64,7 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
             if any(s * axis_used[a] > axis_size[a] for a, s in enumerate(sp)):
                 continue
             ext[d] = base * t * math.prod(sp)
-            if not _fits(op, arch, keep[level], level, ext):
+            if not tile_fits(op, arch, keep[level], level, ext):
                 stats.capacity_cut += 1
                 continue
             temporal[d] = t
@@ -101,7 +87,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
     """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto')."""
     cons = constraints or Constraints()
     cons.check(op, arch)
-    _check_precision(op, arch)
+    check_precision(op, arch)
     stats = SearchStats()
     best = collector(objective, k)
     nlev = len(arch.levels)
@@ -169,11 +155,3 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
 
 def _rank(objective: str, e: float, l: float) -> float:
     return e if objective in ("energy", "pareto") else (l if objective == "latency" else e * l)
-
-
-def _check_precision(op: Operator, arch: Accelerator) -> None:
-    for o in op.operands:
-        ok = arch.compute.supported_bits(o.cls)
-        if o.bits not in ok:
-            raise MappingError(f"operand {o.name} is {o.bits}-bit, but {arch.name} computes class {o.cls} "
-                               f"at {'/'.join(map(str, ok))} bits")

@@ -74,10 +74,12 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
 
 
 def load_operator(path: str | Path) -> Operator:
-    return operator_from_dict(load_yaml(path), str(path))
+    return load_workload(path)[0]
 
 
-def states_precision(path: str | Path) -> bool:
-    """Does the workload file give its own operand precision?"""
+def load_workload(path: str | Path) -> tuple[Operator, bool]:
+    """The operator of a workload file, and whether the file states its own precision
+    (if not, commands give it the accelerator's)."""
     data = load_yaml(path)
-    return isinstance(data, dict) and "precision" in data
+    return operator_from_dict(data, str(path)), isinstance(data, dict) and "precision" in data
+
