@@ -78,27 +78,25 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
     return n
 
 
-def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
-    """A double buffer hides a load only behind the compute of one tile: transitions of each loop
-    above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+def _extents(op: Operator, m: Mapping, c: int) -> dict[str, int]:
+    """Per dim, the span of one tile at level ``c`` (first instance)."""
+    return {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
+            for d in op.dim_names}
 
-    The load when loop j advances is the first instance's exact tile delta (inner loops reset);
-    its share of the level's total fills scales it to the counted traffic.
-    """
-    lv, levels = arch.levels[c], arch.levels
+
+def _transition_classes(op: Operator, m: Mapping, c: int) -> dict[int, tuple[int, dict[str, int]]]:
+    """Loop index j -> (transitions, shift): the tiles of level ``c`` change when a temporal loop
+    above it advances; when loop j is the outermost one that advances (there are (bound-1) x
+    outer such steps), the tile moves by j's stride along its dim and every inner loop above
+    ``c`` resets."""
     above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
-    steps = math.prod(m.loops[i].bound for i in above)
-    if steps <= 1:
-        return 0.0
     strides = {}
     for d in op.dim_names:
         s_ = 1
         for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
             strides[i] = s_
             s_ *= m.loops[i].bound
-    ext = {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
-           for d in op.dim_names}
-    per_class = []          # (transitions, load cycles per transition)
+    out: dict[int, tuple[int, dict[str, int]]] = {}
     outer = 1
     for k, j in enumerate(above):
         lj = m.loops[j]
@@ -107,8 +105,39 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
             shift[lj.dim] += strides[j]
             for i in above[k + 1:]:
                 shift[m.loops[i].dim] -= (m.loops[i].bound - 1) * strides[i]
-            per_class.append(((lj.bound - 1) * outer, shift))
+            out[j] = ((lj.bound - 1) * outer, shift)
         outer *= lj.bound
+    return out
+
+
+def _class_deltas(X, ext: dict[str, int], classes: dict[int, tuple[int, dict[str, int]]]) -> tuple[int, dict[int, int]]:
+    """(whole tile, loop index -> elements that enter at a transition of that class)."""
+    axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+    full = tile_size(X, ext)
+    deltas = {}
+    for j, (_, shift) in classes.items():
+        ov = 1
+        for coeffs, ds in axes:
+            e = tuple(ext[d] for d in ds)
+            ov *= axis_overlap(coeffs, e, e, tuple(shift[d] for d in ds))
+        deltas[j] = full - ov
+    return full, deltas
+
+
+def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
+    """A double buffer hides a load only behind the compute of one tile: transitions of each loop
+    above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+
+    The load when loop j advances is the first instance's exact tile delta (inner loops reset);
+    its share of the level's total fills scales it to the counted traffic.
+    """
+    lv, levels = arch.levels[c], arch.levels
+    steps = math.prod(l.bound for l in m.loops if not l.spatial and l.level < c)
+    if steps <= 1:
+        return 0.0
+    classes = _transition_classes(op, m, c)
+    per_class = list(classes.values())
+    ext = _extents(op, m, c)
     loads = []
     for X in op.operands:
         chain = [i for i in range(len(levels)) if X.name in m.keep[i]]
@@ -116,15 +145,8 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
             continue
         p = chain[chain.index(c) - 1]
         cc, pc = raw[(c, X.name)], raw[(p, X.name)]
-        axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
-        full = tile_size(X, ext)
-        deltas = []
-        for n, shift in per_class:
-            ov = 1
-            for coeffs, ds in axes:
-                e = tuple(ext[d] for d in ds)
-                ov *= axis_overlap(coeffs, e, e, tuple(shift[d] for d in ds))
-            deltas.append(full - ov)
+        full, dd = _class_deltas(X, ext, classes)
+        deltas = list(dd.values())
         counted = full + sum(n * dl for (n, _), dl in zip(per_class, deltas))
         if not counted or not cc.fills:
             continue
@@ -138,6 +160,51 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
         return 0.0
     step = busy / steps
     return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, _) in enumerate(per_class)) + step
+
+
+def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict, single: list[int]) -> float:
+    """Compute waits while single-buffered levels change tiles. Per transition class (the loop
+    that advances), the levels below that loop move the exact deltas of their operands: stores
+    drain upward and input loads fill downward side by side (separate units), and a returning
+    partial sum loads after its own drain: max(stores, input loads) + partial-sum loads. The
+    first tiles load before any compute and the last ones drain after it (whole tiles)."""
+    levels = arch.levels
+    nlev = len(levels)
+    cost: dict[int, list[float]] = {}          # loop index -> [stores, input loads, output loads]
+    counts: dict[int, int] = {}
+    edge = 0.0
+    for c in single:
+        classes = _transition_classes(op, m, c)
+        ext = _extents(op, m, c)
+        lc = levels[c]
+        for X in op.operands:
+            chain = [i for i in range(nlev) if X.name in m.keep[i]]
+            if c not in chain[1:]:
+                continue
+            p = chain[chain.index(c) - 1]
+            lp = levels[p]
+            cc, pc = raw[(c, X.name)], raw[(p, X.name)]
+            nc, np_ = used_instances(m, c), used_instances(m, p)
+            full, deltas = _class_deltas(X, ext, classes)
+            counted = full + sum(classes[j][0] * dl for j, dl in deltas.items())
+            if not counted:
+                continue
+            vols = [(1, cc.fills * X.bits / nc / counted, pc.reads * X.bits / np_ / counted,
+                     lc.write_bw_bits, lp.read_bw_bits)]
+            if X.is_output:
+                vols.append((0, cc.drains * X.bits / nc / counted, pc.updates * X.bits / np_ / counted,
+                             lc.read_bw_bits, lp.write_bw_bits))
+            for is_load, per_c, per_p, bw_c, bw_p in vols:
+                if per_c <= 0 and per_p <= 0:
+                    continue
+                slot = (2 if X.is_output else 1) if is_load else 0
+                edge += lc.transfer_setup_cycles + max(_t(full * per_c, bw_c), _t(full * per_p, bw_p))
+                for j, dl in deltas.items():
+                    if dl:
+                        counts[j] = classes[j][0]
+                        cost.setdefault(j, [0.0, 0.0, 0.0])[slot] += \
+                            lc.transfer_setup_cycles + max(_t(dl * per_c, bw_c), _t(dl * per_p, bw_p))
+    return edge + sum(counts[j] * (max(s, li) + lo) for j, (s, li, lo) in cost.items())
 
 
 def _t(bits: float, bw: float | None) -> float:
@@ -171,7 +238,6 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     load_unit: dict[int, float] = {}
     store_unit: dict[int, float] = {}
     tiles_at: dict[int, int] = {}
-    refetch: dict[int, bool] = {}
     pro: dict[int, float] = {}    # double-buffered levels: first loads, before any compute
     epi: dict[int, float] = {}    # ... and last drains, after all compute
     setups = 0.0
@@ -187,8 +253,6 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                    for d in op.dim_names}
             first = tile_size(X, ext) * X.bits
             loads = [(cc.fills * X.bits / nc, pc.reads * X.bits / np_)]
-            if X.is_output and cc.fills:
-                refetch[c] = True
             stores = [(cc.drains * X.bits / nc, pc.updates * X.bits / np_)] if X.is_output else []
             for kind, vols in (("load", loads), ("store", stores)):
                 for child_bits, parent_bits in vols:
@@ -215,25 +279,9 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                             pro[c] = pro.get(c, 0.0) + t_edge
                         else:
                             epi[c] = epi.get(c, 0.0) + t_edge
-    # Single-buffered levels stall compute at their transitions. When a level moves to its next
-    # tile, every deeper level does too: stores drain upward one level after another and loads
-    # fill downward, while the load and store units run side by side. A transition whose
-    # shallowest moving level is c costs max(sum of stores, sum of loads) over c and below,
-    # or their sum where partial sums return (a fetch waits for the drain of the same buffer).
     single = [c for c in range(1, nlev) if not levels[c].double_buffered
               and (load_unit.get(c, 0.0) or store_unit.get(c, 0.0))]
-    # The first tiles load before any compute and the last ones drain after it.
-    stall = sum(load_unit.get(x, 0.0) / tiles_at[x] + store_unit.get(x, 0.0) / tiles_at[x] for x in single)
-    seen = 1
-    for i, c in enumerate(single):
-        below = single[i:]
-        per_s = sum(store_unit.get(x, 0.0) / tiles_at[x] for x in below)
-        per_l = sum(load_unit.get(x, 0.0) / tiles_at[x] for x in below)
-        n = max(tiles_at[c] - seen, 0)
-        # partial sums that come back down wait for their own drain: then nothing overlaps
-        serial = any(refetch.get(x) for x in below)
-        stall += n * (per_s + per_l if serial else max(per_s, per_l))
-        seen = max(seen, tiles_at[c])
+    stall = _single_buffer_stall(op, arch, m, raw, single)
     edge = sum(pro.values()) + sum(epi.values())
     # A double-buffered level's units overlap compute between its first load and last drain;
     # when they are the bottleneck, the compute of the last tile still follows its load.
