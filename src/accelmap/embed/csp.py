@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
 from accelmap.embed.dataflow import Dataflow, dataflow, overlap_kind
 from accelmap.workload.operator import Operator
 
@@ -114,6 +116,7 @@ class _Problem:
     per_output: int = 2                    # reduction placements kept per output placement (diversity)
     strided: frozenset = frozenset()       # dims where a stride > 1 can pay off (image/dilate pack)
     seen: set = field(default_factory=set)
+    verdicts: dict = field(default_factory=dict)   # candidate key -> passes verify (shared per operator)
 
     # ---- static facts ----------------------------------------------------
     def axis_operands(self, axis: str) -> list[str]:
@@ -260,20 +263,32 @@ def _search(p: _Problem) -> None:
 
 # ---- point-level verification of a complete assignment --------------------
 
-def assignment(op: Operator, intr: Operator, sol: Solution) -> dict[tuple[int, ...], dict[str, int]]:
-    """Value of every intrinsic instance variable: intrinsic point -> operator loop point."""
+def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
+    """Value of every intrinsic instance variable, as two aligned integer arrays.
+
+    Row ``i`` of the first array is an intrinsic point (rows in ``itertools.product``
+    order over the intrinsic dims); row ``i`` of the second is the operator loop point
+    (columns in ``op.dim_names`` order) that variable takes. The dtype is int64 when
+    every coordinate and every access index provably fits, else Python integers.
+    """
     axes = dict(sol.axes)
-    names = [d for d, _ in intr.dims]
-    out = {}
-    for ipt in itertools.product(*(range(s) for _, s in intr.dims)):
-        val = {d: 0 for d in op.dim_names}
-        for a, i in zip(names, ipt):
-            rem = i
-            for pc in axes[a]:
-                val[pc.dim] += (rem % pc.length) * pc.step
-                rem //= pc.length
-        out[ipt] = val
-    return out
+    sizes = [s for _, s in intr.dims]
+    col = {d: k for k, d in enumerate(op.dim_names)}
+    hi = {d: 0 for d in op.dim_names}
+    for ps in axes.values():
+        for pc in ps:
+            hi[pc.dim] += (pc.length - 1) * pc.step
+    reach = max([sum(abs(c) * hi[d] for d, c in ix.terms) for o in op.operands for ix in o.indices]
+                + list(hi.values()) + sizes)
+    dtype = np.int64 if reach < 2 ** 62 else object
+    ipts = np.indices(sizes, dtype=np.int64).reshape(len(sizes), -1).T
+    val = np.zeros((len(ipts), len(col)), dtype=dtype)
+    for k, (a, _) in enumerate(intr.dims):
+        rem = ipts[:, k].astype(dtype)
+        for pc in axes[a]:
+            val[:, col[pc.dim]] += (rem % pc.length) * pc.step
+            rem = rem // pc.length
+    return ipts, val
 
 
 def is_hyper_rectangle(points: list[tuple[int, ...]]) -> bool:
@@ -316,50 +331,65 @@ def is_hyper_rectangle(points: list[tuple[int, ...]]) -> bool:
     return True
 
 
-def _access_space(op: Operator, operand: str, point: dict[str, int]) -> tuple[int, ...]:
-    return tuple(c * point[d] for ix in op.operand(operand).indices for d, c in ix.terms)
+def _rows(a: np.ndarray) -> list[tuple]:
+    return [tuple(r) for r in a.tolist()]
+
+
+def _operand_matrix(op: Operator, operand: str, val: np.ndarray, access_space: bool) -> np.ndarray:
+    """Per instance: the tensor element it touches, or its access-space point (one column per affine term)."""
+    col = {d: k for k, d in enumerate(op.dim_names)}
+    cols = []
+    for ix in op.operand(operand).indices:
+        terms = [c * val[:, col[d]] for d, c in ix.terms]
+        if access_space:
+            cols.extend(terms)
+        else:
+            cols.append(sum(terms[1:], terms[0]) if terms else np.zeros(len(val), dtype=val.dtype))
+    return np.stack(cols, axis=1) if cols else np.zeros((len(val), 0), dtype=val.dtype)
 
 
 def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
            odf: Dataflow | None = None, idf: Dataflow | None = None) -> str | None:
-    """Check every constraint on the full assignment; None when it holds, else the violated one."""
+    """Check every constraint on the full assignment; None when it holds, else the violated one.
+
+    Array form of the point-by-point check: every intrinsic instance variable is a row.
+    """
     roles = dict(sol.roles)
-    val = assignment(op, intr, sol)
+    ipts, val = assignment(op, intr, sol)
     pos = {d: k for k, (d, _) in enumerate(intr.dims)}
-    inst = [tuple(v[d] for d in op.dim_names) for v in val.values()]
-    if len(set(inst)) != len(inst):
+    isizes = [s for _, s in intr.dims]
+    if len(set(_rows(val))) != len(val):
         return "AllDiff over multiply/accumulate instances"
     steps = {pc.dim: pc.step for _, ps in sol.axes for pc in ps}
-    for v in val.values():
-        for d, x in v.items():
-            if x >= op.sizes[d] and not (opts.pad and x < opts.bound * steps.get(d, 1)):
-                return f"domain of {d}"
+    for k, d in enumerate(op.dim_names):
+        x = int(val[:, k].max())
+        # Out of domain is monotone in the value, so the column maximum decides.
+        if x >= op.sizes[d] and not (opts.pad and x < opts.bound * steps.get(d, 1)):
+            return f"domain of {d}"
     for io in intr.operands:
         t = roles[io.name]
         kpos = [pos[ix.dims[0]] for ix in io.indices]
-        tidx = op.operand(t).indices
-        groups: dict[tuple, set] = {}
-        first: dict[tuple, tuple] = {}
-        for ipt in sorted(val):
-            v = val[ipt]
-            key = tuple(ipt[k] for k in kpos)
-            elem = tuple(sum(c * v[d] for d, c in ix.terms) for ix in tidx)
-            groups.setdefault(key, set()).add(elem)
-            if key not in first:
-                first[key] = _access_space(op, t, v) if opts.rect_space == "access" else elem
-        if any(len(g) != 1 for g in groups.values()):
+        # Rows are in product order, so the first row of each key is its first instance and
+        # ascending key ids are the keys in sorted order.
+        key = np.ravel_multi_index(tuple(ipts[:, k] for k in kpos), tuple(isizes[k] for k in kpos)) \
+            if kpos else np.zeros(len(ipts), dtype=np.int64)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        elem = _operand_matrix(op, t, val, False)
+        if not (elem == elem[first][inverse]).all():
             return f"edge constraint: an element of {io.name} maps to several elements of {t}"
-        elems = [next(iter(groups[k])) for k in sorted(groups)]
+        elems = _rows(elem[first])
         if (io.is_output or opts.alldiff_inputs) and len(set(elems)) != len(elems):
             return f"AllDiff over {io.name}"
-        pts = list(dict.fromkeys(first[k] for k in sorted(first)))   # a broadcast repeats elements
-        if (opts.rect_space == "access" or len(set(pts)) == len(pts)) and not is_hyper_rectangle(pts):
+        lead = _rows(_operand_matrix(op, t, val[first], True)) if opts.rect_space == "access" else elems
+        pts = list(dict.fromkeys(lead))   # a broadcast repeats elements
+        if not is_hyper_rectangle(pts):
             return f"hyper-rectangle over {io.name}"
     if opts.memory and odf is not None and idf is not None:
         opos = [pos[x] for x in idf.output_dims]
+        ocol = [op.dim_names.index(d) for d in odf.output_dims]
         out_of = {}
-        for ipt, v in val.items():
-            out_of.setdefault(tuple(ipt[k] for k in opos), tuple(v[d] for d in odf.output_dims))
+        for ipt, v in zip(_rows(ipts[:, opos]), _rows(val[:, ocol])):
+            out_of.setdefault(ipt, v)
         outs = sorted(out_of)
         lines = [e for e in outs if sum(1 for x in e if x) <= 1]
         pairs = [(outs[i - 1], outs[i]) for i in range(1, len(outs))] + [(outs[0], e) for e in lines[1:]]
@@ -377,16 +407,23 @@ def _cached_dataflow(op: Operator, pad_to: tuple) -> Dataflow:
 
 
 # A worker process runs many assets of one operator; they meet the same candidates.
+# Keyed first by (operator, intrinsic, options), looked up once per asset, so the
+# per-candidate lookup hashes only the candidate.
 _VERIFIED: dict = {}
 
 
+def _verdicts(op: Operator, intr: Operator, opts: Options) -> dict:
+    if sum(len(v) for v in _VERIFIED.values()) > 100_000:
+        _VERIFIED.clear()
+    return _VERIFIED.setdefault((op, intr, opts), {})
+
+
 def _verify_cached(p: _Problem, sol: Solution) -> bool:
-    key = (p.op, p.intr, p.opts, sol.key())
-    if key not in _VERIFIED:
-        if len(_VERIFIED) > 100_000:
-            _VERIFIED.clear()
-        _VERIFIED[key] = verify(p.op, p.intr, sol, p.opts, p.odf, p.idf) is None
-    return _VERIFIED[key]
+    key = sol.key()
+    verdicts = p.verdicts
+    if key not in verdicts:
+        verdicts[key] = verify(p.op, p.intr, sol, p.opts, p.odf, p.idf) is None
+    return verdicts[key]
 
 
 def run_asset(args) -> tuple[list[Solution], SearchStats]:
@@ -398,6 +435,7 @@ def run_asset(args) -> tuple[list[Solution], SearchStats]:
     # A stride only helps on an output dim that slides over an input axis (stencil or strided access).
     p.strided = frozenset(d for d in p.odf.output_dims for o in op.inputs for ix in o.indices
                           if d in ix.dims and (len(ix.terms) > 1 or ix.coeff(d) > 1))
+    p.verdicts = _verdicts(op, intr, opts)
     t0 = time.monotonic()
     try:
         _search(p)

@@ -14,7 +14,6 @@ affine coefficients directly instead of building an isl point per query.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import islpy as isl
 
@@ -43,6 +42,7 @@ class Dataflow:
 
     output_dims: tuple[str, ...] = ()
     reduction_dims: tuple[str, ...] = ()
+    memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)  # overlap answers
 
     def access(self, operand: str, point: dict[str, int]) -> tuple[int, ...]:
         """Tensor element (index space, padding included) a loop point reads or writes."""
@@ -98,8 +98,7 @@ def dataflow(op: Operator, pad_to: dict[str, int] | None = None) -> Dataflow:
     return Dataflow(op, tuple(extents.items()), (ins[0], ins[1]), sets, rel, tuple(out_dims), tuple(red))
 
 
-@lru_cache(maxsize=4096)
-def _overlap_kind(df_key, df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int, ...]) -> str:
+def _overlap_isl(df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int, ...]) -> str:
     a0, a1 = df.access_set(operand, p0), df.access_set(operand, p1)
     if a0.is_equal(a1):
         return "full"
@@ -107,5 +106,24 @@ def _overlap_kind(df_key, df: Dataflow, operand: str, p0: tuple[int, ...], p1: t
 
 
 def overlap_kind(df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int, ...]) -> str:
-    """Def. 4.6 between two output elements: 'none' (disjoint), 'full' (identical) or 'partial'."""
-    return _overlap_kind(id(df), df, operand, tuple(p0), tuple(p1))
+    """Def. 4.6 between two output elements: 'none' (disjoint), 'full' (identical) or 'partial'.
+
+    isl decides, once per class of equal answers: the instance set is a box, so for an
+    output point inside it the access set is ``c(p) + T`` with ``T`` the (non-empty)
+    image of the reduction box and ``c`` the output dims' part of the access function,
+    and outside it the set is empty. Two such sets are equal iff the shift
+    ``c(p1) - c(p0)`` is zero and disjoint iff the shift is not in ``T - T``, so the
+    kind depends only on which points are inside and, when both are, on that shift.
+    """
+    ext = dict(df.extents)
+    inside0 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p0))
+    inside1 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p1))
+    shift = None
+    if inside0 and inside1:
+        delta = {d: b - a for d, a, b in zip(df.output_dims, p0, p1)}
+        shift = tuple(sum(c * delta.get(d, 0) for d, c in ix.terms) for ix in df.op.operand(operand).indices)
+    key = (operand, inside0, inside1, shift)
+    memo = df.memo
+    if key not in memo:
+        memo[key] = _overlap_isl(df, operand, tuple(p0), tuple(p1))
+    return memo[key]
