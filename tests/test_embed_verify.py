@@ -144,6 +144,9 @@ def test_huge_coordinates_switch_to_exact_python_integers():
         assert verify(op, intr, sol, opts) == _pointwise_verify(op, intr, sol, opts)
     shifted = Solution(sol.roles, (("y", (Piece("m", 16, 1),)), ("z", (Piece("m", 16, 1),))), "x")
     assert verify(op, intr, shifted, Options(bound=16)) == _pointwise_verify(op, intr, shifted, Options(bound=16))
+    walk = [(m, k * big) for m in range(3) for k in range(16)]   # 16 * 2**61 overflows int64
+    assert is_hyper_rectangle(walk)
+    assert not is_hyper_rectangle(walk[:-1] + [(2, 16 * big)])
     _, small = assignment(conv2d("c", c=4, h=5, w=5, k=4, r=3, s=3), intr,
                           Solution(sol.roles, tuple((a, ()) for a, _ in intr.dims), "x"))
     assert small.dtype == np.int64

@@ -118,10 +118,14 @@ class _Problem:
     seen: set = field(default_factory=set)
     verdicts: dict = field(default_factory=dict)   # candidate key -> passes verify (shared per operator)
 
-    # ---- static facts ----------------------------------------------------
-    def axis_operands(self, axis: str) -> list[str]:
-        """Intrinsic operands indexed by an intrinsic dimension."""
-        return [o.name for o in self.intr.operands if axis in o.dims]
+    static: dict = field(default_factory=dict)     # (axis, dim, step) -> piece-local constraints hold
+    taxis: dict = field(default_factory=dict)      # (operand, dim) -> tensor axis the dim indexes, or None
+
+    def tensor_axis(self, operand: str, dim: str) -> int | None:
+        key = (operand, dim)
+        if key not in self.taxis:
+            self.taxis[key] = _tensor_axis(self.op, operand, dim)
+        return self.taxis[key]
 
 
 def _tensor_axis(op: Operator, operand: str, dim: str) -> int | None:
@@ -131,32 +135,28 @@ def _tensor_axis(op: Operator, operand: str, dim: str) -> int | None:
     return None
 
 
-def _piece_ok(p: _Problem, axis: str, dim: str, step: int, pieces: dict[str, list[Piece]]) -> bool:
-    """Edge, AllDiff, hyper-rectangle and memory consequences of opening a piece (dim, step) on ``axis``."""
-    op, opts = p.op, p.opts
+def _static_ok(p: _Problem, axis: str, dim: str, step: int) -> bool:
+    """Edge, AllDiff and memory consequences of a piece (dim, step) on ``axis``: they do not
+    depend on the other pieces, so each problem decides them once."""
+    key = (axis, dim, step)
+    if key in p.static:
+        return p.static[key]
+    ok = True
     for io in p.intr.operands:
         t = p.roles[io.name]
-        idx = _tensor_axis(op, t, dim)
+        idx = p.tensor_axis(t, dim)
         if axis in io.dims:
             if idx is None:
                 # AllDiff: elements of the intrinsic operand along this axis would be one tensor element.
-                if io.is_output or opts.alldiff_inputs:
-                    return False
+                if io.is_output or p.opts.alldiff_inputs:
+                    ok = False
                 continue
-            terms = op.operand(t).indices[idx].terms
-            if opts.single_term and len(terms) > 1:
-                return False
-            if opts.rect_space == "tensor":
-                # Hyper-rectangle in tensor space: one move direction per tensor axis.
-                for a2, ps in pieces.items():
-                    if a2 in io.dims:
-                        for q in ps:
-                            if _tensor_axis(op, t, q.dim) == idx:
-                                return False
+            if p.opts.single_term and len(p.op.operand(t).indices[idx].terms) > 1:
+                ok = False
         elif idx is not None:
             # Edge constraint: the intrinsic shares this operand along ``axis``, so the operator must too.
-            return False
-    if opts.memory and axis in p.idf.output_dims:
+            ok = False
+    if ok and p.opts.memory and axis in p.idf.output_dims:
         o_out = tuple(0 for _ in p.odf.output_dims)
         o_next = tuple(step if d == dim else 0 for d in p.odf.output_dims)
         i_out = tuple(0 for _ in p.idf.output_dims)
@@ -164,8 +164,34 @@ def _piece_ok(p: _Problem, axis: str, dim: str, step: int, pieces: dict[str, lis
         for io in p.intr.inputs:
             want = overlap_kind(p.idf, io.name, i_out, i_next)
             if overlap_kind(p.odf, p.roles[io.name], o_out, o_next) != want:
-                return False
+                ok = False
+    p.static[key] = ok
+    return ok
+
+
+def _rect_ok(p: _Problem, axis: str, dim: str, pieces: dict[str, list[Piece]], closed: list[Piece]) -> bool:
+    """Hyper-rectangle in tensor space: one move direction per tensor axis of every operand ``axis`` walks."""
+    if p.opts.rect_space != "tensor":
+        return True
+    for io in p.intr.operands:
+        if axis not in io.dims:
+            continue
+        t = p.roles[io.name]
+        idx = p.tensor_axis(t, dim)
+        if idx is None:
+            continue
+        for a2 in io.dims:
+            ps = closed if a2 == axis else pieces.get(a2, ())
+            for q in ps:
+                if p.tensor_axis(t, q.dim) == idx:
+                    return False
     return True
+
+
+def _piece_ok(p: _Problem, axis: str, dim: str, step: int, pieces: dict[str, list[Piece]],
+              closed: list[Piece]) -> bool:
+    """Consequences of opening a piece (dim, step) on ``axis`` next to the ``closed`` ones of that axis."""
+    return _static_ok(p, axis, dim, step) and _rect_ok(p, axis, dim, pieces, closed)
 
 
 def _in_domain(p: _Problem, dim: str, value: int, step: int) -> bool:
@@ -176,33 +202,21 @@ def _in_domain(p: _Problem, dim: str, value: int, step: int) -> bool:
 
 
 def _line(p: _Problem, axis: str, L: int, cand_dims: list[str], pieces: dict[str, list[Piece]], used: set[str]):
-    """Assign the variables along one intrinsic axis; yields the closed pieces of every consistent choice."""
+    """Assign the variables along one intrinsic axis; yields the closed pieces of every consistent choice.
+
+    Depth first: from an open move, first every choice that continues it further, then (longest
+    move first) every choice that closes the row after ``count`` points and jumps to a fresh axis.
+    """
     if L == 1:
         yield []
         return
     steps = range(1, p.opts.max_stride + 1)
 
-    def rec(closed: list[Piece], open_dim: str | None, open_step: int, count: int):
-        inner = math.prod(q.length for q in closed)
-        if open_dim is not None and inner * count == L:
-            yield closed + [Piece(open_dim, count, open_step)]
-            return
-        if time.monotonic() > p.deadline:
-            raise _Deadline
-        if open_dim is not None:
-            # The next variable starts a row: continue the current move ...
-            p.stats.expanded += 1
-            if inner * (count + 1) <= L and _in_domain(p, open_dim, count * open_step, open_step):
-                yield from rec(closed, open_dim, open_step, count + 1)
-            # ... or close the row and jump to a fresh axis (eq. 4.19/4.20).
-            if L % (inner * count) or len(closed) + 2 > p.opts.max_fuse:
-                return
-            new_closed = closed + [Piece(open_dim, count, open_step)]
-        else:
-            new_closed = closed
-        taken = used | {q.dim for q in new_closed}
+    def jumps(closed: list[Piece], inner: int):
+        """Open a move on a fresh dim after the ``closed`` pieces (eq. 4.19/4.20)."""
+        taken = used | {q.dim for q in closed}
         if any(q.step * (q.length - 1) >= p.op.sizes[q.dim] and q.length > 2 * p.op.sizes[q.dim]
-               for q in new_closed):
+               for q in closed):
             return  # an inner piece may pad its dimension up to the next power of two, no further
         for d in cand_dims:
             if d in taken:
@@ -212,13 +226,34 @@ def _line(p: _Problem, axis: str, L: int, cand_dims: list[str], pieces: dict[str
                 p.stats.expanded += 1
                 if not _in_domain(p, d, t, t):
                     continue
-                trial = dict(pieces)
-                trial[axis] = list(new_closed)
-                if not _piece_ok(p, axis, d, t, trial):
+                if not _piece_ok(p, axis, d, t, pieces, closed):
                     continue
-                yield from rec(new_closed, d, t, 2)
+                yield from moves(closed, inner, d, t)
 
-    yield from rec([], None, 1, 1)
+    def moves(closed: list[Piece], inner: int, dim: str, step: int):
+        """Every choice once ``dim`` is open with its first two points placed."""
+        # Each further row-start variable either continues the move or closes the row; walk the
+        # continuations first (they come first depth-first), then close from the longest down.
+        count, chain = 2, []
+        while inner * count != L:
+            if time.monotonic() > p.deadline:
+                raise _Deadline
+            p.stats.expanded += 1
+            chain.append(count)
+            if inner * (count + 1) <= L and _in_domain(p, dim, count * step, step):
+                count += 1
+            else:
+                break
+        else:
+            yield closed + [Piece(dim, count, step)]
+        for count in reversed(chain):
+            if L % (inner * count) or len(closed) + 2 > p.opts.max_fuse:
+                continue
+            yield from jumps(closed + [Piece(dim, count, step)], inner * count)
+
+    if time.monotonic() > p.deadline:
+        raise _Deadline
+    yield from jumps([], 1)
 
 
 def _search(p: _Problem) -> None:
@@ -268,8 +303,9 @@ def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray,
 
     Row ``i`` of the first array is an intrinsic point (rows in ``itertools.product``
     order over the intrinsic dims); row ``i`` of the second is the operator loop point
-    (columns in ``op.dim_names`` order) that variable takes. The dtype is int64 when
-    every coordinate and every access index provably fits, else Python integers.
+    (columns in ``op.dim_names`` order) that variable takes. The dtype is int64 when every
+    coordinate, access index and hyper-rectangle walk over them provably fits, else Python
+    integers (seed 000 lost layers to 32-bit overflow).
     """
     axes = dict(sol.axes)
     sizes = [s for _, s in intr.dims]
@@ -280,8 +316,8 @@ def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray,
             hi[pc.dim] += (pc.length - 1) * pc.step
     reach = max([sum(abs(c) * hi[d] for d, c in ix.terms) for o in op.operands for ix in o.indices]
                 + list(hi.values()) + sizes)
-    dtype = np.int64 if reach < 2 ** 62 else object
     ipts = np.indices(sizes, dtype=np.int64).reshape(len(sizes), -1).T
+    dtype = np.int64 if _fits_int64(reach, len(ipts)) else object
     val = np.zeros((len(ipts), len(col)), dtype=dtype)
     for k, (a, _) in enumerate(intr.dims):
         rem = ipts[:, k].astype(dtype)
@@ -291,44 +327,73 @@ def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray,
     return ipts, val
 
 
-def is_hyper_rectangle(points: list[tuple[int, ...]]) -> bool:
+def is_hyper_rectangle(points) -> bool:
     """Alg. 4.4: do the ordered points walk an axis-aligned (strided) hyper-rectangle row by row?
 
     The first move fixes the innermost axis and its stride; the row ends where
     the walk leaves that axis, and the jump back to the row start plus one step
     on a fresh axis (eq. 4.19/4.20) opens the next dimension. Sizes must
-    multiply to the number of points.
+    multiply to the number of points. ``points``: a sequence of equal-length
+    integer tuples, or a 2-D integer array (one point per row).
     """
     M = len(points)
     if M <= 1:
         return True
-    v0 = points[0]
-    n = len(v0)
-    dims: list[tuple[int, int, int]] = []
+    pts = _exact(points if isinstance(points, np.ndarray) else np.array(points, dtype=object))
+    v0 = pts[0]
+    dims: list[tuple[int, object, int]] = []
     block = 1
     while block < M:
-        diag = [b - a for a, b in zip(v0, points[block])]
-        nz = [i for i in range(n) if diag[i]]
-        if len(nz) != 1 or nz[0] in {a for a, _, _ in dims}:
+        diag = pts[block] - v0
+        nz = np.flatnonzero(diag != 0)
+        if len(nz) != 1 or int(nz[0]) in {a for a, _, _ in dims}:
             return False
-        ax, st = nz[0], diag[nz[0]]
-        size = 1
-        while size * block < M and points[size * block] == tuple(
-                v0[i] + (size * st if i == ax else 0) for i in range(n)):
-            size += 1
+        ax, st = int(nz[0]), diag[nz[0]]
+        # The row goes on while the points at multiples of ``block`` step along ``ax``.
+        idx = np.arange(block, M, block)
+        exp = np.repeat(v0[None, :], len(idx), axis=0)
+        exp[:, ax] += np.arange(1, len(idx) + 1).astype(pts.dtype) * st
+        ok = (pts[idx] == exp).all(axis=1)
+        size = 1 + (len(ok) if ok.all() else int(np.argmin(ok)))
         if M % (size * block):
             return False
         dims.append((ax, st, size))
         block *= size
-    for k, pt in enumerate(points):
-        exp = list(v0)
-        rem = k
-        for ax, st, size in dims:
-            exp[ax] += (rem % size) * st
-            rem //= size
-        if tuple(exp) != pt:
-            return False
-    return True
+    exp = np.repeat(v0[None, :], M, axis=0)
+    k = np.arange(M).astype(pts.dtype)
+    prefix = 1
+    for ax, st, size in dims:
+        exp[:, ax] += ((k // prefix) % size) * st
+        prefix *= size
+    return bool((exp == pts).all())
+
+
+def _fits_int64(bound: int, count: int) -> bool:
+    """Can int64 hold values of magnitude ``bound`` through a walk of ``count`` strided steps?"""
+    return bound * (2 * count + 1) < 2 ** 62
+
+
+def _exact(a: np.ndarray) -> np.ndarray:
+    """``a`` as int64 when the hyper-rectangle walk cannot overflow it, else as Python integers."""
+    big = max(abs(int(a.max())), abs(int(a.min()))) if a.size else 0
+    want = np.int64 if _fits_int64(big, len(a)) else object
+    return a if a.dtype == want else a.astype(want)
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of every distinct row, in order of appearance."""
+    if rows.dtype != object and rows.shape[1] and len(rows):
+        lo = rows.min(axis=0)
+        span = [int(x) + 1 for x in rows.max(axis=0) - lo]
+        if math.prod(span) < 2 ** 62:
+            # Mixed-radix code of each row: injective, so distinct codes are distinct rows.
+            mult = np.array([math.prod(span[k + 1:]) for k in range(len(span))], dtype=np.int64)
+            _, idx = np.unique((rows - lo) @ mult, return_index=True)
+            return np.sort(idx)
+    first: dict = {}
+    for i, r in enumerate(map(tuple, rows.tolist())):
+        first.setdefault(r, i)
+    return np.fromiter(first.values(), dtype=np.int64, count=len(first))
 
 
 def _rows(a: np.ndarray) -> list[tuple]:
@@ -358,7 +423,7 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
     ipts, val = assignment(op, intr, sol)
     pos = {d: k for k, (d, _) in enumerate(intr.dims)}
     isizes = [s for _, s in intr.dims]
-    if len(set(_rows(val))) != len(val):
+    if len(_distinct(val)) != len(val):
         return "AllDiff over multiply/accumulate instances"
     steps = {pc.dim: pc.step for _, ps in sol.axes for pc in ps}
     for k, d in enumerate(op.dim_names):
@@ -377,12 +442,11 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
         elem = _operand_matrix(op, t, val, False)
         if not (elem == elem[first][inverse]).all():
             return f"edge constraint: an element of {io.name} maps to several elements of {t}"
-        elems = _rows(elem[first])
-        if (io.is_output or opts.alldiff_inputs) and len(set(elems)) != len(elems):
+        elems = elem[first]
+        if (io.is_output or opts.alldiff_inputs) and len(_distinct(elems)) != len(elems):
             return f"AllDiff over {io.name}"
-        lead = _rows(_operand_matrix(op, t, val[first], True)) if opts.rect_space == "access" else elems
-        pts = list(dict.fromkeys(lead))   # a broadcast repeats elements
-        if not is_hyper_rectangle(pts):
+        lead = _operand_matrix(op, t, val[first], True) if opts.rect_space == "access" else elems
+        if not is_hyper_rectangle(lead[_distinct(lead)]):   # a broadcast repeats elements
             return f"hyper-rectangle over {io.name}"
     if opts.memory and odf is not None and idf is not None:
         opos = [pos[x] for x in idf.output_dims]

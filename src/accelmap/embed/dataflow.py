@@ -51,10 +51,10 @@ class Dataflow:
 
     def access_set(self, operand: str, out_point: tuple[int, ...]) -> isl.Set:
         """Def. 4.5: elements of ``operand`` one output element needs, all reductions iterated."""
-        fix = " and ".join(f"{d} = {v}" for d, v in zip(self.output_dims, out_point))
-        space = ", ".join(self.dims)
-        sel = isl.Set(f"{{ S1[{space}] : {fix} }}") if fix else self.sets["S1"]
-        return sel.intersect(self.sets["S1"]).apply(self.relations[("S1", operand, "access")])
+        sel = self.sets["S1"]
+        for d, v in zip(self.output_dims, out_point):
+            sel = sel.fix_val(isl.dim_type.set, self.dims.index(d), isl.Val(str(v)))   # str: any size
+        return sel.apply(self.relations[("S1", operand, "access")])
 
     def size(self) -> tuple[int, int]:
         """Nodes and edges of the coarse graph (independent of tensor sizes)."""
@@ -115,6 +115,10 @@ def overlap_kind(df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int,
     ``c(p1) - c(p0)`` is zero and disjoint iff the shift is not in ``T - T``, so the
     kind depends only on which points are inside and, when both are, on that shift.
     """
+    memo = df.memo
+    fast = (operand, tuple(p0), tuple(p1))
+    if fast in memo:
+        return memo[fast]
     ext = dict(df.extents)
     inside0 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p0))
     inside1 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p1))
@@ -122,8 +126,8 @@ def overlap_kind(df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int,
     if inside0 and inside1:
         delta = {d: b - a for d, a, b in zip(df.output_dims, p0, p1)}
         shift = tuple(sum(c * delta.get(d, 0) for d, c in ix.terms) for ix in df.op.operand(operand).indices)
-    key = (operand, inside0, inside1, shift)
-    memo = df.memo
+    key = ("shift", operand, inside0, inside1, shift)
     if key not in memo:
         memo[key] = _overlap_isl(df, operand, tuple(p0), tuple(p1))
+    memo[fast] = memo[key]
     return memo[key]
