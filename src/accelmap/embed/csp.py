@@ -298,6 +298,86 @@ def _search(p: _Problem) -> None:
 
 # ---- point-level verification of a complete assignment --------------------
 
+# Facts derived from one operator or intrinsic (index matrices, row groupings), computed once.
+# Keyed by identity, since hashing an operator walks all of it; the entry keeps the object
+# alive, so its id cannot be reused while the entry exists.
+_FACTS: dict[int, tuple[object, dict]] = {}
+
+
+def _facts(obj: object) -> dict:
+    entry = _FACTS.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        if len(_FACTS) > 256:
+            _FACTS.clear()
+        entry = _FACTS[id(obj)] = (obj, {})
+    return entry[1]
+
+
+def _instance_points(intr: Operator) -> np.ndarray:
+    f = _facts(intr)
+    if "points" not in f:
+        sizes = [s for _, s in intr.dims]
+        f["points"] = np.indices(sizes, dtype=np.int64).reshape(len(sizes), -1).T
+    return f["points"]
+
+
+def _index_matrix(op: Operator, operand: str, access_space: bool, dtype) -> np.ndarray:
+    """``val @ M`` gives, per loop point, the tensor element of ``operand`` (or its access-space
+    point, one column per affine term)."""
+    f = _facts(op)
+    key = ("index", operand, access_space, dtype)
+    if key not in f:
+        col = {d: k for k, d in enumerate(op.dim_names)}
+        cols = []
+        for ix in op.operand(operand).indices:
+            if access_space:
+                cols.extend({d: c} for d, c in ix.terms)
+            else:
+                cols.append(dict(ix.terms))
+        m = np.zeros((len(col), len(cols)), dtype=np.int64)
+        for j, terms in enumerate(cols):
+            for d, c in terms.items():
+                m[col[d], j] = c
+        f[key] = m.astype(dtype)
+    return f[key]
+
+
+def _key_groups(intr: Operator, operand: str) -> tuple[np.ndarray, np.ndarray]:
+    """Instances grouped by the element of an intrinsic operand they touch: the first instance
+    of every element (elements in sorted index order) and each instance's element number."""
+    f = _facts(intr)
+    key = ("groups", operand)
+    if key not in f:
+        ipts = _instance_points(intr)
+        pos = {d: k for k, (d, _) in enumerate(intr.dims)}
+        kpos = [pos[ix.dims[0]] for ix in intr.operand(operand).indices]
+        sizes = [s for _, s in intr.dims]
+        # Rows are in product order, so the first row of each element is its first instance,
+        # and raveled indices ascend with the sorted element indices.
+        ids = np.ravel_multi_index(tuple(ipts[:, k] for k in kpos), tuple(sizes[k] for k in kpos)) \
+            if kpos else np.zeros(len(ipts), dtype=np.int64)
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        f[key] = (first, inverse.reshape(-1))
+    return f[key]
+
+
+def _output_rows(intr: Operator, output_dims: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
+    """First instance of every intrinsic output element, with its output coordinates, sorted."""
+    f = _facts(intr)
+    key = ("outputs", output_dims)
+    if key not in f:
+        ipts = _instance_points(intr)
+        pos = {d: k for k, (d, _) in enumerate(intr.dims)}
+        opos = [pos[x] for x in output_dims]
+        # In product order an element's first instance has every other intrinsic coordinate 0.
+        rest = [k for k in range(len(pos)) if k not in opos]
+        rows = np.flatnonzero((ipts[:, rest] == 0).all(axis=1))
+        keys = _rows(ipts[rows][:, opos])
+        order = sorted(range(len(rows)), key=keys.__getitem__)
+        f[key] = (rows[order], [keys[i] for i in order])
+    return f[key]
+
+
 def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
     """Value of every intrinsic instance variable, as two aligned integer arrays.
 
@@ -316,7 +396,7 @@ def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray,
             hi[pc.dim] += (pc.length - 1) * pc.step
     reach = max([sum(abs(c) * hi[d] for d, c in ix.terms) for o in op.operands for ix in o.indices]
                 + list(hi.values()) + sizes)
-    ipts = np.indices(sizes, dtype=np.int64).reshape(len(sizes), -1).T
+    ipts = _instance_points(intr)
     dtype = np.int64 if _fits_int64(reach, len(ipts)) else object
     val = np.zeros((len(ipts), len(col)), dtype=dtype)
     for k, (a, _) in enumerate(intr.dims):
@@ -400,19 +480,6 @@ def _rows(a: np.ndarray) -> list[tuple]:
     return [tuple(r) for r in a.tolist()]
 
 
-def _operand_matrix(op: Operator, operand: str, val: np.ndarray, access_space: bool) -> np.ndarray:
-    """Per instance: the tensor element it touches, or its access-space point (one column per affine term)."""
-    col = {d: k for k, d in enumerate(op.dim_names)}
-    cols = []
-    for ix in op.operand(operand).indices:
-        terms = [c * val[:, col[d]] for d, c in ix.terms]
-        if access_space:
-            cols.extend(terms)
-        else:
-            cols.append(sum(terms[1:], terms[0]) if terms else np.zeros(len(val), dtype=val.dtype))
-    return np.stack(cols, axis=1) if cols else np.zeros((len(val), 0), dtype=val.dtype)
-
-
 def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
            odf: Dataflow | None = None, idf: Dataflow | None = None) -> str | None:
     """Check every constraint on the full assignment; None when it holds, else the violated one.
@@ -420,41 +487,30 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
     Array form of the point-by-point check: every intrinsic instance variable is a row.
     """
     roles = dict(sol.roles)
-    ipts, val = assignment(op, intr, sol)
-    pos = {d: k for k, (d, _) in enumerate(intr.dims)}
-    isizes = [s for _, s in intr.dims]
+    _, val = assignment(op, intr, sol)
     if len(_distinct(val)) != len(val):
         return "AllDiff over multiply/accumulate instances"
     steps = {pc.dim: pc.step for _, ps in sol.axes for pc in ps}
-    for k, d in enumerate(op.dim_names):
-        x = int(val[:, k].max())
-        # Out of domain is monotone in the value, so the column maximum decides.
+    # Out of domain is monotone in the value, so the column maximum decides.
+    for d, x in zip(op.dim_names, val.max(axis=0).tolist()):
         if x >= op.sizes[d] and not (opts.pad and x < opts.bound * steps.get(d, 1)):
             return f"domain of {d}"
     for io in intr.operands:
         t = roles[io.name]
-        kpos = [pos[ix.dims[0]] for ix in io.indices]
-        # Rows are in product order, so the first row of each key is its first instance and
-        # ascending key ids are the keys in sorted order.
-        key = np.ravel_multi_index(tuple(ipts[:, k] for k in kpos), tuple(isizes[k] for k in kpos)) \
-            if kpos else np.zeros(len(ipts), dtype=np.int64)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        elem = _operand_matrix(op, t, val, False)
-        if not (elem == elem[first][inverse]).all():
-            return f"edge constraint: an element of {io.name} maps to several elements of {t}"
+        first, inverse = _key_groups(intr, io.name)
+        elem = val @ _index_matrix(op, t, False, val.dtype)
         elems = elem[first]
+        if not (elem == elems[inverse]).all():
+            return f"edge constraint: an element of {io.name} maps to several elements of {t}"
         if (io.is_output or opts.alldiff_inputs) and len(_distinct(elems)) != len(elems):
             return f"AllDiff over {io.name}"
-        lead = _operand_matrix(op, t, val[first], True) if opts.rect_space == "access" else elems
+        lead = val[first] @ _index_matrix(op, t, True, val.dtype) if opts.rect_space == "access" else elems
         if not is_hyper_rectangle(lead[_distinct(lead)]):   # a broadcast repeats elements
             return f"hyper-rectangle over {io.name}"
     if opts.memory and odf is not None and idf is not None:
-        opos = [pos[x] for x in idf.output_dims]
+        rows, outs = _output_rows(intr, idf.output_dims)
         ocol = [op.dim_names.index(d) for d in odf.output_dims]
-        out_of = {}
-        for ipt, v in zip(_rows(ipts[:, opos]), _rows(val[:, ocol])):
-            out_of.setdefault(ipt, v)
-        outs = sorted(out_of)
+        out_of = dict(zip(outs, _rows(val[rows][:, ocol])))
         lines = [e for e in outs if sum(1 for x in e if x) <= 1]
         pairs = [(outs[i - 1], outs[i]) for i in range(1, len(outs))] + [(outs[0], e) for e in lines[1:]]
         for e0, e1 in pairs:
