@@ -4,6 +4,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from accelmap.arch import get_accelerator
@@ -45,6 +46,7 @@ def test_batch_equals_scalar(arch, seed):
     ref = evaluate(op, arch, m)
     assert math.isclose(got["energy"][0], ref.energy_total, rel_tol=1e-9)
     assert got["compute_cycles"][0] == ref.compute_cycles
+    assert math.isclose(got["latency"][0], ref.latency, rel_tol=1e-9)
 
 
 def test_batch_on_a_resnet_layer_matches_scalar_for_many_tilings():
@@ -63,4 +65,67 @@ def test_batch_on_a_resnet_layer_matches_scalar_for_many_tilings():
         ref = evaluate(op, arch, m, check=False)
         assert math.isclose(got["energy"][0], ref.energy_total, rel_tol=1e-9)
         assert got["compute_cycles"][0] == ref.compute_cycles
+        assert math.isclose(got["latency"][0], ref.latency, rel_tol=1e-9)
         checked += 1
+
+
+def _primes(n):
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+@pytest.mark.parametrize("preset", ["eyeriss_like", "tpu_like", "vta_like", "simba_like", "edge_tpu_like",
+                                    "ascend_like", "diana_like", "aie_like", "vta_8x8x8"])
+def test_batch_rows_of_one_structure_equal_scalar_on_every_preset(preset):
+    """Many rows of one all-dims-at-every-level structure, every row checked against the scalar model:
+    exercises double buffering, DMA setup and pipeline terms where the preset has them."""
+    from accelmap.cost.batch import structure_mapping
+    from accelmap.mapping.validate import validate
+    from accelmap.workload import conv2d
+
+    arch = get_accelerator(preset)
+    op = adopt_precision(conv2d("c", c=8, h=10, w=10, k=12, r=3, s=3, padding=1, stride=1), arch)
+    rng = random.Random(preset)
+    nlev = len(arch.levels)
+    axes = [(i, a.name) for i, lv in enumerate(arch.levels) if lv.fanout for a in lv.fanout.axes]
+    structure = []
+    for lv in range(nlev):
+        order = list(op.dim_names)
+        rng.shuffle(order)
+        structure += [(d, lv, None) for d in order]
+        structure += [(d, lv, ax) for (i, ax) in axes if i == lv for d in op.dim_names[:3]]
+    rows, refs = [], []
+    tries = 0
+    while len(rows) < 25 and tries < 4000:
+        tries += 1
+        keep = rng.choice([k for k in _keeps(op, arch)])
+        row = [1] * len(structure)
+        for d, size in op.dims:
+            for p in _primes(size):
+                slots = [j for j, s in enumerate(structure) if s[0] == d]
+                row[rng.choice(slots)] *= p
+        m = structure_mapping(structure, keep, row)
+        try:
+            validate(op, arch, m)
+        except MappingError:
+            continue
+        rows.append((keep, row))
+        refs.append(evaluate(op, arch, m))
+    assert len(rows) >= 10, f"only {len(rows)} valid draws on {preset}"
+    for keep in {k for k, _ in rows}:
+        sel = [i for i, (k, _) in enumerate(rows) if k == keep]
+        got = evaluate_batch(op, arch, structure, keep, np.array([rows[i][1] for i in sel]))
+        for r, i in enumerate(sel):
+            assert math.isclose(got["energy"][r], refs[i].energy_total, rel_tol=1e-9)
+            assert got["compute_cycles"][r] == refs[i].compute_cycles
+            assert math.isclose(got["latency"][r], refs[i].latency, rel_tol=1e-9), (preset, rows[i])
+
+
+def _keeps(op, arch):
+    from accelmap.search.space import Constraints, keep_options
+    return keep_options(op, arch, Constraints())

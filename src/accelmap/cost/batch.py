@@ -1,17 +1,18 @@
-"""Vectorized energy of many perfectly factored tilings of one loop structure.
+"""Vectorized cost of many perfectly factored tilings of one loop structure.
 
 A structure is the nest with its loops' dimensions, levels and axes fixed; a
-row of ``bounds`` gives every loop's bound. Loops of bound 1 change no count,
-so one structure that lists every dimension at every slot covers every
-perfect tiling with the given per-level orders. Counting follows
-``access_counts.entering_perfect`` term by term with NumPy arrays over rows,
-and must agree with ``cost.model.evaluate`` exactly (tests/test_cost_batch.py).
-Latency is not vectorized: ``cost/latency.py`` models the tile program the
-simulator runs (per-transfer setup, pipelines, buffering), which is not yet
-written over arrays; only the MAC schedule (a lower bound of latency) is.
-Rows whose sliding-window axis is not a contiguous interval (stride larger
-than the dilated window and coprime with it) are evaluated by the scalar
-model; they are rare.
+row of ``bounds`` gives every loop's bound. Loops of bound 1 change no count
+and no latency term, so one structure that lists every dimension at every
+slot covers every perfect tiling with the given per-level orders.
+
+Counting follows ``access_counts.entering_perfect`` term by term; energy
+follows ``model.evaluate`` and latency follows ``latency.latency_terms``
+(tile transfers, DMA setup, the Eq. 4.1 pipeline, single-buffer stalls,
+double-buffer prologue, epilogue and bursts, port occupancy), all with NumPy
+arrays over rows. Every result must agree with the scalar model exactly
+(tests/test_cost_batch.py). Rows whose sliding-window axis is not a
+contiguous interval (stride larger than the dilated window and coprime with
+it) are evaluated by the scalar model; they are rare.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import Operand, Operator
+
+Structure = list[tuple[str, int, str | None]]
 
 
 def _axis_size(coeffs, exts):
@@ -60,64 +63,111 @@ def _axis_overlap(coeffs, exts, shifts, size):
     return np.where((e1 > 1) & (e2 > 1), interval, np.where(e2 == 1, prog1, prog2))
 
 
-def evaluate_batch(op: Operator, arch: Accelerator, structure: list[tuple[str, int, str | None]],
-                   keep: tuple[frozenset[str], ...], bounds: np.ndarray) -> dict[str, np.ndarray]:
-    """Energy and MAC-schedule cycles of every row of ``bounds`` (shape rows x loops)."""
-    B = np.asarray(bounds, dtype=np.int64)
-    n, L = B.shape
-    nlev = len(arch.levels)
-    dims = op.dim_names
-    # Stride of each loop: product of the bounds of later loops of the same dimension.
-    stride = np.ones_like(B)
-    for j in range(L):
-        for k in range(j + 1, L):
-            if structure[k][0] == structure[j][0]:
-                stride[:, j] *= B[:, k]
-    inner = {c: {d: np.ones(n, dtype=np.int64) for d in dims} for c in range(nlev)}
-    for c in range(nlev):
-        for j, (d, lv, _) in enumerate(structure):
-            if lv >= c:
-                inner[c][d] = inner[c][d] * B[:, j]
-    fallback = np.zeros(n, dtype=bool)
+def _axes(X: Operand):
+    return [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
 
-    def entering(X, c):
-        axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
-        ext = inner[c]
-        sizes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in axes]
-        for s in sizes:
-            fallback[:] |= s < 0
-        tile = np.prod(np.stack([np.maximum(s, 0) for s in sizes]), axis=0)
-        inst = np.ones(n, dtype=np.int64)
-        temporal = []
-        for j, (d, lv, ax) in enumerate(structure):
-            if lv >= c:
-                break
-            if ax is not None:
-                inst = inst * B[:, j]
-            else:
-                temporal.append(j)
-        total = tile.copy()
-        prefix = [np.ones(n, dtype=np.int64)]
-        for j in temporal:
-            prefix.append(prefix[-1] * B[:, j])
-        resets = {d: np.zeros(n, dtype=np.int64) for d in dims}
-        for t in range(len(temporal) - 1, -1, -1):
-            j = temporal[t]
-            dj = structure[j][0]
-            overlap = np.ones(n, dtype=np.int64)
-            for (cf, ds), size in zip(axes, sizes):
-                sh = [resets[d] + (stride[:, j] if d == dj else 0) for d in ds]
-                overlap = overlap * _axis_overlap(cf, [ext[d] for d in ds], sh, np.maximum(size, 0))
-            count = prefix[t] * (B[:, j] - 1)
-            total = total + count * (tile - overlap)
-            if dj in X.dims:
-                resets[dj] = resets[dj] - (B[:, j] - 1) * stride[:, j]
-        return inst * total
 
-    energy = np.full(n, float(op.macs * arch.compute.mac_energy_pj))
+def tile_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Points of X touched by tiles of extents ``ext`` per row, and a mask of rows with holed axes."""
+    tile = None
+    holes = None
+    for cf, ds in _axes(X):
+        s = _axis_size(cf, [ext[d] for d in ds])
+        tile = np.maximum(s, 0) if tile is None else tile * np.maximum(s, 0)
+        holes = (s < 0) if holes is None else holes | (s < 0)
+    return tile, holes
+
+
+def _t(bits: np.ndarray, bw: float | None) -> np.ndarray:
+    if bw is None:
+        return np.zeros_like(bits, dtype=float)
+    return np.where(bits > 0, bits / bw, 0.0)
+
+
+class _Nest:
+    """The per-row quantities every term needs: strides, inner extents, instances."""
+
+    def __init__(self, op: Operator, arch: Accelerator, structure: Structure, B: np.ndarray):
+        self.op, self.arch, self.structure, self.B = op, arch, structure, B
+        n, L = B.shape
+        self.n = n
+        self.nlev = nlev = len(arch.levels)
+        # Stride of each loop: product of the bounds of later loops of the same dimension.
+        self.stride = np.ones_like(B)
+        for j in range(L):
+            for k in range(j + 1, L):
+                if structure[k][0] == structure[j][0]:
+                    self.stride[:, j] *= B[:, k]
+        self.inner = []
+        for c in range(nlev + 1):
+            ext = {d: np.ones(n, dtype=np.int64) for d in op.dim_names}
+            for j, (d, lv, _) in enumerate(structure):
+                if lv >= c:
+                    ext[d] = ext[d] * B[:, j]
+            self.inner.append(ext)
+        self.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
+        self.total = np.prod(B, axis=1)
+        self.temporal = np.prod(B[:, self.temporal_slots], axis=1) if self.temporal_slots else np.ones(n, np.int64)
+        self._used: dict[int, np.ndarray] = {}
+
+    def used(self, level: int) -> np.ndarray:
+        """Instances of ``level`` the rows occupy: product of the spatial loops above it."""
+        if level not in self._used:
+            out = np.ones(self.n, dtype=np.int64)
+            for j, (_, lv, ax) in enumerate(self.structure):
+                if ax is not None and lv < level:
+                    out = out * self.B[:, j]
+            self._used[level] = out
+        return self._used[level]
+
+    def above(self, c: int) -> list[int]:
+        return [j for j in self.temporal_slots if self.structure[j][1] < c]
+
+
+def _entering(nest: _Nest, X: Operand, c: int, fallback: np.ndarray) -> np.ndarray:
+    B, structure, stride, n = nest.B, nest.structure, nest.stride, nest.n
+    axes = _axes(X)
+    ext = nest.inner[c]
+    sizes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in axes]
+    for s in sizes:
+        fallback |= s < 0
+    tile = np.prod(np.stack([np.maximum(s, 0) for s in sizes]), axis=0)
+    inst = nest.used(c)
+    temporal = nest.above(c)
+    total = tile.copy()
+    prefix = [np.ones(n, dtype=np.int64)]
+    for j in temporal:
+        prefix.append(prefix[-1] * B[:, j])
+    resets = {d: np.zeros(n, dtype=np.int64) for d in nest.op.dim_names}
+    reset_dims: set[str] = set()
+    for t in range(len(temporal) - 1, -1, -1):
+        j = temporal[t]
+        dj = structure[j][0]
+        if dj not in X.dims and not reset_dims:
+            continue            # X's tile does not move: nothing enters
+        overlap = np.ones(n, dtype=np.int64)
+        for (cf, ds), size in zip(axes, sizes):
+            if dj not in ds and not reset_dims.intersection(ds):
+                overlap = overlap * np.maximum(size, 0)      # this axis does not shift
+                continue
+            sh = [resets[d] + (stride[:, j] if d == dj else 0) for d in ds]
+            overlap = overlap * _axis_overlap(cf, [ext[d] for d in ds], sh, np.maximum(size, 0))
+        count = prefix[t] * (B[:, j] - 1)
+        total = total + count * (tile - overlap)
+        if dj in X.dims:
+            resets[dj] = resets[dj] - (B[:, j] - 1) * stride[:, j]
+            reset_dims.add(dj)
+    return inst * total
+
+
+def batch_counts(nest: _Nest, keep, fallback: np.ndarray) -> dict[tuple[int, str], list[np.ndarray]]:
+    """(level, operand) -> [fills, reads, updates, drains] per row, as ``model.access_counts``."""
+    op, arch, structure, B, n, nlev = nest.op, nest.arch, nest.structure, nest.B, nest.n, nest.nlev
     n_out = op.footprint(op.output)
     init_read = 1 if op.init_output == "read" else 0
-    total_prod = np.prod(B, axis=1)
+    zero = np.zeros(n, dtype=np.int64)
+    counts = {(i, X.name): [zero.copy() for _ in range(4)] for X in op.operands for i in range(nlev)
+              if X.name in keep[i]}
 
     def merged_product(X, lo, hi):
         out = np.ones(n, dtype=np.int64)
@@ -134,57 +184,316 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: list[tuple[str, i
                 out = out * B[:, j]
         return out
 
-    def add(i, X, kind, v):
-        lv = arch.levels[i]
-        scale = X.bits / lv.width_bits
-        if kind in ("reads", "drains"):
-            energy[:] += v * lv.read_energy_pj * scale
-        else:
-            energy[:] += v * lv.write_energy_pj * scale
-
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
         for p, c in zip(chain, chain[1:]):
-            member = entering(X, c)
+            member = _entering(nest, X, c, fallback)
             group = member // merged_product(X, p, c)
+            cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             if X.is_output:
                 down = group - n_out * (lineages(X, p) - init_read)
-                add(c, X, "fills", down)
-                add(p, X, "reads", down)
-                add(c, X, "drains", member)
-                add(p, X, "updates", group)
-                moved = down + member
+                cc[0] += down
+                pc[1] += down
+                cc[3] += member
+                pc[2] += group
             else:
-                add(c, X, "fills", member)
-                add(p, X, "reads", group)
-                moved = member
+                cc[0] += member
+                pc[1] += group
+        last = chain[-1]
+        g = nest.total // merged_product(X, last, nlev)
+        lc = counts[(last, X.name)]
+        if X.is_output:
+            lc[2] += g
+            lc[1] += g - n_out * (lineages(X, last) - init_read)
+        else:
+            lc[1] += g
+    return counts
+
+
+def batch_energy(nest: _Nest, keep, counts) -> np.ndarray:
+    op, arch, nlev = nest.op, nest.arch, nest.nlev
+    energy = np.full(nest.n, float(op.macs * arch.compute.mac_energy_pj))
+    for (i, name), (fills, reads, updates, drains) in counts.items():
+        lv = arch.levels[i]
+        scale = op.operand(name).bits / lv.width_bits
+        energy += (reads + drains) * (lv.read_energy_pj * scale) + (fills + updates) * (lv.write_energy_pj * scale)
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
+        for p, c in zip(chain, chain[1:]):
             for f in range(p, c):
                 fo = arch.levels[f].fanout
-                if fo is not None and fo.transfer_energy_pj:
-                    energy[:] += moved * fo.transfer_energy_pj * X.bits / arch.levels[f].width_bits
-        last = chain[-1]
-        g = total_prod // merged_product(X, last, nlev)
-        if X.is_output:
-            add(last, X, "updates", g)
-            add(last, X, "reads", g - n_out * (lineages(X, last) - init_read))
-        else:
-            add(last, X, "reads", g)
-        for f in range(last, nlev):
-            fo = arch.levels[f].fanout
-            if fo is not None and fo.transfer_energy_pj:
-                energy[:] += op.macs * (2 if X.is_output else 1) * fo.transfer_energy_pj * X.bits / arch.levels[f].width_bits
-    spatial = np.ones(n, dtype=np.int64)
-    for j, (_, _, ax) in enumerate(structure):
-        if ax is not None:
-            spatial = spatial * B[:, j]
-    compute = -(-(total_prod // spatial) // arch.compute.macs_per_cycle)
+                if fo is None or not fo.transfer_energy_pj:
+                    continue
+                unit = fo.transfer_energy_pj * X.bits / arch.levels[f].width_bits
+                if c == nlev:
+                    energy += op.macs * (2 if X.is_output else 1) * unit
+                else:
+                    cc = counts[(c, X.name)]
+                    energy += (cc[0] + cc[3]) * unit
+    return energy
+
+
+def _pipeline(nest: _Nest) -> np.ndarray:
+    pipe = nest.arch.compute.pipeline
+    if pipe is None:
+        return np.zeros(nest.n)
+    out_dims = nest.op.output.dims
+    in_suffix = np.ones(nest.n, dtype=bool)
+    suffix = np.ones(nest.n, dtype=np.int64)
+    streamed = np.ones(nest.n, dtype=np.int64)
+    for j in reversed(nest.temporal_slots):
+        d, b = nest.structure[j][0], nest.B[:, j]
+        if d in out_dims:
+            in_suffix &= b == 1
+            continue
+        f = np.where(in_suffix, b, 1)
+        suffix *= f
+        if d in pipe.streamed_dims:
+            streamed *= f
+    results = nest.temporal // suffix
+    rows = nest.temporal // streamed
+    return (rows * pipe.row_setup_cycles + results * pipe.result_overhead_cycles).astype(float)
+
+
+def _tile_transfers(nest: _Nest, dims: frozenset[str], c: int) -> np.ndarray:
+    above = nest.above(c)
+    n = np.ones(nest.n, dtype=np.int64)
+    inner_has = np.zeros(nest.n, dtype=bool)
+    moves = {}
+    for j in reversed(above):
+        d, b = nest.structure[j][0], nest.B[:, j]
+        moves[j] = inner_has | (d in dims)
+        if d in dims:
+            inner_has = inner_has | (b > 1)
+    outer = np.ones(nest.n, dtype=np.int64)
+    for j in above:
+        b = nest.B[:, j]
+        n = n + np.where(moves[j], (b - 1) * outer, 0)
+        outer = outer * b
+    return n
+
+
+def _classes(nest: _Nest, c: int) -> list[tuple[int, np.ndarray, dict[str, np.ndarray]]]:
+    """``latency._transition_classes`` per row: (loop slot, transitions, shift) for every temporal
+    loop above ``c`` (rows where its bound is 1 have no transitions)."""
+    op, B, n = nest.op, nest.B, nest.n
+    above = nest.above(c)
+    out = []
+    outer = np.ones(n, dtype=np.int64)
+    for k, j in enumerate(above):
+        dj = nest.structure[j][0]
+        shift = {d: np.zeros(n, dtype=np.int64) for d in op.dim_names}
+        shift[dj] = shift[dj] + nest.stride[:, j]
+        for i in above[k + 1:]:
+            di = nest.structure[i][0]
+            shift[di] = shift[di] - (B[:, i] - 1) * nest.stride[:, i]
+        out.append((j, (B[:, j] - 1) * outer, shift))
+        outer = outer * B[:, j]
+    return out
+
+
+def _deltas(nest: _Nest, X: Operand, c: int, classes) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """``latency._class_deltas`` per row: whole tile, elements entering per class, and the
+    elements counted over the run (tile + transitions x deltas)."""
+    ext = nest.inner[c]
+    axes = _axes(X)
+    full, _ = tile_sizes(X, ext)
+    sizes = [np.maximum(_axis_size(cf, [ext[d] for d in ds]), 0) for cf, ds in axes]
+    deltas = []
+    counted = full.copy()
+    for _, cnt, shift in classes:
+        ov = np.ones(nest.n, dtype=np.int64)
+        for (cf, ds), size in zip(axes, sizes):
+            ov = ov * _axis_overlap(cf, [ext[d] for d in ds], [shift[d] for d in ds], size)
+        dl = full - ov
+        deltas.append(dl)
+        counted = counted + cnt * dl
+    return full, deltas, counted
+
+
+def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
+    """``latency._burst_bound`` per row."""
+    op, arch, B, n = nest.op, nest.arch, nest.B, nest.n
+    levels = arch.levels
+    lv = levels[c]
+    above = nest.above(c)
+    if not above:
+        return np.zeros(n)
+    steps = np.prod(B[:, above], axis=1)
+    classes = _classes(nest, c)
+    total_load = [np.zeros(n) for _ in classes]
+    any_load = np.zeros(n, dtype=bool)
+    for X in op.operands:
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        if c not in chain[1:] or X.is_output:
+            continue
+        p = chain[chain.index(c) - 1]
+        fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
+        full, deltas, counted = _deltas(nest, X, c, classes)
+        valid = (counted != 0) & (fills != 0)
+        any_load |= valid
+        safe = np.where(valid, counted, 1)
+        per_c = fills * X.bits / nest.used(c) / safe
+        per_p = reads_p * X.bits / nest.used(p) / safe
+        for k, dl in enumerate(deltas):
+            t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+                 np.maximum(_t(dl * per_c, lv.write_bw_bits), _t(dl * per_p, levels[p].read_bw_bits)))
+            total_load[k] += np.where(valid, t, 0.0)
+    step = busy / steps
+    out = step.copy()
+    for (_, cnt, _), load in zip(classes, total_load):
+        out += cnt * np.maximum(step, load)
+    return np.where((steps > 1) & any_load, out, 0.0)
+
+
+def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
+    """``latency._single_buffer_stall`` per row; ``on[c]``: rows where single-buffered level c moves data."""
+    op, levels, n = nest.op, nest.arch.levels, nest.n
+    cost: dict[int, list[np.ndarray]] = {}      # loop slot -> [stores, input loads, output loads]
+    trans: dict[int, np.ndarray] = {}
+    edge = np.zeros(n)
+    for c, active_c in on.items():
+        classes = _classes(nest, c)
+        lc = levels[c]
+        for X in op.operands:
+            chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+            if c not in chain[1:]:
+                continue
+            p = chain[chain.index(c) - 1]
+            lp = levels[p]
+            cc, pc = counts[(c, X.name)], counts[(p, X.name)]
+            nc, np_ = nest.used(c), nest.used(p)
+            full, deltas, counted = _deltas(nest, X, c, classes)
+            valid = active_c & (counted != 0)
+            safe = np.where(valid, counted, 1)
+            vols = [(1, cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe, lc.write_bw_bits, lp.read_bw_bits)]
+            if X.is_output:
+                vols.append((0, cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe,
+                             lc.read_bw_bits, lp.write_bw_bits))
+            for is_load, per_c, per_p, bw_c, bw_p in vols:
+                act = valid & ((per_c > 0) | (per_p > 0))
+                slot = (2 if X.is_output else 1) if is_load else 0
+                edge += np.where(act, lc.transfer_setup_cycles +
+                                 np.maximum(_t(full * per_c, bw_c), _t(full * per_p, bw_p)), 0.0)
+                for (j, cnt, _), dl in zip(classes, deltas):
+                    t = np.where(act & (dl != 0), lc.transfer_setup_cycles +
+                                 np.maximum(_t(dl * per_c, bw_c), _t(dl * per_p, bw_p)), 0.0)
+                    cost.setdefault(j, [np.zeros(n), np.zeros(n), np.zeros(n)])[slot] += t
+                    trans[j] = cnt
+    out = edge
+    for j, (st, li, lo) in cost.items():
+        out = out + trans[j] * (np.maximum(st, li) + lo)
+    return out
+
+
+def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, MAC-schedule cycles) per row, as ``latency.latency_terms``."""
+    op, arch, n, nlev = nest.op, nest.arch, nest.n, nest.nlev
+    levels = arch.levels
+    zeros = lambda: np.zeros(n)  # noqa: E731
+    ports: dict[str, np.ndarray] = {}
+
+    def use(port: str, t: np.ndarray) -> None:
+        ports[port] = ports[port] + t if port in ports else t
+
+    macs = -(-nest.temporal // arch.compute.macs_per_cycle)
+    for X in op.operands:
+        last = max(i for i in range(nlev) if X.name in keep[i])
+        c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
+        use(f"{lv.name}.read", _t(c[1] * X.bits / inst, lv.read_bw_bits))
+        use(f"{lv.name}.write", _t(c[2] * X.bits / inst, lv.write_bw_bits) if X.is_output else zeros())
+    stream = np.max(np.stack(list(ports.values())), axis=0)
+    compute = np.maximum(macs, stream) + _pipeline(nest)
+
+    load_unit: dict[int, np.ndarray] = {}
+    store_unit: dict[int, np.ndarray] = {}
+    tiles_at: dict[int, np.ndarray] = {}
+    pro: dict[int, np.ndarray] = {}
+    pro_on: dict[int, np.ndarray] = {}
+    epi: dict[int, np.ndarray] = {}
+    epi_on: dict[int, np.ndarray] = {}
+    add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
+    orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
+    for X in op.operands:
+        chain = [i for i in range(nlev) if X.name in keep[i]]
+        for p, c in zip(chain, chain[1:]):
+            lc, lp = levels[c], levels[p]
+            nc, np_ = nest.used(c), nest.used(p)
+            cc, pc = counts[(c, X.name)], counts[(p, X.name)]
+            tiles = _tile_transfers(nest, X.dims, c)
+            tiles_at[c] = np.maximum(tiles_at[c], tiles) if c in tiles_at else np.maximum(tiles, 1)
+            first = tile_sizes(X, nest.inner[c])[0] * X.bits
+            vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_)]
+            if X.is_output:
+                vols.append(("store", cc[3] * X.bits / nc, pc[2] * X.bits / np_))
+            for kind, child_bits, parent_bits in vols:
+                active = (child_bits > 0) | (parent_bits > 0)
+                if kind == "load":
+                    tc, tp = _t(child_bits, lc.write_bw_bits), _t(parent_bits, lp.read_bw_bits)
+                    use(f"{lc.name}.write", tc)
+                    use(f"{lp.name}.read", tp)
+                else:
+                    tc, tp = _t(child_bits, lc.read_bw_bits), _t(parent_bits, lp.write_bw_bits)
+                    use(f"{lc.name}.read", tc)
+                    use(f"{lp.name}.write", tp)
+                setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
+                add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
+                if lc.double_buffered:
+                    share = np.where(child_bits > 0, np.minimum(1.0, first / np.where(child_bits > 0, child_bits, 1)), 0.0)
+                    edge = np.where(active, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
+                    if kind == "load":
+                        add(pro, c, edge)
+                        orr(pro_on, c, active)
+                    else:
+                        add(epi, c, edge)
+                        orr(epi_on, c, active)
+    get = lambda d, c: d.get(c, 0.0)  # noqa: E731
+    on = {c: (get(load_unit, c) != 0) | (get(store_unit, c) != 0) for c in range(1, nlev)
+          if not levels[c].double_buffered and (c in load_unit or c in store_unit)}
+    stall = _single_stall(nest, keep, counts, on) if on else zeros()
+    edge = sum(pro.values(), zeros()) + sum(epi.values(), zeros())
+    busy = compute + stall
+    overlapped = zeros()
+    for c in pro:
+        overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
+    for c in epi:
+        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / tiles_at[c], 0.0))
+    bursty = zeros()
+    for c in pro:
+        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
+    port_max = np.max(np.stack(list(ports.values())), axis=0)
+    latency = np.maximum(np.maximum(np.maximum(busy, overlapped), bursty) + edge, port_max)
+    return latency, macs
+
+
+def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: tuple[frozenset[str], ...],
+                   bounds: np.ndarray, latency: bool = True) -> dict[str, np.ndarray]:
+    """Energy, latency, EDP and MAC-schedule cycles of every row of ``bounds`` (rows x loops)."""
+    B = np.asarray(bounds, dtype=np.int64)
+    if B.ndim != 2 or B.shape[1] != len(structure):
+        raise ValueError(f"bounds must be rows x {len(structure)} loops, got shape {B.shape}")
+    # Slots of bound 1 in every row change nothing: drop them (the per-slot work is quadratic).
+    live = [j for j in range(B.shape[1]) if (B[:, j] != 1).any()]
+    if len(live) < B.shape[1]:
+        structure, B = [structure[j] for j in live], B[:, live]
+    nest = _Nest(op, arch, structure, B)
+    fallback = np.zeros(nest.n, dtype=bool)
+    counts = batch_counts(nest, keep, fallback)
+    out = {"energy": batch_energy(nest, keep, counts),
+           "compute_cycles": -(-nest.temporal // arch.compute.macs_per_cycle)}
+    if latency:
+        out["latency"] = batch_latency(nest, keep, counts)[0]
     if fallback.any():
         for r in np.nonzero(fallback)[0]:
             res = evaluate(op, arch, structure_mapping(structure, keep, B[r]), check=False)
-            energy[r] = res.energy_total
-    return {"energy": energy, "compute_cycles": compute}
+            out["energy"][r] = res.energy_total
+            if latency:
+                out["latency"][r] = res.latency
+    if latency:
+        out["edp"] = out["energy"] * out["latency"]
+    return out
 
 
-def structure_mapping(structure, keep, row) -> Mapping:
+def structure_mapping(structure: Structure, keep, row) -> Mapping:
     """The Mapping of one row (loops of bound 1 dropped)."""
     return Mapping(tuple(Loop(d, int(b), lv, ax) for (d, lv, ax), b in zip(structure, row) if b > 1), keep)
