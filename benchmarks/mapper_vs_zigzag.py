@@ -265,6 +265,7 @@ def energy_components(zl: dict, op, arch, r) -> dict[str, list[float]]:
 
 
 def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
+    from accelmap.arch.accelerator import adopt_precision
     from accelmap.arch.zigzag_import import ZIGZAG_DIMS
     from accelmap.cost.model import evaluate
     from accelmap.errors import AccelmapError
@@ -279,7 +280,8 @@ def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
             row["status"] = "not in ZigZag's results"
             rows.append(row)
             continue
-        op = l.layer.operator
+        # The operator at the precision our side mapped it with (the accelerator's, as map_model adopts).
+        op = adopt_precision(l.layer.operator, arch)
         dim_names = dict(ZIGZAG_DIMS)
         if "D" in zl["dims"] and "N" in op.sizes:
             dim_names["D"] = "N"         # ZigZag's Gemm batch dim

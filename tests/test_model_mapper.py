@@ -170,9 +170,12 @@ def test_a_buffer_too_small_for_any_tile_is_a_layer_error():
 def test_model_wide_spatial_constraints_are_fitted_per_layer_with_notes():
     op = conv2d("c", n=1, c=3, h=4, w=4, k=6, r=1, s=1)
     cons, notes = fit_constraints(Constraints(spatial={"X": {"K": 4, "C": 2, "M": 2}}), op)
-    assert cons.spatial == {"X": {"K": 3, "C": 1}}
-    assert notes == ("constraint X: K=4 unrolls K=3 (K is 6)", "constraint X: C=2 unrolls C=1 (C is 3)",
+    # K indexes the output: padded to whole rounds (6 -> 8); C is reduced: largest divisor of 3 within 2.
+    assert cons.spatial == {"X": {"K": 4, "C": 1}}
+    assert notes == ("constraint X: K=4 pads K=6 to 8", "constraint X: C=2 unrolls C=1 (C is 3)",
                      "constraint X: M=2 dropped (no dimension M)")
+    small, _ = fit_constraints(Constraints(spatial={"X": {"K": 8}}), op)
+    assert small.spatial == {"X": {"K": 6}}
     same, none = fit_constraints(Constraints(spatial={"X": {"K": 2}}), op)
     assert same.spatial == {"X": {"K": 2}} and none == ()
 

@@ -1,14 +1,17 @@
-"""Greedy heuristic mapper for spaces too large to search exactly.
+"""Heuristic mapper for spaces too large to search exactly.
 
 1. Spatial candidates: per fan-out axis, the factor combinations (at most two
-   dimensions per axis) with the highest utilization.
-2. For each, the remaining prime factors are ordered innermost-first by an
-   operand priority (factors of dimensions that do not index the first operand
-   go innermost, keeping it stationary, and so on) and packed into the levels
-   innermost-first while the tile fits (ZigZag's LOMA allocation).
-3. Each level's loop order is then chosen exactly (``orders.py``).
-4. A local search moves single prime factors between adjacent levels and
-   toggles bypass, keeping any move that improves the objective.
+   dimensions per axis) with the highest utilization, or the fixed unrolling
+   of the constraints (padded where it does not divide an output dim).
+2. For the best few of them and a few bypass choices, every maximal tiling
+   (``tilings.py``: no level's tile can take one more prime factor) and a
+   random sample of the others are costed under several per-level loop orders
+   at once by the vectorized model; LOMA's greedy allocation per operand
+   priority adds a few more candidates.
+3. From the best few, a steepest descent moves single prime factors between
+   levels and toggles bypass, every neighbour costed at once (vectorized).
+4. The best candidates get each level's loop order chosen exactly
+   (``orders.py``) and are costed by the scalar model on the real operator.
 
 Nothing here is safe pruning: the result is good, not proven optimal.
 """
@@ -19,6 +22,8 @@ import itertools
 import math
 import random
 import time
+
+import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
@@ -31,6 +36,8 @@ from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
+from accelmap.search.tilings import (Ranked, climb, cost_rows, dim_orders, maximal_tilings, ordered_mapping,
+                                     padded_operator, random_tilings, rank_tilings, valid_rows)
 from accelmap.workload.operator import Operator
 
 
@@ -67,14 +74,17 @@ def spatial_candidates(op: Operator, arch: Accelerator, cons: Constraints, limit
         opts.sort(key=lambda o: -math.prod(o.values()))
         per_axis.append(opts[:limit])
     cands = []
+    fixed = {d for ax in cons.spatial.values() for d in ax}
     for combo in itertools.product(*per_axis):
         used: dict[str, int] = {}
         ok = True
         for o in combo:
             for d, b in o.items():
                 used[d] = used.get(d, 1) * b
-                if op.sizes[d] % used[d]:
-                    ok = False
+        for d, u in used.items():
+            # Free choices must divide; a fixed unrolling of an output dim may pad (checked by Constraints).
+            if op.sizes[d] % u and not (d in fixed and u <= op.sizes[d]):
+                ok = False
         if ok:
             cands.append({(i, a.name): o for (i, a), o in zip(axes, combo)})
     cands.sort(key=lambda c: -math.prod(b for o in c.values() for b in o.values()))
@@ -102,7 +112,7 @@ def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: li
     for (lvl, ax), o in spatial.items():
         for d, b in o.items():
             sp_at.setdefault(lvl, {})[d] = sp_at.get(lvl, {}).get(d, 1) * b
-    rem = {d: op.sizes[d] // math.prod(sp_at.get(l, {}).get(d, 1) for l in sp_at) for d in op.dim_names}
+    rem = {d: -(-op.sizes[d] // math.prod(sp_at.get(l, {}).get(d, 1) for l in sp_at)) for d in op.dim_names}
     lpfs = [(d, p) for d in dim_order for p in prime_factors(rem[d])]
     temporal: dict[int, dict[str, int]] = {i: {} for i in range(nlev)}
     k = 0
@@ -153,7 +163,8 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
-                     seed: int = 0, local_steps: int = 400):
+                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 4,
+                     exact_candidates: int = 12, samples: int = 8000):
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -161,9 +172,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     deadline = t0 + (time_limit if time_limit else 60.0)
     stats = SearchStats()
     best = collector(objective, k)
-    rng = random.Random(seed)
     seen: set = set()
     pes = arch.num_pes
+    obj = objective if objective != "pareto" else "edp"
 
     def consider(m: Mapping):
         if m.key() in seen:
@@ -181,69 +192,80 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         return r
 
     keeps = keep_options(op, arch, cons)
-    # Fullest bypass choices first (more reuse); fall back to leaner ones where tiny
-    # buffers cannot hold every operand. Stop at the first few that admit a tiling.
+    # Fullest bypass choices first (more reuse); leaner ones where tiny buffers cannot
+    # hold every operand. A few that admit a tiling are searched in full.
     by_fullness = sorted(keeps, key=lambda kp: -sum(len(x) for x in kp))
     spatials = spatial_candidates(op, arch, cons)
-    orders = _priority_orders(op)
-    usable = []
-    for keep in by_fullness:
-        if any(allocate(op, arch, keep, sp, orders[0]) is not None for sp in spatials[:3] or [{}]):
-            usable.append(keep)
-            if len(usable) >= 3:
+    if cons.min_utilization:
+        spatials = [sp for sp in spatials
+                    if math.prod(b for o in sp.values() for b in o.values()) >= cons.min_utilization * pes]
+    orders = dim_orders(op)
+    nprng = np.random.default_rng(seed)
+    costed = 0
+    # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
+    # costed under a few per-level orders at once.
+    starts: list[tuple[float, Ranked, dict, tuple, Operator]] = []
+    for spatial in spatials[:max_spatial] or [{}]:
+        op_pad, rem = padded_operator(op, spatial)
+        usable = 0
+        for keep in by_fullness:
+            if usable >= max_keeps or time.perf_counter() > deadline:
                 break
-    seeds: list[tuple[float, dict, dict, tuple]] = []
-    for spatial in spatials:
-        for order in orders:
-            for keep in usable:
-                temporal = allocate(op, arch, keep, spatial, order)
-                if temporal is None:
-                    continue
-                for m in build_mappings(op, arch, keep, temporal, spatial, cons, cap=4):
-                    r = consider(m)
-                    if r is not None:
-                        seeds.append((scalar(objective if objective != "pareto" else "edp", r.energy_total, r.latency),
-                                      temporal, spatial, keep))
+            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng)
+            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, samples)
+            if not len(F) and not len(R):
+                continue
+            usable += 1
+            for rows in (F, R):
+                if len(rows):
+                    found, n = rank_tilings(op_pad, arch, keep, spatial, rows, obj, orders, top=2)
+                    costed += n
+                    starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
         if time.perf_counter() > deadline:
             break
-    seeds.sort(key=lambda s: s[0])
-    # Local search from the best few starting points.
-    nlev = len(arch.levels)
-    for start in seeds[:3]:
-        val, temporal, spatial, keep = start
-        temporal = {l: dict(v) for l, v in temporal.items()}
-        for _ in range(local_steps):
-            if time.perf_counter() > deadline:
+    starts.sort(key=lambda r: r[0])
+    # Steepest descent from the best few, with one-level bypass toggles once a tiling settles.
+    finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
+    for value, start, spatial, keep, op_pad in starts[:climbs]:
+        cur = start
+        while time.perf_counter() < deadline:
+            cur, n = climb(op_pad, arch, keep, spatial, cur, obj, orders)
+            costed += n
+            switched = False
+            for kp in keeps:
+                if sum(a != b for a, b in zip(kp, keep)) != 1:
+                    continue
+                F1 = cur.F[None]
+                if not valid_rows(op_pad, arch, kp, spatial, F1)[0]:
+                    continue
+                v = float(cost_rows(op_pad, arch, kp, spatial, F1, obj, cur.order)[0])
+                costed += 1
+                if v < cur.value * (1 - 1e-12):
+                    cur, keep, switched = Ranked(v, cur.temporal, cur.order, cur.F), kp, True
+            if not switched:
                 break
-            cand_t = {l: dict(v) for l, v in temporal.items()}
-            cand_keep = keep
-            move = rng.random()
-            if move < 0.8:
-                lvl = rng.randrange(nlev)
-                movable = sorted(d for d, b in cand_t[lvl].items() if b > 1)
-                if not movable:
-                    continue
-                d = rng.choice(movable)
-                p = rng.choice(prime_factors(cand_t[lvl][d]))
-                to = lvl + rng.choice((-1, 1))
-                if not 0 <= to < nlev:
-                    continue
-                cand_t[lvl][d] //= p
-                cand_t[to][d] = cand_t[to].get(d, 1) * p
-            else:
-                options = [kp for kp in keeps if sum(a != b for a, b in zip(kp, keep)) == 1]
-                if not options:
-                    continue
-                cand_keep = rng.choice(options)
-            improved = False
-            for m in build_mappings(op, arch, cand_keep, cand_t, spatial, cons, cap=4):
-                r = consider(m)
-                if r is not None:
-                    v = scalar(objective if objective != "pareto" else "edp", r.energy_total, r.latency)
-                    if v < val:
-                        val, improved = v, True
-            if improved:
-                temporal, keep = cand_t, cand_keep
+        finals.append((cur.value, cur.temporal, spatial, keep, cur.order))
+    finals += [(v, f.temporal, sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
+    # LOMA's single greedy allocation per operand priority: cheap extra candidates.
+    for spatial in spatials[:3]:
+        for order in _priority_orders(op):
+            for keep in by_fullness[:2]:
+                temporal = allocate(op, arch, keep, spatial, order)
+                if temporal is not None:
+                    finals.append((math.inf, temporal, spatial, keep, None))
+    finals.sort(key=lambda r: r[0])
+    # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
+    # the orders often matter as much as the tiling. At least one is costed past the deadline.
+    done = 0
+    for _, temporal, spatial, keep, order in finals:
+        if done >= exact_candidates or (done and time.perf_counter() > deadline):
+            break
+        ms = build_mappings(op, arch, keep, temporal, spatial, cons, cap=8)
+        if order is not None and not (cons.orders or cons.forbid_orders):
+            ms.append(ordered_mapping(temporal, spatial, keep, order, len(arch.levels)))
+        got = [consider(m) for m in ms]
+        done += any(r is not None for r in got)
+    stats.extra["batch_costed"] = costed
     stats.seconds = time.perf_counter() - t0
     stats.extra["timed_out"] = time.perf_counter() > deadline
     return best.results(), stats

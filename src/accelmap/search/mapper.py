@@ -49,8 +49,12 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         raise SpecError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", where="--strategy")
     cons = constraints or Constraints()
     notes: list[str] = []
+    padded = any(op.sizes[d] % b for ax in cons.spatial.values() for d, b in ax.items() if d in op.sizes)
+    if strategy in ("optimal", "exhaustive") and padded:
+        raise SpecError(f"the {strategy} search covers perfect factorizations only, and the spatial constraints "
+                        f"pad {op.name}; use --strategy heuristic", where="--strategy")
     if strategy == "auto":
-        strategy = "optimal" if space_size(op, arch) <= EXACT_SPACE_LIMIT else "heuristic"
+        strategy = "optimal" if not padded and space_size(op, arch) <= EXACT_SPACE_LIMIT else "heuristic"
         if strategy == "optimal" and time_limit is None:
             time_limit = AUTO_EXACT_SECONDS
     if strategy == "exhaustive":

@@ -192,10 +192,12 @@ def check_model_constraints(cons: Constraints, model: ModelImport, arch: Acceler
 def fit_constraints(cons: Constraints, op: Operator) -> tuple[Constraints, tuple[str, ...]]:
     """The model-wide constraints as they apply to one layer, and notes on every change.
 
-    A spatial unrolling names a bound for the whole model; a layer whose
-    dimension is smaller or not a multiple of it unrolls the largest divisor
-    of its size that does not exceed the bound (ZigZag clips the same way),
-    and a layer without the dimension leaves it out. Orders and kept operands
+    A spatial unrolling names a bound for the whole model. A layer whose
+    dimension is smaller unrolls all of it; an output dimension the bound does
+    not divide is padded to whole spatial rounds (the last one partial, as
+    ZigZag does); a reduced dimension unrolls the largest divisor of its size
+    within the bound (a spatial reduction must be complete); a layer without
+    the dimension leaves it out. Orders and kept operands
     drop names the layer does not have.
     """
     notes: list[str] = []
@@ -206,9 +208,13 @@ def fit_constraints(cons: Constraints, op: Operator) -> tuple[Constraints, tuple
             if d not in op.sizes:
                 notes.append(f"constraint {ax}: {d}={b} dropped (no dimension {d})")
                 continue
-            fit = max(x for x in divisors(op.sizes[d]) if x <= b)
+            # An output dim pads to whole spatial rounds (as ZigZag does); a reduced dim must
+            # divide (spatial reductions are complete), so it takes the largest divisor.
+            fit = min(b, op.sizes[d]) if d in op.output.dims else max(x for x in divisors(op.sizes[d]) if x <= b)
             if fit != b:
                 notes.append(f"constraint {ax}: {d}={b} unrolls {d}={fit} ({d} is {op.sizes[d]})")
+            elif op.sizes[d] % b:
+                notes.append(f"constraint {ax}: {d}={b} pads {d}={op.sizes[d]} to {-(-op.sizes[d] // b) * b}")
             spatial[ax][d] = fit
     names = set(op.dim_names)
     orders = {lv: tuple(d for d in o if d in names) for lv, o in cons.orders.items()}

@@ -46,8 +46,14 @@ class Constraints:
             for d, b in dims.items():
                 if d not in op.sizes:
                     raise SpecError(f"axis {ax}: {d!r} is not a dimension of {op.name}", where=f"{source}.spatial")
-                if op.sizes[d] % b:
-                    raise SpecError(f"axis {ax}: {d}={b} does not divide {d}={op.sizes[d]}", where=f"{source}.spatial")
+                if b > op.sizes[d]:
+                    raise SpecError(f"axis {ax}: {d}={b} exceeds {d}={op.sizes[d]}", where=f"{source}.spatial")
+                # A bound that does not divide pads the dim (the last spatial round is partial);
+                # a spatial reduction must be complete, so reduced dims must divide.
+                if op.sizes[d] % b and d not in op.output.dims:
+                    raise SpecError(f"axis {ax}: {d}={b} does not divide {d}={op.sizes[d]}, and {d} is reduced "
+                                    f"spatially (it does not index the output), which must be complete",
+                                    where=f"{source}.spatial")
             if math.prod(dims.values()) > axes[ax][1].size:
                 raise SpecError(f"axis {ax}: unrolling {dims} exceeds its {axes[ax][1].size} instances",
                                 where=f"{source}.spatial")

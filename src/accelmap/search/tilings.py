@@ -1,0 +1,363 @@
+"""Enumerate the maximal tilings of an operator and rank them with the vectorized cost model.
+
+For one spatial unrolling and one bypass choice, the temporal factors of every
+dimension are dealt to the levels innermost first. At each level every
+combination of divisors of what is left is tried, dimension by dimension, and
+a combination is dropped as soon as its tile overflows the level (tile size
+grows with every extent, so no larger factor can fit either). Of the rest,
+only *maximal* tiles are kept: those where no dimension's factor can be
+multiplied by one more prime and still fit (this level and every level
+outside it, which holds the same tile at least once) (LOMA's greedy allocation for every
+ordering of the prime factors at once). The outermost level takes what is left.
+
+Maximal tiles are a heuristic restriction, not a proven one: a smaller tile can
+win on latency (a shorter double-buffer prologue) or when a level's energy per
+access is high. ``heuristic.py`` follows this with a local search that moves
+single prime factors between levels, which reaches the non-maximal neighbours.
+
+Every tiling is then costed under a few per-level loop orders at once with
+``cost.batch.evaluate_batch``; the best rows go on to the exact per-level order
+choice of ``orders.py`` and the scalar model.
+
+Dimensions that a fixed spatial unrolling does not divide are padded (the
+spatial loop's last round is partial); the ranking runs on the operator padded
+to whole rounds, the final costs on the real one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.batch import evaluate_batch, tile_sizes
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.sampling import divisors
+from accelmap.search.objective import scalar
+from accelmap.workload.index_sets import tile_size
+from accelmap.workload.operator import Operator
+
+# Rows kept per level after the maximality filter; beyond this a deterministic sample is taken.
+ROWS_PER_LEVEL = 4000
+
+
+@dataclass
+class Ranked:
+    value: float
+    temporal: dict[int, dict[str, int]]
+    order: tuple[str, ...]
+    F: np.ndarray
+
+
+def spatial_at(spatial: dict) -> dict[int, dict[str, int]]:
+    """{(level, axis): {dim: bound}} -> {level: {dim: product of bounds}}."""
+    out: dict[int, dict[str, int]] = {}
+    for (lvl, _), o in spatial.items():
+        for d, b in o.items():
+            out.setdefault(lvl, {})[d] = out.get(lvl, {}).get(d, 1) * b
+    return out
+
+
+def padded_operator(op: Operator, spatial: dict) -> tuple[Operator, dict[str, int]]:
+    """The operator with every dimension rounded up to whole spatial rounds, and the temporal remainder."""
+    sp = spatial_at(spatial)
+    total = {d: math.prod(sp.get(l, {}).get(d, 1) for l in sp) for d in op.dim_names}
+    rem = {d: -(-op.sizes[d] // total[d]) for d in op.dim_names}
+    if all(rem[d] * total[d] == op.sizes[d] for d in op.dim_names):
+        return op, rem
+    return replace(op, dims=tuple((d, rem[d] * total[d]) for d in op.dim_names)), rem
+
+
+def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
+          ext: dict[str, np.ndarray]) -> np.ndarray:
+    """Vectorized ``validate.tile_fits``."""
+    lv = arch.levels[level]
+    mult = 2 if lv.double_buffered else 1
+    n = len(next(iter(ext.values())))
+    by_cls: dict[str, np.ndarray] = {}
+    total = np.zeros(n, dtype=np.int64)
+    for X in op.operands:
+        if X.name not in keep:
+            continue
+        size, holes = tile_sizes(X, ext)
+        if holes.any():
+            # Axes with holes (stride beyond the window): exact set sizes for those rows.
+            size = size.copy()
+            for r in np.nonzero(holes)[0]:
+                size[r] = tile_size(X, {d: int(v[r]) for d, v in ext.items()})
+        bits = size * (X.bits * mult)
+        by_cls[X.cls] = by_cls.get(X.cls, 0) + bits
+        total = total + bits
+    if lv.partitions:
+        ok = np.ones(n, dtype=bool)
+        for cls, bits in by_cls.items():
+            ok &= bits <= lv.capacity_for(cls)
+        return ok
+    if lv.capacity_bits is None:
+        return np.ones(n, dtype=bool)
+    return total <= lv.capacity_bits
+
+
+def _smallest_prime(n: int) -> int:
+    p = 2
+    while p * p <= n:
+        if n % p == 0:
+            return p
+        p += 1
+    return n
+
+
+def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
+                    rem: dict[str, int], rng: np.random.Generator,
+                    rows_per_level: int = ROWS_PER_LEVEL) -> np.ndarray:
+    """Factor arrays F[row, level, dim] (dims in ``op.dim_names`` order) of maximal tilings; see the module doc.
+
+    ``op`` is the (padded) operator whose sizes are spatial x ``rem`` per dim.
+    """
+    dims = op.dim_names
+    nlev = len(arch.levels)
+    D = len(dims)
+    sp = spatial_at(spatial)
+    # Spatial extent inside each level: the spatial loops at that level and below.
+    sp_in = [{d: math.prod(sp.get(l, {}).get(d, 1) for l in range(c, nlev)) for d in dims} for c in range(nlev)]
+    F = np.ones((1, nlev, D), dtype=np.int64)
+    cum = np.ones((1, D), dtype=np.int64)            # temporal product of the levels already dealt
+
+    def extents(cum_rows, c):
+        return {d: cum_rows[:, i] * sp_in[c][d] for i, d in enumerate(dims)}
+
+    def fits_up(cum_rows, c):
+        # Tiles dealt so far must fit level c and every level outside it (each holds them at least once).
+        ok = np.ones(len(cum_rows), dtype=bool)
+        for c2 in range(c, -1, -1):
+            ok &= _fits(op, arch, keep[c2], c2, extents(cum_rows, c2))
+        return ok
+
+    for c in range(nlev - 1, 0, -1):
+        if not len(F):
+            break
+        base = fits_up(cum, c)
+        F, cum = F[base], cum[base]
+        for i, d in enumerate(dims):
+            if rem[d] == 1 or not len(F):
+                continue
+            q = rem[d] // cum[:, i]
+            parts_F, parts_cum = [], []
+            for v in divisors(rem[d]):
+                sel = q % v == 0
+                if not sel.any():
+                    continue
+                f2, c2 = F[sel].copy(), cum[sel].copy()
+                f2[:, c, i] = v
+                c2[:, i] *= v
+                ok = fits_up(c2, c) if v > 1 else np.ones(len(f2), dtype=bool)
+                parts_F.append(f2[ok])
+                parts_cum.append(c2[ok])
+            F, cum = np.concatenate(parts_F), np.concatenate(parts_cum)
+        # Maximal: no dim can take one more prime factor at this level.
+        maximal = np.ones(len(F), dtype=bool)
+        for i, d in enumerate(dims):
+            q = rem[d] // cum[:, i]
+            grow = q > 1
+            if not grow.any():
+                continue
+            p = np.array([_smallest_prime(int(x)) if x > 1 else 1 for x in q])
+            c2 = cum.copy()
+            c2[:, i] *= p
+            maximal &= ~(grow & fits_up(c2, c))
+        F, cum = F[maximal], cum[maximal]
+        if len(F) > rows_per_level:
+            pick = np.sort(rng.choice(len(F), rows_per_level, replace=False))
+            F, cum = F[pick], cum[pick]
+    if not len(F):
+        return F
+    # The outermost level takes the rest; it must hold its own tile too.
+    rest = np.array([rem[d] for d in dims], dtype=np.int64) // cum
+    F[:, 0, :] = rest
+    full = {d: np.full(len(F), rem[d] * sp_in[0][d], dtype=np.int64) for d in dims}
+    ok = _fits(op, arch, keep[0], 0, full)
+    return F[ok]
+
+
+def random_tilings(op: Operator, arch: Accelerator, keep, spatial: dict, rem: dict[str, int],
+                   rng: np.random.Generator, n: int) -> np.ndarray:
+    """Up to ``n`` random tilings that fit: every prime factor of every dim dealt to a uniformly
+    drawn level (reaches the non-maximal tilings the enumeration leaves out)."""
+    dims = op.dim_names
+    nlev = len(arch.levels)
+    F = np.ones((n, nlev, len(dims)), dtype=np.int64)
+    rows = np.arange(n)
+    for i, d in enumerate(dims):
+        x, p = rem[d], 2
+        primes = []
+        while p * p <= x:
+            while x % p == 0:
+                primes.append(p)
+                x //= p
+            p += 1
+        if x > 1:
+            primes.append(x)
+        for p in primes:
+            F[rows, rng.integers(0, nlev, n), i] *= p
+    return F[valid_rows(op, arch, keep, spatial, F)]
+
+
+def dim_orders(op: Operator) -> list[tuple[str, ...]]:
+    """Per-level dimension orders (outermost first) to rank tilings under: one per operand
+    priority, the loops over dims that do not index the first-priority operand innermost."""
+    out: list[tuple[str, ...]] = []
+    for prio in itertools.permutations(op.operands):
+        inner_first = sorted(op.dim_names, key=lambda d: tuple(d in X.dims for X in prio))
+        o = tuple(reversed(inner_first))
+        if o not in out:
+            out.append(o)
+    return out
+
+
+def _structure(op: Operator, arch: Accelerator, spatial: dict, order: tuple[str, ...]):
+    """The loop slots of one per-level order (every dim at every level, then the level's spatial
+    loops) and, per slot, the (level, dim index) of F it takes its bound from, or a fixed bound."""
+    dims = op.dim_names
+    sp_loops = [(lvl, ax, d, b) for (lvl, ax), o in spatial.items() for d, b in o.items() if b > 1]
+    structure, cols = [], []
+    for lv in range(len(arch.levels)):
+        for d in order:
+            structure.append((d, lv, None))
+            cols.append((lv, dims.index(d)))
+        for lvl, ax, d, b in sp_loops:
+            if lvl == lv:
+                structure.append((d, lv, ax))
+                cols.append(b)
+    return structure, cols
+
+
+def cost_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarray, objective: str,
+              order: tuple[str, ...]) -> np.ndarray:
+    """Objective of every tiling in F under one per-level order (vectorized model)."""
+    structure, cols = _structure(op, arch, spatial, order)
+    bounds = np.empty((len(F), len(structure)), dtype=np.int64)
+    for j, col in enumerate(cols):
+        bounds[:, j] = F[:, col[0], col[1]] if isinstance(col, tuple) else col
+    res = evaluate_batch(op, arch, structure, keep, bounds, latency=objective != "energy")
+    return res["energy"] if objective == "energy" else res["latency"] if objective == "latency" else res["edp"]
+
+
+def ordered_mapping(temporal: dict[int, dict[str, int]], spatial: dict, keep, order: tuple[str, ...],
+                    nlev: int) -> Mapping:
+    """The Mapping a batch row stands for: at every level its loops in ``order``, then its spatial loops."""
+    loops = []
+    for lv in range(nlev):
+        loops += [Loop(d, temporal.get(lv, {})[d], lv) for d in order if temporal.get(lv, {}).get(d, 1) > 1]
+        loops += [Loop(d, b, lvl, ax) for (lvl, ax), o in spatial.items() if lvl == lv for d, b in o.items() if b > 1]
+    return Mapping(tuple(loops), keep)
+
+
+def temporal_of(op: Operator, row: np.ndarray) -> dict[int, dict[str, int]]:
+    return {lv: {d: int(row[lv, i]) for i, d in enumerate(op.dim_names) if row[lv, i] > 1}
+            for lv in range(row.shape[0])}
+
+
+def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
+                 F: np.ndarray, objective: str, orders: list[tuple[str, ...]], top: int,
+                 chunk: int = 20000) -> tuple[list[Ranked], int]:
+    """The ``top`` best (tiling, order) rows of F by the objective; and how many rows were costed."""
+    found: list[Ranked] = []
+    costed = 0
+    for order in orders:
+        for s in range(0, len(F), chunk):
+            part = F[s:s + chunk]
+            vals = cost_rows(op, arch, keep, spatial, part, objective, order)
+            costed += len(part)
+            for r in np.argsort(vals, kind="stable")[:top]:
+                found.append(Ranked(float(vals[r]), temporal_of(op, part[r]), order, part[r].copy()))
+    found.sort(key=lambda x: x.value)
+    # The same tiling under several orders: keep its best, then the next tilings.
+    out, seen = [], set()
+    for f in found:
+        key = f.F.tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out[:top], costed
+
+
+def valid_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarray) -> np.ndarray:
+    """Rows of F whose tile fits every level."""
+    dims = op.dim_names
+    nlev = len(arch.levels)
+    sp = spatial_at(spatial)
+    ok = np.ones(len(F), dtype=bool)
+    cum = np.ones((len(F), len(dims)), dtype=np.int64)
+    for c in range(nlev - 1, -1, -1):
+        cum = cum * F[:, c, :]
+        sp_in = {d: math.prod(sp.get(l, {}).get(d, 1) for l in range(c, nlev)) for d in dims}
+        ok &= _fits(op, arch, keep[c], c, {d: cum[:, i] * sp_in[d] for i, d in enumerate(dims)})
+    return ok
+
+
+def neighbours(F: np.ndarray) -> np.ndarray:
+    """Every tiling that moves one prime factor of one dim from one level to another."""
+    nlev, D = F.shape
+    out = []
+    for a in range(nlev):
+        for i in range(D):
+            f = int(F[a, i])
+            if f == 1:
+                continue
+            primes = sorted({p for p in _prime_set(f)})
+            for p in primes:
+                for b in range(nlev):
+                    if b == a:
+                        continue
+                    g = F.copy()
+                    g[a, i] //= p
+                    g[b, i] *= p
+                    out.append(g)
+    return np.array(out, dtype=np.int64).reshape(-1, nlev, D)
+
+
+def _prime_set(n: int) -> set[int]:
+    out, p = set(), 2
+    while p * p <= n:
+        while n % p == 0:
+            out.add(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.add(n)
+    return out
+
+
+def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
+          orders: list[tuple[str, ...]], max_steps: int = 40) -> tuple[Ranked, int]:
+    """Steepest descent over single prime-factor moves: every neighbour costed at once under the
+    current order, and under the other orders when that finds no improvement; stops at a tiling
+    no move improves under any order. Returns the end point and the rows costed."""
+    cur = start
+    costed = 0
+    for _ in range(max_steps):
+        N = neighbours(cur.F)
+        N = N[valid_rows(op, arch, keep, spatial, N)] if len(N) else N
+        best = None
+        for order in [cur.order] + [o for o in orders if o != cur.order]:
+            rows = N if order == cur.order else np.concatenate([cur.F[None], N])
+            if not len(rows):
+                continue
+            vals = cost_rows(op, arch, keep, spatial, rows, objective, order)
+            costed += len(rows)
+            r = int(np.argmin(vals))
+            if vals[r] < cur.value * (1 - 1e-12) and (best is None or vals[r] < best.value):
+                best = Ranked(float(vals[r]), temporal_of(op, rows[r]), order, rows[r].copy())
+            if best is not None and order == cur.order:
+                break
+        if best is None:
+            break
+        cur = best
+    return cur, costed
+
+
+def objective_value(objective: str, energy: float, latency: float) -> float:
+    return scalar(objective if objective != "pareto" else "edp", energy, latency)
