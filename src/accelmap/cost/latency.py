@@ -162,17 +162,40 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
     return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, _) in enumerate(per_class)) + step
 
 
+def _transition_time(moves: list[tuple]) -> float:
+    """Time from the end of a compute step to the next one's start while single-buffered levels
+    change tiles. ``moves``: (level, operand, parent level, is output, load cycles, store cycles),
+    each including its setup. Stores drain one after another, deepest level first. Each level's
+    load unit takes its inputs, then its returning partial sums (which wait for their own drain);
+    a load also waits for its operand's load into the parent at the same transition. Different
+    levels' load units run side by side, beside the stores. The compute waits for all of them."""
+    t_store, drained = 0.0, {}
+    for c, x, _, out, _, st in sorted(moves, key=lambda mv: -mv[0]):
+        if out:
+            t_store += st
+            drained[(c, x)] = t_store
+    unit: dict[int, float] = {}
+    loaded: dict[tuple, float] = {}
+    for c, x, p, out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
+        start = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
+        if ld > 0:
+            start = max(start, unit.get(c, 0.0))
+            unit[c] = start + ld
+        loaded[(c, x)] = start + ld
+    return max([t_store] + list(loaded.values()))
+
+
 def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict, single: list[int]) -> float:
     """Compute waits while single-buffered levels change tiles. Per transition class (the loop
-    that advances), the levels below that loop move the exact deltas of their operands: stores
-    drain upward and input loads fill downward side by side (separate units), and a returning
-    partial sum loads after its own drain: max(stores, input loads) + partial-sum loads. The
-    first tiles load before any compute and the last ones drain after it (whole tiles)."""
+    that advances), the levels below that loop move the exact deltas of their operands, timed by
+    ``_transition_time``. The first tiles load before any compute and the last ones drain after
+    it (whole tiles)."""
     levels = arch.levels
     nlev = len(levels)
-    cost: dict[int, list[float]] = {}          # loop index -> [stores, input loads, output loads]
+    moves: dict[int, list[tuple]] = {}         # loop index -> moves at its transitions
     counts: dict[int, int] = {}
-    edge = 0.0
+    first: list[tuple] = []
+    last = 0.0
     for c in single:
         classes = _transition_classes(op, m, c)
         ext = _extents(op, m, c)
@@ -189,22 +212,28 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
             counted = full + sum(classes[j][0] * dl for j, dl in deltas.items())
             if not counted:
                 continue
-            vols = [(1, cc.fills * X.bits / nc / counted, pc.reads * X.bits / np_ / counted,
-                     lc.write_bw_bits, lp.read_bw_bits)]
-            if X.is_output:
-                vols.append((0, cc.drains * X.bits / nc / counted, pc.updates * X.bits / np_ / counted,
-                             lc.read_bw_bits, lp.write_bw_bits))
-            for is_load, per_c, per_p, bw_c, bw_p in vols:
-                if per_c <= 0 and per_p <= 0:
-                    continue
-                slot = (2 if X.is_output else 1) if is_load else 0
-                edge += lc.transfer_setup_cycles + max(_t(full * per_c, bw_c), _t(full * per_p, bw_p))
-                for j, dl in deltas.items():
-                    if dl:
-                        counts[j] = classes[j][0]
-                        cost.setdefault(j, [0.0, 0.0, 0.0])[slot] += \
-                            lc.transfer_setup_cycles + max(_t(dl * per_c, bw_c), _t(dl * per_p, bw_p))
-    return edge + sum(counts[j] * (max(s, li) + lo) for j, (s, li, lo) in cost.items())
+            ld_c, ld_p = cc.fills * X.bits / nc / counted, pc.reads * X.bits / np_ / counted
+            st_c = cc.drains * X.bits / nc / counted if X.is_output else 0.0
+            st_p = pc.updates * X.bits / np_ / counted if X.is_output else 0.0
+
+            def load(n: int) -> float:
+                if n <= 0 or (ld_c <= 0 and ld_p <= 0):
+                    return 0.0
+                return lc.transfer_setup_cycles + max(_t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits))
+
+            def store(n: int) -> float:
+                if n <= 0 or (st_c <= 0 and st_p <= 0):
+                    return 0.0
+                return lc.transfer_setup_cycles + max(_t(n * st_c, lc.read_bw_bits), _t(n * st_p, lp.write_bw_bits))
+
+            first.append((c, X.name, p, X.is_output, load(full), 0.0))
+            last += store(full)
+            for j, dl in deltas.items():
+                if dl and (load(dl) or store(dl)):
+                    counts[j] = classes[j][0]
+                    moves.setdefault(j, []).append((c, X.name, p, X.is_output, load(dl), store(dl)))
+    return (_transition_time(first) + last +
+            sum(counts[j] * _transition_time(mv) for j, mv in moves.items()))
 
 
 def _t(bits: float, bw: float | None) -> float:
@@ -240,6 +269,7 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     tiles_at: dict[int, int] = {}
     pro: dict[int, float] = {}    # double-buffered levels: first loads, before any compute
     epi: dict[int, float] = {}    # ... and last drains, after all compute
+    ring: dict[int, float] = {}   # double-buffered levels: output drains and partial-sum reloads
     setups = 0.0
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
@@ -271,6 +301,8 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                     busy = setup + max(tc, tp)
                     unit = load_unit if kind == "load" else store_unit
                     unit[c] = unit.get(c, 0.0) + busy
+                    if lc.double_buffered and X.is_output:
+                        ring[c] = ring.get(c, 0.0) + busy
                     if lc.double_buffered:
                         # the first tile (load) and the last tile (store) do not overlap compute
                         share = min(1.0, first / child_bits) if child_bits > 0 else 0.0
@@ -292,5 +324,9 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                              load_unit.get(i, 0.0), store_unit.get(i, 0.0))
                 for i, lv in enumerate(levels)}
     bursty = max((_burst_bound(op, arch, m, raw, c, busy) for c in pro), default=0.0)
-    latency = max(max(busy, overlapped, bursty) + edge, max(ports.values(), default=0.0))
+    # Two halves, three stages: a tile's output half is computed, drained, refilled with the
+    # partial sums of the tile two ahead, and only then computed again, so every two tiles take
+    # at least compute + drain + reload of one: half the sum over the run.
+    cycle = max([(busy + r) / 2 for r in ring.values()] + [0.0])
+    latency = max(max(busy, overlapped, bursty, cycle) + edge, max(ports.values(), default=0.0))
     return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
