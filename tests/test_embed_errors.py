@@ -1,14 +1,18 @@
 """Bad input gives a clear 'no embedding: why' or a one-line error."""
 
+import itertools
+import time
+
 import pytest
 from click.testing import CliRunner
 
 from accelmap.arch.intrinsics import get_intrinsic, intrinsic_from_dict
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cli import main
+from accelmap.embed import csp
 from accelmap.embed.search import embed
 from accelmap.errors import SpecError
-from accelmap.workload.constructors import conv2d
+from accelmap.workload.constructors import conv2d, depthwise_conv2d
 from accelmap.workload.text_form import parse_expression
 
 
@@ -35,17 +39,46 @@ def test_no_reduction_for_a_reducing_intrinsic():
 
 
 def test_strict_without_solution_says_why():
-    op = parse_expression("O[n,k] += A[n,c] * B[c,k]", {"n": 4, "k": 3, "c": 16})
-    r = embed(op, get_intrinsic("gemv_16x16"), "strict")
-    if not r.found:
-        assert "try --mode relaxed" in r.reason
+    dw = depthwise_conv2d("dw", c=20, h=7, w=7, r=3, s=3, padding=1)
+    r = embed(dw, get_intrinsic("vta_gemm"), "strict", processes=1)
+    assert not r.found
+    assert r.reason == ("axis y of vta_gemm (size 16) must walk an output dimension of dw that indexes O and W but "
+                        "not I; dw has no such dimension, and an axis longer than 1 cannot be left empty "
+                        "(try --mode relaxed)")
+    assert embed(dw, get_intrinsic("vta_gemm"), "relaxed", processes=1, build=False).stats.solutions > 0
+
+
+def test_structurally_impossible_embedding_names_the_axis_in_every_role_order():
+    dw = depthwise_conv2d("dw", c=20, h=7, w=7, r=3, s=3, padding=1)
+    r = embed(dw, get_intrinsic("vta_gemm_8x8x8"), "relaxed", processes=1)
+    assert not r.found and r.stats.expanded > 0
+    assert r.reason == ("axis y of vta_gemm_8x8x8 (size 8) must walk an output dimension of dw that indexes O but "
+                        "not I; or, with the inputs the other way round, axis x of vta_gemm_8x8x8 (size 8) must "
+                        "walk an output dimension of dw that indexes O but not I; dw has no such dimension, and an "
+                        "axis longer than 1 cannot be left empty")
+    assert "try --mode relaxed" not in embed(dw, get_intrinsic("vta_gemm_8x8x8"), "strict").reason
 
 
 def test_time_limit_is_reported():
     op = conv2d("c", c=3, h=30, w=30, k=64, r=3, s=3)
     r = embed(op, get_intrinsic("vta_gemm"), "relaxed", time_limit=0.0, processes=1)
-    assert r.stats.timed_out
+    assert r.stats.timed_out and r.stats.assets == 0 and not r.found
     assert "time limit" in r.summary()
+
+
+def test_time_limit_returns_what_was_found(monkeypatch):
+    # A clock that advances 1 ms per reading makes the cut-off point deterministic.
+    tick = itertools.count()
+    monkeypatch.setattr(time, "monotonic", lambda: next(tick) * 1e-3)
+    csp._VERIFIED.clear()
+    op = conv2d("c", c=3, h=30, w=30, k=64, r=3, s=3)
+    r = embed(op, get_intrinsic("vta_gemm"), "relaxed", time_limit=2.0, processes=1)
+    monkeypatch.undo()
+    full = embed(op, get_intrinsic("vta_gemm"), "relaxed", processes=1, build=False)
+    assert r.stats.timed_out and not full.stats.timed_out
+    assert 0 < len(r.embeddings) < full.stats.solutions and 0 < r.stats.assets < full.stats.assets
+    assert "the search hit its time limit, showing what it found" in r.summary()
+    assert {e.solution.key() for e in r.embeddings} <= {s.key() for s in full.solutions}
 
 
 @pytest.mark.parametrize("patch,message", [

@@ -167,3 +167,12 @@ def test_memoized_overlap_kind_equals_isl_on_every_pair():
             kinds.add(got)
             assert got == _overlap_isl(df, operand, p0, p1), (operand, p0, p1)
     assert kinds == {"full", "partial", "none"}
+
+
+def test_portfolio_in_worker_processes_finds_what_one_process_finds():
+    op = conv2d("c", c=3, h=12, w=12, k=32, r=3, s=3, stride=2, padding=1)
+    one = embed(op, get_intrinsic("vta_gemm"), "relaxed", processes=1, build=False, max_assets=4)
+    two = embed(op, get_intrinsic("vta_gemm"), "relaxed", processes=2, build=False, max_assets=4)
+    assert not one.stats.timed_out and not two.stats.timed_out
+    assert [s.key() for s in two.solutions] == [s.key() for s in one.solutions] and one.solutions
+    assert two.stats.expanded == one.stats.expanded and two.stats.assets == one.stats.assets

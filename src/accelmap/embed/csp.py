@@ -547,11 +547,15 @@ def _verify_cached(p: _Problem, sol: Solution) -> bool:
 
 
 def run_asset(args) -> tuple[list[Solution], SearchStats]:
-    op, intr, roles, opts, order, time_limit, limit = args
+    """One portfolio asset. ``deadline`` is a ``time.monotonic()`` instant shared by every asset
+    of one search (the clock is system-wide, so worker processes read the same one)."""
+    op, intr, roles, opts, order, deadline, limit = args
     stats = SearchStats(assets=1)
+    if time.monotonic() > deadline:
+        return [], SearchStats(timed_out=True)      # not started: the search ran out of time before it
     pad_to = tuple((d, opts.bound * opts.max_stride) for d in op.dim_names) if opts.pad else ()
     p = _Problem(op, intr, _cached_dataflow(op, pad_to), _cached_dataflow(intr, ()), dict(roles), opts,
-                 order, time.monotonic() + time_limit, limit, stats)
+                 order, deadline, limit, stats)
     # A stride only helps on an output dim that slides over an input axis (stencil or strided access).
     p.strided = frozenset(d for d in p.odf.output_dims for o in op.inputs for ix in o.indices
                           if d in ix.dims and (len(ix.terms) > 1 or ix.coeff(d) > 1))

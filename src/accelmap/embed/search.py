@@ -46,6 +46,7 @@ class EmbedResult:
     intrinsic: Intrinsic
     mode: str
     embeddings: list[Embedding] = field(default_factory=list)
+    solutions: list[Solution] = field(default_factory=list)   # every solution found, in search order
     stats: SearchStats = field(default_factory=SearchStats)
     reason: str = ""                      # why there is no embedding, when there is none
 
@@ -144,29 +145,27 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
     iop = intr.operator
     jobs = []
     t0 = time.monotonic()
+    deadline = t0 + time_limit              # one limit for the whole search, not per asset
     for opts in mode_options(mode, op, iop):
         assets = _assets(op, iop, max_assets) if mode == "relaxed" else [op.dim_names]
         for roles in _role_orders(op, iop, opts.swap_roles):
             for order in assets:
-                jobs.append((op, iop, roles, opts, order, time_limit, per_asset if mode == "relaxed" else 64))
+                jobs.append((op, iop, roles, opts, order, deadline, per_asset if mode == "relaxed" else 64))
     procs = processes if processes is not None else min(2, os.cpu_count() or 1)
     results = []
     if procs > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(procs) as ex:
             futs = [ex.submit(run_asset, j) for j in jobs]
             for f in futs:
-                left = max(0.0, time_limit - (time.monotonic() - t0))
                 try:
-                    results.append(f.result(timeout=left + 5))
+                    # Assets stop themselves at the deadline; the slack covers process start-up.
+                    results.append(f.result(timeout=max(0.0, deadline - time.monotonic()) + 5))
                 except TimeoutError:
                     res.stats.timed_out = True
                     f.cancel()
             ex.shutdown(wait=False, cancel_futures=True)
     else:
         for j in jobs:
-            if time.monotonic() - t0 > time_limit:
-                res.stats.timed_out = True
-                break
             results.append(run_asset(j))
     seen = {}
     for sols, st in results:
@@ -175,6 +174,7 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
         res.stats.timed_out |= st.timed_out
         for s in sols:
             seen.setdefault(s.key(), s)
+    res.solutions = list(seen.values())
     res.stats.solutions = len(seen)
     res.stats.seconds = time.monotonic() - t0
     if not seen:
@@ -194,9 +194,53 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
 
 def _no_solution_reason(op: Operator, iop: Operator, mode: str) -> str:
     sizes = ", ".join(f"{d}={s}" for d, s in iop.dims)
-    hint = " (try --mode relaxed)" if mode == "strict" else ""
+    hint = " (try --mode relaxed)" if mode == "strict" and _blocked_axis(op, iop, "relaxed") is None else ""
+    blocked = _blocked_axis(op, iop, mode)
+    if blocked:
+        return blocked + hint
     return (f"no placement of {iop.name} ({sizes}) over {op.name}'s dimensions satisfies the dataflow, "
             f"hyper-rectangle and memory constraints in {mode} mode{hint}")
+
+
+def _axis_candidates(op: Operator, iop: Operator, roles: dict[str, str], axis: str, opts: Options) -> list[str]:
+    """Operator dims that pass the edge and AllDiff constraints of a move along ``axis`` (necessary
+    conditions: an axis longer than 1 must walk at least one such dim)."""
+    pool = [d for d in op.dim_names if (d in op.output.dims) == (axis in iop.output.dims)]
+    out = []
+    for d in pool:
+        ok = True
+        for io in iop.operands:
+            t = op.operand(roles[io.name])
+            if axis in io.dims:
+                if d not in t.dims:
+                    ok &= not (io.is_output or opts.alldiff_inputs)
+                elif opts.single_term:
+                    ok &= all(len(ix.terms) == 1 for ix in t.indices if d in ix.dims)
+            elif d in t.dims:
+                ok = False
+        if ok:
+            out.append(d)
+    return out
+
+
+def _blocked_axis(op: Operator, iop: Operator, mode: str) -> str | None:
+    """Why no search can succeed, when an intrinsic axis has no operator dim to walk in any role order."""
+    # The loosest options of the mode (data duplication allowed) decide: blocked there, blocked everywhere.
+    opts = min(mode_options(mode, op, iop), key=lambda o: (o.alldiff_inputs, o.single_term))
+    reasons = []
+    for roles in map(dict, _role_orders(op, iop, opts.swap_roles)):
+        axis = next((a for a, n in iop.dims if n > 1 and not _axis_candidates(op, iop, roles, a, opts)), None)
+        if axis is None:
+            return None
+        need = [io.name for io in iop.operands if axis in io.dims and (io.is_output or opts.alldiff_inputs)]
+        avoid = [io.name for io in iop.operands if axis not in io.dims]
+        kind = "an output" if axis in iop.output.dims else "a reduction"
+        reasons.append(f"axis {axis} of {iop.name} (size {iop.sizes[axis]}) must walk {kind} dimension of "
+                       f"{op.name} that indexes {' and '.join(roles[n] for n in need)}"
+                       + (f" but not {' or '.join(roles[n] for n in avoid)}" if avoid else ""))
+    reasons = list(dict.fromkeys(reasons))
+    return ("; or, with the inputs the other way round, ".join(reasons)
+            + f"; {op.name} has no such dimension, and an axis longer than 1 cannot be left empty")
 
 
 def default_embedding(op: Operator, intr: Intrinsic, arch: Accelerator | None = None) -> Embedding | None:
