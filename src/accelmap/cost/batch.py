@@ -346,12 +346,36 @@ def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
     return np.where((steps > 1) & any_load, out, 0.0)
 
 
+def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
+    """``latency._transition_time`` per row. ``moves``: (level, operand, parent, is output, load
+    cycles, store cycles, present) in the scalar model's order; a move absent from a row
+    (``present`` false) is left out of that row's schedule."""
+    zero = np.zeros(n)
+    t_store, drained = zero, {}
+    for c, x, _, out, _, st, present in sorted(moves, key=lambda mv: -mv[0]):
+        if out:
+            t_store = t_store + np.where(present, st, 0.0)
+            drained[(c, x)] = np.where(present, t_store, 0.0)
+    unit: dict[int, np.ndarray] = {}
+    loaded: dict[tuple, np.ndarray] = {}
+    end = t_store
+    for c, x, p, out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
+        start = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
+        has = present & (ld > 0)
+        start = np.where(has, np.maximum(start, unit.get(c, zero)), start)
+        unit[c] = np.where(has, start + ld, unit.get(c, zero))
+        loaded[(c, x)] = np.where(present, start + ld, 0.0)
+        end = np.maximum(end, loaded[(c, x)])
+    return end
+
+
 def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
     """``latency._single_buffer_stall`` per row; ``on[c]``: rows where single-buffered level c moves data."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
-    cost: dict[int, list[np.ndarray]] = {}      # loop slot -> [stores, input loads, output loads]
+    moves: dict[int, list[tuple]] = {}          # loop slot -> moves at its transitions
     trans: dict[int, np.ndarray] = {}
-    edge = np.zeros(n)
+    first: list[tuple] = []
+    last = np.zeros(n)
     for c, active_c in on.items():
         classes = _classes(nest, c)
         lc = levels[c]
@@ -366,23 +390,30 @@ def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.nd
             full, deltas, counted = _deltas(nest, X, c, classes)
             valid = active_c & (counted != 0)
             safe = np.where(valid, counted, 1)
-            vols = [(1, cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe, lc.write_bw_bits, lp.read_bw_bits)]
+            ld_c, ld_p = cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe
             if X.is_output:
-                vols.append((0, cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe,
-                             lc.read_bw_bits, lp.write_bw_bits))
-            for is_load, per_c, per_p, bw_c, bw_p in vols:
-                act = valid & ((per_c > 0) | (per_p > 0))
-                slot = (2 if X.is_output else 1) if is_load else 0
-                edge += np.where(act, lc.transfer_setup_cycles +
-                                 np.maximum(_t(full * per_c, bw_c), _t(full * per_p, bw_p)), 0.0)
-                for (j, cnt, _), dl in zip(classes, deltas):
-                    t = np.where(act & (dl != 0), lc.transfer_setup_cycles +
-                                 np.maximum(_t(dl * per_c, bw_c), _t(dl * per_p, bw_p)), 0.0)
-                    cost.setdefault(j, [np.zeros(n), np.zeros(n), np.zeros(n)])[slot] += t
-                    trans[j] = cnt
-    out = edge
-    for j, (st, li, lo) in cost.items():
-        out = out + trans[j] * (np.maximum(st, li) + lo)
+                st_c, st_p = cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe
+            else:
+                st_c = st_p = np.zeros(n)
+
+            def load(k):
+                t = lc.transfer_setup_cycles + np.maximum(_t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits))
+                return np.where((k > 0) & ((ld_c > 0) | (ld_p > 0)), t, 0.0)
+
+            def store(k):
+                t = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits), _t(k * st_p, lp.write_bw_bits))
+                return np.where((k > 0) & ((st_c > 0) | (st_p > 0)), t, 0.0)
+
+            first.append((c, X.name, p, X.is_output, load(full), np.zeros(n), valid))
+            last = last + np.where(valid, store(full), 0.0)
+            for (j, cnt, _), dl in zip(classes, deltas):
+                ld, st = load(dl), store(dl)
+                present = valid & (dl != 0) & ((ld != 0) | (st != 0))
+                moves.setdefault(j, []).append((c, X.name, p, X.is_output, ld, st, present))
+                trans[j] = cnt
+    out = _transition_time(first, n) + last
+    for j, mv in moves.items():
+        out = out + trans[j] * _transition_time(mv, n)
     return out
 
 
@@ -412,6 +443,7 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
     pro_on: dict[int, np.ndarray] = {}
     epi: dict[int, np.ndarray] = {}
     epi_on: dict[int, np.ndarray] = {}
+    ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
     add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
@@ -438,6 +470,8 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
                     use(f"{lp.name}.write", tp)
                 setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
+                if lc.double_buffered and X.is_output:
+                    add(ring, c, setup + np.maximum(tc, tp))
                 if lc.double_buffered:
                     share = np.where(child_bits > 0, np.minimum(1.0, first / np.where(child_bits > 0, child_bits, 1)), 0.0)
                     edge = np.where(active, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
@@ -461,8 +495,11 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
     bursty = zeros()
     for c in pro:
         bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
+    cycle = zeros()
+    for r in ring.values():
+        cycle = np.maximum(cycle, (busy + r) / 2)
     port_max = np.max(np.stack(list(ports.values())), axis=0)
-    latency = np.maximum(np.maximum(np.maximum(busy, overlapped), bursty) + edge, port_max)
+    latency = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle) + edge, port_max)
     return latency, macs
 
 
