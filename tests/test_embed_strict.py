@@ -59,3 +59,18 @@ def test_exact_integers_beyond_32_bits():
     e = res.embeddings[0]
     assert e.costs.calls == 64 * 128 * 1024 * 1024 * 128 * 9
     assert e.costs.calls > 2 ** 40
+
+
+def test_mapper_recosts_the_best_embeddings_without_reordering_the_rest():
+    arch = get_accelerator("vta_like")
+    op = conv2d("c", c=3, h=10, w=10, k=32, r=3, s=3, padding=1)
+    plain = embed(op, get_intrinsic("vta_gemm"), "relaxed", arch=arch, processes=1, max_assets=4)
+    res = embed(op, get_intrinsic("vta_gemm"), "relaxed", arch=arch, processes=1, max_assets=4, mapper_top=2)
+    mapped = [e for e in res.embeddings if e.costs.mapped_latency is not None]
+    assert len(mapped) == 2 and res.embeddings[:2] == mapped
+    for e in mapped:
+        # The mapper keeps the better of its own loop nest and the built one.
+        assert e.costs.mapped_latency <= e.costs.latency and e.costs.operator_cost == e.costs.mapped_latency
+    assert [str(e.solution) for e in res.embeddings[2:]] == [str(e.solution) for e in plain.embeddings[2:]]
+    costs = [e.costs.operator_cost for e in res.embeddings]
+    assert costs == sorted(costs)

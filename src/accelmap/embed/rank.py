@@ -2,11 +2,16 @@
 
 The latency comes from ``accelmap.cost.evaluate`` on the intrinsic program
 written as an operator: the outer loops plus the intrinsic's own dimensions,
-each operand indexed in its packed layout. The mapping is built here (no
-mapper is available to this layer yet): intrinsic dimensions go on the
-fan-out axes they fit, the other intrinsic dimensions run innermost in the
-on-chip level, and outer loops move on chip innermost-first while the tiles
-fit the buffers (checked by ``accelmap.mapping.validate``).
+each operand indexed in its packed layout. Two mappings of that operator:
+
+* ``latency``: built here in microseconds, used to rank every embedding:
+  intrinsic dimensions go on the fan-out axes they fit, the other intrinsic
+  dimensions run innermost in the on-chip level, and outer loops move on chip
+  innermost-first while the tiles fit the buffers (``accelmap.mapping.validate``);
+* ``mapped_latency``: the mapper (``accelmap.search.map_operator``, objective
+  latency) with the intrinsic dimensions pinned to the same fan-out axes, so
+  the program still issues whole intrinsic calls; about a second per program,
+  so ``embed`` applies it to the best few only.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from accelmap.embed.program import Program
 from accelmap.errors import AccelmapError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import validate
+from accelmap.search.mapper import map_operator
+from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator, make_operand
 
 
@@ -34,10 +41,14 @@ class Costs:
     output_bytes: int               # packed output
     latency: float | None           # modelled cycles of the intrinsic program on the accelerator
     transform_cycles: float         # runtime layout traffic over the off-chip bandwidth
+    mapped_latency: float | None = None   # with the mapper's loop nest, when it was asked for
 
     @property
     def operator_cost(self) -> float:
-        return self.latency if self.latency is not None else float(self.calls)
+        for lat in (self.mapped_latency, self.latency):
+            if lat is not None:
+                return lat
+        return float(self.calls)
 
     @property
     def combined_cost(self) -> float:
@@ -116,6 +127,32 @@ def latency(prog: Program, arch: Accelerator) -> float | None:
     if m is None:
         return None
     return float(evaluate(pop, arch, m).latency)
+
+
+def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -> float | None:
+    """Modelled cycles with the mapper's loop nest (or the built one, when that is better).
+
+    None when the intrinsic does not fit the fan-out (an intrinsic dim would run temporally,
+    and the mapper could then tile it, which breaks the intrinsic call) or the arch cannot run it.
+    """
+    pop = program_operator(prog)
+    m = _mapping(pop, prog, arch)
+    if m is None:
+        return None
+    spatial: dict[str, dict[str, int]] = {}
+    for lp in m.loops:
+        if lp.axis is not None:
+            spatial.setdefault(lp.axis, {})[lp.dim] = lp.bound
+    pinned = {d for dims in spatial.values() for d in dims}
+    if any(d.startswith("i_") and n > 1 and d not in pinned for d, n in pop.dims):
+        return None
+    built = float(evaluate(pop, arch, m).latency)
+    try:
+        res = map_operator(pop, arch, "latency", constraints=Constraints(spatial=spatial), strategy="heuristic",
+                           time_limit=time_limit)
+    except AccelmapError:
+        return built
+    return min(built, float(res.best.result.latency)) if res.best else built
 
 
 def costs(prog: Program, arch: Accelerator | None = None) -> Costs:

@@ -14,6 +14,7 @@ The portfolio runs one asset per ordered choice of leading dimensions
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -26,7 +27,7 @@ from accelmap.arch.intrinsics import Intrinsic
 from accelmap.embed.csp import Options, SearchStats, Solution, run_asset
 from accelmap.embed.dataflow import dataflow
 from accelmap.embed.program import Program, build_program
-from accelmap.embed.rank import Costs, costs
+from accelmap.embed.rank import Costs, costs, mapped_latency
 from accelmap.workload.operator import Operator
 
 
@@ -135,8 +136,12 @@ def mode_options(mode: str, op: Operator, intr: Operator) -> list[Options]:
 
 def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Accelerator | None = None,
           time_limit: float = 30.0, per_asset: int = 6, max_assets: int = 36, processes: int | None = None,
-          build: bool = True) -> EmbedResult:
-    """Every embedding the search finds, ranked by (operator cost, combined cost, memory)."""
+          build: bool = True, mapper_top: int = 0) -> EmbedResult:
+    """Every embedding the search finds, ranked by (operator cost, combined cost, memory).
+
+    ``mapper_top``: re-cost the best that many (with ``arch``) through the mapper; their
+    latencies can only drop, so they stay ahead of the rest.
+    """
     res = EmbedResult(op, intr, mode)
     why = precheck(op, intr)
     if why:
@@ -186,10 +191,21 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
         for s in seen.values():
             prog = build_program(op, iop, s, odf)
             embs.append(Embedding(prog, costs(prog, arch)))
-        embs.sort(key=lambda e: (e.costs.operator_cost, e.costs.combined_cost, e.costs.memory_bytes,
-                                 str(e.solution)))
+        embs.sort(key=_rank_key)
+        if arch is not None and mapper_top > 0:
+            embs[:mapper_top] = [with_mapper(e, arch) for e in embs[:mapper_top]]
+            embs.sort(key=_rank_key)
         res.embeddings = embs
     return res
+
+
+def _rank_key(e: Embedding) -> tuple:
+    return (e.costs.operator_cost, e.costs.combined_cost, e.costs.memory_bytes, str(e.solution))
+
+
+def with_mapper(e: Embedding, arch: Accelerator) -> Embedding:
+    """The embedding with its latency re-modelled through the mapper."""
+    return Embedding(e.program, dataclasses.replace(e.costs, mapped_latency=mapped_latency(e.program, arch)))
 
 
 def _no_solution_reason(op: Operator, iop: Operator, mode: str) -> str:
