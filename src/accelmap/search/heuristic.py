@@ -163,8 +163,8 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
-                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 4,
-                     exact_candidates: int = 12, samples: int = 8000):
+                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 3,
+                     exact_candidates: int = 8, samples: int = 4000):
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)

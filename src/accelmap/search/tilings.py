@@ -332,7 +332,7 @@ def _prime_set(n: int) -> set[int]:
 
 
 def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
-          orders: list[tuple[str, ...]], max_steps: int = 40) -> tuple[Ranked, int]:
+          orders: list[tuple[str, ...]], max_steps: int = 25) -> tuple[Ranked, int]:
     """Steepest descent over single prime-factor moves: every neighbour costed at once under the
     current order, and under the other orders when that finds no improvement; stops at a tiling
     no move improves under any order. Returns the end point and the rows costed."""
