@@ -127,6 +127,7 @@ def _class_deltas(X, ext: dict[str, int], classes: dict[int, tuple[int, dict[str
 def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
     """A double buffer hides a load only behind the compute of one tile: transitions of each loop
     above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+    Returning partial sums (outputs with fills) load into the same halves and count too.
 
     The load when loop j advances is the first instance's exact tile delta (inner loops reset);
     its share of the level's total fills scales it to the counted traffic.
@@ -141,7 +142,7 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
     loads = []
     for X in op.operands:
         chain = [i for i in range(len(levels)) if X.name in m.keep[i]]
-        if c not in chain[1:] or X.is_output:
+        if c not in chain[1:]:
             continue
         p = chain[chain.index(c) - 1]
         cc, pc = raw[(c, X.name)], raw[(p, X.name)]
