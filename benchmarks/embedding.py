@@ -110,9 +110,11 @@ def table_op(row):
 def compare(op, intr_name, arch_name):
     arch = get_accelerator(arch_name)
     intr = get_intrinsic(intr_name)
-    # The best few of each search are re-costed through the mapper (latency objective).
+    # The best few of each search are re-costed through the mapper (latency objective). The built
+    # mapping's latency only pre-selects them: on vta_8x8x8 it is up to 5x off the mapper's, and
+    # for Table 4.6 ID 10 the mapper's best embedding was 5th by built latency.
     ref = embed(op, intr, "strict", arch=arch, processes=1, mapper_top=1)
-    rel = embed(op, intr, "relaxed", arch=arch, processes=1, mapper_top=3)
+    rel = embed(op, intr, "relaxed", arch=arch, processes=1, mapper_top=8)
     if not ref.found or not rel.found:
         return {"error": ref.reason or rel.reason}
     d = ref.embeddings[0].costs
