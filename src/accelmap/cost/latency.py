@@ -165,24 +165,30 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
 
 def _transition_time(moves: list[tuple]) -> float:
     """Time from the end of a compute step to the next one's start while single-buffered levels
-    change tiles. ``moves``: (level, operand, parent level, is output, load cycles, store cycles),
-    each including its setup. Stores drain one after another, deepest level first. Each level's
-    load unit takes its inputs, then its returning partial sums (which wait for their own drain);
-    a load also waits for its operand's load into the parent at the same transition. Different
-    levels' load units run side by side, beside the stores. The compute waits for all of them."""
+    change tiles. ``moves``: (level, operand, parent level, is output, load, store cycles); a load
+    is None or (setup cycles, data cycles, the port that paces the data: the slower side's).
+    Stores drain one after another, deepest level first. Each level's load unit takes its
+    inputs, then its returning partial sums (which wait for their own drain); a load also waits
+    for its operand's load into the parent at the same transition, and its data for the port
+    it shares with earlier loads. Different levels' load units run side by side, beside the
+    stores. The compute waits for all of them."""
     t_store, drained = 0.0, {}
     for c, x, _, out, _, st in sorted(moves, key=lambda mv: -mv[0]):
         if out:
             t_store += st
             drained[(c, x)] = t_store
     unit: dict[int, float] = {}
+    port: dict[str, float] = {}
     loaded: dict[tuple, float] = {}
     for c, x, p, out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
-        start = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
-        if ld > 0:
-            start = max(start, unit.get(c, 0.0))
-            unit[c] = start + ld
-        loaded[(c, x)] = start + ld
+        end = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
+        if ld is not None:
+            su, t, pt = ld
+            end = max(end, unit.get(c, 0.0)) + su
+            if t > 0:
+                end = port[pt] = max(end, port.get(pt, 0.0)) + t
+            unit[c] = end
+        loaded[(c, x)] = end
     return max([t_store] + list(loaded.values()))
 
 
@@ -217,10 +223,12 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
             st_c = cc.drains * X.bits / nc / counted if X.is_output else 0.0
             st_p = pc.updates * X.bits / np_ / counted if X.is_output else 0.0
 
-            def load(n: int) -> float:
+            def load(n: int) -> tuple | None:
                 if n <= 0 or (ld_c <= 0 and ld_p <= 0):
-                    return 0.0
-                return lc.transfer_setup_cycles + max(_t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits))
+                    return None
+                tc, tp = _t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits)
+                return (lc.transfer_setup_cycles, tp, f"{lp.name}.read") if tp >= tc else \
+                    (lc.transfer_setup_cycles, tc, f"{lc.name}.write")
 
             def store(n: int) -> float:
                 if n <= 0 or (st_c <= 0 and st_p <= 0):
@@ -230,7 +238,7 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
             first.append((c, X.name, p, X.is_output, load(full), 0.0))
             last += store(full)
             for j, dl in deltas.items():
-                if dl and (load(dl) or store(dl)):
+                if dl and (load(dl) is not None or store(dl)):
                     counts[j] = classes[j][0]
                     moves.setdefault(j, []).append((c, X.name, p, X.is_output, load(dl), store(dl)))
     return (_transition_time(first) + last +
