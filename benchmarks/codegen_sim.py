@@ -195,6 +195,54 @@ def seed003_example() -> dict:
             "functional_ok": sim.functional}
 
 
+# ---------------------------------------------------------------- random mappings
+RANDOM_MAX_STEPS = 60_000   # random mappings with more tile-program steps are drawn again
+
+
+def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
+    """Model against simulator on random valid mappings (``mapping.sampling``, 30% imperfect) of
+    random ResNet-18 / MobileNetV2 layers: the model must be faithful in general, not only on
+    the mappings the mapper prefers today."""
+    import random
+
+    from accelmap.mapping import format_text
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.sim.program import build_program
+    from accelmap.sim.engine import run_timing
+
+    rng = random.Random(seed)
+    layers = [l for model in MODELS for l in load_model(model).layers]
+    rows, summary = [], {}
+    for a in ARCHS:
+        arch = get_accelerator(a)
+        errs, draws = [], 0
+        while len(errs) < n_per_arch and draws < 40 * n_per_arch:
+            draws += 1
+            layer = rng.choice(layers)
+            op = at_precision(layer.operator, arch, 8 if a == "diana_like" else 32)
+            try:
+                m = random_mapping(op, arch, rng, imperfect=rng.random() < 0.3, check_fit=True, tries=50)
+                validate(op, arch, m)
+            except MappingError:
+                continue
+            chains = [[i for i in range(len(arch.levels)) if X.name in m.keep[i]] for X in op.operands]
+            deepest = max((c[-1] for c in chains if len(c) > 1), default=0)
+            if math.prod(l.bound for l in m.loops if not l.spatial and l.level < deepest) > RANDOM_MAX_STEPS:
+                continue
+            t0 = time.perf_counter()
+            timing = run_timing(build_program(op, arch, m), 0)
+            wall = time.perf_counter() - t0
+            lat = evaluate(op, arch, m, check=False).latency
+            err = (lat - timing.cycles) / timing.cycles
+            errs.append(abs(err))
+            rows.append({"arch": a, "layer": layer.operator.name, "mapping": format_text(m, arch, op),
+                         "sim_cycles": timing.cycles, "model_latency": lat, "error": err, "sim_wall_s": wall})
+        if errs:
+            summary[a] = {"mappings": len(errs), "mean_abs_error": statistics.mean(errs), "max_abs_error": max(errs),
+                          "over_15pct": sum(e > 0.15 for e in errs)}
+    return {"seed": seed, "per_arch": n_per_arch, "max_steps": RANDOM_MAX_STEPS, "summary": summary, "rows": rows}
+
+
 # ---------------------------------------------------------------- main
 def main(argv: list[str]) -> int:
     global MAPPER_TIME_LIMIT
@@ -203,6 +251,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--compile-all", action="store_true", help="generate and compile every layer, not only ResNet-18's")
     ap.add_argument("--greedy", action="store_true", help="use the greedy mapper even if accelmap.search has one")
     ap.add_argument("--mapper-time", type=float, default=MAPPER_TIME_LIMIT, help="time limit per layer of the mapper")
+    ap.add_argument("--random", type=int, default=40, help="random valid mappings per accelerator for the model check")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random mappings")
     args = ap.parse_args(argv)
     MAPPER_TIME_LIMIT = 0.0 if args.greedy else args.mapper_time
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -279,9 +329,15 @@ def main(argv: list[str]) -> int:
         worst = max(resnet, key=lambda r: r["sim_wall_s"])
         print(f"\nslowest ResNet-18 simulation: {worst['layer']} on {worst['arch']}, {worst['sim_wall_s']:.2f} s "
               f"({worst['sim_steps']:,} steps)")
+    rnd = random_mapping_check(args.random, args.seed) if args.random > 0 else None
+    if rnd:
+        print(f"\nrandom valid mappings (seed {rnd['seed']}, up to {RANDOM_MAX_STEPS:,} steps), model against simulator:")
+        print(f"{'arch':<13} {'mappings':>8} {'mean |err|':>11} {'max |err|':>10} {'>15%':>5}")
+        for a, s_ in rnd["summary"].items():
+            print(f"{a:<13} {s_['mappings']:>8} {s_['mean_abs_error']:>11.2%} {s_['max_abs_error']:>10.2%} {s_['over_15pct']:>5}")
     out = RESULTS / ("codegen_sim_greedy.json" if args.greedy else "codegen_sim.json")
     out.write_text(json.dumps({"seed003_example": ex, "mapping_sources": sorted(sources), "summary": summary,
-                               "rows": rows}, indent=1))
+                               "rows": rows, "random_mappings": rnd}, indent=1))
     print(f"wrote {out}")
     return 0
 
