@@ -13,12 +13,17 @@ level has it. Terms, all in cycles:
   occupies over the bandwidth of the slower side, plus ``transfer_setup_cycles``
   per tile transfer (DMA call) — seed 003 found these per-call overheads and the
   *sum* (not max) of weight and input loads to dominate its latency error;
-* a single-buffered level serializes with compute: its loads and stores add to
-  the compute time (stall); a double-buffered level overlaps them, except for
-  its first load (prologue) and last drain (epilogue);
+* a single-buffered level serializes with compute: at every tile change (one
+  transition class per temporal loop above it) the exact deltas of the levels
+  below that loop move, timed as the DMA units run them (``_transition_time``);
+  a double-buffered level overlaps them, except for its first load (prologue)
+  and last drain (epilogue), one step of compute hides at most one transition's
+  loads (``_burst_bound``), and an output half must be computed, drained and
+  refilled before its next use (two-half cycle);
 * every unit and memory port must also fit its own total work.
 
-latency = max(compute + stall, busiest double-buffered unit, busiest port).
+latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle)
+              + prologue + epilogue, busiest port).
 """
 
 from __future__ import annotations
