@@ -49,4 +49,8 @@ def test_search_finds_the_baseline_solutions(name):
         res = embed(op, get_intrinsic(intr), mode, processes=1, build=False)
         assert not res.stats.timed_out
         assert [f"{s} {s.search}" for s in res.solutions] == want["solutions"], mode
-        assert res.stats.expanded == want["expanded"], mode
+        if res.stats.assets == 0:
+            # Proven empty before searching (an intrinsic axis no dim can fill): the search found nothing.
+            assert not want["solutions"] and "has no such dimension" in res.reason
+        else:
+            assert res.stats.expanded == want["expanded"], mode

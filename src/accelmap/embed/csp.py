@@ -124,11 +124,12 @@ class _Problem:
     def tensor_axis(self, operand: str, dim: str) -> int | None:
         key = (operand, dim)
         if key not in self.taxis:
-            self.taxis[key] = _tensor_axis(self.op, operand, dim)
+            self.taxis[key] = tensor_axis_of(self.op, operand, dim)
         return self.taxis[key]
 
 
-def _tensor_axis(op: Operator, operand: str, dim: str) -> int | None:
+def tensor_axis_of(op: Operator, operand: str, dim: str) -> int | None:
+    """The first tensor axis of ``operand`` whose index uses ``dim``, or None."""
     for k, ix in enumerate(op.operand(operand).indices):
         if dim in ix.dims:
             return k

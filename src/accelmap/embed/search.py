@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.arch.intrinsics import Intrinsic
-from accelmap.embed.csp import Options, SearchStats, Solution, run_asset
+from accelmap.embed.csp import Options, SearchStats, Solution, run_asset, tensor_axis_of
 from accelmap.embed.dataflow import dataflow
 from accelmap.embed.program import Program, build_program
 from accelmap.embed.rank import Costs, costs, mapped_latency
@@ -148,6 +148,10 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
         res.reason = why
         return res
     iop = intr.operator
+    if _blocked_axis(op, iop, mode):
+        # Provably nothing to find: an intrinsic axis has no dim the search could ever open.
+        res.reason = _no_solution_reason(op, iop, mode)
+        return res
     jobs = []
     t0 = time.monotonic()
     deadline = t0 + time_limit              # one limit for the whole search, not per asset
@@ -219,20 +223,25 @@ def _no_solution_reason(op: Operator, iop: Operator, mode: str) -> str:
 
 
 def _axis_candidates(op: Operator, iop: Operator, roles: dict[str, str], axis: str, opts: Options) -> list[str]:
-    """Operator dims that pass the edge and AllDiff constraints of a move along ``axis`` (necessary
-    conditions: an axis longer than 1 must walk at least one such dim)."""
-    pool = [d for d in op.dim_names if (d in op.output.dims) == (axis in iop.output.dims)]
+    """Operator dims that pass the edge, AllDiff and single-term constraints of a move along ``axis``,
+    as the search tests them (``csp._static_ok``) minus the domain and memory conditions: a
+    superset of the dims the search may open there. An axis longer than 1 must open one."""
+    out_o = [ix.dims[0] for ix in op.output.indices]
+    on_output = axis in [ix.dims[0] for ix in iop.output.indices]
     out = []
-    for d in pool:
+    for d in op.dim_names:
+        if (d in out_o) != on_output:
+            continue
         ok = True
         for io in iop.operands:
-            t = op.operand(roles[io.name])
+            t = roles[io.name]
+            idx = tensor_axis_of(op, t, d)
             if axis in io.dims:
-                if d not in t.dims:
+                if idx is None:
                     ok &= not (io.is_output or opts.alldiff_inputs)
                 elif opts.single_term:
-                    ok &= all(len(ix.terms) == 1 for ix in t.indices if d in ix.dims)
-            elif d in t.dims:
+                    ok &= len(op.operand(t).indices[idx].terms) == 1
+            elif idx is not None:
                 ok = False
         if ok:
             out.append(d)
