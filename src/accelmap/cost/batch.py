@@ -325,8 +325,8 @@ def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
     any_load = np.zeros(n, dtype=bool)
     for X in op.operands:
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
-        if c not in chain[1:] or X.is_output:
-            continue
+        if c not in chain[1:]:
+            continue          # returning partial sums (outputs with fills) count like inputs
         p = chain[chain.index(c) - 1]
         fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
         full, deltas, counted = _deltas(nest, X, c, classes)
@@ -347,9 +347,10 @@ def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
 
 
 def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
-    """``latency._transition_time`` per row. ``moves``: (level, operand, parent, is output, load
-    cycles, store cycles, present) in the scalar model's order; a move absent from a row
-    (``present`` false) is left out of that row's schedule."""
+    """``latency._transition_time`` per row. ``moves``: (level, operand, parent, is output, load,
+    store cycles, present) in the scalar model's order, a load being (moves data, setup, data
+    cycles, paced by the parent's read port rather than the child's write port, the two port
+    names); a move absent from a row (``present`` false) is left out of that row's schedule."""
     zero = np.zeros(n)
     t_store, drained = zero, {}
     for c, x, _, out, _, st, present in sorted(moves, key=lambda mv: -mv[0]):
@@ -357,16 +358,24 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
             t_store = t_store + np.where(present, st, 0.0)
             drained[(c, x)] = np.where(present, t_store, 0.0)
     unit: dict[int, np.ndarray] = {}
+    port: dict[str, np.ndarray] = {}
     loaded: dict[tuple, np.ndarray] = {}
-    end = t_store
+    last = t_store
     for c, x, p, out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
-        start = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
-        has = present & (ld > 0)
-        start = np.where(has, np.maximum(start, unit.get(c, zero)), start)
-        unit[c] = np.where(has, start + ld, unit.get(c, zero))
-        loaded[(c, x)] = np.where(present, start + ld, 0.0)
-        end = np.maximum(end, loaded[(c, x)])
-    return end
+        has_ld, su, t, to_parent, p_port, c_port = ld
+        end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
+        has = present & has_ld
+        e = np.maximum(end, unit.get(c, zero)) + su
+        paced = has & (t > 0)
+        shared = np.where(to_parent, port.get(p_port, zero), port.get(c_port, zero))
+        e = np.where(paced, np.maximum(e, shared) + t, e)
+        port[p_port] = np.where(paced & to_parent, e, port.get(p_port, zero))
+        port[c_port] = np.where(paced & ~to_parent, e, port.get(c_port, zero))
+        end = np.where(has, e, end)
+        unit[c] = np.where(has, end, unit.get(c, zero))
+        loaded[(c, x)] = np.where(present, end, 0.0)
+        last = np.maximum(last, loaded[(c, x)])
+    return last
 
 
 def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
@@ -397,8 +406,10 @@ def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.nd
                 st_c = st_p = np.zeros(n)
 
             def load(k):
-                t = lc.transfer_setup_cycles + np.maximum(_t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits))
-                return np.where((k > 0) & ((ld_c > 0) | (ld_p > 0)), t, 0.0)
+                # (moves data?, setup, data cycles, paced by the parent's read port?, port names)
+                tc, tp = _t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits)
+                return ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
+                        tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
 
             def store(k):
                 t = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits), _t(k * st_p, lp.write_bw_bits))
@@ -408,7 +419,7 @@ def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.nd
             last = last + np.where(valid, store(full), 0.0)
             for (j, cnt, _), dl in zip(classes, deltas):
                 ld, st = load(dl), store(dl)
-                present = valid & (dl != 0) & ((ld != 0) | (st != 0))
+                present = valid & (dl != 0) & (ld[0] | (st != 0))
                 moves.setdefault(j, []).append((c, X.name, p, X.is_output, ld, st, present))
                 trans[j] = cnt
     out = _transition_time(first, n) + last
