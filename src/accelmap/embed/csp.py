@@ -31,7 +31,6 @@ expanded node. Coordinates are Python integers throughout.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, field

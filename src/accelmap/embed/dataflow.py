@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from accelmap.workload.operator import Operand, Operator
+from accelmap.workload.operator import Operator
 
 
 def _box(name: str, dims: tuple[str, ...], extents: tuple[int, ...]) -> str:
