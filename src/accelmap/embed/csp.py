@@ -26,7 +26,9 @@ element; every other variable follows by propagation along dependence edges:
 Value generation follows Alg. 4.4: at the start of a row a variable may
 continue the current move or jump to a new axis; inside a row the hyper-
 rectangle fixes the value. Every candidate value tried counts as one
-expanded node. Coordinates are Python integers throughout.
+expanded node. Coordinates are exact: Python integers in the search, and in
+the array check of a complete assignment int64 only where a bound proves it
+cannot overflow (else Python integers again).
 """
 
 from __future__ import annotations
