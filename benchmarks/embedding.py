@@ -11,6 +11,7 @@
 3. Dense, batched matmul, depthwise and grouped convolutions on all five intrinsics, verified.
 
 Run: python benchmarks/embedding.py [--quick]   -> prints tables, writes benchmarks/results/embedding.json
+     (--quick: every 8th DeepBench layer, written to embedding_quick.json)
 """
 
 from __future__ import annotations
@@ -264,7 +265,8 @@ def main() -> int:
                 print(f"  {name:<15} {intr:<15} no embedding: {res['reason']}")
     results["wall_s"] = time.monotonic() - t_all
     print(f"\nwall time {results['wall_s']:.0f} s")
-    out = ROOT / "results" / "embedding.json"
+    # A quick run must not overwrite the full results.
+    out = ROOT / "results" / ("embedding_quick.json" if args.quick else "embedding.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=1, default=str))
     print(f"wrote {out}")
