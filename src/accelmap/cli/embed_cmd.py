@@ -24,14 +24,16 @@ from accelmap.workload.files import load_operator
 @click.option("--top", "top", default=3, show_default=True, type=int, help="How many embeddings to print.")
 @click.option("--time-limit", default=30.0, show_default=True, type=float, help="Search time limit, seconds.")
 @click.option("--run", "run_it", is_flag=True, help="Execute each printed program and compare with the reference.")
-def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it):
+@click.option("--mapper/--no-mapper", "use_mapper", default=True, show_default=True,
+              help="Re-cost the printed embeddings through the mapper (latency on --arch; about 1 s each).")
+def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
     """Embed a hardware intrinsic into an operator (seed 000, ch. 4)."""
     if top < 1:
         raise SpecError(f"--top must be at least 1, got {top}", where="--top")
     acc = get_accelerator(arch)
     intr = get_intrinsic(intrinsic, acc)
     op = load_operator(workload or example_path("conv_small.yaml"))
-    res = embed(op, intr, mode, arch=acc, time_limit=time_limit)
+    res = embed(op, intr, mode, arch=acc, time_limit=time_limit, mapper_top=top if use_mapper else 0)
     click.echo(str(op))
     click.echo(str(intr))
     click.echo(res.summary())
