@@ -12,7 +12,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.batch import evaluate_batch
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
-from accelmap.mapping.sampling import random_mapping
+from accelmap.mapping.sampling import prime_factors, random_mapping
 
 from strategies import accelerators, random_operator
 
@@ -69,16 +69,6 @@ def test_batch_on_a_resnet_layer_matches_scalar_for_many_tilings():
         checked += 1
 
 
-def _primes(n):
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out + ([n] if n > 1 else [])
-
-
 @pytest.mark.parametrize("preset", ["eyeriss_like", "tpu_like", "vta_like", "simba_like", "edge_tpu_like",
                                     "ascend_like", "diana_like", "aie_like", "vta_8x8x8"])
 def test_batch_rows_of_one_structure_equal_scalar_on_every_preset(preset):
@@ -106,7 +96,7 @@ def test_batch_rows_of_one_structure_equal_scalar_on_every_preset(preset):
         keep = rng.choice([k for k in _keeps(op, arch)])
         row = [1] * len(structure)
         for d, size in op.dims:
-            for p in _primes(size):
+            for p in prime_factors(size):
                 slots = [j for j, s in enumerate(structure) if s[0] == d]
                 row[rng.choice(slots)] *= p
         m = structure_mapping(structure, keep, row)

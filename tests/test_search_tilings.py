@@ -10,7 +10,8 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.errors import MappingError, SpecError
 from accelmap.mapping.validate import check_capacity, tile_fits
-from accelmap.search.heuristic import prime_factors, search_heuristic
+from accelmap.mapping.sampling import prime_factors
+from accelmap.search.heuristic import search_heuristic
 from accelmap.search.mapper import map_operator
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.tilings import maximal_tilings, ordered_mapping, padded_operator, spatial_at

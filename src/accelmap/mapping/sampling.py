@@ -23,6 +23,19 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of n with multiplicity, ascending."""
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
 def slots(arch: Accelerator) -> list[tuple[int, str | None, int]]:
     """(level, axis or None, capacity) in nest order."""
     out = []

@@ -29,7 +29,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import divisors
+from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.mapping.validate import check_capacity
 from accelmap.search.objective import collector, scalar
 from accelmap.mapping.validate import check_precision, tile_fits
@@ -39,18 +39,6 @@ from accelmap.search.space import Constraints, keep_options
 from accelmap.search.tilings import (Ranked, climb, cost_rows, dim_orders, maximal_tilings, ordered_mapping,
                                      padded_operator, random_tilings, rank_tilings, valid_rows)
 from accelmap.workload.operator import Operator
-
-
-def prime_factors(n: int) -> list[int]:
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
-    return out
 
 
 def spatial_candidates(op: Operator, arch: Accelerator, cons: Constraints, limit: int = 12) -> list[dict]:

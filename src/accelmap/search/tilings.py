@@ -35,7 +35,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.batch import evaluate_batch, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import divisors
+from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.search.objective import scalar
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
@@ -101,15 +101,6 @@ def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
     return total <= lv.capacity_bits
 
 
-def _smallest_prime(n: int) -> int:
-    p = 2
-    while p * p <= n:
-        if n % p == 0:
-            return p
-        p += 1
-    return n
-
-
 def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
                     rem: dict[str, int], rng: np.random.Generator,
                     rows_per_level: int = ROWS_PER_LEVEL) -> np.ndarray:
@@ -164,7 +155,7 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
             grow = q > 1
             if not grow.any():
                 continue
-            p = np.array([_smallest_prime(int(x)) if x > 1 else 1 for x in q])
+            p = np.array([prime_factors(int(x))[0] if x > 1 else 1 for x in q])
             c2 = cum.copy()
             c2[:, i] *= p
             maximal &= ~(grow & fits_up(c2, c))
@@ -191,15 +182,7 @@ def random_tilings(op: Operator, arch: Accelerator, keep, spatial: dict, rem: di
     F = np.ones((n, nlev, len(dims)), dtype=np.int64)
     rows = np.arange(n)
     for i, d in enumerate(dims):
-        x, p = rem[d], 2
-        primes = []
-        while p * p <= x:
-            while x % p == 0:
-                primes.append(p)
-                x //= p
-            p += 1
-        if x > 1:
-            primes.append(x)
+        primes = prime_factors(rem[d])
         for p in primes:
             F[rows, rng.integers(0, nlev, n), i] *= p
     return F[valid_rows(op, arch, keep, spatial, F)]
@@ -307,7 +290,7 @@ def neighbours(F: np.ndarray) -> np.ndarray:
             f = int(F[a, i])
             if f == 1:
                 continue
-            primes = sorted({p for p in _prime_set(f)})
+            primes = sorted(set(prime_factors(f)))
             for p in primes:
                 for b in range(nlev):
                     if b == a:
@@ -317,18 +300,6 @@ def neighbours(F: np.ndarray) -> np.ndarray:
                     g[b, i] *= p
                     out.append(g)
     return np.array(out, dtype=np.int64).reshape(-1, nlev, D)
-
-
-def _prime_set(n: int) -> set[int]:
-    out, p = set(), 2
-    while p * p <= n:
-        while n % p == 0:
-            out.add(p)
-            n //= p
-        p += 1
-    if n > 1:
-        out.add(n)
-    return out
 
 
 def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
