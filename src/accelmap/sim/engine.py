@@ -242,12 +242,12 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     last_compute = [[0.0] * len(x) for x in st_steps]
     cur_load = [0.0] * ns          # load end of every stream's current tile
 
-    def store(k: int, j: int, after: float, v: int) -> float:
-        """Drain what leaves tile ``j``: as much as enters at transition ``v`` (the next tile's
-        delta), or the whole tile at the end (the first tile's delta is a whole tile)."""
+    def store(k: int, j: int, after: float) -> float:
+        """Drain tile ``j``: as much as entered it. Consecutive output tiles do not overlap (an
+        output index is a plain dim), so that is the whole tile, an edge tile's included."""
         pa, bwa, pb, bwb = pr_store[k]
-        ta, tb = _port_time(sb[k][v], bwa), _port_time(spb[k][v], bwb)
-        su = setup[k] if sb[k][v] > 0 else 0.0
+        ta, tb = _port_time(sb[k][j], bwa), _port_time(spb[k][j], bwb)
+        su = setup[k] if sb[k][j] > 0 else 0.0
         end = transfer(u_store[k], max(after, last_compute[k][j]), pa, ta, pb, tb, su,
                        f"store {streams[k].operand} tile {j}")
         store_end[k][j] = end
@@ -308,7 +308,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
             drained_at = 0.0
             for k in order_store:
                 if act[k] and out[k] and tile_idx[k] >= 0:
-                    drained_at = max(drained_at, store(k, tile_idx[k], drained_at, tile_idx[k] + 1))
+                    drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
             for k in order_load:
                 if not act[k]:
                     continue
@@ -389,7 +389,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     drained_at = 0.0
     for k in order_store:
         if out[k] and tile_idx[k] >= 0:
-            drained_at = max(drained_at, store(k, tile_idx[k], drained_at, 0))
+            drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
             end = max(end, drained_at)
     pb_all = dict(zip(port_names, port_busy))
     for p, t in stream_ports:

@@ -68,6 +68,86 @@ def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(key, axis=0, return_inverse=True)
 
 
+def _digits(n_steps: int, bounds: list[int]) -> np.ndarray:
+    """Digits of every step in mixed radix over the loops above L (outermost first)."""
+    digits = np.zeros((n_steps, len(bounds)), dtype=np.int64)
+    rest = np.arange(n_steps, dtype=np.int64)
+    for k in reversed(range(len(bounds))):
+        digits[:, k] = rest % bounds[k]
+        rest //= bounds[k]
+    return digits
+
+
+def _perfect_deltas(op: Operator, X, loops: list, strides: list[int], above: list[int], c: int,
+                    classes: np.ndarray) -> np.ndarray:
+    """Elements of X that enter level c at each of its transitions (``classes``: the position in
+    ``above`` of the loop that advanced; the first transition loads the whole tile), when every
+    tile is full: the tile moves by that loop's stride and the inner loops above c reset."""
+    ext = {d: math.prod(l.bound for l in loops if l.dim == d and l.level >= c) for d in op.dim_names}
+    axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+    full = math.prod(axis_size(cf, tuple(ext[d] for d in ds)) for cf, ds in axes)
+    table = np.zeros(len(above), dtype=np.int64)
+    for k in np.unique(classes[1:]).tolist():
+        shift = {d: 0 for d in op.dim_names}
+        shift[loops[above[k]].dim] += strides[above[k]]
+        for i in above[k + 1:]:
+            if loops[i].level < c:
+                shift[loops[i].dim] -= (loops[i].bound - 1) * strides[i]
+        ov = 1
+        for cf, ds in axes:
+            e = tuple(ext[d] for d in ds)
+            ov *= axis_overlap(cf, e, e, tuple(shift[d] for d in ds))
+        table[k] = full - ov
+    delta = table[classes].astype(np.float64)
+    delta[0] = full
+    return delta
+
+
+def _edge_deltas(op: Operator, X, loops: list, strides: list[int], above: list[int], c: int,
+                 steps: np.ndarray, digits: np.ndarray) -> np.ndarray:
+    """Elements of X that enter level c at each of its transitions (``steps``), edge tiles
+    included: exact deltas of the first instance's tiles, once per distinct situation."""
+    lo = {}
+    n = {}
+    for d in op.dim_names:
+        E = math.prod(l.bound for l in loops if l.dim == d and l.level >= c)
+        base = np.zeros(len(steps), dtype=np.int64)
+        for k, i in enumerate(above):
+            if loops[i].dim == d and loops[i].level < c:
+                base += digits[steps, k] * strides[i]
+        lo[d] = base
+        n[d] = np.minimum(E, op.sizes[d] - base)
+    ne = np.ones(len(steps), dtype=bool)
+    for d in op.dim_names:
+        ne &= n[d] > 0
+    xd = [d for d in op.dim_names if d in X.dims]
+    axes = [(tuple(cf for _, cf in ix.terms), [xd.index(d) for d, _ in ix.terms]) for ix in X.indices]
+    rows = np.column_stack([lo[d] for d in xd] + [n[d] for d in xd] + [ne.astype(np.int64)]) \
+        if xd else ne.astype(np.int64)[:, None]
+    prev = np.vstack([np.zeros((1, rows.shape[1]), dtype=np.int64), rows[:-1]])
+    key = np.hstack([rows[:, len(xd):], rows[:, :len(xd)] - prev[:, :len(xd)], prev[:, len(xd):]])
+    uniq, inv = _unique_rows(key)
+    nx = len(xd)
+    delta_u = np.zeros(len(uniq), dtype=np.int64)
+    for u, row in enumerate(uniq):
+        n_new, ne_new = row[:nx], row[nx]
+        shift, n_old, ne_old = row[nx + 1:2 * nx + 1], row[2 * nx + 1:3 * nx + 1], row[3 * nx + 1]
+        if not ne_new:
+            continue
+        full = 1
+        for coeffs, ids in axes:
+            full *= axis_size(coeffs, tuple(int(n_new[j]) for j in ids))
+        if not ne_old:
+            delta_u[u] = full
+            continue
+        ov = 1
+        for coeffs, ids in axes:
+            ov *= axis_overlap(coeffs, tuple(int(n_old[j]) for j in ids), tuple(int(n_new[j]) for j in ids),
+                               tuple(int(shift[j]) for j in ids))
+        delta_u[u] = full - ov
+    return delta_u[inv.reshape(-1)].astype(np.float64)
+
+
 def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> TileProgram:
     counts = counts if counts is not None else access_counts(op, arch, m)
     nlev = len(arch.levels)
@@ -83,17 +163,21 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     mac_cycles = math.ceil(inner / arch.compute.macs_per_cycle)
     pipe = pipeline_overhead(op, arch, m) / n_steps
 
-    # digits of every step in mixed radix over the loops above L (outermost first)
-    digits = np.zeros((n_steps, len(above)), dtype=np.int64)
-    rest = np.arange(n_steps, dtype=np.int64)
-    for k in reversed(range(len(above))):
-        digits[:, k] = rest % bounds[k]
-        rest //= bounds[k]
-    if n_steps > 1:
-        changed = np.vstack([np.ones((1, len(above)), bool), digits[1:] != digits[:-1]])
-        first_change = np.argmax(changed, axis=1)       # outermost loop that advanced
-    else:
-        first_change = np.zeros(1, dtype=np.int64)
+    # the outermost loop above L that advances at every step: the innermost nonzero digit of the
+    # step number in mixed radix over those loops (outermost first)
+    first_change = np.zeros(n_steps, dtype=np.int64)
+    if n_steps > 1 and above:
+        s_ = np.arange(n_steps, dtype=np.int64)
+        first_change[1:] = len(above) - 1
+        suffix = 1
+        for t in range(1, len(above)):
+            suffix *= bounds[len(above) - t]
+            first_change[s_ % suffix == 0] = len(above) - 1 - t
+        first_change[0] = 0
+    digits = None
+    # a perfect mapping has full tiles only: a transition's delta depends only on the loop that
+    # advanced, so it is computed once per loop instead of once per step
+    perfect = all(math.prod(l.bound for l in loops if l.dim == d) == op.sizes[d] for d in op.dim_names)
 
     bits = {X.name: X.bits for X in op.operands}
     prog = TileProgram(op, arch, m, n_steps, L, mac_cycles, pipe, {})
@@ -105,45 +189,12 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         if len(above):
             trans[1:] = is_above_c[first_change[1:]]
         steps = np.nonzero(trans)[0]
-        lo = {}
-        n = {}
-        for d in op.dim_names:
-            E = math.prod(l.bound for l in loops if l.dim == d and l.level >= c)
-            base = np.zeros(len(steps), dtype=np.int64)
-            for k, i in enumerate(above):
-                if loops[i].dim == d and loops[i].level < c:
-                    base += digits[steps, k] * strides[i]
-            lo[d] = base
-            n[d] = np.minimum(E, op.sizes[d] - base)
-        ne = np.ones(len(steps), dtype=bool)
-        for d in op.dim_names:
-            ne &= n[d] > 0
-        xd = [d for d in op.dim_names if d in X.dims]
-        axes = [(tuple(cf for _, cf in ix.terms), [xd.index(d) for d, _ in ix.terms]) for ix in X.indices]
-        rows = np.column_stack([lo[d] for d in xd] + [n[d] for d in xd] + [ne.astype(np.int64)]) \
-            if xd else ne.astype(np.int64)[:, None]
-        prev = np.vstack([np.zeros((1, rows.shape[1]), dtype=np.int64), rows[:-1]])
-        key = np.hstack([rows[:, len(xd):], rows[:, :len(xd)] - prev[:, :len(xd)], prev[:, len(xd):]])
-        uniq, inv = _unique_rows(key)
-        nx = len(xd)
-        delta_u = np.zeros(len(uniq), dtype=np.int64)
-        for u, row in enumerate(uniq):
-            n_new, ne_new = row[:nx], row[nx]
-            shift, n_old, ne_old = row[nx + 1:2 * nx + 1], row[2 * nx + 1:3 * nx + 1], row[3 * nx + 1]
-            if not ne_new:
-                continue
-            full = 1
-            for coeffs, ids in axes:
-                full *= axis_size(coeffs, tuple(int(n_new[j]) for j in ids))
-            if not ne_old:
-                delta_u[u] = full
-                continue
-            ov = 1
-            for coeffs, ids in axes:
-                ov *= axis_overlap(coeffs, tuple(int(n_old[j]) for j in ids), tuple(int(n_new[j]) for j in ids),
-                                   tuple(int(shift[j]) for j in ids))
-            delta_u[u] = full - ov
-        delta = delta_u[inv.reshape(-1)].astype(np.float64)
+        if perfect:
+            delta = _perfect_deltas(op, X, loops, strides, above, c, first_change[steps])
+        else:
+            if digits is None:
+                digits = _digits(n_steps, bounds)
+            delta = _edge_deltas(op, X, loops, strides, above, c, steps, digits)
         # the first tile at the first step is complete even if key rows coincide
         total = float(delta.sum())
         cc, pc = counts[(c, X.name)], counts[(p, X.name)]
