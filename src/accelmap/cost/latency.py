@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
 
@@ -175,15 +175,15 @@ def _transition_time(moves: list[tuple]) -> float:
     Stores drain one after another, deepest level first. Each level's load unit takes its
     inputs, then its returning partial sums (which wait for their own drain); a load also waits
     for its operand's load into the parent at the same transition, and its data for the port
-    it shares with earlier loads. Different levels' load units run side by side, beside the
-    stores. The compute waits for all of them."""
+    it shares with earlier loads (in its free time, ``_fill``). Different levels' load units run
+    side by side, beside the stores. The compute waits for all of them."""
     t_store, drained = 0.0, {}
     for c, x, _, out, _, st in sorted(moves, key=lambda mv: -mv[0]):
         if out:
             t_store += st
             drained[(c, x)] = t_store
     unit: dict[int, float] = {}
-    port: dict[str, float] = {}
+    port: dict[str, list] = {}
     loaded: dict[tuple, float] = {}
     for c, x, p, out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
         end = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
@@ -191,10 +191,34 @@ def _transition_time(moves: list[tuple]) -> float:
             su, t, pt = ld
             end = max(end, unit.get(c, 0.0)) + su
             if t > 0:
-                end = port[pt] = max(end, port.get(pt, 0.0)) + t
+                end = _fill(port.setdefault(pt, []), end, t)
             unit[c] = end
         loaded[(c, x)] = end
     return max([t_store] + list(loaded.values()))
+
+
+def _fill(busy: list, t0: float, dur: float) -> float:
+    """Move ``dur`` cycles of data from ``t0`` on in the free time of a port whose busy intervals
+    are ``busy`` (sorted, disjoint; updated); returns the end. The bursts of different DMA
+    engines interleave, so a transfer placed later can use the gaps before earlier ones."""
+    cur, left, placed = t0, dur, []
+    for s, e in busy:
+        if e <= cur:
+            continue
+        if s > cur:
+            take = min(left, s - cur)
+            placed.append((cur, cur + take))
+            left -= take
+            cur += take
+            if left <= 0:
+                break
+        cur = max(cur, e)
+    if left > 0:
+        placed.append((cur, cur + left))
+        cur += left
+    busy.extend(placed)
+    busy.sort()
+    return cur
 
 
 def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict, single: list[int]) -> float:
@@ -248,6 +272,31 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
                     moves.setdefault(j, []).append((c, X.name, p, X.is_output, load(dl), store(dl)))
     return (_transition_time(first) + last +
             sum(counts[j] * _transition_time(mv) for j, mv in moves.items()))
+
+
+def _heavier_half(op: Operator, m: Mapping, c: int) -> float:
+    """Share of level c's output traffic that falls on the busier of its two buffer halves.
+
+    Consecutive output tiles alternate between the halves. The output tile moves with the
+    innermost temporal loop above c over an output dim; when that loop's positions that hold
+    data are even in number, every half keeps the same positions, and an edge tile (the last
+    position of an imperfect factor, smaller) always lands in the same half. Otherwise the
+    halves share the traffic equally. (The positions are taken at the first iteration of the
+    outer loops.)"""
+    out_dims = op.output.dims
+    strides = loop_strides(m)
+    fast = next((i for i in reversed(range(len(m.loops))) if not m.loops[i].spatial and m.loops[i].level < c
+                 and m.loops[i].bound > 1 and m.loops[i].dim in out_dims), None)
+    if fast is None:
+        return 0.5
+    lf = m.loops[fast]
+    ext = min(op.sizes[lf.dim], math.prod(l.bound for l in m.loops if l.dim == lf.dim and l.level >= c))
+    sizes = [min(ext, op.sizes[lf.dim] - k * strides[fast]) for k in range(lf.bound)]
+    sizes = [x for x in sizes if x > 0]
+    if len(sizes) % 2 or not sum(sizes):
+        return 0.5
+    even = sum(sizes[0::2]) / sum(sizes)
+    return max(even, 1.0 - even)
 
 
 def _t(bits: float, bw: float | None) -> float:
@@ -341,6 +390,6 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
-    cycle = max([(busy + r) / 2 for r in ring.values()] + [0.0])
+    cycle = max([busy / 2 + _heavier_half(op, m, c) * r for c, r in ring.items()] + [0.0])
     latency = max(max(busy, overlapped, bursty, cycle) + edge, max(ports.values(), default=0.0))
     return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
