@@ -129,20 +129,59 @@ def _class_deltas(X, ext: dict[str, int], classes: dict[int, tuple[int, dict[str
     return full, deltas
 
 
+def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
+    """Transitions of level c's tiles, split by edge tiles: (transitions, old extents, new
+    extents, shift). Per loop j above c (``_transition_classes``), and per state of the
+    imperfect dims whose only loop above c is the outermost one of that dim, g: g sits at its
+    last position (the edge tile, extent size - (bound-1) x stride) in 1/bound of the
+    transitions of loops inside it, lands there in 1/(bound-1) of its own, and is at its first
+    position (full) after any loop outside it advances. Perfect mappings: one situation per loop."""
+    classes = _transition_classes(op, m, c)
+    ext = _extents(op, m, c)
+    strides = loop_strides(m)
+    above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
+    edges = {}                               # loop index -> (dim, edge extent)
+    for d in op.dim_names:
+        mine = [i for i, l in enumerate(m.loops) if l.dim == d]
+        if not mine or math.prod(m.loops[i].bound for i in mine) <= op.sizes[d]:
+            continue
+        g = mine[0]
+        if g in above and m.loops[g].bound > 1 and not any(i in above for i in mine[1:]):
+            edges[g] = (d, min(ext[d], op.sizes[d] - (m.loops[g].bound - 1) * strides[g]))
+    out = []
+    for j, (n, shift) in classes.items():
+        # (weight, old extents, new extents) over the edge states of the loops at or outside j
+        cases = [(1.0, dict(ext), dict(ext))]
+        for g, (d, e) in edges.items():
+            b = m.loops[g].bound
+            if g < j:
+                p_edge = 1.0 / b
+                split = [(p_edge, e, e), (1.0 - p_edge, ext[d], ext[d])]
+            elif g == j:
+                p_edge = 1.0 / (b - 1)
+                split = [(p_edge, ext[d], e), (1.0 - p_edge, ext[d], ext[d])]
+            else:
+                continue
+            cases = [(w * pw, {**eo, d: xo}, {**en, d: xn})
+                     for w, eo, en in cases for pw, xo, xn in split if pw > 0]
+        out.extend((n * w, eo, en, shift) for w, eo, en in cases)
+    return out
+
+
 def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
     """A double buffer hides a load only behind the compute of one tile: transitions of each loop
     above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
     Returning partial sums (outputs with fills) load into the same halves and count too.
 
-    The load when loop j advances is the first instance's exact tile delta (inner loops reset);
-    its share of the level's total fills scales it to the counted traffic.
+    The load when loop j advances is the first instance's exact tile delta (inner loops reset),
+    with edge tiles of imperfect factors apart (``_edge_situations``); its share of the level's
+    total fills scales it to the counted traffic.
     """
     lv, levels = arch.levels[c], arch.levels
     steps = math.prod(l.bound for l in m.loops if not l.spatial and l.level < c)
     if steps <= 1:
         return 0.0
-    classes = _transition_classes(op, m, c)
-    per_class = list(classes.values())
+    situations = _edge_situations(op, m, c)
     ext = _extents(op, m, c)
     loads = []
     for X in op.operands:
@@ -151,9 +190,16 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
             continue
         p = chain[chain.index(c) - 1]
         cc, pc = raw[(c, X.name)], raw[(p, X.name)]
-        full, dd = _class_deltas(X, ext, classes)
-        deltas = list(dd.values())
-        counted = full + sum(n * dl for (n, _), dl in zip(per_class, deltas))
+        axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+        full = tile_size(X, ext)
+        deltas = []
+        for _, eo, en, shift in situations:
+            ov = 1
+            for coeffs, ds in axes:
+                ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds),
+                                   tuple(shift[d] for d in ds))
+            deltas.append(max(0, tile_size(X, en) - ov) if all(en[d] > 0 for d in en) else 0)
+        counted = full + sum(n * dl for (n, *_), dl in zip(situations, deltas))
         if not counted or not cc.fills:
             continue
         nc, np_ = used_instances(m, c), used_instances(m, p)
@@ -165,7 +211,7 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
     if not loads:
         return 0.0
     step = busy / steps
-    return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, _) in enumerate(per_class)) + step
+    return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, *_) in enumerate(situations)) + step
 
 
 def _transition_time(moves: list[tuple]) -> float:
