@@ -188,3 +188,16 @@ def test_steady_state_skip_changes_nothing(preset):
             assert fast.port_busy[p] == pytest.approx(b, rel=1e-9, abs=1e-6)
         skipped += fast.skipped_steps
     assert skipped > 0
+
+
+def test_one_step_program():
+    # every loop inside the buffer: one step, one load of each tile, one drain
+    a = _tiny_rw()
+    op = gemm("g", m=4, n=1, k=2)
+    m = parse_text("DRAM [ O A B ]\nBuf [ O A B ]\n| for M in [0:4)\n| for K in [0:2)\n", a)
+    res = simulate(op, a, m)
+    # loads A (8 B) and B (2 B) at 1 B/cycle, 8 MACs, drain 4 x int32 = 16 B
+    assert res.program.n_steps == 1
+    assert res.cycles == 8 + 2 + 8 + 16
+    assert res.model_latency == res.cycles
+    assert res.functional is True

@@ -86,7 +86,7 @@ def _perfect_deltas(op: Operator, X, loops: list, strides: list[int], above: lis
     ext = {d: math.prod(l.bound for l in loops if l.dim == d and l.level >= c) for d in op.dim_names}
     axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
     full = math.prod(axis_size(cf, tuple(ext[d] for d in ds)) for cf, ds in axes)
-    table = np.zeros(len(above), dtype=np.int64)
+    table = np.zeros(max(len(above), 1), dtype=np.int64)
     for k in np.unique(classes[1:]).tolist():
         shift = {d: 0 for d in op.dim_names}
         shift[loops[above[k]].dim] += strides[above[k]]
