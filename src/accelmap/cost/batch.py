@@ -358,7 +358,7 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
             t_store = t_store + np.where(present, st, 0.0)
             drained[(c, x)] = np.where(present, t_store, 0.0)
     unit: dict[int, np.ndarray] = {}
-    port: dict[str, np.ndarray] = {}
+    port: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     loaded: dict[tuple, np.ndarray] = {}
     last = t_store
     for c, x, p, out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
@@ -366,16 +366,47 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
         end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
         has = present & has_ld
         e = np.maximum(end, unit.get(c, zero)) + su
-        paced = has & (t > 0)
-        shared = np.where(to_parent, port.get(p_port, zero), port.get(c_port, zero))
-        e = np.where(paced, np.maximum(e, shared) + t, e)
-        port[p_port] = np.where(paced & to_parent, e, port.get(p_port, zero))
-        port[c_port] = np.where(paced & ~to_parent, e, port.get(c_port, zero))
+        for name, side in ((p_port, to_parent), (c_port, ~to_parent)):
+            paced = has & (t > 0) & side
+            if paced.any():
+                e = np.where(paced, _fill(port, name, e, t, paced), e)
         end = np.where(has, e, end)
         unit[c] = np.where(has, end, unit.get(c, zero))
         loaded[(c, x)] = np.where(present, end, 0.0)
         last = np.maximum(last, loaded[(c, x)])
     return last
+
+
+def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``latency._fill`` per row: move ``dur`` cycles from ``t0`` on in the free time of port
+    ``name`` (busy intervals as arrays, +inf where a row has fewer); only ``rows`` are placed."""
+    inf = np.inf
+    S, E = port.get(name, (np.full((0, len(t0)), inf), np.full((0, len(t0)), inf)))
+    cur, left = t0.copy(), np.where(rows, dur, 0.0)
+    done = ~rows
+    new_s, new_e = [], []
+    for k in range(S.shape[0]):
+        s, e = S[k], E[k]
+        skip = done | (e <= cur)
+        gap = ~skip & (s > cur)
+        take = np.where(gap, np.minimum(left, s - cur), 0.0)
+        new_s.append(np.where(gap, cur, inf))
+        new_e.append(np.where(gap, cur + take, inf))
+        left = left - take
+        cur = cur + take
+        done = done | (gap & (left <= 0))
+        cur = np.where(~skip & ~done, np.maximum(cur, e), cur)
+    rest = ~done & (left > 0)
+    new_s.append(np.where(rest, cur, inf))
+    new_e.append(np.where(rest, cur + left, inf))
+    cur = np.where(rest, cur + left, cur)
+    S = np.concatenate([S, np.array(new_s)])
+    E = np.concatenate([E, np.array(new_e)])
+    order = np.argsort(S, axis=0, kind="stable")
+    S, E = np.take_along_axis(S, order, axis=0), np.take_along_axis(E, order, axis=0)
+    keep = ~np.all(np.isinf(S), axis=1)
+    port[name] = (S[keep], E[keep])
+    return cur
 
 
 def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
