@@ -420,6 +420,9 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
                             pro[c] = pro.get(c, 0.0) + t_edge
                         else:
                             epi[c] = epi.get(c, 0.0) + t_edge
+                        if X.is_output:
+                            # the first reload and the last drain are in the prologue and epilogue
+                            ring[c] -= t_edge
     single = [c for c in range(1, nlev) if not levels[c].double_buffered
               and (load_unit.get(c, 0.0) or store_unit.get(c, 0.0))]
     stall = _single_buffer_stall(op, arch, m, raw, single)
@@ -436,6 +439,6 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
-    cycle = max([busy / 2 + _heavier_half(op, m, c) * r for c, r in ring.items()] + [0.0])
+    cycle = max([busy / 2 + _heavier_half(op, m, c) * max(r, 0.0) for c, r in ring.items()] + [0.0])
     latency = max(max(busy, overlapped, bursty, cycle) + edge, max(ports.values(), default=0.0))
     return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
