@@ -523,6 +523,9 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
                     else:
                         add(epi, c, edge)
                         orr(epi_on, c, active)
+                    if X.is_output:
+                        # the first reload and the last drain are in the prologue and epilogue
+                        add(ring, c, -edge)
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
     on = {c: (get(load_unit, c) != 0) | (get(store_unit, c) != 0) for c in range(1, nlev)
           if not levels[c].double_buffered and (c in load_unit or c in store_unit)}
@@ -539,7 +542,8 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
         bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
     cycle = zeros()
     for r in ring.values():
-        cycle = np.maximum(cycle, (busy + r) / 2)
+        # perfect tilings: full tiles alternate evenly between the halves (latency._heavier_half = 1/2)
+        cycle = np.maximum(cycle, busy / 2 + 0.5 * np.maximum(r, 0.0))
     port_max = np.max(np.stack(list(ports.values())), axis=0)
     latency = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle) + edge, port_max)
     return latency, macs
