@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.mapping.validate import check_capacity
-from accelmap.search.objective import collector, scalar
+from accelmap.search.objective import collector
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs

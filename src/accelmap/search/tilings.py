@@ -36,7 +36,6 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.batch import evaluate_batch, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
-from accelmap.search.objective import scalar
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
@@ -328,7 +327,3 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
             break
         cur = best
     return cur, costed
-
-
-def objective_value(objective: str, energy: float, latency: float) -> float:
-    return scalar(objective if objective != "pareto" else "edp", energy, latency)
