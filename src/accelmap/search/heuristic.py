@@ -36,7 +36,7 @@ from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.tilings import (Ranked, climb, cost_rows, dim_orders, maximal_tilings, ordered_mapping,
-                                     padded_operator, random_tilings, rank_tilings, valid_rows)
+                                     padded_operator, random_tilings, rank_tilings, temporal_of, valid_rows)
 from accelmap.workload.operator import Operator
 
 
@@ -76,19 +76,6 @@ def spatial_candidates(op: Operator, arch: Accelerator, cons: Constraints, limit
             cands.append({(i, a.name): o for (i, a), o in zip(axes, combo)})
     cands.sort(key=lambda c: -math.prod(b for o in c.values() for b in o.values()))
     return cands[:limit]
-
-
-def _priority_orders(op: Operator) -> list[list[str]]:
-    """Dimension orders, innermost first, one per operand priority."""
-    orders = []
-    for perm in itertools.permutations(op.operands):
-        key = lambda d: tuple(d in X.dims for X in perm)
-        orders.append(sorted(op.dim_names, key=key))
-    uniq = []
-    for o in orders:
-        if o not in uniq:
-            uniq.append(o)
-    return uniq
 
 
 def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> dict[int, dict[str, int]] | None:
@@ -228,16 +215,16 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                 v = float(cost_rows(op_pad, arch, kp, spatial, F1, obj, cur.order)[0])
                 costed += 1
                 if v < cur.value * (1 - 1e-12):
-                    cur, keep, switched = Ranked(v, cur.temporal, cur.order, cur.F), kp, True
+                    cur, keep, switched = Ranked(v, cur.order, cur.F), kp, True
             if not switched:
                 break
-        finals.append((cur.value, cur.temporal, spatial, keep, cur.order))
-    finals += [(v, f.temporal, sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
+        finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
+    finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.
     for spatial in spatials[:3]:
-        for order in _priority_orders(op):
+        for order in orders:
             for keep in by_fullness[:2]:
-                temporal = allocate(op, arch, keep, spatial, order)
+                temporal = allocate(op, arch, keep, spatial, list(reversed(order)))
                 if temporal is not None:
                     finals.append((math.inf, temporal, spatial, keep, None))
     finals.sort(key=lambda r: r[0])

@@ -45,8 +45,8 @@ ROWS_PER_LEVEL = 4000
 
 @dataclass
 class Ranked:
+    """A tiling (F[level, dim], see ``maximal_tilings``) costed under one per-level order."""
     value: float
-    temporal: dict[int, dict[str, int]]
     order: tuple[str, ...]
     F: np.ndarray
 
@@ -254,7 +254,7 @@ def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ..
             vals = cost_rows(op, arch, keep, spatial, part, objective, order)
             costed += len(part)
             for r in np.argsort(vals, kind="stable")[:top]:
-                found.append(Ranked(float(vals[r]), temporal_of(op, part[r]), order, part[r].copy()))
+                found.append(Ranked(float(vals[r]), order, part[r].copy()))
     found.sort(key=lambda x: x.value)
     # The same tiling under several orders: keep its best, then the next tilings.
     out, seen = [], set()
@@ -320,7 +320,7 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
             costed += len(rows)
             r = int(np.argmin(vals))
             if vals[r] < cur.value * (1 - 1e-12) and (best is None or vals[r] < best.value):
-                best = Ranked(float(vals[r]), temporal_of(op, rows[r]), order, rows[r].copy())
+                best = Ranked(float(vals[r]), order, rows[r].copy())
             if best is not None and order == cur.order:
                 break
         if best is None:
