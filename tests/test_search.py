@@ -114,3 +114,10 @@ def test_unmappable_precision_is_an_error():
     arch = get_accelerator("eyeriss_like")
     with pytest.raises(MappingError, match="O is 32-bit"):
         map_operator(gemm(m=4, n=4, k=4), arch)
+
+
+def test_factorization_count_equals_listing():
+    from accelmap.search.exhaustive import count_factorizations, ordered_factorizations
+    for n in (1, 2, 7, 12, 36, 64, 112, 360, 1000):
+        for parts in (1, 2, 3, 5, 8):
+            assert count_factorizations(n, parts) == len(ordered_factorizations(n, parts)), (n, parts)

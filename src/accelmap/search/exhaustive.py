@@ -17,7 +17,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import divisors, slots
+from accelmap.mapping.sampling import divisors, prime_factors, slots
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.space import Constraints, keep_options
@@ -30,10 +30,19 @@ def ordered_factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
     return [(d,) + rest for d in divisors(n) for rest in ordered_factorizations(n // d, parts - 1)]
 
 
+def count_factorizations(n: int, parts: int) -> int:
+    """len(ordered_factorizations(n, parts)) without listing them: each prime's exponent e
+    is spread over the parts independently, C(e + parts - 1, parts - 1) ways."""
+    exps: dict[int, int] = {}
+    for p in prime_factors(n):
+        exps[p] = exps.get(p, 0) + 1
+    return math.prod(math.comb(e + parts - 1, parts - 1) for e in exps.values())
+
+
 def space_size(op: Operator, arch: Accelerator) -> int:
     """Tilings x bypass choices (orders not counted): what the exhaustive mapper walks."""
     sl = slots(arch)
-    tilings = math.prod(len(ordered_factorizations(s, len(sl))) for _, s in op.dims)
+    tilings = math.prod(count_factorizations(s, len(sl)) for _, s in op.dims)
     return tilings * len(keep_options(op, arch, Constraints()))
 
 
