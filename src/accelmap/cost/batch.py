@@ -109,6 +109,8 @@ class _Nest:
         self.total = np.prod(B, axis=1)
         self.temporal = np.prod(B[:, self.temporal_slots], axis=1) if self.temporal_slots else np.ones(n, np.int64)
         self._used: dict[int, np.ndarray] = {}
+        self._classes: dict[int, list] = {}
+        self._deltas: dict[tuple[str, int], tuple] = {}
 
     def used(self, level: int) -> np.ndarray:
         """Instances of ``level`` the rows occupy: product of the spatial loops above it."""
@@ -125,39 +127,12 @@ class _Nest:
 
 
 def _entering(nest: _Nest, X: Operand, c: int, fallback: np.ndarray) -> np.ndarray:
-    B, structure, stride, n = nest.B, nest.structure, nest.stride, nest.n
-    axes = _axes(X)
+    """Elements of X entering level c over the run: the first tile plus, per transition class,
+    transitions x the elements that change (``_deltas``), times the instances in use."""
     ext = nest.inner[c]
-    sizes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in axes]
-    for s in sizes:
-        fallback |= s < 0
-    tile = np.prod(np.stack([np.maximum(s, 0) for s in sizes]), axis=0)
-    inst = nest.used(c)
-    temporal = nest.above(c)
-    total = tile.copy()
-    prefix = [np.ones(n, dtype=np.int64)]
-    for j in temporal:
-        prefix.append(prefix[-1] * B[:, j])
-    resets = {d: np.zeros(n, dtype=np.int64) for d in nest.op.dim_names}
-    reset_dims: set[str] = set()
-    for t in range(len(temporal) - 1, -1, -1):
-        j = temporal[t]
-        dj = structure[j][0]
-        if dj not in X.dims and not reset_dims:
-            continue            # X's tile does not move: nothing enters
-        overlap = np.ones(n, dtype=np.int64)
-        for (cf, ds), size in zip(axes, sizes):
-            if dj not in ds and not reset_dims.intersection(ds):
-                overlap = overlap * np.maximum(size, 0)      # this axis does not shift
-                continue
-            sh = [resets[d] + (stride[:, j] if d == dj else 0) for d in ds]
-            overlap = overlap * _axis_overlap(cf, [ext[d] for d in ds], sh, np.maximum(size, 0))
-        count = prefix[t] * (B[:, j] - 1)
-        total = total + count * (tile - overlap)
-        if dj in X.dims:
-            resets[dj] = resets[dj] - (B[:, j] - 1) * stride[:, j]
-            reset_dims.add(dj)
-    return inst * total
+    for cf, ds in _axes(X):
+        fallback |= _axis_size(cf, [ext[d] for d in ds]) < 0
+    return nest.used(c) * _deltas(nest, X, c, _classes(nest, c))[2]
 
 
 def batch_counts(nest: _Nest, keep, fallback: np.ndarray) -> dict[tuple[int, str], list[np.ndarray]]:
@@ -275,39 +250,56 @@ def _tile_transfers(nest: _Nest, dims: frozenset[str], c: int) -> np.ndarray:
 
 def _classes(nest: _Nest, c: int) -> list[tuple[int, np.ndarray, dict[str, np.ndarray]]]:
     """``latency._transition_classes`` per row: (loop slot, transitions, shift) for every temporal
-    loop above ``c`` (rows where its bound is 1 have no transitions)."""
-    op, B, n = nest.op, nest.B, nest.n
+    loop above ``c`` (rows where its bound is 1 have no transitions). A shift lists only the dims
+    it can move (the loop's own and those of the loops inside it); the others stay."""
+    if c in nest._classes:
+        return nest._classes[c]
+    B, n = nest.B, nest.n
     above = nest.above(c)
     out = []
-    outer = np.ones(n, dtype=np.int64)
-    for k, j in enumerate(above):
+    reset: dict[str, np.ndarray] = {}
+    for j in reversed(above):
         dj = nest.structure[j][0]
-        shift = {d: np.zeros(n, dtype=np.int64) for d in op.dim_names}
-        shift[dj] = shift[dj] + nest.stride[:, j]
-        for i in above[k + 1:]:
-            di = nest.structure[i][0]
-            shift[di] = shift[di] - (B[:, i] - 1) * nest.stride[:, i]
-        out.append((j, (B[:, j] - 1) * outer, shift))
+        shift = dict(reset)
+        shift[dj] = shift[dj] + nest.stride[:, j] if dj in shift else nest.stride[:, j]
+        out.append((j, shift))
+        back = (B[:, j] - 1) * nest.stride[:, j]
+        reset[dj] = reset[dj] - back if dj in reset else -back
+    out.reverse()
+    res = []
+    outer = np.ones(n, dtype=np.int64)
+    for j, shift in out:
+        res.append((j, (B[:, j] - 1) * outer, shift))
         outer = outer * B[:, j]
-    return out
+    nest._classes[c] = res
+    return res
 
 
 def _deltas(nest: _Nest, X: Operand, c: int, classes) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     """``latency._class_deltas`` per row: whole tile, elements entering per class, and the
     elements counted over the run (tile + transitions x deltas)."""
+    key = (X.name, c)
+    if key in nest._deltas:
+        return nest._deltas[key]
     ext = nest.inner[c]
     axes = _axes(X)
     full, _ = tile_sizes(X, ext)
     sizes = [np.maximum(_axis_size(cf, [ext[d] for d in ds]), 0) for cf, ds in axes]
+    zero = np.zeros(nest.n, dtype=np.int64)
     deltas = []
     counted = full.copy()
     for _, cnt, shift in classes:
-        ov = np.ones(nest.n, dtype=np.int64)
+        ov = None
         for (cf, ds), size in zip(axes, sizes):
-            ov = ov * _axis_overlap(cf, [ext[d] for d in ds], [shift[d] for d in ds], size)
-        dl = full - ov
+            if any(d in shift for d in ds):
+                o = _axis_overlap(cf, [ext[d] for d in ds], [shift.get(d, zero) for d in ds], size)
+            else:
+                o = size             # an axis that does not shift overlaps whole (holed rows fall back)
+            ov = o if ov is None else ov * o
+        dl = full - ov if ov is not None else full - full
         deltas.append(dl)
         counted = counted + cnt * dl
+    nest._deltas[key] = full, deltas, counted
     return full, deltas, counted
 
 
@@ -410,52 +402,61 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
 
 
 def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
-    """``latency._single_buffer_stall`` per row; ``on[c]``: rows where single-buffered level c moves data."""
+    """``latency._single_buffer_stall`` per row; ``on[c]``: rows where single-buffered level c moves data.
+
+    The first fill and every transition class are scheduled in one ``_transition_time`` call
+    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th loop
+    slot), a move absent from a block being marked not present: one schedule instead of one
+    per class, which is most of this model's per-call cost."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
-    moves: dict[int, list[tuple]] = {}          # loop slot -> moves at its transitions
-    trans: dict[int, np.ndarray] = {}
-    first: list[tuple] = []
-    last = np.zeros(n)
+    trans: dict[int, np.ndarray] = {}           # loop slot -> transitions of its class
+    per: list[tuple] = []
     for c, active_c in on.items():
         classes = _classes(nest, c)
-        lc = levels[c]
         for X in op.operands:
             chain = [i for i in range(nest.nlev) if X.name in keep[i]]
             if c not in chain[1:]:
                 continue
             p = chain[chain.index(c) - 1]
-            lp = levels[p]
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             nc, np_ = nest.used(c), nest.used(p)
             full, deltas, counted = _deltas(nest, X, c, classes)
             valid = active_c & (counted != 0)
             safe = np.where(valid, counted, 1)
-            ld_c, ld_p = cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe
-            if X.is_output:
-                st_c, st_p = cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe
-            else:
-                st_c = st_p = np.zeros(n)
-
-            def load(k):
-                # (moves data?, setup, data cycles, paced by the parent's read port?, port names)
-                tc, tp = _t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits)
-                return ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
-                        tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
-
-            def store(k):
-                t = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits), _t(k * st_p, lp.write_bw_bits))
-                return np.where((k > 0) & ((st_c > 0) | (st_p > 0)), t, 0.0)
-
-            first.append((c, X.name, p, X.is_output, load(full), np.zeros(n), valid))
-            last = last + np.where(valid, store(full), 0.0)
-            for (j, cnt, _), dl in zip(classes, deltas):
-                ld, st = load(dl), store(dl)
-                present = valid & (dl != 0) & (ld[0] | (st != 0))
-                moves.setdefault(j, []).append((c, X.name, p, X.is_output, ld, st, present))
+            ld = (cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe)
+            st = (cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe) if X.is_output else None
+            for j, cnt, _ in classes:
                 trans[j] = cnt
-    out = _transition_time(first, n) + last
-    for j, mv in moves.items():
-        out = out + trans[j] * _transition_time(mv, n)
+            per.append((c, X, p, valid, full, {j: dl for (j, _, _), dl in zip(classes, deltas)}, ld, st))
+    slots = list(trans)
+    nb = len(slots) + 1
+    zero_i = np.zeros(n, dtype=np.int64)
+    moves = []
+    last = np.zeros(n)
+    for c, X, p, valid, full, dls, ld, st in per:
+        lc, lp = levels[c], levels[p]
+        k = np.concatenate([full] + [dls.get(j, zero_i) for j in slots])
+        ld_c, ld_p = np.tile(ld[0], nb), np.tile(ld[1], nb)
+        # (moves data?, setup, data cycles, paced by the parent's read port?, port names)
+        tc, tp = _t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits)
+        load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
+                tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
+        if st is None:
+            store = np.zeros(nb * n)
+        else:
+            st_c, st_p = np.tile(st[0], nb), np.tile(st[1], nb)
+            store = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits), _t(k * st_p, lp.write_bw_bits))
+            store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
+        last = last + np.where(valid, store[:n], 0.0)
+        store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
+        has = np.concatenate([np.ones(n, dtype=bool)] + [np.full(n, j in dls) for j in slots])
+        present = np.tile(valid, nb) & has
+        present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
+        moves.append((c, X.name, p, X.is_output, load, store, present))
+    T = _transition_time(moves, nb * n)
+    out = T[:n] + last
+    for b, j in enumerate(slots, start=1):
+        out = out + trans[j] * T[b * n:(b + 1) * n]
     return out
 
 
