@@ -94,23 +94,27 @@ class _Nest:
         self.nlev = nlev = len(arch.levels)
         # Stride of each loop: product of the bounds of later loops of the same dimension.
         self.stride = np.ones_like(B)
-        for j in range(L):
-            for k in range(j + 1, L):
-                if structure[k][0] == structure[j][0]:
-                    self.stride[:, j] *= B[:, k]
-        self.inner = []
-        for c in range(nlev + 1):
-            ext = {d: np.ones(n, dtype=np.int64) for d in op.dim_names}
+        for d in dict.fromkeys(s[0] for s in structure):
+            js = [j for j, s in enumerate(structure) if s[0] == d]
+            if len(js) > 1:
+                self.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
+        # inner[c][d]: extent of d inside level c (every loop at c or deeper), built deepest first
+        self.inner = [None] * (nlev + 1)
+        ext = {d: np.ones(n, dtype=np.int64) for d in op.dim_names}
+        self.inner[nlev] = ext
+        for c in range(nlev - 1, -1, -1):
+            ext = dict(ext)
             for j, (d, lv, _) in enumerate(structure):
-                if lv >= c:
+                if lv == c:
                     ext[d] = ext[d] * B[:, j]
-            self.inner.append(ext)
+            self.inner[c] = ext
         self.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
         self.total = np.prod(B, axis=1)
         self.temporal = np.prod(B[:, self.temporal_slots], axis=1) if self.temporal_slots else np.ones(n, np.int64)
         self._used: dict[int, np.ndarray] = {}
         self._classes: dict[int, list] = {}
         self._deltas: dict[tuple[str, int], tuple] = {}
+        self._sizes: dict[tuple[str, int], tuple] = {}
 
     def used(self, level: int) -> np.ndarray:
         """Instances of ``level`` the rows occupy: product of the spatial loops above it."""
@@ -122,6 +126,21 @@ class _Nest:
             self._used[level] = out
         return self._used[level]
 
+    def sizes(self, X: Operand, c: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """X's tile at level c per row: each axis' size (-1 where holed), the whole tile
+        (holed axes counted 0) and the rows with a holed axis."""
+        key = (X.name, c)
+        if key not in self._sizes:
+            ext = self.inner[c]
+            axes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in _axes(X)]
+            tile = np.ones(self.n, dtype=np.int64)
+            holes = np.zeros(self.n, dtype=bool)
+            for a in axes:
+                tile = tile * np.maximum(a, 0)
+                holes |= a < 0
+            self._sizes[key] = axes, tile, holes
+        return self._sizes[key]
+
     def above(self, c: int) -> list[int]:
         return [j for j in self.temporal_slots if self.structure[j][1] < c]
 
@@ -129,10 +148,8 @@ class _Nest:
 def _entering(nest: _Nest, X: Operand, c: int, fallback: np.ndarray) -> np.ndarray:
     """Elements of X entering level c over the run: the first tile plus, per transition class,
     transitions x the elements that change (``_deltas``), times the instances in use."""
-    ext = nest.inner[c]
-    for cf, ds in _axes(X):
-        fallback |= _axis_size(cf, [ext[d] for d in ds]) < 0
-    return nest.used(c) * _deltas(nest, X, c, _classes(nest, c))[2]
+    fallback |= nest.sizes(X, c)[2]
+    return nest.used(c) * _deltas(nest, X, c)[2]
 
 
 def batch_counts(nest: _Nest, keep, fallback: np.ndarray) -> dict[tuple[int, str], list[np.ndarray]]:
@@ -231,76 +248,73 @@ def _pipeline(nest: _Nest) -> np.ndarray:
 
 
 def _tile_transfers(nest: _Nest, dims: frozenset[str], c: int) -> np.ndarray:
+    """Tile transfers into level c of an operand over ``dims``: one, plus the transitions of every
+    loop above c that moves the tile (its own dim is the operand's, or a loop inside it over the
+    operand's dims has a bound above 1 and resets)."""
     above = nest.above(c)
-    n = np.ones(nest.n, dtype=np.int64)
-    inner_has = np.zeros(nest.n, dtype=bool)
-    moves = {}
-    for j in reversed(above):
-        d, b = nest.structure[j][0], nest.B[:, j]
-        moves[j] = inner_has | (d in dims)
-        if d in dims:
-            inner_has = inner_has | (b > 1)
-    outer = np.ones(nest.n, dtype=np.int64)
-    for j in above:
-        b = nest.B[:, j]
-        n = n + np.where(moves[j], (b - 1) * outer, 0)
-        outer = outer * b
-    return n
+    if not above:
+        return np.ones(nest.n, dtype=np.int64)
+    cnt, _ = _classes(nest, c)
+    mine = np.array([nest.structure[j][0] in dims for j in above])
+    ind = mine[None, :] & (nest.B[:, above] > 1)
+    inner = np.zeros_like(ind)
+    inner[:, :-1] = np.logical_or.accumulate(ind[:, :0:-1], axis=1)[:, ::-1]
+    return 1 + ((mine[None, :] | inner) * cnt.T).sum(axis=1)
 
 
-def _classes(nest: _Nest, c: int) -> list[tuple[int, np.ndarray, dict[str, np.ndarray]]]:
-    """``latency._transition_classes`` per row: (loop slot, transitions, shift) for every temporal
-    loop above ``c`` (rows where its bound is 1 have no transitions). A shift lists only the dims
-    it can move (the loop's own and those of the loops inside it); the others stay."""
+def _classes(nest: _Nest, c: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``latency._transition_classes`` per row, one row of the matrices per temporal loop above
+    ``c`` (k-th row: k-th slot of ``nest.above(c)``): transitions (classes x rows; zero where the
+    bound is 1) and, per dim, the shift of the tile when that loop advances (its stride on its
+    own dim, minus the span of every loop inside it above c, which resets). Dims no loop above c
+    iterates are left out (no shift)."""
     if c in nest._classes:
         return nest._classes[c]
     B, n = nest.B, nest.n
     above = nest.above(c)
-    out = []
-    reset: dict[str, np.ndarray] = {}
-    for j in reversed(above):
-        dj = nest.structure[j][0]
-        shift = dict(reset)
-        shift[dj] = shift[dj] + nest.stride[:, j] if dj in shift else nest.stride[:, j]
-        out.append((j, shift))
-        back = (B[:, j] - 1) * nest.stride[:, j]
-        reset[dj] = reset[dj] - back if dj in reset else -back
-    out.reverse()
-    res = []
-    outer = np.ones(n, dtype=np.int64)
-    for j, shift in out:
-        res.append((j, (B[:, j] - 1) * outer, shift))
-        outer = outer * B[:, j]
-    nest._classes[c] = res
-    return res
+    K = len(above)
+    Ba = B[:, above]
+    st = nest.stride[:, above]
+    outer = np.ones((n, K), dtype=np.int64)
+    if K > 1:
+        outer[:, 1:] = np.cumprod(Ba[:, :-1], axis=1)
+    cnt = ((Ba - 1) * outer).T
+    back = (Ba - 1) * st
+    shifts = {}
+    dims_of = [nest.structure[j][0] for j in above]
+    for d in dict.fromkeys(dims_of):
+        mask = np.array([x == d for x in dims_of])
+        bd = np.where(mask[None, :], back, 0)
+        # spans of the loops of d inside each slot (after it): reverse cumulative sum, self excluded
+        inner = np.zeros((n, K), dtype=np.int64)
+        inner[:, :-1] = np.cumsum(bd[:, :0:-1], axis=1)[:, ::-1]
+        shifts[d] = (np.where(mask[None, :], st, 0) - inner).T
+    nest._classes[c] = cnt, shifts
+    return cnt, shifts
 
 
-def _deltas(nest: _Nest, X: Operand, c: int, classes) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-    """``latency._class_deltas`` per row: whole tile, elements entering per class, and the
-    elements counted over the run (tile + transitions x deltas)."""
+def _deltas(nest: _Nest, X: Operand, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``latency._class_deltas`` per row: whole tile, elements entering per class (classes x
+    rows), and the elements counted over the run (tile + transitions x deltas)."""
     key = (X.name, c)
     if key in nest._deltas:
         return nest._deltas[key]
     ext = nest.inner[c]
-    axes = _axes(X)
-    full, _ = tile_sizes(X, ext)
-    sizes = [np.maximum(_axis_size(cf, [ext[d] for d in ds]), 0) for cf, ds in axes]
-    zero = np.zeros(nest.n, dtype=np.int64)
-    deltas = []
-    counted = full.copy()
-    for _, cnt, shift in classes:
-        ov = None
-        for (cf, ds), size in zip(axes, sizes):
-            if any(d in shift for d in ds):
-                o = _axis_overlap(cf, [ext[d] for d in ds], [shift.get(d, zero) for d in ds], size)
-            else:
-                o = size             # an axis that does not shift overlaps whole (holed rows fall back)
-            ov = o if ov is None else ov * o
-        dl = full - ov if ov is not None else full - full
-        deltas.append(dl)
-        counted = counted + cnt * dl
-    nest._deltas[key] = full, deltas, counted
-    return full, deltas, counted
+    cnt, shifts = _classes(nest, c)
+    axis_sizes, full, _ = nest.sizes(X, c)
+    ov = np.broadcast_to(np.ones(1, dtype=np.int64), cnt.shape)
+    for (cf, ds), size in zip(_axes(X), axis_sizes):
+        size = np.maximum(size, 0)
+        if any(d in shifts for d in ds):
+            zero = np.zeros(cnt.shape, dtype=np.int64)
+            o = _axis_overlap(cf, [ext[d] for d in ds], [shifts.get(d, zero) for d in ds], size)
+        else:
+            o = size             # an axis that does not shift overlaps whole (holed rows fall back)
+        ov = ov * o
+    dl = full - ov
+    counted = full + (cnt * dl).sum(axis=0)
+    nest._deltas[key] = full, dl, counted
+    return full, dl, counted
 
 
 def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
@@ -312,8 +326,8 @@ def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
     if not above:
         return np.zeros(n)
     steps = np.prod(B[:, above], axis=1)
-    classes = _classes(nest, c)
-    total_load = [np.zeros(n) for _ in classes]
+    cnt, _ = _classes(nest, c)
+    total_load = np.zeros(cnt.shape)
     any_load = np.zeros(n, dtype=bool)
     for X in op.operands:
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
@@ -321,20 +335,17 @@ def _burst(nest: _Nest, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
             continue          # returning partial sums (outputs with fills) count like inputs
         p = chain[chain.index(c) - 1]
         fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
-        full, deltas, counted = _deltas(nest, X, c, classes)
+        full, dl, counted = _deltas(nest, X, c)
         valid = (counted != 0) & (fills != 0)
         any_load |= valid
         safe = np.where(valid, counted, 1)
         per_c = fills * X.bits / nest.used(c) / safe
         per_p = reads_p * X.bits / nest.used(p) / safe
-        for k, dl in enumerate(deltas):
-            t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
-                 np.maximum(_t(dl * per_c, lv.write_bw_bits), _t(dl * per_p, levels[p].read_bw_bits)))
-            total_load[k] += np.where(valid, t, 0.0)
+        t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+             np.maximum(_t(dl * per_c, lv.write_bw_bits), _t(dl * per_p, levels[p].read_bw_bits)))
+        total_load += np.where(valid, t, 0.0)
     step = busy / steps
-    out = step.copy()
-    for (_, cnt, _), load in zip(classes, total_load):
-        out += cnt * np.maximum(step, load)
+    out = step + (cnt * np.maximum(step, total_load)).sum(axis=0)
     return np.where((steps > 1) & any_load, out, 0.0)
 
 
@@ -405,59 +416,55 @@ def _single_stall(nest: _Nest, keep, counts, on: dict[int, np.ndarray]) -> np.nd
     """``latency._single_buffer_stall`` per row; ``on[c]``: rows where single-buffered level c moves data.
 
     The first fill and every transition class are scheduled in one ``_transition_time`` call
-    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th loop
+    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th temporal
     slot), a move absent from a block being marked not present: one schedule instead of one
-    per class, which is most of this model's per-call cost."""
+    per class, which is most of this model's per-call cost. The slots above a level are a
+    prefix of the slots above any deeper level (the structure runs outermost level first), and
+    a slot's transitions do not depend on the level, so the deepest level's classes index all."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
-    trans: dict[int, np.ndarray] = {}           # loop slot -> transitions of its class
-    per: list[tuple] = []
+    deepest = max(on)
+    trans, _ = _classes(nest, deepest)
+    K = trans.shape[0]
+    nb = K + 1
+    moves = []
+    last = np.zeros(n)
     for c, active_c in on.items():
-        classes = _classes(nest, c)
+        lc = levels[c]
         for X in op.operands:
             chain = [i for i in range(nest.nlev) if X.name in keep[i]]
             if c not in chain[1:]:
                 continue
             p = chain[chain.index(c) - 1]
+            lp = levels[p]
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             nc, np_ = nest.used(c), nest.used(p)
-            full, deltas, counted = _deltas(nest, X, c, classes)
+            full, dl, counted = _deltas(nest, X, c)
             valid = active_c & (counted != 0)
             safe = np.where(valid, counted, 1)
-            ld = (cc[0] * X.bits / nc / safe, pc[1] * X.bits / np_ / safe)
-            st = (cc[3] * X.bits / nc / safe, pc[2] * X.bits / np_ / safe) if X.is_output else None
-            for j, cnt, _ in classes:
-                trans[j] = cnt
-            per.append((c, X, p, valid, full, {j: dl for (j, _, _), dl in zip(classes, deltas)}, ld, st))
-    slots = list(trans)
-    nb = len(slots) + 1
-    zero_i = np.zeros(n, dtype=np.int64)
-    moves = []
-    last = np.zeros(n)
-    for c, X, p, valid, full, dls, ld, st in per:
-        lc, lp = levels[c], levels[p]
-        k = np.concatenate([full] + [dls.get(j, zero_i) for j in slots])
-        ld_c, ld_p = np.tile(ld[0], nb), np.tile(ld[1], nb)
-        # (moves data?, setup, data cycles, paced by the parent's read port?, port names)
-        tc, tp = _t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits)
-        load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
-                tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
-        if st is None:
-            store = np.zeros(nb * n)
-        else:
-            st_c, st_p = np.tile(st[0], nb), np.tile(st[1], nb)
-            store = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits), _t(k * st_p, lp.write_bw_bits))
-            store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
-        last = last + np.where(valid, store[:n], 0.0)
-        store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
-        has = np.concatenate([np.ones(n, dtype=bool)] + [np.full(n, j in dls) for j in slots])
-        present = np.tile(valid, nb) & has
-        present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
-        moves.append((c, X.name, p, X.is_output, load, store, present))
+            k = np.zeros((nb, n), dtype=np.int64)
+            k[0] = full
+            k[1:1 + len(dl)] = dl
+            k = k.reshape(-1)
+            ld_c, ld_p = np.tile(cc[0] * X.bits / nc / safe, nb), np.tile(pc[1] * X.bits / np_ / safe, nb)
+            # (moves data?, setup, data cycles, paced by the parent's read port?, port names)
+            tc, tp = _t(k * ld_c, lc.write_bw_bits), _t(k * ld_p, lp.read_bw_bits)
+            load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
+                    tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
+            if X.is_output:
+                st_c, st_p = np.tile(cc[3] * X.bits / nc / safe, nb), np.tile(pc[2] * X.bits / np_ / safe, nb)
+                store = lc.transfer_setup_cycles + np.maximum(_t(k * st_c, lc.read_bw_bits),
+                                                              _t(k * st_p, lp.write_bw_bits))
+                store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
+            else:
+                store = np.zeros(nb * n)
+            last = last + np.where(valid, store[:n], 0.0)
+            store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
+            present = np.tile(valid, nb)
+            present[(1 + len(dl)) * n:] = False
+            present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
+            moves.append((c, X.name, p, X.is_output, load, store, present))
     T = _transition_time(moves, nb * n)
-    out = T[:n] + last
-    for b, j in enumerate(slots, start=1):
-        out = out + trans[j] * T[b * n:(b + 1) * n]
-    return out
+    return T[:n] + last + (trans * T[n:].reshape(K, n)).sum(axis=0)
 
 
 def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
@@ -497,7 +504,7 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             tiles = _tile_transfers(nest, X.dims, c)
             tiles_at[c] = np.maximum(tiles_at[c], tiles) if c in tiles_at else np.maximum(tiles, 1)
-            first = tile_sizes(X, nest.inner[c])[0] * X.bits
+            first = nest.sizes(X, c)[1] * X.bits
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_)]
             if X.is_output:
                 vols.append(("store", cc[3] * X.bits / nc, pc[2] * X.bits / np_))
