@@ -112,7 +112,8 @@ class _Nest:
         self.total = np.prod(B, axis=1)
         self.temporal = np.prod(B[:, self.temporal_slots], axis=1) if self.temporal_slots else np.ones(n, np.int64)
         self._used: dict[int, np.ndarray] = {}
-        self._classes: dict[int, list] = {}
+        self._classes: dict[int, tuple] = {}
+        self._all_classes: tuple | None = None
         self._deltas: dict[tuple[str, int], tuple] = {}
         self._sizes: dict[tuple[str, int], tuple] = {}
 
@@ -267,30 +268,36 @@ def _classes(nest: _Nest, c: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     ``c`` (k-th row: k-th slot of ``nest.above(c)``): transitions (classes x rows; zero where the
     bound is 1) and, per dim, the shift of the tile when that loop advances (its stride on its
     own dim, minus the span of every loop inside it above c, which resets). Dims no loop above c
-    iterates are left out (no shift)."""
+    iterates are left out (no shift).
+
+    The slots above c are a prefix of all temporal slots (the structure runs outermost level
+    first), so everything is computed once over all of them: a prefix's transitions are the
+    same, and its resets are the full suffix sums less what lies below c."""
     if c in nest._classes:
         return nest._classes[c]
-    B, n = nest.B, nest.n
-    above = nest.above(c)
-    K = len(above)
-    Ba = B[:, above]
-    st = nest.stride[:, above]
-    outer = np.ones((n, K), dtype=np.int64)
-    if K > 1:
-        outer[:, 1:] = np.cumprod(Ba[:, :-1], axis=1)
-    cnt = ((Ba - 1) * outer).T
-    back = (Ba - 1) * st
-    shifts = {}
-    dims_of = [nest.structure[j][0] for j in above]
-    for d in dict.fromkeys(dims_of):
-        mask = np.array([x == d for x in dims_of])
-        bd = np.where(mask[None, :], back, 0)
-        # spans of the loops of d inside each slot (after it): reverse cumulative sum, self excluded
-        inner = np.zeros((n, K), dtype=np.int64)
-        inner[:, :-1] = np.cumsum(bd[:, :0:-1], axis=1)[:, ::-1]
-        shifts[d] = (np.where(mask[None, :], st, 0) - inner).T
-    nest._classes[c] = cnt, shifts
-    return cnt, shifts
+    if nest._all_classes is None:
+        B, n = nest.B, nest.n
+        ts = nest.temporal_slots
+        K = len(ts)
+        Ba = B[:, ts]
+        outer = np.ones((n, K), dtype=np.int64)
+        if K > 1:
+            outer[:, 1:] = np.cumprod(Ba[:, :-1], axis=1)
+        cnt = ((Ba - 1) * outer).T
+        dims_of = [nest.structure[j][0] for j in ts]
+        names = list(dict.fromkeys(dims_of))
+        M = np.array([[x == d for x in dims_of] for d in names]).reshape(len(names), K, 1)
+        back = M * ((Ba - 1) * nest.stride[:, ts]).T[None]           # dims x slots x rows
+        suffix = np.zeros((len(names), K + 1, n), dtype=np.int64)     # suffix[:, k]: sum over slots >= k
+        suffix[:, :K] = np.cumsum(back[:, ::-1], axis=1)[:, ::-1]
+        shift = M * nest.stride[:, ts].T[None] - (suffix[:, :K] - back)
+        nest._all_classes = (cnt, names, dims_of, shift, suffix)
+    cnt, names, dims_of, shift, suffix = nest._all_classes
+    K = len(nest.above(c))
+    present = set(dims_of[:K])
+    shifts = {d: shift[i, :K] + suffix[i, K] for i, d in enumerate(names) if d in present}
+    nest._classes[c] = cnt[:K], shifts
+    return nest._classes[c]
 
 
 def _deltas(nest: _Nest, X: Operand, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
