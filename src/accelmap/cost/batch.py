@@ -391,7 +391,13 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
     """``latency._fill`` per row: move ``dur`` cycles from ``t0`` on in the free time of port
     ``name`` (busy intervals as arrays, +inf where a row has fewer); only ``rows`` are placed."""
     inf = np.inf
-    S, E = port.get(name, (np.full((0, len(t0)), inf), np.full((0, len(t0)), inf)))
+    if name not in port:
+        # an idle port: the transfer runs from t0 on (rows placed only where it moves data)
+        placed = rows & (dur > 0)
+        if placed.any():
+            port[name] = (np.where(placed, t0, inf)[None], np.where(placed, t0 + dur, inf)[None])
+        return np.where(placed, t0 + dur, t0)
+    S, E = port[name]
     cur, left = t0.copy(), np.where(rows, dur, 0.0)
     done = ~rows
     new_s, new_e = [], []

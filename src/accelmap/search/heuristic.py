@@ -30,7 +30,7 @@ from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.mapping.validate import check_capacity
-from accelmap.search.objective import collector
+from accelmap.search.objective import collector, scalar
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
@@ -137,7 +137,7 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
-                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 3,
+                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 4,
                      exact_candidates: int = 8, samples: int = 4000):
     cons = constraints or Constraints()
     cons.check(op, arch)
@@ -190,34 +190,21 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             if not len(F) and not len(R):
                 continue
             usable += 1
-            for rows in (F, R):
-                if len(rows):
-                    found, n = rank_tilings(op_pad, arch, keep, spatial, rows, obj, orders, top=2)
-                    costed += n
-                    starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
+            # The best two of the maximal tilings and the best two of the sample, costed together.
+            found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=2, also=R)
+            costed += n
+            starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
         if time.perf_counter() > deadline:
             break
     starts.sort(key=lambda r: r[0])
-    # Steepest descent from the best few, with one-level bypass toggles once a tiling settles.
+    # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
     finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
     for value, start, spatial, keep, op_pad in starts[:climbs]:
-        cur = start
-        while time.perf_counter() < deadline:
-            cur, n = climb(op_pad, arch, keep, spatial, cur, obj, orders)
+        if time.perf_counter() > deadline:
+            cur = start
+        else:
+            cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps)
             costed += n
-            switched = False
-            for kp in keeps:
-                if sum(a != b for a, b in zip(kp, keep)) != 1:
-                    continue
-                F1 = cur.F[None]
-                if not valid_rows(op_pad, arch, kp, spatial, F1)[0]:
-                    continue
-                v = float(cost_rows(op_pad, arch, kp, spatial, F1, obj, cur.order)[0])
-                costed += 1
-                if v < cur.value * (1 - 1e-12):
-                    cur, keep, switched = Ranked(v, cur.order, cur.F), kp, True
-            if not switched:
-                break
         finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
     finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.

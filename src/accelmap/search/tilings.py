@@ -34,6 +34,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.batch import evaluate_batch, tile_sizes
+from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.workload.index_sets import tile_size
@@ -244,26 +245,36 @@ def temporal_of(op: Operator, row: np.ndarray) -> dict[int, dict[str, int]]:
 
 def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
                  F: np.ndarray, objective: str, orders: list[tuple[str, ...]], top: int,
-                 chunk: int = 20000) -> tuple[list[Ranked], int]:
-    """The ``top`` best (tiling, order) rows of F by the objective; and how many rows were costed."""
-    found: list[Ranked] = []
+                 chunk: int = 20000, also: np.ndarray | None = None) -> tuple[list[Ranked], int]:
+    """The ``top`` best (tiling, order) rows of F by the objective, and as many of ``also`` (costed
+    in the same calls); and how many rows were costed."""
+    groups = [F] if also is None else [F, also]
+    sizes = [len(g) for g in groups]
+    rows = np.concatenate(groups) if len(groups) > 1 else F
+    found: list[list[Ranked]] = [[] for _ in groups]
     costed = 0
     for order in orders:
-        for s in range(0, len(F), chunk):
-            part = F[s:s + chunk]
-            vals = cost_rows(op, arch, keep, spatial, part, objective, order)
-            costed += len(part)
-            for r in np.argsort(vals, kind="stable")[:top]:
-                found.append(Ranked(float(vals[r]), order, part[r].copy()))
-    found.sort(key=lambda x: x.value)
-    # The same tiling under several orders: keep its best, then the next tilings.
-    out, seen = [], set()
-    for f in found:
-        key = f.F.tobytes()
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out[:top], costed
+        vals = np.concatenate([cost_rows(op, arch, keep, spatial, rows[s:s + chunk], objective, order)
+                               for s in range(0, len(rows), chunk)]) if len(rows) else np.zeros(0)
+        costed += len(rows)
+        lo = 0
+        for g, n in enumerate(sizes):
+            for r in np.argsort(vals[lo:lo + n], kind="stable")[:top]:
+                found[g].append(Ranked(float(vals[lo + r]), order, rows[lo + r].copy()))
+            lo += n
+    out = []
+    for part in found:
+        part.sort(key=lambda x: x.value)
+        # The same tiling under several orders: keep its best, then the next tilings.
+        seen = set()
+        mine = []
+        for f in part:
+            key = f.F.tobytes()
+            if key not in seen:
+                seen.add(key)
+                mine.append(f)
+        out += mine[:top]
+    return out, costed
 
 
 def valid_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarray) -> np.ndarray:
@@ -302,28 +313,49 @@ def neighbours(F: np.ndarray) -> np.ndarray:
 
 
 def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
-          orders: list[tuple[str, ...]], max_steps: int = 25) -> tuple[Ranked, int]:
-    """Steepest descent over single prime-factor moves: every neighbour costed at once under the
-    current order, and under the other orders when that finds no improvement; stops at a tiling
-    no move improves under any order. Returns the end point and the rows costed."""
+          orders: list[tuple[str, ...]], keeps=(), max_steps: int = 60) -> tuple[Ranked, tuple, int]:
+    """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
+
+    Each step tries, cheapest first, and takes the best improvement of the first that has one:
+    every neighbour costed at once under the current order; every bypass choice of ``keeps``
+    that differs from the current one at one level (one row each: the scalar model); the
+    current tiling and its neighbours under every other order. It stops at a tiling none of
+    them improves. Returns the end point, its bypass choice and the rows costed."""
     cur = start
     costed = 0
+    nlev = len(arch.levels)
     for _ in range(max_steps):
         N = neighbours(cur.F)
         N = N[valid_rows(op, arch, keep, spatial, N)] if len(N) else N
+        if len(N):
+            vals = cost_rows(op, arch, keep, spatial, N, objective, cur.order)
+            costed += len(N)
+            r = int(np.argmin(vals))
+            if vals[r] < cur.value * (1 - 1e-12):
+                cur = Ranked(float(vals[r]), cur.order, N[r].copy())
+                continue
         best = None
-        for order in [cur.order] + [o for o in orders if o != cur.order]:
-            rows = N if order == cur.order else np.concatenate([cur.F[None], N])
-            if not len(rows):
+        for kp in keeps:
+            if sum(a != b for a, b in zip(kp, keep)) != 1 or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]:
+                continue
+            res = evaluate(op, arch, ordered_mapping(temporal_of(op, cur.F), spatial, kp, cur.order, nlev), check=False)
+            v = res.energy_total if objective == "energy" else res.latency if objective == "latency" else res.edp
+            costed += 1
+            if v < cur.value * (1 - 1e-12) and (best is None or v < best[0].value):
+                best = (Ranked(v, cur.order, cur.F), kp)
+        if best is not None:
+            cur, keep = best
+            continue
+        rows = np.concatenate([cur.F[None], N])
+        for order in orders:
+            if order == cur.order:
                 continue
             vals = cost_rows(op, arch, keep, spatial, rows, objective, order)
             costed += len(rows)
             r = int(np.argmin(vals))
             if vals[r] < cur.value * (1 - 1e-12) and (best is None or vals[r] < best.value):
                 best = Ranked(float(vals[r]), order, rows[r].copy())
-            if best is not None and order == cur.order:
-                break
         if best is None:
             break
         cur = best
-    return cur, costed
+    return cur, keep, costed
