@@ -28,6 +28,9 @@ from accelmap.workload.operator import Operand, Operator
 
 Structure = list[tuple[str, int, str | None]]
 
+# Rows x loop slots per piece of a large batch (see evaluate_batch).
+CLASS_ELEMENTS = 32768
+
 
 def _axis_size(coeffs, exts):
     """Size of {sum c*x} for one or two terms, or -1 where it has holes (scalar fallback)."""
@@ -576,6 +579,14 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: 
     B = np.asarray(bounds, dtype=np.int64)
     if B.ndim != 2 or B.shape[1] != len(structure):
         raise ValueError(f"bounds must be rows x {len(structure)} loops, got shape {B.shape}")
+    # The per-class terms hold (classes x rows) matrices and the single-buffer schedule stacks
+    # (classes + 1) copies of the rows: past a few tens of thousands of elements they fall out
+    # of cache and a large batch is faster in pieces.
+    piece = max(256, CLASS_ELEMENTS // max(1, len(structure)))
+    if len(B) > piece:
+        parts = [evaluate_batch(op, arch, structure, keep, B[s:s + piece], latency)
+                 for s in range(0, len(B), piece)]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     # Slots of bound 1 in every row change nothing: drop them (the per-slot work is quadratic).
     live = [j for j in range(B.shape[1]) if (B[:, j] != 1).any()]
     if len(live) < B.shape[1]:
