@@ -119,3 +119,26 @@ def test_batch_rows_of_one_structure_equal_scalar_on_every_preset(preset):
 def _keeps(op, arch):
     from accelmap.search.space import Constraints, keep_options
     return keep_options(op, arch, Constraints())
+
+
+def test_large_batch_in_pieces_equals_one_piece(monkeypatch):
+    """A batch cut into pieces (evaluate_batch does it past CLASS_ELEMENTS) gives the same rows."""
+    import accelmap.cost.batch as batch
+    from accelmap.workload import conv2d
+    arch = get_accelerator("simba_like")
+    op = adopt_precision(conv2d("c", c=8, h=10, w=10, k=12, r=3, s=3, padding=1, stride=1), arch)
+    rng = random.Random(7)
+    structure = [(d, lv, None) for lv in range(len(arch.levels)) for d in op.dim_names]
+    keep = tuple(frozenset(lv.holds) for lv in arch.levels)
+    rows = []
+    for _ in range(300):
+        row = [1] * len(structure)
+        for d, size in op.dims:
+            for p in prime_factors(size):
+                row[rng.choice([j for j, s in enumerate(structure) if s[0] == d])] *= p
+        rows.append(row)
+    whole = evaluate_batch(op, arch, structure, keep, np.array(rows))
+    monkeypatch.setattr(batch, "CLASS_ELEMENTS", 1)       # pieces of 256 rows
+    cut = evaluate_batch(op, arch, structure, keep, np.array(rows))
+    for k in whole:
+        assert np.array_equal(whole[k], cut[k]), k
