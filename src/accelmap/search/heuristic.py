@@ -199,11 +199,13 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     starts.sort(key=lambda r: r[0])
     # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
     finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
+    toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
     for value, start, spatial, keep, op_pad in starts[:climbs]:
         if time.perf_counter() > deadline:
             cur = start
         else:
-            cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps)
+            cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
+                                 memo=toggled.setdefault(repr(spatial), {}))
             costed += n
         finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
     finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]

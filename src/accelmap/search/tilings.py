@@ -313,14 +313,17 @@ def neighbours(F: np.ndarray) -> np.ndarray:
 
 
 def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
-          orders: list[tuple[str, ...]], keeps=(), max_steps: int = 60) -> tuple[Ranked, tuple, int]:
+          orders: list[tuple[str, ...]], keeps=(), max_steps: int = 60,
+          memo: dict | None = None) -> tuple[Ranked, tuple, int]:
     """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
 
     Each step tries, cheapest first, and takes the best improvement of the first that has one:
     every neighbour costed at once under the current order; every bypass choice of ``keeps``
     that differs from the current one at one level (one row each: the scalar model); the
     current tiling and its neighbours under every other order. It stops at a tiling none of
-    them improves. Returns the end point, its bypass choice and the rows costed."""
+    them improves. Returns the end point, its bypass choice and the rows costed. ``memo`` (shared
+    by the climbs of one search) keeps the toggles already costed: climbs meet the same tilings."""
+    memo = {} if memo is None else memo
     cur = start
     costed = 0
     nlev = len(arch.levels)
@@ -338,9 +341,14 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
         for kp in keeps:
             if sum(a != b for a, b in zip(kp, keep)) != 1 or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]:
                 continue
-            res = evaluate(op, arch, ordered_mapping(temporal_of(op, cur.F), spatial, kp, cur.order, nlev), check=False)
-            v = res.energy_total if objective == "energy" else res.latency if objective == "latency" else res.edp
-            costed += 1
+            key = (cur.F.tobytes(), kp, cur.order)
+            if key not in memo:
+                res = evaluate(op, arch, ordered_mapping(temporal_of(op, cur.F), spatial, kp, cur.order, nlev),
+                               check=False)
+                memo[key] = res.energy_total if objective == "energy" else res.latency if objective == "latency" \
+                    else res.edp
+                costed += 1
+            v = memo[key]
             if v < cur.value * (1 - 1e-12) and (best is None or v < best[0].value):
                 best = (Ranked(v, cur.order, cur.F), kp)
         if best is not None:
