@@ -229,6 +229,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         got = [consider(m) for m in ms]
         done += any(r is not None for r in got)
     stats.extra["batch_costed"] = costed
+    stats.extra["scalar_costed"] = stats.evaluated
+    # Every batch row is a complete mapping (tiling, order, bypass) costed by the full model.
+    stats.evaluated += costed
     stats.seconds = time.perf_counter() - t0
     stats.extra["timed_out"] = time.perf_counter() > deadline
     return best.results(), stats
