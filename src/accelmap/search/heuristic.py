@@ -30,12 +30,12 @@ from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.mapping.validate import check_capacity
-from accelmap.search.objective import collector, scalar
+from accelmap.search.objective import collector
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.tilings import (Ranked, climb, cost_rows, dim_orders, maximal_tilings, ordered_mapping,
+from accelmap.search.tilings import (Ranked, climb, dim_orders, maximal_tilings, ordered_mapping,
                                      padded_operator, random_tilings, rank_tilings, temporal_of, valid_rows)
 from accelmap.workload.operator import Operator
 
@@ -201,12 +201,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
     toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
     for value, start, spatial, keep, op_pad in starts[:climbs]:
-        if time.perf_counter() > deadline:
-            cur = start
-        else:
-            cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
-                                 memo=toggled.setdefault(repr(spatial), {}))
-            costed += n
+        cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
+                             memo=toggled.setdefault(repr(spatial), {}), deadline=deadline)
+        costed += n
         finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
     finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,6 +38,7 @@ from accelmap.cost.batch import evaluate_batch, tile_sizes
 from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
+from accelmap.search.objective import scalar
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
@@ -314,7 +316,7 @@ def neighbours(F: np.ndarray) -> np.ndarray:
 
 def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
           orders: list[tuple[str, ...]], keeps=(), max_steps: int = 60,
-          memo: dict | None = None) -> tuple[Ranked, tuple, int]:
+          memo: dict | None = None, deadline: float | None = None) -> tuple[Ranked, tuple, int]:
     """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
 
     Each step tries, cheapest first, and takes the best improvement of the first that has one:
@@ -322,12 +324,15 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
     that differs from the current one at one level (one row each: the scalar model); the
     current tiling and its neighbours under every other order. It stops at a tiling none of
     them improves. Returns the end point, its bypass choice and the rows costed. ``memo`` (shared
-    by the climbs of one search) keeps the toggles already costed: climbs meet the same tilings."""
+    by the climbs of one search) keeps the toggles already costed: climbs meet the same tilings.
+    Past ``deadline`` (``time.perf_counter``) it returns where it is."""
     memo = {} if memo is None else memo
     cur = start
     costed = 0
     nlev = len(arch.levels)
     for _ in range(max_steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         N = neighbours(cur.F)
         N = N[valid_rows(op, arch, keep, spatial, N)] if len(N) else N
         if len(N):
@@ -345,8 +350,7 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
             if key not in memo:
                 res = evaluate(op, arch, ordered_mapping(temporal_of(op, cur.F), spatial, kp, cur.order, nlev),
                                check=False)
-                memo[key] = res.energy_total if objective == "energy" else res.latency if objective == "latency" \
-                    else res.edp
+                memo[key] = scalar(objective, res.energy_total, res.latency)
                 costed += 1
             v = memo[key]
             if v < cur.value * (1 - 1e-12) and (best is None or v < best[0].value):
