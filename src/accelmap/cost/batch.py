@@ -70,15 +70,22 @@ def _axes(X: Operand):
     return [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
 
 
+def axis_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Per row, for tiles of extents ``ext``: each axis' size of X (-1 where holed), the points of
+    X touched (holed axes counted 0) and a mask of rows with a holed axis."""
+    axes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in _axes(X)]
+    n = len(next(iter(ext.values())))
+    tile = np.ones(n, dtype=np.int64)
+    holes = np.zeros(n, dtype=bool)
+    for a in axes:
+        tile = tile * np.maximum(a, 0)
+        holes |= a < 0
+    return axes, tile, holes
+
+
 def tile_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Points of X touched by tiles of extents ``ext`` per row, and a mask of rows with holed axes."""
-    tile = None
-    holes = None
-    for cf, ds in _axes(X):
-        s = _axis_size(cf, [ext[d] for d in ds])
-        tile = np.maximum(s, 0) if tile is None else tile * np.maximum(s, 0)
-        holes = (s < 0) if holes is None else holes | (s < 0)
-    return tile, holes
+    return axis_sizes(X, ext)[1:]
 
 
 def _t(bits: np.ndarray, bw: float | None) -> np.ndarray:
@@ -135,14 +142,7 @@ class _Nest:
         (holed axes counted 0) and the rows with a holed axis."""
         key = (X.name, c)
         if key not in self._sizes:
-            ext = self.inner[c]
-            axes = [_axis_size(cf, [ext[d] for d in ds]) for cf, ds in _axes(X)]
-            tile = np.ones(self.n, dtype=np.int64)
-            holes = np.zeros(self.n, dtype=bool)
-            for a in axes:
-                tile = tile * np.maximum(a, 0)
-                holes |= a < 0
-            self._sizes[key] = axes, tile, holes
+            self._sizes[key] = axis_sizes(X, self.inner[c])
         return self._sizes[key]
 
     def above(self, c: int) -> list[int]:

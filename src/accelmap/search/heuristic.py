@@ -36,7 +36,7 @@ from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.tilings import (Ranked, climb, dim_orders, maximal_tilings, ordered_mapping,
-                                     padded_operator, random_tilings, rank_tilings, temporal_of, valid_rows)
+                                     padded_operator, random_tilings, rank_tilings, temporal_of)
 from accelmap.workload.operator import Operator
 
 

@@ -247,7 +247,7 @@ def temporal_of(op: Operator, row: np.ndarray) -> dict[int, dict[str, int]]:
 
 def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
                  F: np.ndarray, objective: str, orders: list[tuple[str, ...]], top: int,
-                 chunk: int = 20000, also: np.ndarray | None = None) -> tuple[list[Ranked], int]:
+                 also: np.ndarray | None = None) -> tuple[list[Ranked], int]:
     """The ``top`` best (tiling, order) rows of F by the objective, and as many of ``also`` (costed
     in the same calls); and how many rows were costed."""
     groups = [F] if also is None else [F, also]
@@ -256,8 +256,7 @@ def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ..
     found: list[list[Ranked]] = [[] for _ in groups]
     costed = 0
     for order in orders:
-        vals = np.concatenate([cost_rows(op, arch, keep, spatial, rows[s:s + chunk], objective, order)
-                               for s in range(0, len(rows), chunk)]) if len(rows) else np.zeros(0)
+        vals = cost_rows(op, arch, keep, spatial, rows, objective, order) if len(rows) else np.zeros(0)
         costed += len(rows)
         lo = 0
         for g, n in enumerate(sizes):
