@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.mapping.loopnest import Loop, Mapping
@@ -52,18 +54,45 @@ class BoundContext:
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> tuple[float, float]:
         """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``."""
+        info = NestInfo(self.op, Mapping(fixed, self.keep))
+        terms = [self.operand_terms(X, self.chains[X.name], info, fixed, level, rem) for X in self.op.operands]
+        energy = self.op.macs * self.arch.compute.mac_energy_pj + sum(t[0] for t in terms)
+        return energy, max(self.compute_bound(fixed, level, rem), self.transfer_bound([t[1] for t in terms]))
+
+    def compute_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
+        """Cycles of the MAC schedule: all the work over the most PEs the unfixed fan-outs could add."""
+        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
+        spatial_max = spatial_fixed * min(math.prod(rem.values()), math.prod(self.fan_sizes[:level]))
+        return math.ceil(math.ceil(self.op.macs / spatial_max) / self.arch.compute.macs_per_cycle)
+
+    def transfer_bound(self, traffic: list[dict[int, list[float]]]) -> float:
+        """Every port's traffic over its bandwidth spread over all instances (cost/latency.py uses only
+        the occupied ones). ``traffic``: per operand, level -> [read+drain bits, fill+update bits]."""
+        transfer = 0.0
+        for i, L in enumerate(self.arch.levels):
+            n = L.instances
+            rd = sum(t[i][0] for t in traffic if i in t)
+            wr = sum(t[i][1] for t in traffic if i in t)
+            t_r = 0.0 if L.read_bw_bits is None else rd / n / L.read_bw_bits
+            t_w = 0.0 if L.write_bw_bits is None else wr / n / L.write_bw_bits
+            transfer = max(transfer, t_r, t_w)
+        return transfer
+
+    def operand_terms(self, X, chain: list[int], info: NestInfo, fixed: tuple[Loop, ...], level: int,
+                      rem: dict[str, int]) -> tuple[float, dict[int, list[float]]]:
+        """Operand X's share of the bound when it is kept at the levels of ``chain``: its access
+        energy, and per level its [read+drain, fill+update] bits."""
         op, arch, nlev = self.op, self.arch, self.nlev
-        info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
 
-        def unfixed_merge(X, lo: int, hi: int) -> int:
+        def unfixed_merge(lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
             cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
             if cap == 1:
                 return 1
             return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
 
-        def fixed_merge(X, lo: int, hi: int) -> int:
+        def fixed_merge(lo: int, hi: int) -> int:
             out = 1
             for l in fixed:
                 if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
@@ -72,68 +101,155 @@ class BoundContext:
                         out *= l.bound
             return out
 
-        def lineage_max(X, p: int) -> int:
+        def lineage_max(p: int) -> int:
             fixed_part = math.prod(l.bound for l in fixed if l.spatial and l.level < p and l.dim not in X.dims)
-            return fixed_part * unfixed_merge(X, 0, p)
+            return fixed_part * unfixed_merge(0, p)
 
-        fills = [0.0] * nlev
-        reads = [0.0] * nlev
-        updates = [0.0] * nlev
-        drains = [0.0] * nlev
-        energy = op.macs * arch.compute.mac_energy_pj
-        for X in op.operands:
-            chain = self.chains[X.name]
-            fp = self.footprint[X.name]
-            per = {}
-            for p, c in zip(chain, chain[1:]):
-                if c > level:
-                    ext = info.inner_extents(c)
-                    t = tile_size(X, ext)
-                    fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
-                    part = entering_perfect(info, X, c)
-                    member = prod_r * (part - fi * t) + fi * t
-                else:
-                    member = fp
-                member = max(member, self.n_out if X.is_output else fp)
-                group = max(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
-                if X.is_output:
-                    group = max(group, self.n_out)
-                    down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
-                    per[(c, "fills")] = down
-                    per[(p, "reads")] = down
-                    per[(c, "drains")] = member
-                    per[(p, "updates")] = group
-                else:
-                    per[(c, "fills")] = member
-                    per[(p, "reads")] = group
-            last = chain[-1]
-            merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
-            g = op.macs / merge
-            if X.is_output:
-                per[(last, "updates")] = per.get((last, "updates"), 0) + g
-                per[(last, "reads")] = per.get((last, "reads"), 0) + max(
-                    0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
+        fp = self.footprint[X.name]
+        per: dict[tuple[int, str], float] = {}
+        for p, c in zip(chain, chain[1:]):
+            if c > level:
+                ext = info.inner_extents(c)
+                t = tile_size(X, ext)
+                fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
+                part = entering_perfect(info, X, c)
+                member = prod_r * (part - fi * t) + fi * t
             else:
-                per[(last, "reads")] = per.get((last, "reads"), 0) + g
-            for (lv, kind), v in per.items():
-                L = arch.levels[lv]
-                s = self.scale[(lv, X.name)]
-                if kind in ("reads", "drains"):
-                    energy += v * L.read_energy_pj * s
-                    (reads if kind == "reads" else drains)[lv] += v * X.bits
+                member = fp
+            member = max(member, self.n_out if X.is_output else fp)
+            group = max(member / (fixed_merge(p, c) * unfixed_merge(p, c)), fp if not X.is_output else 0)
+            if X.is_output:
+                group = max(group, self.n_out)
+                down = max(0.0, group - self.n_out * (lineage_max(p) - self.init_read))
+                per[(c, "fills")] = down
+                per[(p, "reads")] = down
+                per[(c, "drains")] = member
+                per[(p, "updates")] = group
+            else:
+                per[(c, "fills")] = member
+                per[(p, "reads")] = group
+        last = chain[-1]
+        merge = fixed_merge(last, nlev) * unfixed_merge(last, nlev)
+        g = op.macs / merge
+        if X.is_output:
+            per[(last, "updates")] = per.get((last, "updates"), 0) + g
+            per[(last, "reads")] = per.get((last, "reads"), 0) + max(
+                0.0, g - self.n_out * (lineage_max(last) - self.init_read))
+        else:
+            per[(last, "reads")] = per.get((last, "reads"), 0) + g
+        energy = 0.0
+        traffic: dict[int, list[float]] = {}
+        for (lv, kind), v in per.items():
+            L = arch.levels[lv]
+            s = self.scale[(lv, X.name)]
+            slot = traffic.setdefault(lv, [0.0, 0.0])
+            if kind in ("reads", "drains"):
+                energy += v * L.read_energy_pj * s
+                slot[0] += v * X.bits
+            else:
+                energy += v * L.write_energy_pj * s
+                slot[1] += v * X.bits
+        return energy, traffic
+
+
+def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:
+    """Per operand, every set of levels that keeps it under some bypass choice of ``keeps``."""
+    out: dict[str, list[list[int]]] = {}
+    for X in op.operands:
+        seen = {tuple(i for i, kp in enumerate(keep) if X.name in kp) for keep in keeps}
+        out[X.name] = [list(c) for c in sorted(seen)]
+    return out
+
+
+def fanout_merges(op: Operator, arch: Accelerator, spatial_loops: tuple[Loop, ...]) -> dict[str, np.ndarray]:
+    """Per operand, [1, levels]: the product of the spatial bounds at each level's fan-out over dims the
+    operand does not use, on the axes that merge it (multicast for inputs, every axis for the output,
+    whose other dims can only sit on reducing axes)."""
+    out = {}
+    for X in op.operands:
+        row = np.ones((1, len(arch.levels)), dtype=np.float64)
+        for l in spatial_loops:
+            if l.dim not in X.dims and (X.is_output or arch.levels[l.level].fanout.axis(l.axis).multicast):
+                row[0, l.level] *= l.bound
+        out[X.name] = row
+    return out
+
+
+def spatial_lower_bound(op: Operator, arch: Accelerator, spatial_loops: tuple[Loop, ...],
+                        chains: dict[str, list[list[int]]]) -> tuple[float, float]:
+    """``spatial_bounds`` of one spatial unrolling."""
+    pes = np.array([math.prod(l.bound for l in spatial_loops if l.spatial)], dtype=np.float64)
+    e, lat = spatial_bounds(op, arch, fanout_merges(op, arch, spatial_loops), pes, chains)
+    return float(e[0]), float(lat[0])
+
+
+def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], pes: np.ndarray,
+                   chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
+    fixed, nothing temporal), one per row: ``merges`` as ``fanout_merges`` gives them, ``pes`` the PEs
+    each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
+
+    This is rule B1 with all fan-outs fixed and no temporal loop: every element of an operand enters
+    each level that keeps it at least once; the innermost level that keeps an operand serves every MAC
+    once per group of PEs its fan-outs merge; an output's first touch at a boundary saves at most one
+    read per reduction lineage (the fan-outs above it). Energy is a sum of per-operand terms, each
+    depending only on that operand's levels, so its minimum over bypass choices is the sum of
+    per-operand minima. Latency is at least the MAC schedule over the unrolled PEs and at least any
+    one operand's traffic over the ports it uses (the fewest its level sets allow): the larger of the
+    two holds for every choice.
+    """
+    nlev = len(arch.levels)
+    macs = op.macs
+    init_read = 1 if op.init_output == "read" else 0
+    energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
+    latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
+    for X in op.operands:
+        fp = op.footprint(X)
+        M = merges[X.name]
+        inner = np.concatenate([np.ones((len(M), 1)), np.cumprod(M, axis=1)], axis=1)  # prod of levels < l
+        best_e = np.full(len(pes), np.inf)
+        best_t = np.full(len(pes), np.inf)
+        for chain in chains[X.name]:
+            reads = np.zeros((len(pes), nlev))
+            writes = np.zeros((len(pes), nlev))
+            e = np.zeros(len(pes))
+
+            def charge(level: int, kind: str, count) -> None:
+                nonlocal e
+                L = arch.levels[level]
+                s = X.bits / L.width_bits
+                if kind == "read":
+                    e = e + count * L.read_energy_pj * s
+                    reads[:, level] += count * X.bits
                 else:
-                    energy += v * L.write_energy_pj * s
-                    (fills if kind == "fills" else updates)[lv] += v * X.bits
-        # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
-        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
-        spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
-        compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        # Latency is at least the MAC schedule and at least every port's traffic over its
-        # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
-        transfer = 0.0
-        for i, L in enumerate(arch.levels):
-            n = L.instances
-            t_r = 0.0 if L.read_bw_bits is None else (reads[i] + drains[i]) / n / L.read_bw_bits
-            t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
-            transfer = max(transfer, t_r, t_w)
-        return energy, max(compute, transfer)
+                    e = e + count * L.write_energy_pj * s
+                    writes[:, level] += count * X.bits
+
+            for p, c in zip(chain, chain[1:]):
+                if X.is_output:
+                    down = np.maximum(0.0, fp - fp * (inner[:, p] - init_read))
+                    charge(c, "write", down)      # fills
+                    charge(p, "read", down)
+                    charge(c, "read", fp)         # drains
+                    charge(p, "write", fp)        # updates
+                else:
+                    charge(c, "write", fp)
+                    charge(p, "read", fp)
+            last = chain[-1]
+            served = macs / (inner[:, nlev] / inner[:, last])
+            if X.is_output:
+                charge(last, "write", served)
+                charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
+            else:
+                charge(last, "read", served)
+            transfer = np.zeros(len(pes))
+            for i, L in enumerate(arch.levels):
+                if L.read_bw_bits is not None:
+                    transfer = np.maximum(transfer, reads[:, i] / L.instances / L.read_bw_bits)
+                if L.write_bw_bits is not None:
+                    transfer = np.maximum(transfer, writes[:, i] / L.instances / L.write_bw_bits)
+            best_e = np.minimum(best_e, e)
+            best_t = np.minimum(best_t, transfer)
+        energy += best_e
+        latency = np.maximum(latency, best_t)
+    return energy, latency

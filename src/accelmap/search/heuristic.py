@@ -1,9 +1,12 @@
 """Heuristic mapper for spaces too large to search exactly.
 
-1. Spatial candidates: per fan-out axis, the factor combinations (at most two
-   dimensions per axis) with the highest utilization, or the fixed unrolling
-   of the constraints (padded where it does not divide an output dim).
-2. For the best few of them and a few bypass choices, every maximal tiling
+1. Spatial candidates (``spatial.py``): every unrolling of up to two dims per
+   fan-out axis (padded where it does not divide an output dim), or the fixed
+   one of the constraints, ranked by a lower bound on the cost of any mapping
+   that uses it. In that order each is probed (its maximal tilings costed under
+   the fullest bypass choice that admits one) until the next bound cannot beat
+   the best probe, or the probe budget is spent.
+2. For the best few probed candidates and a few bypass choices, every maximal tiling
    (``tilings.py``: no level's tile can take one more prime factor) and a
    random sample of the others are costed under several per-level loop orders
    at once by the vectorized model; LOMA's greedy allocation per operand
@@ -30,52 +33,20 @@ from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
 from accelmap.mapping.validate import check_capacity
-from accelmap.search.objective import collector
 from accelmap.mapping.validate import check_precision, tile_fits
+from accelmap.search.bounds import chain_options
+from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
+from accelmap.search.spatial import ranked_spatial
 from accelmap.search.tilings import (Ranked, climb, dim_orders, maximal_tilings, ordered_mapping,
                                      padded_operator, random_tilings, rank_tilings, temporal_of)
 from accelmap.workload.operator import Operator
 
-
-def spatial_candidates(op: Operator, arch: Accelerator, cons: Constraints, limit: int = 12) -> list[dict]:
-    """Assignments {(level, axis): {dim: bound}} ranked by spatial utilization."""
-    out_dims = op.output.dims
-    axes = [(i, a) for i, lv in enumerate(arch.levels) if lv.fanout for a in lv.fanout.axes]
-    per_axis = []
-    for i, a in axes:
-        if a.name in cons.spatial:
-            per_axis.append([{d: b for d, b in cons.spatial[a.name].items() if b > 1}])
-            continue
-        dims = [d for d in op.dim_names if d in out_dims or a.reduce]
-        opts = [{}]
-        for d in dims:
-            opts += [{d: b} for b in divisors(op.sizes[d]) if 1 < b <= a.size]
-        for d1, d2 in itertools.combinations(dims, 2):
-            for b1 in divisors(op.sizes[d1]):
-                for b2 in divisors(op.sizes[d2]):
-                    if b1 > 1 and b2 > 1 and b1 * b2 <= a.size:
-                        opts.append({d1: b1, d2: b2})
-        opts.sort(key=lambda o: -math.prod(o.values()))
-        per_axis.append(opts[:limit])
-    cands = []
-    fixed = {d for ax in cons.spatial.values() for d in ax}
-    for combo in itertools.product(*per_axis):
-        used: dict[str, int] = {}
-        ok = True
-        for o in combo:
-            for d, b in o.items():
-                used[d] = used.get(d, 1) * b
-        for d, u in used.items():
-            # Free choices must divide; a fixed unrolling of an output dim may pad (checked by Constraints).
-            if op.sizes[d] % u and not (d in fixed and u <= op.sizes[d]):
-                ok = False
-        if ok:
-            cands.append({(i, a.name): o for (i, a), o in zip(axes, combo)})
-    cands.sort(key=lambda c: -math.prod(b for o in c.values() for b in o.values()))
-    return cands[:limit]
+# Share of the time limit the spatial probes may use, and the maximal tilings a probe keeps per level.
+PROBE_SHARE = 0.4
+PROBE_ROWS = 400
 
 
 def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> dict[int, dict[str, int]] | None:
@@ -138,6 +109,7 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
                      seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 4,
+                     max_probes: int = 48,
                      exact_candidates: int = 8, samples: int = 4000):
     cons = constraints or Constraints()
     cons.check(op, arch)
@@ -169,17 +141,45 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # Fullest bypass choices first (more reuse); leaner ones where tiny buffers cannot
     # hold every operand. A few that admit a tiling are searched in full.
     by_fullness = sorted(keeps, key=lambda kp: -sum(len(x) for x in kp))
-    spatials = spatial_candidates(op, arch, cons)
-    if cons.min_utilization:
-        spatials = [sp for sp in spatials
-                    if math.prod(b for o in sp.values() for b in o.values()) >= cons.min_utilization * pes]
+    ranked = ranked_spatial(op, arch, cons, chain_options(op, keeps), obj)
     orders = dim_orders(op)
     nprng = np.random.default_rng(seed)
     costed = 0
+    # Probe the spatial candidates in order of their lower bound: the maximal tilings of each under
+    # the fullest bypass choice that admits one. A candidate whose bound is not below the best probe
+    # cannot beat it; the probes stop there, or when their share of the time is spent.
+    probe_deadline = t0 + PROBE_SHARE * (deadline - t0)
+    probes: list[tuple[float, dict]] = []
+    best_probe = math.inf
+    stats.extra["spatial_candidates"] = len(ranked)
+    cut_by_bound = 0
+    for cand in ranked:
+        if cand.bound(obj) >= best_probe:
+            cut_by_bound += 1
+            continue
+        if len(probes) >= max_probes or (probes and time.perf_counter() > probe_deadline):
+            break
+        spatial = cand.assignment
+        op_pad, rem = padded_operator(op, spatial)
+        for keep in by_fullness:
+            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=PROBE_ROWS)
+            if not len(F):
+                continue
+            found, n_rows = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=1)
+            costed += n_rows
+            probes.append((found[0].value, spatial))
+            best_probe = min(best_probe, found[0].value)
+            break
+        if time.perf_counter() > deadline:
+            break
+    stats.extra["spatial_probed"] = len(probes)
+    stats.extra["spatial_cut_by_bound"] = cut_by_bound
+    probes.sort(key=lambda p: p[0])
+    spatials = [sp for _, sp in probes]
     # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
     # costed under a few per-level orders at once.
     starts: list[tuple[float, Ranked, dict, tuple, Operator]] = []
-    for spatial in spatials[:max_spatial] or [{}]:
+    for spatial in spatials[:max_spatial] or ([{}] if not ranked else []):
         op_pad, rem = padded_operator(op, spatial)
         usable = 0
         for keep in by_fullness:

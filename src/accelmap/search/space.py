@@ -46,6 +46,10 @@ class Constraints:
             for d, b in dims.items():
                 if d not in op.sizes:
                     raise SpecError(f"axis {ax}: {d!r} is not a dimension of {op.name}", where=f"{source}.spatial")
+                if b > 1 and d not in op.output.dims and not axes[ax][1].reduce:
+                    raise SpecError(f"axis {ax}: {d} does not index the output {op.output.name}, so unrolling it "
+                                    f"reduces partial sums across the axis, and {ax} cannot reduce",
+                                    where=f"{source}.spatial")
                 if b > op.sizes[d]:
                     raise SpecError(f"axis {ax}: {d}={b} exceeds {d}={op.sizes[d]}", where=f"{source}.spatial")
                 # A bound that does not divide pads the dim (the last spatial round is partial);

@@ -1,0 +1,186 @@
+"""Spatial unrollings: which dims each fan-out axis unrolls, enumerated and ranked by a lower bound.
+
+The spatial unrolling decides most of a mapping's cost on an array (on a 32x32 weight-stationary
+array, the reduction dim on the reducing axis against an output dim there is a 30-400x EDP
+difference), so the heuristic does not guess it from the PEs it uses: it enumerates the
+candidates, bounds each one from below (``bounds.spatial_lower_bound``: the cost of every mapping
+with that unrolling, whatever its tiling, order and bypass) and searches them in order of that
+bound, stopping when the next bound cannot beat what it has found.
+
+A candidate is ``{(level, axis): {dim: bound}}``. Per axis: up to ``max_dims`` dims, each with a
+bound that divides it, or, for a dim of the output, a bound that splits it into whole rounds as
+evenly as the axis allows (ceil(size / rounds); the last round partial, as ZigZag pads). A dim that
+does not index the output only goes on axes that reduce, and divides (the reduction is complete).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.mapping.loopnest import Loop
+from accelmap.mapping.sampling import divisors
+from accelmap.search.bounds import spatial_bounds
+from accelmap.search.objective import scalar
+from accelmap.search.space import Constraints
+from accelmap.workload.operator import Operator
+
+# Dims one axis unrolls at most (ZigZag's and Timeloop's array specs use one or two per axis).
+MAX_DIMS_PER_AXIS = 2
+# Candidates using fewer PEs than this fraction of the best candidate's are left out: each halving
+# of the PEs doubles the MAC schedule, which no saving in accesses has made up in our measurements.
+MIN_PE_FRACTION = 1 / 8
+
+
+@dataclass(frozen=True)
+class SpatialCandidate:
+    assignment: dict              # {(level, axis): {dim: bound}}
+    pes: int                      # PEs it unrolls over
+    energy_bound: float           # pJ, every mapping with this unrolling costs at least this
+    latency_bound: float          # cycles, likewise
+
+    def bound(self, objective: str) -> float:
+        return scalar(objective if objective != "pareto" else "edp", self.energy_bound, self.latency_bound)
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return spatial_loops(self.assignment)
+
+
+def spatial_loops(assignment: dict) -> tuple[Loop, ...]:
+    return tuple(Loop(d, b, lvl, ax) for (lvl, ax), o in sorted(assignment.items()) for d, b in o.items() if b > 1)
+
+
+def axis_bounds(size: int, axis_size: int, may_pad: bool) -> list[int]:
+    """Bounds > 1 one dim of ``size`` can take on an axis of ``axis_size``."""
+    out = [b for b in divisors(size) if 1 < b <= axis_size]
+    if may_pad and size > 1:
+        b = -(-size // -(-size // axis_size))      # the fewest rounds, as even as they can be
+        if 1 < b <= axis_size and b not in out:
+            out.append(b)
+    return out
+
+
+def axis_options(op: Operator, size: int, reduce: bool, max_dims: int, pad: bool) -> list[dict[str, int]]:
+    """Every assignment {dim: bound} of up to ``max_dims`` dims whose product fits the axis."""
+    dims = [d for d in op.dim_names if d in op.output.dims or reduce]
+    per_dim = {d: axis_bounds(op.sizes[d], size, pad and d in op.output.dims) for d in dims}
+    out: list[dict[str, int]] = [{}]
+    for n in range(1, max_dims + 1):
+        for chosen in itertools.combinations(dims, n):
+            for bounds in itertools.product(*(per_dim[d] for d in chosen)):
+                if math.prod(bounds) <= size:
+                    out.append(dict(zip(chosen, bounds)))
+    return out
+
+
+@dataclass
+class SpatialSpace:
+    """Every valid candidate as rows: the option each axis takes, the per-axis bound matrices."""
+    axes: list                    # [(level, FanoutAxis)]
+    options: list                 # per axis: list of {dim: bound}
+    per_axis: list                # per axis: bounds[row, dim]
+    used: np.ndarray              # product over axes, [row, dim]
+    pes: np.ndarray               # [row]
+    choice: np.ndarray            # [row, axis]: index into that axis' options
+
+    def assignment(self, row: int) -> dict:
+        return {(i, a.name): self.options[k][self.choice[row, k]] for k, (i, a) in enumerate(self.axes)}
+
+
+def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
+                      max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
+                      min_pe_fraction: float = 0.0) -> SpatialSpace:
+    """Every valid candidate; axes fixed by ``cons.spatial`` take that assignment. Of axes that are
+    interchangeable (same level, size, multicast and reduce), one ordering of their assignments
+    stands for all. Candidates below ``min_pe_fraction`` of the fullest one's PEs are left out."""
+    dims = op.dim_names
+    D = len(dims)
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    is_out = np.array([d in op.output.dims for d in dims])
+    fixed_dims = np.array([any(d in ax for ax in cons.spatial.values()) for d in dims])
+    axes = [(i, a) for i, lv in enumerate(arch.levels) if lv.fanout for a in lv.fanout.axes]
+    options: list[list[dict[str, int]]] = []
+    mats = []
+    for _, a in axes:
+        if a.name in cons.spatial:
+            opts = [{d: b for d, b in cons.spatial[a.name].items() if b > 1}]
+        else:
+            opts = axis_options(op, a.size, a.reduce, max_dims, pad)
+        options.append(opts)
+        mat = np.ones((len(opts), D), dtype=np.int64)
+        for r, o in enumerate(opts):
+            for d, b in o.items():
+                mat[r, dims.index(d)] = b
+        mats.append(mat)
+    # Candidates as rows of option indices (one column per axis) and their per-dim products.
+    choice = np.zeros((1, 0), dtype=np.int64)
+    used = np.ones((1, D), dtype=np.int64)
+    for k, ((lvl, a), mat) in enumerate(zip(axes, mats)):
+        rows = np.repeat(np.arange(len(choice)), len(mat))
+        cols = np.tile(np.arange(len(mat)), len(choice))
+        new_used = used[rows] * mat[cols]
+        keep = (new_used <= sizes).all(axis=1)
+        twin = [j for j in range(k) if axes[j][0] == lvl and a.name not in cons.spatial
+                and axes[j][1].name not in cons.spatial
+                and (axes[j][1].size, axes[j][1].multicast, axes[j][1].reduce) == (a.size, a.multicast, a.reduce)]
+        if twin:
+            keep &= cols >= choice[rows, twin[-1]]
+        rows, cols = rows[keep], cols[keep]
+        choice = np.concatenate([choice[rows], cols[:, None]], axis=1)
+        used = new_used[keep]
+    divides = sizes % used == 0
+    # A padded dim: an output dim whose unrolling does not exceed it (every PE has work in the first
+    # round); a fixed unrolling may pad where a free choice would not.
+    may_pad = is_out & ((fixed_dims | pad) if pad else fixed_dims)
+    ok = (divides | may_pad).all(axis=1)
+    pes = used.prod(axis=1)
+    if cons.min_utilization:
+        ok &= pes >= cons.min_utilization * arch.num_pes
+    if ok.any():
+        ok &= pes >= pes[ok].max() * min_pe_fraction
+    choice, used, pes = choice[ok], used[ok], pes[ok]
+    per_axis = [mats[k][choice[:, k]] for k in range(len(axes))]
+    return SpatialSpace(axes, options, per_axis, used, pes, choice)
+
+
+def space_merges(op: Operator, arch: Accelerator, space: SpatialSpace) -> dict[str, np.ndarray]:
+    """``bounds.fanout_merges`` of every candidate: per operand, [row, level]."""
+    dims = op.dim_names
+    out = {}
+    for X in op.operands:
+        other = np.array([d not in X.dims for d in dims])
+        M = np.ones((len(space.pes), len(arch.levels)), dtype=np.float64)
+        for k, (lvl, axis) in enumerate(space.axes):
+            if X.is_output or axis.multicast:
+                M[:, lvl] *= np.where(other, space.per_axis[k], 1).prod(axis=1)
+        out[X.name] = M
+    return out
+
+
+def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
+                   objective: str, *, max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
+                   min_pe_fraction: float = MIN_PE_FRACTION, limit: int = 256) -> list[SpatialCandidate]:
+    """Up to ``limit`` candidates with their lower bounds, the most promising first. Candidates with
+    the same bound (the same merges per level and operand, the same PEs) are ranked among themselves by
+    PEs; the first of each bound comes before the second of any, so that ties do not all go to one
+    kind of unrolling."""
+    space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
+    if not len(space.pes):
+        return []
+    energy, latency = spatial_bounds(op, arch, space_merges(op, arch, space), space.pes.astype(np.float64), chains)
+    obj = objective if objective != "pareto" else "edp"
+    values = energy if obj == "energy" else latency if obj == "latency" else energy * latency
+    _, group = np.unique(np.stack([energy, latency], axis=1), axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.lexsort((-space.pes, group))
+    starts = np.searchsorted(group[order], np.arange(group.max() + 1))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - starts[group[order]]
+    pick = np.lexsort((-space.pes, values, rank))[:limit]
+    return [SpatialCandidate(space.assignment(int(r)), int(space.pes[r]), float(energy[r]), float(latency[r]))
+            for r in pick]
