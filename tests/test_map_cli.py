@@ -45,7 +45,7 @@ def test_map_prints_the_table_and_writes_every_file(tmp_path):
     assert [(row[0], row[2], row[3]) for row in rows] == [("conv0", "2", "8"), ("conv1", "1", "8")]
     assert all(row[-1] == "optimal" for row in rows)
     assert "total (3 nodes in 2 distinct layers): 24 MACs" in r.output
-    assert "2 of 2 layers proven optimal; 2 searched, 0 from the cache" in r.output
+    assert "2 of 2 mapped layers proven optimal; 2 searched, 0 from the cache" in r.output
 
     names = {p.name for p in out.iterdir()}
     assert names == {"summary.json", "layers.csv", "mappings", "energy_breakdown.png", "latency_utilization.png"}

@@ -172,3 +172,45 @@ def test_heuristic_finds_the_weight_stationary_unrolling_on_a_systolic_array():
     fixed = map_operator(op, arch, "edp", strategy="heuristic", time_limit=10,
                          constraints=Constraints(spatial={"X": {"K": 32}, "Y": {"N": 32}}))
     assert res.best.value <= fixed.best.value * (1 + 1e-9)
+
+
+def test_certified_lower_bound_holds_for_every_mapping():
+    """The certificate's bound is below the exhaustive optimum of every objective (perfect factors) and
+    below every random mapping, imperfect and padded ones included, under the accelerator's own and
+    under user constraints."""
+    from accelmap.search.bounds import chain_options
+    from accelmap.search.spatial import certified_lower_bound
+
+    rng = random.Random(5)
+    for op, name in CASES[:10]:
+        arch = get_accelerator(name)
+        chains = chain_options(op, keep_options(op, arch, Constraints()))
+        front, _ = search_exhaustive(op, arch, "pareto")
+        lb = {obj: certified_lower_bound(op, arch, Constraints(), chains, obj)[0] for obj in ("energy", "latency", "edp")}
+        if front:
+            assert lb["energy"] <= min(f.result.energy_total for f in front) * (1 + 1e-12)
+            assert lb["latency"] <= min(f.result.latency for f in front) * (1 + 1e-12)
+            assert lb["edp"] <= min(f.result.energy_total * f.result.latency for f in front) * (1 + 1e-12)
+    checked = 0
+    for n in range(200):
+        arch = get_accelerator(ALL_PRESETS[n % len(ALL_PRESETS)])
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))
+        except MappingError:
+            continue
+        res = evaluate(op, arch, m)
+        chains = chain_options(op, keep_options(op, arch, Constraints()))
+        value, e_lb, l_lb = certified_lower_bound(op, arch, Constraints(), chains, "edp")
+        assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (arch.name, m)
+        assert value <= res.energy_total * res.latency * (1 + 1e-12)
+        # The mapping's own spatial unrolling as a constraint: the bound still holds.
+        spatial: dict = {}
+        for l in m.loops:
+            if l.spatial:
+                spatial.setdefault(l.axis, {})[l.dim] = spatial.get(l.axis, {}).get(l.dim, 1) * l.bound
+        cons = Constraints(spatial=spatial)
+        value_c, _, _ = certified_lower_bound(op, arch, cons, chains, "edp")
+        assert value <= value_c * (1 + 1e-12) and value_c <= res.energy_total * res.latency * (1 + 1e-12)
+        checked += 1
+    assert checked > 80

@@ -97,5 +97,8 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     files = write_report(mm, out, plots=not no_plots)
     click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
                + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png") + ")")
-    if not mm.mapped:
+    if mm.failed:
+        # Incomplete totals are not a result to build on: say so in the exit code too.
+        click.echo(f"error: {len(mm.failed)} of {len(mm.layers)} layers not mapped "
+                   f"({mm.macs_not_mapped:,} MACs); see 'not mapped' above", err=True)
         sys.exit(1)

@@ -33,6 +33,22 @@ def _eng(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.3e}".replace("e+0", "e").replace("e+", "e")
 
 
+def _gap(l: LayerMapping) -> str:
+    """How far above its proven lower bound a layer's mapping may be: '0%' when proven optimal."""
+    g = l.gap
+    return "-" if g is None else "0%" if l.proven_optimal else f"<={g:.0%}" if g < 9.995 else f"<={g + 1:.0f}x"
+
+
+def _proof_line(mm: ModelMapping) -> str:
+    proven = len(mm.proven)
+    line = f"{proven} of {len(mm.mapped)} mapped layers proven optimal"
+    gaps = sorted(l.gap for l in mm.mapped if not l.proven_optimal and l.gap is not None)
+    if gaps:
+        line += (f"; the others within {gaps[0]:.0%}-{gaps[-1]:.0%} of a proven lower bound of the "
+                 f"{mm.objective} (median {gaps[len(gaps) // 2]:.0%}; gap = found / bound - 1)")
+    return line
+
+
 def format_summary(mm: ModelMapping) -> str:
     """The per-layer table, totals, failures and host work, as printed by ``accelmap map``."""
     lines = [f"model {mm.model.name} on {mm.arch.name}, objective {mm.objective}, strategy {mm.strategy}"]
@@ -46,20 +62,23 @@ def format_summary(mm: ModelMapping) -> str:
         if l.ok:
             r = l.result
             rows.append([l.name, op.kind, str(l.count), f"{op.macs:,}", f"{r.energy_total / 1e6:,.3f}",
-                         f"{r.latency:,.0f}", f"{r.utilization:.1%}", _eng(r.edp),
-                         l.how + (" (cached)" if l.cached else "")])
+                         f"{r.latency:,.0f}", f"{r.utilization:.1%}", _eng(r.edp), _gap(l),
+                         l.how + (" (timed out)" if l.timed_out else "") + (" (cached)" if l.cached else "")])
         else:
-            rows.append([l.name, op.kind, str(l.count), f"{op.macs:,}", "-", "-", "-", "-", "failed"])
-    lines += _table(["layer", "type", "count", "MACs", "energy uJ", "latency cyc", "util", "EDP pJ*cyc", "mapping"],
-                    rows, {2, 3, 4, 5, 6, 7})
+            rows.append([l.name, op.kind, str(l.count), f"{op.macs:,}", "-", "-", "-", "-", "-",
+                         "failed" + (" (timed out)" if l.timed_out else "")])
+    lines += _table(["layer", "type", "count", "MACs", "energy uJ", "latency cyc", "util", "EDP pJ*cyc",
+                     "gap", "mapping"], rows, {2, 3, 4, 5, 6, 7, 8})
     n_nodes = sum(l.count for l in mm.mapped)
     lines.append(f"total ({n_nodes} nodes in {len(mm.mapped)} distinct layers): "
                  f"{mm.macs_mapped:,} MACs, energy {mm.energy_total / 1e6:,.3f} uJ "
                  f"({mm.energy_total / max(mm.macs_mapped, 1):.3f} pJ/MAC), latency {mm.latency_total:,.0f} cycles, "
                  f"utilization {mm.utilization:.1%}, EDP {_eng(mm.edp_total)} pJ*cycles")
-    proven = sum(1 for l in mm.mapped if l.proven_optimal)
-    lines.append(f"{proven} of {len(mm.mapped)} layers proven optimal; {mm.searched} searched, "
-                 f"{mm.cache_hits} from the cache; {mm.wall_seconds:.1f} s")
+    if mm.failed:
+        lines.append(f"INCOMPLETE: {len(mm.failed)} layers ({sum(l.count for l in mm.failed)} nodes, "
+                     f"{mm.macs_not_mapped:,} MACs) not mapped; the totals above leave them out")
+    lines.append(_proof_line(mm) + f"; {mm.searched} searched, {mm.cache_hits} from the cache; "
+                 f"{mm.wall_seconds:.1f} s")
     for l in mm.failed:
         lines.append(f"not mapped: {l.name} (x{l.count}): {l.error}")
     for l in mm.layers:
@@ -98,8 +117,8 @@ def layers_csv(mm: ModelMapping) -> str:
     comps = _levels(mm)
     header = ["layer", "kind", "source_op", "count", "nodes", "macs_each", "energy_pj_each", "latency_cycles_each",
               "edp_each", "utilization", "spatial_utilization", "energy_pj_all", "latency_cycles_all",
-              *[f"energy_pj_each:{c}" for c in comps], "mapping", "strategy", "proven_optimal", "cached",
-              "search_seconds", "evaluated", "error", "notes"]
+              *[f"energy_pj_each:{c}" for c in comps], "mapping", "strategy", "proven_optimal",
+              "lower_bound", "gap", "timed_out", "cached", "search_seconds", "evaluated", "error", "notes"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -112,7 +131,9 @@ def layers_csv(mm: ModelMapping) -> str:
                     r.utilization if r else "", r.spatial_utilization if r else "",
                     r.energy_total * l.count if r else "", r.latency * l.count if r else "",
                     *[by_level.get(c, 0.0) if r else "" for c in comps],
-                    l.how, l.strategy, int(l.proven_optimal), int(l.cached), f"{l.search_seconds:.3f}",
+                    l.how, l.strategy, int(l.proven_optimal),
+                    "" if l.lower_bound is None else l.lower_bound, "" if l.gap is None else l.gap,
+                    int(l.timed_out), int(l.cached), f"{l.search_seconds:.3f}",
                     l.evaluated, l.error or "", "; ".join(l.notes)])
     return buf.getvalue()
 

@@ -22,7 +22,7 @@ from accelmap.workload.operator import Operator
 
 def search_random(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                   constraints: Constraints | None = None, seed: int = 0, victory: int = 500,
-                  max_samples: int = 20_000, imperfect: bool = False):
+                  max_samples: int = 20_000, imperfect: bool = False, time_limit: float | None = None):
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -31,7 +31,11 @@ def search_random(op: Operator, arch: Accelerator, objective: str = "edp", *, k:
     best = collector(objective, k)
     t0 = time.perf_counter()
     best_val, since = float("inf"), 0
+    deadline = None if time_limit is None else t0 + time_limit
     for _ in range(max_samples):
+        if deadline is not None and time.perf_counter() > deadline:
+            stats.extra["timed_out"] = True
+            break
         try:
             m = random_mapping(op, arch, rng, imperfect=imperfect, check_fit=True, tries=50)
         except MappingError:
@@ -40,7 +44,11 @@ def search_random(op: Operator, arch: Accelerator, objective: str = "edp", *, k:
             if since >= victory:
                 break
             continue
-        if cons.min_utilization and m.spatial_product() < cons.min_utilization * arch.num_pes:
+        if cons.violation(m, arch) is not None:
+            stats.extra["rejected_by_constraints"] = stats.extra.get("rejected_by_constraints", 0) + 1
+            since += 1
+            if since >= victory:
+                break
             continue
         r = evaluate(op, arch, m, check=False)
         stats.evaluated += 1

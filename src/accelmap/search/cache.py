@@ -94,6 +94,8 @@ class CachedResult:
     evaluated: int
     notes: tuple[str, ...]
     error: str | None             # why the layer cannot be mapped
+    lower_bound: float | None = None  # of the objective over every mapping the constraints allow
+    timed_out: bool = False
 
 
 class ResultCache:
@@ -113,13 +115,15 @@ class ResultCache:
                             where=str(self.path)) from None
 
     def get(self, key: str) -> CachedResult | None:
-        row = self._db.execute("SELECT mapping, value, strategy, proven, seconds, evaluated, notes, error "
+        row = self._db.execute("SELECT mapping, value, strategy, proven, seconds, evaluated, notes, error, summary "
                                "FROM results WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        mapping, value, strategy, proven, seconds, evaluated, notes, error = row
+        mapping, value, strategy, proven, seconds, evaluated, notes, error, summary = row
+        extra = json.loads(summary) if summary else {}
         return CachedResult(json.loads(mapping) if mapping else None, value, strategy, bool(proven), seconds,
-                            evaluated, tuple(json.loads(notes)), error)
+                            evaluated, tuple(json.loads(notes)), error, extra.get("lower_bound"),
+                            bool(extra.get("timed_out", False)))
 
     def put(self, key: str, operator: str, accelerator: str, objective: str, res: CachedResult,
             summary: dict[str, Any] | None = None) -> None:
@@ -128,7 +132,8 @@ class ResultCache:
             (key, operator, accelerator, objective, res.strategy,
              json.dumps(res.mapping) if res.mapping is not None else None, res.value, int(res.proven_optimal),
              res.search_seconds, res.evaluated, json.dumps(list(res.notes)), res.error,
-             json.dumps(summary) if summary is not None else None, time.time()))
+             json.dumps({**(summary or {}), "lower_bound": res.lower_bound, "timed_out": res.timed_out}),
+             time.time()))
         self._db.commit()
 
     def delete(self, key: str) -> None:

@@ -47,16 +47,23 @@ def space_size(op: Operator, arch: Accelerator) -> int:
 
 
 def search_exhaustive(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
-                      constraints: Constraints | None = None, limit: int = 5_000_000):
+                      constraints: Constraints | None = None, limit: int = 5_000_000,
+                      time_limit: float | None = None):
     cons = constraints or Constraints()
     sl = slots(arch)
     stats = SearchStats()
     t0 = time.perf_counter()
     best = collector(objective, k)
+    deadline = None if time_limit is None else t0 + time_limit
     per_dim = [ordered_factorizations(s, len(sl)) for _, s in op.dims]
     names = op.dim_names
     for keep in keep_options(op, arch, cons):
+        if stats.extra.get("timed_out"):
+            break
         for combo in itertools.product(*per_dim):
+            if deadline is not None and time.perf_counter() > deadline:
+                stats.extra["timed_out"] = True
+                break
             per_level_t: dict[int, list[Loop]] = {}
             spatial: list[Loop] = []
             for d, facts in zip(names, combo):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.errors import SpecError
+from accelmap.errors import MappingError, SpecError
+from accelmap.mapping.validate import check_precision
+from accelmap.search.bounds import chain_options
 from accelmap.search.exhaustive import search_exhaustive, space_size
 from accelmap.search.objective import Found, check_objective
 from accelmap.search.optimal import SearchStats, search_optimal
-from accelmap.search.space import Constraints
+from accelmap.search.space import Constraints, infeasibility, keep_options
+from accelmap.search.spatial import certified_lower_bound
 from accelmap.workload.operator import Operator
 
 STRATEGIES = ("auto", "optimal", "exhaustive", "heuristic", "random")
@@ -18,6 +20,10 @@ STRATEGIES = ("auto", "optimal", "exhaustive", "heuristic", "random")
 # (the exact search visits a few thousand nodes per second), within AUTO_EXACT_SECONDS.
 EXACT_SPACE_LIMIT = 30_000
 AUTO_EXACT_SECONDS = 30.0
+# Seconds a strategy runs when no time limit is given.
+DEFAULT_TIME_LIMITS = {"optimal": 60.0, "exhaustive": 120.0, "heuristic": 60.0, "random": 60.0}
+# Relative slack under which a best found value counts as equal to its lower bound (float rounding).
+_PROOF_TOLERANCE = 1e-9
 
 
 @dataclass
@@ -28,12 +34,23 @@ class MapResult:
     strategy: str
     results: list[Found]
     stats: SearchStats
-    proven_optimal: bool          # the search covered the whole space (exhaustively or by safe pruning)
+    proven_optimal: bool          # the search covered the whole space, or the best meets the lower bound
     notes: list[str] = field(default_factory=list)
+    lower_bound: float | None = None   # of the objective, over every mapping the constraints allow
+    timed_out: bool = False
 
     @property
     def best(self) -> Found | None:
         return self.results[0] if self.results else None
+
+    @property
+    def gap(self) -> float | None:
+        """How far the best found may be above the optimum: best / lower bound - 1 (0 when proven)."""
+        if self.proven_optimal:
+            return 0.0
+        if self.best is None or not self.lower_bound:
+            return None
+        return max(0.0, self.best.value / self.lower_bound - 1.0)
 
 
 def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
@@ -41,13 +58,23 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                  time_limit: float | None = None, seed: int = 0) -> MapResult:
     """Best ``k`` mappings of ``op`` on ``arch`` by ``objective`` (or the Pareto front).
 
-    Raises MappingError when the operator cannot be mapped at all (precision not
-    supported, a buffer too small for one element of each operand).
+    Every strategy stops at ``time_limit`` seconds (``DEFAULT_TIME_LIMITS`` when None). The result
+    carries a lower bound of the objective over every mapping the constraints allow (none for the
+    Pareto front) and says whether the best is proven optimal. Raises MappingError when the operator
+    cannot be mapped at all (precision not supported, a level too small for its smallest footprint),
+    which is proven before any search.
     """
     check_objective(objective)
     if strategy not in STRATEGIES:
         raise SpecError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", where="--strategy")
+    if time_limit is not None and not time_limit > 0:
+        raise SpecError(f"must be positive seconds, got {time_limit}", where="--time-limit")
     cons = constraints or Constraints()
+    cons.check(op, arch)
+    check_precision(op, arch)
+    why = infeasibility(op, arch, cons)
+    if why is not None:
+        raise MappingError(why)
     notes: list[str] = []
     padded = any(op.sizes[d] % b for ax in cons.spatial.values() for d, b in ax.items() if d in op.sizes)
     if strategy in ("optimal", "exhaustive") and padded:
@@ -57,24 +84,37 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         strategy = "optimal" if not padded and space_size(op, arch) <= EXACT_SPACE_LIMIT else "heuristic"
         if strategy == "optimal" and time_limit is None:
             time_limit = AUTO_EXACT_SECONDS
+    limit = time_limit if time_limit is not None else DEFAULT_TIME_LIMITS[strategy]
     if strategy == "exhaustive":
-        res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons)
-        proven = True
+        res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit)
+        complete = not stats.extra.get("timed_out", False)
     elif strategy == "optimal":
-        res, stats = search_optimal(op, arch, objective, k=k, constraints=cons, time_limit=time_limit)
-        proven = not stats.extra.get("timed_out", False) and not stats.extra.get("orders_restricted", False)
-        if stats.extra.get("timed_out"):
-            notes.append(f"time limit {time_limit:g} s reached: best found, optimality not proven")
+        res, stats = search_optimal(op, arch, objective, k=k, constraints=cons, time_limit=limit)
+        complete = not stats.extra.get("timed_out", False) and not stats.extra.get("orders_restricted", False)
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
     elif strategy == "heuristic":
         from accelmap.search.heuristic import search_heuristic
-        res, stats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=time_limit, seed=seed)
-        proven = False
+        res, stats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed)
+        complete = False
     else:
         from accelmap.search.baselines import search_random
-        res, stats = search_random(op, arch, objective, k=k, constraints=cons, seed=seed)
-        proven = False
-    if not res:
-        notes.append("no valid mapping: every candidate overflowed a buffer or broke a constraint")
-    return MapResult(op.name, arch.name, objective, strategy, res, stats, proven, notes)
+        res, stats = search_random(op, arch, objective, k=k, constraints=cons, seed=seed, time_limit=limit)
+        complete = False
+    timed_out = bool(stats.extra.get("timed_out", False))
+    # The exact searches cover perfect factorizations; their completeness proves optimality there.
+    proven = complete and strategy in ("optimal", "exhaustive")
+    lower = None
+    if objective != "pareto":
+        keeps = keep_options(op, arch, cons)
+        lower = certified_lower_bound(op, arch, cons, chain_options(op, keeps), objective)[0]
+        if res and k == 1 and res[0].value <= lower * (1 + _PROOF_TOLERANCE):
+            proven = True
+    if timed_out:
+        notes.append(f"time limit {limit:g} s reached" + (": best found, optimality not proven" if res else
+                                                           " before any valid mapping was found (not proven "
+                                                           "infeasible; a longer --time-limit may find one)"))
+    elif not res:
+        notes.append("no valid mapping: every candidate overflowed a buffer or broke a constraint" if complete
+                     else f"the {strategy} search found no valid mapping (not proven infeasible)")
+    return MapResult(op.name, arch.name, objective, strategy, res, stats, proven, notes, lower, timed_out)

@@ -59,6 +59,9 @@ class LayerMapping:
     evaluated: int                       # complete mappings costed by the search
     notes: tuple[str, ...] = ()
     error: str | None = None             # why the layer cannot be mapped
+    lower_bound: float | None = None     # of the objective over every mapping the constraints allow
+    timed_out: bool = False              # the search stopped at its time limit
+    objective: str = "edp"
 
     @property
     def name(self) -> str:
@@ -79,6 +82,21 @@ class LayerMapping:
             return "failed"
         return "optimal" if self.proven_optimal else self.strategy
 
+    @property
+    def gap(self) -> float | None:
+        """best / lower bound - 1: how much better than this mapping any mapping can be (0 if proven)."""
+        if not self.ok:
+            return None
+        if self.proven_optimal:
+            return 0.0
+        if not self.lower_bound:
+            return None
+        return max(0.0, self.value / self.lower_bound - 1.0)
+
+    @property
+    def value(self) -> float:
+        return self.result.objective(self.objective) if self.result is not None else math.nan
+
     def to_dict(self) -> dict[str, Any]:
         op = self.layer.operator
         d: dict[str, Any] = {
@@ -87,7 +105,8 @@ class LayerMapping:
             "macs": self.layer.macs, "bits": {o.name: o.bits for o in op.operands},
             "strategy": self.strategy, "proven_optimal": self.proven_optimal, "cached": self.cached,
             "search_seconds": self.search_seconds, "evaluated": self.evaluated, "notes": list(self.notes),
-            "error": self.error,
+            "error": self.error, "timed_out": self.timed_out, "lower_bound": self.lower_bound,
+            "gap": self.gap,
         }
         if self.result is not None:
             r = self.result
@@ -117,6 +136,18 @@ class ModelMapping:
     @property
     def failed(self) -> list[LayerMapping]:
         return [l for l in self.layers if not l.ok]
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+    @property
+    def macs_not_mapped(self) -> int:
+        return sum(l.layer.macs for l in self.failed)
+
+    @property
+    def proven(self) -> list[LayerMapping]:
+        return [l for l in self.mapped if l.proven_optimal]
 
     @property
     def energy_total(self) -> float:
@@ -156,7 +187,10 @@ class ModelMapping:
             "distinct_layers": len(self.layers), "accelerator_nodes": sum(l.count for l in self.layers),
             "mapped_layers": len(self.mapped), "failed_layers": [l.name for l in self.failed],
             "searched_layers": self.searched, "cache_hits": self.cache_hits,
-            "proven_optimal_layers": sum(1 for l in self.mapped if l.proven_optimal),
+            "proven_optimal_layers": len(self.proven),
+            "complete": self.complete,
+            "not_mapped": {"layers": len(self.failed), "nodes": sum(l.count for l in self.failed),
+                           "macs": self.macs_not_mapped},
             "totals": {"macs": self.macs_mapped, "energy_pj": self.energy_total,
                        "latency_cycles": self.latency_total, "edp_pj_cycles": self.edp_total,
                        "utilization": self.utilization},
@@ -189,7 +223,8 @@ def check_model_constraints(cons: Constraints, model: ModelImport, arch: Acceler
         raise SpecError(f"min_utilization must be within 0..1, got {cons.min_utilization}", where="constraints")
 
 
-def fit_constraints(cons: Constraints, op: Operator) -> tuple[Constraints, tuple[str, ...]]:
+def fit_constraints(cons: Constraints, op: Operator,
+                    arch: Accelerator | None = None) -> tuple[Constraints, tuple[str, ...]]:
     """The model-wide constraints as they apply to one layer, and notes on every change.
 
     A spatial unrolling names a bound for the whole model. A layer whose
@@ -197,7 +232,8 @@ def fit_constraints(cons: Constraints, op: Operator) -> tuple[Constraints, tuple
     not divide is padded to whole spatial rounds (the last one partial, as
     ZigZag does); a reduced dimension unrolls the largest divisor of its size
     within the bound (a spatial reduction must be complete); a layer without
-    the dimension leaves it out. Orders and kept operands
+    the dimension leaves it out, and so does a layer that reduces over it where the axis
+    cannot reduce (a GEMM's K on a column axis meant for a convolution's K). Orders and kept operands
     drop names the layer does not have.
     """
     notes: list[str] = []
@@ -207,6 +243,10 @@ def fit_constraints(cons: Constraints, op: Operator) -> tuple[Constraints, tuple
         for d, b in ds.items():
             if d not in op.sizes:
                 notes.append(f"constraint {ax}: {d}={b} dropped (no dimension {d})")
+                continue
+            axis = arch.fanout_axes().get(ax, (None, None))[1] if arch is not None else None
+            if d not in op.output.dims and axis is not None and not axis.reduce:
+                notes.append(f"constraint {ax}: {d}={b} dropped ({d} is reduced here and {ax} cannot reduce)")
                 continue
             # An output dim pads to whole spatial rounds (as ZigZag does); a reduced dim must
             # divide (spatial reductions are complete), so it takes the largest divisor.
@@ -249,7 +289,8 @@ def _search(task: _Task) -> tuple[int, dict[str, Any]]:
                            time_limit=task.time_limit, seed=task.seed)
     except AccelmapError as e:
         return task.index, {"error": str(e), "deterministic": True, "strategy": task.strategy,
-                            "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": ()}
+                            "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": (),
+                            "lower_bound": None, "timed_out": False}
     notes = tuple(res.notes)
     if res.best is None and not res.proven_optimal and res.strategy == "heuristic":
         # The heuristic packs greedily and can miss every valid tiling under tight buffers or fixed
@@ -261,10 +302,11 @@ def _search(task: _Task) -> tuple[int, dict[str, Any]]:
         notes = ("the heuristic found no valid mapping; random sampling used",) + tuple(res.notes)
     best = res.best
     out = {"strategy": res.strategy, "proven": res.proven_optimal, "seconds": time.perf_counter() - t0,
-           "evaluated": res.stats.evaluated, "notes": notes}
+           "evaluated": res.stats.evaluated, "notes": notes, "lower_bound": res.lower_bound,
+           "timed_out": res.timed_out}
     if best is None:
-        # Proven empty is an answer; an unproven empty search might find something with more time.
-        out.update(error="; ".join(notes) or "no valid mapping found", deterministic=res.proven_optimal, notes=())
+        # A failure is cached like a result: its key holds the time limit, so a longer limit searches again.
+        out.update(error="; ".join(notes) or "no valid mapping found", deterministic=True, notes=())
     else:
         out.update(error=None, mapping=best.mapping, result=best.result, value=best.value)
     return task.index, out
@@ -283,7 +325,7 @@ def _from_cache(cache: ResultCache, key: str, layer: Layer, op: Operator, arch: 
     lay = replace(layer, operator=op)
     if hit.error is not None:
         return LayerMapping(lay, None, None, hit.strategy, hit.proven_optimal, True, hit.search_seconds,
-                            hit.evaluated, hit.notes, hit.error)
+                            hit.evaluated, hit.notes, hit.error, hit.lower_bound, hit.timed_out, objective)
     try:
         m = mapping_from_yaml(hit.mapping, arch, "cache")
         r = evaluate(op, arch, m)
@@ -295,17 +337,19 @@ def _from_cache(cache: ResultCache, key: str, layer: Layer, op: Operator, arch: 
         cache.delete(key)
         return None
     return LayerMapping(lay, r, m, hit.strategy, hit.proven_optimal, True, hit.search_seconds, hit.evaluated,
-                        hit.notes)
+                        hit.notes, None, hit.lower_bound, hit.timed_out, objective)
 
 
-def _outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[str, ...]) -> LayerMapping:
+def _outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[str, ...],
+             objective: str) -> LayerMapping:
     lay = replace(layer, operator=op)
     allnotes = notes + tuple(out["notes"])
     if out["error"] is not None:
         return LayerMapping(lay, None, None, out["strategy"], False, False, out["seconds"], out["evaluated"],
-                            allnotes, out["error"])
+                            allnotes, out["error"], out["lower_bound"], out["timed_out"], objective)
     return LayerMapping(lay, out["result"], out["mapping"], out["strategy"], out["proven"], False,
-                        out["seconds"], out["evaluated"], allnotes)
+                        out["seconds"], out["evaluated"], allnotes, None, out["lower_bound"], out["timed_out"],
+                        objective)
 
 
 class _Progress:
@@ -366,7 +410,7 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     try:
         for i, layer in enumerate(model.layers):
             op = layer.operator if keep_precision else adopt_precision(layer.operator, arch)
-            lcons, notes = fit_constraints(cons, op)
+            lcons, notes = fit_constraints(cons, op, arch)
             key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed)
             hit = _from_cache(cache, key, layer, op, arch, objective) if cache else None
             if hit is not None:
@@ -378,13 +422,13 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
 
         def record(index: int, out: dict[str, Any]) -> LayerMapping:
             task = tasks_by_index[index]
-            lm = _outcome(model.layers[index], task.op, out, task.notes)
+            lm = _outcome(model.layers[index], task.op, out, task.notes, objective)
             outcomes[index] = lm
             if cache is not None and (out["error"] is None or out.get("deterministic")):
                 value = out.get("value")
                 stored = CachedResult(mapping_to_yaml(lm.mapping, arch) if lm.mapping else None, value,
                                       lm.strategy, lm.proven_optimal, lm.search_seconds, lm.evaluated,
-                                      lm.notes, lm.error)
+                                      lm.notes, lm.error, lm.lower_bound, lm.timed_out)
                 summary = None if lm.result is None else {
                     "energy_pj": lm.result.energy_total, "latency_cycles": lm.result.latency,
                     "edp": lm.result.edp, "utilization": lm.result.utilization}

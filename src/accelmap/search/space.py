@@ -15,7 +15,10 @@ from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
+from accelmap.arch.units import format_bits
+from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.sampling import divisors
+from accelmap.mapping.validate import level_usage, tile_fits
 from accelmap.workload.operator import Operator
 
 
@@ -68,6 +71,60 @@ class Constraints:
             raise SpecError(f"min_utilization must be within 0..1, got {self.min_utilization}", where=source)
 
 
+    def violation(self, m: Mapping, arch: Accelerator) -> str | None:
+        """Why mapping ``m`` breaks these constraints, or None (for searches that sample freely)."""
+        got: dict[str, dict[str, int]] = {}
+        for l in m.loops:
+            if l.spatial and l.bound > 1:
+                got.setdefault(l.axis, {})[l.dim] = got.get(l.axis, {}).get(l.dim, 1) * l.bound
+        for ax, want in self.spatial.items():
+            if got.get(ax, {}) != {d: b for d, b in want.items() if b > 1}:
+                return f"axis {ax} unrolls {got.get(ax, {})}, the constraints ask {want}"
+        for i, lv in enumerate(arch.levels):
+            if lv.name in self.keep and m.keep[i] != self.keep[lv.name]:
+                return f"{lv.name} keeps {sorted(m.keep[i])}, the constraints ask {sorted(self.keep[lv.name])}"
+            seq = tuple(l.dim for l in m.loops_at(i) if not l.spatial and l.bound > 1)
+            if lv.name in self.orders:
+                want = self.orders[lv.name]
+                mine = [d for d in seq if d in want]
+                if mine != [d for d in want if d in seq]:
+                    return f"{lv.name} orders {seq}, the constraints ask {want}"
+            if seq in self.forbid_orders.get(lv.name, ()):
+                return f"{lv.name} orders {seq}, which the constraints forbid"
+        if self.min_utilization and m.spatial_product() < self.min_utilization * arch.num_pes:
+            return f"it unrolls {m.spatial_product()} PEs, under min_utilization {self.min_utilization}"
+        return None
+
+
+def infeasibility(op: Operator, arch: Accelerator, cons: Constraints) -> str | None:
+    """Why no mapping of ``op`` can fit ``arch``, found from minimum footprints alone, or None.
+
+    The outermost level holds every operand whole; any other level holds at least one element of
+    each operand it keeps (twice if double-buffered). A level that cannot bypass, or whose bypass
+    the constraints fix, and whose smallest allowed footprint exceeds its capacity, rules out every
+    mapping.
+    """
+    per_level = keep_choices(op, arch, cons)
+    for i, lv in enumerate(arch.levels):
+        ext = dict(op.sizes) if i == 0 else {d: 1 for d in op.dim_names}
+        fits = [k for k in per_level[i] if tile_fits(op, arch, k, i, ext)]
+        if fits:
+            continue
+        keep = min(per_level[i], key=lambda k: sum(level_usage(op, lv, k, ext).values()))
+        use = level_usage(op, lv, keep, ext)
+        what = "whole operands" if i == 0 else "one element of each kept operand"
+        parts = ", ".join(f"{n} {format_bits(b)}" for n, b in use.items())
+        db = ", double-buffered" if lv.double_buffered else ""
+        cap = lv.capacity_bits if not lv.partitions else None
+        has = format_bits(cap) if cap is not None else "its partitions (" + ", ".join(
+            f"{c} {format_bits(lv.capacity_for(c))}" for c in sorted({op.operand(n).cls for n in use})) + ")"
+        why = "it is the outermost level" if i == 0 else (
+            "the constraints fix what it keeps" if lv.name in cons.keep else "it cannot be bypassed")
+        return (f"{op.name} cannot be mapped on {arch.name}: level {lv.name} must hold {what} ({why}): "
+                f"{parts}{db}, {format_bits(sum(use.values()))} in all; it has {has}")
+    return None
+
+
 def constraints_from_yaml(data: Any, source: str = "constraints") -> Constraints:
     if data is None:
         return Constraints()
@@ -97,6 +154,11 @@ def constraints_from_yaml(data: Any, source: str = "constraints") -> Constraints
 
 def keep_options(op: Operator, arch: Accelerator, cons: Constraints) -> list[tuple[frozenset[str], ...]]:
     """Every bypass configuration the accelerator and the constraints allow."""
+    return [tuple(k) for k in itertools.product(*keep_choices(op, arch, cons))]
+
+
+def keep_choices(op: Operator, arch: Accelerator, cons: Constraints) -> list[list[frozenset[str]]]:
+    """Per level, the sets of operands it may keep."""
     per_level = []
     for i, lv in enumerate(arch.levels):
         held = [o.name for o in op.operands if o.cls in lv.holds]
@@ -106,7 +168,7 @@ def keep_options(op: Operator, arch: Accelerator, cons: Constraints) -> list[tup
             per_level.append([frozenset(held)])
         else:
             per_level.append([frozenset(c) for r in range(len(held) + 1) for c in itertools.combinations(held, r)])
-    return [tuple(k) for k in itertools.product(*per_level)]
+    return per_level
 
 
 def level_axes(arch: Accelerator, i: int) -> list[tuple[str, int, bool, bool]]:

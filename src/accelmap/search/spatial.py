@@ -184,3 +184,106 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     pick = np.lexsort((-space.pes, values, rank))[:limit]
     return [SpatialCandidate(space.assignment(int(r)), int(space.pes[r]), float(energy[r]), float(latency[r]))
             for r in pick]
+
+
+def _vectors(values: list[list[int]], size: int) -> np.ndarray:
+    """Every vector v (one entry per class) with v[c] in ``values[c]`` and prod(v) <= size."""
+    rows = np.ones((1, len(values)), dtype=np.int64)
+    prod = np.ones(1, dtype=np.int64)
+    for c, vals in enumerate(values):
+        parts_rows, parts_prod = [rows], [prod]
+        for v in vals:
+            if v == 1:
+                continue
+            sel = prod * v <= size
+            if not sel.any():
+                break
+            r = rows[sel].copy()
+            r[:, c] = v
+            parts_rows.append(r)
+            parts_prod.append(prod[sel] * v)
+        rows, prod = np.concatenate(parts_rows), np.concatenate(parts_prod)
+    return rows
+
+
+def class_values(op: Operator, dims: list[str], reduced: bool, limit: int) -> list[int]:
+    """Sorted values up to ``limit`` one class of dims can unroll to: for output dims any integer up to
+    the class size (a padded unrolling may take any bound); for reduced dims, products of divisors
+    (a spatial reduction is complete)."""
+    if not reduced:
+        return list(range(1, min(limit, math.prod(op.sizes[d] for d in dims)) + 1))
+    vals = {1}
+    for d in dims:
+        vals = {v * b for v in vals for b in divisors(op.sizes[d]) if v * b <= limit}
+    return sorted(vals)
+
+
+def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
+                          chains: dict[str, list[list[int]]], objective: str) -> tuple[float, float, float]:
+    """(objective, energy, latency) lower bounds that hold for every mapping of ``op`` the constraints
+    allow: any spatial unrolling (any dims per axis, padded or not), tiling (perfect or not), order and
+    bypass choice of ``chains``.
+
+    ``bounds.spatial_bounds`` depends on an unrolling only through its PEs and, per fan-out level and
+    operand, the merge: the product of the bounds of the dims the operand does not use. Both are
+    products over *classes* of dims (dims used by the same operands: P, Q and N of a convolution form
+    one), and the bound is non-increasing in each merge and in the PEs. So a relaxation suffices: per
+    fan-out level, axes alike in multicast and reduce form one group; a group takes any integer
+    vector over classes whose product fits the group's PEs (reduced classes only where the axes
+    reduce), and every class's product over all groups stays within its size. Every real unrolling
+    maps to such a vector with the same merges and PEs, so the minimum over the vectors is a bound
+    over every unrolling. Axes fixed by the constraints keep their unrolling.
+    """
+    dims = [d for d in op.dim_names if op.sizes[d] > 1]
+    keys = sorted({frozenset(X.name for X in op.operands if d in X.dims) for d in dims}, key=sorted)
+    class_of = {d: keys.index(frozenset(X.name for X in op.operands if d in X.dims)) for d in dims}
+    budgets = [math.prod(op.sizes[d] for d in dims if class_of[d] == c) for c in range(len(keys))]
+    out_name = op.output.name
+    # Groups: (level, multicast, vectors[n, classes]).
+    groups: list[tuple[int, bool, np.ndarray]] = []
+    for lvl, lv in enumerate(arch.levels):
+        if lv.fanout is None:
+            continue
+        free: dict[tuple[bool, bool], int] = {}
+        for a in lv.fanout.axes:
+            if a.name in cons.spatial:
+                vec = np.ones((1, len(keys)), dtype=np.int64)
+                for d, b in cons.spatial[a.name].items():
+                    if d in class_of:
+                        vec[0, class_of[d]] *= b
+                groups.append((lvl, a.multicast, vec))
+            else:
+                free[(a.multicast, a.reduce)] = free.get((a.multicast, a.reduce), 1) * a.size
+        for (multicast, reduce), size in free.items():
+            values = [class_values(op, [d for d in dims if class_of[d] == c], out_name not in k, size)
+                      if out_name in k or reduce else [1] for c, k in enumerate(keys)]
+            groups.append((lvl, multicast, _vectors(values, size)))
+    # Every combination of the groups' vectors within the class sizes.
+    total = np.ones((1, len(keys)), dtype=np.int64)
+    picks = np.zeros((1, 0), dtype=np.int64)
+    for _, _, vecs in groups:
+        rows = np.repeat(np.arange(len(total)), len(vecs))
+        cols = np.tile(np.arange(len(vecs)), len(total))
+        new_total = total[rows] * vecs[cols]
+        ok = (new_total <= np.array(budgets)).all(axis=1)
+        total = new_total[ok]
+        picks = np.concatenate([picks[rows[ok]], cols[ok, None]], axis=1)
+    pes = total.prod(axis=1).astype(np.float64)
+    merges = {}
+    for X in op.operands:
+        other = np.array([X.name not in k for k in keys])
+        M = np.ones((len(pes), len(arch.levels)), dtype=np.float64)
+        for g, (lvl, multicast, vecs) in enumerate(groups):
+            if multicast or X.is_output:
+                M[:, lvl] *= np.where(other, vecs[picks[:, g]], 1).prod(axis=1)
+        merges[X.name] = M
+    if cons.min_utilization:
+        keep = pes >= cons.min_utilization * arch.num_pes
+        pes = pes[keep]
+        merges = {k: v[keep] for k, v in merges.items()}
+        if not len(pes):
+            return math.inf, math.inf, math.inf
+    energy, latency = spatial_bounds(op, arch, merges, pes, chains)
+    obj = objective if objective != "pareto" else "edp"
+    values = energy if obj == "energy" else latency if obj == "latency" else energy * latency
+    return float(values.min()), float(energy.min()), float(latency.min())
