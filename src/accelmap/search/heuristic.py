@@ -46,7 +46,7 @@ from accelmap.workload.operator import Operator
 
 # Share of the time limit the spatial probes may use, and the maximal tilings a probe keeps per level.
 PROBE_SHARE = 0.4
-PROBE_ROWS = 400
+PROBE_ROWS = 150
 
 
 def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> dict[int, dict[str, int]] | None:
@@ -108,9 +108,9 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
-                     seed: int = 0, max_spatial: int = 4, max_keeps: int = 3, climbs: int = 4,
-                     max_probes: int = 48,
-                     exact_candidates: int = 8, samples: int = 4000):
+                     seed: int = 0, max_spatial: int = 2, max_keeps: int = 3, climbs: int = 4,
+                     max_probes: int = 48, probe_orders: int = 6,
+                     exact_candidates: int = 8, samples: int = 2000):
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -165,7 +165,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=PROBE_ROWS)
             if not len(F):
                 continue
-            found, n_rows = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=1)
+            found, n_rows = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders[:probe_orders], top=1)
             costed += n_rows
             probes.append((found[0].value, spatial))
             best_probe = min(best_probe, found[0].value)
@@ -173,6 +173,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         if time.perf_counter() > deadline:
             break
     stats.extra["spatial_probed"] = len(probes)
+    stats.extra["seconds_probing"] = time.perf_counter() - t0
     stats.extra["spatial_cut_by_bound"] = cut_by_bound
     probes.sort(key=lambda p: p[0])
     spatials = [sp for _, sp in probes]
@@ -196,6 +197,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
         if time.perf_counter() > deadline:
             break
+    stats.extra["seconds_to_climb"] = time.perf_counter() - t0
     starts.sort(key=lambda r: r[0])
     # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
     finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
@@ -213,6 +215,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                 temporal = allocate(op, arch, keep, spatial, list(reversed(order)))
                 if temporal is not None:
                     finals.append((math.inf, temporal, spatial, keep, None))
+    stats.extra["seconds_to_orders"] = time.perf_counter() - t0
     finals.sort(key=lambda r: r[0])
     # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
     # the orders often matter as much as the tiling. At least one is costed past the deadline.

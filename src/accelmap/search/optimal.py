@@ -83,13 +83,19 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
 
 
 def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
-                   constraints: Constraints | None = None, time_limit: float | None = None):
-    """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto')."""
+                   constraints: Constraints | None = None, time_limit: float | None = None,
+                   incumbents: tuple = ()):
+    """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto').
+
+    ``incumbents``: (CostResult, Mapping) pairs already known (e.g. from the heuristic); they enter
+    the best-so-far first, so the bounds prune against them from the first node on."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
     stats = SearchStats()
     best = collector(objective, k)
+    for r, m in incumbents:
+        best.offer(r, m)
     nlev = len(arch.levels)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit

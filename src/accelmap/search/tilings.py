@@ -157,7 +157,9 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
             grow = q > 1
             if not grow.any():
                 continue
-            p = np.array([prime_factors(int(x))[0] if x > 1 else 1 for x in q])
+            # q divides rem[d]: look its smallest prime up among rem[d]'s few distinct values.
+            uniq, inv = np.unique(q, return_inverse=True)
+            p = np.array([prime_factors(int(x))[0] if x > 1 else 1 for x in uniq])[inv.reshape(-1)]
             c2 = cum.copy()
             c2[:, i] *= p
             maximal &= ~(grow & fits_up(c2, c))
