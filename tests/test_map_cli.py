@@ -92,6 +92,23 @@ def test_layers_that_cannot_be_mapped_are_listed_and_the_exit_code_says_none_map
     assert [x["mapping"] for x in recs] == ["failed", "failed"]
 
 
+def test_an_incomplete_model_says_so_and_exits_non_zero(tmp_path):
+    """One layer too large for a bounded outermost level: the others are mapped, the totals say what
+    is missing, and the exit code is 1."""
+    data = yaml.safe_load(yaml.safe_dump(TINY))
+    data["levels"][0]["capacity"] = "64 B"
+    arch = tmp_path / "bounded.yaml"
+    arch.write_text(yaml.safe_dump(data))
+    wl = tmp_path / "net.csv"
+    wl.write_text(TABLE.splitlines()[0] + "\n" + TABLE.splitlines()[1] + "\n" + "8,8,4,1,8,3,3,0,0,1,1\n")
+    r = _map(wl, "--arch", arch, "--no-cache", "--no-plots", "--out", tmp_path / "o")
+    assert r.exit_code == 1, r.output
+    assert "INCOMPLETE: 1 layers (1 nodes, 10,368 MACs) not mapped" in r.output
+    assert "level DRAM must hold whole operands (it is the outermost level)" in r.output
+    summary = json.load(open(tmp_path / "o" / "summary.json"))
+    assert summary["complete"] is False and summary["not_mapped"]["macs"] == 10368
+
+
 def test_bad_input_is_one_line(tmp_path):
     arch, table = _setup(tmp_path)
     cons = tmp_path / "c.yaml"
@@ -106,5 +123,5 @@ def test_bad_input_is_one_line(tmp_path):
         r = _map(*args)
         assert r.exit_code == 2, r.output
         assert msg in r.output and "Traceback" not in r.output
-    r = _map(table, "--arch", arch, "--objective", "pareto")
+    r = _map(table, "--arch", arch, "--objective", "fastest")
     assert r.exit_code == 2 and "pareto" in r.output

@@ -185,8 +185,8 @@ def test_constraints_must_name_real_axes_and_dims(arch):
         map_model(tiny_model(), arch, constraints=Constraints(spatial={"Z": {"K": 2}}), progress=False)
     with pytest.raises(SpecError, match="no layer of tinynet has a dimension 'H'"):
         map_model(tiny_model(), arch, constraints=Constraints(spatial={"X": {"H": 2}}), progress=False)
-    with pytest.raises(SpecError, match="choose energy, latency or edp"):
-        map_model(tiny_model(), arch, "pareto", progress=False)
+    with pytest.raises(SpecError, match="unknown objective"):
+        map_model(tiny_model(), arch, "fastest", progress=False)
 
 
 def test_spatial_constraints_are_obeyed(arch):
@@ -202,3 +202,60 @@ def test_spatial_constraints_are_obeyed(arch):
                 # The GEMM reduces over its K, and Y cannot add partial sums: the constraint is dropped.
                 assert on_y == [] or all(d != "K" for d, _ in on_y)
                 assert any("Y cannot reduce" in n for n in l.notes)
+
+
+def test_pareto_model_front_is_every_non_dominated_sum_of_layer_points(arch, tmp_path):
+    import itertools
+
+    mm = map_model(tiny_model(), arch, "pareto", strategy="exhaustive", jobs=1, progress=False,
+                   cache_path=tmp_path / "c.sqlite")
+    assert all(l.ok and l.front for l in mm.layers)
+    # Brute force: every choice of one front point per layer, summed over occurrences.
+    sums = []
+    for pick in itertools.product(*(range(len(l.front)) for l in mm.layers)):
+        e = sum(l.front[j][0].energy_total * l.count for l, j in zip(mm.layers, pick))
+        t = sum(l.front[j][0].latency * l.count for l, j in zip(mm.layers, pick))
+        sums.append((e, t))
+    expected = sorted((e, t) for e, t in sums if not any(e2 <= e and t2 <= t and (e2, t2) != (e, t)
+                                                         for e2, t2 in sums))
+    got = [(e, t) for e, t, _ in mm.front()]
+    assert len(got) == len(set(expected)) and all(
+        abs(a[0] - b[0]) <= 1e-9 * b[0] and abs(a[1] - b[1]) <= 1e-9 * b[1] for a, b in zip(got, sorted(set(expected))))
+    # Each layer's front is the exhaustive front, and comes back the same from the cache.
+    for l in mm.layers:
+        ex = map_operator(l.layer.operator, arch, "pareto", strategy="exhaustive")
+        assert sorted((f.result.energy_total, f.result.latency) for f in ex.results) == \
+            sorted((r.energy_total, r.latency) for r, _ in l.front)
+    again = map_model(tiny_model(), arch, "pareto", strategy="exhaustive", jobs=1, progress=False,
+                      cache_path=tmp_path / "c.sqlite")
+    assert again.cache_hits == len(again.layers)
+    assert [(e, t) for e, t, _ in again.front()] == got
+
+
+def test_an_infeasible_layer_is_proven_at_once_and_named(arch):
+    # Reg cannot be bypassed and holds 16 one-byte words: a 32-bit output element fits, but the
+    # outermost level is unbounded, so make Buf the outermost by a one-level machine instead.
+    small = dict(TINY, levels=[dict(TINY["levels"][1], capacity="16 B", fanout=None)])
+    small["levels"][0].pop("fanout")
+    tiny_top = accelerator_from_dict(small, "test small")
+    from accelmap.errors import MappingError
+    with pytest.raises(MappingError, match=r"level Buf must hold whole operands \(it is the outermost level\)"):
+        map_operator(gemm("g", m=4, n=4, k=4), tiny_top, "edp")
+
+
+def test_running_out_of_time_is_not_reported_as_infeasible(arch):
+    op = conv2d("c", n=1, c=8, h=8, w=8, k=8, r=3, s=3)
+    res = map_operator(op, arch, "edp", strategy="exhaustive", time_limit=0.05)
+    assert res.timed_out and not res.proven_optimal
+    text = " ".join(res.notes)
+    assert "time limit 0.05 s reached" in text and "overflowed" not in text
+
+
+def test_certificate_gap_and_proof(arch):
+    op = gemm("g", m=2, n=2, k=2)
+    exact = map_operator(op, arch, "edp", strategy="optimal")
+    assert exact.proven_optimal and exact.gap == 0.0
+    assert exact.lower_bound is not None and exact.lower_bound <= exact.best.value * (1 + 1e-12)
+    heur = map_operator(op, arch, "edp", strategy="heuristic", time_limit=5)
+    assert heur.gap is not None and heur.gap >= 0.0
+    assert heur.best.value >= exact.best.value * (1 - 1e-12)

@@ -56,7 +56,8 @@ def load_workload(model: str, batch, seq_len, bits) -> tuple[ModelImport, bool]:
 @click.argument("model")
 @click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
 @click.option("--objective", default="edp", show_default=True,
-              type=click.Choice([o for o in OBJECTIVES if o != "pareto"]), help="What each layer minimizes.")
+              type=click.Choice(OBJECTIVES),
+              help="What each layer minimizes; pareto: each layer's energy-latency front and the model's.")
 @click.option("--strategy", default="auto", show_default=True, type=click.Choice(STRATEGIES),
               help="auto: exact search where the space is small enough, else the heuristic.")
 @click.option("--constraints", "constraints_file", default=None,
@@ -96,7 +97,8 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     out = Path(out_dir or Path("out") / f"{m.name}-{acc.name}")
     files = write_report(mm, out, plots=not no_plots)
     click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
-               + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png") + ")")
+               + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png"
+                  + (", pareto_front.png" if objective == "pareto" else "")) + ")")
     if mm.failed:
         # Incomplete totals are not a result to build on: say so in the exit code too.
         click.echo(f"error: {len(mm.failed)} of {len(mm.layers)} layers not mapped "

@@ -39,6 +39,33 @@ def _gap(l: LayerMapping) -> str:
     return "-" if g is None else "0%" if l.proven_optimal else f"<={g:.0%}" if g < 9.995 else f"<={g + 1:.0f}x"
 
 
+# Points of the model's front printed at most (the JSON holds all of them).
+FRONT_ROWS = 12
+
+
+def _front_lines(mm: ModelMapping) -> list[str]:
+    """Each layer's front size and span, and the whole model's front (the table above shows each
+    layer's EDP-best point)."""
+    out = ["", "pareto: the table shows each layer's EDP-best point of its energy-latency front"]
+    rows = []
+    for l in mm.mapped:
+        pts = [r for r, _ in l.front] or [l.result]
+        rows.append([l.name, str(len(pts)), f"{min(r.energy_total for r in pts) / 1e6:,.3f}-"
+                     f"{max(r.energy_total for r in pts) / 1e6:,.3f}",
+                     f"{min(r.latency for r in pts):,.0f}-{max(r.latency for r in pts):,.0f}"])
+    out += _table(["layer", "front points", "energy uJ", "latency cyc"], rows, {1, 2, 3})
+    front = mm.front()
+    out.append("")
+    shown = front if len(front) <= FRONT_ROWS else [front[round(i * (len(front) - 1) / (FRONT_ROWS - 1))]
+                                                     for i in range(FRONT_ROWS)]
+    out.append(f"model front: {len(front)} points, every occurrence counted"
+               + (f"; {len(shown)} shown evenly spread, all in summary.json" if len(shown) < len(front) else "")
+               + ("; leaves out the layers not mapped" if mm.failed else "") + ":")
+    out += _table(["energy uJ", "latency cyc", "EDP pJ*cyc"],
+                  [[f"{e / 1e6:,.3f}", f"{t:,.0f}", _eng(e * t)] for e, t, _ in shown], {0, 1, 2})
+    return out
+
+
 def _proof_line(mm: ModelMapping) -> str:
     proven = len(mm.proven)
     line = f"{proven} of {len(mm.mapped)} mapped layers proven optimal"
@@ -79,6 +106,8 @@ def format_summary(mm: ModelMapping) -> str:
                      f"{mm.macs_not_mapped:,} MACs) not mapped; the totals above leave them out")
     lines.append(_proof_line(mm) + f"; {mm.searched} searched, {mm.cache_hits} from the cache; "
                  f"{mm.wall_seconds:.1f} s")
+    if mm.objective == "pareto":
+        lines += _front_lines(mm)
     for l in mm.failed:
         lines.append(f"not mapped: {l.name} (x{l.count}): {l.error}")
     for l in mm.layers:
@@ -216,6 +245,29 @@ def plot_latency_utilization(mm: ModelMapping, path: Path) -> Path:
     return path
 
 
+def plot_front(mm: ModelMapping, path: Path) -> Path:
+    """The whole model's energy-latency front, and the sum of the layers' EDP-best points."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    front = mm.front()
+    fig, ax = plt.subplots(figsize=(6.0, 4.5))
+    ax.step([t for _, t, _ in front], [e / 1e6 for e, _, _ in front], where="post", color="#4C72B0", alpha=0.5)
+    ax.scatter([t for _, t, _ in front], [e / 1e6 for e, _, _ in front], color="#4C72B0", zorder=3,
+               label=f"model front ({len(front)} points)")
+    ax.scatter([mm.latency_total], [mm.energy_total / 1e6], marker="x", color="#C44E52", s=60, zorder=4,
+               label="each layer's EDP-best point")
+    ax.set_xlabel("latency, all occurrences (cycles)")
+    ax.set_ylabel("energy, all occurrences (uJ)")
+    ax.set_title(f"{mm.model.name} on {mm.arch.name}: energy-latency front")
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> list[Path]:
     """summary.json, layers.csv, mappings/LAYER.yaml and the plots; returns the files written."""
     out = Path(out_dir)
@@ -234,4 +286,6 @@ def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> l
     if plots and mm.mapped:
         files.append(plot_energy(mm, out / "energy_breakdown.png"))
         files.append(plot_latency_utilization(mm, out / "latency_utilization.png"))
+        if mm.objective == "pareto":
+            files.append(plot_front(mm, out / "pareto_front.png"))
     return files

@@ -96,6 +96,7 @@ class CachedResult:
     error: str | None             # why the layer cannot be mapped
     lower_bound: float | None = None  # of the objective over every mapping the constraints allow
     timed_out: bool = False
+    front: tuple = ()                 # Pareto objective: the front's mappings (mapping_to_yaml form)
 
 
 class ResultCache:
@@ -123,7 +124,7 @@ class ResultCache:
         extra = json.loads(summary) if summary else {}
         return CachedResult(json.loads(mapping) if mapping else None, value, strategy, bool(proven), seconds,
                             evaluated, tuple(json.loads(notes)), error, extra.get("lower_bound"),
-                            bool(extra.get("timed_out", False)))
+                            bool(extra.get("timed_out", False)), tuple(extra.get("front", ())))
 
     def put(self, key: str, operator: str, accelerator: str, objective: str, res: CachedResult,
             summary: dict[str, Any] | None = None) -> None:

@@ -110,7 +110,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                      constraints: Constraints | None = None, time_limit: float | None = None,
                      seed: int = 0, max_spatial: int = 2, max_keeps: int = 3, climbs: int = 4,
                      max_probes: int = 48, probe_orders: int = 6,
-                     exact_candidates: int = 8, samples: int = 2000):
+                     exact_candidates: int = 8, samples: int = 2000, rank_by: str | None = None):
+    """Best mappings of ``op`` by ``objective``; see the module doc. ``rank_by`` is the scalar the
+    search ranks and climbs by (default: the objective; EDP for the Pareto front)."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -120,7 +122,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     best = collector(objective, k)
     seen: set = set()
     pes = arch.num_pes
-    obj = objective if objective != "pareto" else "edp"
+    obj = rank_by or (objective if objective != "pareto" else "edp")
 
     def consider(m: Mapping):
         if m.key() in seen:

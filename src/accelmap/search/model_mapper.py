@@ -62,6 +62,8 @@ class LayerMapping:
     lower_bound: float | None = None     # of the objective over every mapping the constraints allow
     timed_out: bool = False              # the search stopped at its time limit
     objective: str = "edp"
+    # Pareto objective: the layer's energy-latency front, lowest energy first; ``result`` is its EDP-best point.
+    front: tuple[tuple[CostResult, Mapping], ...] = ()
 
     @property
     def name(self) -> str:
@@ -95,7 +97,9 @@ class LayerMapping:
 
     @property
     def value(self) -> float:
-        return self.result.objective(self.objective) if self.result is not None else math.nan
+        if self.result is None:
+            return math.nan
+        return self.result.objective("edp" if self.objective == "pareto" else self.objective)
 
     def to_dict(self) -> dict[str, Any]:
         op = self.layer.operator
@@ -108,6 +112,9 @@ class LayerMapping:
             "error": self.error, "timed_out": self.timed_out, "lower_bound": self.lower_bound,
             "gap": self.gap,
         }
+        if self.front:
+            d["front"] = [{"energy_pj": r.energy_total, "latency_cycles": r.latency, "edp": r.edp}
+                          for r, _ in self.front]
         if self.result is not None:
             r = self.result
             d.update({"energy_pj_each": r.energy_total, "latency_cycles_each": r.latency,
@@ -179,6 +186,19 @@ class ModelMapping:
     def cache_hits(self) -> int:
         return sum(1 for l in self.layers if l.cached)
 
+    def front(self) -> list[tuple[float, float, tuple[int, ...]]]:
+        """The whole model's energy-latency front under the Pareto objective: (energy, latency, the
+        point each layer takes), lowest energy first. Layers run one after another, so a model point
+        is a sum of one point per layer (times its count); every layer's front is folded in and the
+        dominated sums dropped after each, which keeps every non-dominated sum."""
+        points: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, ())]
+        for l in self.mapped:
+            options = l.front or ((l.result, l.mapping),)
+            sums = [(e + r.energy_total * l.count, t + r.latency * l.count, pick + (j,))
+                    for e, t, pick in points for j, (r, _) in enumerate(options)]
+            points = pareto_points(sums)
+        return points if self.mapped else []
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model.name, "source": self.model.source, "params": dict(self.model.params),
@@ -195,9 +215,20 @@ class ModelMapping:
                        "latency_cycles": self.latency_total, "edp_pj_cycles": self.edp_total,
                        "utilization": self.utilization},
             "notes": list(self.notes),
+            "model_front": [{"energy_pj": e, "latency_cycles": t, "layer_points": list(pick)}
+                            for e, t, pick in self.front()] if self.objective == "pareto" else None,
             "layers": [l.to_dict() for l in self.layers],
             "host_ops": [h.to_dict() for h in self.model.host_ops],
         }
+
+
+def pareto_points(points: list) -> list:
+    """The points (energy, latency, ...) no other point is at least as good as in both, by energy."""
+    out: list = []
+    for p in sorted(points, key=lambda p: (p[0], p[1])):
+        if not out or p[1] < out[-1][1]:
+            out.append(p)
+    return out
 
 
 def check_model_constraints(cons: Constraints, model: ModelImport, arch: Accelerator) -> None:
@@ -307,6 +338,11 @@ def _search(task: _Task) -> tuple[int, dict[str, Any]]:
     if best is None:
         # A failure is cached like a result: its key holds the time limit, so a longer limit searches again.
         out.update(error="; ".join(notes) or "no valid mapping found", deterministic=True, notes=())
+    elif task.objective == "pareto":
+        # The front, lowest energy first; the layer stands in the totals by its EDP-best point.
+        rep = min(res.results, key=lambda f: f.result.edp)
+        out.update(error=None, mapping=rep.mapping, result=rep.result, value=rep.result.edp,
+                   front=tuple((f.result, f.mapping) for f in res.results))
     else:
         out.update(error=None, mapping=best.mapping, result=best.result, value=best.value)
     return task.index, out
@@ -332,12 +368,20 @@ def _from_cache(cache: ResultCache, key: str, layer: Layer, op: Operator, arch: 
     except AccelmapError:
         cache.delete(key)
         return None
-    fresh = r.objective(objective)
+    fresh = r.objective("edp" if objective == "pareto" else objective)
     if hit.value is None or abs(fresh - hit.value) > _STALE_TOLERANCE * max(abs(fresh), abs(hit.value), 1.0):
         cache.delete(key)
         return None
+    front = []
+    try:
+        for fy in hit.front:
+            fm = mapping_from_yaml(fy, arch, "cache")
+            front.append((evaluate(op, arch, fm), fm))
+    except AccelmapError:
+        cache.delete(key)
+        return None
     return LayerMapping(lay, r, m, hit.strategy, hit.proven_optimal, True, hit.search_seconds, hit.evaluated,
-                        hit.notes, None, hit.lower_bound, hit.timed_out, objective)
+                        hit.notes, None, hit.lower_bound, hit.timed_out, objective, tuple(front))
 
 
 def _outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[str, ...],
@@ -349,7 +393,7 @@ def _outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[str, 
                             allnotes, out["error"], out["lower_bound"], out["timed_out"], objective)
     return LayerMapping(lay, out["result"], out["mapping"], out["strategy"], out["proven"], False,
                         out["seconds"], out["evaluated"], allnotes, None, out["lower_bound"], out["timed_out"],
-                        objective)
+                        objective, out.get("front", ()))
 
 
 class _Progress:
@@ -392,9 +436,6 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     the parent after each layer is known (cached or searched).
     """
     check_objective(objective)
-    if objective == "pareto":
-        raise SpecError("a whole model needs one number per layer to add up; choose energy, latency or edp "
-                        "(map single operators for Pareto fronts)", where="--objective")
     if strategy not in STRATEGIES:
         raise SpecError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}", where="--strategy")
     if jobs is not None and jobs < 1:
@@ -431,7 +472,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
                                       lm.notes, lm.error, lm.lower_bound, lm.timed_out)
                 summary = None if lm.result is None else {
                     "energy_pj": lm.result.energy_total, "latency_cycles": lm.result.latency,
-                    "edp": lm.result.edp, "utilization": lm.result.utilization}
+                    "edp": lm.result.edp, "utilization": lm.result.utilization,
+                    "front": [mapping_to_yaml(fm, arch) for _, fm in lm.front]}
                 cache.put(task.key, task.op.name, arch.name, objective, stored, summary)
             if on_layer:
                 on_layer(lm)
