@@ -1,7 +1,8 @@
-"""How the mapper scales: search time and mappings evaluated against the exhaustive space size.
+"""How the mapper scales on full-size layers: time, memory, and how close to optimal it is proven.
 
-For ResNet-50, MobileNetV2 and one BERT-base encoder layer on eyeriss_like,
-tpu_like and simba_like, every distinct layer is mapped the way ``accelmap map``
+For ResNet-18, ResNet-50, MobileNetV2, VGG-16 and one BERT-base encoder layer on eyeriss_like,
+simba_like, tpu_like, edge_tpu_like, ascend_like and vta_like, every distinct layer is mapped the
+way ``accelmap map``
 does it (strategy auto: exact branch and bound where the space is small enough,
 else the heuristic; a time limit per layer), with the cache off. Each
 (model, accelerator) pair runs in its own process so its peak memory (resident
@@ -29,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-MODELS = ("resnet50", "mobilenetv2", "bert_base_layer")
-ARCHS = ("eyeriss_like", "tpu_like", "simba_like")
+MODELS = ("resnet18", "resnet50", "mobilenetv2", "vgg16", "bert_base_layer")
+ARCHS = ("eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like")
 RESULTS = Path(__file__).resolve().parent / "results" / "mapper_scaling.json"
 MEMORY_LIMIT_MB = 1024
 
@@ -53,13 +54,15 @@ def run_one(model: str, arch_name: str, time_limit: float, jobs: int) -> dict:
         layers.append({"layer": l.name, "count": l.count, "macs_each": l.layer.operator.macs,
                        "space_size": space_size(adopt_precision(l.layer.operator, arch), arch),
                        "strategy": l.strategy, "proven_optimal": l.proven_optimal,
+                       "lower_bound": l.lower_bound, "gap": l.gap, "timed_out": l.timed_out,
                        "seconds": l.search_seconds, "evaluated": l.evaluated,
                        "edp": l.result.edp if l.ok else None, "error": l.error})
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"model": model, "arch": arch_name, "wall_seconds": wall, "jobs": jobs, "time_limit": time_limit,
             "peak_rss_mb_parent": own, "peak_rss_mb_worker": kids, "peak_rss_mb": max(own, kids),
-            "energy_pj": mm.energy_total, "latency_cycles": mm.latency_total, "layers": layers}
+            "energy_pj": mm.energy_total, "latency_cycles": mm.latency_total, "macs": mm.macs_mapped,
+            "utilization": mm.utilization, "layers": layers}
 
 
 def exact_sweep(time_limit: float) -> list[dict]:
@@ -84,6 +87,29 @@ def exact_sweep(time_limit: float) -> list[dict]:
     return out
 
 
+def print_per_preset(runs: list[dict]) -> None:
+    """The issue's table: per preset, layers proven, the certificate gaps, time per layer, and the
+    whole models' pJ/MAC and utilization."""
+    hdr = (f"{'preset':<14} {'layers':>6} {'failed':>6} {'proven':>6} {'gap median':>10} {'gap max':>8} "
+           f"{'median s':>8} {'max s':>6} {'timed out':>9}   pJ/MAC and utilization per model")
+    print(hdr)
+    print("-" * len(hdr))
+    for arch in ARCHS:
+        mine = [r for r in runs if r["arch"] == arch]
+        if not mine:
+            continue
+        L = [l for r in mine for l in r["layers"]]
+        ok = [l for l in L if not l["error"]]
+        gaps = sorted(l["gap"] for l in ok if l["gap"] is not None)
+        secs = sorted(l["seconds"] for l in L)
+        per_model = ", ".join(f"{r['model']} {r['energy_pj'] / max(r['macs'], 1):.2f}/{r['utilization']:.0%}"
+                              for r in mine)
+        print(f"{arch:<14} {len(L):>6} {len(L) - len(ok):>6} {sum(1 for l in ok if l['proven_optimal']):>6} "
+              f"{(f'{statistics.median(gaps):.0%}' if gaps else '-'):>10} {(f'{gaps[-1]:.0%}' if gaps else '-'):>8} "
+              f"{statistics.median(secs):>8.2f} {secs[-1]:>6.2f} {sum(1 for l in L if l['timed_out']):>9}   {per_model}")
+    print()
+
+
 def decade(n: int) -> int:
     return int(math.floor(math.log10(n))) if n > 0 else 0
 
@@ -92,7 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=10.0, help="search seconds per layer")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--budget", type=float, default=900.0, help="skip remaining pairs after this many seconds")
+    ap.add_argument("--budget", type=float, default=1800.0, help="skip remaining pairs after this many seconds")
     ap.add_argument("--exact-time-limit", type=float, default=10.0, help="seconds per small operator, exact search")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "ARCH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -115,6 +141,7 @@ def main() -> None:
             runs.append(r)
             print(f"  {model} on {arch}: {r['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
 
+    print_per_preset(runs)
     hdr = (f"{'model':<16} {'arch':<13} {'layers':>6} {'space (min..max)':>18} {'optimal':>7} {'heur.':>5} "
            f"{'failed':>6} {'evaluated':>10} {'search s':>9} {'wall s':>7} {'peak MB':>8}")
     print(hdr)

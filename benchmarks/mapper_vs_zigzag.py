@@ -15,6 +15,9 @@ edge_tpu_like and ascend_like (hardware and mapping files from the wheel):
 3. ZigZag's chosen mapping of every layer is converted into our Mapping and
    evaluated in our cost model next to ours (same objective), and our cost of
    that mapping is set against ZigZag's own cost of it.
+4. accelmap maps the model again with the spatial unrolling free (no constraints):
+   a second table shows how much better than ZigZag's own spatial choice that is,
+   both costed in our model.
 
 Converting a ZigZag mapping (docs/mapping-models.md has the full argument):
 ZigZag lists, per operand, the loops (innermost first) held by each memory of
@@ -237,7 +240,8 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
 
 # ---------------------------------------------------------------- our side and comparison
 
-def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None):
+def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None,
+             free_spatial: bool = False):
     from accelmap.arch.zigzag_import import load_zigzag_accelerator, load_zigzag_spatial_constraints
     from accelmap.search.model_mapper import map_model
     from accelmap.search.space import Constraints
@@ -246,6 +250,8 @@ def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: in
     t0 = time.perf_counter()
     arch, notes = load_zigzag_accelerator(hw_path, map_path)
     cons = Constraints(spatial={ax: dict(pairs) for ax, pairs in load_zigzag_spatial_constraints(map_path).items()})
+    if free_spatial:
+        cons = Constraints()
     model = load_model(onnx)
     mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
                    jobs=jobs, cache_path=None, progress=False)
@@ -335,11 +341,23 @@ def main() -> None:
                                                        inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs,
                                                        a.time_limit)
             rows = compare(zz, mm, arch, a.objective)
+            free, _, free_wall, _ = run_ours(inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
+                                             inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs, a.time_limit,
+                                             free_spatial=True)
+            by_name = {l.name: l for l in free.layers}
+            for r in rows:
+                fl = by_name.get(r["layer"])
+                r["ours_free_spatial"] = None if fl is None or not fl.ok else {
+                    "energy": fl.result.energy_total, "latency": fl.result.latency, "edp": fl.result.edp,
+                    "gap": fl.gap, "spatial": [f"{lp.dim}{lp.bound}@{lp.axis}" for lp in fl.mapping.loops
+                                               if lp.spatial]}
             pairs.append({"model": model, "hardware": hw, "zigzag_seconds": zz["wall_seconds"],
                           "ours_seconds": ours_wall, "zigzag_layers_mapped": len(zz["layers"]),
                           "our_distinct_layers": len(mm.layers), "conversion_notes": conv_notes,
                           "zigzag_total": {"energy": zz["energy"], "latency": zz["latency"]},
                           "ours_total": {"energy": mm.energy_total, "latency": mm.latency_total},
+                          "ours_free_spatial_seconds": free_wall,
+                          "ours_free_spatial_total": {"energy": free.energy_total, "latency": free.latency_total},
                           "layers": rows})
             print(f"  {model} on {hw}: accelmap {ours_wall:.1f} s", file=sys.stderr, flush=True)
     report(pairs, a.objective)
@@ -383,6 +401,34 @@ def report(pairs: list[dict], objective: str) -> None:
         print(f"{p['model']:<12} {p['hardware']:<14} {p['zigzag_seconds']:>8.1f} {p['ours_seconds']:>7.1f} "
               f"{p['summary']['speedup']:>6.1f}x {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
               f"{nc:>4} {gm:>21.3g} {gm_all:>8.3g}")
+    print(f"\nour spatial unrolling free (no constraints), against ZigZag's mapping (its spatial unrolling "
+          f"from the wheel's mapping file), both in our model, objective {objective}:")
+    hdr2 = (f"{'model':<12} {'hardware':<14} {'ours s':>7} {'layers':>6} {'free<=ZZ':>8} "
+            f"{'geomean ZZ/free':>15} {'best layer':>10} {'model ZZ/free':>13} {'model fixed/free':>16}")
+    print(hdr2)
+    print("-" * len(hdr2))
+    for p in pairs:
+        rows = [r for r in p["layers"] if r.get("ours_free_spatial") and r["zigzag_in_ours"]]
+        ratios = [_ratio(r["zigzag_in_ours"][key], r["ours_free_spatial"][key]) for r in rows]
+        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else float("nan")
+        # Whole model: ZigZag's mappings (where converted) against ours, summed over occurrences.
+        zz_e = sum(r["zigzag_in_ours"]["energy"] * r["count"] for r in rows)
+        zz_l = sum(r["zigzag_in_ours"]["latency"] * r["count"] for r in rows)
+        fr_e = sum(r["ours_free_spatial"]["energy"] * r["count"] for r in rows)
+        fr_l = sum(r["ours_free_spatial"]["latency"] * r["count"] for r in rows)
+        zz_v = {"energy": zz_e, "latency": zz_l, "edp": zz_e * zz_l}[key]
+        fr_v = {"energy": fr_e, "latency": fr_l, "edp": fr_e * fr_l}[key]
+        ft, ff = p["ours_total"], p["ours_free_spatial_total"]
+        fixed_v = {"energy": ft["energy"], "latency": ft["latency"], "edp": ft["energy"] * ft["latency"]}[key]
+        free_v = {"energy": ff["energy"], "latency": ff["latency"], "edp": ff["energy"] * ff["latency"]}[key]
+        p["summary_free_spatial"] = {"compared": len(rows), "free_equal_or_better": sum(1 for x in ratios if x >= 1 - 1e-9),
+                                     "geomean_zigzag_over_free": gm, "best_layer": max(ratios, default=float("nan")),
+                                     "model_zigzag_over_free": _ratio(zz_v, fr_v),
+                                     "model_fixed_over_free": _ratio(fixed_v, free_v)}
+        sf = p["summary_free_spatial"]
+        print(f"{p['model']:<12} {p['hardware']:<14} {p['ours_free_spatial_seconds']:>7.1f} {len(rows):>6} "
+              f"{sf['free_equal_or_better']:>8} {gm:>14.2f}x {sf['best_layer']:>9.1f}x "
+              f"{sf['model_zigzag_over_free']:>12.2f}x {sf['model_fixed_over_free']:>15.2f}x")
     print(f"\nobjective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
           "that of ZigZag's mapping converted into our model.")
     print("'ZZ map ours/ZZ': geometric mean, over exact or equivalent conversions and over all converted layers, of "
