@@ -22,7 +22,7 @@ def load_problem(workload: str, arch: str, mapping: str):
     op, stated = load_workload(workload)
     if not stated:
         op = adopt_precision(op, acc)
-    return op, acc, load_mapping(mapping, acc)
+    return op, acc, load_mapping(mapping, acc, op)
 
 
 @main.command("codegen")

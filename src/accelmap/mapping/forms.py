@@ -96,7 +96,10 @@ def _pair(x, where: str, spatial: bool) -> tuple:
     return tuple(x)
 
 
-def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>") -> Mapping:
+def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>", op: Operator | None = None) -> Mapping:
+    """A mapping from its YAML form. An entry without ``keep`` keeps every operand of ``op`` whose class
+    the level holds; without ``op`` the default is the class names, which are the operand names of a
+    convolution but not of a gemm (A, B, O), so callers that know the operator should pass it."""
     if not isinstance(data, dict) or "mapping" not in data:
         raise SpecError("a mapping file needs a top-level key 'mapping' with one entry per level", where=source)
     extra = set(data) - {"mapping", "constraints", "comment"}
@@ -126,7 +129,12 @@ def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>") -> M
             raise SpecError(f"level {ent['level']} is listed out of order or twice; list levels outermost first",
                             where=f"{where}.level")
         seen_level = li
-        kp = ent.get("keep", list(arch.levels[li].holds))
+        if "keep" in ent:
+            kp = ent["keep"]
+        elif op is not None:
+            kp = [o.name for o in op.operands if o.cls in arch.levels[li].holds]
+        else:
+            kp = list(arch.levels[li].holds)
         if not isinstance(kp, list) or not all(isinstance(x, str) for x in kp):
             raise SpecError(f"'keep' must be a list of operand names, got {kp!r}", where=f"{where}.keep")
         keep[li] = frozenset(kp)
