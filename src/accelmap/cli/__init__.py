@@ -6,6 +6,7 @@ else is our bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -13,12 +14,26 @@ import click
 from accelmap.errors import AccelmapError
 
 
+_LONG_QUOTED = re.compile("'[^'\\n]{61,}'" + '|"[^"\\n]{61,}"')
+
+
+def one_line(message: str, limit: int = 400) -> str:
+    """An error message as one short line: newlines become spaces, a long quoted value an echo
+    of its start, and a line still too long keeps its start (which names the file) and its end."""
+    text = " ".join(message.split())
+    text = _LONG_QUOTED.sub(lambda m: f"{m.group()[:41]}...{m.group()[0]} ({len(m.group()) - 2:,} characters)", text)
+    if len(text) > limit:
+        cut = len(text) - limit
+        text = f"{text[:limit - 120]} ...({cut:,} characters cut)... {text[-100:]}"
+    return text
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except AccelmapError as e:
-            click.echo(f"error: {e}", err=True)
+            click.echo(f"error: {one_line(str(e))}", err=True)
             sys.exit(2)
 
 
