@@ -13,6 +13,7 @@ from accelmap.cli.evaluate_cmd import load_mapping
 from accelmap.codegen.c_source import DTYPES, generate_c
 from accelmap.codegen.execute import check_mapping
 from accelmap.errors import SpecError
+from accelmap.file_io import check_output_file, write_atomic
 from accelmap.workload.files import load_workload
 
 
@@ -36,10 +37,12 @@ def load_problem(workload: str, arch: str, mapping: str):
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 def codegen_cmd(workload, arch, mapping, output, dtype, run, seed):
     """Emit C with explicit tile transfers for a mapping (refused if the mapping does not fit)."""
+    if output is not None:
+        check_output_file(output, "--output")
     op, acc, m = load_problem(workload, arch, mapping)
     src = generate_c(op, acc, m, dtype)   # validates first: nothing is written for a bad mapping
-    if output:
-        Path(output).write_text(src)
+    if output is not None:
+        write_atomic(Path(output), src)
         click.echo(f"wrote {output} ({len(src.splitlines())} lines)")
     elif not run:
         click.echo(src, nl=False)
