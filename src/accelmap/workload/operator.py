@@ -21,9 +21,6 @@ Role = Literal["input", "output"]
 # (Eyeriss keeps separate input/weight/psum scratchpads). Workloads with more
 # than two inputs put the extra ones in a class of the user's choosing.
 OPERAND_CLASSES = ("I", "W", "O")
-# Limits that keep every count of the cost model (elements x bits x levels) inside 64-bit integers.
-MAX_COUNT = 10**15
-MAX_BITS = 256
 
 
 @dataclass(frozen=True)
@@ -210,18 +207,6 @@ def _check_operator(op: Operator) -> None:
     unused = [d for d in names if d not in used]
     if unused:
         raise SpecError(f"operator {op.name!r}: dimensions {unused} index no operand")
-    # The cost model counts in 64-bit integers (numpy), bits of data included: keep every count far
-    # from 2^63 so that none can overflow (a 10^12-cubed GEMM was an OverflowError in the batch model).
-    if op.macs > MAX_COUNT:
-        raise SpecError(f"operator {op.name!r}: {op.macs:.3g} MACs is too large; accelmap handles at most "
-                        f"{MAX_COUNT:.0e} MACs per operator")
-    for o in op.operands:
-        if o.bits > MAX_BITS:
-            raise SpecError(f"operator {op.name!r}: operand {o.name} has {o.bits} bits; at most {MAX_BITS}")
-        n = math.prod(op.index_extent(o))
-        if n > MAX_COUNT:
-            raise SpecError(f"operator {op.name!r}: operand {o.name} spans {n:.3g} elements, too large; "
-                            f"accelmap handles at most {MAX_COUNT:.0e} elements per operand")
 
 
 def make_operand(name: str, indices: Iterable[AffineIndex | str | tuple], role: Role, bits: int,
