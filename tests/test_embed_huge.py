@@ -65,3 +65,12 @@ def test_axis_overlap_closed_forms_match_the_sets():
     # Far apart: answered without a bit set as long as the shift.
     assert index_sets.axis_overlap((1, 1), (1, 3), (1, 3), (-10**15, 0)) == 0
     assert index_sets.axis_overlap((1, 1), (10**12, 3), (10**12, 3), (5, 0)) == 10**12 + 2 - 5
+
+
+def test_run_on_a_huge_operator_is_refused_before_the_search(tmp_path):
+    w = tmp_path / "big.yaml"
+    w.write_text("conv2d: {n: 1, c: 3, h: 100000000, w: 10, k: 64, r: 3, s: 3}\n")
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["embed", "-w", str(w), "--run", "--time-limit", "30"])
+    assert r.exit_code == 2 and time.monotonic() - t0 < 2.0
+    assert r.output.strip().splitlines() == [r.output.strip()] and "too many to execute" in r.output
