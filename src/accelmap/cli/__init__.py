@@ -1,7 +1,7 @@
 """Command line: ``accelmap <command>``. Each command lives in its own module.
 
-User errors (AccelmapError) print one line and exit with status 2; anything
-else is our bug and keeps its traceback.
+User errors (AccelmapError, and click's usage errors) print one line and exit
+with status 2; anything else is our bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 from accelmap.errors import AccelmapError
 
 
-_LONG_QUOTED = re.compile("'[^'\\n]{61,}'" + '|"[^"\\n]{61,}"')
+_LONG_QUOTED = re.compile(r"(?<!\w)'[^'\n]{61,}'(?!\w)" + r'|(?<!\w)"[^"\n]{61,}"(?!\w)')
 
 
 def one_line(message: str, limit: int = 400) -> str:
@@ -35,6 +35,13 @@ class _Group(click.Group):
         except AccelmapError as e:
             click.echo(f"error: {one_line(str(e))}", err=True)
             sys.exit(2)
+        except click.UsageError as e:
+            # A bad option or argument: one line too, with where to look, instead of click's usage block.
+            if type(e).__name__ == "NoArgsIsHelpError":   # a bare group: click prints its help
+                raise
+            path = e.ctx.command_path if e.ctx is not None else ctx.command_path
+            click.echo(f"error: {one_line(e.format_message())} (see '{path} --help')", err=True)
+            sys.exit(e.exit_code)
 
 
 @click.group(cls=_Group)

@@ -29,7 +29,9 @@ from accelmap.workload.files import load_operator
 def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
     """Embed a hardware intrinsic into an operator (seed 000, ch. 4)."""
     if top < 1:
-        raise SpecError(f"--top must be at least 1, got {top}", where="--top")
+        raise SpecError(f"must be at least 1, got {top}", where="--top")
+    if not (0 < time_limit < 1e9):   # also refuses nan and inf
+        raise SpecError(f"must be a positive number of seconds, got {time_limit}", where="--time-limit")
     acc = get_accelerator(arch)
     intr = get_intrinsic(intrinsic, acc)
     op = load_operator(workload or example_path("conv_small.yaml"))

@@ -25,7 +25,7 @@ def load_mapping(path: str, arch, op=None):
         return mapping_from_yaml(load_yaml(p), arch, str(p), op)
     try:
         text = p.read_text()
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read: {e.__class__.__name__}", where=str(p)) from None
     return parse_text(text, arch, str(p))
 
