@@ -204,6 +204,9 @@ FILES: dict[str, str | bytes] = {
     "wl_conv_kernel_big.yaml": "conv2d: {n: 1, c: 3, h: 2, w: 2, k: 4, r: 5, s: 5}\n",
     "wl_conv_stride_zero.yaml": "conv2d: {n: 1, c: 3, h: 8, w: 8, k: 4, r: 3, s: 3, stride: 0}\n",
     "wl_huge_gemm.yaml": "gemm: {m: 1000000000000, n: 1000000000000, k: 1000000000000}\n",
+    "big_gemm_1e7.yaml": "gemm: {m: 10000000, n: 16, k: 16}\n",
+    "big_map_tpu_1e7.yaml": ("mapping:\n  - {level: DRAM, temporal: [[M, 10000000]]}\n"
+                         "  - {level: UB, spatial: [[K, 16, X], [N, 16, Y]]}\n  - {level: PEReg, keep: [B]}\n"),
     "wl_dup_key.yaml": "gemm: {m: 2, n: 2, k: 2}\ngemm: {m: 4, n: 4, k: 4}\n",
     "wl_bomb.yaml": _bomb(),
     "wl_empty.yaml": "",
@@ -276,6 +279,9 @@ CASES: list[tuple[str, list[str]]] = [
       if n.startswith("t_") and n != "t_good.csv"],
     *[(f"map-{n}", ["map", CONV, "-a", "tpu_like", "--constraints", "{d}/" + n, "--no-cache"]) for n in FILES
       if n.startswith("cons_")],
+    ("map-cache-not-a-database", ["map", "{d}/t_good.csv", "-a", "tpu_like", "--cache", "{f}"]),
+    ("map-cache-directory", ["map", "{d}/t_good.csv", "-a", "tpu_like", "--cache", "{d}"]),
+    ("map-cache-under-file", ["map", "{d}/t_good.csv", "-a", "tpu_like", "--cache", "{f}/c.sqlite"]),
     ("map-constraints-missing", ["map", CONV, "-a", "tpu_like", "--constraints", "{d}/nope.yaml", "--no-cache"]),
     ("map-constraints-bomb", ["map", CONV, "-a", "tpu_like", "--constraints", "{d}/map_bomb.yaml", "--no-cache"]),
     # --- import
@@ -334,10 +340,17 @@ CASES: list[tuple[str, list[str]]] = [
     ("codegen-out-under-file", ["codegen", *PROBLEM, "-o", "{f}/x.c"]),
     ("codegen-out-bad-mapping", ["codegen", *PROBLEM[:4], "-m", "{d}/map_bound_zero.yaml", "-o", "x.c"]),
     ("codegen-missing-mapping-option", ["codegen", *PROBLEM[:4]]),
+    ("codegen-run-too-large", ["codegen", "-w", "{d}/big_gemm_1e7.yaml", "-a", "tpu_like", "-m",
+                               "{d}/big_map_tpu_1e7.yaml", "--run"]),
+    ("codegen-run-huge", ["codegen", "-w", "{d}/wl_huge_gemm.yaml", "-a", "eyeriss_like", "-m", EYE_MAP, "--run"]),
     ("codegen-seed-text", ["codegen", *PROBLEM, "--seed", "x"]),
     # --- simulate
     ("simulate-bad-mapping", ["simulate", *PROBLEM[:4], "-m", "{d}/map_unknown_level.yaml"]),
     ("simulate-bad-workload", ["simulate", "-w", "{d}/wl_dup_key.yaml", "-a", "eyeriss_like", "-m", EYE_MAP]),
+    ("simulate-too-many-steps", ["simulate", "-w", "{d}/big_gemm_1e7.yaml", "-a", "tpu_like", "-m",
+                                 "{d}/big_map_tpu_1e7.yaml"]),
+    ("simulate-too-many-steps-timeline", ["simulate", "-w", "{d}/big_gemm_1e7.yaml", "-a", "tpu_like", "-m",
+                                          "{d}/big_map_tpu_1e7.yaml", "--timeline", "t.png"]),
     ("simulate-timeline-dir", ["simulate", *PROBLEM, "--timeline", "{d}"]),
     ("simulate-timeline-no-suffix", ["simulate", *PROBLEM, "--timeline", "t"]),
     ("simulate-timeline-svg", ["simulate", *PROBLEM, "--timeline", "t.svg"]),

@@ -5,11 +5,17 @@ from __future__ import annotations
 import click
 
 from accelmap.cli import main
-from accelmap.cli.codegen_cmd import load_problem
+from accelmap.cli.codegen_cmd import check_executable, load_problem
+from accelmap.errors import SpecError
 from accelmap.file_io import atomic_path, check_output_file
 from accelmap.mapping.forms import format_text
-from accelmap.sim.simulate import simulate
+from accelmap.mapping.validate import validate
+from accelmap.sim.program import tile_steps
+from accelmap.sim.simulate import FUNCTIONAL_MAX_MACS, simulate
 from accelmap.sim.timeline import plot_timeline
+
+
+MAX_STEPS = 1_000_000
 
 
 @main.command("simulate")
@@ -24,6 +30,13 @@ def simulate_cmd(workload, arch, mapping, timeline, functional):
     if timeline is not None:
         check_output_file(timeline, "--timeline", ".png")
     op, acc, m = load_problem(workload, arch, mapping)
+    validate(op, acc, m)
+    steps = tile_steps(op, acc, m)
+    if steps > MAX_STEPS:
+        raise SpecError(f"the simulator walks every tile step: this mapping has {steps:,}, at most {MAX_STEPS:,} "
+                        "(about 10 s and 800 MB); use 'accelmap evaluate' for its analytical cost", where=str(mapping))
+    if functional or (functional is None and op.macs <= FUNCTIONAL_MAX_MACS):
+        check_executable(op, "--functional")
     res = simulate(op, acc, m, functional=functional)
     click.echo(f"{op}\non {acc.name}:\n")
     click.echo(format_text(m, acc, op))

@@ -158,6 +158,12 @@ class ResultCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _create(self.path)
+            if self.path.is_file() and self.path.stat().st_size:
+                with open(self.path, "rb") as f:
+                    if f.read(16) != b"SQLite format 3\x00":
+                        # SQLite would take a file shorter than its header as empty and overwrite it.
+                        raise SpecError("not an SQLite database, and it is not overwritten; pass --no-cache or "
+                                        "another --cache file", where=str(self.path))
             # Autocommit: every statement is its own transaction, so a run never holds a read
             # transaction that it would later have to upgrade while another run writes.
             self._db = sqlite3.connect(str(self.path), timeout=_LOCK_WAIT, isolation_level=None)
