@@ -59,4 +59,3 @@ def test_workload_file_errors_name_the_field():
         operator_from_dict({"conv2d": {"c": 4, "h": 8, "w": 8, "k": 4, "r": 3, "s": 3, "groups": 3}}, "w.yaml")
     with pytest.raises(SpecError, match="exactly one of"):
         operator_from_dict({"name": "x"}, "w.yaml")
-
