@@ -152,6 +152,23 @@ def _create(path: Path) -> None:
             Path(tmp + suffix).unlink(missing_ok=True)
 
 
+class _Retrying:
+    """A connection whose statements retry while another run holds the database (the busy
+    timeout covers most waits; this covers the rest)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self._conn = db
+
+    def execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        return _retry(lambda: self._conn.execute(sql, params))
+
+    def commit(self) -> None:
+        _retry(self._conn.commit)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
 class ResultCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -166,18 +183,18 @@ class ResultCache:
                                         "another --cache file", where=str(self.path))
             # Autocommit: every statement is its own transaction, so a run never holds a read
             # transaction that it would later have to upgrade while another run writes.
-            self._db = sqlite3.connect(str(self.path), timeout=_LOCK_WAIT, isolation_level=None)
+            self._db = _Retrying(sqlite3.connect(str(self.path), timeout=_LOCK_WAIT, isolation_level=None))
             self._db.execute(f"PRAGMA busy_timeout={int(_LOCK_WAIT * 1000)}")
-            if _retry(lambda: self._db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                _retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
-            _retry(lambda: self._db.execute(_TABLE))
+            if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(_TABLE)
         except (OSError, sqlite3.Error) as e:
             raise SpecError(f"cannot open the result cache: {e}; pass --no-cache or another --cache file",
                             where=str(self.path)) from None
 
     def get(self, key: str) -> CachedResult | None:
-        row = _retry(lambda: self._db.execute("SELECT mapping, value, strategy, proven, seconds, evaluated, "
-                                              "notes, error FROM results WHERE key = ?", (key,)).fetchone())
+        row = self._db.execute("SELECT mapping, value, strategy, proven, seconds, evaluated, notes, error "
+                               "FROM results WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
         mapping, value, strategy, proven, seconds, evaluated, notes, error = row
@@ -186,17 +203,20 @@ class ResultCache:
 
     def put(self, key: str, operator: str, accelerator: str, objective: str, res: CachedResult,
             summary: dict[str, Any] | None = None) -> None:
-        row = (key, operator, accelerator, objective, res.strategy,
-               json.dumps(res.mapping) if res.mapping is not None else None, res.value, int(res.proven_optimal),
-               res.search_seconds, res.evaluated, json.dumps(list(res.notes)), res.error,
-               json.dumps(summary) if summary is not None else None, time.time())
-        _retry(lambda: self._db.execute("INSERT OR REPLACE INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row))
+        self._db.execute(
+            "INSERT OR REPLACE INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (key, operator, accelerator, objective, res.strategy,
+             json.dumps(res.mapping) if res.mapping is not None else None, res.value, int(res.proven_optimal),
+             res.search_seconds, res.evaluated, json.dumps(list(res.notes)), res.error,
+             json.dumps(summary) if summary is not None else None, time.time()))
+        self._db.commit()
 
     def delete(self, key: str) -> None:
-        _retry(lambda: self._db.execute("DELETE FROM results WHERE key = ?", (key,)))
+        self._db.execute("DELETE FROM results WHERE key = ?", (key,))
+        self._db.commit()
 
     def __len__(self) -> int:
-        return _retry(lambda: self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self) -> None:
         self._db.close()
