@@ -81,3 +81,18 @@ def test_timeline_on_a_directory_does_not_write_a_sibling(tmp_path):
     r = CliRunner().invoke(main, ["simulate", *PROBLEM, "--timeline", str(d)])
     assert r.exit_code == 2
     assert not (tmp_path / "tmp.png").exists() and os.listdir(d) == []
+
+
+def test_check_output_dir(tmp_path):
+    from accelmap.errors import SpecError
+    from accelmap.file_io import check_output_dir
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert check_output_dir(tmp_path, "--out") == tmp_path
+    assert check_output_dir(tmp_path / "new" / "deeper", "--out") == tmp_path / "new" / "deeper"
+    for bad, msg in [(f, "exists and is not a folder"), (f / "sub", "is a file, not a folder"),
+                     (f / "a" / "b", "is a file, not a folder"), ("/proc/accelmap-out", "cannot create folders in /proc"), ("/proc", "cannot write into")]:
+        with pytest.raises(SpecError, match=msg):
+            check_output_dir(bad, "--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -26,7 +26,8 @@ def _umask() -> int:
 def check_output_file(path: str | Path, option: str, suffix: str | None = None) -> Path:
     """The file ``path`` an option names, refused with one line when it cannot be written: a
     directory, a wrong suffix (``suffix`` such as ".png"; nothing is silently appended), a folder that
-    is a file, or a folder that does not take new files. Creates nothing."""
+    is a file, or a folder that does not take new files. Leaves nothing behind (it probes by
+    creating and removing a temporary file or folder)."""
     where = f"{option} {path}"
     try:
         return _check(Path(path), str(path), where, suffix)
@@ -54,11 +55,38 @@ def _check(p: Path, path: str, where: str, suffix: str | None) -> Path:
         except OSError as e:
             raise SpecError(f"cannot write into {parent}: {e.strerror or e.__class__.__name__}", where=where) \
                 from None
-    elif not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SpecError(f"cannot create folders in {ancestor}: permission denied", where=where)
+    else:
+        try:   # the folders do not exist yet: make and remove one where they would start
+            os.rmdir(tempfile.mkdtemp(dir=ancestor))
+        except OSError as e:
+            raise SpecError(f"cannot create folders in {ancestor}: {e.strerror or e.__class__.__name__}",
+                            where=where) from None
     if p.exists() and not os.access(p, os.W_OK):
         raise SpecError("cannot overwrite it: permission denied", where=where)
     return p
+
+
+def check_output_dir(path: str | Path, option: str) -> Path:
+    """The folder ``path`` an option names (it may not exist yet), refused with one line when it
+    cannot hold new files: a file, under a file, or in a folder that does not take new files.
+    Leaves nothing behind. (For ``map --out``: check before the search, not after it.)"""
+    where = f"{option} {path}"
+    try:
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise SpecError("exists and is not a folder", where=where)
+        if p.is_dir():
+            try:
+                with tempfile.TemporaryFile(dir=p):
+                    pass
+            except OSError as e:
+                raise SpecError(f"cannot write into it: {e.strerror or e.__class__.__name__}", where=where) \
+                    from None
+            return p
+        _check(p / "x", str(p / "x"), where, None)
+        return p
+    except OSError as e:
+        raise SpecError(f"cannot use it: {e.strerror or e.__class__.__name__}", where=where) from None
 
 
 @contextmanager
