@@ -76,7 +76,7 @@ def _bomb() -> str:
 
 def _onnx_files() -> dict[str, bytes]:
     """Small ONNX graphs, each wrong in one way."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
     F = TensorProto.FLOAT

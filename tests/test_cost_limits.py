@@ -3,7 +3,6 @@
 import pytest
 from click.testing import CliRunner
 
-from accelmap.arch import get_accelerator
 from accelmap.cli import main
 from accelmap.cost.model import check_countable
 from accelmap.errors import SpecError

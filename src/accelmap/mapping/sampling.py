@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import math
 import random
 
 from accelmap.arch.accelerator import Accelerator

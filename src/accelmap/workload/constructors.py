@@ -33,9 +33,9 @@ def _pos(name: str, **vals: int) -> None:
 
 def _int(v, what: str) -> int:
     """A whole number from a file: no silent truncation of 1.5, no ValueError on 'two'."""
-    if not isinstance(v, int) or isinstance(v, bool):
+    if isinstance(v, bool) or not hasattr(v, "__index__"):   # ints, numpy ints; not floats or strings
         raise SpecError(f"{what} must be whole numbers, got {v!r}")
-    return v
+    return int(v)
 
 
 def _pair(v, what: str = "stride and dilation") -> tuple[int, int]:
