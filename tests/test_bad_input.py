@@ -141,6 +141,8 @@ FILES: dict[str, str | bytes] = {
                                           "operational_array": {"dimensions": ["D1"], "sizes": [4],
                                                                 "unit_energy": 1}}),
     "zz_map_bad.yaml": "- not a mapping\n",
+    "zz_dims_not_names.yaml": yaml.safe_dump({**ZZ_GOOD, "operational_array": {
+        **ZZ_GOOD["operational_array"], "dimensions": [None, "D2"]}}),
     # mapping YAML and text
     "map_no_top.yaml": "levels: []\n",
     "map_unknown_top.yaml": "mapping: []\ncolour: red\n",
@@ -161,6 +163,8 @@ FILES: dict[str, str | bytes] = {
     "map_keep_unknown.yaml": ("mapping:\n  - {level: DRAM, keep: [I, W, O, X]}\n  - {level: GLB}\n"
                               "  - {level: RF}\n"),
     "map_dup_key.yaml": "mapping: []\nmapping: []\n",
+    "map_temporal_bool.yaml": "mapping:\n  - {level: DRAM, temporal: true}\n  - {level: GLB}\n  - {level: RF}\n",
+    "map_int_key.yaml": "mapping:\n  - {level: DRAM, 1: 2}\n",
     "map_bomb.yaml": _bomb(),
     "map_broken.yaml": "mapping:\n  - {level: DRAM\n",
     "map_text_bad_line.txt": "DRAM [ O I W ]\n| while K\n",
@@ -207,6 +211,7 @@ FILES: dict[str, str | bytes] = {
     "big_gemm_1e7.yaml": "gemm: {m: 10000000, n: 16, k: 16}\n",
     "big_map_tpu_1e7.yaml": ("mapping:\n  - {level: DRAM, temporal: [[M, 10000000]]}\n"
                          "  - {level: UB, spatial: [[K, 16, X], [N, 16, Y]]}\n  - {level: PEReg, keep: [B]}\n"),
+    "wl_int_key.yaml": "conv2d: {a: 1, 1: null}\n",
     "wl_dup_key.yaml": "gemm: {m: 2, n: 2, k: 2}\ngemm: {m: 4, n: 4, k: 4}\n",
     "wl_bomb.yaml": _bomb(),
     "wl_empty.yaml": "",
@@ -310,6 +315,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("arch-show-bomb", ["arch", "show", "{d}/arch_bomb.yaml"]),
     ("arch-show-dup", ["arch", "show", "{d}/arch_dup_key.yaml"]),
     ("arch-show-zigzag-bad", ["arch", "show", "{d}/zz_bad_memory.yaml"]),
+    ("arch-show-zigzag-dims", ["arch", "show", "{d}/zz_dims_not_names.yaml"]),
     ("arch-show-png-dir", ["arch", "show", "tpu_like", "--png", "{d}"]),
     ("arch-show-png-suffix", ["arch", "show", "tpu_like", "--png", "x.jpg"]),
     ("arch-show-png-no-suffix", ["arch", "show", "tpu_like", "--png", "x"]),

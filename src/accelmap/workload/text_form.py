@@ -110,7 +110,7 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
     for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo)):
         unknown = set(table) - set(names)
         if unknown:
-            raise SpecError(f"{key} names operands {sorted(unknown)} that are not in the expression "
+            raise SpecError(f"{key} names operands {sorted(unknown, key=str)} that are not in the expression "
                             f"(operands: {', '.join(names)})")
     order: list[str] = []
     for _, idx in [(out_name, out_idx)] + ins:
