@@ -13,7 +13,6 @@ import click
 
 from accelmap.errors import AccelmapError
 
-
 _LONG_QUOTED = re.compile(r"(?<!\w)'[^'\n]{61,}'(?!\w)" + r'|(?<!\w)"[^"\n]{61,}"(?!\w)')
 
 

@@ -17,7 +17,6 @@ from accelmap.errors import SpecError
 from accelmap.file_io import check_output_file, write_atomic
 from accelmap.workload.files import load_workload
 
-
 # Executing a mapped operator (codegen --run, simulate --functional) runs generated C that counts
 # every transfer, about 10^7 MACs a second, on random tensors held in memory.
 RUN_MAX_MACS = 1 << 28

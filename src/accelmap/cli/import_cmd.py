@@ -134,6 +134,6 @@ def import_cmd(model, batch, seq_len, precision, arch, lenient, as_json, output,
     if acc is not None:
         check_precision(m, acc)
     text = json.dumps(m.to_dict(), indent=2)
-    if output is not None:
+    if output:
         write_atomic(Path(output), text + "\n")
     click.echo(text if as_json else format_import(m))

@@ -14,7 +14,6 @@ from accelmap.sim.program import tile_steps
 from accelmap.sim.simulate import FUNCTIONAL_MAX_MACS, simulate
 from accelmap.sim.timeline import plot_timeline
 
-
 MAX_STEPS = 1_000_000
 
 

@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.errors import SpecError
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
+from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operator
@@ -35,8 +35,13 @@ MAX_COUNT = 10**15
 MAX_BITS = 256
 
 
+_COUNTABLE: dict[int, Operator] = {}   # operators already checked, by identity (the entry keeps it alive)
+
+
 def check_countable(op: Operator) -> None:
     """Refuse, with one line, an operator whose counts would not fit the cost model's integers."""
+    if _COUNTABLE.get(id(op)) is op:      # searches evaluate one operator thousands of times
+        return
     if op.macs > MAX_COUNT:
         raise SpecError(f"operator {op.name!r}: {op.macs:.3g} MACs is too large; the cost model handles at "
                         f"most {MAX_COUNT:.0e} MACs per operator")
@@ -48,6 +53,9 @@ def check_countable(op: Operator) -> None:
         if n > MAX_COUNT:
             raise SpecError(f"operator {op.name!r}: operand {o.name} spans {n:.3g} elements, too large; the "
                             f"cost model handles at most {MAX_COUNT:.0e} elements per operand")
+    if len(_COUNTABLE) > 256:
+        _COUNTABLE.clear()
+    _COUNTABLE[id(op)] = op
 
 
 @dataclass
