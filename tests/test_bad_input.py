@@ -269,7 +269,6 @@ CASES: list[tuple[str, list[str]]] = [
     ("map-batch-zero", ["map", "resnet18", "-a", "tpu_like", "--batch", "0", "--no-cache"]),
     ("map-seq-len-negative", ["map", "resnet18", "-a", "tpu_like", "--seq-len", "-1", "--no-cache"]),
     ("map-objective", ["map", "resnet18", "-a", "tpu_like", "--objective", "speed", "--no-cache"]),
-    ("map-objective-pareto", ["map", "resnet18", "-a", "tpu_like", "--objective", "pareto", "--no-cache"]),
     ("map-strategy", ["map", "resnet18", "-a", "tpu_like", "--strategy", "magic", "--no-cache"]),
     ("map-time-limit-negative", ["map", "{d}/t_good.csv", "-a", "tpu_like", "--time-limit", "-1", "--no-cache"]),
     ("map-precision", ["map", "resnet18", "-a", "tpu_like", "--precision", "I=8,W=eight", "--no-cache"]),
