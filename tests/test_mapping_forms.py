@@ -80,3 +80,32 @@ def test_text_parse_errors():
         parse_text("DRAM [ O I W ]\nfor K in 0:2\n", arch, "m.txt")
     with pytest.raises(SpecError, match="no header for levels"):
         parse_text("DRAM [ O I W ]\n", arch, "m.txt")
+
+
+def test_keep_defaults_to_operand_names_not_classes(tmp_path):
+    """A gemm's operands are A (class I), B (class W) and O: an entry without ``keep`` keeps those."""
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    from accelmap.cost.model import evaluate
+    from accelmap.workload import gemm
+
+    arch = get_accelerator("eyeriss_like")
+    op = gemm("g", m=16, n=16, k=16, bits={"I": 16, "W": 16, "O": 16})
+    data = {"mapping": [{"level": "DRAM", "temporal": [["M", 16], ["N", 16], ["K", 16]]},
+                        {"level": "GLB"}, {"level": "RF"}]}
+    m = mapping_from_yaml(data, arch, "m.yaml", op)
+    assert m.keep == (frozenset("ABO"), frozenset("AO"), frozenset("ABO"))
+    validate(op, arch, m)
+    assert evaluate(op, arch, m).macs == 16 ** 3
+    # A convolution's operand names are its class names: same default as before.
+    assert mapping_from_yaml(data, arch, "m.yaml", _conv()).keep == (frozenset("IWO"), frozenset("IO"),
+                                                                     frozenset("IWO"))
+    # And through the command line.
+    (tmp_path / "g.yaml").write_text("gemm: {m: 16, n: 16, k: 16}\n")
+    (tmp_path / "m.yaml").write_text("mapping:\n  - level: DRAM\n    temporal: [[M, 16], [N, 16], [K, 16]]\n"
+                                     "  - level: GLB\n  - level: RF\n")
+    r = CliRunner().invoke(main, ["evaluate", "-w", str(tmp_path / "g.yaml"), "-m", str(tmp_path / "m.yaml"),
+                                  "-a", "eyeriss_like"])
+    assert r.exit_code == 0, r.output
+    assert "MACs 4,096" in r.output

@@ -53,7 +53,7 @@ def intrinsic_from_dict(data: Any, where: str) -> Intrinsic:
     if not isinstance(data, dict):
         raise SpecError(f"an intrinsic must be a mapping with keys name, kind, expression, sizes, precision; "
                         f"got {type(data).__name__}", where=where)
-    unknown = sorted(set(data) - _KEYS)
+    unknown = sorted(set(data) - _KEYS, key=str)
     if unknown:
         raise SpecError(f"unknown keys {unknown}; allowed: {', '.join(sorted(_KEYS))}", where=where)
     for key in ("name", "kind", "expression", "sizes", "precision"):

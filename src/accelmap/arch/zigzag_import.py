@@ -187,6 +187,9 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     if not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not dims:
         raise SpecError(f"dimensions {dims!r} and sizes {sizes!r} must be lists of equal length",
                         where=f"{source}: operational_array")
+    if not all(isinstance(d, str) for d in dims) or len(set(dims)) != len(dims):
+        raise SpecError(f"dimensions {dims!r} must be distinct names (D1, D2, ...)",
+                        where=f"{source}: operational_array.dimensions")
     for d, s in zip(dims, sizes):
         _num(s, f"{source}: operational_array.sizes", f"size of {d}", integer=True)
         if s < 1:

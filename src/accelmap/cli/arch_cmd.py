@@ -13,6 +13,7 @@ from accelmap.arch.schema import accelerator_from_dict
 from accelmap.arch.zigzag_import import is_zigzag_hardware, zigzag_operand_links, zigzag_to_dict
 from accelmap.cli import main
 from accelmap.errors import SpecError
+from accelmap.file_io import atomic_path, check_output_file, write_atomic
 from accelmap.report.arch_diagram import arch_png, arch_text
 from accelmap.yaml_io import load_yaml
 
@@ -54,25 +55,29 @@ def list_cmd():
 
 @arch_group.command("show")
 @click.argument("name_or_path")
-@click.option("--png", type=click.Path(dir_okay=False), default=None, help="Also draw the hierarchy into this PNG.")
+@click.option("--png", default=None, help="Also draw the hierarchy into this .png file.")
 @click.option("--zigzag-mapping", default=None,
               help="ZigZag mapping YAML whose memory_operand_links tell which of I1/I2 is the weight.")
 def show_cmd(name_or_path, png, zigzag_mapping):
     """Picture of a preset or accelerator file (ours or ZigZag's): levels, capacities, fan-outs."""
+    if png is not None:
+        check_output_file(png, "--png", ".png")
     acc = resolve_accelerator(name_or_path, zigzag_mapping)
     click.echo(arch_text(acc))
-    if png:
-        arch_png(acc, png)
+    if png is not None:
+        with atomic_path(png) as tmp:
+            arch_png(acc, tmp)
         click.echo(f"\nwrote {png}")
 
 
 @arch_group.command("convert")
 @click.argument("zigzag_yaml")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Our accelerator YAML to write.")
+@click.option("-o", "--output", required=True, help="Our accelerator YAML to write.")
 @click.option("--zigzag-mapping", default=None,
               help="ZigZag mapping YAML whose memory_operand_links tell which of I1/I2 is the weight.")
 def convert_cmd(zigzag_yaml, output, zigzag_mapping):
     """Convert a ZigZag hardware YAML into our accelerator format."""
+    check_output_file(output, "--output")
     data = load_yaml(zigzag_yaml)
     if not is_zigzag_hardware(data):
         raise SpecError("not a ZigZag hardware file: it needs top-level 'memories' and 'operational_array'",
@@ -82,7 +87,7 @@ def convert_cmd(zigzag_yaml, output, zigzag_mapping):
     header = "".join(f"# note: {n}\n" for n in notes)
     text = (f"# Converted by 'accelmap arch convert' from the ZigZag hardware file {Path(zigzag_yaml).name}.\n"
             + header + yaml.safe_dump(d, sort_keys=False, width=120))
-    Path(output).write_text(text)
+    write_atomic(Path(output), text)
     for n in notes:
         click.echo(f"note: {zigzag_yaml}: {n}", err=True)
     click.echo(f"wrote {output}: {acc.name}, {len(acc.levels)} levels, {acc.num_pes} PEs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -13,7 +14,25 @@ from accelmap.cli.evaluate_cmd import load_mapping
 from accelmap.codegen.c_source import DTYPES, generate_c
 from accelmap.codegen.execute import check_mapping
 from accelmap.errors import SpecError
+from accelmap.file_io import check_output_file, write_atomic
 from accelmap.workload.files import load_workload
+
+# Executing a mapped operator (codegen --run, simulate --functional) runs generated C that counts
+# every transfer, about 10^7 MACs a second, on random tensors held in memory.
+RUN_MAX_MACS = 1 << 28
+RUN_MAX_ELEMENTS = 1 << 25
+
+
+def check_executable(op, option: str) -> None:
+    """Refuse, with one line and before any work, an operator too large to execute."""
+    if op.macs > RUN_MAX_MACS:
+        raise SpecError(f"{op.name}: {op.macs:.3g} MACs is too many to execute (at most {RUN_MAX_MACS:.3g}, "
+                        "about half a minute)", where=option)
+    for o in op.operands:
+        n = math.prod(op.index_extent(o))
+        if n > RUN_MAX_ELEMENTS:
+            raise SpecError(f"{op.name}: operand {o.name} has {n:.3g} elements, too many to execute (at most "
+                            f"{RUN_MAX_ELEMENTS:.3g})", where=option)
 
 
 def load_problem(workload: str, arch: str, mapping: str):
@@ -22,7 +41,7 @@ def load_problem(workload: str, arch: str, mapping: str):
     op, stated = load_workload(workload)
     if not stated:
         op = adopt_precision(op, acc)
-    return op, acc, load_mapping(mapping, acc)
+    return op, acc, load_mapping(mapping, acc, op)
 
 
 @main.command("codegen")
@@ -36,10 +55,14 @@ def load_problem(workload: str, arch: str, mapping: str):
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
 def codegen_cmd(workload, arch, mapping, output, dtype, run, seed):
     """Emit C with explicit tile transfers for a mapping (refused if the mapping does not fit)."""
+    if output is not None:
+        check_output_file(output, "--output")
     op, acc, m = load_problem(workload, arch, mapping)
+    if run:
+        check_executable(op, "--run")
     src = generate_c(op, acc, m, dtype)   # validates first: nothing is written for a bad mapping
-    if output:
-        Path(output).write_text(src)
+    if output is not None:
+        write_atomic(Path(output), src)
         click.echo(f"wrote {output} ({len(src.splitlines())} lines)")
     elif not run:
         click.echo(src, nl=False)

@@ -7,7 +7,7 @@ import click
 from accelmap.arch.intrinsics import get_intrinsic
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
-from accelmap.embed.program import verify_program
+from accelmap.embed.program import check_runnable, verify_program
 from accelmap.embed.search import embed
 from accelmap.errors import SpecError
 from accelmap.examples import example_path
@@ -29,10 +29,14 @@ from accelmap.workload.files import load_operator
 def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
     """Embed a hardware intrinsic into an operator (seed 000, ch. 4)."""
     if top < 1:
-        raise SpecError(f"--top must be at least 1, got {top}", where="--top")
+        raise SpecError(f"must be at least 1, got {top}", where="--top")
+    if not (0 < time_limit < 1e9):   # also refuses nan and inf
+        raise SpecError(f"must be a positive number of seconds, got {time_limit}", where="--time-limit")
     acc = get_accelerator(arch)
     intr = get_intrinsic(intrinsic, acc)
     op = load_operator(workload or example_path("conv_small.yaml"))
+    if run_it:
+        check_runnable(op)
     res = embed(op, intr, mode, arch=acc, time_limit=time_limit, mapper_top=top if use_mapper else 0)
     click.echo(str(op))
     click.echo(str(intr))

@@ -17,13 +17,15 @@ from accelmap.yaml_io import load_yaml
 from accelmap.examples import example_path
 
 
-def load_mapping(path: str, arch):
+def load_mapping(path: str, arch, op=None):
+    """A mapping file (YAML or loop-nest text); ``op`` gives the operand names a YAML entry without
+    ``keep`` defaults to."""
     p = Path(path)
     if p.suffix in (".yaml", ".yml"):
-        return mapping_from_yaml(load_yaml(p), arch, str(p))
+        return mapping_from_yaml(load_yaml(p), arch, str(p), op)
     try:
         text = p.read_text()
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read: {e.__class__.__name__}", where=str(p)) from None
     return parse_text(text, arch, str(p))
 
@@ -44,7 +46,7 @@ def evaluate_cmd(workload, arch, mapping, as_json):
         mapping = example_path(f"conv_small.{acc.name}.mapping.yaml")
         if not Path(mapping).exists():
             raise SpecError(f"no bundled example mapping for {acc.name}; pass --mapping", where="--mapping")
-    m = load_mapping(mapping, acc)
+    m = load_mapping(mapping, acc, op)
     res = evaluate(op, acc, m)
     if as_json:
         click.echo(res.to_json())

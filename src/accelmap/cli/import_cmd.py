@@ -12,7 +12,7 @@ from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.errors import SpecError
 from accelmap.workload.models import BUNDLED, ModelImport, load_model
-from accelmap.file_io import write_atomic
+from accelmap.file_io import check_output_file, write_atomic
 
 
 def parse_precision(text: str | None) -> dict | str | None:
@@ -108,7 +108,7 @@ def format_import(m: ModelImport) -> str:
               help="Accelerator whose precision the operands take (default) or are checked against (--precision).")
 @click.option("--lenient", is_flag=True, help="List nodes that cannot be imported as host work instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the import as JSON.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+@click.option("--output", "-o", default=None,
               help="Also write the JSON to this file (only when the import succeeds).")
 @click.option("--list", "list_models", is_flag=True, help="List the bundled models.")
 def import_cmd(model, batch, seq_len, precision, arch, lenient, as_json, output, list_models):
@@ -123,6 +123,8 @@ def import_cmd(model, batch, seq_len, precision, arch, lenient, as_json, output,
     for flag, v in (("--batch", batch), ("--seq-len", seq_len)):
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
+    if output is not None:
+        check_output_file(output, "--output")
     acc = get_accelerator(arch) if arch else None
     bits = parse_precision(precision)
     if acc is not None and bits is None:

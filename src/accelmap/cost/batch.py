@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.model import evaluate
+from accelmap.cost.model import check_countable, evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operand, Operator
 
@@ -576,6 +576,7 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
 def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: tuple[frozenset[str], ...],
                    bounds: np.ndarray, latency: bool = True) -> dict[str, np.ndarray]:
     """Energy, latency, EDP and MAC-schedule cycles of every row of ``bounds`` (rows x loops)."""
+    check_countable(op)
     B = np.asarray(bounds, dtype=np.int64)
     if B.ndim != 2 or B.shape[1] != len(structure):
         raise ValueError(f"bounds must be rows x {len(structure)} loops, got shape {B.shape}")

@@ -337,12 +337,29 @@ def _heavier_half(op: Operator, m: Mapping, c: int) -> float:
         return 0.5
     lf = m.loops[fast]
     ext = min(op.sizes[lf.dim], math.prod(l.bound for l in m.loops if l.dim == lf.dim and l.level >= c))
-    sizes = [min(ext, op.sizes[lf.dim] - k * strides[fast]) for k in range(lf.bound)]
-    sizes = [x for x in sizes if x > 0]
-    if len(sizes) % 2 or not sum(sizes):
+    n, even_sum, total = _position_sums(op.sizes[lf.dim], strides[fast], ext, lf.bound)
+    if n % 2 or not total:
         return 0.5
-    even = sum(sizes[0::2]) / sum(sizes)
+    even = even_sum / total
     return max(even, 1.0 - even)
+
+
+def _position_sums(size: int, stride: int, ext: int, bound: int) -> tuple[int, int, int]:
+    """Of the tile sizes ``min(ext, size - k*stride)`` for k < bound that are positive: how many, the
+    sum at even k, and the sum of all. Closed form (the list had as many entries as the loop bound):
+    the first ``full`` positions hold ``ext``, the rest up to ``n`` an arithmetic series."""
+    n = min(bound, -(-size // stride))                       # size - k*stride > 0  <=>  k < ceil(size/stride)
+    full = min(n, (size - ext) // stride + 1) if size >= ext else 0
+
+    def series(lo: int, parity: int | None) -> int:           # sum of size - k*stride, lo <= k < n
+        k0 = lo + (1 if parity is not None and lo % 2 != parity else 0)
+        step = 1 if parity is None else 2
+        cnt = max(0, (n - k0 + step - 1) // step)
+        return cnt * size - stride * (cnt * k0 + step * cnt * (cnt - 1) // 2)
+
+    even_sum = ext * ((full + 1) // 2) + series(full, 0)
+    total = ext * full + series(full, None)
+    return n, even_sum, total
 
 
 def _t(bits: float, bw: float | None) -> float:

@@ -22,11 +22,40 @@ from dataclasses import dataclass, field
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
+from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operator
 
 COUNTERS = ("fills", "reads", "updates", "drains")
+
+# The batch model counts in 64-bit integers (numpy), bits of data included. These limits keep every
+# count far from 2^63, so none overflows (a 10^12-cubed GEMM was an OverflowError under ``map``).
+MAX_COUNT = 10**15
+MAX_BITS = 256
+
+
+_COUNTABLE: dict[int, Operator] = {}   # operators already checked, by identity (the entry keeps it alive)
+
+
+def check_countable(op: Operator) -> None:
+    """Refuse, with one line, an operator whose counts would not fit the cost model's integers."""
+    if _COUNTABLE.get(id(op)) is op:      # searches evaluate one operator thousands of times
+        return
+    if op.macs > MAX_COUNT:
+        raise SpecError(f"operator {op.name!r}: {op.macs:.3g} MACs is too large; the cost model handles at "
+                        f"most {MAX_COUNT:.0e} MACs per operator")
+    for o in op.operands:
+        if o.bits > MAX_BITS:
+            raise SpecError(f"operator {op.name!r}: operand {o.name} has {o.bits} bits; the cost model "
+                            f"handles at most {MAX_BITS}")
+        n = math.prod(op.index_extent(o))
+        if n > MAX_COUNT:
+            raise SpecError(f"operator {op.name!r}: operand {o.name} spans {n:.3g} elements, too large; the "
+                            f"cost model handles at most {MAX_COUNT:.0e} elements per operand")
+    if len(_COUNTABLE) > 256:
+        _COUNTABLE.clear()
+    _COUNTABLE[id(op)] = op
 
 
 @dataclass
@@ -167,6 +196,7 @@ def _fanouts_between(arch: Accelerator, lo: int, hi: int) -> list[int]:
 
 
 def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) -> CostResult:
+    check_countable(op)
     if check:
         validate(op, arch, m)
     nlev = len(arch.levels)

@@ -21,9 +21,27 @@ from accelmap.embed.csp import Solution
 from accelmap.embed.dataflow import Dataflow, overlap_kind
 from accelmap.embed.reference import index_space, stored_shape
 from accelmap.embed.rewrites import Rewrite
+from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator
 
 MAX_CHUNK_ELEMS = 1 << 22
+# Running a program (``embed --run``) holds every tensor, packed and unpacked, as int64 arrays and
+# issues every call: beyond these it would take minutes and gigabytes (a 10^8-row image took 24 GB).
+MAX_RUN_ELEMENTS = 1 << 25
+MAX_RUN_MACS = 1 << 31
+
+
+def check_runnable(op: Operator, layouts=()) -> None:
+    """Refuse, with one line, an operator (or program layouts) too large to execute on random data."""
+    if op.macs > MAX_RUN_MACS:
+        raise SpecError(f"operator {op.name!r}: {op.macs:.3g} MACs is too many to execute (at most "
+                        f"{MAX_RUN_MACS:.3g}); leave out --run", where="--run")
+    sizes = [(o.name, math.prod(op.index_extent(o))) for o in op.operands]
+    sizes += [(f"{lay.operand} packed", math.prod(lay.packed)) for lay in layouts]
+    for name, n in sizes:
+        if n > MAX_RUN_ELEMENTS:
+            raise SpecError(f"operator {op.name!r}: {name} has {n:.3g} elements, too many to execute (at most "
+                            f"{MAX_RUN_ELEMENTS:.3g}); leave out --run", where="--run")
 
 
 @dataclass(frozen=True)
@@ -364,6 +382,7 @@ def verify_program(prog: Program, seed: int = 0) -> tuple[bool, str]:
     """Run the program on random integers and compare with the reference operator exactly."""
     from accelmap.embed.reference import random_inputs, reference
 
+    check_runnable(prog.op, prog.layouts)
     inputs = random_inputs(prog.op, seed)
     want = reference(prog.op, inputs)
     got = run(prog, inputs)

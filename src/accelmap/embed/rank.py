@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.model import evaluate
+from accelmap.cost.model import check_countable, evaluate
 from accelmap.embed.program import Program
-from accelmap.errors import AccelmapError
+from accelmap.errors import AccelmapError, SpecError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import validate
 from accelmap.search.mapper import map_operator
@@ -121,8 +121,13 @@ def _mapping(pop: Operator, prog: Program, arch: Accelerator) -> Mapping | None:
 
 
 def latency(prog: Program, arch: Accelerator) -> float | None:
-    """Modelled cycles of the program on ``arch``; None when the arch cannot run the intrinsic's precision."""
+    """Modelled cycles of the program on ``arch``; None when the arch cannot run the intrinsic's precision
+    or the program is too large for the cost model's counts."""
     pop = program_operator(prog)
+    try:
+        check_countable(pop)
+    except SpecError:
+        return None
     m = _mapping(pop, prog, arch)
     if m is None:
         return None
@@ -133,9 +138,14 @@ def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -
     """Modelled cycles with the mapper's loop nest (or the built one, when that is better).
 
     None when the intrinsic does not fit the fan-out (an intrinsic dim would run temporally,
-    and the mapper could then tile it, which breaks the intrinsic call) or the arch cannot run it.
+    and the mapper could then tile it, which breaks the intrinsic call), the arch cannot run it or the
+    program is too large for the cost model's counts.
     """
     pop = program_operator(prog)
+    try:
+        check_countable(pop)
+    except SpecError:
+        return None
     m = _mapping(pop, prog, arch)
     if m is None:
         return None

@@ -96,12 +96,15 @@ def _pair(x, where: str, spatial: bool) -> tuple:
     return tuple(x)
 
 
-def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>") -> Mapping:
+def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>", op: Operator | None = None) -> Mapping:
+    """A mapping from its YAML form. An entry without ``keep`` keeps every operand of ``op`` whose class
+    the level holds; without ``op`` the default is the class names, which are the operand names of a
+    convolution but not of a gemm (A, B, O), so callers that know the operator should pass it."""
     if not isinstance(data, dict) or "mapping" not in data:
         raise SpecError("a mapping file needs a top-level key 'mapping' with one entry per level", where=source)
     extra = set(data) - {"mapping", "constraints", "comment"}
     if extra:
-        raise SpecError(f"unknown top-level keys {sorted(extra)}; allowed: mapping, constraints, comment", where=source)
+        raise SpecError(f"unknown top-level keys {sorted(extra, key=str)}; allowed: mapping, constraints, comment", where=source)
     entries = data["mapping"]
     if not isinstance(entries, list):
         raise SpecError("'mapping' must be a list, one entry per level", where=f"{source}: mapping")
@@ -114,7 +117,7 @@ def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>") -> M
             raise SpecError("each entry must be a mapping with keys level, keep, temporal, spatial", where=where)
         bad = set(ent) - {"level", "keep", "temporal", "spatial"}
         if bad:
-            raise SpecError(f"unknown keys {sorted(bad)}; allowed: level, keep, temporal, spatial", where=where)
+            raise SpecError(f"unknown keys {sorted(bad, key=str)}; allowed: level, keep, temporal, spatial", where=where)
         if "level" not in ent:
             raise SpecError("'level' is required", where=where)
         try:
@@ -126,10 +129,18 @@ def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>") -> M
             raise SpecError(f"level {ent['level']} is listed out of order or twice; list levels outermost first",
                             where=f"{where}.level")
         seen_level = li
-        kp = ent.get("keep", list(arch.levels[li].holds))
+        if "keep" in ent:
+            kp = ent["keep"]
+        elif op is not None:
+            kp = [o.name for o in op.operands if o.cls in arch.levels[li].holds]
+        else:
+            kp = list(arch.levels[li].holds)
         if not isinstance(kp, list) or not all(isinstance(x, str) for x in kp):
             raise SpecError(f"'keep' must be a list of operand names, got {kp!r}", where=f"{where}.keep")
         keep[li] = frozenset(kp)
+        for kind in ("temporal", "spatial"):
+            if not isinstance(ent.get(kind) or [], list):
+                raise SpecError(f"'{kind}' must be a list of loops, got {ent[kind]!r}", where=f"{where}.{kind}")
         for x in ent.get("temporal", []) or []:
             d, b = _pair(x, f"{where}.temporal", False)
             loops.append(Loop(d, b, li))

@@ -8,7 +8,8 @@ inner bounds, the outermost bound is the ceiling that covers the rest).
 
 from __future__ import annotations
 
-import math
+import collections
+import functools
 import random
 
 from accelmap.arch.accelerator import Accelerator
@@ -19,21 +20,35 @@ from accelmap.workload.operator import Operator
 
 
 def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+    """Divisors of n, ascending. From the prime factors and cached: the searches ask for the same
+    sizes again and again, and trial division up to sqrt(n) took 60 s for a 10^12 dimension."""
+    return list(_divisors(n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple[int, ...]:
+    out = [1]
+    for p, k in collections.Counter(_prime_factors(n)).items():
+        out = [d * p ** e for d in out for e in range(k + 1)]
+    return tuple(sorted(out))
 
 
 def prime_factors(n: int) -> list[int]:
     """Prime factors of n with multiplicity, ascending."""
+    return list(_prime_factors(n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _prime_factors(n: int) -> tuple[int, ...]:
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:
             out.append(p)
             n //= p
-        p += 1
+        p += 1 if p == 2 else 2
     if n > 1:
         out.append(n)
-    return out
+    return tuple(out)
 
 
 def slots(arch: Accelerator) -> list[tuple[int, str | None, int]]:

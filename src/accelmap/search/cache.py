@@ -15,7 +15,9 @@ objective no longer matches that evaluation is treated as a miss.
 
 Each result is committed as soon as it is put, so an interrupted sweep keeps
 everything finished before the interruption. WAL mode lets two runs share one
-file.
+file; a new file is created complete and linked into place, so several first
+runs can start at once, and a statement that meets another run's lock waits
+(busy timeout) and retries.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -99,18 +103,94 @@ class CachedResult:
     front: tuple = ()                 # Pareto objective: the front's mappings (mapping_to_yaml form)
 
 
+_TABLE = ("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, operator TEXT, accelerator TEXT, "
+          "objective TEXT, strategy TEXT, mapping TEXT, value REAL, proven INTEGER, seconds REAL, "
+          "evaluated INTEGER, notes TEXT, error TEXT, summary TEXT, created REAL)")
+_LOCK_WAIT = 60.0   # seconds a run waits for another run's write before giving up
+
+
+def _retry(fn):
+    """Run ``fn``, retrying while another process holds the database (SQLite's busy handler is not
+    called in every case: switching to WAL, and lock upgrades it refuses to avoid deadlock)."""
+    deadline = time.monotonic() + _LOCK_WAIT
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            msg = str(e).lower()
+            if ("locked" not in msg and "busy" not in msg) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.25)
+
+
+def _create(path: Path) -> None:
+    """Create a new cache file complete (WAL mode, table) under a temporary name and link it into
+    place: the first of several runs starting at once wins, the others open a finished database
+    instead of racing to initialise the same empty file ("database is locked")."""
+    if path.exists():
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        db = sqlite3.connect(tmp)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_TABLE)
+            db.commit()
+        finally:
+            db.close()
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:   # no hard links on this file system: open the path directly, with retries
+            pass
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(tmp + suffix).unlink(missing_ok=True)
+
+
+class _Retrying:
+    """A connection whose statements retry while another run holds the database (the busy
+    timeout covers most waits; this covers the rest)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self._conn = db
+
+    def execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        return _retry(lambda: self._conn.execute(sql, params))
+
+    def commit(self) -> None:
+        _retry(self._conn.commit)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
 class ResultCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, operator TEXT, accelerator TEXT, "
-                "objective TEXT, strategy TEXT, mapping TEXT, value REAL, proven INTEGER, seconds REAL, "
-                "evaluated INTEGER, notes TEXT, error TEXT, summary TEXT, created REAL)")
-            self._db.commit()
+            _create(self.path)
+            if self.path.is_file() and self.path.stat().st_size:
+                with open(self.path, "rb") as f:
+                    if f.read(16) != b"SQLite format 3\x00":
+                        # SQLite would take a file shorter than its header as empty and overwrite it.
+                        raise SpecError("not an SQLite database, and it is not overwritten; pass --no-cache or "
+                                        "another --cache file", where=str(self.path))
+            # Autocommit: every statement is its own transaction, so a run never holds a read
+            # transaction that it would later have to upgrade while another run writes.
+            self._db = _Retrying(sqlite3.connect(str(self.path), timeout=_LOCK_WAIT, isolation_level=None))
+            self._db.execute(f"PRAGMA busy_timeout={int(_LOCK_WAIT * 1000)}")
+            if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(_TABLE)
         except (OSError, sqlite3.Error) as e:
             raise SpecError(f"cannot open the result cache: {e}; pass --no-cache or another --cache file",
                             where=str(self.path)) from None

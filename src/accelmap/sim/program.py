@@ -148,17 +148,28 @@ def _edge_deltas(op: Operator, X, loops: list, strides: list[int], above: list[i
     return delta_u[inv.reshape(-1)].astype(np.float64)
 
 
-def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> TileProgram:
-    counts = counts if counts is not None else access_counts(op, arch, m)
+def _steps(op: Operator, arch: Accelerator, m: Mapping):
+    """Transfer pairs, the innermost level L that receives tiles, the temporal loops above it and
+    the number of tile steps (the product of their bounds)."""
     nlev = len(arch.levels)
-    loops = list(m.loops)
-    strides = loop_strides(m)
     chains = {X.name: [i for i in range(nlev) if X.name in m.keep[i]] for X in op.operands}
     pairs = [(X, p, c) for X in op.operands for p, c in zip(chains[X.name], chains[X.name][1:])]
     L = max((c for _, _, c in pairs), default=None)
-    above = [i for i, l in enumerate(loops) if not l.spatial and L is not None and l.level < L]
+    above = [i for i, l in enumerate(m.loops) if not l.spatial and L is not None and l.level < L]
+    return chains, pairs, L, above, math.prod(m.loops[i].bound for i in above)
+
+
+def tile_steps(op: Operator, arch: Accelerator, m: Mapping) -> int:
+    """Steps the simulator walks (its time and memory grow with them): a caller can refuse first."""
+    return _steps(op, arch, m)[4]
+
+
+def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> TileProgram:
+    counts = counts if counts is not None else access_counts(op, arch, m)
+    loops = list(m.loops)
+    strides = loop_strides(m)
+    chains, pairs, L, above, n_steps = _steps(op, arch, m)
     bounds = [loops[i].bound for i in above]
-    n_steps = math.prod(bounds)
     inner = math.prod(l.bound for i, l in enumerate(loops) if not l.spatial and i not in above)
     mac_cycles = math.ceil(inner / arch.compute.macs_per_cycle)
     pipe = pipeline_overhead(op, arch, m) / n_steps

@@ -15,6 +15,8 @@ DEFAULT_BITS = {"I": 8, "W": 8, "O": 32}
 
 def _bits(bits: dict | None) -> dict:
     out = dict(DEFAULT_BITS)
+    if bits is not None and not isinstance(bits, dict):
+        raise SpecError(f"precision must map operand classes to bits, e.g. {{I: 8, W: 8, O: 32}}; got {bits!r}")
     if bits:
         unknown = set(bits) - set(out)
         if unknown:
@@ -29,23 +31,30 @@ def _pos(name: str, **vals: int) -> None:
             raise SpecError(f"{name}: {k} must be a positive integer, got {v!r}")
 
 
-def _pair(v) -> tuple[int, int]:
+def _int(v, what: str) -> int:
+    """A whole number from a file: no silent truncation of 1.5, no ValueError on 'two'."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):   # ints, numpy ints; not floats or strings
+        raise SpecError(f"{what} must be whole numbers, got {v!r}")
+    return int(v)
+
+
+def _pair(v, what: str = "stride and dilation") -> tuple[int, int]:
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             raise SpecError(f"expected one value or two (rows, columns), got {v!r}")
-        return int(v[0]), int(v[1])
-    return int(v), int(v)
+        return _int(v[0], what), _int(v[1], what)
+    return _int(v, what), _int(v, what)
 
 
 def _pads(v) -> tuple[int, int, int, int]:
     """Padding as (top, left, bottom, right); one value, (rows, cols) or four values."""
     if isinstance(v, (tuple, list)):
         if len(v) == 2:
-            return int(v[0]), int(v[1]), int(v[0]), int(v[1])
+            return _int(v[0], "padding"), _int(v[1], "padding"), _int(v[0], "padding"), _int(v[1], "padding")
         if len(v) == 4:
-            return tuple(int(x) for x in v)  # type: ignore[return-value]
+            return tuple(_int(x, "padding") for x in v)  # type: ignore[return-value]
         raise SpecError(f"padding takes 1, 2 or 4 values, got {v!r}")
-    return int(v), int(v), int(v), int(v)
+    return _int(v, "padding"), _int(v, "padding"), _int(v, "padding"), _int(v, "padding")
 
 
 def conv_output_size(size: int, kernel: int, stride: int, dilation: int, pad_lo: int, pad_hi: int) -> int:
@@ -57,8 +66,8 @@ def conv2d(name: str = "conv2d", *, n: int = 1, c: int, h: int, w: int, k: int, 
            init_output: str = "zero") -> Operator:
     """2-D convolution, NCHW semantics. ``groups == c == k`` is depthwise."""
     _pos(name, n=n, c=c, h=h, w=w, k=k, r=r, s=s, groups=groups)
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
+    sh, sw = _pair(stride, "stride")
+    dh, dw = _pair(dilation, "dilation")
     _pos(name, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw)
     pt, pl, pb, pr = _pads(padding)
     if min(pt, pl, pb, pr) < 0:

@@ -42,7 +42,7 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
             allowed = _COMMON | {"expression", "dims", "classes", "padding"}
             bad = set(data) - allowed
             if bad:
-                raise SpecError(f"unknown keys {sorted(bad)}; allowed: {', '.join(sorted(allowed))}")
+                raise SpecError(f"unknown keys {sorted(bad, key=str)}; allowed: {', '.join(sorted(allowed))}")
             dims = data.get("dims")
             if not isinstance(dims, dict):
                 raise SpecError("'dims' must map every dimension of the expression to its size")
@@ -50,7 +50,7 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
                                     classes=data.get("classes"), init_output=init, pad_lo=data.get("padding"))
         bad = set(data) - _COMMON - {kind}
         if bad:
-            raise SpecError(f"unknown keys {sorted(bad)}; allowed: {kind}, {', '.join(sorted(_COMMON))}")
+            raise SpecError(f"unknown keys {sorted(bad, key=str)}; allowed: {kind}, {', '.join(sorted(_COMMON))}")
         args = data[kind]
         fn = CONSTRUCTORS[kind]
         params = set(inspect.signature(fn).parameters) - {"name", "bits", "init_output"}
@@ -58,7 +58,7 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
             raise SpecError(f"'{kind}' takes a mapping of {', '.join(sorted(params))}")
         unknown = set(args) - params
         if unknown:
-            raise SpecError(f"{kind} does not take {sorted(unknown)}; it takes {', '.join(sorted(params))}")
+            raise SpecError(f"{kind} does not take {sorted(unknown, key=str)}; it takes {', '.join(sorted(params))}")
         try:
             op = fn(name, bits=data.get("precision"), **args)
         except TypeError as e:

@@ -57,7 +57,18 @@ def axis_overlap(coeffs: tuple[int, ...], ext_old: tuple[int, ...], ext_new: tup
         lo = max(0, shifts[0])
         hi = min(ext_old[0], shifts[0] + ext_new[0])
         return max(0, hi - lo)
+    if any(e <= 0 for e in ext_old + ext_new):
+        return 0
     off = sum(c * s for c, s in zip(coeffs, shifts))
+    # Both sets lie in [0, span): disjoint when the shift moves one past the other, and intervals
+    # when they have no holes. Either way no bit set, which had as many bits as the shift is long
+    # (a tile a whole 10^10-row image away built a 1.25 GB integer).
+    span_old = sum(c * (e - 1) for c, e in zip(coeffs, ext_old)) + 1
+    span_new = sum(c * (e - 1) for c, e in zip(coeffs, ext_new)) + 1
+    if off >= span_old or off + span_new <= 0:
+        return 0
+    if axis_size(coeffs, ext_old) == span_old and axis_size(coeffs, ext_new) == span_new:
+        return max(0, min(span_old, off + span_new) - max(0, off))
     old, new = axis_mask(coeffs, ext_old), axis_mask(coeffs, ext_new)
     if off >= 0:
         return (old & (new << off)).bit_count()

@@ -219,4 +219,6 @@ def make_operand(name: str, indices: Iterable[AffineIndex | str | tuple], role: 
             ixs.append(AffineIndex(((ix, 1),)))
         else:
             ixs.append(AffineIndex(tuple(ix)))
+    if isinstance(bits, bool) or not isinstance(bits, int) and not (hasattr(bits, "__index__")):
+        raise SpecError(f"operand {name}: precision must be a whole number of bits, got {bits!r}")
     return Operand(name, tuple(ixs), role, int(bits), cls, tuple(pad_lo), tuple(shape))

@@ -100,6 +100,9 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
         ins.append(p.access())
     if p.peek() is not None:
         raise SpecError(f"expression {text!r}: unexpected {p.peek()!r} after the last factor")
+    for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo)):
+        if table is not None and not isinstance(table, Mapping):
+            raise SpecError(f"{key} must map operand names to values, got {table!r}")
     bits = dict(bits or {})
     classes = dict(classes or {})
     pad_lo = dict(pad_lo or {})
@@ -107,7 +110,7 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
     for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo)):
         unknown = set(table) - set(names)
         if unknown:
-            raise SpecError(f"{key} names operands {sorted(unknown)} that are not in the expression "
+            raise SpecError(f"{key} names operands {sorted(unknown, key=str)} that are not in the expression "
                             f"(operands: {', '.join(names)})")
     order: list[str] = []
     for _, idx in [(out_name, out_idx)] + ins:
