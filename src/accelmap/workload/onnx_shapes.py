@@ -1,0 +1,272 @@
+"""Static shapes of every tensor of an ONNX graph.
+
+Three steps, repeated until nothing changes: ONNX shape inference with data
+propagation; output shapes of onnxruntime contrib ops (``onnx_contrib``); values
+of shape arithmetic the inference does not evaluate (``onnx_fold``), whose nodes
+are then replaced by constants in a working copy. The caller's model and the
+list of nodes the importer walks are never changed.
+
+Symbolic input dimensions are bound to numbers first (``bind_dims``). When a
+shape stays unknown, ``explain_unknown`` finds the node where it was lost.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from accelmap.errors import SpecError
+from accelmap.workload.onnx_contrib import contrib_output_shapes
+from accelmap.workload.onnx_fold import fold_values, tensor_value
+
+_SEQ_WORDS = ("seq", "len", "token", "sentence", "time")
+_BATCH_WORDS = ("batch",)
+# Metadata keys through which a bundled model names defaults for its parameters.
+META_DEFAULT = "accelmap.default."
+_MAX_ROUNDS = 30
+# Inputs whose value (not shape) decides an op's output shape.
+_VALUE_INPUTS = {"Reshape": (1,), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "Expand": (1,), "Tile": (1,),
+                 "ConstantOfShape": (0,), "Range": (0, 1, 2), "Resize": (1, 2, 3), "Upsample": (1,),
+                 "Split": (1,), "TopK": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "OneHot": (1,),
+                 "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+                 "ReduceProd": (1,), "CenterCropPad": (1,), "NonZero": (0,)}
+
+
+class ShapeProblem(Exception):
+    """A shape the importer needs is unknown; the message names the node and the dims."""
+
+
+def _dims(vi) -> list:
+    t = vi.type
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return []
+    return list(t.tensor_type.shape.dim)
+
+
+def _sym(d) -> str | None:
+    return d.dim_param if d.HasField("dim_param") and d.dim_param else None
+
+
+def bind_dims(model: onnx.ModelProto, dims: dict[str, int], batch: int | None, seq_len: int | None,
+              source: str) -> dict[str, int]:
+    """Replace symbolic input dims by numbers in place; return {param: value}.
+
+    A name in ``dims`` binds that symbolic dimension; otherwise axis 0 or a name
+    with 'batch' takes ``batch`` (default 1) and a name that reads as a sequence
+    length takes ``seq_len``. An input dim without a name is called ``input[axis]``.
+    """
+    g = model.graph
+    meta = {p.key: p.value for p in model.metadata_props}
+    defaults = {"batch": int(meta.get(META_DEFAULT + "batch", 1)),
+                "seq_len": int(meta[META_DEFAULT + "seq_len"]) if META_DEFAULT + "seq_len" in meta else None}
+    init_names = {t.name for t in g.initializer}
+    bound: dict[str, int] = {}
+    kinds_used: set[str] = set()
+
+    def value_for(param: str, axis: int, inp: str) -> int:
+        if param in dims:
+            return dims[param]
+        low = param.lower()
+        if any(w in low for w in _BATCH_WORDS) or (axis == 0 and not any(w in low for w in _SEQ_WORDS)):
+            kinds_used.add("batch")
+            return batch if batch is not None else defaults["batch"]
+        if any(w in low for w in _SEQ_WORDS):
+            kinds_used.add("seq_len")
+            v = seq_len if seq_len is not None else defaults["seq_len"]
+            if v is None:
+                raise SpecError(f"input {inp!r} axis {axis} is the sequence length {param!r}; pass --seq-len "
+                                f"(or --dim {param}=VALUE)", where=source)
+            return v
+        raise SpecError(f"input {inp!r} axis {axis} has symbolic size {param!r} that is neither the batch "
+                        f"(axis 0 or a name with 'batch') nor a sequence length (a name with "
+                        f"{', '.join(repr(w) for w in _SEQ_WORDS)}); bind it with --dim {param}=VALUE",
+                        where=source)
+
+    for inp in g.input:
+        if inp.name in init_names:
+            continue
+        for axis, d in enumerate(_dims(inp)):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            param = _sym(d) or f"{inp.name}[{axis}]"
+            if param not in bound:
+                bound[param] = value_for(param, axis, inp.name)
+    for key, given in (("batch", batch), ("seq_len", seq_len)):
+        if given is not None and key not in kinds_used:
+            flag = "--batch" if key == "batch" else "--seq-len"
+            raise SpecError(f"{flag} {given} given, but no input of the model has a symbolic "
+                            f"{'batch' if key == 'batch' else 'sequence-length'} dimension to bind", where=source)
+    for k, v in {**bound, **dims}.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SpecError(f"symbolic dimension {k!r} must be a positive integer, got {v!r}", where=source)
+    # Names bound through ``dims`` may also appear only in annotated intermediate shapes.
+    table = {**{k: v for k, v in dims.items()}, **bound}
+    for coll in (g.input, g.value_info, g.output):
+        for vi in coll:
+            for axis, d in enumerate(_dims(vi)):
+                key = _sym(d) or f"{vi.name}[{axis}]"
+                if key in table and not (d.HasField("dim_value") and d.dim_value > 0):
+                    if key not in bound:
+                        bound[key] = table[key]
+                    d.Clear()
+                    d.dim_value = table[key]
+    return bound
+
+
+def constant_value(node) -> np.ndarray | None:
+    """The value of a Constant node, when it is small."""
+    for a in node.attribute:
+        if a.name == "value":
+            return tensor_value(a.t)
+        if a.name in ("value_int", "value_float"):
+            return np.array(helper.get_attribute_value(a))
+        if a.name in ("value_ints", "value_floats"):
+            return np.array(helper.get_attribute_value(a))
+    return None
+
+
+class Shapes:
+    """Static shapes, element types and small values of the tensors of one graph (and its outer scopes)."""
+
+    def __init__(self, graph: onnx.GraphProto, outer: "Shapes | None" = None, values: dict | None = None):
+        self.graph = graph
+        self.shape: ChainMap = ChainMap({}, *(outer.shape.maps if outer else ()))
+        self.partial: ChainMap = ChainMap({}, *(outer.partial.maps if outer else ()))
+        self.elem: ChainMap = ChainMap({}, *(outer.elem.maps if outer else ()))
+        self.values: ChainMap = ChainMap(dict(values or {}), *(outer.values.maps if outer else ()))
+        self.producer = {o: n for n in graph.node for o in n.output if o}
+        inits = {t.name for t in graph.initializer}
+        for t in graph.initializer:
+            self._set(t.name, t.data_type, [int(x) for x in t.dims])
+        for coll in (graph.input, graph.value_info, graph.output):
+            for vi in coll:
+                if vi.name in inits or not vi.type.HasField("tensor_type"):
+                    continue
+                tt = vi.type.tensor_type
+                dims = None
+                if tt.HasField("shape"):
+                    dims = [int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (_sym(d) or "?")
+                            for d in tt.shape.dim]
+                self._set(vi.name, tt.elem_type, dims)
+        for n in graph.node:
+            if n.op_type == "Constant" and n.output:
+                for a in n.attribute:
+                    if a.name == "value":
+                        self._set(n.output[0], a.t.data_type, [int(x) for x in a.t.dims])
+
+    def _set(self, name: str, elem: int, dims: list | None) -> None:
+        if elem:
+            self.elem.maps[0][name] = elem
+        self.partial.maps[0][name] = dims
+        self.shape.maps[0][name] = (None if dims is None or any(not isinstance(d, int) for d in dims)
+                                    else tuple(dims))
+
+    def get(self, name: str) -> tuple[int, ...] | None:
+        return self.shape.get(name)
+
+    def of(self, name: str, what: str) -> tuple[int, ...]:
+        s = self.shape.get(name)
+        if s is None:
+            raise ShapeProblem(f"shape of {what} {name!r} is {self.describe(name)}{explain_unknown(self, name)}")
+        return s
+
+    def describe(self, name: str) -> str:
+        p = self.partial.get(name)
+        if p is None:
+            return "unknown"
+        axes = [f"axis {i} ({d!r})" if d != "?" else f"axis {i}" for i, d in enumerate(p) if not isinstance(d, int)]
+        return f"[{', '.join(str(d) for d in p)}], unknown at {', '.join(axes)}"
+
+
+def explain_unknown(shapes: Shapes, name: str) -> str:
+    """'; first lost at node X (Op): why' for a tensor whose shape is unknown."""
+    cur, seen = name, set()
+    while cur not in seen:
+        seen.add(cur)
+        node = shapes.producer.get(cur)
+        if node is None:
+            return ""
+        value_pos = _VALUE_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ()
+        data = [i for k, i in enumerate(node.input) if i and k not in value_pos]
+        lost = [i for i in data if shapes.get(i) is None]
+        if lost:
+            cur = lost[0]
+            continue
+        where = f"; first lost at node {node.name or node.output[0]!r} ({node.op_type})"
+        missing = [node.input[k] for k in value_pos if k < len(node.input) and node.input[k]
+                   and node.input[k] not in shapes.values]
+        if missing:
+            return (f"{where}, whose input {missing[0]!r} is a value that could not be computed from the "
+                    "static shapes and constants")
+        if node.domain not in ("", "ai.onnx") and node.domain != "com.microsoft":
+            return f"{where}: ONNX shape inference does not know op {node.domain}.{node.op_type}"
+        return f"{where}: its output shape could not be inferred from its input shapes"
+    return ""
+
+
+def _constant_node(name: str, node_name: str, value: np.ndarray):
+    return helper.make_node("Constant", [], [name], name=node_name,
+                            value=numpy_helper.from_array(np.asarray(value), name))
+
+
+def initial_values(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    vals: dict[str, np.ndarray] = {}
+    for t in graph.initializer:
+        v = tensor_value(t)
+        if v is not None:
+            vals[t.name] = v
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            v = constant_value(n)
+            if v is not None:
+                vals[n.output[0]] = v
+    return vals
+
+
+def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> tuple[onnx.ModelProto, Shapes]:
+    """Shape inference, contrib-op shapes and shape-arithmetic folding until a fixed point.
+
+    ``model`` is a working copy: folded nodes are replaced by constants in it.
+    Returns the inferred model and the shapes of its main graph.
+    """
+    values = initial_values(model.graph)
+    if outer is not None:
+        values = {**{k: v for k, v in outer.values.items()}, **values}
+    inferred = model
+    for _ in range(_MAX_ROUNDS):
+        try:
+            inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        except Exception as e:
+            raise SpecError(f"ONNX shape inference failed: {str(e).splitlines()[0][:160]}", where=source) from None
+        shapes = Shapes(inferred.graph, outer, values)
+        changed = False
+        for node in inferred.graph.node:
+            if node.domain != "com.microsoft":
+                continue
+            shape_of = lambda i, n=node: shapes.get(n.input[i]) if i < len(n.input) and n.input[i] else None
+            type_of = lambda i, n=node: shapes.elem.get(n.input[i], 0) if i < len(n.input) and n.input[i] else 0
+            for out, elem, shp in contrib_output_shapes(node, shape_of, type_of):
+                if shapes.get(out) is None:
+                    _annotate(model.graph, out, elem, shp)
+                    changed = True
+        new = fold_values(inferred.graph, shapes.get, values)
+        if new:
+            values.update(new)
+            for i, node in enumerate(model.graph.node):
+                if len(node.output) == 1 and node.output[0] in new and node.op_type != "Constant":
+                    model.graph.node[i].CopyFrom(_constant_node(node.output[0], node.name, new[node.output[0]]))
+                    changed = True
+        if not changed:
+            break
+    return inferred, Shapes(inferred.graph, outer, values)
+
+
+def _annotate(graph: onnx.GraphProto, name: str, elem: int, shape: tuple[int, ...]) -> None:
+    for vi in graph.value_info:
+        if vi.name == name:
+            graph.value_info.remove(vi)
+            break
+    graph.value_info.append(helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, list(shape)))
