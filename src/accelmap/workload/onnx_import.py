@@ -200,7 +200,10 @@ def _walk(graph: onnx.GraphProto, shapes: Shapes, w: _Walk, prefix: str, reps: i
                 continue
             if kind == "refused":
                 raise NodeProblem(REFUSED_MAC_OPS[key])
-            for suffix, op, bias in MAC_OPS[key](node, nname, ctx):
+            converted = MAC_OPS[key](node, nname, ctx)
+            if not converted:
+                w.host.append(_host(node, nname, key, shapes, note="no products in this form"))
+            for suffix, op, bias in converted:
                 if bias:
                     op = replace(op, attrs=op.attrs + (("bias", True),))
                 w.entries.append((nname + suffix, op, key, bias, reps))

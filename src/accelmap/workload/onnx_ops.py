@@ -31,6 +31,7 @@ class NodeProblem(Exception):
 
 
 # (name suffix, operator, has bias); the suffix is "" for a node that is one operator.
+# An empty list: this node computes no products (host work).
 Converted = list[tuple[str, Operator, bool]]
 
 
@@ -278,6 +279,8 @@ def _einsum(node, name: str, ctx: Context) -> Converted:
     terms = lhs.split(",")
     if len(terms) != len(ins):
         raise NodeProblem(f"equation {eq!r} names {len(terms)} operands, the node has {len(ins)}")
+    if len(ins) == 1:
+        return []   # a transpose, trace or sum of one operand: no products
     if len(ins) != 2:
         raise NodeProblem(f"einsum of {len(ins)} operands ({eq!r}); only two-operand einsums are mapped "
                           "(split it into pairwise products)")
