@@ -37,8 +37,8 @@ def parse_dims(items) -> dict[str, int]:
     for text in items or ():
         key, sep, val = text.partition("=")
         key, val = key.strip(), val.strip()
-        if not sep or not key or not val.isdigit() or int(val) < 1:
-            raise SpecError(f"{text!r} is not NAME=VALUE with a positive integer VALUE", where="--dim")
+        if not sep or not key or not val.isdigit():
+            raise SpecError(f"{text!r} is not NAME=VALUE with an integer VALUE", where="--dim")
         if key in out and out[key] != int(val):
             raise SpecError(f"{key} given twice ({out[key]} and {val})", where="--dim")
         out[key] = int(val)

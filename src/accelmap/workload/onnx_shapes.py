@@ -99,9 +99,9 @@ def bind_dims(model: onnx.ModelProto, dims: dict[str, int], batch: int | None, s
             flag = "--batch" if key == "batch" else "--seq-len"
             raise SpecError(f"{flag} {given} given, but no input of the model has a symbolic "
                             f"{'batch' if key == 'batch' else 'sequence-length'} dimension to bind", where=source)
-    for k, v in {**bound, **dims}.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise SpecError(f"symbolic dimension {k!r} must be a positive integer, got {v!r}", where=source)
+    for k, v in dims.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise SpecError(f"--dim {k}: must be a non-negative integer, got {v!r}", where=source)
     # Names bound through ``dims`` may also appear only in annotated intermediate shapes.
     table = {**{k: v for k, v in dims.items()}, **bound}
     for coll in (g.input, g.value_info, g.output):
@@ -113,6 +113,9 @@ def bind_dims(model: onnx.ModelProto, dims: dict[str, int], batch: int | None, s
                         bound[key] = table[key]
                     d.Clear()
                     d.dim_value = table[key]
+    for k, v in bound.items():
+        if v < 1:
+            raise SpecError(f"symbolic dimension {k!r} must be a positive integer, got {v}", where=source)
     return bound
 
 

@@ -1,0 +1,85 @@
+"""If / Loop / Scan bodies are imported (a Loop's trips multiply its body) or refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+from onnx import TensorProto, helper
+
+from accelmap.errors import SpecError
+from accelmap.workload.onnx_import import import_onnx
+from onnx_graphs import F, I64, const, graph_model, init, node, weight
+
+B = TensorProto.BOOL
+vi = helper.make_tensor_value_info
+
+
+def loop_model(trips_from_input=False, cond_input=""):
+    """h <- Conv(h) three times (the trip count a constant, or a graph input)."""
+    body = helper.make_graph(
+        [node("Identity", ["c_in"], ["c_out"]), node("Conv", ["h", "w"], ["h2"], pads=[1, 1, 1, 1])],
+        "body", [vi("i", I64, []), vi("c_in", B, []), vi("h", F, None)],
+        [vi("c_out", B, []), vi("h2", F, None)])
+    nodes = ([] if trips_from_input else [const("M", 3)]) + [node("Loop", ["M", cond_input, "x"], ["y"], name="rep",
+                                                                  body=body)]
+    ins = [("x", F, [1, 4, 6, 6])] + ([("M", I64, [])] if trips_from_input else [])
+    return graph_model(nodes, ins, inits=[weight("w", [4, 4, 3, 3])])
+
+
+CONV = 4 * 4 * 36 * 9
+
+
+def test_loop_with_a_constant_trip_count_counts_its_body_per_trip():
+    m = import_onnx(loop_model())
+    assert m.total_macs == 3 * CONV
+    layer = m.layers[0]
+    assert layer.nodes == ("rep/h2",) and layer.count == 3 and layer.repeats == (3,)
+    assert any("rep x3" in n for n in m.notes)
+
+
+def test_loop_with_a_dynamic_trip_count_is_refused_or_bound():
+    with pytest.raises(SpecError, match=r"node 'rep' \(Loop\): its trip count 'M' is not a constant; "
+                                        r"bind it with --dim rep=COUNT"):
+        import_onnx(loop_model(trips_from_input=True))
+    assert import_onnx(loop_model(trips_from_input=True), dims={"rep": 5}).total_macs == 5 * CONV
+
+
+def if_model():
+    then = helper.make_graph([node("MatMul", ["x", "w"], ["t"])], "then", [], [vi("t", F, None)])
+    other = helper.make_graph([node("Relu", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    return graph_model([node("If", ["flag"], ["y"], name="branch", then_branch=then, else_branch=other)],
+                       [("x", F, [4, 8]), ("flag", B, [])], inits=[weight("w", [8, 2])])
+
+
+def test_if_takes_the_branch_the_condition_or_dim_picks():
+    with pytest.raises(SpecError, match=r"node 'branch' \(If\): its condition is not a constant.*"
+                                        r"--dim branch=1 \(then\) or --dim branch=0 \(else\)"):
+        import_onnx(if_model())
+    assert import_onnx(if_model(), dims={"branch": 1}).total_macs == 4 * 8 * 2
+    with pytest.raises(SpecError, match="no accelerator operator"):
+        import_onnx(if_model(), dims={"branch": 0})     # the else branch is host work only
+    static = if_model()
+    static.graph.input.pop()                             # the condition becomes a constant
+    static.graph.initializer.append(helper.make_tensor("flag", B, [], [True]))
+    assert import_onnx(static).layers[0].nodes == ("branch/t",)
+
+
+def test_scan_counts_its_body_per_slice():
+    body = helper.make_graph([node("MatMul", ["xs", "w"], ["ys"])], "body",
+                             [vi("xs", F, None)], [vi("ys", F, None)])
+    m = graph_model([node("Scan", ["x"], ["y"], name="scan", body=body, num_scan_inputs=1,
+                          scan_input_axes=[1])],
+                    [("x", F, [4, 6, 8])], inits=[weight("w", [8, 2])])
+    out = import_onnx(m)
+    assert out.total_macs == 6 * (4 * 8 * 2) and out.layers[0].count == 6
+
+
+def test_nested_body_reads_outer_scope_and_unknown_ops_inside_are_listed():
+    inner = helper.make_graph([node("Mystery", ["x"], ["z"], domain="com.vendor"), node("Gemm", ["x", "w"], ["t"])],
+                              "then", [], [vi("t", F, None)])
+    other = helper.make_graph([node("Gemm", ["x", "w"], ["e"])], "else", [], [vi("e", F, None)])
+    m = graph_model([const("c", True, bool), node("If", ["c"], ["y"], name="br", then_branch=inner,
+                                                   else_branch=other)],
+                    [("x", F, [3, 5])], inits=[weight("w", [5, 7])])
+    m.opset_import.append(helper.make_opsetid("com.vendor", 1))
+    out = import_onnx(m)
+    assert out.total_macs == 3 * 5 * 7 and [u.name for u in out.unknown_ops] == ["br/z"]
