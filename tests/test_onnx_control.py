@@ -83,3 +83,23 @@ def test_nested_body_reads_outer_scope_and_unknown_ops_inside_are_listed():
     m.opset_import.append(helper.make_opsetid("com.vendor", 1))
     out = import_onnx(m)
     assert out.total_macs == 3 * 5 * 7 and [u.name for u in out.unknown_ops] == ["br/z"]
+
+
+def test_a_loop_with_a_condition_counts_at_most_its_trips_and_lenient_lists_the_loop_once():
+    m = loop_model(cond_input="go")
+    m.graph.input.append(vi("go", B, []))
+    out = import_onnx(m)
+    assert out.total_macs == 3 * CONV and any("rep x3 (at most" in n for n in out.notes)
+    dyn = loop_model(trips_from_input=True)
+    dyn.graph.node.append(node("Conv", ["x", "w"], ["z"]))
+    lenient = import_onnx(dyn, strict=False)
+    assert [(h.name, h.note[:40]) for h in lenient.host_ops] == [("rep", "not imported: its trip count 'M' is not ")]
+
+
+def test_other_ops_with_mac_bodies_are_refused():
+    body = helper.make_graph([node("MatMul", ["s", "w"], ["t"])], "body", [vi("s", F, [2, 3])], [vi("t", F, None)])
+    m = graph_model([node("SequenceConstruct", ["x"], ["seq"]),
+                     node("SequenceMap", ["seq"], ["out"], body=body)],
+                    [("x", F, [2, 3])], outputs=[("out", TensorProto.UNDEFINED, None)], inits=[weight("w", [3, 4])])
+    with pytest.raises(SpecError, match=r"node 'out' \(SequenceMap\): has subgraphs with MAC ops"):
+        import_onnx(m)

@@ -125,14 +125,15 @@ def _bound(w: _Walk, *keys: str):
     return None
 
 
-def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> None:
-    """If / Loop / Scan: walk the body that runs, times how often it runs, or refuse clearly."""
+def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
+    """If / Loop / Scan: walk the body that runs, times how often it runs, or refuse clearly.
+
+    Returns the note for the control node's own host-work entry.
+    """
     a = {x.name: x for x in node.attribute}
     bodies = [x.g for x in node.attribute if x.type == onnx.AttributeProto.GRAPH]
-    w.host.append(_host(node, nname, node.op_type, shapes, note="control flow; its body is imported"))
     if not any(_graph_needs_walk(b) for b in bodies):
-        w.host[-1] = _host(node, nname, node.op_type, shapes, note="control flow; its body has no MAC ops")
-        return
+        return "control flow; no MAC ops inside"
     if node.op_type == "If":
         cond = _static_scalar(shapes, node.input[0])
         if cond is None:
@@ -143,7 +144,7 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> None:
         branch = a["then_branch"].g if cond else a["else_branch"].g
         g, sub = _subgraph_shapes(branch, [], shapes, w, f"If {nname!r}")
         _walk(g, sub, w, f"{nname}/", reps)
-        return
+        return f"control flow; {'then' if cond else 'else'} branch imported"
     if node.op_type == "Loop":
         m_name = node.input[0] if node.input else ""
         trips = _static_scalar(shapes, m_name)
@@ -153,21 +154,23 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> None:
             raise NodeProblem(f"its trip count {'is not given' if not m_name else repr(m_name) + ' is not a constant'}"
                               f"; bind it with --dim {nname}=COUNT")
         trips = int(trips)
+        cond_name = node.input[1] if len(node.input) > 1 else ""
+        early = bool(cond_name) and _static_scalar(shapes, cond_name) is not True
         body = a["body"].g
         carried = [(shapes.elem.get(i, 0), shapes.get(i)) for i in node.input[2:]]
         ins = [(TensorProto.INT64, ()), (TensorProto.BOOL, ())] + carried
         g, sub = _subgraph_shapes(body, ins, shapes, w, f"Loop {nname!r}")
-        w.loops.append(f"{nname} x{trips}")
+        w.loops.append(f"{nname} x{trips}" + (" (at most: it also has a condition)" if early else ""))
         if trips > 0:
             _walk(g, sub, w, f"{nname}/", reps * trips)
-        return
+        return f"control flow; body imported x{trips}"
     # Scan: the last num_scan_inputs inputs are sliced along their scan axis.
     at = attrs(node)
     n_scan = int(at["num_scan_inputs"])
     states, scans = list(node.input[:len(node.input) - n_scan]), list(node.input[len(node.input) - n_scan:])
     axes = list(at.get("scan_input_axes", [0] * n_scan))
     ins = [(shapes.elem.get(i, 0), shapes.get(i)) for i in states]
-    iters = None
+    iters = 0
     for i, ax in zip(scans, axes):
         s = shapes.of(i, "scan input")
         ax %= len(s)
@@ -175,7 +178,8 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> None:
         ins.append((shapes.elem.get(i, 0), s[:ax] + s[ax + 1:]))
     g, sub = _subgraph_shapes(a["body"].g, ins, shapes, w, f"Scan {nname!r}")
     w.loops.append(f"{nname} x{iters}")
-    _walk(g, sub, w, f"{nname}/", reps * int(iters or 0))
+    _walk(g, sub, w, f"{nname}/", reps * iters)
+    return f"control flow; body imported x{iters}"
 
 
 def _walk(graph: onnx.GraphProto, shapes: Shapes, w: _Walk, prefix: str, reps: int) -> None:
@@ -188,6 +192,11 @@ def _walk(graph: onnx.GraphProto, shapes: Shapes, w: _Walk, prefix: str, reps: i
         key = op_key(node)
         kind = classify(key)
         try:
+            if kind in ("host", "unknown") and any(
+                    a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+                if any(_graph_needs_walk(g) for a in node.attribute for g in ([a.g] if a.g.node else list(a.graphs))):
+                    raise NodeProblem("has subgraphs with MAC ops or unknown ops, and only the bodies of If, "
+                                      "Loop and Scan are imported")
             if kind == "host":
                 w.host.append(_host(node, nname, key, shapes))
                 continue
@@ -196,7 +205,8 @@ def _walk(graph: onnx.GraphProto, shapes: Shapes, w: _Walk, prefix: str, reps: i
                                        note="op type unknown to the importer; it may carry MACs"))
                 continue
             if kind == "control":
-                _control(node, nname, shapes, w, reps)
+                note = _control(node, nname, shapes, w, reps)
+                w.host.append(_host(node, nname, key, shapes, note=note))
                 continue
             if kind == "refused":
                 raise NodeProblem(REFUSED_MAC_OPS[key])

@@ -436,7 +436,7 @@ MAC_OPS: dict[str, Callable[..., Converted]] = {
 _NOT_MAPPED = "has multiply-accumulates but no mapping onto accelerator operators yet"
 REFUSED_MAC_OPS: dict[str, str] = {
     **{op: _NOT_MAPPED for op in (
-        "LSTM", "GRU", "RNN", "DeformConv", "DFT", "STFT",
+        "LSTM", "GRU", "RNN", "DeformConv", "DFT", "STFT", "AffineGrid",
         "com.microsoft.QAttention", "com.microsoft.GroupQueryAttention", "com.microsoft.PackedAttention",
         "com.microsoft.PackedMultiHeadAttention", "com.microsoft.DecoderAttention",
         "com.microsoft.DecoderMaskedMultiHeadAttention", "com.microsoft.DecoderMaskedSelfAttention",
