@@ -166,3 +166,11 @@ def test_refused_mac_op_is_one_clear_line(tmp_path):
     res = CliRunner().invoke(main, ["import", str(p)])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "node 'y' (com.microsoft.GroupQueryAttention): has multiply-accumulates but no mapping" in res.output
+
+
+def test_onnxruntime_nchwc_layout_ops_are_refused_with_a_fix():
+    nodes = [node("Conv", ["x", "w"], ["y"], domain="com.microsoft.nchwc")]
+    m = graph_model(nodes, [("x", F, [1, 8, 4, 4])], inits=[weight("w", [8, 8, 1, 1])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft.nchwc", 1))
+    with pytest.raises(SpecError, match=r"node 'y' \(com.microsoft.nchwc.Conv\): a layout-specific op.*ORT_ENABLE_EXTENDED"):
+        import_onnx(m)

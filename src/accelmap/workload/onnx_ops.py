@@ -447,6 +447,9 @@ REFUSED_MAC_OPS: dict[str, str] = {
         "com.microsoft.Rfft", "com.microsoft.Irfft", "com.microsoft.DynamicQuantizeLSTM",
         "com.microsoft.QLinearConvTranspose", "com.microsoft.FusedConvTranspose", "com.microsoft.WordConvEmbedding",
         "com.microsoft.CDist")},
+    "com.microsoft.nchwc.Conv": "a layout-specific op of onnxruntime's ORT_ENABLE_ALL optimization (channels "
+                                "blocked for one CPU, padded); save the optimized model with ORT_ENABLE_EXTENDED "
+                                "instead",
 }
 
 # onnxruntime contrib ops without multiply-accumulates (elementwise, normalization, (de)quantization, pooling).
