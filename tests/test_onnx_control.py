@@ -103,3 +103,23 @@ def test_other_ops_with_mac_bodies_are_refused():
                     [("x", F, [2, 3])], outputs=[("out", TensorProto.UNDEFINED, None)], inits=[weight("w", [3, 4])])
     with pytest.raises(SpecError, match=r"node 'out' \(SequenceMap\): has subgraphs with MAC ops"):
         import_onnx(m)
+
+
+def test_shapes_continue_after_control_flow():
+    # After the Loop: the carried value keeps its shape, so the next Conv imports.
+    m = loop_model()
+    m.graph.node.append(node("Conv", ["y", "w"], ["z"]))
+    assert import_onnx(m).total_macs == 3 * CONV + 4 * 4 * 16 * 9
+    # After a Scan: per-slice outputs stacked along axis 0 ([6, 4, 2]), then a MatMul.
+    body = helper.make_graph([node("MatMul", ["xs", "w"], ["ys"])], "body", [vi("xs", F, None)], [vi("ys", F, None)])
+    scan = graph_model([node("Scan", ["x"], ["y"], name="scan", body=body, num_scan_inputs=1, scan_input_axes=[1]),
+                        node("MatMul", ["y", "w2"], ["z"])],
+                       [("x", F, [4, 6, 8])], inits=[weight("w", [8, 2]), weight("w2", [2, 3])])
+    assert import_onnx(scan).total_macs == 6 * (4 * 8 * 2) + 6 * 4 * 2 * 3
+    # After an If whose branches agree on the shape.
+    other = helper.make_graph([node("MatMul", ["x", "w"], ["e"])], "else", [], [vi("e", F, None)])
+    cond = if_model()
+    next(a for a in cond.graph.node[0].attribute if a.name == "else_branch").g.CopyFrom(other)
+    cond.graph.node.append(node("MatMul", ["y", "w3"], ["z"]))
+    cond.graph.initializer.append(weight("w3", [2, 5]))
+    assert import_onnx(cond, dims={"branch": 0}).total_macs == 4 * 8 * 2 + 4 * 2 * 5

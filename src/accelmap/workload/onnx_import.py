@@ -18,9 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper
 
 from accelmap.errors import SpecError
 from accelmap.workload.constructors import _bits
@@ -28,6 +26,7 @@ from accelmap.workload.models.result import HostOp, ModelImport, element_count, 
 from accelmap.workload.onnx_ops import Context, NodeProblem, MAC_OPS, REFUSED_MAC_OPS, attrs, classify, op_key
 from accelmap.workload.onnx_read import read_onnx
 from accelmap.workload.onnx_shapes import META_DEFAULT, ShapeProblem, Shapes, bind_dims, infer
+from accelmap.workload.onnx_subgraphs import body_inputs, body_model
 
 __all__ = ["import_onnx", "read_onnx", "META_DEFAULT"]
 
@@ -69,40 +68,14 @@ def _graph_needs_walk(g: onnx.GraphProto) -> bool:
     return False
 
 
-def _outer_refs(g: onnx.GraphProto) -> set[str]:
-    """Names a subgraph (and its nested subgraphs) reads from enclosing scopes."""
-    local = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
-    refs = set()
-    for n in g.node:
-        refs |= {i for i in n.input if i and i not in local}
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                refs |= {r for r in _outer_refs(a.g) if r not in local}
-    return refs
+def _lookup(shapes: Shapes):
+    return lambda name: (shapes.elem.get(name, 0), shapes.get(name), shapes.values.get(name))
 
 
-def _value_info(name: str, elem: int, shape) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, None if shape is None else list(shape))
-
-
-def _subgraph_shapes(body: onnx.GraphProto, input_shapes: list, outer: Shapes, w: _Walk,
+def _subgraph_shapes(node, body: onnx.GraphProto, outer: Shapes, w: _Walk,
                      where: str) -> tuple[onnx.GraphProto, Shapes]:
-    """Shapes inside a subgraph: its inputs take ``input_shapes`` [(elem, shape)] where it states none,
-    the names it reads from outside take their outer shapes."""
-    g = onnx.GraphProto()
-    g.CopyFrom(body)
-    for vi, given in zip(g.input, input_shapes):
-        tt = vi.type.tensor_type
-        has_shape = tt.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in tt.shape.dim)
-        if given is not None and not has_shape:
-            vi.CopyFrom(_value_info(vi.name, tt.elem_type or given[0], given[1]))
-    for name in sorted(_outer_refs(g)):
-        v = outer.values.get(name)
-        if v is not None and v.size <= 4096:
-            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(v), name))
-        else:
-            g.input.append(_value_info(name, outer.elem.get(name, 0), outer.get(name)))
-    model = helper.make_model(g, opset_imports=w.opsets)
+    """A body's nodes and the shapes inside it (reading the enclosing scopes' shapes)."""
+    g, model = body_model(body, body_inputs(node, _lookup(outer)), _lookup(outer), w.opsets)
     _, shapes = infer(model, f"{w.source} ({where})", outer=outer)
     shapes.producer = {o: n for n in g.node for o in n.output if o}
     return g, shapes
@@ -142,7 +115,7 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
             raise NodeProblem(f"its condition is not a constant and a branch has MAC ops; choose the branch with "
                               f"--dim {nname}=1 (then) or --dim {nname}=0 (else)")
         branch = a["then_branch"].g if cond else a["else_branch"].g
-        g, sub = _subgraph_shapes(branch, [], shapes, w, f"If {nname!r}")
+        g, sub = _subgraph_shapes(node, branch, shapes, w, f"If {nname!r}")
         _walk(g, sub, w, f"{nname}/", reps)
         return f"control flow; {'then' if cond else 'else'} branch imported"
     if node.op_type == "Loop":
@@ -156,10 +129,7 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
         trips = int(trips)
         cond_name = node.input[1] if len(node.input) > 1 else ""
         early = bool(cond_name) and _static_scalar(shapes, cond_name) is not True
-        body = a["body"].g
-        carried = [(shapes.elem.get(i, 0), shapes.get(i)) for i in node.input[2:]]
-        ins = [(TensorProto.INT64, ()), (TensorProto.BOOL, ())] + carried
-        g, sub = _subgraph_shapes(body, ins, shapes, w, f"Loop {nname!r}")
+        g, sub = _subgraph_shapes(node, a["body"].g, shapes, w, f"Loop {nname!r}")
         w.loops.append(f"{nname} x{trips}" + (" (at most: it also has a condition)" if early else ""))
         if trips > 0:
             _walk(g, sub, w, f"{nname}/", reps * trips)
@@ -167,16 +137,9 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
     # Scan: the last num_scan_inputs inputs are sliced along their scan axis.
     at = attrs(node)
     n_scan = int(at["num_scan_inputs"])
-    states, scans = list(node.input[:len(node.input) - n_scan]), list(node.input[len(node.input) - n_scan:])
-    axes = list(at.get("scan_input_axes", [0] * n_scan))
-    ins = [(shapes.elem.get(i, 0), shapes.get(i)) for i in states]
-    iters = 0
-    for i, ax in zip(scans, axes):
-        s = shapes.of(i, "scan input")
-        ax %= len(s)
-        iters = s[ax]
-        ins.append((shapes.elem.get(i, 0), s[:ax] + s[ax + 1:]))
-    g, sub = _subgraph_shapes(a["body"].g, ins, shapes, w, f"Scan {nname!r}")
+    first_scan = shapes.of(node.input[len(node.input) - n_scan], "scan input")
+    iters = first_scan[int(list(at.get("scan_input_axes", [0]))[0]) % len(first_scan)]
+    g, sub = _subgraph_shapes(node, a["body"].g, shapes, w, f"Scan {nname!r}")
     w.loops.append(f"{nname} x{iters}")
     _walk(g, sub, w, f"{nname}/", reps * iters)
     return f"control flow; body imported x{iters}"

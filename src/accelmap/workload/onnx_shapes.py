@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from accelmap.errors import SpecError
 from accelmap.workload.onnx_contrib import contrib_output_shapes
 from accelmap.workload.onnx_fold import fold_values, tensor_value
+from accelmap.workload.onnx_subgraphs import body_inputs, body_model
 
 _SEQ_WORDS = ("seq", "len", "token", "sentence", "time")
 _BATCH_WORDS = ("batch",)
@@ -153,6 +154,8 @@ class Shapes:
                 if tt.HasField("shape"):
                     dims = [int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (_sym(d) or "?")
                             for d in tt.shape.dim]
+                if vi.name in self.partial.maps[0] and not _more_known(dims, self.partial.maps[0][vi.name]):
+                    continue   # a graph output declared without shape after an inferred value_info
                 self._set(vi.name, tt.elem_type, dims)
         for n in graph.node:
             if n.op_type == "Constant" and n.output:
@@ -182,6 +185,11 @@ class Shapes:
             return "unknown"
         axes = [f"axis {i} ({d!r})" if d != "?" else f"axis {i}" for i, d in enumerate(p) if not isinstance(d, int)]
         return f"[{', '.join(str(d) for d in p)}], unknown at {', '.join(axes)}"
+
+
+def _more_known(new: list | None, old: list | None) -> bool:
+    count = lambda d: -1 if d is None else sum(isinstance(x, int) for x in d)
+    return count(new) >= count(old)
 
 
 def explain_unknown(shapes: Shapes, name: str) -> str:
@@ -239,6 +247,7 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
     if outer is not None:
         values = {**{k: v for k, v in outer.values.items()}, **values}
     inferred = model
+    tried: set = set()
     for _ in range(_MAX_ROUNDS):
         try:
             inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
@@ -255,6 +264,18 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
                 if shapes.get(out) is None:
                     _annotate(model.graph, out, elem, shp)
                     changed = True
+        for node in inferred.graph.node:
+            if node.domain in ("", "ai.onnx") and node.op_type in ("If", "Loop", "Scan"):
+                if all(shapes.get(o) is not None for o in node.output if o):
+                    continue
+                key = (node.output[0], tuple(shapes.get(i) for i in node.input if i))
+                if key in tried:
+                    continue
+                tried.add(key)
+                for out, elem, shp in _control_output_shapes(node, shapes, list(model.opset_import), source):
+                    if shapes.get(out) is None:
+                        _annotate(model.graph, out, elem, shp)
+                        changed = True
         new = fold_values(inferred.graph, shapes.get, values)
         if new:
             values.update(new)
@@ -268,8 +289,70 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
 
 
 def _annotate(graph: onnx.GraphProto, name: str, elem: int, shape: tuple[int, ...]) -> None:
+    for vi in graph.output:
+        if vi.name == name:
+            vi.CopyFrom(helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, list(shape)))
+            return
     for vi in graph.value_info:
         if vi.name == name:
             graph.value_info.remove(vi)
             break
     graph.value_info.append(helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, list(shape)))
+
+
+def _graph_output_shapes(node, body: onnx.GraphProto, shapes: Shapes, opsets, source: str) -> list:
+    """[(element type, shape or None)] of a body's outputs."""
+    lookup = lambda name: (shapes.elem.get(name, 0), shapes.get(name), shapes.values.get(name))
+    _, model = body_model(body, body_inputs(node, lookup), lookup, opsets)
+    try:
+        _, sub = infer(model, source, outer=shapes)
+    except SpecError:
+        return [(0, None)] * len(body.output)
+    return [(sub.elem.get(o.name, 0), sub.get(o.name)) for o in body.output]
+
+
+def _control_output_shapes(node, shapes: Shapes, opsets, source: str) -> list[tuple[str, int, tuple]]:
+    """Output shapes of If / Loop / Scan from their bodies, where they follow from static shapes.
+
+    If: the branch its constant condition picks, or the shape both branches agree on. Loop and
+    Scan: a loop-carried value keeps its shape when the body returns it unchanged; per-iteration
+    outputs are stacked along a new axis of the trip count (a Loop's needs a constant count).
+    """
+    a = {x.name: x for x in node.attribute}
+    outs: list[tuple[int, tuple | None]] = []
+    if node.op_type == "If":
+        cond = shapes.values.get(node.input[0])
+        branches = [a["then_branch"].g, a["else_branch"].g]
+        if cond is not None and cond.size == 1:
+            branches = [branches[0] if bool(cond.reshape(-1)[0]) else branches[1]]
+        per = [_graph_output_shapes(node, b, shapes, opsets, source) for b in branches]
+        outs = [first if all(p[i] == first for p in per) else (first[0], None) for i, first in enumerate(per[0])]
+    elif node.op_type == "Loop":
+        body = _graph_output_shapes(node, a["body"].g, shapes, opsets, source)[1:]   # drop the condition
+        carried = node.input[2:]
+        trips = shapes.values.get(node.input[0]) if node.input and node.input[0] else None
+        n_trips = int(trips.reshape(-1)[0]) if trips is not None and trips.size == 1 else None
+        for i, (elem, s) in enumerate(body):
+            if i < len(carried):
+                outs.append((elem, s if s is not None and s == shapes.get(carried[i]) else None))
+            else:
+                outs.append((elem, None if s is None or n_trips is None else (n_trips, *s)))
+    else:   # Scan
+        at = {k: helper.get_attribute_value(v) for k, v in a.items()}
+        n_scan = int(at["num_scan_inputs"])
+        n_state = len(node.input) - n_scan
+        first = shapes.get(node.input[n_state])
+        axes_in = list(at.get("scan_input_axes", [0] * n_scan))
+        iters = None if first is None else first[int(axes_in[0]) % len(first)]
+        body = _graph_output_shapes(node, a["body"].g, shapes, opsets, source)
+        axes_out = list(at.get("scan_output_axes", [0] * (len(body) - n_state)))
+        for i, (elem, s) in enumerate(body):
+            if i < n_state:
+                outs.append((elem, s if s is not None and s == shapes.get(node.input[i]) else None))
+            elif s is None or iters is None:
+                outs.append((elem, None))
+            else:
+                ax = int(axes_out[i - n_state]) % (len(s) + 1)
+                outs.append((elem, (*s[:ax], iters, *s[ax:])))
+    return [(node.output[i], elem, s) for i, (elem, s) in enumerate(outs)
+            if i < len(node.output) and node.output[i] and s is not None]
