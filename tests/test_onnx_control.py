@@ -41,6 +41,14 @@ def test_loop_with_a_dynamic_trip_count_is_refused_or_bound():
                                         r"bind it with --dim rep=COUNT"):
         import_onnx(loop_model(trips_from_input=True))
     assert import_onnx(loop_model(trips_from_input=True), dims={"rep": 5}).total_macs == 5 * CONV
+    # A while loop: exporters give the largest int64 as the trip count and end it by the condition.
+    while_loop = loop_model(cond_input="go")
+    while_loop.graph.input.append(vi("go", B, []))
+    while_loop.graph.node[0].CopyFrom(const("M", 2**63 - 1))
+    with pytest.raises(SpecError, match=r"node 'rep' \(Loop\): its trip count is 9,223,372,036,854,775,807: a while "
+                                        r"loop that its condition ends; bind the number of trips with --dim rep=COUNT"):
+        import_onnx(while_loop)
+    assert import_onnx(while_loop, dims={"rep": 2}).total_macs == 2 * CONV
 
 
 def if_model():

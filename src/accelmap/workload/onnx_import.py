@@ -31,6 +31,10 @@ from accelmap.workload.onnx_subgraphs import body_inputs, body_model
 __all__ = ["import_onnx", "read_onnx", "META_DEFAULT"]
 
 
+# Exporters write a while loop as a Loop with this (or a larger) trip count and a condition.
+_WHILE_LOOP = 2**31 - 1
+
+
 @dataclass
 class _Walk:
     """What walking the graphs collects."""
@@ -108,9 +112,9 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
     if not any(_graph_needs_walk(b) for b in bodies):
         return "control flow; no MAC ops inside"
     if node.op_type == "If":
-        cond = _static_scalar(shapes, node.input[0])
+        cond = _bound(w, nname)          # the user's choice first
         if cond is None:
-            cond = _bound(w, nname)
+            cond = _static_scalar(shapes, node.input[0])
         if cond is None:
             raise NodeProblem(f"its condition is not a constant and a branch has MAC ops; choose the branch with "
                               f"--dim {nname}=1 (then) or --dim {nname}=0 (else)")
@@ -120,9 +124,12 @@ def _control(node, nname: str, shapes: Shapes, w: _Walk, reps: int) -> str:
         return f"control flow; {'then' if cond else 'else'} branch imported"
     if node.op_type == "Loop":
         m_name = node.input[0] if node.input else ""
-        trips = _static_scalar(shapes, m_name)
+        trips = _bound(w, nname, m_name)     # the user's count first
         if trips is None:
-            trips = _bound(w, nname, m_name)
+            trips = _static_scalar(shapes, m_name)
+            if trips is not None and int(trips) >= _WHILE_LOOP:
+                raise NodeProblem(f"its trip count is {int(trips):,}: a while loop that its condition ends; bind "
+                                  f"the number of trips with --dim {nname}=COUNT")
         if trips is None:
             raise NodeProblem(f"its trip count {'is not given' if not m_name else repr(m_name) + ' is not a constant'}"
                               f"; bind it with --dim {nname}=COUNT")

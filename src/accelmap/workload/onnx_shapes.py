@@ -332,6 +332,8 @@ def _control_output_shapes(node, shapes: Shapes, opsets, source: str) -> list[tu
         carried = node.input[2:]
         trips = shapes.values.get(node.input[0]) if node.input and node.input[0] else None
         n_trips = int(trips.reshape(-1)[0]) if trips is not None and trips.size == 1 else None
+        if n_trips is not None and n_trips >= 2**31 - 1:
+            n_trips = None   # a while loop: the condition ends it
         for i, (elem, s) in enumerate(body):
             if i < len(carried):
                 outs.append((elem, s if s is not None and s == shapes.get(carried[i]) else None))
