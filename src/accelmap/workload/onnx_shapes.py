@@ -135,40 +135,26 @@ def constant_value(node) -> np.ndarray | None:
 class Shapes:
     """Static shapes, element types and small values of the tensors of one graph (and its outer scopes)."""
 
-    def __init__(self, graph: onnx.GraphProto, outer: "Shapes | None" = None, values: dict | None = None):
+    def __init__(self, graph: onnx.GraphProto, outer: "Shapes | None" = None, values: dict | None = None,
+                 earlier: "Shapes | None" = None):
         self.graph = graph
-        self.shape: ChainMap = ChainMap({}, *(outer.shape.maps if outer else ()))
-        self.partial: ChainMap = ChainMap({}, *(outer.partial.maps if outer else ()))
-        self.elem: ChainMap = ChainMap({}, *(outer.elem.maps if outer else ()))
+        shape, partial, elem = _read_graph(graph, earlier)
+        self.shape: ChainMap = ChainMap(shape, *(outer.shape.maps if outer else ()))
+        self.partial: ChainMap = ChainMap(partial, *(outer.partial.maps if outer else ()))
+        self.elem: ChainMap = ChainMap(elem, *(outer.elem.maps if outer else ()))
         self.values: ChainMap = ChainMap(dict(values or {}), *(outer.values.maps if outer else ()))
-        self.producer = {o: n for n in graph.node for o in n.output if o}
-        inits = {t.name for t in graph.initializer}
-        for t in graph.initializer:
-            self._set(t.name, t.data_type, [int(x) for x in t.dims])
-        for coll in (graph.input, graph.value_info, graph.output):
-            for vi in coll:
-                if vi.name in inits or not vi.type.HasField("tensor_type"):
-                    continue
-                tt = vi.type.tensor_type
-                dims = None
-                if tt.HasField("shape"):
-                    dims = [int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (_sym(d) or "?")
-                            for d in tt.shape.dim]
-                if vi.name in self.partial.maps[0] and not _more_known(dims, self.partial.maps[0][vi.name]):
-                    continue   # a graph output declared without shape after an inferred value_info
-                self._set(vi.name, tt.elem_type, dims)
-        for n in graph.node:
-            if n.op_type == "Constant" and n.output:
-                for a in n.attribute:
-                    if a.name == "value":
-                        self._set(n.output[0], a.t.data_type, [int(x) for x in a.t.dims])
+        self._producer: dict | None = None
 
-    def _set(self, name: str, elem: int, dims: list | None) -> None:
-        if elem:
-            self.elem.maps[0][name] = elem
-        self.partial.maps[0][name] = dims
-        self.shape.maps[0][name] = (None if dims is None or any(not isinstance(d, int) for d in dims)
-                                    else tuple(dims))
+    @property
+    def producer(self) -> dict:
+        """Output name -> the node that writes it (the nodes the importer walks, once it sets them)."""
+        if self._producer is None:
+            self._producer = {o: n for n in self.graph.node for o in n.output if o}
+        return self._producer
+
+    @producer.setter
+    def producer(self, table: dict) -> None:
+        self._producer = table
 
     def get(self, name: str) -> tuple[int, ...] | None:
         return self.shape.get(name)
@@ -185,6 +171,49 @@ class Shapes:
             return "unknown"
         axes = [f"axis {i} ({d!r})" if d != "?" else f"axis {i}" for i, d in enumerate(p) if not isinstance(d, int)]
         return f"[{', '.join(str(d) for d in p)}], unknown at {', '.join(axes)}"
+
+
+def _read_graph(graph: onnx.GraphProto, earlier: "Shapes | None" = None) -> tuple[dict, dict, dict]:
+    """{name: static shape or None}, {name: dims with names or '?' for unknown ones}, {name: element type}.
+
+    ``earlier``: the same graph's shapes from a previous round; static shapes found then are kept.
+    """
+    shape: dict = {}
+    partial: dict = {}
+    elem: dict = {}
+    known = {k: v for k, v in earlier.shape.maps[0].items() if v is not None} if earlier is not None else {}
+    if known:
+        shape.update(known)
+        partial.update({k: list(v) for k, v in known.items()})
+        elem.update(earlier.elem.maps[0])
+
+    def put(name: str, t: int, dims: list | None) -> None:
+        if t:
+            elem[name] = t
+        partial[name] = dims
+        shape[name] = None if dims is None or any(type(d) is not int for d in dims) else tuple(dims)
+
+    inits = set()
+    for t in graph.initializer:
+        inits.add(t.name)
+        put(t.name, t.data_type, list(t.dims))
+    for coll in (graph.input, graph.value_info, graph.output):
+        for vi in coll:
+            if vi.name in known or vi.name in inits or not vi.type.HasField("tensor_type"):
+                continue
+            tt = vi.type.tensor_type
+            dims = None
+            if tt.HasField("shape"):
+                dims = [d.dim_value if d.dim_value > 0 else (d.dim_param or "?") for d in tt.shape.dim]
+            if vi.name in partial and not _more_known(dims, partial[vi.name]):
+                continue   # a graph output declared without shape after an inferred value_info
+            put(vi.name, tt.elem_type, dims)
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output and n.output[0] not in known:
+            for a in n.attribute:
+                if a.name == "value":
+                    put(n.output[0], a.t.data_type, list(a.t.dims))
+    return shape, partial, elem
 
 
 def _more_known(new: list | None, old: list | None) -> bool:
@@ -247,13 +276,14 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
     if outer is not None:
         values = {**{k: v for k, v in outer.values.items()}, **values}
     inferred = model
+    shapes = None
     tried: set = set()
     for _ in range(_MAX_ROUNDS):
         try:
             inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
         except Exception as e:
             raise SpecError(f"ONNX shape inference failed: {str(e).splitlines()[0][:160]}", where=source) from None
-        shapes = Shapes(inferred.graph, outer, values)
+        shapes = Shapes(inferred.graph, outer, values, earlier=shapes)
         changed = False
         for node in inferred.graph.node:
             if node.domain != "com.microsoft":
@@ -285,7 +315,7 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
                     changed = True
         if not changed:
             break
-    return inferred, Shapes(inferred.graph, outer, values)
+    return inferred, Shapes(inferred.graph, outer, values, earlier=shapes)
 
 
 def _annotate(graph: onnx.GraphProto, name: str, elem: int, shape: tuple[int, ...]) -> None:
