@@ -174,3 +174,21 @@ def test_onnxruntime_nchwc_layout_ops_are_refused_with_a_fix():
     m.opset_import.append(helper.make_opsetid("com.microsoft.nchwc", 1))
     with pytest.raises(SpecError, match=r"node 'y' \(com.microsoft.nchwc.Conv\): a layout-specific op.*ORT_ENABLE_EXTENDED"):
         import_onnx(m)
+
+
+@pytest.mark.parametrize("op,gates", [("LSTM", 4), ("GRU", 3), ("RNN", 1)])
+def test_recurrent_layers_are_an_input_projection_and_one_recurrent_product_per_step(op, gates):
+    seq, batch, inp, hidden, dirs = 7, 2, 5, 6, 2
+    nodes = [node(op, ["x", "w", "r", "b"], ["y"], hidden_size=hidden, direction="bidirectional")]
+    m = graph_model(nodes, [("x", F, [seq, batch, inp])],
+                    inits=[weight("w", [dirs, gates * hidden, inp]), weight("r", [dirs, gates * hidden, hidden]),
+                           weight("b", [dirs, 2 * gates * hidden])])
+    out = import_onnx(m)
+    proj, step = out.layers
+    assert (proj.name, proj.count, proj.operator.macs) == ("y.input", dirs, seq * batch * inp * gates * hidden)
+    assert (step.name, step.count, step.operator.macs) == ("y.recurrent", dirs * seq, batch * hidden * gates * hidden)
+    assert out.total_macs == dirs * seq * batch * gates * hidden * (inp + hidden)
+    # layout=1: [batch, seq, input]
+    m.graph.node[0].attribute.append(helper.make_attribute("layout", 1))
+    m.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", F, [batch, seq, inp]))
+    assert import_onnx(m).total_macs == dirs * seq * batch * gates * hidden * (inp + hidden)

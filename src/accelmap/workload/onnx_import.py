@@ -183,10 +183,10 @@ def _walk(graph: onnx.GraphProto, shapes: Shapes, w: _Walk, prefix: str, reps: i
             converted = MAC_OPS[key](node, nname, ctx)
             if not converted:
                 w.host.append(_host(node, nname, key, shapes, note="no products in this form"))
-            for suffix, op, bias in converted:
+            for suffix, op, bias, *runs in converted:
                 if bias:
                     op = replace(op, attrs=op.attrs + (("bias", True),))
-                w.entries.append((nname + suffix, op, key, bias, reps))
+                w.entries.append((nname + suffix, op, key, bias, reps * (runs[0] if runs else 1)))
         except (NodeProblem, ShapeProblem) as e:
             if w.strict:
                 w.problems.append(f"node {nname!r} ({key}): {e}")

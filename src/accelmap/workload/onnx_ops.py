@@ -30,9 +30,10 @@ class NodeProblem(Exception):
     """A node that cannot be imported; becomes an error naming node, op type and reason."""
 
 
-# (name suffix, operator, has bias); the suffix is "" for a node that is one operator.
+# (name suffix, operator, has bias[, runs]); the suffix is "" for a node that is one operator;
+# runs (default 1) is how often the node computes the operator (a recurrent step per time step).
 # An empty list: this node computes no products (host work).
-Converted = list[tuple[str, Operator, bool]]
+Converted = list[tuple]
 
 
 def op_key(node) -> str:
@@ -413,6 +414,37 @@ def _onnx_attention(node, name: str, ctx: Context) -> Converted:
     return _attention_ops(name, bsz * qn, s, l, dk, dv, ctx.prec(q, k, node.output[0]))
 
 
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def _recurrent(node, name: str, ctx: Context) -> Converted:
+    """LSTM / GRU / RNN: per direction, the input projection of all time steps at once
+    (rows seq*batch) and the recurrent product once per time step (rows batch).
+
+    X[seq, batch, input] (layout 0) or [batch, seq, input] (layout 1); W[dirs, gates*hidden, input];
+    R[dirs, gates*hidden, hidden]. Peepholes and gate activations are elementwise, not MACs;
+    with sequence_lens the count is that of the full length, an upper bound.
+    """
+    a = attrs(node)
+    x, w, r = _input(node, 0), _input(node, 1), _input(node, 2)
+    if x is None or w is None or r is None:
+        raise NodeProblem("needs inputs X, W and R")
+    xs, ws, rs = ctx.of(x, "input X"), ctx.of(w, "weight W"), ctx.of(r, "recurrence weight R")
+    if len(xs) != 3 or len(ws) != 3 or len(rs) != 3:
+        raise NodeProblem(f"X {list(xs)}, W {list(ws)}, R {list(rs)} are not 3-D")
+    seq, batch = (xs[1], xs[0]) if int(a.get("layout", 0)) else (xs[0], xs[1])
+    dirs, gh, inp = ws
+    hidden = int(a.get("hidden_size", rs[2]))
+    if gh != _GATES[node.op_type] * hidden or rs[1] != gh or rs[2] != hidden or inp != xs[2]:
+        raise NodeProblem(f"W {list(ws)} and R {list(rs)} do not fit {_GATES[node.op_type]} gates of hidden size "
+                          f"{hidden} over input {list(xs)}")
+    b = ctx.prec(x, w, node.output[0] if node.output and node.output[0] else x)
+    bias = _input(node, 3) is not None
+    proj = dense(f"{name}.input", n=seq * batch, c=inp, k=gh, bits=b)
+    step = dense(f"{name}.recurrent", n=batch, c=hidden, k=gh, bits=b)
+    return [(".input", proj, bias, dirs), (".recurrent", step, False, dirs * seq)]
+
+
 MAC_OPS: dict[str, Callable[..., Converted]] = {
     **{op: _conv for op in _CONV_INPUTS},
     "ConvTranspose": _conv_transpose,
@@ -431,12 +463,13 @@ MAC_OPS: dict[str, Callable[..., Converted]] = {
     "Attention": _onnx_attention,
     "com.microsoft.Attention": _ms_attention,
     "com.microsoft.MultiHeadAttention": _ms_mha,
+    **{op: _recurrent for op in _GATES},
 }
 
 _NOT_MAPPED = "has multiply-accumulates but no mapping onto accelerator operators yet"
 REFUSED_MAC_OPS: dict[str, str] = {
     **{op: _NOT_MAPPED for op in (
-        "LSTM", "GRU", "RNN", "DeformConv", "DFT", "STFT", "AffineGrid",
+        "DeformConv", "DFT", "STFT", "AffineGrid",
         "com.microsoft.QAttention", "com.microsoft.GroupQueryAttention", "com.microsoft.PackedAttention",
         "com.microsoft.PackedMultiHeadAttention", "com.microsoft.DecoderAttention",
         "com.microsoft.DecoderMaskedMultiHeadAttention", "com.microsoft.DecoderMaskedSelfAttention",
