@@ -74,9 +74,20 @@ def test_conv_auto_pad_same_upper_and_1d():
     assert one_d.macs == 8 * 4 * 50 * 5
 
 
-def test_conv3d_is_named_with_reason():
-    with pytest.raises(SpecError, match=r"node 'c' \(Conv\): 3-D convolution"):
-        import_onnx(conv_model([1, 2, 4, 4, 4], [2, 2, 3, 3, 3]))
+def test_conv4d_is_named_with_reason():
+    with pytest.raises(SpecError, match=r"node 'c' \(Conv\): 4-D convolution"):
+        import_onnx(conv_model([1, 2, 4, 4, 4, 4], [2, 2, 3, 3, 3, 3]))
+
+
+def test_conv3d_grouped_strided_dilated_padded():
+    op = only_layer(import_onnx(conv_model([1, 4, 6, 7, 8], [8, 2, 3, 3, 3], group=2, strides=[1, 2, 2],
+                                           dilations=[1, 1, 2], pads=[1] * 6))).operator
+    # D = 6+2-3+1 = 6, P = (7+2-3)//2+1 = 4, Q = (8+2-5)//2+1 = 3
+    assert op.kind == "grouped_conv3d" and (op.sizes["D"], op.sizes["P"], op.sizes["Q"]) == (6, 4, 3)
+    assert op.macs == 8 * 6 * 4 * 3 * 2 * 27
+    assert str(op.operand("I")) == "I[N,G,C,D+T,2*P+R,2*Q+2*S]"
+    dw = only_layer(import_onnx(conv_model([2, 3, 4, 4, 4], [3, 1, 1, 3, 3], group=3, pads=[0, 1, 1, 0, 1, 1])))
+    assert dw.operator.kind == "depthwise_conv3d" and dw.operator.macs == 2 * 3 * 4 * 4 * 4 * 9
 
 
 # ---- Gemm / MatMul ------------------------------------------------------------------------

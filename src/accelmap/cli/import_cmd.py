@@ -63,9 +63,9 @@ def _shape(op) -> str:
 def _attrs(op) -> str:
     a = dict(op.attrs)
     parts = []
-    if a.get("stride", (1, 1)) != (1, 1):
+    if any(v != 1 for v in a.get("stride", ())):
         parts.append("s" + "x".join(map(str, a["stride"])))
-    if a.get("dilation", (1, 1)) != (1, 1):
+    if any(v != 1 for v in a.get("dilation", ())):
         parts.append("d" + "x".join(map(str, a["dilation"])))
     if any(a.get("padding", ())):
         parts.append("p" + ",".join(map(str, a["padding"])))

@@ -19,10 +19,10 @@ import numpy as np
 import onnx
 
 from accelmap.errors import SpecError
-from accelmap.workload.constructors import batched_matmul, conv2d, dense, gemm
+from accelmap.workload.constructors import batched_matmul, conv2d, conv_output_size, dense, gemm
 from accelmap.workload.onnx_precision import precision
 from accelmap.workload.onnx_shapes import Shapes
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import AffineIndex, Operator, make_operand
 from accelmap.workload.text_form import parse_expression
 
 
@@ -90,9 +90,9 @@ def _conv(node, name: str, ctx: Context) -> Converted:
     xs, ws = ctx.of(x, "input"), ctx.of(w, "weight")
     a = attrs(node)
     nsp = len(xs) - 2
-    if nsp not in (1, 2) or len(ws) != len(xs):
+    if nsp not in (1, 2, 3) or len(ws) != len(xs):
         raise NodeProblem(f"{nsp}-D convolution (input {list(xs)}, weight {list(ws)}); "
-                          "only 1-D and 2-D convolutions map onto conv2d")
+                          "1-D, 2-D and 3-D convolutions are mapped")
     group = int(a.get("group", 1))
     n, c = xs[0], xs[1]
     k, cg = ws[0], ws[1]
@@ -114,6 +114,14 @@ def _conv(node, name: str, ctx: Context) -> Converted:
         pads = list(a.get("pads", [0] * (2 * nsp)))
     else:
         raise NodeProblem(f"auto_pad {auto!r} is not an ONNX auto_pad mode")
+    if nsp == 3:
+        op = _conv3d_operator(name, xs, ws, group, strides, dil, pads, ctx.prec(x, w, node.output[0]))
+        y = ctx.shapes.get(node.output[0])
+        mine = (xs[0], ws[0], *(op.sizes.get(d, 1) for d in ("D", "P", "Q")))
+        if y is not None and tuple(y) != mine:
+            raise NodeProblem(f"output shape {list(y)} from the model disagrees with {list(mine)} "
+                              "computed from the attributes")
+        return [("", op, _input(node, bi) is not None)]
     if nsp == 1:
         # A 1-D convolution is a 2-D one over a single row.
         spatial, kernel, strides, dil = [1] + spatial, [1] + kernel, [1] + strides, [1] + dil
@@ -135,6 +143,42 @@ def _conv(node, name: str, ctx: Context) -> Converted:
             raise NodeProblem(f"output shape {list(y)} from the model disagrees with {list(mine)} "
                               "computed from the attributes")
     return [("", op, _input(node, bi) is not None)]
+
+
+def _conv3d_operator(name: str, xs, ws, group: int, strides, dil, pads, b: dict) -> Operator:
+    """A 3-D convolution as an affine loop nest (the conv2d layout with a depth axis D/T)."""
+    n, c, *spatial = xs
+    k, cg, *kernel = ws
+    if min(pads) < 0:
+        raise NodeProblem(f"pads {pads} are negative")
+    outs = [conv_output_size(spatial[i], kernel[i], strides[i], dil[i], pads[i], pads[i + 3]) for i in range(3)]
+    if min(outs) < 1:
+        raise NodeProblem(f"kernel {kernel} does not fit input {spatial} with pads {pads}")
+    kg = k // group
+    win = []
+    for o, kk, st, dl, sz in zip(("D", "P", "Q"), ("T", "R", "S"), strides, dil, kernel):
+        win.append(AffineIndex(((o, st), (kk, dl))) if sz > 1 else AffineIndex(((o, st),)))
+    kdims = [(kk, sz) for kk, sz in zip(("T", "R", "S"), kernel) if sz > 1]
+    odims = list(zip(("D", "P", "Q"), outs))
+    if group == 1:
+        dims = [("N", n), ("K", k), ("C", c)] + odims + kdims
+        i_idx, w_idx, o_idx, i_shape, kind = ["N", "C", *win], ["K", "C"], ["N", "K", "D", "P", "Q"], tuple(xs), "conv3d"
+    elif cg == 1 and kg == 1:
+        dims = [("N", n), ("G", group)] + odims + kdims
+        i_idx, w_idx, o_idx = ["N", "G", *win], ["G"], ["N", "G", "D", "P", "Q"]
+        i_shape, kind = tuple(xs), "depthwise_conv3d"
+    else:
+        dims = [("N", n), ("G", group), ("K", kg), ("C", cg)] + odims + kdims
+        i_idx, w_idx, o_idx = ["N", "G", "C", *win], ["G", "K", "C"], ["N", "G", "K", "D", "P", "Q"]
+        i_shape, kind = (n, group, cg, *spatial), "grouped_conv3d"
+    w_idx = w_idx + [kk for kk, _ in kdims]
+    pad_lo = tuple([0] * (len(i_idx) - 3) + list(pads[:3]))
+    ops = (make_operand("O", o_idx, "output", b["O"], "O"),
+           make_operand("I", i_idx, "input", b["I"], "I", pad_lo=pad_lo, shape=i_shape),
+           make_operand("W", w_idx, "input", b["W"], "W"))
+    attrs = (("stride", tuple(strides)), ("dilation", tuple(dil)), ("padding", tuple(pads)), ("groups", group),
+             ("input_dhw", tuple(spatial)))
+    return Operator(name, tuple(dims), ops, kind=kind, attrs=attrs)
 
 
 def _conv_transpose(node, name: str, ctx: Context) -> Converted:
