@@ -159,13 +159,14 @@ def test_load_model_refuses_unknown_ops_for_the_mapper(tmp_path):
 
 
 def test_refused_mac_op_is_one_clear_line(tmp_path):
-    nodes = [node("GroupQueryAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=2, kv_num_heads=1)]
-    m = graph_model(nodes, [("q", F, [1, 4, 8]), ("k", F, [1, 4, 4]), ("v", F, [1, 4, 4])], ms=True)
+    nodes = [node("DecoderMaskedMultiHeadAttention", ["q", "k", "v"], ["y"], domain=MS, num_heads=2)]
+    m = graph_model(nodes, [("q", F, [1, 1, 8]), ("k", F, [1, 1, 8]), ("v", F, [1, 1, 8])], ms=True)
     p = tmp_path / "g.onnx"
     p.write_bytes(m.SerializeToString())
     res = CliRunner().invoke(main, ["import", str(p)])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
-    assert "node 'y' (com.microsoft.GroupQueryAttention): has multiply-accumulates but no mapping" in res.output
+    assert "node 'y' (com.microsoft.DecoderMaskedMultiHeadAttention): has multiply-accumulates but no mapping" \
+        in res.output
 
 
 def test_onnxruntime_nchwc_layout_ops_are_refused_with_a_fix():
@@ -192,3 +193,40 @@ def test_recurrent_layers_are_an_input_projection_and_one_recurrent_product_per_
     m.graph.node[0].attribute.append(helper.make_attribute("layout", 1))
     m.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", F, [batch, seq, inp]))
     assert import_onnx(m).total_macs == dirs * seq * batch * gates * hidden * (inp + hidden)
+
+
+def test_qattention_and_group_query_attention():
+    b, s, d, heads = 2, 5, 16, 4
+    q = graph_model([node("QAttention", ["x", "w", "bias", "xs", "ws"], ["y"], domain=MS, num_heads=heads)],
+                    [("x", U8, [b, s, d])], ms=True,
+                    inits=[weight("w", [d, 3 * d], I8), weight("bias", [3 * d]), init("xs", 0.1, "float32"),
+                           init("ws", 0.1, "float32")])
+    out = import_onnx(q, bits="onnx")
+    assert out.total_macs == b * s * d * 3 * d + 2 * b * heads * s * s * (d // heads)
+    assert [[o.bits for o in l.operator.operands] for l in out.layers] == [[32, 8, 8], [32, 32, 32], [32, 32, 32]]
+
+    # GQA: 4 query heads share 2 key/value heads; the total length comes from the mask's symbolic width.
+    nodes = [node("Shape", ["mask"], ["ms"]), node("Gather", ["ms", "one"], ["t64"], axis=0),
+             node("Cast", ["t64"], ["total"], to=TensorProto.INT32),
+             node("GroupQueryAttention", ["q", "k", "v", "", "", "lens", "total"], ["y"], domain=MS,
+                  num_heads=4, kv_num_heads=2)]
+    g = graph_model(nodes, [("q", F, [1, 3, 32]), ("k", F, [1, 3, 16]), ("v", F, [1, 3, 16]),
+                            ("mask", TensorProto.INT64, [1, "total_sequence_length"]),
+                            ("lens", TensorProto.INT32, [1])], ms=True, inits=[init("one", 1)])
+    assert import_onnx(g, dims={"total_sequence_length": 8}).total_macs == 2 * 1 * 4 * 3 * 8 * 8
+    g.graph.input[3].type.tensor_type.shape.dim[1].dim_param = "width"
+    with pytest.raises(SpecError, match=r"symbolic size 'width'.*--dim width=VALUE"):
+        import_onnx(g)
+
+
+def test_group_query_attention_needs_a_constant_total_length():
+    nodes = [node("GroupQueryAttention", ["q", "", "", "", "", "lens", "total"], ["y"], domain=MS,
+                  num_heads=4, kv_num_heads=2)]
+    g = graph_model(nodes, [("q", F, [1, 3, 64]), ("lens", TensorProto.INT32, [1]),
+                            ("total", TensorProto.INT32, [])], ms=True)
+    with pytest.raises(SpecError, match=r"node 'y' \(com.microsoft.GroupQueryAttention\): its total sequence length "
+                                        r"'total' is not a constant"):
+        import_onnx(g)
+    g.graph.input.pop()
+    g.graph.initializer.append(init("total", 6, "int32"))
+    assert import_onnx(g).total_macs == 2 * 4 * 3 * 6 * 8      # packed QKV: 64 = (4 + 2*2) heads x 8

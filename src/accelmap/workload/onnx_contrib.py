@@ -184,6 +184,15 @@ def _attention(node, a, shape_of, type_of):
     return [(0, type_of(0), (x[0], x[1], v_hidden))]
 
 
+def _gqa(node, a, shape_of, type_of):
+    q = shape_of(0)
+    if q is None or len(q) != 3:
+        return []
+    heads, kv = int(a["num_heads"]), int(a["kv_num_heads"])
+    width = heads + 2 * kv if not _inp(node, 1) else heads
+    return [(0, type_of(0), (q[0], q[1], q[2] // width * heads))]
+
+
 def _mha(node, a, shape_of, type_of):
     q, v = shape_of(0), shape_of(2) if _inp(node, 2) else None
     if q is None or len(q) != 3 or v is None:
@@ -235,6 +244,9 @@ RULES: dict[str, Rule] = {
     "QLinearConcat": _qlinear_concat,
     "QuantizeLinear": _quantize, "DequantizeLinear": lambda n, a, s, t: ([] if s(0) is None else [(0, t(1), s(0))]),
     "Attention": _attention, "MultiHeadAttention": _mha,
+    "QAttention": lambda n, a, s, t: [(i, t(3) if _inp(n, 3) else TensorProto.FLOAT, sh)
+                                      for i, _, sh in _attention(n, a, s, t)],
+    "GroupQueryAttention": _gqa,
     "EmbedLayerNormalization": _embed_layer_norm,
     "Gelu": _same(), "FastGelu": _same(), "BiasGelu": _same(), "QuickGelu": _same(), "BiasAdd": _same(),
     "BiasSoftmax": _same(), "BiasDropout": _same(), "SkipLayerNormalization": _same(),

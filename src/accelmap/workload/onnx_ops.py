@@ -20,7 +20,7 @@ import onnx
 
 from accelmap.errors import SpecError
 from accelmap.workload.constructors import batched_matmul, conv2d, conv_output_size, dense, gemm
-from accelmap.workload.onnx_precision import precision
+from accelmap.workload.onnx_precision import FLOAT_BITS, precision
 from accelmap.workload.onnx_shapes import Shapes
 from accelmap.workload.operator import AffineIndex, Operator, make_operand
 from accelmap.workload.text_form import parse_expression
@@ -414,6 +414,60 @@ def _ms_attention(node, name: str, ctx: Context) -> Converted:
     return [proj] + _attention_ops(name, bsz * heads, s, l, qk[0] // heads, qk[2] // heads, b)
 
 
+def _float_prec(ctx: Context, y: str) -> dict:
+    """The attention products of QAttention run in the float type of its output."""
+    if ctx.bits != "onnx":
+        return precision(ctx.bits, ctx.shapes, y, y, y)
+    t = ctx.shapes.elem.get(y)
+    width = FLOAT_BITS.get(t, 32)
+    return {"I": width, "W": width, "O": width}
+
+
+def _ms_qattention(node, name: str, ctx: Context) -> Converted:
+    """com.microsoft.QAttention: the int8 QKV projection and the two (float) attention products."""
+    a = attrs(node)
+    x, w = _input(node, 0), _input(node, 1)
+    if x is None or w is None or "num_heads" not in a:
+        raise NodeProblem("needs input, weights and num_heads")
+    xs, ws = ctx.of(x, "input"), ctx.of(w, "weights")
+    if len(xs) != 3 or len(ws) != 2 or ws[0] != xs[2] or ws[1] % 3:
+        raise NodeProblem(f"input {list(xs)} and weights {list(ws)} are not [B, S, D] and [D, 3*H]")
+    heads, hidden = int(a["num_heads"]), ws[1] // 3
+    if hidden % heads:
+        raise NodeProblem(f"hidden size {hidden} is not a multiple of {heads} heads")
+    bsz, s = xs[0], xs[1]
+    l = s + _past_len(ctx, node, 8, 3)
+    proj = ("", gemm(f"{name}.qkv", m=bsz * s, n=ws[1], k=ws[0], bits=ctx.prec(x, w, node.output[0])),
+            _input(node, 2) is not None)
+    return [proj] + _attention_ops(name, bsz * heads, s, l, hidden // heads, hidden // heads,
+                                   _float_prec(ctx, node.output[0]))
+
+
+def _ms_gqa(node, name: str, ctx: Context) -> Converted:
+    """com.microsoft.GroupQueryAttention: Q K^T and P V per query head over the total sequence length
+    (the value of its total_sequence_length input); key/value heads are shared by groups of query heads."""
+    a = attrs(node)
+    q = _input(node, 0)
+    if q is None or "num_heads" not in a or "kv_num_heads" not in a:
+        raise NodeProblem("needs query, num_heads and kv_num_heads")
+    heads, kv_heads = int(a["num_heads"]), int(a["kv_num_heads"])
+    qs = ctx.of(q, "query")
+    if len(qs) != 3:
+        raise NodeProblem(f"query {list(qs)} is not [B, S, D]")
+    packed = _input(node, 1) is None
+    width = heads + 2 * kv_heads if packed else heads
+    if qs[2] % width:
+        raise NodeProblem(f"query width {qs[2]} is not a multiple of {width} heads")
+    head = qs[2] // width
+    total_name = _input(node, 6)
+    total = ctx.shapes.values.get(total_name) if total_name else None
+    if total is None or total.size != 1:
+        raise NodeProblem(f"its total sequence length {total_name!r} is not a constant; bind the symbolic "
+                          "dims it is computed from (--dim NAME=VALUE)")
+    return _attention_ops(name, qs[0] * heads, qs[1], int(total.reshape(-1)[0]), head, head,
+                          ctx.prec(q, q, node.output[0]))
+
+
 def _ms_mha(node, name: str, ctx: Context) -> Converted:
     """com.microsoft.MultiHeadAttention: the two attention products (projections are separate nodes)."""
     a = attrs(node)
@@ -507,6 +561,8 @@ MAC_OPS: dict[str, Callable[..., Converted]] = {
     "Attention": _onnx_attention,
     "com.microsoft.Attention": _ms_attention,
     "com.microsoft.MultiHeadAttention": _ms_mha,
+    "com.microsoft.QAttention": _ms_qattention,
+    "com.microsoft.GroupQueryAttention": _ms_gqa,
     **{op: _recurrent for op in _GATES},
 }
 
@@ -514,7 +570,7 @@ _NOT_MAPPED = "has multiply-accumulates but no mapping onto accelerator operator
 REFUSED_MAC_OPS: dict[str, str] = {
     **{op: _NOT_MAPPED for op in (
         "DeformConv", "DFT", "STFT", "AffineGrid",
-        "com.microsoft.QAttention", "com.microsoft.GroupQueryAttention", "com.microsoft.PackedAttention",
+        "com.microsoft.PackedAttention",
         "com.microsoft.PackedMultiHeadAttention", "com.microsoft.DecoderAttention",
         "com.microsoft.DecoderMaskedMultiHeadAttention", "com.microsoft.DecoderMaskedSelfAttention",
         "com.microsoft.LongformerAttention", "com.microsoft.SparseAttention", "com.microsoft.PagedAttention",
