@@ -32,3 +32,14 @@ def test_large_payloads_are_dropped_small_values_kept(tmp_path):
 
     out = import_onnx(p)
     assert out.total_macs == 8 * 64 * 256 + 8 * 256 * 64
+
+
+def test_an_in_memory_model_is_imported_without_copying_its_weights_into_every_round():
+    from accelmap.workload.onnx_read import strip_payloads
+
+    big = numpy_helper.from_array(np.ones((64, 256), np.float32), "w")
+    m = graph_model([node("MatMul", ["x", "w"], ["y"])], [("x", F, [3, 64])], inits=[big])
+    assert import_onnx(m).total_macs == 3 * 64 * 256
+    assert len(m.graph.initializer[0].raw_data) == 64 * 256 * 4      # the caller's model is untouched
+    strip_payloads(m)
+    assert len(m.graph.initializer[0].raw_data) == 0 and list(m.graph.initializer[0].dims) == [64, 256]

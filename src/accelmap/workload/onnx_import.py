@@ -24,7 +24,7 @@ from accelmap.errors import SpecError
 from accelmap.workload.constructors import _bits
 from accelmap.workload.models.result import HostOp, ModelImport, element_count, group_layers
 from accelmap.workload.onnx_ops import Context, NodeProblem, MAC_OPS, REFUSED_MAC_OPS, attrs, classify, op_key
-from accelmap.workload.onnx_read import read_onnx
+from accelmap.workload.onnx_read import read_onnx, strip_payloads
 from accelmap.workload.onnx_shapes import META_DEFAULT, ShapeProblem, Shapes, bind_dims, infer
 from accelmap.workload.onnx_subgraphs import body_inputs, body_model
 
@@ -215,6 +215,7 @@ def import_onnx(model: str | Path | onnx.ModelProto, *, batch: int | None = None
         source = name or model.graph.name or "<model>"
         proto = onnx.ModelProto()
         proto.CopyFrom(model)   # binding and folding edit the model; leave the caller's alone
+        strip_payloads(proto)   # only shapes are needed: shape inference rounds copy the model
     else:
         source = str(model)
         proto = read_onnx(model)

@@ -110,6 +110,31 @@ def _copy(f, end: int, kind: int, out: bytearray) -> int:
     return dropped
 
 
+def strip_payloads(model: onnx.ModelProto) -> None:
+    """Drop, in place, the element data of every tensor over the size limit (as the reader does)."""
+    def tensor(t: onnx.TensorProto) -> None:
+        if t.ByteSize() > LARGE:
+            for f in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
+                      "uint64_data"):
+                t.ClearField(f)
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+                for t in a.tensors:
+                    tensor(t)
+                if a.HasField("g"):
+                    graph(a.g)
+                for sub in a.graphs:
+                    graph(sub)
+
+    graph(model.graph)
+
+
 def _bad(p: Path, why: str) -> SpecError:
     return SpecError(f"not a valid ONNX file ({why}); the file may be truncated or of another format", where=str(p))
 
