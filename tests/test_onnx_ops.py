@@ -38,13 +38,14 @@ def test_fused_conv_and_fused_matmul_keep_shapes_downstream():
              node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
              node("Flatten", ["p"], ["f"]),
              node("FusedMatMul", ["f", "wf"], ["h"], domain=MS, transB=1, alpha=0.5),
-             node("MatMul", ["h", "wo"], ["y"])]
+             node("TransposeMatMul", ["h", "wo"], ["y"], domain=MS, transB=1)]
     m = graph_model(nodes, [("x", F, [2, 3, 8, 8])], ms=True,
                     inits=[weight("w", [6, 3, 3, 3]), weight("b", [6]), weight("wf", [10, 96]),
-                           weight("wo", [10, 4])])
+                           weight("wo", [4, 10])])
     out = import_onnx(m)
     assert out.total_macs == 2 * 6 * 3 * 64 * 9 + 2 * 96 * 10 + 2 * 10 * 4
-    assert census(out) == {"com.microsoft.FusedConv": 1, "com.microsoft.FusedMatMul": 1, "MatMul": 1}
+    assert census(out) == {"com.microsoft.FusedConv": 1, "com.microsoft.FusedMatMul": 1,
+                           "com.microsoft.TransposeMatMul": 1}
     assert out.layers[0].bias
 
 

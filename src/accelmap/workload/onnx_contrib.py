@@ -231,7 +231,8 @@ RULES: dict[str, Rule] = {
     "FusedConv": _conv_like(0, 1, _type0),
     "NhwcFusedConv": lambda *args: [],   # channels-last: left unknown (stops with a clear error if used)
     "QLinearConv": _conv_like(0, 3, _qconv_type),
-    "FusedMatMul": _fused_matmul,
+    "FusedMatMul": _fused_matmul, "TransposeMatMul": _fused_matmul,
+    "MatMulInteger16": _matmul_like(0, 1, lambda node, type_of: TensorProto.INT32),
     "FusedGemm": _gemm_like(0, 1, _type0),
     "QGemm": _gemm_like(0, 3, _qgemm_type),
     "MatMulNBits": _matmul_nbits,

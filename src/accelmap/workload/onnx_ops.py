@@ -553,6 +553,8 @@ MAC_OPS: dict[str, Callable[..., Converted]] = {
     "MatMulInteger": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1),
     "QLinearMatMul": lambda n, nm, c: _matmul_core(n, nm, c, 0, 3),
     "com.microsoft.FusedMatMul": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1, transposes=True),
+    "com.microsoft.TransposeMatMul": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1, transposes=True),
+    "com.microsoft.MatMulInteger16": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1),
     "com.microsoft.MatMulIntegerToFloat": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1, bias_pos=6),
     "com.microsoft.DynamicQuantizeMatMul": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1, bias_pos=4),
     "com.microsoft.GemmFastGelu": lambda n, nm, c: _matmul_core(n, nm, c, 0, 1, bias_pos=2),
