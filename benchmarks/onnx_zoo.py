@@ -81,6 +81,15 @@ MODELS = {
     "transformer_encoder_layer": (lambda: torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True).eval(),
                                   (64, 256)),
     "gpt2_block": (lambda: GPT2Block().eval(), (64, 256)),
+    # Single layers of the forms the networks above lack.
+    "conv_transpose_2d": (lambda: torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1, groups=2), torch.nn.ReLU(),
+        torch.nn.ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1)).eval(), (16, 14, 14)),
+    "conv3d": (lambda: torch.nn.Sequential(
+        torch.nn.Conv3d(3, 16, 3, stride=(1, 2, 2), padding=1), torch.nn.ReLU(),
+        torch.nn.Conv3d(16, 16, (1, 3, 3), padding=(0, 1, 1), groups=16)).eval(), (3, 8, 56, 56)),
+    "gru_2layer_bidirectional": (lambda: torch.nn.GRU(64, 96, num_layers=2, bidirectional=True,
+                                                     batch_first=True).eval(), (50, 64)),
 }
 
 
@@ -109,6 +118,18 @@ def export(model, x, path: Path, dynamo: bool, dynamic: bool) -> None:
         torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["x"], dynamic_axes=axes, opset_version=17)
 
 
+def _dims_to_bind(path: Path, shape: tuple) -> dict[str, int]:
+    """The symbolic input dims the exporter kept (it may specialize some): axis 0 the batch, axis 1 the sequence."""
+    import onnx
+
+    dims = {}
+    for inp in onnx.load(str(path), load_external_data=False).graph.input:
+        for axis, d in enumerate(inp.type.tensor_type.shape.dim):
+            if d.dim_param:
+                dims[d.dim_param] = BATCH if axis == 0 else shape[axis - 1]
+    return dims
+
+
 def run(names: list[str], tmp: Path) -> list[dict]:
     torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
@@ -133,10 +154,9 @@ def run(names: list[str], tmp: Path) -> list[dict]:
                     rows.append(row)
                     continue
                 row["export_seconds"] = round(time.perf_counter() - t, 1)
-                kw = {"batch": BATCH, **({"seq_len": shape[0]} if len(shape) == 2 else {})} if dynamic else {}
                 t = time.perf_counter()
                 try:
-                    m = import_onnx(path, **kw)
+                    m = import_onnx(path, dims=_dims_to_bind(path, shape))
                     row.update(accelmap_macs=m.total_macs, unknown_ops=[u.op_type for u in m.unknown_ops])
                 except Exception as e:
                     row["import_error"] = str(e).splitlines()[0]
