@@ -115,3 +115,17 @@ def test_unresolved_shape_names_the_node_and_the_dim():
     assert "unknown at axis 0" in msg and "axis 1" in msg
     assert "first lost at node 'r' (Reshape), whose input 'target' is a value that could not be computed" in msg
     assert "--batch" not in msg and "--seq-len" not in msg and ".py" not in msg
+
+
+def test_float_round_trip_through_a_value_float_constant():
+    # head size = float(Shape(x)[2]) / 8.0 cast back to int64, the 8.0 a Constant(value_float)
+    from onnx import helper
+    nodes = [node("Shape", ["x"], ["s"]), const("i2", 2), node("Gather", ["s", "i2"], ["d"], axis=0),
+             node("Cast", ["d"], ["df"], to=TensorProto.FLOAT),
+             helper.make_node("Constant", [], ["h"], name="h", value_float=8.0),
+             node("Div", ["df", "h"], ["hf"]), node("Cast", ["hf"], ["hd"], to=TensorProto.INT64),
+             node("Unsqueeze", ["hd", "ax0"], ["hu"]), node("Concat", ["m1", "e8", "hu"], ["shp"], axis=0),
+             node("Reshape", ["x", "shp"], ["r"]), node("MatMul", ["r", "w"], ["y"])]
+    m = graph_model(nodes, [("x", F, [2, 5, 64])],
+                    inits=[init("ax0", [0]), init("m1", [-1]), init("e8", [8]), weight("w", [8, 3])])
+    assert import_onnx(m).total_macs == (2 * 5 * 8) * 8 * 3

@@ -125,10 +125,10 @@ def constant_value(node) -> np.ndarray | None:
     for a in node.attribute:
         if a.name == "value":
             return tensor_value(a.t)
-        if a.name in ("value_int", "value_float"):
-            return np.array(helper.get_attribute_value(a))
-        if a.name in ("value_ints", "value_floats"):
-            return np.array(helper.get_attribute_value(a))
+        if a.name in ("value_int", "value_ints"):
+            return np.array(helper.get_attribute_value(a), dtype=np.int64)
+        if a.name in ("value_float", "value_floats"):
+            return np.array(helper.get_attribute_value(a), dtype=np.float32)
     return None
 
 
