@@ -89,8 +89,9 @@ def _onnx_files() -> dict[str, bytes]:
     good = model([helper.make_node("Conv", ["x", "w"], ["y"], name="c")],
                  [("x", [1, 3, 8, 8]), ("w", [4, 3, 3, 3])], [("y", None)])
     return {
-        "unsupported.onnx": model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct")],
-                                  [("x", [1, 3, 8, 8]), ("w", [3, 4, 3, 3])], [("y", None)]),
+        "unsupported.onnx": model([helper.make_node("DeformConv", ["x", "w", "off"], ["y"], name="dc")],
+                                  [("x", [1, 3, 8, 8]), ("w", [4, 3, 3, 3]), ("off", [1, 18, 6, 6])],
+                                  [("y", None)]),
         "truncated.onnx": good[: len(good) // 2],
         "garbage.onnx": b"\x08\x07\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01garbage" * 10,
         "empty.onnx": b"",

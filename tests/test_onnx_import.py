@@ -74,9 +74,20 @@ def test_conv_auto_pad_same_upper_and_1d():
     assert one_d.macs == 8 * 4 * 50 * 5
 
 
-def test_conv3d_is_named_with_reason():
-    with pytest.raises(SpecError, match=r"node 'c' \(Conv\): 3-D convolution"):
-        import_onnx(conv_model([1, 2, 4, 4, 4], [2, 2, 3, 3, 3]))
+def test_conv4d_is_named_with_reason():
+    with pytest.raises(SpecError, match=r"node 'c' \(Conv\): 4-D convolution"):
+        import_onnx(conv_model([1, 2, 4, 4, 4, 4], [2, 2, 3, 3, 3, 3]))
+
+
+def test_conv3d_grouped_strided_dilated_padded():
+    op = only_layer(import_onnx(conv_model([1, 4, 6, 7, 8], [8, 2, 3, 3, 3], group=2, strides=[1, 2, 2],
+                                           dilations=[1, 1, 2], pads=[1] * 6))).operator
+    # D = 6+2-3+1 = 6, P = (7+2-3)//2+1 = 4, Q = (8+2-5)//2+1 = 3
+    assert op.kind == "grouped_conv3d" and (op.sizes["D"], op.sizes["P"], op.sizes["Q"]) == (6, 4, 3)
+    assert op.macs == 8 * 6 * 4 * 3 * 2 * 27
+    assert str(op.operand("I")) == "I[N,G,C,D+T,2*P+R,2*Q+2*S]"
+    dw = only_layer(import_onnx(conv_model([2, 3, 4, 4, 4], [3, 1, 1, 3, 3], group=3, pads=[0, 1, 1, 0, 1, 1])))
+    assert dw.operator.kind == "depthwise_conv3d" and dw.operator.macs == 2 * 3 * 4 * 4 * 4 * 9
 
 
 # ---- Gemm / MatMul ------------------------------------------------------------------------
@@ -167,24 +178,25 @@ def test_sequence_length_binding():
 
 
 def test_unsupported_mac_op_is_named_or_listed_when_lenient():
-    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], name="up"),
-             helper.make_node("Conv", ["t", "w2"], ["y"], name="c")]
-    m = model(nodes, [("x", F, [1, 4, 4, 4]), ("w", F, [4, 4, 2, 2]), ("w2", F, [2, 4, 1, 1])], [("y", F, None)])
-    with pytest.raises(SpecError, match=r"node 'up' \(ConvTranspose\)"):
+    nodes = [helper.make_node("DeformConv", ["x", "w", "off"], ["t"], name="dc"),
+             helper.make_node("Conv", ["x", "w"], ["y"], name="c")]
+    m = model(nodes, [("x", F, [1, 2, 5, 5]), ("w", F, [3, 2, 3, 3]), ("off", F, [1, 18, 3, 3])],
+              [("y", F, None)], opset=19)
+    with pytest.raises(SpecError, match=r"node 'dc' \(DeformConv\): has multiply-accumulates but no mapping"):
         import_onnx(m)
     lenient = import_onnx(m, strict=False)
     assert [l.name for l in lenient.layers] == ["c"]
-    assert lenient.host_ops[0].op_type == "ConvTranspose" and "not imported" in lenient.host_ops[0].note
+    assert lenient.host_ops[0].op_type == "DeformConv" and "not imported" in lenient.host_ops[0].note
 
 
-def test_custom_op_of_unknown_shape_is_host_work_with_unknown_size():
+def test_custom_op_is_listed_as_unknown_not_host_work():
     nodes = [helper.make_node("Mystery", ["x"], ["z"], name="m", domain="com.example"),
              helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
     m = model(nodes, [("x", F, [4, 8]), ("w", F, [8, 2])], [("y", F, None)])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     out = import_onnx(m)
-    assert out.host_ops[0].op_type == "com.example.Mystery" and out.host_ops[0].elements is None
-    assert out.host_unknown == 1
+    assert out.host_ops == ()
+    assert [(u.name, u.op_type, u.elements) for u in out.unknown_ops] == [("m", "com.example.Mystery", None)]
 
 
 def test_weight_free_initializer_with_missing_external_data():

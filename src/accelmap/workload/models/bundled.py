@@ -39,8 +39,15 @@ def bundled_model_path(name: str) -> Path:
 
 
 def load_model(name_or_path: str | Path, *, batch: int | None = None, seq_len: int | None = None,
-               bits: dict | str | None = None, strict: bool = True) -> ModelImport:
-    """A bundled model name, an ``.onnx`` file or a ``.csv`` conv layer table."""
+               dims: dict[str, int] | None = None, bits: dict | str | None = None, strict: bool = True,
+               allow_unknown: bool = False) -> ModelImport:
+    """A bundled model name, an ``.onnx`` file or a ``.csv`` conv layer table.
+
+    ``dims`` binds symbolic dimensions by name (see ``import_onnx``). With
+    ``strict`` and without ``allow_unknown``, nodes of op types the importer does
+    not know are an error, since they may carry multiply-accumulates that would
+    go uncounted; otherwise they are returned in ``unknown_ops``.
+    """
     s = str(name_or_path)
     if s in BUNDLED:
         path, name = bundled_model_path(s), s
@@ -52,6 +59,9 @@ def load_model(name_or_path: str | Path, *, batch: int | None = None, seq_len: i
     if path.suffix == ".csv":
         if seq_len is not None:
             raise SpecError("--seq-len given, but a conv layer table has no sequence length", where=str(path))
+        if dims:
+            raise SpecError(f"--dim {next(iter(dims))} given, but a conv layer table has no symbolic dimensions",
+                            where=str(path))
         if isinstance(bits, str):
             raise SpecError(f"precision {bits!r} needs an ONNX model; a layer table has no element types",
                             where=str(path))
@@ -60,4 +70,16 @@ def load_model(name_or_path: str | Path, *, batch: int | None = None, seq_len: i
     # Deferred: onnx_import itself imports this package's result types.
     from accelmap.workload.onnx_import import import_onnx
 
-    return import_onnx(path, batch=batch, seq_len=seq_len, bits=bits, strict=strict, name=name)
+    m = import_onnx(path, batch=batch, seq_len=seq_len, dims=dims, bits=bits, strict=strict, name=name)
+    if m.unknown_ops and strict and not allow_unknown:
+        raise SpecError(unknown_ops_message(m) + "; `accelmap import --lenient` lists them and goes on",
+                        where=str(path))
+    return m
+
+
+def unknown_ops_message(m: ModelImport) -> str:
+    """One line naming the nodes of unknown op types."""
+    u = m.unknown_ops
+    names = ", ".join(f"{h.name!r} ({h.op_type})" for h in u[:3]) + (f" and {len(u) - 3} more" if len(u) > 3 else "")
+    return (f"{len(u)} node{'s' if len(u) > 1 else ''} of op types the importer does not know, which may carry "
+            f"multiply-accumulates that are not counted: {names}")

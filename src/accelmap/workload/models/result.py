@@ -23,6 +23,8 @@ class Layer:
     nodes: tuple[str, ...]          # model node names, first occurrence first
     source_op: str                  # ONNX op type (Conv, Gemm, MatMul) or "table"
     bias: bool = False              # a bias is added to the output (an epilogue, not MACs)
+    # How often each node runs (a node in a Loop body runs once per trip); empty: once each.
+    repeats: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -30,7 +32,8 @@ class Layer:
 
     @property
     def count(self) -> int:
-        return len(self.nodes)
+        """Executions of the operator: one per node, times its loop trip counts."""
+        return sum(self.repeats) if self.repeats else len(self.nodes)
 
     @property
     def macs(self) -> int:
@@ -44,6 +47,7 @@ class Layer:
                 "bits": {o.name: o.bits for o in op.operands},
                 "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in op.attrs},
                 "bias": self.bias, "count": self.count, "nodes": list(self.nodes),
+                **({"repeats": list(self.repeats)} if self.repeats else {}),
                 "macs_each": op.macs, "macs": self.macs}
 
 
@@ -71,6 +75,8 @@ class ModelImport:
     host_ops: tuple[HostOp, ...] = ()
     params: tuple[tuple[str, int], ...] = ()   # symbolic dims and the values bound to them
     notes: tuple[str, ...] = field(default=())
+    # Nodes of op types the importer does not know: they may carry MACs that are not counted.
+    unknown_ops: tuple[HostOp, ...] = ()
 
     @property
     def total_macs(self) -> int:
@@ -101,27 +107,33 @@ class ModelImport:
                 "host_elements": self.host_elements, "host_elements_unknown": self.host_unknown,
                 "notes": list(self.notes),
                 "layers": [l.to_dict() for l in self.layers],
-                "host_ops": [h.to_dict() for h in self.host_ops]}
+                "host_ops": [h.to_dict() for h in self.host_ops],
+                "unknown_ops": [h.to_dict() for h in self.unknown_ops]}
 
     def __str__(self) -> str:
         return (f"{self.name}: {self.node_count} accelerator nodes in {len(self.layers)} distinct layers, "
-                f"{self.total_macs:,} MACs; {len(self.host_ops)} host nodes")
+                f"{self.total_macs:,} MACs; {len(self.host_ops)} host nodes"
+                + (f"; {len(self.unknown_ops)} nodes of unknown op types" if self.unknown_ops else ""))
 
 
-def group_layers(entries: list[tuple[str, Operator, str, bool]]) -> tuple[Layer, ...]:
-    """(node name, operator, source op, bias) in model order -> distinct layers with counts.
+def group_layers(entries: list[tuple]) -> tuple[Layer, ...]:
+    """(node name, operator, source op, bias[, repeats]) in model order -> distinct layers with counts.
 
     Two nodes are one layer when their operators have the same signature and the
     same bias epilogue; the first node's operator (and name) represents the group.
+    ``repeats`` (default 1) is how often the node runs.
     """
     groups: dict[tuple, list] = {}
-    for node, op, src, bias in entries:
+    for node, op, src, bias, *rest in entries:
+        reps = rest[0] if rest else 1
         key = (op.signature(), bias)
         if key in groups:
             groups[key][1].append(node)
+            groups[key][4].append(reps)
         else:
-            groups[key] = [op, [node], src, bias]
-    return tuple(Layer(op, tuple(nodes), src, bias) for op, nodes, src, bias in groups.values())
+            groups[key] = [op, [node], src, bias, [reps]]
+    return tuple(Layer(op, tuple(nodes), src, bias, tuple(reps) if any(r != 1 for r in reps) else ())
+                 for op, nodes, src, bias, reps in groups.values())
 
 
 def element_count(shape: tuple[int, ...] | None) -> int | None:
