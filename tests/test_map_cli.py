@@ -125,3 +125,28 @@ def test_bad_input_is_one_line(tmp_path):
         assert msg in r.output and "Traceback" not in r.output
     r = _map(table, "--arch", arch, "--objective", "fastest")
     assert r.exit_code == 2 and "pareto" in r.output
+
+
+def test_output_folder_is_replaced_whole_and_checked_before_the_search(tmp_path):
+    arch, table = _setup(tmp_path)
+    out = tmp_path / "o"
+    r = _map(table, "--arch", arch, "--no-cache", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert (out / "energy_breakdown.png").exists()
+    (out / "mappings" / "left_over.yaml").write_text("stale\n")
+    r = _map(table, "--arch", arch, "--no-cache", "--no-plots", "--out", out)
+    assert r.exit_code == 0, r.output
+    # No plot of the earlier run and no file of another run survive.
+    assert not (out / "energy_breakdown.png").exists() and not (out / "mappings" / "left_over.yaml").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".o.")) == []
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = _map(table, "--arch", arch, "--no-cache", "--out", blocker / "sub")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "--out" in r.output, r.output
+    for bad in ("nan", "inf", "0"):
+        r = _map(table, "--arch", arch, "--no-cache", "--time-limit", bad, "--out", tmp_path / "x")
+        assert r.exit_code == 2 and "--time-limit" in r.output and not (tmp_path / "x").exists(), r.output
+    cons = tmp_path / "c.yaml"
+    cons.write_text("constraints:\n  min_utilization: '-3 pJ'\n")
+    r = _map(table, "--arch", arch, "--no-cache", "--constraints", cons, "--out", tmp_path / "x")
+    assert r.exit_code == 2 and "min_utilization" in r.output and "Traceback" not in r.output, r.output

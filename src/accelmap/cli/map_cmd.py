@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import click
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
-from accelmap.cli.import_cmd import parse_precision
+from accelmap.cli.import_cmd import parse_dims, parse_precision
+from accelmap.cost.model import check_countable
 from accelmap.errors import SpecError
+from accelmap.file_io import check_output_dir
 from accelmap.report.model_report import format_summary, write_report
 from accelmap.search.cache import default_cache_path
 from accelmap.search.mapper import STRATEGIES
@@ -36,20 +39,24 @@ def load_constraints(path: str | None) -> Constraints:
     return constraints_from_yaml(data, f"{path}: constraints")
 
 
-def load_workload(model: str, batch, seq_len, bits) -> tuple[ModelImport, bool]:
+def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = False) -> tuple[ModelImport, bool]:
     """MODEL -> (import, whether it states its own precision)."""
     p = Path(model)
     if model not in BUNDLED and p.suffix in (".yaml", ".yml"):
         for flag, v in (("--batch", batch), ("--seq-len", seq_len)):
             if v is not None:
-                raise SpecError(f"{flag} applies to models; a workload YAML gives its sizes itself", where=flag)
+                raise SpecError("applies to models; a workload YAML gives its sizes itself", where=flag)
         if bits is not None:
-            raise SpecError("--precision applies to models; a workload YAML states its precision itself",
+            raise SpecError("applies to models; a workload YAML states its precision itself",
                             where="--precision")
+        if dims:
+            raise SpecError("applies to models; a workload YAML gives its sizes itself", where="--dim")
         op, stated = workload_files.load_workload(p)
+        check_countable(op)
         layer = Layer(op, (op.name,), "yaml")
         return ModelImport(p.stem, str(p), (layer,)), stated
-    return load_model(model, batch=batch, seq_len=seq_len, bits=bits), bits is not None
+    return load_model(model, batch=batch, seq_len=seq_len, dims=dims, bits=bits, allow_unknown=lenient), \
+        bits is not None
 
 
 @main.command("map")
@@ -64,26 +71,37 @@ def load_workload(model: str, batch, seq_len, bits) -> tuple[ModelImport, bool]:
               help="YAML with a 'constraints:' section (spatial, orders, forbid_orders, keep, min_utilization).")
 @click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: every core).")
 @click.option("--time-limit", type=float, default=None, help="Seconds per layer for the search.")
-@click.option("--out", "out_dir", default=None, help="Output folder (default out/MODEL-ARCH).")
+@click.option("--out", "out_dir", default=None,
+              help="Output folder (default out/MODEL-ARCH-OBJECTIVE); replaced whole, never left half-written.")
 @click.option("--cache", "cache_file", default=None,
               help=f"Result cache (SQLite; default {default_cache_path()}).")
 @click.option("--no-cache", is_flag=True, help="Search every layer again and store nothing.")
 @click.option("--batch", type=int, default=None, help="Bind the model's symbolic batch dimension (default 1).")
 @click.option("--seq-len", type=int, default=None, help="Bind the model's symbolic sequence length.")
+@click.option("--dim", "dim_items", multiple=True, metavar="NAME=VALUE",
+              help="Bind a symbolic dimension by name (repeatable); also a Loop's trip count or an If's "
+                   "branch (1/0) by node name.")
+@click.option("--lenient", is_flag=True,
+              help="Map a model that has nodes of op types the importer does not know (listed apart).")
 @click.option("--precision", default=None,
               help="Operand bits (I=8,W=8,O=32 or 'onnx'); default: the accelerator's precision.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the heuristic and random strategies.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
-            batch, seq_len, precision, no_progress, no_plots, seed):
+            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
+    if time_limit is not None and not (0 < time_limit < math.inf):
+        raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
     acc = get_accelerator(arch)
     cons = load_constraints(constraints_file)
-    m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision))
+    m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision), parse_dims(dim_items), lenient)
+    # The output folder is checked before the search, not after it.
+    out = Path(out_dir) if out_dir else Path("out") / f"{m.name}-{acc.name}-{objective}"
+    check_output_dir(out, "--out")
     cache = None if no_cache else (cache_file or default_cache_path())
     try:
         mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
@@ -94,7 +112,6 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
         click.echo(f"interrupted{done}", err=True)
         sys.exit(130)
     click.echo(format_summary(mm))
-    out = Path(out_dir or Path("out") / f"{m.name}-{acc.name}")
     files = write_report(mm, out, plots=not no_plots)
     click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
                + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png"

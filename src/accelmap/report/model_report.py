@@ -10,7 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
+import shutil
+import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -269,8 +272,29 @@ def plot_front(mm: ModelMapping, path: Path) -> Path:
 
 
 def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> list[Path]:
-    """summary.json, layers.csv, mappings/LAYER.yaml and the plots; returns the files written."""
+    """summary.json, layers.csv, mappings/LAYER.yaml and the plots; returns the files written.
+
+    The folder is written whole under a temporary name beside it and then put in place of any
+    earlier one, so it never mixes two runs (no stale mapping or plot) and is never half-written."""
     out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        names = _write_folder(mm, tmp, plots)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(old / "previous")
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / n for n in names]
+
+
+def _write_folder(mm: ModelMapping, out: Path, plots: bool) -> list[Path]:
     (out / "mappings").mkdir(parents=True, exist_ok=True)
     files = []
     p = out / "summary.json"
@@ -288,4 +312,9 @@ def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> l
         files.append(plot_latency_utilization(mm, out / "latency_utilization.png"))
         if mm.objective == "pareto":
             files.append(plot_front(mm, out / "pareto_front.png"))
-    return files
+    # mkdtemp makes the folder 0700; the output is the user's like any file they write.
+    umask = os.umask(0)
+    os.umask(umask)
+    for d in (out, out / "mappings"):
+        d.chmod(0o777 & ~umask)
+    return [f.relative_to(out) for f in files]

@@ -149,7 +149,13 @@ def constraints_from_yaml(data: Any, source: str = "constraints") -> Constraints
         orders=table("orders", lambda x: tuple(str(d) for d in x)),
         forbid_orders=table("forbid_orders", lambda x: tuple(tuple(str(d) for d in seq) for seq in x)),
         keep=table("keep", lambda x: frozenset(str(o) for o in x)),
-        min_utilization=float(data.get("min_utilization", 0.0)))
+        min_utilization=_fraction(data.get("min_utilization", 0.0), f"{source}.min_utilization"))
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"must be a number within 0..1, got {str(value)[:40]!r}", where=where)
+    return float(value)
 
 
 def keep_options(op: Operator, arch: Accelerator, cons: Constraints) -> list[tuple[frozenset[str], ...]]:
