@@ -84,3 +84,14 @@ def test_cli_messages_are_one_short_line():
     long = "f.yaml: unknown keys [" + ", ".join(f"'k{i}'" for i in range(10_000)) + "]; allowed: a, b"
     out = one_line(long)
     assert len(out) <= 420 and out.startswith("f.yaml: unknown keys") and out.endswith("allowed: a, b")
+
+
+def test_a_peer_file_with_a_repeated_key_reads_as_pyyaml_does_and_says_so(tmp_path):
+    """ZigZag's own tpu_like.yaml repeats 'ports'; ZigZag reads it with PyYAML (the later value wins)."""
+    from accelmap.yaml_io import load_yaml
+
+    p = tmp_path / "peer.yaml"
+    p.write_text("mem:\n  ports: [a]\n  size: 1\n  ports: [b]\n")
+    dups: list[str] = []
+    assert load_yaml(p, dups) == {"mem": {"ports": ["b"], "size": 1}}
+    assert dups == ["duplicate key 'ports' at lines 2 and 4: the later one is used"]

@@ -29,10 +29,13 @@ MAX_ALIAS_EXPANSION = 1_000_000
 class LimitedSafeLoader(yaml.SafeLoader):
     """SafeLoader that refuses alias bombs, recursive aliases, deep nesting and duplicate keys."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, duplicates: list[str] | None = None):
         super().__init__(stream)
         self._aliases = 0
         self._depth = 0
+        # None: a duplicate key is an error. A list: the later value wins, as in PyYAML (and in the
+        # peer tools that read their files with it), and each duplicate is recorded here.
+        self._duplicates = duplicates
 
     def compose_node(self, parent, index):
         if self.check_event(AliasEvent):
@@ -67,7 +70,10 @@ class LimitedSafeLoader(yaml.SafeLoader):
                     first = seen.setdefault(key, key_node)
                 except TypeError:   # an unhashable key: the base class reports it
                     continue
-                if first is not key_node:
+                if first is not key_node and self._duplicates is not None:
+                    self._duplicates.append(f"duplicate key {_short(key)} at lines {first.start_mark.line + 1} "
+                                            f"and {key_node.start_mark.line + 1}: the later one is used")
+                elif first is not key_node:
                     raise ConstructorError(None, None, f"duplicate key {_short(key)} (first at line "
                                            f"{first.start_mark.line + 1}, again at line "
                                            f"{key_node.start_mark.line + 1})", key_node.start_mark)
@@ -130,12 +136,13 @@ def _short(value: Any, limit: int = 40) -> str:
     return _cut(repr(value), limit)
 
 
-def parse_yaml(text: str, where: str) -> Any:
-    """Parse one YAML document with the limited loader; errors are SpecErrors naming ``where``."""
+def parse_yaml(text: str, where: str, duplicates: list[str] | None = None) -> Any:
+    """Parse one YAML document with the limited loader; errors are SpecErrors naming ``where``.
+    ``duplicates``: see ``LimitedSafeLoader`` (for peer tools' files only; ours are strict)."""
     if len(text) > MAX_BYTES:
         raise SpecError(f"too large for a description: {len(text):,} characters (at most {MAX_BYTES:,})",
                         where=where)
-    loader = LimitedSafeLoader(text)
+    loader = LimitedSafeLoader(text, duplicates)
     try:
         return loader.get_single_data()
     except yaml.YAMLError as e:
@@ -149,7 +156,7 @@ def parse_yaml(text: str, where: str) -> Any:
         loader.dispose()
 
 
-def load_yaml(path: str | Path) -> Any:
+def load_yaml(path: str | Path, duplicates: list[str] | None = None) -> Any:
     p = Path(path)
     try:
         with open(p, "rb") as f:
@@ -164,4 +171,4 @@ def load_yaml(path: str | Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError("cannot read: UnicodeDecodeError (a YAML file must be UTF-8 text)", where=str(p)) from None
-    return parse_yaml(text, str(p))
+    return parse_yaml(text, str(p), duplicates)

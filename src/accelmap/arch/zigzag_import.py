@@ -281,8 +281,13 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
 
 def load_zigzag_accelerator(path: str | Path, mapping: str | Path | None = None) -> tuple[Accelerator, list[str]]:
     """A ZigZag hardware YAML (and optionally its mapping YAML, for operand links) -> our Accelerator."""
-    links = zigzag_operand_links(load_yaml(mapping), str(mapping)) if mapping else None
-    d, notes = zigzag_to_dict(load_yaml(path), str(path), links)
+    dups: list[str] = []
+    links = zigzag_operand_links(load_yaml(mapping, dups), str(mapping)) if mapping else None
+    hw_dups: list[str] = []
+    d, notes = zigzag_to_dict(load_yaml(path, hw_dups), str(path), links)
+    # ZigZag reads its files with PyYAML, where a repeated key's later value wins (its own tpu_like.yaml
+    # repeats 'ports'); we read them the same way and say so.
+    notes = [f"{path}: {x}" for x in hw_dups] + [f"{mapping}: {x}" for x in dups] + list(notes)
     return accelerator_from_dict(d, f"{path} (converted from ZigZag)"), notes
 
 
@@ -345,4 +350,4 @@ def zigzag_spatial_hints(data: Any, source: str, layer: str = "default") -> dict
 
 
 def load_zigzag_spatial_constraints(path: str | Path, layer: str = "default") -> dict[str, list[tuple[str, int]]]:
-    return zigzag_spatial_constraints(load_yaml(path), str(path), layer)
+    return zigzag_spatial_constraints(load_yaml(path, []), str(path), layer)

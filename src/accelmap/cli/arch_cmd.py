@@ -19,19 +19,22 @@ from accelmap.yaml_io import load_yaml
 
 
 def _links(mapping: str | None):
-    return zigzag_operand_links(load_yaml(mapping), mapping) if mapping else None
+    return zigzag_operand_links(load_yaml(mapping, []), mapping) if mapping else None
 
 
 def resolve_accelerator(name_or_path: str, zigzag_mapping: str | None = None) -> Accelerator:
     """A preset, our YAML, or a ZigZag hardware YAML (detected by its keys); notes go to stderr."""
     if name_or_path in preset_names() or not Path(name_or_path).exists():
         return get_accelerator(name_or_path)
-    data = load_yaml(name_or_path)
+    dups: list[str] = []
+    data = load_yaml(name_or_path, dups)
     if is_zigzag_hardware(data):
         d, notes = zigzag_to_dict(data, name_or_path, _links(zigzag_mapping))
-        for n in notes:
+        for n in dups + list(notes):
             click.echo(f"note: {name_or_path}: {n}", err=True)
         return accelerator_from_dict(d, f"{name_or_path} (converted from ZigZag)")
+    if dups:
+        load_yaml(name_or_path)      # our own format is strict: the duplicate is the error
     return accelerator_from_dict(data, name_or_path)
 
 
@@ -78,11 +81,13 @@ def show_cmd(name_or_path, png, zigzag_mapping):
 def convert_cmd(zigzag_yaml, output, zigzag_mapping):
     """Convert a ZigZag hardware YAML into our accelerator format."""
     check_output_file(output, "--output")
-    data = load_yaml(zigzag_yaml)
+    dups: list[str] = []
+    data = load_yaml(zigzag_yaml, dups)
     if not is_zigzag_hardware(data):
         raise SpecError("not a ZigZag hardware file: it needs top-level 'memories' and 'operational_array'",
                         where=zigzag_yaml)
     d, notes = zigzag_to_dict(data, zigzag_yaml, _links(zigzag_mapping))
+    notes = dups + list(notes)
     acc = accelerator_from_dict(d, f"{zigzag_yaml} (converted from ZigZag)")   # validate before writing
     header = "".join(f"# note: {n}\n" for n in notes)
     text = (f"# Converted by 'accelmap arch convert' from the ZigZag hardware file {Path(zigzag_yaml).name}.\n"
