@@ -101,19 +101,25 @@ ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascen
                "vta_8x8x8", "diana_like", "aie_like"]
 
 
-def test_spatial_lower_bound_never_exceeds_the_cost():
-    """The bound of a spatial unrolling holds for every mapping that uses it, under its own bypass
-    choice and under the minimum over all bypass choices; padded (imperfect) mappings included."""
-    rng = random.Random(11)
-    checked = 0
-    for n in range(240):
+def random_costed_mappings(seed: int, draws: int):
+    """(arch, operator, mapping, cost) of random valid mappings on every preset, every other one
+    imperfect (padded spatial and partial temporal tiles)."""
+    rng = random.Random(seed)
+    for n in range(draws):
         arch = get_accelerator(ALL_PRESETS[n % len(ALL_PRESETS)])
         op = adopt_precision(random_operator(rng), arch)
         try:
             m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))
         except MappingError:
             continue
-        res = evaluate(op, arch, m)
+        yield arch, op, m, evaluate(op, arch, m)
+
+
+def test_spatial_lower_bound_never_exceeds_the_cost():
+    """The bound of a spatial unrolling holds for every mapping that uses it, under its own bypass
+    choice and under the minimum over all bypass choices; padded (imperfect) mappings included."""
+    checked = 0
+    for arch, op, m, res in random_costed_mappings(11, 240):
         spatial = tuple(l for l in m.loops if l.spatial)
         own = {X.name: [[i for i, kp in enumerate(m.keep) if X.name in kp]] for X in op.operands}
         every = chain_options(op, keep_options(op, arch, Constraints()))
@@ -181,7 +187,6 @@ def test_certified_lower_bound_holds_for_every_mapping():
     from accelmap.search.bounds import chain_options
     from accelmap.search.spatial import certified_lower_bound
 
-    rng = random.Random(5)
     for op, name in CASES[:10]:
         arch = get_accelerator(name)
         chains = chain_options(op, keep_options(op, arch, Constraints()))
@@ -192,14 +197,7 @@ def test_certified_lower_bound_holds_for_every_mapping():
             assert lb["latency"] <= min(f.result.latency for f in front) * (1 + 1e-12)
             assert lb["edp"] <= min(f.result.energy_total * f.result.latency for f in front) * (1 + 1e-12)
     checked = 0
-    for n in range(200):
-        arch = get_accelerator(ALL_PRESETS[n % len(ALL_PRESETS)])
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m)
+    for arch, op, m, res in random_costed_mappings(5, 200):
         chains = chain_options(op, keep_options(op, arch, Constraints()))
         value, e_lb, l_lb = certified_lower_bound(op, arch, Constraints(), chains, "edp")
         assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (arch.name, m)

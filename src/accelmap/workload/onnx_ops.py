@@ -394,8 +394,8 @@ def _past_len(ctx: Context, node, pos: int, axis: int) -> int:
     return 0 if p is None else ctx.of(p, "past key/value")[axis]
 
 
-def _ms_attention(node, name: str, ctx: Context) -> Converted:
-    """com.microsoft.Attention: the QKV projection and the two attention products."""
+def _qkv_inputs(node, ctx: Context):
+    """Attributes, input, packed QKV weights and their shapes of com.microsoft (Q)Attention."""
     a = attrs(node)
     x, w = _input(node, 0), _input(node, 1)
     if x is None or w is None or "num_heads" not in a:
@@ -403,6 +403,12 @@ def _ms_attention(node, name: str, ctx: Context) -> Converted:
     xs, ws = ctx.of(x, "input"), ctx.of(w, "weights")
     if len(xs) != 3 or len(ws) != 2 or ws[0] != xs[2]:
         raise NodeProblem(f"input {list(xs)} and weights {list(ws)} are not [B, S, D] and [D, 3*H]")
+    return a, x, w, xs, ws
+
+
+def _ms_attention(node, name: str, ctx: Context) -> Converted:
+    """com.microsoft.Attention: the QKV projection and the two attention products."""
+    a, x, w, xs, ws = _qkv_inputs(node, ctx)
     heads = int(a["num_heads"])
     qk = list(a.get("qkv_hidden_sizes", [])) or [ws[1] // 3] * 3
     bsz, s = xs[0], xs[1]
@@ -425,13 +431,9 @@ def _float_prec(ctx: Context, y: str) -> dict:
 
 def _ms_qattention(node, name: str, ctx: Context) -> Converted:
     """com.microsoft.QAttention: the int8 QKV projection and the two (float) attention products."""
-    a = attrs(node)
-    x, w = _input(node, 0), _input(node, 1)
-    if x is None or w is None or "num_heads" not in a:
-        raise NodeProblem("needs input, weights and num_heads")
-    xs, ws = ctx.of(x, "input"), ctx.of(w, "weights")
-    if len(xs) != 3 or len(ws) != 2 or ws[0] != xs[2] or ws[1] % 3:
-        raise NodeProblem(f"input {list(xs)} and weights {list(ws)} are not [B, S, D] and [D, 3*H]")
+    a, x, w, xs, ws = _qkv_inputs(node, ctx)
+    if ws[1] % 3:
+        raise NodeProblem(f"weights {list(ws)} are not [D, 3*H]")
     heads, hidden = int(a["num_heads"]), ws[1] // 3
     if hidden % heads:
         raise NodeProblem(f"hidden size {hidden} is not a multiple of {heads} heads")
