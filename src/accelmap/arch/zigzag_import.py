@@ -14,8 +14,11 @@ We convert that into our accelerator dictionary (the YAML format of
 * a memory's position in our chain of levels is the set of array dimensions
   below it: a fan-out between two levels carries the dimensions that the
   outer one serves and the inner one does not;
-* word width = the read port's ``bandwidth_min`` (ZigZag charges ``r_cost``
-  per access of that many bits); bandwidth = the largest ``bandwidth_max``.
+* word width = the read ports' largest ``bandwidth_max``: ZigZag charges ``r_cost`` per access of
+  that many bits (tpu_like's sram_2MB: 2048 bits; taking ``bandwidth_min``, as earlier versions
+  did, priced its reads 32x too high); bandwidth = the largest ``bandwidth_max``. ZigZag also
+  rounds each access up to ``bandwidth_min`` bits; we charge by the bit, so a transfer smaller
+  than ``bandwidth_min`` costs less here than there.
 
 Where ZigZag can say something a chain of levels cannot (two memories that
 serve crossing sets of dimensions, an outer memory serving fewer dimensions
@@ -122,9 +125,9 @@ def _memory(name: str, mem: Any, index: int, dims: list[str], links: dict[str, s
             writes.append((bmin, bmax))
     if not reads or not writes:
         raise SpecError("a memory needs a read port and a write port (or a read_write port)", where=f"{where}.ports")
-    width = min(b for b, _ in reads)
-    w_word = min(b for b, _ in writes)
-    # ZigZag charges w_cost per write of the write port's word; we charge per word of `width`.
+    width = max(b for _, b in reads)
+    w_word = max(b for _, b in writes)
+    # ZigZag charges w_cost per write of the write port's widest access; we charge per word of `width`.
     w_energy = w_cost * width / w_word
     return _Memory(name, index, size, classes, frozenset(served), width, float(r_cost), float(w_energy),
                    max(b for _, b in reads), max(b for _, b in writes),
