@@ -181,3 +181,17 @@ def test_cli_convert_refuses_a_file_in_our_format(tmp_path):
     r = CliRunner().invoke(main, ["arch", "convert", str(preset_path("tpu_like")), "-o", str(tmp_path / "x.yaml")])
     assert r.exit_code == 2 and "not a ZigZag hardware file" in r.output
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_map_accepts_a_zigzag_hardware_file(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+
+    hw = write(tmp_path, "tpu.yaml", tpu_small())
+    wl = tmp_path / "mm.yaml"
+    wl.write_text("name: mm\ngemm: {m: 4, n: 4, k: 4}\n")
+    r = CliRunner().invoke(main, ["map", str(wl), "--arch", str(hw), "--no-cache", "--no-plots",
+                                  "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "total (1 nodes in 1 distinct layers): 64 MACs" in r.output

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
+from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cli.import_cmd import parse_dims, parse_precision
 from accelmap.cost.model import check_countable
 from accelmap.errors import SpecError
@@ -61,7 +61,7 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
 
 @main.command("map")
 @click.argument("model")
-@click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
+@click.option("--arch", "-a", required=True, help="Preset name, accelerator YAML or ZigZag hardware YAML.")
 @click.option("--objective", default="edp", show_default=True,
               type=click.Choice(OBJECTIVES),
               help="What each layer minimizes; pareto: each layer's energy-latency front and the model's.")
@@ -96,7 +96,7 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
-    acc = get_accelerator(arch)
+    acc = resolve_accelerator(arch)
     cons = load_constraints(constraints_file)
     m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision), parse_dims(dim_items), lenient)
     # The output folder is checked before the search, not after it.
