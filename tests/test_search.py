@@ -212,3 +212,35 @@ def test_certified_lower_bound_holds_for_every_mapping():
         assert value <= value_c * (1 + 1e-12) and value_c <= res.energy_total * res.latency * (1 + 1e-12)
         checked += 1
     assert checked > 80
+
+
+def test_unconstrained_result_is_never_worse_than_a_constrained_one():
+    """On random small operators and presets, constraints drawn from a random valid mapping (its
+    spatial unrolling, one level's bypass, min_utilization) can only make the exact optimum worse,
+    and the certificate's bound under the constraints is never below the unconstrained one."""
+    rng = random.Random(21)
+    checked = 0
+    for op, name in CASES[:12]:
+        arch = get_accelerator(name)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=50)
+        except MappingError:
+            continue
+        spatial: dict = {}
+        for l in m.loops:
+            if l.spatial:
+                spatial.setdefault(l.axis, {})[l.dim] = spatial.get(l.axis, {}).get(l.dim, 1) * l.bound
+        level = rng.randrange(1, len(arch.levels))
+        variants = [Constraints(spatial=spatial),
+                    Constraints(keep={arch.levels[level].name: m.keep[level]}),
+                    Constraints(min_utilization=m.spatial_product() / arch.num_pes)]
+        free = map_operator(op, arch, "edp", strategy="optimal", time_limit=30)
+        assert free.proven_optimal
+        for cons in variants:
+            con = map_operator(op, arch, "edp", strategy="optimal", constraints=cons, time_limit=30)
+            assert con.best is not None, cons          # the mapping they came from satisfies them
+            assert free.best.value <= con.best.value * (1 + 1e-12), cons
+            assert free.lower_bound <= con.lower_bound * (1 + 1e-12), cons
+            assert con.lower_bound <= con.best.value * (1 + 1e-12), cons
+        checked += 1
+    assert checked >= 8
