@@ -150,3 +150,28 @@ def test_output_folder_is_replaced_whole_and_checked_before_the_search(tmp_path)
     cons.write_text("constraints:\n  min_utilization: '-3 pJ'\n")
     r = _map(table, "--arch", arch, "--no-cache", "--constraints", cons, "--out", tmp_path / "x")
     assert r.exit_code == 2 and "min_utilization" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_sigterm_stops_the_workers_and_keeps_finished_layers(tmp_path):
+    """A terminated run leaves no worker process behind (they outlived the parent before)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    p = subprocess.Popen([sys.executable, "-c", "from accelmap.cli import main; main()", "map", "resnet50", "--arch", "simba_like",
+                          "--jobs", "2", "--no-plots", "--out", str(tmp_path / "o")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    time.sleep(6)
+    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "the run should have worker processes by now"
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert "terminated; finished layers are in" in err.decode()
+    time.sleep(1)
+    alive = [c for c in children if os.path.exists(f"/proc/{c}")
+             and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
+    assert alive == []

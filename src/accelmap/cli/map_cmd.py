@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -23,6 +24,14 @@ from accelmap.search.space import Constraints, constraints_from_yaml
 from accelmap.workload import files as workload_files
 from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
 from accelmap.yaml_io import load_yaml
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the search unwinds as for Ctrl-C."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
 
 
 def load_constraints(path: str | None) -> Constraints:
@@ -103,14 +112,19 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     out = Path(out_dir) if out_dir else Path("out") / f"{m.name}-{acc.name}-{objective}"
     check_output_dir(out, "--out")
     cache = None if no_cache else (cache_file or default_cache_path())
+    # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: the worker processes are stopped
+    # and finished layers stay in the cache. Without this the workers outlived the parent.
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
                        jobs=jobs, cache_path=cache, progress=False if no_progress else None,
                        keep_precision=keep_bits, seed=seed)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated) as e:
         done = f"; finished layers are in {cache}, run the same command again to resume" if cache else ""
-        click.echo(f"interrupted{done}", err=True)
-        sys.exit(130)
+        click.echo(f"{'terminated' if isinstance(e, _Terminated) else 'interrupted'}{done}", err=True)
+        sys.exit(143 if isinstance(e, _Terminated) else 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     click.echo(format_summary(mm))
     files = write_report(mm, out, plots=not no_plots)
     click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"

@@ -349,8 +349,10 @@ def _search(task: _Task) -> tuple[int, dict[str, Any]]:
 
 
 def _ignore_sigint() -> None:
-    # The parent handles Ctrl-C (it owns the cache); workers just stop when terminated.
+    # The parent handles Ctrl-C and SIGTERM (it owns the cache); workers just stop when terminated,
+    # so they must not inherit a handler the parent installed for SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _from_cache(cache: ResultCache, key: str, layer: Layer, op: Operator, arch: Accelerator,
