@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from accelmap.errors import SpecError
-from accelmap.yaml_io import load_yaml
 from accelmap.workload.operator import Operator
 from accelmap.workload.text_form import parse_expression
+from accelmap.yaml_io import load_yaml
 
 KINDS = ("gemm", "gemv", "dot", "simd2d")
 _KEYS = {"name", "kind", "expression", "sizes", "precision", "description", "comment", "cycles"}

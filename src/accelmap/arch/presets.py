@@ -7,8 +7,8 @@ from pathlib import Path
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.arch.schema import accelerator_from_dict, load_accelerator
-from accelmap.yaml_io import load_yaml
 from accelmap.errors import SpecError
+from accelmap.yaml_io import load_yaml
 
 
 def _preset_dir():

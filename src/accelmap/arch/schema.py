@@ -7,7 +7,6 @@ fall back to a default.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Literal, Union, get_args
 
@@ -15,11 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level, Pipeline
 from accelmap.arch.intrinsics import intrinsic_from_dict
-from accelmap.arch.units import (UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits,
-                                 parse_width_bits)
+from accelmap.arch.units import UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits, parse_width_bits
 from accelmap.errors import SpecError
-from accelmap.yaml_io import load_yaml
 from accelmap.workload.operator import OPERAND_CLASSES
+from accelmap.yaml_io import load_yaml
 
 Quantity = Union[str, int, float]
 

@@ -50,10 +50,12 @@ def main() -> None:
 
 
 # Commands register themselves on import; keep one line per command module.
-from accelmap.cli import evaluate_cmd  # noqa: E402,F401
-from accelmap.cli import import_cmd  # noqa: E402,F401
-from accelmap.cli import arch_cmd  # noqa: E402,F401
-from accelmap.cli import embed_cmd  # noqa: E402,F401
-from accelmap.cli import codegen_cmd  # noqa: E402,F401
-from accelmap.cli import simulate_cmd  # noqa: E402,F401
-from accelmap.cli import map_cmd  # noqa: E402,F401
+from accelmap.cli import (
+    arch_cmd,  # noqa: E402,F401
+    codegen_cmd,  # noqa: E402,F401
+    embed_cmd,  # noqa: E402,F401
+    evaluate_cmd,  # noqa: E402,F401
+    import_cmd,  # noqa: E402,F401
+    map_cmd,  # noqa: E402,F401
+    simulate_cmd,  # noqa: E402,F401
+)

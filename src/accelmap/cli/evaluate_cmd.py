@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
+from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
+from accelmap.examples import example_path
 from accelmap.mapping.forms import format_text, mapping_from_yaml, parse_text
 from accelmap.workload.files import load_workload
-from accelmap.arch.accelerator import adopt_precision
 from accelmap.yaml_io import load_yaml
-from accelmap.examples import example_path
 
 
 def load_mapping(path: str, arch, op=None):

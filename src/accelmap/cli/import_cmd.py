@@ -12,8 +12,8 @@ import click
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.errors import SpecError
-from accelmap.workload.models import BUNDLED, ModelImport, load_model, unknown_ops_message
 from accelmap.file_io import check_output_file, write_atomic
+from accelmap.workload.models import BUNDLED, ModelImport, load_model, unknown_ops_message
 
 
 def parse_precision(text: str | None) -> dict | str | None:

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.c_runtime import C_RUNTIME
 from accelmap.errors import SpecError
-from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operand, Operator
-from accelmap.mapping.loopnest import loop_strides
 
 DTYPES = ("int", "fp32")
 
@@ -233,7 +232,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int") 
     w("    memset(TCH_COMPUTE, 0, sizeof TCH_COMPUTE);")
     if op.init_output == "read":
         w(f"    memset(TCH_COMPUTE, 1, {n_out});")
-    w(f"    int V[NL] = {{0}};")
+    w("    int V[NL] = {0};")
 
     def buf_ptr(k: int, level: int) -> str:
         X = op.operands[k]

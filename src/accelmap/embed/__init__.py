@@ -1,5 +1,5 @@
 """Intrinsic embedding (seed 000, ch. 4): dataflow CSP, layout rewrites, intrinsic programs."""
 
-from accelmap.embed.search import EmbedResult, Embedding, default_embedding, embed
+from accelmap.embed.search import Embedding, EmbedResult, default_embedding, embed
 
 __all__ = ["EmbedResult", "Embedding", "default_embedding", "embed"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from accelmap.embed.csp import Solution
 from accelmap.embed.dataflow import Dataflow, overlap_kind
-from accelmap.embed.reference import index_space, stored_shape
+from accelmap.embed.reference import stored_shape
 from accelmap.embed.rewrites import Rewrite
 from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator

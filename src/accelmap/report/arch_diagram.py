@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 
 from accelmap.arch.accelerator import Accelerator, Fanout, Level
-from accelmap.arch.units import format_bits
 
 
 def _bw(v: float | None, width: int) -> str:

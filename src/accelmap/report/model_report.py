@@ -17,9 +17,9 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
+from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import mapping_to_yaml
 from accelmap.search.model_mapper import LayerMapping, ModelMapping
-from accelmap.file_io import write_atomic
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:

@@ -13,8 +13,8 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.sampling import random_mapping
-from accelmap.search.objective import collector, scalar
 from accelmap.mapping.validate import check_precision
+from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats
 from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator

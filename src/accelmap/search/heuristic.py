@@ -31,17 +31,25 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import divisors, prime_factors
-from accelmap.mapping.validate import check_capacity
-from accelmap.mapping.validate import check_precision, tile_fits
+from accelmap.mapping.sampling import prime_factors
+from accelmap.mapping.validate import check_capacity, check_precision, tile_fits
 from accelmap.search.bounds import chain_options
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import ranked_spatial
-from accelmap.search.tilings import (Ranked, climb, dim_orders, maximal_tilings, ordered_mapping,
-                                     padded_operator, random_tilings, rank_tilings, temporal_of)
+from accelmap.search.tilings import (
+    Ranked,
+    climb,
+    dim_orders,
+    maximal_tilings,
+    ordered_mapping,
+    padded_operator,
+    random_tilings,
+    rank_tilings,
+    temporal_of,
+)
 from accelmap.workload.operator import Operator
 
 # Share of the time limit the spatial probes may use, the maximal tilings a probe keeps per level, and
@@ -86,7 +94,6 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
                    cons: Constraints, cap: int = 16) -> list[Mapping]:
     """Mappings for a tiling, with each level's order chosen among its non-dominated orders."""
     nlev = len(arch.levels)
-    per_level: list[list[tuple[Loop, ...]]] = []
     rest: tuple[Loop, ...] = ()
     options_by_level: dict[int, list[tuple[Loop, ...]]] = {}
     for lvl in range(nlev - 1, -1, -1):

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.bounds import BoundContext

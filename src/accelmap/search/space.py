@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.errors import SpecError
 from accelmap.arch.units import format_bits
+from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import level_usage, tile_fits

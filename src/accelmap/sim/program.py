@@ -21,10 +21,9 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import pipeline_overhead, used_instances
 from accelmap.cost.model import access_counts
-from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operator
-from accelmap.mapping.loopnest import loop_strides
 
 
 @dataclass

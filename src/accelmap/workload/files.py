@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from accelmap.errors import SpecError
-from accelmap.yaml_io import load_yaml
 from accelmap.workload import constructors
 from accelmap.workload.operator import Operator
 from accelmap.workload.text_form import parse_expression
+from accelmap.yaml_io import load_yaml
 
 CONSTRUCTORS = {
     "conv2d": constructors.conv2d,

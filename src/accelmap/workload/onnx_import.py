@@ -23,7 +23,7 @@ import onnx
 from accelmap.errors import SpecError
 from accelmap.workload.constructors import _bits
 from accelmap.workload.models.result import HostOp, ModelImport, element_count, group_layers
-from accelmap.workload.onnx_ops import Context, NodeProblem, MAC_OPS, REFUSED_MAC_OPS, attrs, classify, op_key
+from accelmap.workload.onnx_ops import MAC_OPS, REFUSED_MAC_OPS, Context, NodeProblem, attrs, classify, op_key
 from accelmap.workload.onnx_read import read_onnx, strip_payloads
 from accelmap.workload.onnx_shapes import META_DEFAULT, ShapeProblem, Shapes, bind_dims, infer
 from accelmap.workload.onnx_subgraphs import body_inputs, body_model
