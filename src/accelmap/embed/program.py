@@ -141,7 +141,8 @@ def _dim_plan(op: Operator, sol: Solution) -> dict[str, tuple[str, int, int, int
     out = {}
     for axis, pieces in sol.axes:
         for pc in pieces:
-            blocks = -(-(-(-op.sizes[pc.dim] // pc.step)) // pc.length)
+            positions = -(-op.sizes[pc.dim] // pc.step)      # ceiling divisions
+            blocks = -(-positions // pc.length)
             out[pc.dim] = (axis, pc.length, pc.step, blocks)
     return out
 
