@@ -12,11 +12,11 @@ from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
 from accelmap.mapping.sampling import random_mapping
 from accelmap.search import Constraints, search_exhaustive, search_optimal, space_size
-from accelmap.search.bounds import BoundContext, chain_options, spatial_lower_bound
+from accelmap.search.bounds import BoundContext, chain_options
 from accelmap.search.mapper import map_operator
 from accelmap.search.space import keep_options
-from accelmap.workload import conv2d, gemm, parse_expression
-
+from accelmap.search.spatial import spatial_lower_bound
+from accelmap.workload import gemm, parse_expression
 from strategies import random_operator
 
 PRESETS = ["eyeriss_like", "tpu_like", "vta_like", "simba_like", "diana_like"]

@@ -54,45 +54,18 @@ class BoundContext:
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> tuple[float, float]:
         """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``."""
-        info = NestInfo(self.op, Mapping(fixed, self.keep))
-        terms = [self.operand_terms(X, self.chains[X.name], info, fixed, level, rem) for X in self.op.operands]
-        energy = self.op.macs * self.arch.compute.mac_energy_pj + sum(t[0] for t in terms)
-        return energy, max(self.compute_bound(fixed, level, rem), self.transfer_bound([t[1] for t in terms]))
-
-    def compute_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
-        """Cycles of the MAC schedule: all the work over the most PEs the unfixed fan-outs could add."""
-        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
-        spatial_max = spatial_fixed * min(math.prod(rem.values()), math.prod(self.fan_sizes[:level]))
-        return math.ceil(math.ceil(self.op.macs / spatial_max) / self.arch.compute.macs_per_cycle)
-
-    def transfer_bound(self, traffic: list[dict[int, list[float]]]) -> float:
-        """Every port's traffic over its bandwidth spread over all instances (cost/latency.py uses only
-        the occupied ones). ``traffic``: per operand, level -> [read+drain bits, fill+update bits]."""
-        transfer = 0.0
-        for i, L in enumerate(self.arch.levels):
-            n = L.instances
-            rd = sum(t[i][0] for t in traffic if i in t)
-            wr = sum(t[i][1] for t in traffic if i in t)
-            t_r = 0.0 if L.read_bw_bits is None else rd / n / L.read_bw_bits
-            t_w = 0.0 if L.write_bw_bits is None else wr / n / L.write_bw_bits
-            transfer = max(transfer, t_r, t_w)
-        return transfer
-
-    def operand_terms(self, X, chain: list[int], info: NestInfo, fixed: tuple[Loop, ...], level: int,
-                      rem: dict[str, int]) -> tuple[float, dict[int, list[float]]]:
-        """Operand X's share of the bound when it is kept at the levels of ``chain``: its access
-        energy, and per level its [read+drain, fill+update] bits."""
         op, arch, nlev = self.op, self.arch, self.nlev
+        info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
 
-        def unfixed_merge(lo: int, hi: int) -> int:
+        def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
             cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
             if cap == 1:
                 return 1
             return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
 
-        def fixed_merge(lo: int, hi: int) -> int:
+        def fixed_merge(X, lo: int, hi: int) -> int:
             out = 1
             for l in fixed:
                 if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
@@ -101,55 +74,71 @@ class BoundContext:
                         out *= l.bound
             return out
 
-        def lineage_max(p: int) -> int:
+        def lineage_max(X, p: int) -> int:
             fixed_part = math.prod(l.bound for l in fixed if l.spatial and l.level < p and l.dim not in X.dims)
-            return fixed_part * unfixed_merge(0, p)
+            return fixed_part * unfixed_merge(X, 0, p)
 
-        fp = self.footprint[X.name]
-        per: dict[tuple[int, str], float] = {}
-        for p, c in zip(chain, chain[1:]):
-            if c > level:
-                ext = info.inner_extents(c)
-                t = tile_size(X, ext)
-                fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
-                part = entering_perfect(info, X, c)
-                member = prod_r * (part - fi * t) + fi * t
-            else:
-                member = fp
-            member = max(member, self.n_out if X.is_output else fp)
-            group = max(member / (fixed_merge(p, c) * unfixed_merge(p, c)), fp if not X.is_output else 0)
+        fills = [0.0] * nlev
+        reads = [0.0] * nlev
+        updates = [0.0] * nlev
+        drains = [0.0] * nlev
+        energy = op.macs * arch.compute.mac_energy_pj
+        for X in op.operands:
+            chain = self.chains[X.name]
+            fp = self.footprint[X.name]
+            per = {}
+            for p, c in zip(chain, chain[1:]):
+                if c > level:
+                    ext = info.inner_extents(c)
+                    t = tile_size(X, ext)
+                    fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
+                    part = entering_perfect(info, X, c)
+                    member = prod_r * (part - fi * t) + fi * t
+                else:
+                    member = fp
+                member = max(member, self.n_out if X.is_output else fp)
+                group = max(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
+                if X.is_output:
+                    group = max(group, self.n_out)
+                    down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
+                    per[(c, "fills")] = down
+                    per[(p, "reads")] = down
+                    per[(c, "drains")] = member
+                    per[(p, "updates")] = group
+                else:
+                    per[(c, "fills")] = member
+                    per[(p, "reads")] = group
+            last = chain[-1]
+            merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
+            g = op.macs / merge
             if X.is_output:
-                group = max(group, self.n_out)
-                down = max(0.0, group - self.n_out * (lineage_max(p) - self.init_read))
-                per[(c, "fills")] = down
-                per[(p, "reads")] = down
-                per[(c, "drains")] = member
-                per[(p, "updates")] = group
+                per[(last, "updates")] = per.get((last, "updates"), 0) + g
+                per[(last, "reads")] = per.get((last, "reads"), 0) + max(
+                    0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
             else:
-                per[(c, "fills")] = member
-                per[(p, "reads")] = group
-        last = chain[-1]
-        merge = fixed_merge(last, nlev) * unfixed_merge(last, nlev)
-        g = op.macs / merge
-        if X.is_output:
-            per[(last, "updates")] = per.get((last, "updates"), 0) + g
-            per[(last, "reads")] = per.get((last, "reads"), 0) + max(
-                0.0, g - self.n_out * (lineage_max(last) - self.init_read))
-        else:
-            per[(last, "reads")] = per.get((last, "reads"), 0) + g
-        energy = 0.0
-        traffic: dict[int, list[float]] = {}
-        for (lv, kind), v in per.items():
-            L = arch.levels[lv]
-            s = self.scale[(lv, X.name)]
-            slot = traffic.setdefault(lv, [0.0, 0.0])
-            if kind in ("reads", "drains"):
-                energy += v * L.read_energy_pj * s
-                slot[0] += v * X.bits
-            else:
-                energy += v * L.write_energy_pj * s
-                slot[1] += v * X.bits
-        return energy, traffic
+                per[(last, "reads")] = per.get((last, "reads"), 0) + g
+            for (lv, kind), v in per.items():
+                L = arch.levels[lv]
+                s = self.scale[(lv, X.name)]
+                if kind in ("reads", "drains"):
+                    energy += v * L.read_energy_pj * s
+                    (reads if kind == "reads" else drains)[lv] += v * X.bits
+                else:
+                    energy += v * L.write_energy_pj * s
+                    (fills if kind == "fills" else updates)[lv] += v * X.bits
+        # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
+        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
+        spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
+        compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
+        # Latency is at least the MAC schedule and at least every port's traffic over its
+        # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
+        transfer = 0.0
+        for i, L in enumerate(arch.levels):
+            n = L.instances
+            t_r = 0.0 if L.read_bw_bits is None else (reads[i] + drains[i]) / n / L.read_bw_bits
+            t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
+            transfer = max(transfer, t_r, t_w)
+        return energy, max(compute, transfer)
 
 
 def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:
@@ -161,32 +150,10 @@ def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict
     return out
 
 
-def fanout_merges(op: Operator, arch: Accelerator, spatial_loops: tuple[Loop, ...]) -> dict[str, np.ndarray]:
-    """Per operand, [1, levels]: the product of the spatial bounds at each level's fan-out over dims the
-    operand does not use, on the axes that merge it (multicast for inputs, every axis for the output,
-    whose other dims can only sit on reducing axes)."""
-    out = {}
-    for X in op.operands:
-        row = np.ones((1, len(arch.levels)), dtype=np.float64)
-        for l in spatial_loops:
-            if l.dim not in X.dims and (X.is_output or arch.levels[l.level].fanout.axis(l.axis).multicast):
-                row[0, l.level] *= l.bound
-        out[X.name] = row
-    return out
-
-
-def spatial_lower_bound(op: Operator, arch: Accelerator, spatial_loops: tuple[Loop, ...],
-                        chains: dict[str, list[list[int]]]) -> tuple[float, float]:
-    """``spatial_bounds`` of one spatial unrolling."""
-    pes = np.array([math.prod(l.bound for l in spatial_loops if l.spatial)], dtype=np.float64)
-    e, lat = spatial_bounds(op, arch, fanout_merges(op, arch, spatial_loops), pes, chains)
-    return float(e[0]), float(lat[0])
-
-
 def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], pes: np.ndarray,
                    chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
-    fixed, nothing temporal), one per row: ``merges`` as ``fanout_merges`` gives them, ``pes`` the PEs
+    fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
 
     This is rule B1 with all fan-outs fixed and no temporal loop: every element of an operand enters

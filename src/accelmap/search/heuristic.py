@@ -3,9 +3,9 @@
 1. Spatial candidates (``spatial.py``): every unrolling of up to two dims per
    fan-out axis (padded where it does not divide an output dim), or the fixed
    one of the constraints, ranked by a lower bound on the cost of any mapping
-   that uses it. In that order each is probed (its maximal tilings costed under
-   the fullest bypass choice that admits one) until the next bound cannot beat
-   the best probe, or the probe budget is spent.
+   that uses it. In that order each is probed (its maximal tilings and a few
+   random ones costed under the fullest bypass choice that admits one), skipping
+   those whose bound cannot beat the best probe, until the probe budget is spent.
 2. For the best few probed candidates and a few bypass choices, every maximal tiling
    (``tilings.py``: no level's tile can take one more prime factor) and a
    random sample of the others are costed under several per-level loop orders
@@ -118,7 +118,7 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
                      seed: int = 0, max_spatial: int = 2, max_keeps: int = 3, climbs: int = 4,
-                     max_probes: int = 48, probe_orders: int = 6,
+                     max_probes: int = 48,
                      exact_candidates: int = 8, samples: int = 2000, rank_by: str | None = None):
     """Best mappings of ``op`` by ``objective``; see the module doc. ``rank_by`` is the scalar the
     search ranks and climbs by (default: the objective; EDP for the Pareto front)."""
@@ -156,9 +156,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     orders = dim_orders(op)
     nprng = np.random.default_rng(seed)
     costed = 0
-    # Probe the spatial candidates in order of their lower bound: the maximal tilings of each under
-    # the fullest bypass choice that admits one. A candidate whose bound is not below the best probe
-    # cannot beat it; the probes stop there, or when their share of the time is spent.
+    # Probe the spatial candidates in order of their lower bound: the maximal tilings of each (and a few
+    # random ones) under the fullest bypass choice that admits one. A candidate whose bound is not below
+    # the best probe cannot beat it and is skipped; the probes stop when their budget is spent.
     probe_deadline = t0 + PROBE_SHARE * (deadline - t0)
     probes: list[tuple[float, dict]] = []
     best_probe = math.inf
@@ -181,7 +181,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             if not len(F) and not len(R):
                 continue
             found, n_rows = rank_tilings(op_pad, arch, keep, spatial, np.concatenate([F, R]), obj,
-                                         orders[:probe_orders], top=1)
+                                         orders, top=1)
             costed += n_rows
             probes.append((found[0].value, spatial))
             best_probe = min(best_probe, found[0].value)

@@ -9,7 +9,7 @@ from accelmap.errors import MappingError, SpecError
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options
 from accelmap.search.exhaustive import search_exhaustive, space_size
-from accelmap.search.objective import Found, check_objective, collector
+from accelmap.search.objective import Found, certificate_gap, check_objective, collector
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, infeasibility, keep_options
 from accelmap.search.spatial import certified_lower_bound
@@ -46,11 +46,7 @@ class MapResult:
     @property
     def gap(self) -> float | None:
         """How far the best found may be above the optimum: best / lower bound - 1 (0 when proven)."""
-        if self.proven_optimal:
-            return 0.0
-        if self.best is None or not self.lower_bound:
-            return None
-        return max(0.0, self.best.value / self.lower_bound - 1.0)
+        return certificate_gap(self.best.value if self.best else None, self.lower_bound, self.proven_optimal)
 
 
 def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: float, seed: int):

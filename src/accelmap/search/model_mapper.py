@@ -36,7 +36,7 @@ from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.search.cache import CachedResult, ResultCache, result_key
 from accelmap.search.mapper import STRATEGIES, map_operator
-from accelmap.search.objective import check_objective
+from accelmap.search.objective import certificate_gap, check_objective
 from accelmap.search.space import Constraints
 from accelmap.workload.models.result import Layer, ModelImport
 from accelmap.workload.operator import Operator
@@ -87,13 +87,7 @@ class LayerMapping:
     @property
     def gap(self) -> float | None:
         """best / lower bound - 1: how much better than this mapping any mapping can be (0 if proven)."""
-        if not self.ok:
-            return None
-        if self.proven_optimal:
-            return 0.0
-        if not self.lower_bound:
-            return None
-        return max(0.0, self.value / self.lower_bound - 1.0)
+        return certificate_gap(self.value, self.lower_bound, self.proven_optimal) if self.ok else None
 
     @property
     def value(self) -> float:

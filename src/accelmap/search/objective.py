@@ -19,6 +19,15 @@ def check_objective(name: str) -> str:
     return name
 
 
+def certificate_gap(value: float | None, lower_bound: float | None, proven: bool) -> float | None:
+    """How far a found value may be above the optimum: value / lower bound - 1 (0 when proven)."""
+    if proven:
+        return 0.0
+    if value is None or not lower_bound:
+        return None
+    return max(0.0, value / lower_bound - 1.0)
+
+
 def scalar(objective: str, energy: float, latency: float) -> float:
     if objective == "energy":
         return energy

@@ -3,9 +3,9 @@
 The spatial unrolling decides most of a mapping's cost on an array (on a 32x32 weight-stationary
 array, the reduction dim on the reducing axis against an output dim there is a 30-400x EDP
 difference), so the heuristic does not guess it from the PEs it uses: it enumerates the
-candidates, bounds each one from below (``bounds.spatial_lower_bound``: the cost of every mapping
+candidates, bounds each one from below (``bounds.spatial_bounds``: the cost of every mapping
 with that unrolling, whatever its tiling, order and bypass) and searches them in order of that
-bound, stopping when the next bound cannot beat what it has found.
+bound, skipping those whose bound cannot beat what it has found.
 
 A candidate is ``{(level, axis): {dim: bound}}``. Per axis: up to ``max_dims`` dims, each with a
 bound that divides it, or, for a dim of the output, a bound that splits it into whole rounds as
@@ -31,8 +31,9 @@ from accelmap.workload.operator import Operator
 
 # Dims one axis unrolls at most (ZigZag's and Timeloop's array specs use one or two per axis).
 MAX_DIMS_PER_AXIS = 2
-# Candidates using fewer PEs than this fraction of the best candidate's are left out: each halving
-# of the PEs doubles the MAC schedule, which no saving in accesses has made up in our measurements.
+# The heuristic leaves out candidates using fewer PEs than this fraction of the fullest one's (each
+# halving of the PEs doubles the MAC schedule). A restriction of the search only: the certificate's
+# bound covers every unrolling, so a better one left out shows as a gap.
 MIN_PE_FRACTION = 1 / 8
 
 
@@ -45,10 +46,6 @@ class SpatialCandidate:
 
     def bound(self, objective: str) -> float:
         return scalar(objective if objective != "pareto" else "edp", self.energy_bound, self.latency_bound)
-
-    @property
-    def loops(self) -> tuple[Loop, ...]:
-        return spatial_loops(self.assignment)
 
 
 def spatial_loops(assignment: dict) -> tuple[Loop, ...]:
@@ -92,6 +89,61 @@ class SpatialSpace:
         return {(i, a.name): self.options[k][self.choice[row, k]] for k, (i, a) in enumerate(self.axes)}
 
 
+def _combinations(options: list[np.ndarray], limits: np.ndarray,
+                  twins: list[int | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every choice of one row of each ``options[k]`` (a [rows, columns] matrix) whose column-wise
+    product stays within ``limits``: the choices as [row, k] indices, and the products. ``twins[k] = j``
+    keeps only choices whose index at k is at least the one at j (interchangeable options)."""
+    choice = np.zeros((1, 0), dtype=np.int64)
+    total = np.ones((1, len(limits)), dtype=np.int64)
+    for k, mat in enumerate(options):
+        rows = np.repeat(np.arange(len(choice)), len(mat))
+        cols = np.tile(np.arange(len(mat)), len(choice))
+        new_total = total[rows] * mat[cols]
+        keep = (new_total <= limits).all(axis=1)
+        if twins is not None and twins[k] is not None:
+            keep &= cols >= choice[rows, twins[k]]
+        choice = np.concatenate([choice[rows[keep]], cols[keep, None]], axis=1)
+        total = new_total[keep]
+    return choice, total
+
+
+def group_merges(op: Operator, nlev: int, groups: list[tuple[int, bool, np.ndarray]],
+                 used: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What ``bounds.spatial_bounds`` takes: per operand, [row, level], the product of the spatial
+    bounds at each level's fan-out over the columns (dims, or classes of dims) the operand does not
+    use, on the axes that merge it (multicast for inputs; every axis for the output, whose other
+    dims can only sit on reducing axes). ``groups``: (level, multicast, bounds[row, column]);
+    ``used``: per operand, which columns it uses."""
+    rows = len(groups[0][2]) if groups else 1
+    out = {}
+    for X in op.operands:
+        M = np.ones((rows, nlev), dtype=np.float64)
+        for lvl, multicast, B in groups:
+            if multicast or X.is_output:
+                M[:, lvl] *= np.where(used[X.name], 1, B).prod(axis=1)
+        out[X.name] = M
+    return out
+
+
+def dims_used(op: Operator) -> dict[str, np.ndarray]:
+    return {X.name: np.array([d in X.dims for d in op.dim_names]) for X in op.operands}
+
+
+def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
+                        chains: dict[str, list[list[int]]]) -> tuple[float, float]:
+    """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
+    dims = op.dim_names
+    groups = []
+    for l in spatial:
+        B = np.ones((1, len(dims)), dtype=np.int64)
+        B[0, dims.index(l.dim)] = l.bound
+        groups.append((l.level, arch.levels[l.level].fanout.axis(l.axis).multicast, B))
+    pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
+    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains)
+    return float(e[0]), float(lat[0])
+
+
 def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
                       max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
                       min_pe_fraction: float = 0.0) -> SpatialSpace:
@@ -117,26 +169,18 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
             for d, b in o.items():
                 mat[r, dims.index(d)] = b
         mats.append(mat)
-    # Candidates as rows of option indices (one column per axis) and their per-dim products.
-    choice = np.zeros((1, 0), dtype=np.int64)
-    used = np.ones((1, D), dtype=np.int64)
-    for k, ((lvl, a), mat) in enumerate(zip(axes, mats)):
-        rows = np.repeat(np.arange(len(choice)), len(mat))
-        cols = np.tile(np.arange(len(mat)), len(choice))
-        new_used = used[rows] * mat[cols]
-        keep = (new_used <= sizes).all(axis=1)
-        twin = [j for j in range(k) if axes[j][0] == lvl and a.name not in cons.spatial
-                and axes[j][1].name not in cons.spatial
-                and (axes[j][1].size, axes[j][1].multicast, axes[j][1].reduce) == (a.size, a.multicast, a.reduce)]
-        if twin:
-            keep &= cols >= choice[rows, twin[-1]]
-        rows, cols = rows[keep], cols[keep]
-        choice = np.concatenate([choice[rows], cols[:, None]], axis=1)
-        used = new_used[keep]
+    # Interchangeable axes: an assignment and its mirror image cost the same; keep one of them.
+    twins = []
+    for k, (lvl, a) in enumerate(axes):
+        alike = [j for j in range(k) if axes[j][0] == lvl and a.name not in cons.spatial
+                 and axes[j][1].name not in cons.spatial
+                 and (axes[j][1].size, axes[j][1].multicast, axes[j][1].reduce) == (a.size, a.multicast, a.reduce)]
+        twins.append(alike[-1] if alike else None)
+    choice, used = _combinations(mats, sizes, twins)
     divides = sizes % used == 0
     # A padded dim: an output dim whose unrolling does not exceed it (every PE has work in the first
     # round); a fixed unrolling may pad where a free choice would not.
-    may_pad = is_out & ((fixed_dims | pad) if pad else fixed_dims)
+    may_pad = is_out & (pad | fixed_dims)
     ok = (divides | may_pad).all(axis=1)
     pes = used.prod(axis=1)
     if cons.min_utilization:
@@ -146,20 +190,6 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
     choice, used, pes = choice[ok], used[ok], pes[ok]
     per_axis = [mats[k][choice[:, k]] for k in range(len(axes))]
     return SpatialSpace(axes, options, per_axis, used, pes, choice)
-
-
-def space_merges(op: Operator, arch: Accelerator, space: SpatialSpace) -> dict[str, np.ndarray]:
-    """``bounds.fanout_merges`` of every candidate: per operand, [row, level]."""
-    dims = op.dim_names
-    out = {}
-    for X in op.operands:
-        other = np.array([d not in X.dims for d in dims])
-        M = np.ones((len(space.pes), len(arch.levels)), dtype=np.float64)
-        for k, (lvl, axis) in enumerate(space.axes):
-            if X.is_output or axis.multicast:
-                M[:, lvl] *= np.where(other, space.per_axis[k], 1).prod(axis=1)
-        out[X.name] = M
-    return out
 
 
 def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
@@ -172,9 +202,10 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
-    energy, latency = spatial_bounds(op, arch, space_merges(op, arch, space), space.pes.astype(np.float64), chains)
-    obj = objective if objective != "pareto" else "edp"
-    values = energy if obj == "energy" else latency if obj == "latency" else energy * latency
+    groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis)]
+    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+    energy, latency = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
+    values = scalar(objective if objective != "pareto" else "edp", energy, latency)
     _, group = np.unique(np.stack([energy, latency], axis=1), axis=0, return_inverse=True)
     group = group.reshape(-1)
     order = np.lexsort((-space.pes, group))
@@ -259,24 +290,11 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
                       if out_name in k or reduce else [1] for c, k in enumerate(keys)]
             groups.append((lvl, multicast, _vectors(values, size)))
     # Every combination of the groups' vectors within the class sizes.
-    total = np.ones((1, len(keys)), dtype=np.int64)
-    picks = np.zeros((1, 0), dtype=np.int64)
-    for _, _, vecs in groups:
-        rows = np.repeat(np.arange(len(total)), len(vecs))
-        cols = np.tile(np.arange(len(vecs)), len(total))
-        new_total = total[rows] * vecs[cols]
-        ok = (new_total <= np.array(budgets)).all(axis=1)
-        total = new_total[ok]
-        picks = np.concatenate([picks[rows[ok]], cols[ok, None]], axis=1)
+    picks, total = _combinations([vecs for _, _, vecs in groups], np.array(budgets))
     pes = total.prod(axis=1).astype(np.float64)
-    merges = {}
-    for X in op.operands:
-        other = np.array([X.name not in k for k in keys])
-        M = np.ones((len(pes), len(arch.levels)), dtype=np.float64)
-        for g, (lvl, multicast, vecs) in enumerate(groups):
-            if multicast or X.is_output:
-                M[:, lvl] *= np.where(other, vecs[picks[:, g]], 1).prod(axis=1)
-        merges[X.name] = M
+    chosen = [(lvl, multicast, vecs[picks[:, g]]) for g, (lvl, multicast, vecs) in enumerate(groups)]
+    classes_used = {X.name: np.array([X.name in k for k in keys]) for X in op.operands}
+    merges = group_merges(op, len(arch.levels), chosen, classes_used)
     if cons.min_utilization:
         keep = pes >= cons.min_utilization * arch.num_pes
         pes = pes[keep]
@@ -284,6 +302,5 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         if not len(pes):
             return math.inf, math.inf, math.inf
     energy, latency = spatial_bounds(op, arch, merges, pes, chains)
-    obj = objective if objective != "pareto" else "edp"
-    values = energy if obj == "energy" else latency if obj == "latency" else energy * latency
+    values = scalar(objective if objective != "pareto" else "edp", energy, latency)
     return float(values.min()), float(energy.min()), float(latency.min())
