@@ -146,7 +146,7 @@ class Accelerator:
     def __str__(self) -> str:
         lines = [f"accelerator {self.name}" + (f" — {self.description}" if self.description else "")]
         for lv in self.levels:
-            bw = lambda v: "unbounded" if v is None else f"{v / lv.width_bits:g} words/cycle"
+            bw = lambda v, lv=lv: "unbounded" if v is None else f"{v / lv.width_bits:g} words/cycle"
             lines.append(f"  {lv.name:<8} x{lv.instances:<5} holds {'/'.join(lv.holds):<7} "
                          f"{lv.describe_capacity():<28} {lv.width_bits}-bit words, "
                          f"R {lv.read_energy_pj:g} pJ / W {lv.write_energy_pj:g} pJ, "

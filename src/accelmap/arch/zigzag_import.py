@@ -193,7 +193,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     if not all(isinstance(d, str) for d in dims) or len(set(dims)) != len(dims):
         raise SpecError(f"dimensions {dims!r} must be distinct names (D1, D2, ...)",
                         where=f"{source}: operational_array.dimensions")
-    for d, s in zip(dims, sizes):
+    for d, s in zip(dims, sizes, strict=True):
         _num(s, f"{source}: operational_array.sizes", f"size of {d}", integer=True)
         if s < 1:
             raise SpecError(f"size of {d} must be >= 1, got {s}", where=f"{source}: operational_array.sizes")
@@ -206,10 +206,11 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     mems = [_memory(n, m, i, dims, links, source) for i, (n, m) in enumerate(mems_raw.items())]
 
     # Hierarchy per memory operand: listing order, innermost first.
-    chains = {o: [m for m, raw in zip(mems, mems_raw.values()) if o in raw["operands"]] for o in _MEM_OPERANDS}
+    chains = {o: [m for m, raw in zip(mems, mems_raw.values(), strict=True) if o in raw["operands"]]
+              for o in _MEM_OPERANDS}
     parents: dict[str, set[str]] = {m.name: set() for m in mems}
     for chain in chains.values():
-        for inner, outer in zip(chain, chain[1:]):
+        for inner, outer in itertools.pairwise(chain):
             parents[inner.name].add(outer.name)
     by_name = {m.name: m for m in mems}
 
@@ -258,7 +259,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
             groups[-1].append(m)
         else:
             groups.append([m])
-    size_of = dict(zip(dims, sizes))
+    size_of = dict(zip(dims, sizes, strict=True))
     levels = []
     for gi, g in enumerate(groups):
         lv = _level_dict(g)

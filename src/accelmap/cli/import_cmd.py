@@ -77,7 +77,7 @@ def _attrs(op) -> str:
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(v).rjust(w) if i in right else str(v).ljust(w)
-                              for i, (v, w) in enumerate(zip(r, widths))).rstrip()
+                              for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
     return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 

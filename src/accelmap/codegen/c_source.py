@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.c_runtime import C_RUNTIME
@@ -74,9 +75,9 @@ def plan_buffers(op: Operator, arch: Accelerator, m: Mapping) -> list[BufferPlan
     nlev = len(arch.levels)
     for k, X in enumerate(op.operands):
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             ext = tuple(_inner_extent(op, m, d, c) for d in op.dim_names)
-            clipped = {d: min(e, op.sizes[d]) for d, e in zip(op.dim_names, ext)}
+            clipped = {d: min(e, op.sizes[d]) for d, e in zip(op.dim_names, ext, strict=True)}
             box = tuple(sum(cf * (clipped[d] - 1) for d, cf in ix.terms) + 1 for ix in X.indices)
             inst = math.prod(l.bound for l in m.loops if l.spatial and l.level < c)
             plans.append(BufferPlan(k, c, p, inst, box, ext))
@@ -278,7 +279,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int") 
     for c in boundary(NL if loops else 0):
         visit_calls(c, ind)
     _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride)
-    for k in reversed(range(NL)):
+    for _ in range(NL):
         ind = ind[:-4]
         w(f"{ind}}}")
     for p in sorted([p for p in plans if op.operands[p.operand].is_output], key=lambda p: -p.level):

@@ -39,18 +39,19 @@ def _gather(op: Operator, X: Operand, data: np.ndarray, dims: list[str]) -> np.n
     ext = op.index_extent(X)
     _, pad = stored_shape(op, X)
     padded = np.zeros(ext, dtype=data.dtype)
-    src = tuple(slice(0, max(0, min(s, e - p))) for s, e, p in zip(data.shape, ext, pad))
-    dst = tuple(slice(p, p + max(0, min(s, e - p))) for s, e, p in zip(data.shape, ext, pad))
+    src = tuple(slice(0, max(0, min(s, e - p))) for s, e, p in zip(data.shape, ext, pad, strict=True))
+    dst = tuple(slice(p, p + max(0, min(s, e - p))) for s, e, p in zip(data.shape, ext, pad, strict=True))
     padded[dst] = data[src]
     grids = np.meshgrid(*[np.arange(op.sizes[d]) for d in dims], indexing="ij")
-    g = dict(zip(dims, grids))
+    g = dict(zip(dims, grids, strict=True))
     idx = tuple(sum(cf * g[d] for d, cf in ix.terms) for ix in X.indices)
     return padded[idx]
 
 
 def reference(op: Operator, tensors: dict[str, np.ndarray]) -> np.ndarray:
     """The output tensor after the operator ran (prior value included)."""
-    letters = dict(zip(op.dim_names, string.ascii_letters))
+    # einsum letters; more than 52 dims is an IndexError here rather than dims silently dropped
+    letters = {d: string.ascii_letters[k] for k, d in enumerate(op.dim_names)}
     O = op.output
     acc = np.float64 if tensors[O.name].dtype == np.float32 else np.int64
     terms, specs = [], []

@@ -132,7 +132,7 @@ def _dim_states(loops: list[_L], j: int | None, E: int, D: int, perfect: bool,
             fixed_old += (l.bound - 1) * l.stride
     hist: Counter = Counter()
     for vals in itertools.product(*ranges):
-        base = sum(v * s for v, s in zip(vals, strides))
+        base = sum(v * s for v, s in zip(vals, strides, strict=True))
         b_new = base + adv_stride
         b_old = base + fixed_old
         e_new = min(E, D - b_new)
@@ -198,7 +198,7 @@ def _sum_deltas(per_dim, axes) -> int:
             fresh = fresh or st[4]
         if not ok or not count:
             continue
-        state = {d: st for d, (st, _) in zip(names, combo)}
+        state = {d: st for d, (st, _) in zip(names, combo, strict=True)}
         new = 1
         for coeffs, dims in axes:
             new *= axis_size(coeffs, tuple(max(state[d][2], 0) for d in dims))
@@ -231,7 +231,7 @@ def compute_groups(info: NestInfo, collapsed: frozenset[int]) -> int:
             continue
         free = [l for l in loops if l.idx not in collapsed]
         n = sum(1 for vals in itertools.product(*(range(l.bound) for l in free))
-                if sum(v * l.stride for v, l in zip(vals, free)) < D)
+                if sum(v * l.stride for v, l in zip(vals, free, strict=True)) < D)
         total *= n
     return total
 

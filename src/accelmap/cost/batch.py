@@ -18,6 +18,7 @@ it) are evaluated by the scalar model; they are rare.
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 
@@ -182,7 +183,7 @@ def batch_counts(nest: _Nest, keep, fallback: np.ndarray) -> dict[tuple[int, str
 
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             member = _entering(nest, X, c, fallback)
             group = member // merged_product(X, p, c)
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
@@ -215,7 +216,7 @@ def batch_energy(nest: _Nest, keep, counts) -> np.ndarray:
         energy += (reads + drains) * (lv.read_energy_pj * scale) + (fills + updates) * (lv.write_energy_pj * scale)
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             for f in range(p, c):
                 fo = arch.levels[f].fanout
                 if fo is None or not fo.transfer_energy_pj:
@@ -313,7 +314,7 @@ def _deltas(nest: _Nest, X: Operand, c: int) -> tuple[np.ndarray, np.ndarray, np
     cnt, shifts = _classes(nest, c)
     axis_sizes, full, _ = nest.sizes(X, c)
     ov = np.broadcast_to(np.ones(1, dtype=np.int64), cnt.shape)
-    for (cf, ds), size in zip(_axes(X), axis_sizes):
+    for (cf, ds), size in zip(_axes(X), axis_sizes, strict=True):
         size = np.maximum(size, 0)
         if any(d in shifts for d in ds):
             zero = np.zeros(cnt.shape, dtype=np.int64)
@@ -374,7 +375,7 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
     port: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     loaded: dict[tuple, np.ndarray] = {}
     last = t_store
-    for c, x, p, out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
+    for c, x, p, _out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
         has_ld, su, t, to_parent, p_port, c_port = ld
         end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
         has = present & has_ld
@@ -514,7 +515,7 @@ def batch_latency(nest: _Nest, keep, counts) -> tuple[np.ndarray, np.ndarray]:
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             lc, lp = levels[c], levels[p]
             nc, np_ = nest.used(c), nest.used(p)
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
@@ -612,4 +613,4 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: 
 
 def structure_mapping(structure: Structure, keep, row) -> Mapping:
     """The Mapping of one row (loops of bound 1 dropped)."""
-    return Mapping(tuple(Loop(d, int(b), lv, ax) for (d, lv, ax), b in zip(structure, row) if b > 1), keep)
+    return Mapping(tuple(Loop(d, int(b), lv, ax) for (d, lv, ax), b in zip(structure, row, strict=True) if b > 1), keep)

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
+from itertools import pairwise
 
-from accelmap.arch.accelerator import Accelerator
+from accelmap.arch.accelerator import Accelerator, Level
 from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
@@ -199,7 +201,7 @@ def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int,
                 ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds),
                                    tuple(shift[d] for d in ds))
             deltas.append(max(0, tile_size(X, en) - ov) if all(en[d] > 0 for d in en) else 0)
-        counted = full + sum(n * dl for (n, *_), dl in zip(situations, deltas))
+        counted = full + sum(n * dl for (n, *_), dl in zip(situations, deltas, strict=True))
         if not counted or not cc.fills:
             continue
         nc, np_ = used_instances(m, c), used_instances(m, p)
@@ -231,7 +233,7 @@ def _transition_time(moves: list[tuple]) -> float:
     unit: dict[int, float] = {}
     port: dict[str, list] = {}
     loaded: dict[tuple, float] = {}
-    for c, x, p, out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
+    for c, x, p, _out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
         end = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
         if ld is not None:
             su, t, pt = ld
@@ -297,19 +299,8 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
             ld_c, ld_p = cc.fills * X.bits / nc / counted, pc.reads * X.bits / np_ / counted
             st_c = cc.drains * X.bits / nc / counted if X.is_output else 0.0
             st_p = pc.updates * X.bits / np_ / counted if X.is_output else 0.0
-
-            def load(n: int) -> tuple | None:
-                if n <= 0 or (ld_c <= 0 and ld_p <= 0):
-                    return None
-                tc, tp = _t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits)
-                return (lc.transfer_setup_cycles, tp, f"{lp.name}.read") if tp >= tc else \
-                    (lc.transfer_setup_cycles, tc, f"{lc.name}.write")
-
-            def store(n: int) -> float:
-                if n <= 0 or (st_c <= 0 and st_p <= 0):
-                    return 0.0
-                return lc.transfer_setup_cycles + max(_t(n * st_c, lc.read_bw_bits), _t(n * st_p, lp.write_bw_bits))
-
+            load = partial(_load_move, lc, lp, ld_c, ld_p)
+            store = partial(_store_time, lc, lp, st_c, st_p)
             first.append((c, X.name, p, X.is_output, load(full), 0.0))
             last += store(full)
             for j, dl in deltas.items():
@@ -318,6 +309,23 @@ def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict,
                     moves.setdefault(j, []).append((c, X.name, p, X.is_output, load(dl), store(dl)))
     return (_transition_time(first) + last +
             sum(counts[j] * _transition_time(mv) for j, mv in moves.items()))
+
+
+def _load_move(lc: Level, lp: Level, ld_c: float, ld_p: float, n: int) -> tuple | None:
+    """(setup, cycles, port) of loading ``n`` units into child level ``lc`` from parent ``lp`` (bits per unit
+    ``ld_c`` written in the child, ``ld_p`` read from the parent); None when nothing moves."""
+    if n <= 0 or (ld_c <= 0 and ld_p <= 0):
+        return None
+    tc, tp = _t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits)
+    return (lc.transfer_setup_cycles, tp, f"{lp.name}.read") if tp >= tc else \
+        (lc.transfer_setup_cycles, tc, f"{lc.name}.write")
+
+
+def _store_time(lc: Level, lp: Level, st_c: float, st_p: float, n: int) -> float:
+    """Cycles to drain ``n`` units of an output from child level ``lc`` into parent ``lp``."""
+    if n <= 0 or (st_c <= 0 and st_p <= 0):
+        return 0.0
+    return lc.transfer_setup_cycles + max(_t(n * st_c, lc.read_bw_bits), _t(n * st_p, lp.write_bw_bits))
 
 
 def _heavier_half(op: Operator, m: Mapping, c: int) -> float:
@@ -399,7 +407,7 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     setups = 0.0
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             lc, lp = levels[c], levels[p]
             nc, np_ = used_instances(m, c), used_instances(m, p)
             cc, pc = raw[(c, X.name)], raw[(p, X.name)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
@@ -25,7 +26,7 @@ from accelmap.cost.latency import latency_terms
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import Operand, Operator
 
 COUNTERS = ("fills", "reads", "updates", "drains")
 
@@ -103,7 +104,8 @@ class CostResult:
         return {
             "operator": self.operator, "accelerator": self.accelerator,
             "macs": self.macs, "mac_slots": self.mac_slots,
-            "counts": [{"level": lv, "operand": o, **dict(zip(COUNTERS, c))} for (lv, o), c in self.counts.items()],
+            "counts": [{"level": lv, "operand": o, **dict(zip(COUNTERS, c, strict=True))}
+                       for (lv, o), c in self.counts.items()],
             "energy_pj": [{"component": lv, "operand": o, "pj": e} for (lv, o), e in self.energy.items()],
             "energy_total_pj": self.energy_total,
             "compute_cycles": self.compute_cycles,
@@ -147,7 +149,7 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
 
-        def merged(lo: int, hi: int) -> frozenset[int]:
+        def merged(lo: int, hi: int, *, X: Operand = X) -> frozenset[int]:
             # Spatial loops between lo and hi over dims X does not use: inputs are
             # multicast along them (if the axis can), outputs reduced (validated).
             out = set()
@@ -158,11 +160,11 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
                         out.add(l.idx)
             return frozenset(out)
 
-        def lineages(level: int) -> int:
+        def lineages(level: int, *, X: Operand = X) -> int:
             # Branches of a spatial reduction above ``level``: each starts its partial sums at zero.
             return math.prod(l.bound for l in info.loops if l.spatial and l.level < level and l.dim not in X.dims)
 
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             if info.all_perfect:
                 member = entering_perfect(info, X, c)
                 coll = merged(p, c)
@@ -213,7 +215,7 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     # Network energy: every element delivered across a fan-out, down or up.
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]] + [nlev]
-        for p, c in zip(chain, chain[1:]):
+        for p, c in pairwise(chain):
             fans = _fanouts_between(arch, p, c)
             if not fans:
                 continue

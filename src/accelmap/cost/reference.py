@@ -23,7 +23,7 @@ def _points(op: Operator, m: Mapping):
     strides = loop_strides(m)
     for idx in itertools.product(*(range(l.bound) for l in m.loops)):
         x = dict.fromkeys(op.dim_names, 0)
-        for l, i, s in zip(m.loops, idx, strides):
+        for l, i, s in zip(m.loops, idx, strides, strict=True):
             x[l.dim] += i * s
         valid = all(x[d] < op.sizes[d] for d in op.dim_names)
         yield idx, (x if valid else None)
@@ -43,13 +43,13 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
 
-        def mergeable(k: int, lo: int, hi: int) -> bool:
+        def mergeable(k: int, lo: int, hi: int, *, X: Operand = X) -> bool:
             l = loops[k]
             if not l.spatial or not lo <= l.level < hi or l.dim in X.dims:
                 return False
             return X.is_output or arch.levels[l.level].fanout.axis(l.axis).multicast
 
-        def lineage(idx: tuple, level: int) -> tuple:
+        def lineage(idx: tuple, level: int, *, X: Operand = X) -> tuple:
             # Branch of spatial reductions above ``level``; the all-zero branch
             # is the one that carries an initial output value in.
             return tuple(i for k, i in enumerate(idx)
@@ -57,7 +57,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
 
         started: dict[int, set] = defaultdict(set)   # per level: (lineage, element) with a partial sum
 
-        def needs_read(level: int, lin: tuple, e: tuple) -> bool:
+        def needs_read(level: int, lin: tuple, e: tuple, *, started: dict[int, set] = started) -> bool:
             """Does entering (lin, e) below ``level`` need the partial sum or initial value from above?"""
             key = (lin, e)
             if key in started[level]:
@@ -65,7 +65,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
             started[level].add(key)
             return init_read and all(v == 0 for v in lin)
 
-        for p, c in zip(chain, chain[1:]):
+        for p, c in itertools.pairwise(chain):
             outer = [k for k, l in enumerate(loops) if l.level < c]
             t_pos = [k for k in outer if not loops[k].spatial]
             s_pos = [k for k in outer if loops[k].spatial]
@@ -80,7 +80,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
                 if x is not None:
                     tiles[t][inst].add(_element(X, x))
             resident = {inst: set() for inst in insts}
-            group_of = {inst: tuple(v for k, v in zip(s_pos, inst) if k in g_pos) for inst in insts}
+            group_of = {inst: tuple(v for k, v in zip(s_pos, inst, strict=True) if k in g_pos) for inst in insts}
             for t in times + [None]:    # None: the end of the run, when every tile leaves
                 arrivals: dict[tuple, set] = defaultdict(set)
                 leaving: dict[tuple, set] = defaultdict(set)
@@ -96,7 +96,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
                     elif t is not None:
                         counts[(c, X.name)].fills += len(arr)
                     resident[inst] = new
-                for g, els in leaving.items():
+                for els in leaving.values():
                     if X.is_output:
                         counts[(p, X.name)].updates += len(els)
                 if t is None:
@@ -108,7 +108,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
                     # Any member's index suffices for the lineage: members differ only in merged loops.
                     member = next(i for i in insts if group_of[i] == g)
                     full = [0] * len(loops)
-                    for k, v in zip(s_pos, member):
+                    for k, v in zip(s_pos, member, strict=True):
                         full[k] = v
                     lin = lineage(tuple(full), p)
                     for e in els:

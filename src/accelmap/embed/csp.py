@@ -494,7 +494,7 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
         return "AllDiff over multiply/accumulate instances"
     steps = {pc.dim: pc.step for _, ps in sol.axes for pc in ps}
     # Out of domain is monotone in the value, so the column maximum decides.
-    for d, x in zip(op.dim_names, val.max(axis=0).tolist()):
+    for d, x in zip(op.dim_names, val.max(axis=0).tolist(), strict=True):
         if x >= op.sizes[d] and not (opts.pad and x < opts.bound * steps.get(d, 1)):
             return f"domain of {d}"
     for io in intr.operands:
@@ -512,7 +512,7 @@ def verify(op: Operator, intr: Operator, sol: Solution, opts: Options,
     if opts.memory and odf is not None and idf is not None:
         rows, outs = _output_rows(intr, idf.output_dims)
         ocol = [op.dim_names.index(d) for d in odf.output_dims]
-        out_of = dict(zip(outs, _rows(val[rows][:, ocol])))
+        out_of = dict(zip(outs, _rows(val[rows][:, ocol]), strict=True))
         lines = [e for e in outs if sum(1 for x in e if x) <= 1]
         pairs = [(outs[i - 1], outs[i]) for i in range(1, len(outs))] + [(outs[0], e) for e in lines[1:]]
         for e0, e1 in pairs:

@@ -52,7 +52,7 @@ class Dataflow:
     def access_set(self, operand: str, out_point: tuple[int, ...]) -> isl.Set:
         """Def. 4.5: elements of ``operand`` one output element needs, all reductions iterated."""
         sel = self.sets["S1"]
-        for d, v in zip(self.output_dims, out_point):
+        for d, v in zip(self.output_dims, out_point, strict=True):
             sel = sel.fix_val(isl.dim_type.set, self.dims.index(d), isl.Val(str(v)))   # str: any size
         return sel.apply(self.relations[("S1", operand, "access")])
 
@@ -120,11 +120,11 @@ def overlap_kind(df: Dataflow, operand: str, p0: tuple[int, ...], p1: tuple[int,
     if fast in memo:
         return memo[fast]
     ext = dict(df.extents)
-    inside0 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p0))
-    inside1 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p1))
+    inside0 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p0, strict=True))
+    inside1 = all(0 <= x < ext[d] for d, x in zip(df.output_dims, p1, strict=True))
     shift = None
     if inside0 and inside1:
-        delta = {d: b - a for d, a, b in zip(df.output_dims, p0, p1)}
+        delta = {d: b - a for d, a, b in zip(df.output_dims, p0, p1, strict=True)}
         shift = tuple(sum(c * delta.get(d, 0) for d, c in ix.terms) for ix in df.op.operand(operand).indices)
     key = ("shift", operand, inside0, inside1, shift)
     if key not in memo:

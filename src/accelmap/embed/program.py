@@ -196,7 +196,7 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
         ext = op.index_extent(t)
         lo = t.pad_lo or (0,) * len(ext)
 
-        def add(rule, detail, params, fn_shape):
+        def add(rule, detail, params, fn_shape, *, rw: list[Rewrite] = rw):
             nonlocal shape
             rw.append(Rewrite(rule, detail, params, tuple(shape), tuple(fn_shape)))
             shape = list(fn_shape)
@@ -350,14 +350,14 @@ def run(prog: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
                 grids[name] = np.arange(extents[k]).reshape(shape)
         full = tuple(tail)
 
-        def fetch(lay: OperandLayout, arr: np.ndarray) -> tuple:
+        def fetch(lay: OperandLayout, arr: np.ndarray | None, *, grids: dict = grids, full: tuple = full) -> tuple:
             idx = []
             for a in lay.outer:
                 terms = a.loop_terms()
                 idx.append(np.broadcast_to(sum(c * grids[d] for d, c in terms) if terms else np.asarray(0), full))
             return tuple(idx)
 
-        def tiles(lay: OperandLayout) -> np.ndarray:
+        def tiles(lay: OperandLayout, *, full: tuple = full) -> np.ndarray:
             got = packed[lay.intrinsic_operand][fetch(lay, None)]
             parts = tuple(L if present else 1 for L, present in lay.pieces)
             got = got.reshape(full + parts)

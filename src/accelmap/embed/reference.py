@@ -30,7 +30,7 @@ def index_space(op: Operator, o: Operand, arr: np.ndarray) -> np.ndarray:
     lo = o.pad_lo or (0,) * len(ext)
     out = np.zeros(ext, dtype=arr.dtype)
     src, dst = [], []
-    for e, l, s in zip(ext, lo, arr.shape):
+    for e, l, s in zip(ext, lo, arr.shape, strict=True):
         n = max(0, min(s, e - l))
         src.append(slice(0, n))
         dst.append(slice(l, l + n))
@@ -46,7 +46,7 @@ def reference(op: Operator, inputs: dict[str, np.ndarray]) -> np.ndarray:
     out = np.zeros(tuple(op.sizes[ix.dims[0]] for ix in op.output.indices), dtype=np.int64)
     out_sub = "".join(letters[ix.dims[0]] for ix in op.output.indices)
     for vals in itertools.product(*(range(op.sizes[d]) for d in fixed)):
-        at = dict(zip(fixed, vals))
+        at = dict(zip(fixed, vals, strict=True))
         views, subs = [], []
         for o in op.inputs:
             sl, sub = [], ""

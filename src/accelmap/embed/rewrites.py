@@ -40,7 +40,7 @@ class Rewrite:
 def unroll(arr: np.ndarray, axis: int, coeffs: tuple[int, ...], sizes: tuple[int, ...]) -> np.ndarray:
     """``[.., sum_k c_k*i_k, ..] => [.., i_0, i_1, .., ..]``; indices past the axis read zero."""
     grids = np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")
-    idx = sum(c * g for c, g in zip(coeffs, grids))
+    idx = sum(c * g for c, g in zip(coeffs, grids, strict=True))
     ext = arr.shape[axis]
     valid = idx < ext
     taken = np.take(arr, np.where(valid, idx, 0), axis=axis)
@@ -52,7 +52,7 @@ def un_unroll(arr: np.ndarray, shape_in: tuple, axis: int, coeffs: tuple[int, ..
     """Scatter back: every original element some term combination reaches gets its value."""
     out = np.zeros(shape_in, dtype=arr.dtype)
     grids = np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")
-    idx = sum(c * g for c, g in zip(coeffs, grids)).reshape(-1)
+    idx = sum(c * g for c, g in zip(coeffs, grids, strict=True)).reshape(-1)
     k = len(sizes)
     flat = arr.reshape(arr.shape[:axis] + (-1,) + arr.shape[axis + k:])
     valid = idx < shape_in[axis]

@@ -78,7 +78,7 @@ def precheck(op: Operator, intr: Intrinsic) -> str | None:
     if out_o.bits > out_i.bits:
         return (f"output {out_o.name} is {out_o.bits}-bit; {intr.name} accumulates in {out_i.bits} bits")
     ok = [perm for perm in itertools.permutations(op.inputs)
-          if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs))]
+          if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs, strict=True))]
     if not ok:
         bits = ", ".join(f"{o.name}:{o.bits}" for o in op.inputs)
         ib = ", ".join(f"{o.name}:{o.bits}" for o in iop.inputs)
@@ -94,9 +94,9 @@ def _role_orders(op: Operator, iop: Operator, swap: bool) -> list[tuple[tuple[st
     out = []
     perms = list(itertools.permutations(op.inputs)) if swap else [tuple(op.inputs)]
     for perm in perms:
-        if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs)):
+        if all(o.bits <= i.bits for o, i in zip(perm, iop.inputs, strict=True)):
             out.append(((iop.output.name, op.output.name),) +
-                       tuple((i.name, o.name) for i, o in zip(iop.inputs, perm)))
+                       tuple((i.name, o.name) for i, o in zip(iop.inputs, perm, strict=True)))
     return out
 
 
@@ -124,7 +124,7 @@ def mode_options(mode: str, op: Operator, intr: Operator) -> list[Options]:
     stride = 1
     for o in op.inputs:
         for ix in o.indices:
-            for d, c in ix.terms:
+            for _, c in ix.terms:
                 stride = max(stride, c)
             if len(ix.terms) > 1:
                 stride = max(stride, *(op.sizes[d] for d, _ in ix.terms[1:]))

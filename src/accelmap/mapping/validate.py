@@ -24,7 +24,7 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
         raise MappingError(f"mapping keeps operands for {len(m.keep)} levels; {arch.name} has {nlev} "
                            f"({', '.join(lv.name for lv in arch.levels)})")
     names = {o.name for o in op.operands}
-    for i, (lv, keep) in enumerate(zip(arch.levels, m.keep)):
+    for i, (lv, keep) in enumerate(zip(arch.levels, m.keep, strict=True)):
         unknown = set(keep) - names
         if unknown:
             raise MappingError(f"level {lv.name} keeps {sorted(unknown)}, which {op.name} does not have "
@@ -145,7 +145,7 @@ def capacity_usage(op: Operator, arch: Accelerator, m: Mapping) -> list[dict[str
 
 
 def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:
-    for lv, use in zip(arch.levels, capacity_usage(op, arch, m)):
+    for lv, use in zip(arch.levels, capacity_usage(op, arch, m), strict=True):
         db = " (double-buffered: 2 tiles)" if lv.double_buffered else ""
         if lv.partitions:
             by_cls: dict[str, int] = defaultdict(int)

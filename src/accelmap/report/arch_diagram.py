@@ -59,7 +59,7 @@ def arch_text(acc: Accelerator) -> str:
         blocks.append((f" {lv.name} (x{lv.instances}) ", _level_lines(lv)))
     width = max(max(len(t) + 4 for t, _ in blocks),
                 max(len(l) for _, ls in blocks for l in ls) + 4, len(_compute_line(acc)) + 4)
-    for lv, (title, lines) in zip(acc.levels, blocks):
+    for lv, (title, lines) in zip(acc.levels, blocks, strict=True):
         out.append("+--" + title + "-" * (width - len(title) - 3) + "+")
         out += [f"| {l:<{width - 2}}|" for l in lines]
         out.append("+" + "-" * (width - 1) + "+")

@@ -27,7 +27,7 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
 
     def fmt(r):
         return "  ".join(str(v).rjust(w) if i in right else str(v).ljust(w)
-                         for i, (v, w) in enumerate(zip(r, widths))).rstrip()
+                         for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
 
     return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 

@@ -16,6 +16,7 @@ non-decreasing in the counts, so energy, latency and EDP bounds are valid
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import tile_size
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import Operand, Operator
 
 
 class BoundContext:
@@ -87,7 +88,7 @@ class BoundContext:
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
-            for p, c in zip(chain, chain[1:]):
+            for p, c in pairwise(chain):
                 if c > level:
                     ext = info.inner_extents(c)
                     t = tile_size(X, ext)
@@ -181,7 +182,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
             writes = np.zeros((len(pes), nlev))
             e = np.zeros(len(pes))
 
-            def charge(level: int, kind: str, count) -> None:
+            def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
+                       writes: np.ndarray = writes) -> None:
                 nonlocal e
                 L = arch.levels[level]
                 s = X.bits / L.width_bits
@@ -192,7 +194,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                     e = e + count * L.write_energy_pj * s
                     writes[:, level] += count * X.bits
 
-            for p, c in zip(chain, chain[1:]):
+            for p, c in pairwise(chain):
                 if X.is_output:
                     down = np.maximum(0.0, fp - fp * (inner[:, p] - init_read))
                     charge(c, "write", down)      # fills

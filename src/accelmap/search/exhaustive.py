@@ -66,8 +66,8 @@ def search_exhaustive(op: Operator, arch: Accelerator, objective: str = "edp", *
                 break
             per_level_t: dict[int, list[Loop]] = {}
             spatial: list[Loop] = []
-            for d, facts in zip(names, combo):
-                for (lv, axis, _), b in zip(sl, facts):
+            for d, facts in zip(names, combo, strict=True):
+                for (lv, axis, _), b in zip(sl, facts, strict=True):
                     if b == 1:
                         continue
                     if axis is None:

@@ -64,7 +64,7 @@ def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: li
     nlev = len(arch.levels)
     ext = {d: 1 for d in op.dim_names}
     sp_at: dict[int, dict[str, int]] = {}
-    for (lvl, ax), o in spatial.items():
+    for (lvl, _), o in spatial.items():
         for d, b in o.items():
             sp_at.setdefault(lvl, {})[d] = sp_at.get(lvl, {}).get(d, 1) * b
     rem = {d: -(-op.sizes[d] // math.prod(sp_at.get(l, {}).get(d, 1) for l in sp_at)) for d in op.dim_names}
@@ -218,7 +218,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
     finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
     toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
-    for value, start, spatial, keep, op_pad in starts[:climbs]:
+    for _, start, spatial, keep, op_pad in starts[:climbs]:
         cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
                              memo=toggled.setdefault(repr(spatial), {}), deadline=deadline)
         costed += n

@@ -47,7 +47,7 @@ def pareto(items: list[tuple[tuple[int, ...], object]]) -> list[tuple[tuple[int,
     items = sorted(items, key=lambda it: (sum(it[0]), it[0]))
     kept: list[tuple[tuple[int, ...], object]] = []
     for vec, obj in items:
-        if any(all(a <= b for a, b in zip(k, vec)) for k, _ in kept):
+        if any(all(a <= b for a, b in zip(k, vec, strict=True)) for k, _ in kept):
             continue
         kept.append((vec, obj))
     return kept
@@ -97,7 +97,7 @@ def orders_exact(n_loops: int, level: int, nlev: int) -> bool:
 def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
     """One order per operand priority: loops that do not index the first operand innermost, and so on."""
     for prio in itertools.permutations(op.operands):
-        key = lambda l: tuple(l.dim not in X.dims for X in prio)
+        key = lambda l, prio=prio: tuple(l.dim not in X.dims for X in prio)
         yield tuple(sorted(temporal, key=key))
 
 

@@ -71,7 +71,7 @@ def axis_options(op: Operator, size: int, reduce: bool, max_dims: int, pad: bool
         for chosen in itertools.combinations(dims, n):
             for bounds in itertools.product(*(per_dim[d] for d in chosen)):
                 if math.prod(bounds) <= size:
-                    out.append(dict(zip(chosen, bounds)))
+                    out.append(dict(zip(chosen, bounds, strict=True)))
     return out
 
 
@@ -202,7 +202,7 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
-    groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis)]
+    groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     energy, latency = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
     values = scalar(objective if objective != "pareto" else "edp", energy, latency)

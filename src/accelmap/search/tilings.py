@@ -345,7 +345,8 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
                 continue
         best = None
         for kp in keeps:
-            if sum(a != b for a, b in zip(kp, keep)) != 1 or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]:
+            if (sum(a != b for a, b in zip(kp, keep, strict=True)) != 1
+                    or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]):
                 continue
             key = (cur.F.tobytes(), kp, cur.order)
             if key not in memo:

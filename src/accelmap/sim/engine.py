@@ -111,7 +111,7 @@ class _Port:
             cur += take
             left -= take
         # merge the new pieces with the intervals they were placed between
-        seg = sorted(zip(starts[i:k] + pieces_s, ends[i:k] + pieces_e))
+        seg = sorted(zip(starts[i:k] + pieces_s, ends[i:k] + pieces_e, strict=True))
         ms, me = [seg[0][0]], [seg[0][1]]
         for s, e in seg[1:]:
             if s <= me[-1]:
@@ -128,7 +128,7 @@ class _Port:
 
     def tail(self, t: float) -> list[float]:
         i = bisect_right(self.ends, t)
-        return [x - t for pair in zip(self.starts[i:], self.ends[i:]) for x in pair]
+        return [x - t for pair in zip(self.starts[i:], self.ends[i:], strict=True) for x in pair]
 
     def repeat_tail(self, t: float, delta: float, r: int) -> None:
         """The intervals that end after ``t``, repeated r more times, each ``delta`` later (merged)."""
@@ -201,11 +201,11 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     back = [2 if levels[s.level].double_buffered else 1 for s in streams]
     out = [s.is_output for s in streams]
     u_load = [unit(f"load {lv.name}") for lv in c_lv]
-    u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv)]
+    u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv, strict=True)]
     pr_load = [(port(f"{p.name}.read"), p.read_bw_bits, port(f"{c.name}.write"), c.write_bw_bits)
-               for c, p in zip(c_lv, p_lv)]
+               for c, p in zip(c_lv, p_lv, strict=True)]
     pr_store = [(port(f"{c.name}.read"), c.read_bw_bits, port(f"{p.name}.write"), p.write_bw_bits)
-                for c, p in zip(c_lv, p_lv)]
+                for c, p in zip(c_lv, p_lv, strict=True)]
     setup = [float(lv.transfer_setup_cycles) for lv in c_lv]
     parent = [next((k2 for k2, s2 in enumerate(streams) if s2.level == s.parent and s2.operand == s.operand), -1)
               for s in streams]
@@ -292,7 +292,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
 
     def same(a: list[float], b: list[float], scale: float) -> bool:
         tol = 1e-9 * max(1.0, abs(scale))
-        return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+        return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
 
     # ports each stream's transfers may occupy
     held_ports = [{pr_load[k][0], pr_load[k][2]} | ({pr_store[k][0], pr_store[k][2]} if out[k] else set())
@@ -355,7 +355,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                 _, _, held0, rel0, tails0, b0, pb0, ni0 = prev[1]
                 delta = ref - prev[1][0]
                 if delta > 0 and held == held0 and same(rel, rel0, ref) and \
-                        all(same(x, y, ref) for x, y in zip(tails, tails0)):
+                        all(same(x, y, ref) for x, y in zip(tails, tails0, strict=True)):
                     r = run_end[s_idx] - s_idx
                     shift = r * delta
                     for h in held:
@@ -363,8 +363,8 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                     for u in {0} | {u_load[k] for k in A if lb[k][tile_idx[k]] > 0 or lpb[k][tile_idx[k]] > 0} \
                             | {u_store[k] for k in A if out[k]}:
                         unit_free[u] += shift
-                    busy[:] = [x + r * (x - y) for x, y in zip(b1, b0)]
-                    port_busy[:] = [x + r * (x - y) for x, y in zip(pb1, pb0)]
+                    busy[:] = [x + r * (x - y) for x, y in zip(b1, b0, strict=True)]
+                    port_busy[:] = [x + r * (x - y) for x, y in zip(pb1, pb0, strict=True)]
                     n_instr += r * (ni1 - ni0)
                     compute_end = unit_free[0]
                     for k in A:
@@ -391,8 +391,8 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
         if out[k] and tile_idx[k] >= 0:
             drained_at = max(drained_at, store(k, tile_idx[k], drained_at))
             end = max(end, drained_at)
-    pb_all = dict(zip(port_names, port_busy))
+    pb_all = dict(zip(port_names, port_busy, strict=True))
     for p, t in stream_ports:
         pb_all[p] = pb_all.get(p, 0.0) + t * prog.n_steps
     end = max([end] + unit_free + list(pb_all.values()))
-    return Timing(end, dict(zip(unit_names, busy)), pb_all, events, n_instr, skipped)
+    return Timing(end, dict(zip(unit_names, busy, strict=True)), pb_all, events, n_instr, skipped)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def _steps(op: Operator, arch: Accelerator, m: Mapping):
     the number of tile steps (the product of their bounds)."""
     nlev = len(arch.levels)
     chains = {X.name: [i for i in range(nlev) if X.name in m.keep[i]] for X in op.operands}
-    pairs = [(X, p, c) for X in op.operands for p, c in zip(chains[X.name], chains[X.name][1:])]
+    pairs = [(X, p, c) for X in op.operands for p, c in pairwise(chains[X.name])]
     L = max((c for _, _, c in pairs), default=None)
     above = [i for i, l in enumerate(m.loops) if not l.spatial and L is not None and l.level < L]
     return chains, pairs, L, above, math.prod(m.loops[i].bound for i in above)

@@ -22,7 +22,7 @@ def axis_mask(coeffs: tuple[int, ...], extents: tuple[int, ...]) -> int:
     if any(e <= 0 for e in extents):
         return 0
     mask = 1
-    for c, e in zip(coeffs, extents):
+    for c, e in zip(coeffs, extents, strict=True):
         if e == 1:
             continue
         step = 0
@@ -59,12 +59,12 @@ def axis_overlap(coeffs: tuple[int, ...], ext_old: tuple[int, ...], ext_new: tup
         return max(0, hi - lo)
     if any(e <= 0 for e in ext_old + ext_new):
         return 0
-    off = sum(c * s for c, s in zip(coeffs, shifts))
+    off = sum(c * s for c, s in zip(coeffs, shifts, strict=True))
     # Both sets lie in [0, span): disjoint when the shift moves one past the other, and intervals
     # when they have no holes. Either way no bit set, which had as many bits as the shift is long
     # (a tile a whole 10^10-row image away built a 1.25 GB integer).
-    span_old = sum(c * (e - 1) for c, e in zip(coeffs, ext_old)) + 1
-    span_new = sum(c * (e - 1) for c, e in zip(coeffs, ext_new)) + 1
+    span_old = sum(c * (e - 1) for c, e in zip(coeffs, ext_old, strict=True)) + 1
+    span_new = sum(c * (e - 1) for c, e in zip(coeffs, ext_new, strict=True)) + 1
     if off >= span_old or off + span_new <= 0:
         return 0
     if axis_size(coeffs, ext_old) == span_old and axis_size(coeffs, ext_new) == span_new:

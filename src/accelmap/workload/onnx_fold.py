@@ -96,7 +96,7 @@ def _slice(ins, a, _):
         axes = _ints(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(len(starts)))
         steps = _ints(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
     idx = [slice(None)] * data.ndim
-    for s, e, ax, st in zip(starts, ends, axes, steps):
+    for s, e, ax, st in zip(starts, ends, axes, steps, strict=True):
         idx[ax % data.ndim] = slice(s, e, st)
     return data[tuple(idx)]
 
@@ -203,7 +203,7 @@ def fold_values(graph: onnx.GraphProto, shape_of: Callable[[str], tuple[int, ...
             ins = [values[i] if i else None for i in node.input]
         try:
             with np.errstate(all="ignore"):
-                out = fn(ins, _attrs(node), lambda k: shape_of(node.input[k]))
+                out = fn(ins, _attrs(node), lambda k, node=node: shape_of(node.input[k]))
         except Exception:   # a value this small evaluator cannot compute stays unknown
             continue
         if out is None:

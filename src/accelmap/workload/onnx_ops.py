@@ -103,6 +103,8 @@ def _conv(node, name: str, ctx: Context) -> Converted:
         raise NodeProblem(f"weight has {cg} channels per group x group={group}, but the input has {c} channels")
     strides = list(a.get("strides", [1] * nsp))
     dil = list(a.get("dilations", [1] * nsp))
+    if len(strides) != nsp or len(dil) != nsp:
+        raise NodeProblem(f"strides {strides} or dilations {dil} do not have {nsp} entries (a {nsp}-D kernel)")
     spatial = list(xs[2:])
     auto = a.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -114,6 +116,8 @@ def _conv(node, name: str, ctx: Context) -> Converted:
         pads = list(a.get("pads", [0] * (2 * nsp)))
     else:
         raise NodeProblem(f"auto_pad {auto!r} is not an ONNX auto_pad mode")
+    if len(pads) != 2 * nsp:
+        raise NodeProblem(f"pads {pads} do not have {2 * nsp} entries (begin and end of a {nsp}-D kernel)")
     if nsp == 3:
         op = _conv3d_operator(name, xs, ws, group, strides, dil, pads, ctx.prec(x, w, node.output[0]))
         y = ctx.shapes.get(node.output[0])
@@ -156,10 +160,10 @@ def _conv3d_operator(name: str, xs, ws, group: int, strides, dil, pads, b: dict)
         raise NodeProblem(f"kernel {kernel} does not fit input {spatial} with pads {pads}")
     kg = k // group
     win = []
-    for o, kk, st, dl, sz in zip(("D", "P", "Q"), ("T", "R", "S"), strides, dil, kernel):
+    for o, kk, st, dl, sz in zip(("D", "P", "Q"), ("T", "R", "S"), strides, dil, kernel, strict=True):
         win.append(AffineIndex(((o, st), (kk, dl))) if sz > 1 else AffineIndex(((o, st),)))
-    kdims = [(kk, sz) for kk, sz in zip(("T", "R", "S"), kernel) if sz > 1]
-    odims = list(zip(("D", "P", "Q"), outs))
+    kdims = [(kk, sz) for kk, sz in zip(("T", "R", "S"), kernel, strict=True) if sz > 1]
+    odims = list(zip(("D", "P", "Q"), outs, strict=True))
     if group == 1:
         dims = [("N", n), ("K", k), ("C", c)] + odims + kdims
         i_idx, w_idx, o_idx, i_shape, kind = ["N", "C", *win], ["K", "C"], ["N", "K", "D", "P", "Q"], tuple(xs), "conv3d"
@@ -331,10 +335,10 @@ def _einsum(node, name: str, ctx: Context) -> Converted:
                           "(split it into pairwise products)")
     shapes = [ctx.of(i, f"operand {k}") for k, i in enumerate(ins)]
     # Expand '...' into named axes, aligned from the right as numpy broadcasts.
-    ell = max((len(s) - (len(t) - 3) for t, s in zip(terms, shapes) if "..." in t), default=0)
+    ell = max((len(s) - (len(t) - 3) for t, s in zip(terms, shapes, strict=True) if "..." in t), default=0)
     ell_names = [f"e{j}" for j in range(ell)]
     axes_of: list[list[str]] = []
-    for t, s in zip(terms, shapes):
+    for t, s in zip(terms, shapes, strict=True):
         letters = re.findall(r"\.\.\.|[A-Za-z]", t)
         out = []
         for tok in letters:
@@ -360,8 +364,8 @@ def _einsum(node, name: str, ctx: Context) -> Converted:
                     counts[d] = counts.get(d, 0) + 1
         out_axes = ell_names + sorted(d for d, c in counts.items() if c == 1)
     sizes: dict[str, int] = {}
-    for ax, s in zip(axes_of, shapes):
-        for d, v in zip(ax, s):
+    for ax, s in zip(axes_of, shapes, strict=True):
+        for d, v in zip(ax, s, strict=True):
             if d in sizes and sizes[d] != v:
                 if 1 in (sizes[d], v):
                     raise NodeProblem(f"equation {eq!r}: index {d!r} broadcasts ({sizes[d]} vs {v}); not mapped")

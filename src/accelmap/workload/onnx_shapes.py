@@ -288,8 +288,8 @@ def infer(model: onnx.ModelProto, source: str, outer: Shapes | None = None) -> t
         for node in inferred.graph.node:
             if node.domain != "com.microsoft":
                 continue
-            shape_of = lambda i, n=node: shapes.get(n.input[i]) if i < len(n.input) and n.input[i] else None
-            type_of = lambda i, n=node: shapes.elem.get(n.input[i], 0) if i < len(n.input) and n.input[i] else 0
+            shape_of = lambda i, n=node, s=shapes: s.get(n.input[i]) if i < len(n.input) and n.input[i] else None
+            type_of = lambda i, n=node, s=shapes: s.elem.get(n.input[i], 0) if i < len(n.input) and n.input[i] else 0
             for out, elem, shp in contrib_output_shapes(node, shape_of, type_of):
                 if shapes.get(out) is None:
                     _annotate(model.graph, out, elem, shp)

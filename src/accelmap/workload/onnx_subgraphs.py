@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from accelmap.errors import SpecError
 from accelmap.workload.onnx_fold import MAX_ELEMENTS
 
 # name -> (element type, shape or None, small value or None) in the enclosing scopes
@@ -58,8 +59,11 @@ def body_inputs(node, lookup: Lookup) -> list[tuple[int, tuple[int, ...] | None]
         n_scan = int(a["num_scan_inputs"])
         n_state = len(node.input) - n_scan
         axes = list(a.get("scan_input_axes", [0] * n_scan))
+        if len(axes) != n_scan:
+            raise SpecError(f"Scan {node.name!r}: scan_input_axes {axes} has {len(axes)} entries for {n_scan} "
+                            "scan inputs")
         out = [of(i) for i in node.input[:n_state]]
-        for i, ax in zip(node.input[n_state:], axes):
+        for i, ax in zip(node.input[n_state:], axes, strict=True):
             elem, s = of(i)
             out.append((elem, None if s is None else s[:ax % len(s)] + s[ax % len(s) + 1:]))
         return out
@@ -71,7 +75,9 @@ def body_model(body: onnx.GraphProto, inputs: list, lookup: Lookup,
     """(a copy of the body with typed inputs, a standalone model of it for shape inference)."""
     g = onnx.GraphProto()
     g.CopyFrom(body)
-    for vi, given in zip(g.input, inputs):
+    if inputs and len(inputs) != len(g.input):
+        raise SpecError(f"subgraph {body.name!r} has {len(g.input)} inputs; its node gives it {len(inputs)}")
+    for vi, given in zip(g.input, inputs or [None] * len(g.input), strict=True):   # none known: If, others
         if given is not None and not _static(vi):
             vi.CopyFrom(value_info(vi.name, vi.type.tensor_type.elem_type or given[0], given[1]))
     for name in sorted(outer_refs(g)):

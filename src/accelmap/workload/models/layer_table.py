@@ -41,7 +41,7 @@ def load_conv_table(path: str | Path, *, batch: int | None = None, bits: dict | 
         row = [v.strip() for v in next(csv.reader([ln]))]
         if len(row) != len(header):
             raise SpecError(f"{len(row)} values for {len(header)} columns", where=f"{p}:{lineno}")
-        rec = dict(zip(header, row))
+        rec = dict(zip(header, row, strict=True))
         try:
             v = {c: int(rec[c]) for c in COLUMNS}
         except ValueError:

@@ -97,7 +97,7 @@ def resnet(depth: int) -> onnx.ModelProto:
     x = b.node("Relu", [b.conv("image", "conv1", 3, 64, 7, stride=2, pad=3)], "relu")
     x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = 64
-    for stage, (n_blocks, width) in enumerate(zip(blocks, [64, 128, 256, 512]), start=1):
+    for stage, (n_blocks, width) in enumerate(zip(blocks, [64, 128, 256, 512], strict=True), start=1):
         for i in range(n_blocks):
             stride = 2 if (i == 0 and stage > 1) else 1
             p = f"layer{stage}.{i}"
