@@ -66,8 +66,12 @@ class Level:
 
     def capacity_for(self, cls: str) -> int | None:
         if self.partitions:
-            return dict(self.partitions).get(cls, 0)
+            return self.partition_bits(cls)
         return self.capacity_bits
+
+    def partition_bits(self, cls: str) -> int:
+        """Bits of the partition for operand class ``cls`` of a partitioned level (0: none for it)."""
+        return dict(self.partitions).get(cls, 0)
 
     def describe_capacity(self) -> str:
         if self.partitions:
@@ -118,6 +122,13 @@ class Accelerator:
             if lv.name == name:
                 return lv
         raise KeyError(name)
+
+    def fanout_axis(self, level: int, axis: str | None) -> FanoutAxis:
+        """Fan-out axis ``axis`` below level ``level``: where a spatial loop (its level and axis) is unrolled."""
+        fan = self.levels[level].fanout
+        if fan is None or axis is None:
+            raise KeyError(f"level {self.levels[level].name} has no fan-out axis {axis!r}")
+        return fan.axis(axis)
 
     def level_index(self, name: str) -> int:
         for i, lv in enumerate(self.levels):

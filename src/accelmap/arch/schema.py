@@ -191,7 +191,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                                                            f"{where}.write_bandwidth", width)
         fan = None
         if ls.fanout is not None:
-            axes = []
+            axes: list[FanoutAxis] = []
             for j, a in enumerate(ls.fanout.axes):
                 if a.name in {x.name for x in axes} or any(
                         lv.fanout and a.name in {x.name for x in lv.fanout.axes} for lv in levels):
@@ -205,20 +205,20 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         if fan:
             instances *= fan.size
     top = levels[0]
-    missing = [c for c in OPERAND_CLASSES if c not in top.holds]
-    if missing:
+    absent = [cls for cls in OPERAND_CLASSES if cls not in top.holds]
+    if absent:
         raise SpecError(f"the outermost level {top.name!r} must hold every operand class "
-                        f"(I, W, O); it does not hold {', '.join(missing)}", where=f"{source}: levels[0].holds")
-    c = spec.compute
-    mac_e = _conv(parse_energy_pj, c.mac_energy, f"{source}: compute.mac_energy")
+                        f"(I, W, O); it does not hold {', '.join(absent)}", where=f"{source}: levels[0].holds")
+    comp = spec.compute
+    mac_e = _conv(parse_energy_pj, comp.mac_energy, f"{source}: compute.mac_energy")
     prec = []
     for cls in OPERAND_CLASSES:
-        if cls not in c.precision:
+        if cls not in comp.precision:
             raise SpecError(f"no precision for operand class {cls}; give bits for I, W and O",
                             where=f"{source}: compute.precision")
-        bits = _precision(c.precision[cls])
+        bits = _precision(comp.precision[cls])
         if not bits or min(bits) < 1:
-            raise SpecError(f"precision must be positive bit counts, got {c.precision[cls]!r}",
+            raise SpecError(f"precision must be positive bit counts, got {comp.precision[cls]!r}",
                             where=f"{source}: compute.precision.{cls}")
         prec.append((cls, bits))
     intr_list = [intrinsic_from_dict(d, f"{source}: intrinsics[{k}]") for k, d in enumerate(spec.intrinsics)]
@@ -229,10 +229,10 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         seen.add(it.name)
     intr = tuple((it.name, it) for it in intr_list)
     pipe = None
-    if c.pipeline is not None:
-        pipe = Pipeline(c.pipeline.row_setup_cycles, c.pipeline.result_overhead_cycles,
-                        tuple(c.pipeline.streamed_dims))
-    return Accelerator(spec.name, tuple(levels), Compute(mac_e, c.macs_per_cycle, tuple(prec), pipe),
+    if comp.pipeline is not None:
+        pipe = Pipeline(comp.pipeline.row_setup_cycles, comp.pipeline.result_overhead_cycles,
+                        tuple(comp.pipeline.streamed_dims))
+    return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe),
                        spec.description, source, intr)
 
 
