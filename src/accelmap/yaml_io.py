@@ -55,7 +55,7 @@ class LimitedSafeLoader(yaml.SafeLoader):
 
     def compose_document(self):
         node = super().compose_document()
-        if self._aliases:
+        if self._aliases and node is not None:
             _check_expansion(node)
         return node
 

@@ -8,20 +8,21 @@ M/N/K for matrix products are named M, N, K (batch B).
 from __future__ import annotations
 
 from accelmap.errors import SpecError
-from accelmap.workload.operator import AffineIndex, Operator, make_operand
+from accelmap.workload.operator import AffineIndex, InitOutput, Operator, make_operand
 
 DEFAULT_BITS = {"I": 8, "W": 8, "O": 32}
 
 
-def _bits(bits: dict | None) -> dict:
+def _bits(bits: object) -> dict:
     out = dict(DEFAULT_BITS)
-    if bits is not None and not isinstance(bits, dict):
+    if bits is None:
+        return out
+    if not isinstance(bits, dict):
         raise SpecError(f"precision must map operand classes to bits, e.g. {{I: 8, W: 8, O: 32}}; got {bits!r}")
-    if bits:
-        unknown = set(bits) - set(out)
-        if unknown:
-            raise SpecError(f"precision keys {sorted(unknown)} unknown; use I, W and O")
-        out.update(bits)
+    unknown = set(bits) - set(out)
+    if unknown:
+        raise SpecError(f"precision keys {sorted(unknown)} unknown; use I, W and O")
+    out.update(bits)
     return out
 
 
@@ -52,7 +53,8 @@ def _pads(v) -> tuple[int, int, int, int]:
         if len(v) == 2:
             return _int(v[0], "padding"), _int(v[1], "padding"), _int(v[0], "padding"), _int(v[1], "padding")
         if len(v) == 4:
-            return tuple(_int(x, "padding") for x in v)  # type: ignore[return-value]
+            top, left, bottom, right = (_int(x, "padding") for x in v)
+            return top, left, bottom, right
         raise SpecError(f"padding takes 1, 2 or 4 values, got {v!r}")
     return _int(v, "padding"), _int(v, "padding"), _int(v, "padding"), _int(v, "padding")
 
@@ -63,7 +65,7 @@ def conv_output_size(size: int, kernel: int, stride: int, dilation: int, pad_lo:
 
 def conv2d(name: str = "conv2d", *, n: int = 1, c: int, h: int, w: int, k: int, r: int, s: int,
            stride=1, dilation=1, padding=0, groups: int = 1, bits: dict | None = None,
-           init_output: str = "zero") -> Operator:
+           init_output: InitOutput = "zero") -> Operator:
     """2-D convolution, NCHW semantics. ``groups == c == k`` is depthwise."""
     _pos(name, n=n, c=c, h=h, w=w, k=k, r=r, s=s, groups=groups)
     sh, sw = _pair(stride, "stride")
@@ -85,6 +87,8 @@ def conv2d(name: str = "conv2d", *, n: int = 1, c: int, h: int, w: int, k: int, 
     wix = AffineIndex((("Q", sw), ("S", dw))) if s > 1 else AffineIndex((("Q", sw),))
     attrs = (("stride", (sh, sw)), ("dilation", (dh, dw)), ("padding", (pt, pl, pb, pr)),
              ("groups", groups), ("input_hw", (h, w)))
+    i_idx: list[AffineIndex | str]
+    i_shape: tuple[int, ...]
     if groups == 1:
         dims = [("N", n), ("K", k), ("C", c), ("P", p), ("Q", q), ("R", r), ("S", s)]
         i_idx, w_idx, o_idx = ["N", "C", hix, wix], ["K", "C", "R", "S"], ["N", "K", "P", "Q"]
@@ -109,7 +113,7 @@ def conv2d(name: str = "conv2d", *, n: int = 1, c: int, h: int, w: int, k: int, 
         make_operand("I", i_idx, "input", b["I"], "I", pad_lo=pad_lo, shape=i_shape),
         make_operand("W", w_idx, "input", b["W"], "W"),
     )
-    return Operator(name, tuple(dims), ops, kind=kind, attrs=attrs, init_output=init_output)  # type: ignore[arg-type]
+    return Operator(name, tuple(dims), ops, kind=kind, attrs=attrs, init_output=init_output)
 
 
 def depthwise_conv2d(name: str = "dwconv", *, n: int = 1, c: int, h: int, w: int, r: int, s: int,

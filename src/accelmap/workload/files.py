@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from accelmap.errors import SpecError
 from accelmap.workload import constructors
@@ -12,7 +12,7 @@ from accelmap.workload.operator import Operator
 from accelmap.workload.text_form import parse_expression
 from accelmap.yaml_io import load_yaml
 
-CONSTRUCTORS = {
+CONSTRUCTORS: dict[str, Callable[..., Operator]] = {
     "conv2d": constructors.conv2d,
     "depthwise_conv2d": constructors.depthwise_conv2d,
     "dense": constructors.dense,

@@ -205,7 +205,7 @@ def _embed_layer_norm(node, a, shape_of, type_of):
     ids, emb = shape_of(0), shape_of(2)
     if ids is None or emb is None:
         return []
-    out = [(0, type_of(2), (ids[0], ids[1], emb[1]))]
+    out: list[tuple[int, int, Shape]] = [(0, type_of(2), (ids[0], ids[1], emb[1]))]
     if len(node.output) > 1 and node.output[1]:
         out.append((1, TensorProto.INT32, (ids[0],)))
     return out

@@ -57,7 +57,8 @@ def _host(node, name: str, op_type: str, shapes: Shapes, note: str = "") -> Host
     outs = [o for o in node.output if o]
     out_shapes = [shapes.get(o) for o in outs]
     first = out_shapes[0] if out_shapes else None
-    elements = None if any(s is None for s in out_shapes) else sum(element_count(s) for s in out_shapes)
+    counts = [element_count(s) for s in out_shapes]
+    elements = None if None in counts else sum(n for n in counts if n is not None)
     return HostOp(name, op_type, first, elements, note)
 
 

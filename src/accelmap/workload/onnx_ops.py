@@ -164,6 +164,8 @@ def _conv3d_operator(name: str, xs, ws, group: int, strides, dil, pads, b: dict)
         win.append(AffineIndex(((o, st), (kk, dl))) if sz > 1 else AffineIndex(((o, st),)))
     kdims = [(kk, sz) for kk, sz in zip(("T", "R", "S"), kernel, strict=True) if sz > 1]
     odims = list(zip(("D", "P", "Q"), outs, strict=True))
+    i_idx: list[AffineIndex | str]
+    i_shape: tuple[int, ...]
     if group == 1:
         dims = [("N", n), ("K", k), ("C", c)] + odims + kdims
         i_idx, w_idx, o_idx, i_shape, kind = ["N", "C", *win], ["K", "C"], ["N", "K", "D", "P", "Q"], tuple(xs), "conv3d"
@@ -353,7 +355,7 @@ def _einsum(node, name: str, ctx: Context) -> Converted:
             raise NodeProblem(f"equation {eq!r} repeats an index within one operand (a diagonal); not mapped")
         axes_of.append(out)
     if arrow:
-        out_axes = []
+        out_axes: list[str] = []
         for tok in re.findall(r"\.\.\.|[A-Za-z]", rhs):
             out_axes += ell_names if tok == "..." else [tok]
     else:
@@ -428,8 +430,7 @@ def _float_prec(ctx: Context, y: str) -> dict:
     """The attention products of QAttention run in the float type of its output."""
     if ctx.bits != "onnx":
         return precision(ctx.bits, ctx.shapes, y, y, y)
-    t = ctx.shapes.elem.get(y)
-    width = FLOAT_BITS.get(t, 32)
+    width = FLOAT_BITS.get(ctx.shapes.elem.get(y, 0), 32)
     return {"I": width, "W": width, "O": width}
 
 

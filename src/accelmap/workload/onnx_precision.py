@@ -16,9 +16,10 @@ from onnx import TensorProto
 from accelmap.workload.constructors import _bits
 from accelmap.workload.onnx_shapes import ShapeProblem, Shapes
 
-FLOAT_BITS = {TensorProto.FLOAT: 32, TensorProto.FLOAT16: 16, TensorProto.BFLOAT16: 16, TensorProto.DOUBLE: 64}
-INT_BITS = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
-            TensorProto.INT32: 32, TensorProto.UINT32: 32, TensorProto.INT64: 64}
+FLOAT_BITS: dict[int, int] = {TensorProto.FLOAT: 32, TensorProto.FLOAT16: 16, TensorProto.BFLOAT16: 16,
+                              TensorProto.DOUBLE: 64}
+INT_BITS: dict[int, int] = {TensorProto.INT8: 8, TensorProto.UINT8: 8, TensorProto.INT16: 16, TensorProto.UINT16: 16,
+                            TensorProto.INT32: 32, TensorProto.UINT32: 32, TensorProto.INT64: 64}
 for _n in ("INT4", "UINT4"):
     if hasattr(TensorProto, _n):
         INT_BITS[getattr(TensorProto, _n)] = 4
@@ -36,8 +37,8 @@ if hasattr(TensorProto, "FLOAT4E2M1"):
 _LAYOUT_OPS = {"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Cast"}
 
 
-def _stored_type(shapes: Shapes, name: str) -> int | None:
-    """Element type of the tensor ``name`` holds, or of the quantized tensor it dequantizes."""
+def _stored_type(shapes: Shapes, name: str) -> int:
+    """Element type of the tensor ``name`` holds, or of the quantized tensor it dequantizes (0: unknown)."""
     cur, seen = name, set()
     while cur and cur not in seen:
         seen.add(cur)
@@ -45,12 +46,12 @@ def _stored_type(shapes: Shapes, name: str) -> int | None:
         if node is None:
             break
         if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx", "com.microsoft"):
-            return shapes.elem.get(node.input[0])
+            return shapes.elem.get(node.input[0], TensorProto.UNDEFINED)
         if node.op_type in _LAYOUT_OPS and node.domain in ("", "ai.onnx") and node.op_type != "Cast":
             cur = node.input[0]
             continue
         break
-    return shapes.elem.get(name)
+    return shapes.elem.get(name, TensorProto.UNDEFINED)
 
 
 def _width(shapes: Shapes, name: str, what: str) -> tuple[int, bool]:
@@ -73,8 +74,10 @@ def precision(bits, shapes: Shapes, x: str, w: str | None, y: str, *, w_bits: in
     bi, i_int = _width(shapes, x, "input")
     if w_bits is not None:
         bw, w_int = w_bits, True
-    else:
+    elif w is not None:
         bw, w_int = _width(shapes, w, "weight")
+    else:
+        raise ValueError("precision of an operator needs its weight tensor or the weight width")   # a caller's bug
     if i_int and w_int:
         return {"I": bi, "W": bw, "O": 32}
     # A float product (also weight-only quantization): the output keeps its float type.

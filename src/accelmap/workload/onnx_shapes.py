@@ -61,8 +61,8 @@ def bind_dims(model: onnx.ModelProto, dims: dict[str, int], batch: int | None, s
     """
     g = model.graph
     meta = {p.key: p.value for p in model.metadata_props}
-    defaults = {"batch": int(meta.get(META_DEFAULT + "batch", 1)),
-                "seq_len": int(meta[META_DEFAULT + "seq_len"]) if META_DEFAULT + "seq_len" in meta else None}
+    default_batch = int(meta.get(META_DEFAULT + "batch", 1))
+    default_seq_len = int(meta[META_DEFAULT + "seq_len"]) if META_DEFAULT + "seq_len" in meta else None
     init_names = {t.name for t in g.initializer}
     bound: dict[str, int] = {}
     kinds_used: set[str] = set()
@@ -73,10 +73,10 @@ def bind_dims(model: onnx.ModelProto, dims: dict[str, int], batch: int | None, s
         low = param.lower()
         if any(w in low for w in _BATCH_WORDS) or (axis == 0 and not any(w in low for w in _SEQ_WORDS)):
             kinds_used.add("batch")
-            return batch if batch is not None else defaults["batch"]
+            return batch if batch is not None else default_batch
         if any(w in low for w in _SEQ_WORDS):
             kinds_used.add("seq_len")
-            v = seq_len if seq_len is not None else defaults["seq_len"]
+            v = seq_len if seq_len is not None else default_seq_len
             if v is None:
                 raise SpecError(f"input {inp!r} axis {axis} is the sequence length {param!r}; pass --seq-len "
                                 f"(or --dim {param}=VALUE)", where=source)
@@ -182,7 +182,7 @@ def _read_graph(graph: onnx.GraphProto, earlier: "Shapes | None" = None) -> tupl
     partial: dict = {}
     elem: dict = {}
     known = {k: v for k, v in earlier.shape.maps[0].items() if v is not None} if earlier is not None else {}
-    if known:
+    if earlier is not None and known:
         shape.update(known)
         partial.update({k: list(v) for k, v in known.items()})
         elem.update(earlier.elem.maps[0])

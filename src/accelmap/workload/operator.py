@@ -17,6 +17,7 @@ from typing import Iterable, Literal, Mapping
 from accelmap.errors import SpecError
 
 Role = Literal["input", "output"]
+InitOutput = Literal["zero", "read"]   # the output starts at zero, or reads its prior value
 # Operand classes tie a workload operand to the buffers an accelerator provides
 # (Eyeriss keeps separate input/weight/psum scratchpads). Workloads with more
 # than two inputs put the extra ones in a class of the user's choosing.
@@ -96,7 +97,7 @@ class Operator:
     # "zero": an output element starts at zero, so its first update writes
     # without reading. "read": the output holds a prior value (bias, residual,
     # or the convention of seed 001's worked example) that must be read first.
-    init_output: Literal["zero", "read"] = "zero"
+    init_output: InitOutput = "zero"
     sizes: Mapping[str, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

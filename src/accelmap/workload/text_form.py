@@ -10,7 +10,7 @@ import re
 from typing import Mapping
 
 from accelmap.errors import SpecError
-from accelmap.workload.operator import AffineIndex, Operator, make_operand
+from accelmap.workload.operator import AffineIndex, InitOutput, Operator, make_operand
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\+=|[\[\],*+=]))")
 
@@ -20,7 +20,7 @@ def _tokens(text: str) -> list[str]:
     text = text.strip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
+        if not m or m.end() == pos or m.lastindex is None:
             raise SpecError(f"cannot read the expression at column {pos + 1}: {text[pos:pos + 12]!r}")
         out.append(m.group(m.lastindex))
         pos = m.end()
@@ -83,7 +83,7 @@ class _Parser:
 
 def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
                      bits: Mapping[str, int] | None = None, classes: Mapping[str, str] | None = None,
-                     init_output: str = "zero", pad_lo: Mapping[str, list[int]] | None = None) -> Operator:
+                     init_output: InitOutput = "zero", pad_lo: Mapping[str, list[int]] | None = None) -> Operator:
     """Parse the text form. ``bits`` and ``classes`` are keyed by operand name.
 
     Default classes: the output is O, the first input I, every other input W.
@@ -129,4 +129,4 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
         operands.append(make_operand(nm, idx, "input", bits.get(nm, 8), classes.get(nm, "I" if k == 0 else "W"),
                                      pad_lo=pad_lo.get(nm, ())))
     dims = tuple((d, sizes[d]) for d in order)
-    return Operator(name, dims, tuple(operands), kind="einsum", init_output=init_output)  # type: ignore[arg-type]
+    return Operator(name, dims, tuple(operands), kind="einsum", init_output=init_output)

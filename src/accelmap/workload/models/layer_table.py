@@ -36,7 +36,7 @@ def load_conv_table(path: str | Path, *, batch: int | None = None, bits: dict | 
                         where=f"{p}:{header_line}")
     if batch is not None and batch < 1:
         raise SpecError(f"batch must be positive, got {batch}", where=str(p))
-    entries = []
+    entries: list[tuple] = []   # group_layers' (node name, operator, source op, bias)
     for lineno, ln in body[1:]:
         row = [v.strip() for v in next(csv.reader([ln]))]
         if len(row) != len(header):

@@ -121,11 +121,11 @@ def resnet(depth: int) -> onnx.ModelProto:
 
 def vgg16() -> onnx.ModelProto:
     """torchvision vgg16 (configuration D, no batch norm)."""
-    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    cfg: list[int | str] = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
     b = GraphBuilder("vgg16", _image_input())
     x, cin, i = "image", 3, 0
     for v in cfg:
-        if v == "M":
+        if isinstance(v, str):   # "M"
             x = b.node("MaxPool", [x], "maxpool", kernel_shape=[2, 2], strides=[2, 2])
             continue
         x = b.node("Relu", [b.conv(x, f"features.{i}", cin, v, 3)], "relu")
