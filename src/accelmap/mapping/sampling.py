@@ -53,7 +53,7 @@ def _prime_factors(n: int) -> tuple[int, ...]:
 
 def slots(arch: Accelerator) -> list[tuple[int, str | None, int]]:
     """(level, axis or None, capacity) in nest order."""
-    out = []
+    out: list[tuple[int, str | None, int]] = []
     for i, lv in enumerate(arch.levels):
         out.append((i, None, 0))
         if lv.fanout:
@@ -103,10 +103,10 @@ def _draw(op: Operator, arch: Accelerator, rng: random.Random, imperfect: bool, 
         # so its last iteration is the partial tile.
         bounds[(0, d)] = -(-size // prod)
     loops: list[Loop] = []
-    for k, (lv, a, _) in enumerate(sl):
+    for k, (lvl, a, _) in enumerate(sl):
         here = [(d, b) for (kk, d), b in bounds.items() if kk == k and b > 1]
         rng.shuffle(here)
-        loops.extend(Loop(d, b, lv, a) for d, b in here)
+        loops.extend(Loop(d, b, lvl, a) for d, b in here)
     keep = []
     for i, lv in enumerate(arch.levels):
         names = set()

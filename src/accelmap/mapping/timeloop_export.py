@@ -67,7 +67,8 @@ def timeloop_directives(op: Operator, arch: Accelerator, m: Mapping,
             axes = [a.name for a in lv.fanout.axes]
             sp = [l for l in here if l.spatial]
             x = _merge([l for l in sp if l.axis == axes[0]], f"level {lv.name}, axis {axes[0]}")
-            y = _merge(sorted((l for l in sp if l.axis != axes[0]), key=lambda l: (axes.index(l.axis))),
+            rank: dict[str | None, int] = {a: k for k, a in enumerate(axes)}
+            y = _merge(sorted((l for l in sp if l.axis != axes[0]), key=lambda l: rank[l.axis]),
                        f"level {lv.name}, axes {', '.join(axes[1:])}")
             both = {d for d, _ in x} & {d for d, _ in y}
             if both:

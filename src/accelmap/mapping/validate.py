@@ -135,7 +135,7 @@ def tile_fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
         by_cls: dict[str, int] = defaultdict(int)
         for name, bits in use.items():
             by_cls[op.operand(name).cls] += bits
-        return all(bits <= lv.capacity_for(c) for c, bits in by_cls.items())
+        return all(bits <= lv.partition_bits(c) for c, bits in by_cls.items())
     return lv.capacity_bits is None or sum(use.values()) <= lv.capacity_bits
 
 
@@ -152,7 +152,7 @@ def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:
             for name, bits in use.items():
                 by_cls[op.operand(name).cls] += bits
             for cls, bits in by_cls.items():
-                cap = lv.capacity_for(cls)
+                cap = lv.partition_bits(cls)
                 if bits > cap:
                     who = ", ".join(n for n in use if op.operand(n).cls == cls)
                     raise MappingError(f"capacity exceeded at {lv.name}, partition {cls} ({who}): needs "
