@@ -108,7 +108,7 @@ def _dim_states(loops: list[_L], j: int | None, E: int, D: int, perfect: bool,
         for l in loops:
             if l.idx in collapsed:
                 continue
-            if l.spatial or (not first and l.idx < j):
+            if l.spatial or (j is not None and l.idx < j):
                 count *= l.bound
             elif not first and l.idx == j:
                 count *= l.bound - 1
@@ -121,7 +121,7 @@ def _dim_states(loops: list[_L], j: int | None, E: int, D: int, perfect: bool,
     for l in loops:
         if l.idx in collapsed:
             coll_offsets = [o + i * l.stride for o in coll_offsets for i in range(l.bound)]
-        elif l.spatial or (not first and l.idx < j):
+        elif l.spatial or (j is not None and l.idx < j):
             ranges.append(range(l.bound))
             strides.append(l.stride)
         elif not first and l.idx == j:

@@ -110,7 +110,7 @@ class _Nest:
             if len(js) > 1:
                 self.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
         # inner[c][d]: extent of d inside level c (every loop at c or deeper), built deepest first
-        self.inner = [None] * (nlev + 1)
+        self.inner: list[dict[str, np.ndarray]] = [{} for _ in range(nlev + 1)]
         ext = {d: np.ones(n, dtype=np.int64) for d in op.dim_names}
         self.inner[nlev] = ext
         for c in range(nlev - 1, -1, -1):
@@ -170,7 +170,7 @@ def batch_counts(nest: _Nest, keep, fallback: np.ndarray) -> dict[tuple[int, str
         out = np.ones(n, dtype=np.int64)
         for j, (d, lv, ax) in enumerate(structure):
             if ax is not None and lo <= lv < hi and d not in X.dims:
-                if X.is_output or arch.levels[lv].fanout.axis(ax).multicast:
+                if X.is_output or arch.fanout_axis(lv, ax).multicast:
                     out = out * B[:, j]
         return out
 

@@ -150,7 +150,7 @@ def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
         g = mine[0]
         if g in above and m.loops[g].bound > 1 and not any(i in above for i in mine[1:]):
             edges[g] = (d, min(ext[d], op.sizes[d] - (m.loops[g].bound - 1) * strides[g]))
-    out = []
+    out: list[tuple[float, dict[str, int], dict[str, int], dict[str, int]]] = []
     for j, (n, shift) in classes.items():
         # (weight, old extents, new extents) over the edge states of the loops at or outside j
         cases = [(1.0, dict(ext), dict(ext))]

@@ -155,7 +155,7 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
             out = set()
             for l in info.loops:
                 if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
-                    ax = arch.levels[l.level].fanout.axis(l.axis)
+                    ax = arch.fanout_axis(l.level, l.axis)
                     if X.is_output or ax.multicast:
                         out.add(l.idx)
             return frozenset(out)
@@ -206,12 +206,13 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     bits = {o.name: o.bits for o in op.operands}
     energy: dict[tuple[str, str], float] = {}
     counts_out: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-    for (i, name), c in raw.items():
+    for (i, name), cnt in raw.items():
         lv = arch.levels[i]
         scale = bits[name] / lv.width_bits
-        e = (c.reads + c.drains) * lv.read_energy_pj * scale + (c.fills + c.updates) * lv.write_energy_pj * scale
+        e = ((cnt.reads + cnt.drains) * lv.read_energy_pj * scale
+             + (cnt.fills + cnt.updates) * lv.write_energy_pj * scale)
         energy[(lv.name, name)] = e
-        counts_out[(lv.name, name)] = c.as_tuple()
+        counts_out[(lv.name, name)] = cnt.as_tuple()
     # Network energy: every element delivered across a fan-out, down or up.
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]] + [nlev]
@@ -226,9 +227,10 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
                 moved = cc.fills + cc.drains
             for f in fans:
                 lv = arch.levels[f]
-                if lv.fanout.transfer_energy_pj:
+                fan = lv.fanout
+                if fan is not None and fan.transfer_energy_pj:
                     key = (f"NoC:{lv.name}", X.name)
-                    energy[key] = energy.get(key, 0.0) + moved * lv.fanout.transfer_energy_pj * X.bits / lv.width_bits
+                    energy[key] = energy.get(key, 0.0) + moved * fan.transfer_energy_pj * X.bits / lv.width_bits
     energy[("MAC", "-")] = op.macs * arch.compute.mac_energy_pj
     total_e = sum(energy.values())
 

@@ -47,7 +47,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
             l = loops[k]
             if not l.spatial or not lo <= l.level < hi or l.dim in X.dims:
                 return False
-            return X.is_output or arch.levels[l.level].fanout.axis(l.axis).multicast
+            return X.is_output or arch.fanout_axis(l.level, l.axis).multicast
 
         def lineage(idx: tuple, level: int, *, X: Operand = X) -> tuple:
             # Branch of spatial reductions above ``level``; the all-zero branch
@@ -74,12 +74,12 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
             times = sorted(set(tuple(idx[k] for k in t_pos) for idx, _ in pts))
             insts = sorted(set(tuple(idx[k] for k in s_pos) for idx, _ in pts))
             for idx, x in pts:
-                t = tuple(idx[k] for k in t_pos)
+                when = tuple(idx[k] for k in t_pos)
                 inst = tuple(idx[k] for k in s_pos)
-                tiles[t][inst]  # an instance with no valid point holds an empty tile
+                tiles[when][inst]  # an instance with no valid point holds an empty tile
                 if x is not None:
-                    tiles[t][inst].add(_element(X, x))
-            resident = {inst: set() for inst in insts}
+                    tiles[when][inst].add(_element(X, x))
+            resident: dict[tuple, set] = {inst: set() for inst in insts}
             group_of = {inst: tuple(v for k, v in zip(s_pos, inst, strict=True) if k in g_pos) for inst in insts}
             for t in times + [None]:    # None: the end of the run, when every tile leaves
                 arrivals: dict[tuple, set] = defaultdict(set)
