@@ -70,7 +70,7 @@ class BoundContext:
             out = 1
             for l in fixed:
                 if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
-                    ax = arch.levels[l.level].fanout.axis(l.axis)
+                    ax = arch.fanout_axis(l.level, l.axis)
                     if X.is_output or ax.multicast:
                         out *= l.bound
             return out

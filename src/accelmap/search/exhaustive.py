@@ -75,7 +75,7 @@ def search_exhaustive(op: Operator, arch: Accelerator, objective: str = "edp", *
                     else:
                         spatial.append(Loop(d, b, lv, axis))
             if cons.spatial:
-                got = {}
+                got: dict[str | None, dict[str, int]] = {}
                 for l in spatial:
                     got.setdefault(l.axis, {})[l.dim] = l.bound
                 if any(got.get(ax, {}) != {d: b for d, b in want.items() if b > 1} for ax, want in cons.spatial.items()):
@@ -85,7 +85,7 @@ def search_exhaustive(op: Operator, arch: Accelerator, objective: str = "edp", *
             levels = range(len(arch.levels))
             perms = [list(itertools.permutations(per_level_t.get(i, []))) for i in levels]
             for orders in itertools.product(*perms):
-                loops = []
+                loops: list[Loop] = []
                 for i in levels:
                     loops.extend(orders[i])
                     loops.extend(l for l in spatial if l.level == i)

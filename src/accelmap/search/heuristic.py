@@ -236,12 +236,12 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
     # the orders often matter as much as the tiling. At least one is costed past the deadline.
     done = 0
-    for _, temporal, spatial, keep, order in finals:
+    for _, temporal, spatial, keep, found_order in finals:
         if done >= exact_candidates or (done and time.perf_counter() > deadline):
             break
         ms = build_mappings(op, arch, keep, temporal, spatial, cons, cap=8)
-        if order is not None and not (cons.orders or cons.forbid_orders):
-            ms.append(ordered_mapping(temporal, spatial, keep, order, len(arch.levels)))
+        if found_order is not None and not (cons.orders or cons.forbid_orders):
+            ms.append(ordered_mapping(temporal, spatial, keep, found_order, len(arch.levels)))
         got = [consider(m) for m in ms]
         done += any(r is not None for r in got)
     stats.extra["batch_costed"] = costed

@@ -5,6 +5,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
 
 from accelmap.cost.model import CostResult
 from accelmap.errors import SpecError
@@ -28,7 +31,11 @@ def certificate_gap(value: float | None, lower_bound: float | None, proven: bool
     return max(0.0, value / lower_bound - 1.0)
 
 
-def scalar(objective: str, energy: float, latency: float) -> float:
+# One scalar per mapping, or per row of arrays of mappings (the batched bounds).
+Value = TypeVar("Value", float, np.ndarray)
+
+
+def scalar(objective: str, energy: Value, latency: Value) -> Value:
     if objective == "energy":
         return energy
     if objective == "latency":

@@ -18,11 +18,12 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
+from typing import TypeVar
 
 from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.cost.latency import tile_transfers
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import Operand, Operator
 
 
 def _signature(order: tuple[Loop, ...], op: Operator) -> tuple:
@@ -42,10 +43,13 @@ def _signature(order: tuple[Loop, ...], op: Operator) -> tuple:
     return tuple(sig)
 
 
-def pareto(items: list[tuple[tuple[int, ...], object]]) -> list[tuple[tuple[int, ...], object]]:
+T = TypeVar("T")
+
+
+def pareto(items: list[tuple[tuple[int, ...], T]]) -> list[tuple[tuple[int, ...], T]]:
     """Non-dominated (componentwise <=) items; one representative per equal vector."""
     items = sorted(items, key=lambda it: (sum(it[0]), it[0]))
-    kept: list[tuple[tuple[int, ...], object]] = []
+    kept: list[tuple[tuple[int, ...], T]] = []
     for vec, obj in items:
         if any(all(a <= b for a, b in zip(k, vec, strict=True)) for k, _ in kept):
             continue
@@ -125,7 +129,7 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
     if len(perms) <= 1 or (level == nlev - 1 and order_costs is None):
         # The innermost level's order changes no access count: its loops run inside every tile.
         return tuple(perms[:1])
-    pairs = []
+    pairs: list[tuple[Operand, int]] = []
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
         pairs.extend((X, c) for c in chain if c > level)

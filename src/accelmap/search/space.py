@@ -75,7 +75,7 @@ class Constraints:
         """Why mapping ``m`` breaks these constraints, or None (for searches that sample freely)."""
         got: dict[str, dict[str, int]] = {}
         for l in m.loops:
-            if l.spatial and l.bound > 1:
+            if l.axis is not None and l.bound > 1:   # spatial
                 got.setdefault(l.axis, {})[l.dim] = got.get(l.axis, {}).get(l.dim, 1) * l.bound
         for ax, want in self.spatial.items():
             if got.get(ax, {}) != {d: b for d, b in want.items() if b > 1}:
@@ -85,10 +85,10 @@ class Constraints:
                 return f"{lv.name} keeps {sorted(m.keep[i])}, the constraints ask {sorted(self.keep[lv.name])}"
             seq = tuple(l.dim for l in m.loops_at(i) if not l.spatial and l.bound > 1)
             if lv.name in self.orders:
-                want = self.orders[lv.name]
-                mine = [d for d in seq if d in want]
-                if mine != [d for d in want if d in seq]:
-                    return f"{lv.name} orders {seq}, the constraints ask {want}"
+                order = self.orders[lv.name]
+                mine = [d for d in seq if d in order]
+                if mine != [d for d in order if d in seq]:
+                    return f"{lv.name} orders {seq}, the constraints ask {order}"
             if seq in self.forbid_orders.get(lv.name, ()):
                 return f"{lv.name} orders {seq}, which the constraints forbid"
         if self.min_utilization and m.spatial_product() < self.min_utilization * arch.num_pes:

@@ -138,7 +138,7 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
     for l in spatial:
         B = np.ones((1, len(dims)), dtype=np.int64)
         B[0, dims.index(l.dim)] = l.bound
-        groups.append((l.level, arch.levels[l.level].fanout.axis(l.axis).multicast, B))
+        groups.append((l.level, arch.fanout_axis(l.level, l.axis).multicast, B))
     pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
     e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains)
     return float(e[0]), float(lat[0])
@@ -302,5 +302,5 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         if not len(pes):
             return math.inf, math.inf, math.inf
     energy, latency = spatial_bounds(op, arch, merges, pes, chains)
-    values = scalar(objective if objective != "pareto" else "edp", energy, latency)
-    return float(values.min()), float(energy.min()), float(latency.min())
+    best = scalar(objective if objective != "pareto" else "edp", energy, latency)
+    return float(best.min()), float(energy.min()), float(latency.min())

@@ -96,7 +96,7 @@ def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
     if lv.partitions:
         ok = np.ones(n, dtype=bool)
         for cls, bits in by_cls.items():
-            ok &= bits <= lv.capacity_for(cls)
+            ok &= bits <= lv.partition_bits(cls)
         return ok
     if lv.capacity_bits is None:
         return np.ones(n, dtype=bool)
@@ -343,7 +343,7 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
             if vals[r] < cur.value * (1 - 1e-12):
                 cur = Ranked(float(vals[r]), cur.order, N[r].copy())
                 continue
-        best = None
+        best: tuple[Ranked, tuple[frozenset[str], ...]] | None = None    # a better bypass choice
         for kp in keeps:
             if (sum(a != b for a, b in zip(kp, keep, strict=True)) != 1
                     or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]):
@@ -361,15 +361,16 @@ def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, o
             cur, keep = best
             continue
         rows = np.concatenate([cur.F[None], N])
+        reordered: Ranked | None = None
         for order in orders:
             if order == cur.order:
                 continue
             vals = cost_rows(op, arch, keep, spatial, rows, objective, order)
             costed += len(rows)
             r = int(np.argmin(vals))
-            if vals[r] < cur.value * (1 - 1e-12) and (best is None or vals[r] < best.value):
-                best = Ranked(float(vals[r]), order, rows[r].copy())
-        if best is None:
+            if vals[r] < cur.value * (1 - 1e-12) and (reordered is None or vals[r] < reordered.value):
+                reordered = Ranked(float(vals[r]), order, rows[r].copy())
+        if reordered is None:
             break
-        cur = best
+        cur = reordered
     return cur, keep, costed
