@@ -135,8 +135,8 @@ def arch_png(acc: Accelerator, path: str | Path) -> Path:
             gx0 = 5 - dc * cell / 2
             gy_top = y - 0.35
             for r in range(dr):
-                for c in range(dc):
-                    ax.add_patch(Rectangle((gx0 + c * cell, gy_top - (r + 1) * cell), cell * 0.85, cell * 0.85,
+                for col in range(dc):
+                    ax.add_patch(Rectangle((gx0 + col * cell, gy_top - (r + 1) * cell), cell * 0.85, cell * 0.85,
                                            fc="#c9d9ee", ec="#4a6d99", lw=0.5))
             if dc < cols:
                 ax.text(gx0 + dc * cell + 0.05, gy_top - dr * cell / 2, f"... {cols}", va="center", fontsize=8)
@@ -155,8 +155,8 @@ def arch_png(acc: Accelerator, path: str | Path) -> Path:
         else:
             ax.annotate("", xy=(5, y + 0.02), xytext=(5, y + gap), arrowprops=dict(arrowstyle="->"))
     ax.add_patch(FancyBboxPatch((2.5, y - 0.6), 5, 0.6, boxstyle="round,pad=0.02", fc="#fbeee6", ec="#333"))
-    c = acc.compute
-    ax.text(5, y - 0.3, f"MAC x{acc.num_pes}  ({c.macs_per_cycle}/cycle each, {c.mac_energy_pj:g} pJ)",
+    comp = acc.compute
+    ax.text(5, y - 0.3, f"MAC x{acc.num_pes}  ({comp.macs_per_cycle}/cycle each, {comp.mac_energy_pj:g} pJ)",
             ha="center", va="center", fontsize=9.5)
     p = Path(path)
     fig.savefig(p, dpi=110, bbox_inches="tight")

@@ -52,7 +52,7 @@ def _front_lines(mm: ModelMapping) -> list[str]:
     out = ["", "pareto: the table shows each layer's EDP-best point of its energy-latency front"]
     rows = []
     for l in mm.mapped:
-        pts = [r for r, _ in l.front] or [l.result]
+        pts = [r for r, _ in l.front] or [l.cost]
         rows.append([l.name, str(len(pts)), f"{min(r.energy_total for r in pts) / 1e6:,.3f}-"
                      f"{max(r.energy_total for r in pts) / 1e6:,.3f}",
                      f"{min(r.latency for r in pts):,.0f}-{max(r.latency for r in pts):,.0f}"])
@@ -90,7 +90,7 @@ def format_summary(mm: ModelMapping) -> str:
     for l in mm.layers:
         op = l.layer.operator
         if l.ok:
-            r = l.result
+            r = l.cost
             rows.append([l.name, op.kind, str(l.count), f"{op.macs:,}", f"{r.energy_total / 1e6:,.3f}",
                          f"{r.latency:,.0f}", f"{r.utilization:.1%}", _eng(r.edp), _gap(l),
                          l.how + (" (timed out)" if l.timed_out else "") + (" (cached)" if l.cached else "")])
@@ -138,7 +138,7 @@ def _levels(mm: ModelMapping) -> list[str]:
     """Energy components in a stable order: the hierarchy's levels, then NoCs, then MAC."""
     seen: list[str] = []
     for l in mm.mapped:
-        for comp, _ in l.result.energy:
+        for comp, _ in l.cost.energy:
             if comp not in seen:
                 seen.append(comp)
     order = {lv.name: i for i, lv in enumerate(mm.arch.levels)}
@@ -181,7 +181,7 @@ def mapping_file_text(l: LayerMapping, mm: ModelMapping) -> str:
     head = (f"# {l.name}: {op.expression()}  ({', '.join(f'{d}={s}' for d, s in op.dims)})\n"
             f"# on {mm.arch.name}, objective {mm.objective}: {l.how}; used by {l.count} node(s): "
             f"{', '.join(l.layer.nodes)}\n")
-    return head + yaml.safe_dump(mapping_to_yaml(l.mapping, mm.arch), sort_keys=False)
+    return head + yaml.safe_dump(mapping_to_yaml(l.mapping_found, mm.arch), sort_keys=False)
 
 
 def plot_energy(mm: ModelMapping, path: Path) -> Path:
@@ -191,7 +191,7 @@ def plot_energy(mm: ModelMapping, path: Path) -> Path:
     import numpy as np
 
     comps = _levels(mm)
-    operands = sorted({o for l in mm.mapped for _, o in l.result.energy})
+    operands = sorted({o for l in mm.mapped for _, o in l.cost.energy})
     names = [l.name + ("" if l.ok else " (failed)") for l in mm.layers]
     x = np.arange(len(mm.layers))
     fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(names) + 4.0), 5.0))
@@ -199,7 +199,7 @@ def plot_energy(mm: ModelMapping, path: Path) -> Path:
     bottom = np.zeros(len(names))
     for ci, comp in enumerate(comps):
         for oi, opnd in enumerate(operands):
-            vals = np.array([(l.result.energy.get((comp, opnd), 0.0) * l.count / 1e6) if l.ok else 0.0
+            vals = np.array([(l.cost.energy.get((comp, opnd), 0.0) * l.count / 1e6) if l.ok else 0.0
                              for l in mm.layers])
             if not vals.any():
                 continue
@@ -228,9 +228,9 @@ def plot_latency_utilization(mm: ModelMapping, path: Path) -> Path:
 
     names = [l.name + ("" if l.ok else " (failed)") for l in mm.layers]
     x = np.arange(len(names))
-    lat = np.array([l.result.latency * l.count if l.ok else 0.0 for l in mm.layers])
-    util = np.array([l.result.utilization * 100 if l.ok else 0.0 for l in mm.layers])
-    sp = np.array([l.result.spatial_utilization * 100 if l.ok else 0.0 for l in mm.layers])
+    lat = np.array([l.cost.latency * l.count if l.ok else 0.0 for l in mm.layers])
+    util = np.array([l.cost.utilization * 100 if l.ok else 0.0 for l in mm.layers])
+    sp = np.array([l.cost.spatial_utilization * 100 if l.ok else 0.0 for l in mm.layers])
     fig, (a1, a2) = plt.subplots(2, 1, sharex=True, figsize=(max(6.0, 0.45 * len(names) + 2.5), 6.0))
     a1.bar(x, lat, 0.75, color="#4C72B0")
     a1.set_ylabel("latency, all occurrences\n(cycles)")
