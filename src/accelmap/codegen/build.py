@@ -56,5 +56,5 @@ def load_run(lib: Path):
     fn = dll.accelmap_run
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong)]
     fn.restype = ctypes.c_int
-    fn._accelmap_dll = dll  # keep the library loaded as long as the function lives
+    # No extra reference needed: ctypes keeps the CDLL in fn._objects, so the library stays loaded while fn lives.
     return fn

@@ -88,7 +88,7 @@ def collapsed_loops(op: Operator, arch: Accelerator, m: Mapping, X: Operand, lo:
     """Spatial loops between levels lo and hi over dims X does not use that merge instances into one
     group: multicast for inputs (if the axis can), reduction for outputs (validated)."""
     return [i for i, l in enumerate(m.loops) if l.spatial and lo <= l.level < hi and l.dim not in X.dims
-            and (X.is_output or arch.levels[l.level].fanout.axis(l.axis).multicast)]
+            and (X.is_output or arch.fanout_axis(l.level, l.axis).multicast)]
 
 
 def _inner_steps(op: Operator, arch: Accelerator, m: Mapping, p: BufferPlan) -> int:

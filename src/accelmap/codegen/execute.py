@@ -27,7 +27,7 @@ class RunReport:
     run_s: float
     max_abs_error: float
     exact: bool                       # output equal to NumPy (bit-exact for int, within tolerance for fp32)
-    counts: dict[tuple[str, str], tuple[int, int, int, int]]         # from the generated code
+    counts: dict[tuple[str, str], tuple[int, ...]]                   # from the generated code (fills, reads, ...)
     model_counts: dict[tuple[str, str], tuple[int, int, int, int]]   # from accelmap.cost
     mismatches: list[str] = field(default_factory=list)
 
@@ -58,7 +58,8 @@ def run_generated(fn, op: Operator, tensors: dict[str, np.ndarray], nlev: int) -
     return bufs[k], counters
 
 
-def counts_by_name(op: Operator, arch: Accelerator, m: Mapping, counters: np.ndarray) -> dict:
+def counts_by_name(op: Operator, arch: Accelerator, m: Mapping,
+                   counters: np.ndarray) -> dict[tuple[str, str], tuple[int, ...]]:
     out = {}
     for i, lv in enumerate(arch.levels):
         for k, X in enumerate(op.operands):
@@ -69,6 +70,8 @@ def counts_by_name(op: Operator, arch: Accelerator, m: Mapping, counters: np.nda
 
 def check_mapping(op: Operator, arch: Accelerator, m: Mapping, *, dtype: str = "int", seed: int = 0,
                   c_path: str | Path | None = None, trials: int = 1) -> RunReport:
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
     t0 = time.perf_counter()
     src = generate_c(op, arch, m, dtype)
     t1 = time.perf_counter()
@@ -77,7 +80,7 @@ def check_mapping(op: Operator, arch: Accelerator, m: Mapping, *, dtype: str = "
     fn = load_run(lib)
     rng = np.random.default_rng(seed)
     worst, exact = 0.0, True
-    counts = None
+    counts: dict[tuple[str, str], tuple[int, ...]] = {}
     t3 = time.perf_counter()
     for _ in range(trials):
         tensors = random_inputs(op, dtype, rng)
