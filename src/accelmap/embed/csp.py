@@ -330,7 +330,7 @@ def _index_matrix(op: Operator, operand: str, access_space: bool, dtype) -> np.n
     key = ("index", operand, access_space, dtype)
     if key not in f:
         col = {d: k for k, d in enumerate(op.dim_names)}
-        cols = []
+        cols: list[dict[str, int]] = []
         for ix in op.operand(operand).indices:
             if access_space:
                 cols.extend({d: c} for d, c in ix.terms)

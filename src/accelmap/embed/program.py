@@ -60,7 +60,7 @@ class Feature:
 
 @dataclass(frozen=True)
 class OuterAxis:
-    kind: str                               # affine | dim | phase0 | phase | block
+    kind: str                               # affine | dim | phase0 | phase | block | tile (intrinsic; not outer)
     terms: tuple[tuple[str, int], ...] = ()
     dim: str = ""
 
@@ -192,7 +192,7 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
         shape = list(stored_shape(op, t))
         stored = tuple(shape)
         rw: list[Rewrite] = []
-        axes: list[OuterAxis | tuple] = [OuterAxis("affine", ix.terms) for ix in t.indices]
+        axes: list[OuterAxis] = [OuterAxis("affine", ix.terms) for ix in t.indices]
         ext = op.index_extent(t)
         lo = t.pad_lo or (0,) * len(ext)
 
@@ -253,7 +253,7 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
             if blocks > 1 or L > 1:
                 new = shape[:k] + [blocks, L] + shape[k + 1:]
                 add("split", f"axis {k} [{d}] -> [{d}_blk {blocks}, {L}]", (k, L), new)
-            axes[k:k + 1] = [OuterAxis("block", dim=d), ("tile", d)]
+            axes[k:k + 1] = [OuterAxis("block", dim=d), OuterAxis("tile", dim=d)]
         # Rule 4: outer axes first, then the intrinsic axes in the intrinsic's order.
         tile_pos = []
         piece_list = []
@@ -261,8 +261,8 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
             for pc in reversed(sol.pieces(ix.dims[0])):
                 piece_list.append((pc.length, pc.dim in mine))
                 if pc.dim in mine:
-                    tile_pos.append(axes.index(("tile", pc.dim)))
-        outer_pos = [i for i, a in enumerate(axes) if not isinstance(a, tuple)]
+                    tile_pos.append(axes.index(OuterAxis("tile", dim=pc.dim)))
+        outer_pos = [i for i, a in enumerate(axes) if a.kind != "tile"]
         perm = tuple(outer_pos + tile_pos)
         if perm != tuple(range(len(perm))):
             add("reorder", f"to ({', '.join(str(p) for p in perm)})", (perm,), [shape[p] for p in perm])

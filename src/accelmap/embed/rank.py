@@ -107,8 +107,7 @@ def _mapping(pop: Operator, prog: Program, arch: Accelerator) -> Mapping | None:
     for k in range(len(outer) + 1):
         cand_on = outer[len(outer) - k:]
         loops = [Loop(d, pop.sizes[d], 0) for d in outer[:len(outer) - k]]
-        mid = [Loop(d, pop.sizes[d], l) for l in range(1, inner) for d in ()]
-        loops += mid + [Loop(d, pop.sizes[d], inner) for d in cand_on] + temporal_in + spatial
+        loops += [Loop(d, pop.sizes[d], inner) for d in cand_on] + temporal_in + spatial
         m = Mapping(tuple(loops), keep)
         try:
             validate(pop, arch, m)

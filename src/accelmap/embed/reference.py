@@ -49,7 +49,8 @@ def reference(op: Operator, inputs: dict[str, np.ndarray]) -> np.ndarray:
         at = dict(zip(fixed, vals, strict=True))
         views, subs = [], []
         for o in op.inputs:
-            sl, sub = [], ""
+            sl: list[int | slice] = []
+            sub = ""
             for ix in o.indices:
                 (d0, c0), rest = ix.terms[0], ix.terms[1:]
                 start = sum(c * at[d] for d, c in rest)

@@ -8,6 +8,7 @@ unroll / dilate pack / image pack, 2 pad, 3 split, 4 reorder, 5 fuse.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def un_unroll(arr: np.ndarray, shape_in: tuple, axis: int, coeffs: tuple[int, ..
     """Scatter back: every original element some term combination reaches gets its value."""
     out = np.zeros(shape_in, dtype=arr.dtype)
     grids = np.meshgrid(*[np.arange(s) for s in sizes], indexing="ij")
-    idx = sum(c * g for c, g in zip(coeffs, grids, strict=True)).reshape(-1)
+    idx = np.asarray(sum(c * g for c, g in zip(coeffs, grids, strict=True))).reshape(-1)
     k = len(sizes)
     flat = arr.reshape(arr.shape[:axis] + (-1,) + arr.shape[axis + k:])
     valid = idx < shape_in[axis]
@@ -130,7 +131,8 @@ def unfuse(arr: np.ndarray, shape_in: tuple, axis: int, count: int) -> np.ndarra
     return arr.reshape(shape_in)
 
 
-_APPLY = {"unroll": unroll, "pack_or_unroll": pack_or_unroll, "pad": pad, "split": split,
-          "reorder": reorder, "fuse": fuse}
-_INVERSE = {"unroll": un_unroll, "pack_or_unroll": unpack_or_unroll, "pad": unpad, "split": unsplit,
-            "reorder": unreorder, "fuse": unfuse}
+_APPLY: dict[str, Callable[..., np.ndarray]] = {
+    "unroll": unroll, "pack_or_unroll": pack_or_unroll, "pad": pad, "split": split, "reorder": reorder, "fuse": fuse}
+_INVERSE: dict[str, Callable[..., np.ndarray]] = {
+    "unroll": un_unroll, "pack_or_unroll": unpack_or_unroll, "pad": unpad, "split": unsplit, "reorder": unreorder,
+    "fuse": unfuse}

@@ -176,7 +176,7 @@ def embed(op: Operator, intr: Intrinsic, mode: str = "relaxed", *, arch: Acceler
     else:
         for j in jobs:
             results.append(run_asset(j))
-    seen = {}
+    seen: dict[tuple, Solution] = {}
     for sols, st in results:
         res.stats.expanded += st.expanded
         res.stats.assets += st.assets
