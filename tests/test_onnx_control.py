@@ -81,6 +81,20 @@ def test_scan_counts_its_body_per_slice():
     assert out.total_macs == 6 * (4 * 8 * 2) and out.layers[0].count == 6
 
 
+@pytest.mark.parametrize("axes,extra_input,said", [
+    ([1, 0], False, r"Scan 'scan': scan_input_axes \[1, 0\] has 2 entries for 1 scan inputs"),
+    ([1], True, r"subgraph 'body' has 2 inputs; its node gives it 1"),
+])
+def test_scan_whose_counts_do_not_match_is_refused(axes, extra_input, said):
+    body = helper.make_graph([node("MatMul", ["xs", "w"], ["ys"])], "body",
+                             [vi("xs", F, None)] + ([vi("extra", F, None)] if extra_input else []),
+                             [vi("ys", F, None)])
+    m = graph_model([node("Scan", ["x"], ["y"], name="scan", body=body, num_scan_inputs=1, scan_input_axes=axes)],
+                    [("x", F, [4, 6, 8])], inits=[weight("w", [8, 2])])
+    with pytest.raises(SpecError, match=said):
+        import_onnx(m)
+
+
 def test_nested_body_reads_outer_scope_and_unknown_ops_inside_are_listed():
     inner = helper.make_graph([node("Mystery", ["x"], ["z"], domain="com.vendor"), node("Gemm", ["x", "w"], ["t"])],
                               "then", [], [vi("t", F, None)])

@@ -79,6 +79,16 @@ def test_conv4d_is_named_with_reason():
         import_onnx(conv_model([1, 2, 4, 4, 4, 4], [2, 2, 3, 3, 3, 3]))
 
 
+@pytest.mark.parametrize("attrs,said", [
+    ({"strides": [1, 2]}, r"strides \[1, 2\] or dilations \[1, 1, 1\] do not have 3 entries"),
+    ({"dilations": [1, 1]}, r"strides \[1, 1, 1\] or dilations \[1, 1\] do not have 3 entries"),
+    ({"pads": [1] * 4}, r"pads \[1, 1, 1, 1\] do not have 6 entries"),
+])
+def test_conv3d_attribute_counts_must_match_the_kernel(attrs, said):
+    with pytest.raises(SpecError, match=r"node 'c' \(Conv\): " + said):
+        import_onnx(conv_model([1, 4, 6, 7, 8], [8, 4, 3, 3, 3], **attrs))
+
+
 def test_conv3d_grouped_strided_dilated_padded():
     op = only_layer(import_onnx(conv_model([1, 4, 6, 7, 8], [8, 2, 3, 3, 3], group=2, strides=[1, 2, 2],
                                            dilations=[1, 1, 2], pads=[1] * 6))).operator

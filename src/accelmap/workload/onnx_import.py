@@ -80,7 +80,10 @@ def _lookup(shapes: Shapes):
 def _subgraph_shapes(node, body: onnx.GraphProto, outer: Shapes, w: _Walk,
                      where: str) -> tuple[onnx.GraphProto, Shapes]:
     """A body's nodes and the shapes inside it (reading the enclosing scopes' shapes)."""
-    g, model = body_model(body, body_inputs(node, _lookup(outer)), _lookup(outer), w.opsets)
+    try:
+        g, model = body_model(body, body_inputs(node, _lookup(outer)), _lookup(outer), w.opsets)
+    except SpecError as e:   # a malformed node or body: name the file
+        raise SpecError(str(e), where=w.source) from None
     _, shapes = infer(model, f"{w.source} ({where})", outer=outer)
     shapes.producer = {o: n for n in g.node for o in n.output if o}
     return g, shapes

@@ -333,7 +333,10 @@ def _annotate(graph: onnx.GraphProto, name: str, elem: int, shape: tuple[int, ..
 def _graph_output_shapes(node, body: onnx.GraphProto, shapes: Shapes, opsets, source: str) -> list:
     """[(element type, shape or None)] of a body's outputs."""
     lookup = lambda name: (shapes.elem.get(name, 0), shapes.get(name), shapes.values.get(name))
-    _, model = body_model(body, body_inputs(node, lookup), lookup, opsets)
+    try:
+        _, model = body_model(body, body_inputs(node, lookup), lookup, opsets)
+    except SpecError as e:   # a malformed node or body: name the file
+        raise SpecError(str(e), where=source) from None
     try:
         _, sub = infer(model, source, outer=shapes)
     except SpecError:
