@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 
 from accelmap.cost.model import access_counts, evaluate
-from accelmap.cost.reference import reference_counts
+from accelmap.cost.brute_force_counts import reference_counts
 
 from strategies import mapped_problems
 

@@ -8,9 +8,10 @@ import pytest
 
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.errors import SpecError
-from accelmap.search import model_mapper
+from accelmap.search import layer_pool
 from accelmap.search.mapper import map_operator
-from accelmap.search.model_mapper import fit_constraints, map_model
+from accelmap.search.layer_constraints import fit_constraints
+from accelmap.search.model_mapper import map_model
 from accelmap.search.space import Constraints
 from accelmap.workload.constructors import conv2d, dense, gemm
 from accelmap.workload.models import Layer, ModelImport
@@ -84,7 +85,7 @@ def test_second_run_is_served_from_the_cache_without_searching(arch, tmp_path, m
     def no_search(*a, **k):
         raise AssertionError("searched although every layer is cached")
 
-    monkeypatch.setattr(model_mapper, "map_operator", no_search)
+    monkeypatch.setattr(layer_pool, "map_operator", no_search)
     second = map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     assert second.searched == 0 and second.cache_hits == 3
     assert all(l.cached and l.proven_optimal for l in second.layers)
@@ -127,12 +128,12 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(arch, tmp_path, monkeypat
             raise KeyboardInterrupt
         return map_operator(op, *a, **k)
 
-    monkeypatch.setattr(model_mapper, "map_operator", interrupt_second)
+    monkeypatch.setattr(layer_pool, "map_operator", interrupt_second)
     with pytest.raises(KeyboardInterrupt):
         map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     finished = calls[0]
     calls.clear()
-    monkeypatch.setattr(model_mapper, "map_operator", lambda op, *a, **k: calls.append(op.name) or
+    monkeypatch.setattr(layer_pool, "map_operator", lambda op, *a, **k: calls.append(op.name) or
                         map_operator(op, *a, **k))
     resumed = map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     assert finished not in calls and len(calls) == 2

@@ -19,7 +19,7 @@ import numpy as np
 
 from accelmap.embed.csp import Solution
 from accelmap.embed.dataflow import Dataflow, overlap_kind
-from accelmap.embed.reference import stored_shape
+from accelmap.embed.integer_reference import stored_shape
 from accelmap.embed.rewrites import Rewrite
 from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator
@@ -381,7 +381,7 @@ def run(prog: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 def verify_program(prog: Program, seed: int = 0) -> tuple[bool, str]:
     """Run the program on random integers and compare with the reference operator exactly."""
-    from accelmap.embed.reference import random_inputs, reference
+    from accelmap.embed.integer_reference import random_inputs, reference
 
     check_runnable(prog.op, prog.layouts)
     inputs = random_inputs(prog.op, seed)

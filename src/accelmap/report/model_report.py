@@ -19,7 +19,7 @@ from pathlib import Path
 
 from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import mapping_to_yaml
-from accelmap.search.model_mapper import LayerMapping, ModelMapping
+from accelmap.search.model_result import LayerMapping, ModelMapping
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
