@@ -39,17 +39,8 @@ from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import ranked_spatial
-from accelmap.search.tilings import (
-    Ranked,
-    climb,
-    dim_orders,
-    maximal_tilings,
-    ordered_mapping,
-    padded_operator,
-    random_tilings,
-    rank_tilings,
-    temporal_of,
-)
+from accelmap.search.tiling import Temporal, Tiling, factors_of, padded_operator, spatial_at, temporal_remainder
+from accelmap.search.tilings import Ranked, climb, dim_orders, maximal_tilings, random_tilings, rank_tilings
 from accelmap.workload.operator import Operator
 
 # Share of the time limit the spatial probes may use, the maximal tilings a probe keeps per level, and
@@ -59,15 +50,12 @@ PROBE_ROWS = 150
 PROBE_SAMPLES = 200
 
 
-def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> dict[int, dict[str, int]] | None:
+def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> Temporal | None:
     """Pack prime factors into levels innermost first while tiles fit; level 0 takes the rest."""
     nlev = len(arch.levels)
     ext = {d: 1 for d in op.dim_names}
-    sp_at: dict[int, dict[str, int]] = {}
-    for (lvl, ax), o in spatial.items():
-        for d, b in o.items():
-            sp_at.setdefault(lvl, {})[d] = sp_at.get(lvl, {}).get(d, 1) * b
-    rem = {d: -(-op.sizes[d] // math.prod(sp_at.get(l, {}).get(d, 1) for l in sp_at)) for d in op.dim_names}
+    sp_at = spatial_at(spatial)
+    rem = temporal_remainder(op, spatial)
     lpfs = [(d, p) for d in dim_order for p in prime_factors(rem[d])]
     temporal: dict[int, dict[str, int]] = {i: {} for i in range(nlev)}
     k = 0
@@ -90,10 +78,10 @@ def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: li
     return temporal
 
 
-def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, dict[str, int]], spatial: dict,
-                   cons: Constraints, cap: int = 16) -> list[Mapping]:
+def build_mappings(op: Operator, arch: Accelerator, tiling: Tiling, cons: Constraints, cap: int = 16) -> list[Mapping]:
     """Mappings for a tiling, with each level's order chosen among its non-dominated orders."""
     nlev = len(arch.levels)
+    temporal, spatial, keep = tiling.temporal(op), tiling.spatial, tiling.keep
     rest: tuple[Loop, ...] = ()
     options_by_level: dict[int, list[tuple[Loop, ...]]] = {}
     for lvl in range(nlev - 1, -1, -1):
@@ -195,7 +183,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     spatials = [sp for _, sp in probes]
     # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
     # costed under a few per-level orders at once.
-    starts: list[tuple[float, Ranked, dict, tuple, Operator]] = []
+    starts: list[tuple[Ranked, Operator]] = []
     for spatial in spatials[:max_spatial] or ([{}] if not ranked else []):
         op_pad, rem = padded_operator(op, spatial)
         usable = 0
@@ -210,38 +198,38 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             # The best two of the maximal tilings and the best two of the sample, costed together.
             found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=2, also=R)
             costed += n
-            starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
+            starts.extend((f, op_pad) for f in found)
         if time.perf_counter() > deadline:
             break
     stats.extra["seconds_to_climb"] = time.perf_counter() - t0
-    starts.sort(key=lambda r: r[0])
+    starts.sort(key=lambda r: r[0].value)
     # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
-    finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
+    finals: list[Ranked] = []
     toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
-    for value, start, spatial, keep, op_pad in starts[:climbs]:
-        cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
-                             memo=toggled.setdefault(repr(spatial), {}), deadline=deadline)
+    for start, op_pad in starts[:climbs]:
+        end, n = climb(op_pad, arch, start, obj, orders, keeps,
+                       memo=toggled.setdefault(repr(start.tiling.spatial), {}), deadline=deadline)
         costed += n
-        finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
-    finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
+        finals.append(end)
+    finals += [f for f, _ in starts[climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.
     for spatial in spatials[:3]:
         for order in orders:
             for keep in by_fullness[:2]:
                 temporal = allocate(op, arch, keep, spatial, list(reversed(order)))
                 if temporal is not None:
-                    finals.append((math.inf, temporal, spatial, keep, None))
+                    finals.append(Ranked(math.inf, Tiling(factors_of(op, temporal, len(arch.levels)), spatial, keep)))
     stats.extra["seconds_to_orders"] = time.perf_counter() - t0
-    finals.sort(key=lambda r: r[0])
+    finals.sort(key=lambda r: r.value)
     # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
     # the orders often matter as much as the tiling. At least one is costed past the deadline.
     done = 0
-    for _, temporal, spatial, keep, order in finals:
+    for final in finals:
         if done >= exact_candidates or (done and time.perf_counter() > deadline):
             break
-        ms = build_mappings(op, arch, keep, temporal, spatial, cons, cap=8)
-        if order is not None and not (cons.orders or cons.forbid_orders):
-            ms.append(ordered_mapping(temporal, spatial, keep, order, len(arch.levels)))
+        ms = build_mappings(op, arch, final.tiling, cons, cap=8)
+        if final.tiling.order is not None and not (cons.orders or cons.forbid_orders):
+            ms.append(final.tiling.mapping(op))
         got = [consider(m) for m in ms]
         done += any(r is not None for r in got)
     stats.extra["batch_costed"] = costed
