@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 
 import yaml
 from click.testing import CliRunner
@@ -175,3 +176,25 @@ def test_sigterm_stops_the_workers_and_keeps_finished_layers(tmp_path):
     alive = [c for c in children if os.path.exists(f"/proc/{c}")
              and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
     assert alive == []
+
+
+def test_verbose_logs_the_search_decisions_to_stderr_and_is_silent_without(tmp_path):
+    arch, table = _setup(tmp_path)
+    quiet = CliRunner().invoke(main, ["map", table, "--arch", arch, "--strategy", "heuristic", "--no-cache",
+                                      "--out", str(tmp_path / "q"), "--jobs", "1", "--no-plots"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == ""
+    loud = CliRunner().invoke(main, ["map", table, "--arch", arch, "--strategy", "heuristic", "--no-cache",
+                                     "--out", str(tmp_path / "v"), "--jobs", "1", "--no-plots", "-vv"])
+    assert loud.exit_code == 0, loud.output
+    log = loud.stderr.splitlines()
+    # Per layer: the strategy, the probes with the reason each unrolling is skipped, the climbs, the result.
+    assert "accelmap.search.mapper: conv0 on tiny: heuristic search, edp, time limit 60 s" in log
+    assert any(ln.startswith("accelmap.search.heuristic: conv0: probe ") for ln in log)
+    assert any(ln.startswith("accelmap.search.heuristic: conv1: climb from ") for ln in log)
+    assert any(ln.startswith("accelmap.search.mapper: conv1: best ") for ln in log)
+    # The table's rows are the same either way; the log handler is gone after the command.
+    def rows(r):
+        return [ln for ln in r.stdout.splitlines() if ln.startswith("conv")]
+    assert rows(loud) == rows(quiet) and len(rows(quiet)) == 2
+    assert not [h for h in logging.getLogger("accelmap").handlers if not isinstance(h, logging.NullHandler)]

@@ -262,3 +262,26 @@ def test_certificate_gap_and_proof(arch):
     assert heur.lower_bound == exact.lower_bound
     assert heur.best.value >= exact.best.value * (1 - 1e-12)
     assert heur.gap == (0.0 if heur.proven_optimal else heur.best.value / heur.lower_bound - 1)
+
+
+def test_the_heuristic_config_is_part_of_the_cache_key(arch, tmp_path):
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    cache = tmp_path / "c.sqlite"
+    run = dict(strategy="heuristic", jobs=1, cache_path=cache, progress=False)
+    map_model(tiny_model(), arch, "edp", **run)
+    assert map_model(tiny_model(), arch, "edp", heuristic_config=HeuristicConfig(), **run).cache_hits == 3
+    fewer = HeuristicConfig(climbs=1, random_tilings=10)
+    other = map_model(tiny_model(), arch, "edp", heuristic_config=fewer, **run)
+    assert other.cache_hits == 0 and other.searched == 3
+    assert map_model(tiny_model(), arch, "edp", heuristic_config=fewer, **run).cache_hits == 3
+
+
+def test_a_heuristic_config_out_of_range_is_refused():
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    with pytest.raises(ValueError, match="HeuristicConfig.climbs must be an integer >= 1, got 0"):
+        HeuristicConfig(climbs=0)
+    with pytest.raises(ValueError, match="probe_share"):
+        HeuristicConfig(probe_share=0.0)
+    assert HeuristicConfig(greedy_unrollings=0).key() != HeuristicConfig().key()

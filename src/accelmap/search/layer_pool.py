@@ -9,6 +9,7 @@ resumable.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import signal
 import time
@@ -18,11 +19,14 @@ from typing import Any, Callable
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import AccelmapError
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mapper import map_operator
 from accelmap.search.model_result import LayerMapping
 from accelmap.search.space import Constraints
 from accelmap.workload.models.result import Layer
 from accelmap.workload.operator import Operator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -37,6 +41,7 @@ class LayerTask:
     seed: int
     key: str
     notes: tuple[str, ...] = field(default=())
+    heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC
 
 
 def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
@@ -44,7 +49,7 @@ def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
     t0 = time.perf_counter()
     try:
         res = map_operator(task.op, task.arch, task.objective, constraints=task.cons, strategy=task.strategy,
-                           time_limit=task.time_limit, seed=task.seed)
+                           time_limit=task.time_limit, seed=task.seed, heuristic_config=task.heuristic_config)
     except AccelmapError as e:
         return task.index, {"error": str(e), "deterministic": True, "strategy": task.strategy,
                             "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": (),
@@ -54,6 +59,7 @@ def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
         # The heuristic packs greedily and can miss every valid tiling under tight buffers or fixed
         # spatial unrolling; random sampling of valid mappings still finds one. Said in the notes.
         first = res
+        log.info("%s: the heuristic found no valid mapping; trying random sampling", task.op.name)
         res = map_operator(task.op, task.arch, task.objective, constraints=task.cons, strategy="random",
                            time_limit=task.time_limit, seed=task.seed)
         res.stats.evaluated += first.stats.evaluated

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from accelmap.arch.accelerator import Accelerator, adopt_precision
 from accelmap.errors import SpecError
 from accelmap.search.cache import ResultCache, result_key
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.layer_cache import cached_layer, store_layer
 from accelmap.search.layer_constraints import check_model_constraints, fit_constraints
 from accelmap.search.layer_pool import LayerTask, layer_outcome, run_pool, search_layer
@@ -39,6 +40,7 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
               time_limit_per_layer: float | None = None, jobs: int | None = None,
               cache_path: str | Path | None = None, progress: bool | None = None,
               keep_precision: bool = False, seed: int = 0,
+              heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC,
               on_layer: Callable[[LayerMapping], None] | None = None) -> ModelMapping:
     """Map every distinct layer of ``model`` on ``arch``.
 
@@ -46,7 +48,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     operands take the accelerator's precision. ``jobs`` worker processes
     (default: every core); ``cache_path`` None disables the cache; ``progress``
     None shows a bar only when stderr is a terminal. ``on_layer`` is called in
-    the parent after each layer is known (cached or searched).
+    the parent after each layer is known (cached or searched). ``heuristic_config`` sets the
+    heuristic's knobs; it is part of every cache key.
     """
     check_objective(objective)
     if strategy not in STRATEGIES:
@@ -65,14 +68,15 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
         for i, layer in enumerate(model.layers):
             op = layer.operator if keep_precision else adopt_precision(layer.operator, arch)
             lcons, notes = fit_constraints(cons, op, arch)
-            key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed)
+            key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed, heuristic_config)
             hit = cached_layer(cache, key, layer, op, arch, objective) if cache else None
             if hit is not None:
                 outcomes[i] = hit
                 if on_layer:
                     on_layer(hit)
             else:
-                tasks.append(LayerTask(i, op, arch, objective, strategy, lcons, time_limit_per_layer, seed, key, notes))
+                tasks.append(LayerTask(i, op, arch, objective, strategy, lcons, time_limit_per_layer, seed, key, notes,
+                                       heuristic_config))
 
         def record(index: int, out: dict[str, Any]) -> LayerMapping:
             task = tasks_by_index[index]

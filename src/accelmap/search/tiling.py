@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operator
 
@@ -132,3 +133,14 @@ def batch_form(op: Operator, nlev: int, spatial: Spatial, order: tuple[str, ...]
     for j, col in enumerate(cols):
         bounds[:, j] = factors[:, col[0], col[1]] if isinstance(col, tuple) else col
     return structure, bounds
+
+
+def describe_spatial(spatial: Spatial, arch: Accelerator | None = None) -> str:
+    """An unrolling in a line, for logs: ``Buf.X K=16 C=4, Buf.Y P=8``; ``none`` when nothing unrolls."""
+    parts = []
+    for (lvl, ax), o in sorted(spatial.items()):
+        dims = " ".join(f"{d}={b}" for d, b in o.items() if b > 1)
+        if dims:
+            where = f"{arch.levels[lvl].name}.{ax}" if arch is not None else ax
+            parts.append(f"{where} {dims}")
+    return ", ".join(parts) or "none"

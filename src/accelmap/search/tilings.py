@@ -38,13 +38,13 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.batch import evaluate_batch, tile_sizes
 from accelmap.cost.model import evaluate
 from accelmap.mapping.sampling import divisors, prime_factors
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
 from accelmap.search.tiling import Keep, Spatial, Tiling, batch_form, spatial_at
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
-# Rows kept per level after the maximality filter; beyond this a deterministic sample is taken.
-ROWS_PER_LEVEL = 4000
+ROWS_PER_LEVEL = DEFAULT_HEURISTIC.rows_per_level
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def neighbours(F: np.ndarray) -> np.ndarray:
 
 
 def climb(op: Operator, arch: Accelerator, start: Ranked, objective: str, orders: list[tuple[str, ...]],
-          keeps: Sequence[Keep] = (), max_steps: int = 60, memo: dict | None = None,
+          keeps: Sequence[Keep] = (), max_steps: int = DEFAULT_HEURISTIC.climb_steps, memo: dict | None = None,
           deadline: float | None = None) -> tuple[Ranked, int]:
     """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
 
