@@ -146,7 +146,7 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             logging.getLogger("accelmap").removeHandler(handler)
     click.echo(format_summary(mm))
     files = write_report(mm, out, plots=not no_plots)
-    click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
+    click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, layers/ with each layer's workload and mapping"
                + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png"
                   + (", pareto_front.png" if objective == "pareto" else "")) + ")")
     if mm.failed:

@@ -19,7 +19,7 @@ MAX_STEPS = 1_000_000
 
 @main.command("simulate")
 @click.option("--workload", "-w", required=True, help="Workload YAML.")
-@click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
+@click.option("--arch", "-a", required=True, help="Preset name, accelerator YAML or ZigZag hardware YAML.")
 @click.option("--mapping", "-m", required=True, help="Mapping YAML or loop-nest text.")
 @click.option("--timeline", default=None, help="Write a timeline plot of the first instructions to this .png file.")
 @click.option("--functional/--no-functional", default=None,
