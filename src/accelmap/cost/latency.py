@@ -45,6 +45,7 @@ class LatencyTerms:
     latency: float
     pipeline_cycles: float = 0.0
     setup_cycles: float = 0.0
+    parts: tuple[tuple[str, float], ...] = ()   # what the latency is made of; sums to it
 
 
 def used_instances(m: Mapping, level: int) -> int:
@@ -457,5 +458,10 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
     cycle = max([busy / 2 + _heavier_half(op, m, c) * max(r, 0.0) for c, r in ring.items()] + [0.0])
-    latency = max(max(busy, overlapped, bursty, cycle) + edge, max(ports.values(), default=0.0))
-    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
+    inner = max(busy, overlapped, bursty, cycle)
+    latency = max(inner + edge, max(ports.values(), default=0.0))
+    parts = (("MAC schedule", float(macs)), ("compute-side streaming", max(macs, stream) - macs),
+             ("pipeline overheads", pipe), ("single-buffer stalls", stall),
+             ("double-buffered transfers not hidden", inner - busy), ("prologue and epilogue", edge),
+             ("busiest memory port beyond that", latency - inner - edge))
+    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups, parts)
