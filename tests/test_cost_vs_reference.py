@@ -4,9 +4,8 @@ import math
 
 from hypothesis import given, settings
 
-from accelmap.cost.model import access_counts, evaluate
 from accelmap.cost.brute_force_counts import reference_counts
-
+from accelmap.cost.model import access_counts, evaluate
 from strategies import mapped_problems
 
 

@@ -9,10 +9,9 @@ import logging
 import yaml
 from click.testing import CliRunner
 
+from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cli import main
 from accelmap.mapping.forms import mapping_from_yaml
-from accelmap.arch.schema import accelerator_from_dict
-
 from test_model_mapper import TINY
 
 # DeepBench column order; rows 0 and 2 are the same convolution, so it is one layer of count 2.

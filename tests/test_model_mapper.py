@@ -9,8 +9,8 @@ import pytest
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.errors import SpecError
 from accelmap.search import layer_pool
-from accelmap.search.mapper import map_operator
 from accelmap.search.layer_constraints import fit_constraints
+from accelmap.search.mapper import map_operator
 from accelmap.search.model_mapper import map_model
 from accelmap.search.space import Constraints
 from accelmap.workload.constructors import conv2d, dense, gemm
