@@ -135,8 +135,8 @@ def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
     extents, shift). Per loop j above c (``_transition_classes``), and per state of the
     imperfect dims whose only loop above c is the outermost one of that dim, g: g sits at its
     last position (the edge tile, extent size - (bound-1) x stride) in 1/bound of the
-    transitions of loops inside it, lands there in 1/(bound-1) of its own, and is at its first
-    position (full) after any loop outside it advances. Perfect mappings: one situation per loop."""
+    transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
+    first position (full) whenever a loop outside it advances. Perfect mappings: one situation per loop."""
     classes = _transition_classes(op, m, c)
     ext = _extents(op, m, c)
     strides = loop_strides(m)
@@ -162,7 +162,8 @@ def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
                 p_edge = 1.0 / (b - 1)
                 split = [(p_edge, ext[d], e), (1.0 - p_edge, ext[d], ext[d])]
             else:
-                continue
+                # A loop outside g advances only when g is at its last position: g leaves its edge tile.
+                split = [(1.0, e, ext[d])]
             cases = [(w * pw, {**eo, d: xo}, {**en, d: xn})
                      for w, eo, en in cases for pw, xo, xn in split if pw > 0]
         out.extend((n * w, eo, en, shift) for w, eo, en in cases)
