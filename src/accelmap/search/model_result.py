@@ -51,6 +51,13 @@ class LayerMapping:
         return self.result is not None
 
     @property
+    def cost(self) -> CostResult:
+        """The cost of a mapped layer's mapping (a failed layer has none)."""
+        if self.result is None:
+            raise ValueError(f"layer {self.name} is not mapped: {self.error}")
+        return self.result
+
+    @property
     def how(self) -> str:
         """How good the mapping is known to be: 'optimal' (proven) or the strategy that found it."""
         if not self.ok:
@@ -125,11 +132,11 @@ class ModelMapping:
 
     @property
     def energy_total(self) -> float:
-        return sum(l.result.energy_total * l.count for l in self.mapped)
+        return sum((l.cost.energy_total * l.count for l in self.mapped), 0.0)
 
     @property
     def latency_total(self) -> float:
-        return sum(l.result.latency * l.count for l in self.mapped)
+        return sum((l.cost.latency * l.count for l in self.mapped), 0.0)
 
     @property
     def edp_total(self) -> float:
@@ -160,7 +167,7 @@ class ModelMapping:
         dominated sums dropped after each, which keeps every non-dominated sum."""
         points: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, ())]
         for l in self.mapped:
-            options = l.front or ((l.result, l.mapping),)
+            options = l.front or ((l.cost, l.mapping),)
             sums = [(e + r.energy_total * l.count, t + r.latency * l.count, pick + (j,))
                     for e, t, pick in points for j, (r, _) in enumerate(options)]
             points = pareto_points(sums)
