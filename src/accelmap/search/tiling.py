@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.batch import Structure
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operator
 
@@ -32,8 +33,6 @@ Spatial = dict[tuple[int, str], dict[str, int]]
 Temporal = dict[int, dict[str, int]]
 # Per level, the operands it keeps.
 Keep = tuple[frozenset[str], ...]
-# (dim, level, axis or None) per loop slot, outermost first: the form ``cost.batch.evaluate_batch`` takes.
-Structure = list[tuple[str, int, str | None]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,11 +64,6 @@ def spatial_at(spatial: Spatial) -> Temporal:
         for d, b in o.items():
             out.setdefault(lvl, {})[d] = out.get(lvl, {}).get(d, 1) * b
     return out
-
-
-def spatial_loops(spatial: Spatial) -> tuple[Loop, ...]:
-    """The spatial loops of an unrolling, by level and axis."""
-    return tuple(Loop(d, b, lvl, ax) for (lvl, ax), o in sorted(spatial.items()) for d, b in o.items() if b > 1)
 
 
 def temporal_remainder(op: Operator, spatial: Spatial) -> dict[str, int]:
