@@ -217,6 +217,7 @@ def test_a_mapped_layer_runs_through_evaluate_simulate_and_codegen_from_the_map_
     assert r.exit_code == 0, r.output
     summary = json.loads((out / "summary.json").read_text())
     assert [x["name"] for x in summary["layers"]] == ["conv0", "conv1"]
+    exported = []
     for layer in summary["layers"]:
         wl, mp = out / "layers" / f"{layer['name']}.workload.yaml", out / "layers" / f"{layer['name']}.mapping.yaml"
         ev = CliRunner().invoke(main, ["evaluate", "--workload", str(wl), "--arch", arch, "--mapping", str(mp),
@@ -234,6 +235,24 @@ def test_a_mapped_layer_runs_through_evaluate_simulate_and_codegen_from_the_map_
                                        "--run"])
         assert cg.exit_code == 0, cg.output
         assert "output vs NumPy: bit-exact" in cg.stdout and "transfer counts vs cost model: equal" in cg.stdout
+        # And Timeloop takes the same layer: every dimension's factors multiply back to its size.
+        prob = tmp_path / f"{layer['name']}.problem.yaml"
+        tl = CliRunner().invoke(main, ["export-timeloop", "-w", str(wl), "-a", arch, "-m", str(mp), "--problem",
+                                       str(prob)])
+        if tl.exit_code == 2:
+            # The one thing Timeloop cannot express here: a dim unrolled on both axes of one fan-out.
+            assert "Timeloop maps a dimension to one of them" in tl.output and not prob.exists()
+            continue
+        assert tl.exit_code == 0, tl.output
+        exported.append(layer["name"])
+        sizes = yaml.safe_load(prob.read_text())["problem"]["instance"]
+        product = dict.fromkeys(sizes, 1)
+        for entry in yaml.safe_load(tl.stdout)["mapping"]:
+            for kv in entry.get("factors", "").split():
+                d, v = kv.split("=")
+                product[d] *= int(v)
+        assert product == sizes
+    assert exported
     # The padded convolution keeps its stored input shape and padding in the workload file.
     conv0 = yaml.safe_load((out / "layers" / "conv0.workload.yaml").read_text())
     assert conv0["expression"] == "O[N,K,P,Q] += I[N,C,2*P+R,2*Q+S] * W[K,C,R,S]"
