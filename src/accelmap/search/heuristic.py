@@ -162,8 +162,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     for cand in ranked:
         if cand.bound(obj) >= best_probe:
             cut_by_bound += 1
-            log.debug("%s: skip %s: its bound %.4g cannot beat the best probe %.4g",
-                      op.name, describe_spatial(cand.assignment, arch), cand.bound(obj), best_probe)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: skip %s: its bound %.4g cannot beat the best probe %.4g",
+                          op.name, describe_spatial(cand.assignment, arch), cand.bound(obj), best_probe)
             continue
         if len(probes) >= config.max_probes or (probes and time.perf_counter() > probe_deadline):
             log.info("%s: probes stop at %s", op.name, f"the budget of {config.max_probes}"
@@ -183,12 +184,14 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                                          orders, top=1)
             costed += n_rows
             probes.append((found[0].value, spatial))
-            log.debug("%s: probe %s: bound %.4g, best of %d tilings %.4g", op.name,
-                      describe_spatial(spatial, arch), cand.bound(obj), len(F) + len(R), found[0].value)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: probe %s: bound %.4g, best of %d tilings %.4g", op.name,
+                          describe_spatial(spatial, arch), cand.bound(obj), len(F) + len(R), found[0].value)
             best_probe = min(best_probe, found[0].value)
             break
-        else:
-            log.debug("%s: %s: no tiling fits under any bypass choice", op.name, describe_spatial(spatial, arch))
+        else:   # no bypass choice admits a tiling: the candidate is not probed
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: %s: no tiling fits under any bypass choice", op.name, describe_spatial(spatial, arch))
         if time.perf_counter() > deadline:
             log.info("%s: time limit reached while probing", op.name)
             break
@@ -197,9 +200,10 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     stats.extra["spatial_cut_by_bound"] = cut_by_bound
     probes.sort(key=lambda p: p[0])
     spatials = [sp for _, sp in probes]
-    log.info("%s: %d unrollings probed, %d skipped by their bound; searched in full: %s", op.name, len(probes),
-             cut_by_bound, "; ".join(f"{describe_spatial(sp, arch)} ({v:.4g})"
-                                     for v, sp in probes[:config.full_searches]) or "none")
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: %d unrollings probed, %d skipped by their bound; searched in full: %s", op.name,
+                 len(probes), cut_by_bound, "; ".join(f"{describe_spatial(sp, arch)} (probe {v:.4g})"
+                                                      for v, sp in probes[:config.full_searches]) or "none")
     # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
     # costed under a few per-level orders at once.
     starts: list[tuple[Ranked, Operator]] = []
@@ -214,7 +218,7 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
             if not len(F) and not len(R):
                 continue
             usable += 1
-            # The best two of the maximal tilings and the best two of the sample, costed together.
+            # The best few of the maximal tilings and as many of the sample, costed together.
             found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=config.starts_per_group, also=R)
             costed += n
             starts.extend((f, op_pad) for f in found)
@@ -229,8 +233,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         end, n = climb(op_pad, arch, start, obj, orders, keeps, max_steps=config.climb_steps,
                        memo=toggled.setdefault(repr(start.tiling.spatial), {}), deadline=deadline)
         costed += n
-        log.info("%s: climb from %.4g (%s) ends at %.4g after %d rows costed", op.name, start.value,
-                 describe_spatial(start.tiling.spatial, arch), end.value, n)
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s: climb from %.4g (%s) ends at %.4g after %d rows costed", op.name, start.value,
+                     describe_spatial(start.tiling.spatial, arch), end.value, n)
         finals.append(end)
     finals += [f for f, _ in starts[config.climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.
