@@ -19,9 +19,9 @@ import numpy as np
 
 from accelmap.embed.csp import Solution
 from accelmap.embed.dataflow import Dataflow, overlap_kind
-from accelmap.embed.integer_reference import stored_shape
 from accelmap.embed.rewrites import Rewrite
 from accelmap.errors import SpecError
+from accelmap.workload.numpy_reference import stored_shape
 from accelmap.workload.operator import Operator
 
 MAX_CHUNK_ELEMS = 1 << 22
@@ -381,7 +381,8 @@ def run(prog: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 def verify_program(prog: Program, seed: int = 0) -> tuple[bool, str]:
     """Run the program on random integers and compare with the reference operator exactly."""
-    from accelmap.embed.integer_reference import random_inputs, reference
+    from accelmap.embed.integer_inputs import random_inputs
+    from accelmap.workload.numpy_reference import reference
 
     check_runnable(prog.op, prog.layouts)
     inputs = random_inputs(prog.op, seed)
