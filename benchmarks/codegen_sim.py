@@ -276,7 +276,7 @@ def main(argv: list[str]) -> int:
             for a in ARCHS:
                 arch = get_accelerator(a)
                 m, err_msg = None, ""
-                # 32-bit results, or the int8 results DIANA writes back when 32-bit ones do not fit its 512 KB
+                # 32-bit results, or the int8 results DIANA writes back when 32-bit ones do not fit its 512 KiB
                 for out_bits in (32, 8):
                     op = at_precision(layer.operator, arch, out_bits)
                     if out_bits == 8 and op.output.bits != 8:

@@ -143,7 +143,7 @@ def main() -> None:
 
     print_per_preset(runs)
     hdr = (f"{'model':<16} {'arch':<13} {'layers':>6} {'space (min..max)':>18} {'optimal':>7} {'heur.':>5} "
-           f"{'failed':>6} {'evaluated':>10} {'search s':>9} {'wall s':>7} {'peak MB':>8}")
+           f"{'failed':>6} {'evaluated':>10} {'search s':>9} {'wall s':>7} {'peak MiB':>8}")
     print(hdr)
     print("-" * len(hdr))
     for r in runs:
@@ -184,8 +184,8 @@ def main() -> None:
     r50 = [r for r in runs if r["model"] == "resnet50"]
     peak = max((r["peak_rss_mb"] for r in r50), default=None)
     if peak is not None:
-        print(f"\nResNet-50 peak resident memory: {peak:.0f} MB per process "
-              f"({'under' if peak < MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MB target)")
+        print(f"\nResNet-50 peak resident memory: {peak:.0f} MiB per process "
+              f"({'under' if peak < MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MiB target)")
     if skipped:
         print(f"skipped (budget {a.budget:g} s reached): {', '.join(skipped)}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Peak memory of importing an ONNX model with embedded weights (issue 13, item 4).
 
 Writes a ViT-B-sized model (12 blocks of QKV / projection / MLP matmuls, float32
-weights embedded in the file, about 340 MB) and imports it in fresh processes,
+weights embedded in the file, about 340 MiB) and imports it in fresh processes,
 three ways: the whole file parsed (what the importer did before), onnx.load
 without external data, and accelmap's importer. Prints the peak resident set
 of each process and of a process that only imports the libraries.
@@ -81,12 +81,12 @@ def main() -> None:
         path = Path(args.keep or Path(tmp) / "vit_like.onnx")
         macs = write_model(path, args.blocks)
         size_mb = path.stat().st_size / 2**20
-        print(f"model: {path.name}, {size_mb:.0f} MB on disk, {macs:,} MACs expected")
+        print(f"model: {path.name}, {size_mb:.0f} MiB on disk, {macs:,} MACs expected")
         rows = {}
         for label, code in PROBES.items():
             rss, secs, said = peak_rss_mb(code, path)
             rows[label] = {"peak_rss_mb": round(rss, 1), "seconds": round(secs, 2)}
-            print(f"  {label:<40} peak RSS {rss:8.1f} MB   {secs:6.2f} s" + (f"   MACs {int(said):,}" if said else ""))
+            print(f"  {label:<40} peak RSS {rss:8.1f} MiB  {secs:6.2f} s" + (f"   MACs {int(said):,}" if said else ""))
         if args.json:
             Path(args.json).write_text(json.dumps({"file_mb": round(size_mb, 1), "macs": macs, "runs": rows},
                                                   indent=2) + "\n")

@@ -214,6 +214,8 @@ FILES: dict[str, str | bytes] = {
                          "  - {level: UB, spatial: [[K, 16, X], [N, 16, Y]]}\n  - {level: PEReg, keep: [B]}\n"),
     "wl_int_key.yaml": "conv2d: {a: 1, 1: null}\n",
     "wl_dup_key.yaml": "gemm: {m: 2, n: 2, k: 2}\ngemm: {m: 4, n: 4, k: 4}\n",
+    "wl_shapes_text.yaml": "expression: O[m,n] += A[m,k] * B[k,n]\ndims: {m: 2, n: 2, k: 2}\nshapes: {A: [2, two]}\n",
+    "wl_shapes_rank.yaml": "expression: O[m,n] += A[m,k] * B[k,n]\ndims: {m: 2, n: 2, k: 2}\nshapes: {A: [4]}\n",
     "wl_bomb.yaml": _bomb(),
     "wl_empty.yaml": "",
     "wl_broken.yaml": "gemm: {m: 2, n: 2\n",
@@ -362,6 +364,22 @@ CASES: list[tuple[str, list[str]]] = [
     ("simulate-timeline-svg", ["simulate", *PROBLEM, "--timeline", "t.svg"]),
     ("simulate-timeline-under-file", ["simulate", *PROBLEM, "--timeline", "{f}/t.png"]),
     ("simulate-timeline-bad-mapping", ["simulate", *PROBLEM[:4], "-m", "{d}/map_bomb.yaml", "--timeline", "t.png"]),
+    # --- export-timeloop
+    ("timeloop-bad-mapping", ["export-timeloop", *PROBLEM[:4], "-m", "{d}/map_not_covering.yaml"]),
+    ("timeloop-bad-workload", ["export-timeloop", "-w", "{d}/wl_dup_key.yaml", "-a", "eyeriss_like", "-m", EYE_MAP]),
+    ("timeloop-wrong-arch-mapping", ["export-timeloop", "-w", CONV, "-a", "eyeriss_like", "-m", TPU_MAP]),
+    ("timeloop-rename-unknown", ["export-timeloop", *PROBLEM, "--rename", "Z=M"]),
+    ("timeloop-rename-clash", ["export-timeloop", *PROBLEM, "--rename", "K=C"]),
+    ("timeloop-rename-malformed", ["export-timeloop", *PROBLEM, "--rename", "K=M-1"]),
+    ("timeloop-out-dir", ["export-timeloop", *PROBLEM, "-o", "{d}"]),
+    ("timeloop-out-under-file", ["export-timeloop", *PROBLEM, "-o", "{f}/m.yaml"]),
+    ("timeloop-problem-under-file", ["export-timeloop", *PROBLEM, "-o", "m.yaml", "--problem", "{f}/p.yaml"]),
+    ("timeloop-same-file", ["export-timeloop", *PROBLEM, "-o", "m.yaml", "--problem", "m.yaml"]),
+    ("timeloop-missing-mapping-option", ["export-timeloop", *PROBLEM[:4]]),
+    # --- workload files: the expression form's stored shapes
+    ("workload-shapes-not-numbers", ["evaluate", "-w", "{d}/wl_shapes_text.yaml", "-a", "eyeriss_like", "-m", EYE_MAP]),
+    ("workload-shapes-wrong-rank", ["evaluate", "-w", "{d}/wl_shapes_rank.yaml", "-a", "eyeriss_like", "-m",
+                                    EYE_MAP]),
     # --- embed
     ("embed-top-zero", ["embed", "--top", "0"]),
     ("embed-top-text", ["embed", "--top", "x"]),
@@ -405,7 +423,7 @@ def test_the_table_is_large_and_covers_every_command():
     assert len(CASES) >= 100 and len({c[0] for c in CASES}) == len(CASES)
     commands = {" ".join(a[:2]) if a[0] == "arch" else a[0] for _, a in CASES}
     assert {"map", "evaluate", "import", "arch list", "arch show", "arch convert", "codegen", "simulate",
-            "embed"} <= commands
+            "embed", "export-timeloop"} <= commands
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from accelmap.arch import accelerator_from_dict, get_accelerator
 from accelmap.cli import main
 from accelmap.codegen import BuildError, compile_shared, generate_c, load_run
+from accelmap.codegen.c_tensors import random_inputs, reference
 from accelmap.codegen.execute import check_mapping, run_generated
-from accelmap.codegen.reference import random_inputs, reference
 from accelmap.cost import access_counts
-from accelmap.cost.reference import reference_counts
+from accelmap.cost.brute_force_counts import reference_counts
 from accelmap.errors import MappingError
 from accelmap.examples import example_path
 from accelmap.mapping import parse_text, validate

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from accelmap.arch.intrinsics import get_intrinsic
-from accelmap.embed.program import build_program, verify_program
-from accelmap.embed.reference import random_inputs, reference
+from accelmap.embed.integer_inputs import random_inputs
+from accelmap.embed.program import verify_program
 from accelmap.embed.search import embed
 from accelmap.workload.constructors import batched_matmul, conv2d, dense, depthwise_conv2d
+from accelmap.workload.numpy_reference import reference
 from accelmap.workload.text_form import parse_expression
 
 OPS = {

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 
 import yaml
 from click.testing import CliRunner
 
+from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cli import main
 from accelmap.mapping.forms import mapping_from_yaml
-from accelmap.arch.schema import accelerator_from_dict
-
 from test_model_mapper import TINY
 
 # DeepBench column order; rows 0 and 2 are the same convolution, so it is one layer of count 2.
@@ -48,7 +48,9 @@ def test_map_prints_the_table_and_writes_every_file(tmp_path):
     assert "2 of 2 mapped layers proven optimal; 2 searched, 0 from the cache" in r.output
 
     names = {p.name for p in out.iterdir()}
-    assert names == {"summary.json", "layers.csv", "mappings", "energy_breakdown.png", "latency_utilization.png"}
+    assert names == {"summary.json", "layers.csv", "layers", "energy_breakdown.png", "latency_utilization.png"}
+    assert {p.name for p in (out / "layers").iterdir()} == {"conv0.workload.yaml", "conv0.mapping.yaml",
+                                                           "conv1.workload.yaml", "conv1.mapping.yaml"}
     with open(out / "layers.csv") as f:
         recs = list(csv.DictReader(f))
     assert [(x["layer"], x["count"], x["macs_each"], x["proven_optimal"]) for x in recs] == \
@@ -61,7 +63,7 @@ def test_map_prints_the_table_and_writes_every_file(tmp_path):
     # The mapping files load back as mappings of the accelerator.
     acc = accelerator_from_dict(TINY, "tiny")
     for name in ("conv0", "conv1"):
-        p = out / "mappings" / f"{name}.yaml"
+        p = out / "layers" / f"{name}.mapping.yaml"
         mapping_from_yaml(yaml.safe_load(p.read_text()), acc, str(p))
     assert (out / "energy_breakdown.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -80,7 +82,7 @@ def test_a_workload_yaml_is_a_one_layer_model(tmp_path):
              "--objective", "energy")
     assert r.exit_code == 0, r.output
     assert "objective energy" in r.output and "total (1 nodes in 1 distinct layers): 8 MACs" in r.output
-    assert (out / "mappings" / "mm.yaml").exists() and not (out / "energy_breakdown.png").exists()
+    assert (out / "layers" / "mm.mapping.yaml").exists() and not (out / "energy_breakdown.png").exists()
 
 
 def test_layers_that_cannot_be_mapped_are_listed_and_the_exit_code_says_none_mapped(tmp_path):
@@ -133,11 +135,11 @@ def test_output_folder_is_replaced_whole_and_checked_before_the_search(tmp_path)
     r = _map(table, "--arch", arch, "--no-cache", "--out", out)
     assert r.exit_code == 0, r.output
     assert (out / "energy_breakdown.png").exists()
-    (out / "mappings" / "left_over.yaml").write_text("stale\n")
+    (out / "layers" / "left_over.mapping.yaml").write_text("stale\n")
     r = _map(table, "--arch", arch, "--no-cache", "--no-plots", "--out", out)
     assert r.exit_code == 0, r.output
     # No plot of the earlier run and no file of another run survive.
-    assert not (out / "energy_breakdown.png").exists() and not (out / "mappings" / "left_over.yaml").exists()
+    assert not (out / "energy_breakdown.png").exists() and not (out / "layers" / "left_over.mapping.yaml").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".o.")) == []
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -175,3 +177,84 @@ def test_sigterm_stops_the_workers_and_keeps_finished_layers(tmp_path):
     alive = [c for c in children if os.path.exists(f"/proc/{c}")
              and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
     assert alive == []
+
+
+def test_verbose_logs_the_search_decisions_to_stderr_and_is_silent_without(tmp_path):
+    arch, table = _setup(tmp_path)
+    quiet = CliRunner().invoke(main, ["map", table, "--arch", arch, "--strategy", "heuristic", "--no-cache",
+                                      "--out", str(tmp_path / "q"), "--jobs", "1", "--no-plots"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == ""
+    loud = CliRunner().invoke(main, ["map", table, "--arch", arch, "--strategy", "heuristic", "--no-cache",
+                                     "--out", str(tmp_path / "v"), "--jobs", "1", "--no-plots", "-vv"])
+    assert loud.exit_code == 0, loud.output
+    log = loud.stderr.splitlines()
+    # Per layer: the strategy, the probes with the reason each unrolling is skipped, the climbs, the result.
+    assert "accelmap.search.mapper: conv0 on tiny: heuristic search, edp, time limit 60 s" in log
+    assert any(ln.startswith("accelmap.search.heuristic: conv0: probe ") for ln in log)
+    assert any(ln.startswith("accelmap.search.heuristic: conv1: climb from ") for ln in log)
+    assert any(ln.startswith("accelmap.search.mapper: conv1: best ") for ln in log)
+    # The table's rows are the same either way; the log handler is gone after the command.
+    def rows(r):
+        return [ln for ln in r.stdout.splitlines() if ln.startswith("conv")]
+    assert rows(loud) == rows(quiet) and len(rows(quiet)) == 2
+    assert not [h for h in logging.getLogger("accelmap").handlers if not isinstance(h, logging.NullHandler)]
+
+
+# A strided, padded convolution (its input's stored shape is not its index space) and a GEMM-like 1x1.
+ROUND_TRIP_TABLE = """w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h
+5,5,2,1,2,3,3,1,1,2,2
+3,1,2,1,4,1,1,0,0,1,1
+"""
+
+
+def test_a_mapped_layer_runs_through_evaluate_simulate_and_codegen_from_the_map_output(tmp_path):
+    arch, _ = _setup(tmp_path)
+    table = tmp_path / "rt.csv"
+    table.write_text(ROUND_TRIP_TABLE)
+    out = tmp_path / "out"
+    r = _map(table, "--arch", arch, "--out", out, "--no-cache", "--no-plots", "--jobs", 1)
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert [x["name"] for x in summary["layers"]] == ["conv0", "conv1"]
+    exported = []
+    for layer in summary["layers"]:
+        wl, mp = out / "layers" / f"{layer['name']}.workload.yaml", out / "layers" / f"{layer['name']}.mapping.yaml"
+        ev = CliRunner().invoke(main, ["evaluate", "--workload", str(wl), "--arch", arch, "--mapping", str(mp),
+                                       "--json"])
+        assert ev.exit_code == 0, ev.output
+        got = json.loads(ev.stdout)
+        # The very numbers map reported: same operator (precision included), same mapping, same model.
+        assert got["energy_total_pj"] == layer["energy_pj_each"]
+        assert got["latency_cycles"] == layer["latency_cycles_each"]
+        assert got["counts"] == layer["cost"]["counts"]
+        sim = CliRunner().invoke(main, ["simulate", "--workload", str(wl), "--arch", arch, "--mapping", str(mp)])
+        assert sim.exit_code == 0, sim.output
+        assert "functional: output equal to NumPy" in sim.stdout
+        cg = CliRunner().invoke(main, ["codegen", "--workload", str(wl), "--arch", arch, "--mapping", str(mp),
+                                       "--run"])
+        assert cg.exit_code == 0, cg.output
+        assert "output vs NumPy: bit-exact" in cg.stdout and "transfer counts vs cost model: equal" in cg.stdout
+        # And Timeloop takes the same layer: every dimension's factors multiply back to its size.
+        prob = tmp_path / f"{layer['name']}.problem.yaml"
+        tl = CliRunner().invoke(main, ["export-timeloop", "-w", str(wl), "-a", arch, "-m", str(mp), "--problem",
+                                       str(prob)])
+        if tl.exit_code == 2:
+            # The one thing Timeloop cannot express here: a dim unrolled on both axes of one fan-out.
+            assert "Timeloop maps a dimension to one of them" in tl.output and not prob.exists()
+            continue
+        assert tl.exit_code == 0, tl.output
+        exported.append(layer["name"])
+        sizes = yaml.safe_load(prob.read_text())["problem"]["instance"]
+        product = dict.fromkeys(sizes, 1)
+        for entry in yaml.safe_load(tl.stdout)["mapping"]:
+            for kv in entry.get("factors", "").split():
+                d, v = kv.split("=")
+                product[d] *= int(v)
+        assert product == sizes
+    assert exported
+    # The padded convolution keeps its stored input shape and padding in the workload file.
+    conv0 = yaml.safe_load((out / "layers" / "conv0.workload.yaml").read_text())
+    assert conv0["expression"] == "O[N,K,P,Q] += I[N,C,2*P+R,2*Q+S] * W[K,C,R,S]"
+    assert conv0["shapes"] == {"I": [1, 2, 5, 5]} and conv0["padding"] == {"I": [0, 0, 1, 1]}
+    assert conv0["precision"] == {"O": 32, "I": 8, "W": 8}

@@ -8,9 +8,10 @@ import pytest
 
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.errors import SpecError
-from accelmap.search import model_mapper
+from accelmap.search import layer_pool
+from accelmap.search.layer_constraints import fit_constraints
 from accelmap.search.mapper import map_operator
-from accelmap.search.model_mapper import fit_constraints, map_model
+from accelmap.search.model_mapper import map_model
 from accelmap.search.space import Constraints
 from accelmap.workload.constructors import conv2d, dense, gemm
 from accelmap.workload.models import Layer, ModelImport
@@ -84,7 +85,7 @@ def test_second_run_is_served_from_the_cache_without_searching(arch, tmp_path, m
     def no_search(*a, **k):
         raise AssertionError("searched although every layer is cached")
 
-    monkeypatch.setattr(model_mapper, "map_operator", no_search)
+    monkeypatch.setattr(layer_pool, "map_operator", no_search)
     second = map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     assert second.searched == 0 and second.cache_hits == 3
     assert all(l.cached and l.proven_optimal for l in second.layers)
@@ -127,12 +128,12 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(arch, tmp_path, monkeypat
             raise KeyboardInterrupt
         return map_operator(op, *a, **k)
 
-    monkeypatch.setattr(model_mapper, "map_operator", interrupt_second)
+    monkeypatch.setattr(layer_pool, "map_operator", interrupt_second)
     with pytest.raises(KeyboardInterrupt):
         map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     finished = calls[0]
     calls.clear()
-    monkeypatch.setattr(model_mapper, "map_operator", lambda op, *a, **k: calls.append(op.name) or
+    monkeypatch.setattr(layer_pool, "map_operator", lambda op, *a, **k: calls.append(op.name) or
                         map_operator(op, *a, **k))
     resumed = map_model(tiny_model(), arch, "edp", strategy="optimal", jobs=1, cache_path=cache, progress=False)
     assert finished not in calls and len(calls) == 2
@@ -261,3 +262,26 @@ def test_certificate_gap_and_proof(arch):
     assert heur.lower_bound == exact.lower_bound
     assert heur.best.value >= exact.best.value * (1 - 1e-12)
     assert heur.gap == (0.0 if heur.proven_optimal else heur.best.value / heur.lower_bound - 1)
+
+
+def test_the_heuristic_config_is_part_of_the_cache_key(arch, tmp_path):
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    cache = tmp_path / "c.sqlite"
+    run = dict(strategy="heuristic", jobs=1, cache_path=cache, progress=False)
+    map_model(tiny_model(), arch, "edp", **run)
+    assert map_model(tiny_model(), arch, "edp", heuristic_config=HeuristicConfig(), **run).cache_hits == 3
+    fewer = HeuristicConfig(climbs=1, random_tilings=10)
+    other = map_model(tiny_model(), arch, "edp", heuristic_config=fewer, **run)
+    assert other.cache_hits == 0 and other.searched == 3
+    assert map_model(tiny_model(), arch, "edp", heuristic_config=fewer, **run).cache_hits == 3
+
+
+def test_a_heuristic_config_out_of_range_is_refused():
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    with pytest.raises(ValueError, match="HeuristicConfig.climbs must be an integer >= 1, got 0"):
+        HeuristicConfig(climbs=0)
+    with pytest.raises(ValueError, match="probe_share"):
+        HeuristicConfig(probe_share=0.0)
+    assert HeuristicConfig(greedy_unrollings=0).key() != HeuristicConfig().key()

@@ -3,8 +3,8 @@
 import pytest
 
 from accelmap.arch import accelerator_from_dict
+from accelmap.cost.brute_force_counts import reference_counts
 from accelmap.cost.model import access_counts
-from accelmap.cost.reference import reference_counts
 from accelmap.mapping import Loop, Mapping
 from accelmap.mapping.validate import capacity_usage
 from accelmap.workload import parse_expression

@@ -14,7 +14,8 @@ from accelmap.mapping.sampling import prime_factors
 from accelmap.search.heuristic import search_heuristic
 from accelmap.search.mapper import map_operator
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.tilings import maximal_tilings, ordered_mapping, padded_operator, spatial_at
+from accelmap.search.tiling import ordered_mapping, padded_operator, spatial_at
+from accelmap.search.tilings import maximal_tilings
 from accelmap.workload import conv2d, gemm
 
 

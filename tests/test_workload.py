@@ -59,3 +59,34 @@ def test_workload_file_errors_name_the_field():
         operator_from_dict({"conv2d": {"c": 4, "h": 8, "w": 8, "k": 4, "r": 3, "s": 3, "groups": 3}}, "w.yaml")
     with pytest.raises(SpecError, match="exactly one of"):
         operator_from_dict({"name": "x"}, "w.yaml")
+
+
+def test_a_written_workload_reads_back_as_the_same_operator():
+    import yaml
+
+    from accelmap.workload.files import operator_from_dict, operator_to_dict
+
+    ops = [conv2d("c", c=3, h=11, w=11, k=4, r=3, s=3, stride=2, padding=(1, 0, 2, 1), dilation=(1, 2)),
+           conv2d("g", c=4, h=6, w=6, k=6, r=3, s=1, groups=2, padding=1),
+           conv2d("dw", c=8, h=9, w=9, k=8, r=3, s=3, groups=8, padding=1, init_output="read"),
+           gemm("mm", m=3, n=4, k=5, bits={"I": 4, "W": 4, "O": 16}),
+           parse_expression("Y[i,j] += A[i,k,l] * B[k,j] * C[l,j]", {"j": 3, "i": 2, "l": 4, "k": 5},
+                            classes={"C": "I"})]
+    for op in ops:
+        back = operator_from_dict(yaml.safe_load(yaml.safe_dump(operator_to_dict(op), sort_keys=False)), "x.yaml")
+        # Equal in everything but the constructor's label: dims in order, operands, padding, shapes.
+        assert back.dims == op.dims and back.operands == op.operands and back.init_output == op.init_output
+        assert back.signature() == op.signature()
+
+
+def test_expression_dims_keep_the_order_given_and_shapes_are_checked():
+    from accelmap.workload.files import operator_from_dict
+
+    base = {"expression": "O[m,n] += A[m,k] * B[k,n]", "dims": {"k": 2, "n": 3, "m": 4}}
+    assert operator_from_dict(base).dim_names == ("k", "n", "m")
+    with pytest.raises(SpecError, match="shapes.A must be a list of positive whole numbers"):
+        operator_from_dict({**base, "shapes": {"A": [4, "2"]}})
+    with pytest.raises(SpecError, match="shapes names operands"):
+        operator_from_dict({**base, "shapes": {"Z": [1]}})
+    with pytest.raises(SpecError, match="operand A shape has 1 entries for 2 axes"):
+        operator_from_dict({**base, "shapes": {"A": [4]}})

@@ -14,9 +14,13 @@ They load on first use, so ``import accelmap`` stays cheap.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
 
 __version__ = "0.1.0"
+
+# The search logs its decisions (``accelmap map -v``); a library stays silent unless its user asks.
+logging.getLogger("accelmap").addHandler(logging.NullHandler())
 
 # name -> module that defines it
 _API = {
@@ -43,6 +47,7 @@ _API = {
     "evaluate": "accelmap.cost.model",
     # which mapping
     "Constraints": "accelmap.search.space",
+    "HeuristicConfig": "accelmap.search.heuristic_config",
     "map_operator": "accelmap.search.mapper",
     "map_model": "accelmap.search.model_mapper",
     "write_report": "accelmap.report.model_report",

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from accelmap.arch.accelerator import adopt_precision
-from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
+from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cli.evaluate_cmd import load_mapping
 from accelmap.codegen.c_source import DTYPES, generate_c
 from accelmap.codegen.execute import check_mapping
@@ -37,7 +37,7 @@ def check_executable(op, option: str) -> None:
 
 def load_problem(workload: str, arch: str, mapping: str):
     """Operator, accelerator and mapping from CLI arguments (shared with ``simulate``)."""
-    acc = get_accelerator(arch)
+    acc = resolve_accelerator(arch)
     op, stated = load_workload(workload)
     if not stated:
         op = adopt_precision(op, acc)
@@ -46,7 +46,7 @@ def load_problem(workload: str, arch: str, mapping: str):
 
 @main.command("codegen")
 @click.option("--workload", "-w", required=True, help="Workload YAML.")
-@click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
+@click.option("--arch", "-a", required=True, help="Preset name, accelerator YAML or ZigZag hardware YAML.")
 @click.option("--mapping", "-m", required=True, help="Mapping YAML or loop-nest text.")
 @click.option("--output", "-o", default=None, help="C file to write (default: print to stdout unless --run).")
 @click.option("--dtype", type=click.Choice(DTYPES), default="int", show_default=True,

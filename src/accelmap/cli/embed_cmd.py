@@ -27,7 +27,7 @@ from accelmap.workload.files import load_operator
 @click.option("--mapper/--no-mapper", "use_mapper", default=True, show_default=True,
               help="Re-cost the printed embeddings through the mapper (latency on --arch; about 1 s each).")
 def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
-    """Embed a hardware intrinsic into an operator (seed 000, ch. 4)."""
+    """Embed a hardware intrinsic into an operator (Rieber's 2022 dissertation, ch. 4)."""
     if top < 1:
         raise SpecError(f"must be at least 1, got {top}", where="--top")
     if not (0 < time_limit < 1e9):   # also refuses nan and inf

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from accelmap.arch.accelerator import adopt_precision
-from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
+from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
 from accelmap.examples import example_path
@@ -32,12 +32,12 @@ def load_mapping(path: str, arch, op=None):
 
 @main.command("evaluate")
 @click.option("--workload", "-w", default=None, help="Workload YAML (default: the bundled example conv).")
-@click.option("--arch", "-a", default="eyeriss_like", show_default=True, help="Preset name or accelerator YAML.")
+@click.option("--arch", "-a", default="eyeriss_like", show_default=True, help="Preset name, accelerator YAML or ZigZag hardware YAML.")
 @click.option("--mapping", "-m", default=None, help="Mapping YAML or loop-nest text (default: the bundled example).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def evaluate_cmd(workload, arch, mapping, as_json):
     """Predict energy, latency and access counts of a mapping."""
-    acc = get_accelerator(arch)
+    acc = resolve_accelerator(arch)
     wpath = workload or example_path("conv_small.yaml")
     op, stated = load_workload(wpath)
     if not stated:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import signal
 import sys
@@ -32,6 +33,18 @@ class _Terminated(BaseException):
 
 def _terminate(signum, frame) -> None:
     raise _Terminated()
+
+
+def _log_to_stderr(verbosity: int) -> logging.Handler | None:
+    """Send the package's log to stderr: INFO at -v, DEBUG at -vv; nothing without -v."""
+    if not verbosity:
+        return None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logger = logging.getLogger("accelmap")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+    return handler
 
 
 def load_constraints(path: str | None) -> Constraints:
@@ -97,8 +110,11 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the heuristic and random strategies.")
+@click.option("--verbose", "-v", count=True,
+              help="Log the search's decisions to stderr: -v the strategy per layer, the unrollings probed and "
+                   "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
-            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed):
+            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, verbose):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
@@ -115,9 +131,10 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: the worker processes are stopped
     # and finished layers stay in the cache. Without this the workers outlived the parent.
     previous = signal.signal(signal.SIGTERM, _terminate)
+    handler = _log_to_stderr(verbose)
     try:
         mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
-                       jobs=jobs, cache_path=cache, progress=False if no_progress else None,
+                       jobs=jobs, cache_path=cache, progress=False if no_progress or verbose else None,
                        keep_precision=keep_bits, seed=seed)
     except (KeyboardInterrupt, _Terminated) as e:
         done = f"; finished layers are in {cache}, run the same command again to resume" if cache else ""
@@ -125,9 +142,11 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
         sys.exit(143 if isinstance(e, _Terminated) else 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if handler is not None:
+            logging.getLogger("accelmap").removeHandler(handler)
     click.echo(format_summary(mm))
     files = write_report(mm, out, plots=not no_plots)
-    click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, mappings/"
+    click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, layers/ with each layer's workload and mapping"
                + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png"
                   + (", pareto_front.png" if objective == "pareto" else "")) + ")")
     if mm.failed:

@@ -19,7 +19,7 @@ MAX_STEPS = 1_000_000
 
 @main.command("simulate")
 @click.option("--workload", "-w", required=True, help="Workload YAML.")
-@click.option("--arch", "-a", required=True, help="Preset name or accelerator YAML.")
+@click.option("--arch", "-a", required=True, help="Preset name, accelerator YAML or ZigZag hardware YAML.")
 @click.option("--mapping", "-m", required=True, help="Mapping YAML or loop-nest text.")
 @click.option("--timeline", default=None, help="Write a timeline plot of the first instructions to this .png file.")
 @click.option("--functional/--no-functional", default=None,
@@ -33,7 +33,7 @@ def simulate_cmd(workload, arch, mapping, timeline, functional):
     steps = tile_steps(op, acc, m)
     if steps > MAX_STEPS:
         raise SpecError(f"the simulator walks every tile step: this mapping has {steps:,}, at most {MAX_STEPS:,} "
-                        "(about 10 s and 800 MB); use 'accelmap evaluate' for its analytical cost", where=str(mapping))
+                        "(about 10 s and 800 MiB); use 'accelmap evaluate' for its analytical cost", where=str(mapping))
     if functional or (functional is None and op.macs <= FUNCTIONAL_MAX_MACS):
         check_executable(op, "--functional")
     res = simulate(op, acc, m, functional=functional)

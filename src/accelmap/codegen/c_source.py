@@ -24,6 +24,7 @@ from accelmap.codegen.c_runtime import C_RUNTIME
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.mapping.validate import validate
+from accelmap.workload.numpy_reference import stored_shape as tensor_shape
 from accelmap.workload.operator import Operand, Operator
 
 DTYPES = ("int", "fp32")
@@ -44,9 +45,8 @@ def c_type(operand: Operand, dtype: str) -> tuple[str, int]:
 
 def stored_shape(op: Operator, X: Operand) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Shape of the tensor in memory and the padding before each axis."""
-    ext = op.index_extent(X)
-    shape = X.shape or ext
-    pad = X.pad_lo or tuple(0 for _ in ext)
+    shape = tensor_shape(op, X)
+    pad = X.pad_lo or tuple(0 for _ in X.indices)
     return tuple(shape), tuple(pad)
 
 

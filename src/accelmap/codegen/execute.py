@@ -12,7 +12,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.build import compile_shared, load_run
 from accelmap.codegen.c_source import generate_c
-from accelmap.codegen.reference import random_inputs, reference
+from accelmap.codegen.c_tensors import random_inputs, reference
 from accelmap.cost.model import COUNTERS, access_counts
 from accelmap.mapping.loopnest import Mapping
 from accelmap.workload.operator import Operator

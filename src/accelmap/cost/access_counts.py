@@ -1,6 +1,6 @@
 """Exact analytical access counts of a mapped loop nest.
 
-Semantics (docs/cost-model.md has the full statement; ``reference.py`` is
+Semantics (docs/cost-model.md has the full statement; ``brute_force_counts.py`` is
 the brute-force twin that runs the nest and must agree exactly):
 
 * The tile of operand X at level c, for one instance of c at one time, is the

@@ -47,6 +47,7 @@ class LatencyTerms:
     latency: float
     pipeline_cycles: float = 0.0
     setup_cycles: float = 0.0
+    parts: tuple[tuple[str, float], ...] = ()   # what the latency is made of; sums to it
 
 
 def used_instances(m: Mapping, level: int) -> int:
@@ -136,8 +137,8 @@ def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
     extents, shift). Per loop j above c (``_transition_classes``), and per state of the
     imperfect dims whose only loop above c is the outermost one of that dim, g: g sits at its
     last position (the edge tile, extent size - (bound-1) x stride) in 1/bound of the
-    transitions of loops inside it, lands there in 1/(bound-1) of its own, and is at its first
-    position (full) after any loop outside it advances. Perfect mappings: one situation per loop."""
+    transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
+    first position (full) whenever a loop outside it advances. Perfect mappings: one situation per loop."""
     classes = _transition_classes(op, m, c)
     ext = _extents(op, m, c)
     strides = loop_strides(m)
@@ -163,7 +164,8 @@ def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
                 p_edge = 1.0 / (b - 1)
                 split = [(p_edge, ext[d], e), (1.0 - p_edge, ext[d], ext[d])]
             else:
-                continue
+                # A loop outside g advances only when g is at its last position: g leaves its edge tile.
+                split = [(1.0, e, ext[d])]
             cases = [(w * pw, {**eo, d: xo}, {**en, d: xn})
                      for w, eo, en in cases for pw, xo, xn in split if pw > 0]
         out.extend((n * w, eo, en, shift) for w, eo, en in cases)
@@ -465,5 +467,10 @@ def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> Lat
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
     cycle = max([busy / 2 + _heavier_half(op, m, c) * max(r, 0.0) for c, r in ring.items()] + [0.0])
-    latency = max(max(busy, overlapped, bursty, cycle) + edge, max(ports.values(), default=0.0))
-    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups)
+    inner = max(busy, overlapped, bursty, cycle)
+    latency = max(inner + edge, max(ports.values(), default=0.0))
+    parts = (("MAC schedule", float(macs)), ("compute-side streaming", max(macs, stream) - macs),
+             ("pipeline overheads", pipe), ("single-buffer stalls", stall),
+             ("double-buffered transfers not hidden", inner - busy), ("prologue and epilogue", edge),
+             ("busiest memory port beyond that", latency - inner - edge))
+    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups, parts)

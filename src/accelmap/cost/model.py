@@ -86,6 +86,7 @@ class CostResult:
     utilization: float                               # MACs / (latency * peak MACs per cycle)
     spatial_utilization: float                       # spatial instances used / available
     levels: tuple[str, ...] = field(default=())
+    latency_parts: tuple[tuple[str, float], ...] = ()  # what the latency is made of; sums to it
 
     @property
     def edp(self) -> float:
@@ -112,6 +113,7 @@ class CostResult:
             "transfer_cycles": self.transfer_cycles,
             "stall_cycles": self.stall_cycles,
             "latency_cycles": self.latency,
+            "latency_parts": dict(self.latency_parts),
             "edp_pj_cycles": self.edp,
             "utilization": self.utilization,
             "spatial_utilization": self.spatial_utilization,
@@ -131,12 +133,26 @@ class CostResult:
         lines.append("")
         lines.append(f"MACs {self.macs:,} (slots {self.mac_slots:,}, {self.mac_slots - self.macs:,} wasted by "
                      f"partial tiles); energy {self.energy_total:,.1f} pJ ({self.energy_total / self.macs:.3f} pJ/MAC)")
+        lines.append(f"latency {self.latency:,.0f} cycles = " + " + ".join(
+            f"{name} {v:,}" for name, v in rounded_parts(self.latency_parts) if v) if self.latency_parts
+            else f"latency {self.latency:,.0f} cycles")
         tc = ", ".join(f"{k} {v:,.0f}" for k, v in self.transfer_cycles.items())
-        lines.append(f"latency {self.latency:,.0f} cycles (compute {self.compute_cycles:,}, stalls "
-                     f"{self.stall_cycles:,.0f}; transfers: {tc})")
+        lines.append(f"  transfer units busy per level (overlapping the above): {tc}")
         lines.append(f"utilization {self.utilization:.1%} (spatial {self.spatial_utilization:.1%}); "
                      f"EDP {self.edp:.4g} pJ*cycles")
         return "\n".join(lines)
+
+
+def rounded_parts(parts: tuple[tuple[str, float], ...]) -> list[tuple[str, int]]:
+    """Parts rounded to whole cycles so that they still add up to the rounded total: each is the
+    rounded running sum minus the rounded running sum before it."""
+    out, before, running = [], 0, 0.0
+    for name, v in parts:
+        running += v
+        now = round(running)
+        out.append((name, now - before))
+        before = now
+    return out
 
 
 def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int, str], Counts]:
@@ -243,4 +259,4 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
         transfer_cycles=transfer, stall_cycles=stall, latency=latency,
         utilization=op.macs / (latency * peak) if latency else 0.0,
         spatial_utilization=m.spatial_product() / arch.num_pes,
-        levels=tuple(lv.name for lv in arch.levels))
+        levels=tuple(lv.name for lv in arch.levels), latency_parts=lat.parts)

@@ -1,4 +1,4 @@
-"""Intrinsic embedding (seed 000, ch. 4): dataflow CSP, layout rewrites, intrinsic programs."""
+"""Intrinsic embedding (Rieber's 2022 dissertation, ch. 4): dataflow CSP, layout rewrites, intrinsic programs."""
 
 from accelmap.embed.search import Embedding, EmbedResult, default_embedding, embed
 

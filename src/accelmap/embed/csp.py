@@ -1,4 +1,5 @@
-"""Embedding an intrinsic into an operator's dataflow as a constraint satisfaction problem (seed 000, sec. 4.3).
+"""Embedding an intrinsic into an operator's dataflow as a constraint satisfaction problem
+(Rieber's 2022 dissertation, sec. 4.3).
 
 Variables are the intrinsic's dataflow nodes (output elements, multiply and
 accumulate instances, input elements); a value is a point of the operator's
@@ -387,7 +388,7 @@ def assignment(op: Operator, intr: Operator, sol: Solution) -> tuple[np.ndarray,
     order over the intrinsic dims); row ``i`` of the second is the operator loop point
     (columns in ``op.dim_names`` order) that variable takes. The dtype is int64 when every
     coordinate, access index and hyper-rectangle walk over them provably fits, else Python
-    integers (seed 000 lost layers to 32-bit overflow).
+    integers (Rieber's dissertation lost layers to 32-bit overflow).
     """
     axes = dict(sol.axes)
     sizes = [s for _, s in intr.dims]

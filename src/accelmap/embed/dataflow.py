@@ -1,4 +1,4 @@
-"""Polyhedral dataflow graph of a multiply-accumulate operator (seed 000, sec. 4.2).
+"""Polyhedral dataflow graph of a multiply-accumulate operator (Rieber's 2022 dissertation, sec. 4.2).
 
 The body ``O[..] += A[..] * B[..]`` is split into two two-operand statements,
 ``S1: t = A[..] * B[..]`` and ``S2: O[..] += t``. Instance sets, tensor boxes,

@@ -19,14 +19,14 @@ import numpy as np
 
 from accelmap.embed.csp import Solution
 from accelmap.embed.dataflow import Dataflow, overlap_kind
-from accelmap.embed.reference import stored_shape
 from accelmap.embed.rewrites import Rewrite
 from accelmap.errors import SpecError
+from accelmap.workload.numpy_reference import stored_shape
 from accelmap.workload.operator import Operator
 
 MAX_CHUNK_ELEMS = 1 << 22
 # Running a program (``embed --run``) holds every tensor, packed and unpacked, as int64 arrays and
-# issues every call: beyond these it would take minutes and gigabytes (a 10^8-row image took 24 GB).
+# issues every call: beyond these it would take minutes and gigabytes (a 10^8-row image took 24 GiB).
 MAX_RUN_ELEMENTS = 1 << 25
 MAX_RUN_MACS = 1 << 31
 
@@ -46,7 +46,7 @@ def check_runnable(op: Operator, layouts=()) -> None:
 
 @dataclass(frozen=True)
 class Feature:
-    """Seed 000, Fig. 4.10: one operand axis an intrinsic axis walks, with its length and stride."""
+    """Rieber's 2022 dissertation, Fig. 4.10: one operand axis an intrinsic axis walks, with its length and stride."""
 
     intrinsic_axis: str
     tensor_axis: int
@@ -187,7 +187,7 @@ def build_program(op: Operator, intr: Operator, sol: Solution, odf: Dataflow | N
     rules_used: list[str] = []
     for io in [intr.output] + list(intr.inputs):
         t = op.operand(roles[io.name])
-        # A piece whose dim does not index the operand is a broadcast (seed 004's scalar broadcast).
+        # A piece whose dim does not index the operand is a broadcast (Vyasa's scalar broadcast).
         mine = {d for ix in io.indices for d in (pc.dim for pc in sol.pieces(ix.dims[0])) if d in t.dims}
         shape = list(stored_shape(op, t))
         stored = tuple(shape)
@@ -381,7 +381,8 @@ def run(prog: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 def verify_program(prog: Program, seed: int = 0) -> tuple[bool, str]:
     """Run the program on random integers and compare with the reference operator exactly."""
-    from accelmap.embed.reference import random_inputs, reference
+    from accelmap.embed.integer_inputs import random_inputs
+    from accelmap.workload.numpy_reference import reference
 
     check_runnable(prog.op, prog.layouts)
     inputs = random_inputs(prog.op, seed)

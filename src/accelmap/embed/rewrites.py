@@ -1,4 +1,4 @@
-"""The layout rewrites of seed 000, Table 4.1, as NumPy transformations with their inverses.
+"""The layout rewrites of Rieber's 2022 dissertation, Table 4.1, as NumPy transformations with their inverses.
 
 Each rewrite acts on one array and returns a new one; ``inverse`` undoes it
 given the shape it started from. Order of application (Table 4.1): 1 stencil

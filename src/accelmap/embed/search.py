@@ -3,7 +3,7 @@
 strict  -- the TVM/VTA strategy: stride 1, one operator dim per intrinsic axis,
            each the only term of its tensor axes (no rule-1 rewrites, no fusion),
            memory-access constraints on, inputs in body order (a=data, b=weights).
-relaxed -- two searches side by side (seed 000, sec. 4.5.2): with the memory
+relaxed -- two searches side by side (Rieber's 2022 dissertation, sec. 4.5.2): with the memory
            constraint and tensor-space rectangles, and without it in access space
            (data may be duplicated: im2col); arbitrary strides, fused dims, both
            operand orders.

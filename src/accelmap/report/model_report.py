@@ -19,7 +19,8 @@ from pathlib import Path
 
 from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import mapping_to_yaml
-from accelmap.search.model_mapper import LayerMapping, ModelMapping
+from accelmap.search.model_result import LayerMapping, ModelMapping
+from accelmap.workload.files import operator_to_dict
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -180,8 +181,22 @@ def mapping_file_text(l: LayerMapping, mm: ModelMapping) -> str:
     op = l.layer.operator
     head = (f"# {l.name}: {op.expression()}  ({', '.join(f'{d}={s}' for d, s in op.dims)})\n"
             f"# on {mm.arch.name}, objective {mm.objective}: {l.how}; used by {l.count} node(s): "
-            f"{', '.join(l.layer.nodes)}\n")
+            f"{', '.join(l.layer.nodes)}\n"
+            f"# its operator is {_safe(l.name)}.workload.yaml beside this file\n")
     return head + yaml.safe_dump(mapping_to_yaml(l.mapping_found, mm.arch), sort_keys=False)
+
+
+def workload_file_text(l: LayerMapping, mm: ModelMapping) -> str:
+    """The layer's operator as a workload file (docs/workload-format.md), at the precision it was mapped
+    at, so that evaluate, simulate and codegen take it with the layer's mapping file."""
+    import yaml
+
+    name = _safe(l.name)
+    head = (f"# {l.name} of {mm.model.name} ({l.layer.source_op}; {l.count} node(s)), as mapped on {mm.arch.name}.\n"
+            + (f"# accelmap evaluate --workload {name}.workload.yaml --arch ARCH --mapping {name}.mapping.yaml\n"
+               f"# (ARCH: the accelerator given to map; simulate and codegen take the same options)\n"
+               if l.ok else f"# not mapped: {l.error}\n"))
+    return head + yaml.safe_dump(operator_to_dict(l.layer.operator), sort_keys=False, default_flow_style=None)
 
 
 def plot_energy(mm: ModelMapping, path: Path) -> Path:
@@ -272,7 +287,8 @@ def plot_front(mm: ModelMapping, path: Path) -> Path:
 
 
 def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> list[Path]:
-    """summary.json, layers.csv, mappings/LAYER.yaml and the plots; returns the files written.
+    """summary.json, layers.csv, layers/LAYER.workload.yaml and layers/LAYER.mapping.yaml, and the plots;
+    returns the files written.
 
     The folder is written whole under a temporary name beside it and then put in place of any
     earlier one, so it never mixes two runs (no stale mapping or plot) and is never half-written."""
@@ -295,7 +311,7 @@ def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> l
 
 
 def _write_folder(mm: ModelMapping, out: Path, plots: bool) -> list[Path]:
-    (out / "mappings").mkdir(parents=True, exist_ok=True)
+    (out / "layers").mkdir(parents=True, exist_ok=True)
     files = []
     p = out / "summary.json"
     write_atomic(p, json.dumps(mm.to_dict(), indent=2) + "\n")
@@ -303,10 +319,14 @@ def _write_folder(mm: ModelMapping, out: Path, plots: bool) -> list[Path]:
     p = out / "layers.csv"
     write_atomic(p, layers_csv(mm))
     files.append(p)
-    for l in mm.mapped:
-        p = out / "mappings" / f"{_safe(l.name)}.yaml"
-        write_atomic(p, mapping_file_text(l, mm))
+    for l in mm.layers:
+        p = out / "layers" / f"{_safe(l.name)}.workload.yaml"
+        write_atomic(p, workload_file_text(l, mm))
         files.append(p)
+        if l.ok:
+            p = out / "layers" / f"{_safe(l.name)}.mapping.yaml"
+            write_atomic(p, mapping_file_text(l, mm))
+            files.append(p)
     if plots and mm.mapped:
         files.append(plot_energy(mm, out / "energy_breakdown.png"))
         files.append(plot_latency_utilization(mm, out / "latency_utilization.png"))
@@ -315,6 +335,6 @@ def _write_folder(mm: ModelMapping, out: Path, plots: bool) -> list[Path]:
     # mkdtemp makes the folder 0700; the output is the user's like any file they write.
     umask = os.umask(0)
     os.umask(umask)
-    for d in (out, out / "mappings"):
+    for d in (out, out / "layers"):
         d.chmod(0o777 & ~umask)
     return [f.relative_to(out) for f in files]

@@ -3,10 +3,11 @@
 A row is keyed by what decides the search's answer: the operator's computation
 (its signature plus operand names, not its layer name), the accelerator's
 content (not its name or file), the objective, the requested strategy, the
-constraints as applied to the layer, the time limit and seed, and a fingerprint
-of the source of the packages that define the answer (``mapping``, ``cost``,
-``search``). Editing the cost model or the search therefore misses the cache
-instead of serving a mapping that may no longer be the best.
+constraints as applied to the layer, the time limit and seed, the heuristic's
+knobs (``HeuristicConfig``), and a fingerprint of the source of the packages
+that define the answer (``mapping``, ``cost``, ``search``). Editing the cost
+model or the search therefore misses the cache instead of serving a mapping
+that may no longer be the best.
 
 Only the mapping (its YAML form) and a summary are stored. The caller rebuilds
 the full cost by evaluating the stored mapping again (one evaluation, cheap),
@@ -36,6 +37,7 @@ from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator
 
@@ -82,9 +84,9 @@ def constraints_key(cons: Constraints) -> str:
 
 
 def result_key(op: Operator, arch: Accelerator, objective: str, strategy: str, cons: Constraints,
-               time_limit: float | None, seed: int) -> str:
+               time_limit: float | None, seed: int, heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC) -> str:
     parts = [operator_key(op), accelerator_key(arch), objective, strategy, constraints_key(cons),
-             repr(time_limit), str(seed), code_fingerprint()]
+             repr(time_limit), str(seed), heuristic_config.key(), code_fingerprint()]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

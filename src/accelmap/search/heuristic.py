@@ -22,6 +22,7 @@ Nothing here is safe pruning: the result is good, not proven optimal.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 
@@ -34,40 +35,33 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import check_capacity, check_precision, tile_fits
 from accelmap.search.bounds import chain_options
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import ranked_spatial
-from accelmap.search.tilings import (
-    Ranked,
-    climb,
-    dim_orders,
-    maximal_tilings,
-    ordered_mapping,
+from accelmap.search.tiling import (
+    Temporal,
+    Tiling,
+    describe_spatial,
+    factors_of,
     padded_operator,
-    random_tilings,
-    rank_tilings,
-    temporal_of,
+    spatial_at,
+    temporal_remainder,
 )
+from accelmap.search.tilings import Ranked, climb, dim_orders, maximal_tilings, random_tilings, rank_tilings
 from accelmap.workload.operator import Operator
 
-# Share of the time limit the spatial probes may use, the maximal tilings a probe keeps per level, and
-# the random tilings it adds.
-PROBE_SHARE = 0.4
-PROBE_ROWS = 150
-PROBE_SAMPLES = 200
+log = logging.getLogger(__name__)
 
 
-def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> dict[int, dict[str, int]] | None:
+def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: list[str]) -> Temporal | None:
     """Pack prime factors into levels innermost first while tiles fit; level 0 takes the rest."""
     nlev = len(arch.levels)
     ext = {d: 1 for d in op.dim_names}
-    sp_at: dict[int, dict[str, int]] = {}
-    for (lvl, _), o in spatial.items():
-        for d, b in o.items():
-            sp_at.setdefault(lvl, {})[d] = sp_at.get(lvl, {}).get(d, 1) * b
-    rem = {d: -(-op.sizes[d] // math.prod(sp_at.get(l, {}).get(d, 1) for l in sp_at)) for d in op.dim_names}
+    sp_at = spatial_at(spatial)
+    rem = temporal_remainder(op, spatial)
     lpfs = [(d, p) for d in dim_order for p in prime_factors(rem[d])]
     temporal: dict[int, dict[str, int]] = {i: {} for i in range(nlev)}
     k = 0
@@ -90,10 +84,10 @@ def allocate(op: Operator, arch: Accelerator, keep, spatial: dict, dim_order: li
     return temporal
 
 
-def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, dict[str, int]], spatial: dict,
-                   cons: Constraints, cap: int = 16) -> list[Mapping]:
+def build_mappings(op: Operator, arch: Accelerator, tiling: Tiling, cons: Constraints, cap: int = 16) -> list[Mapping]:
     """Mappings for a tiling, with each level's order chosen among its non-dominated orders."""
     nlev = len(arch.levels)
+    temporal, spatial, keep = tiling.temporal(op), tiling.spatial, tiling.keep
     rest: tuple[Loop, ...] = ()
     options_by_level: dict[int, list[tuple[Loop, ...]]] = {}
     for lvl in range(nlev - 1, -1, -1):
@@ -117,9 +111,7 @@ def build_mappings(op: Operator, arch: Accelerator, keep, temporal: dict[int, di
 
 def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                      constraints: Constraints | None = None, time_limit: float | None = None,
-                     seed: int = 0, max_spatial: int = 2, max_keeps: int = 3, climbs: int = 4,
-                     max_probes: int = 48,
-                     exact_candidates: int = 8, samples: int = 2000, rank_by: str | None = None):
+                     seed: int = 0, config: HeuristicConfig = DEFAULT_HEURISTIC, rank_by: str | None = None):
     """Best mappings of ``op`` by ``objective``; see the module doc. ``rank_by`` is the scalar the
     search ranks and climbs by (default: the objective; EDP for the Pareto front)."""
     cons = constraints or Constraints()
@@ -152,96 +144,118 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # Fullest bypass choices first (more reuse); leaner ones where tiny buffers cannot
     # hold every operand. A few that admit a tiling are searched in full.
     by_fullness = sorted(keeps, key=lambda kp: -sum(len(x) for x in kp))
-    ranked = ranked_spatial(op, arch, cons, chain_options(op, keeps), obj)
+    ranked = ranked_spatial(op, arch, cons, chain_options(op, keeps), obj, max_dims=config.max_dims_per_axis,
+                            min_pe_fraction=config.min_pe_fraction, limit=config.spatial_candidates)
     orders = dim_orders(op)
     nprng = np.random.default_rng(seed)
     costed = 0
     # Probe the spatial candidates in order of their lower bound: the maximal tilings of each (and a few
     # random ones) under the fullest bypass choice that admits one. A candidate whose bound is not below
     # the best probe cannot beat it and is skipped; the probes stop when their budget is spent.
-    probe_deadline = t0 + PROBE_SHARE * (deadline - t0)
+    probe_deadline = t0 + config.probe_share * (deadline - t0)
     probes: list[tuple[float, dict]] = []
     best_probe = math.inf
     stats.extra["spatial_candidates"] = len(ranked)
+    log.info("%s: %d spatial unrollings ranked by lower bound (%s); probing in that order",
+             op.name, len(ranked), obj)
     cut_by_bound = 0
     for cand in ranked:
         if cand.bound(obj) >= best_probe:
             cut_by_bound += 1
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: skip %s: its bound %.4g cannot beat the best probe %.4g",
+                          op.name, describe_spatial(cand.assignment, arch), cand.bound(obj), best_probe)
             continue
-        if len(probes) >= max_probes or (probes and time.perf_counter() > probe_deadline):
+        if len(probes) >= config.max_probes or (probes and time.perf_counter() > probe_deadline):
+            log.info("%s: probes stop at %s", op.name, f"the budget of {config.max_probes}"
+                     if len(probes) >= config.max_probes else f"{config.probe_share:.0%} of the time limit")
             break
         spatial = cand.assignment
         op_pad, rem = padded_operator(op, spatial)
         for keep in by_fullness:
-            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=PROBE_ROWS)
+            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=config.probe_rows_per_level)
             # A few random tilings too: where a maximal tile packs a buffer badly (every maximal tiling
             # of ZigZag's own unrolling of ResNet-18 layer4.0.conv2 on its tpu_like is 750x off), the
             # unrolling is still judged by what it can do.
-            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, PROBE_SAMPLES)
+            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, config.probe_random_tilings)
             if not len(F) and not len(R):
                 continue
             found, n_rows = rank_tilings(op_pad, arch, keep, spatial, np.concatenate([F, R]), obj,
                                          orders, top=1)
             costed += n_rows
             probes.append((found[0].value, spatial))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: probe %s: bound %.4g, best of %d tilings %.4g", op.name,
+                          describe_spatial(spatial, arch), cand.bound(obj), len(F) + len(R), found[0].value)
             best_probe = min(best_probe, found[0].value)
             break
+        else:   # no bypass choice admits a tiling: the candidate is not probed
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: %s: no tiling fits under any bypass choice", op.name, describe_spatial(spatial, arch))
         if time.perf_counter() > deadline:
+            log.info("%s: time limit reached while probing", op.name)
             break
     stats.extra["spatial_probed"] = len(probes)
     stats.extra["seconds_probing"] = time.perf_counter() - t0
     stats.extra["spatial_cut_by_bound"] = cut_by_bound
     probes.sort(key=lambda p: p[0])
     spatials = [sp for _, sp in probes]
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s: %d unrollings probed, %d skipped by their bound; searched in full: %s", op.name,
+                 len(probes), cut_by_bound, "; ".join(f"{describe_spatial(sp, arch)} (probe {v:.4g})"
+                                                      for v, sp in probes[:config.full_searches]) or "none")
     # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
     # costed under a few per-level orders at once.
-    starts: list[tuple[float, Ranked, dict, tuple, Operator]] = []
-    for spatial in spatials[:max_spatial] or ([{}] if not ranked else []):
+    starts: list[tuple[Ranked, Operator]] = []
+    for spatial in spatials[:config.full_searches] or ([{}] if not ranked else []):
         op_pad, rem = padded_operator(op, spatial)
         usable = 0
         for keep in by_fullness:
-            if usable >= max_keeps or time.perf_counter() > deadline:
+            if usable >= config.bypass_choices or time.perf_counter() > deadline:
                 break
-            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng)
-            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, samples)
+            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=config.rows_per_level)
+            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, config.random_tilings)
             if not len(F) and not len(R):
                 continue
             usable += 1
-            # The best two of the maximal tilings and the best two of the sample, costed together.
-            found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=2, also=R)
+            # The best few of the maximal tilings and as many of the sample, costed together.
+            found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=config.starts_per_group, also=R)
             costed += n
-            starts.extend((f.value, f, spatial, keep, op_pad) for f in found)
+            starts.extend((f, op_pad) for f in found)
         if time.perf_counter() > deadline:
             break
     stats.extra["seconds_to_climb"] = time.perf_counter() - t0
-    starts.sort(key=lambda r: r[0])
+    starts.sort(key=lambda r: r[0].value)
     # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
-    finals: list[tuple[float, dict, dict, tuple, tuple | None]] = []
+    finals: list[Ranked] = []
     toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
-    for _, start, spatial, keep, op_pad in starts[:climbs]:
-        cur, keep, n = climb(op_pad, arch, keep, spatial, start, obj, orders, keeps,
-                             memo=toggled.setdefault(repr(spatial), {}), deadline=deadline)
+    for start, op_pad in starts[:config.climbs]:
+        end, n = climb(op_pad, arch, start, obj, orders, keeps, max_steps=config.climb_steps,
+                       memo=toggled.setdefault(repr(start.tiling.spatial), {}), deadline=deadline)
         costed += n
-        finals.append((cur.value, temporal_of(op, cur.F), spatial, keep, cur.order))
-    finals += [(v, temporal_of(op, f.F), sp, kp, f.order) for v, f, sp, kp, _ in starts[climbs:]]
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s: climb from %.4g (%s) ends at %.4g after %d rows costed", op.name, start.value,
+                     describe_spatial(start.tiling.spatial, arch), end.value, n)
+        finals.append(end)
+    finals += [f for f, _ in starts[config.climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.
-    for spatial in spatials[:3]:
+    for spatial in spatials[:config.greedy_unrollings]:
         for order in orders:
-            for keep in by_fullness[:2]:
+            for keep in by_fullness[:config.greedy_bypass_choices]:
                 temporal = allocate(op, arch, keep, spatial, list(reversed(order)))
                 if temporal is not None:
-                    finals.append((math.inf, temporal, spatial, keep, None))
+                    finals.append(Ranked(math.inf, Tiling(factors_of(op, temporal, len(arch.levels)), spatial, keep)))
     stats.extra["seconds_to_orders"] = time.perf_counter() - t0
-    finals.sort(key=lambda r: r[0])
+    finals.sort(key=lambda r: r.value)
     # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
     # the orders often matter as much as the tiling. At least one is costed past the deadline.
     done = 0
-    for _, temporal, spatial, keep, found_order in finals:
-        if done >= exact_candidates or (done and time.perf_counter() > deadline):
+    for final in finals:
+        if done >= config.exact_candidates or (done and time.perf_counter() > deadline):
             break
-        ms = build_mappings(op, arch, keep, temporal, spatial, cons, cap=8)
-        if found_order is not None and not (cons.orders or cons.forbid_orders):
-            ms.append(ordered_mapping(temporal, spatial, keep, found_order, len(arch.levels)))
+        ms = build_mappings(op, arch, final.tiling, cons, cap=config.orders_per_candidate)
+        if final.tiling.order is not None and not (cons.orders or cons.forbid_orders):
+            ms.append(final.tiling.mapping(op))
         got = [consider(m) for m in ms]
         done += any(r is not None for r in got)
     stats.extra["batch_costed"] = costed
@@ -250,4 +264,6 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     stats.evaluated += costed
     stats.seconds = time.perf_counter() - t0
     stats.extra["timed_out"] = time.perf_counter() > deadline
+    if stats.extra["timed_out"]:
+        log.info("%s: time limit reached; %d candidates got exact orders", op.name, done)
     return best.results(), stats

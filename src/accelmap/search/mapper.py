@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
@@ -9,11 +10,14 @@ from accelmap.errors import MappingError, SpecError
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options
 from accelmap.search.exhaustive import search_exhaustive, space_size
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.objective import Found, certificate_gap, check_objective, collector
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, infeasibility, keep_options
 from accelmap.search.spatial import certified_lower_bound
 from accelmap.workload.operator import Operator
+
+log = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "optimal", "exhaustive", "heuristic", "random")
 # Spaces up to this many tilings x bypass choices are searched exactly by default
@@ -49,7 +53,8 @@ class MapResult:
         return certificate_gap(self.best.value if self.best else None, self.lower_bound, self.proven_optimal)
 
 
-def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: float, seed: int):
+def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: float, seed: int,
+                     config: HeuristicConfig):
     """The energy-latency front of the mappings found by three heuristic searches, ranking by energy,
     by EDP and by latency (a third of the time each): each reaches its own end of the front."""
     from accelmap.search.heuristic import search_heuristic
@@ -58,7 +63,7 @@ def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: 
     total = SearchStats()
     for rank_by in ("energy", "edp", "latency"):
         res, stats = search_heuristic(op, arch, "pareto", constraints=cons, time_limit=limit / 3, seed=seed,
-                                      rank_by=rank_by)
+                                      config=config, rank_by=rank_by)
         for f in res:
             front.offer(f.result, f.mapping)
         total.evaluated += stats.evaluated
@@ -69,12 +74,14 @@ def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: 
 
 def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, strategy: str = "auto",
-                 time_limit: float | None = None, seed: int = 0) -> MapResult:
+                 time_limit: float | None = None, seed: int = 0,
+                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC) -> MapResult:
     """Best ``k`` mappings of ``op`` on ``arch`` by ``objective`` (or the Pareto front).
 
     Every strategy stops at ``time_limit`` seconds (``DEFAULT_TIME_LIMITS`` when None). The result
     carries a lower bound of the objective over every mapping the constraints allow (none for the
-    Pareto front) and says whether the best is proven optimal. Raises MappingError when the operator
+    Pareto front) and says whether the best is proven optimal. ``heuristic_config`` sets the
+    heuristic's knobs. Raises MappingError when the operator
     cannot be mapped at all (precision not supported, a level too small for its smallest footprint),
     which is proven before any search.
     """
@@ -95,10 +102,15 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         raise SpecError(f"the {strategy} search covers perfect factorizations only, and the spatial constraints "
                         f"pad {op.name}; use --strategy heuristic", where="--strategy")
     if strategy == "auto":
-        strategy = "optimal" if not padded and space_size(op, arch) <= EXACT_SPACE_LIMIT else "heuristic"
+        size = space_size(op, arch)
+        strategy = "optimal" if not padded and size <= EXACT_SPACE_LIMIT else "heuristic"
         if strategy == "optimal" and time_limit is None:
             time_limit = AUTO_EXACT_SECONDS
+        log.info("%s: strategy auto -> %s (%s)", op.name, strategy, "the spatial constraints pad it" if padded else
+                 f"{size} tilings x bypass choices, {'within' if size <= EXACT_SPACE_LIMIT else 'over'} "
+                 f"the exact search's {EXACT_SPACE_LIMIT}")
     limit = time_limit if time_limit is not None else DEFAULT_TIME_LIMITS[strategy]
+    log.info("%s on %s: %s search, %s, time limit %g s", op.name, arch.name, strategy, objective, limit)
     if strategy == "exhaustive":
         res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit)
         complete = not stats.extra.get("timed_out", False)
@@ -108,11 +120,12 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
     elif strategy == "heuristic" and objective == "pareto":
-        res, stats = _heuristic_front(op, arch, cons, limit, seed)
+        res, stats = _heuristic_front(op, arch, cons, limit, seed, heuristic_config)
         complete = False
     elif strategy == "heuristic":
         from accelmap.search.heuristic import search_heuristic
-        res, stats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed)
+        res, stats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed,
+                                      config=heuristic_config)
         complete = False
     else:
         from accelmap.search.baselines import search_random
@@ -127,7 +140,10 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         lower = certified_lower_bound(op, arch, cons, chain_options(op, keeps), objective)[0]
         if res and k == 1 and res[0].value <= lower * (1 + _PROOF_TOLERANCE):
             proven = True
+        log.info("%s: best %s, lower bound %.4g%s", op.name, f"{res[0].value:.4g}" if res else "none", lower,
+                 ", proven optimal" if proven else "")
     if timed_out:
+        log.info("%s: the %s search stopped at its time limit of %g s", op.name, strategy, limit)
         notes.append(f"time limit {limit:g} s reached" + (": best found, optimality not proven" if res else
                                                            " before any valid mapping was found (not proven "
                                                            "infeasible; a longer --time-limit may find one)"))

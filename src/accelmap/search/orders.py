@@ -106,7 +106,8 @@ def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
 
 
 def _pipeline_counts(op: Operator, loops: tuple[Loop, ...], streamed: tuple[str, ...]) -> tuple[int, int]:
-    """Result sets and rows of the compute pipeline over ``loops`` (cost/latency.py, Eq. 4.1 of seed 003):
+    """Result sets and rows of the compute pipeline over ``loops`` (cost/latency.py; Eq. 4.1 of
+    Hamdi's 2023 thesis on ZigZag in TVM):
     both shrink with the innermost temporal loops over dimensions the output does not use."""
     temporal = [l for l in loops if not l.spatial]
     total = math.prod(l.bound for l in temporal)

@@ -25,16 +25,14 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop
 from accelmap.mapping.sampling import divisors
 from accelmap.search.bounds import spatial_bounds
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator
 
-# Dims one axis unrolls at most (ZigZag's and Timeloop's array specs use one or two per axis).
-MAX_DIMS_PER_AXIS = 2
-# The heuristic leaves out candidates using fewer PEs than this fraction of the fullest one's (each
-# halving of the PEs doubles the MAC schedule). A restriction of the search only: the certificate's
-# bound covers every unrolling, so a better one left out shows as a gap.
-MIN_PE_FRACTION = 1 / 8
+# Defaults from the heuristic's knobs (heuristic_config.py says what they mean).
+MAX_DIMS_PER_AXIS = DEFAULT_HEURISTIC.max_dims_per_axis
+MIN_PE_FRACTION = DEFAULT_HEURISTIC.min_pe_fraction
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,41 +37,21 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.batch import evaluate_batch, tile_sizes
 from accelmap.cost.model import evaluate
-from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
+from accelmap.search.tiling import Keep, Spatial, Tiling, batch_form, spatial_at
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
-# Rows kept per level after the maximality filter; beyond this a deterministic sample is taken.
-ROWS_PER_LEVEL = 4000
+ROWS_PER_LEVEL = DEFAULT_HEURISTIC.rows_per_level
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ranked:
-    """A tiling (F[level, dim], see ``maximal_tilings``) costed under one per-level order."""
+    """A tiling with an order, and its objective value."""
     value: float
-    order: tuple[str, ...]
-    F: np.ndarray
-
-
-def spatial_at(spatial: dict) -> dict[int, dict[str, int]]:
-    """{(level, axis): {dim: bound}} -> {level: {dim: product of bounds}}."""
-    out: dict[int, dict[str, int]] = {}
-    for (lvl, _), o in spatial.items():
-        for d, b in o.items():
-            out.setdefault(lvl, {})[d] = out.get(lvl, {}).get(d, 1) * b
-    return out
-
-
-def padded_operator(op: Operator, spatial: dict) -> tuple[Operator, dict[str, int]]:
-    """The operator with every dimension rounded up to whole spatial rounds, and the temporal remainder."""
-    sp = spatial_at(spatial)
-    total = {d: math.prod(sp.get(l, {}).get(d, 1) for l in sp) for d in op.dim_names}
-    rem = {d: -(-op.sizes[d] // total[d]) for d in op.dim_names}
-    if all(rem[d] * total[d] == op.sizes[d] for d in op.dim_names):
-        return op, rem
-    return replace(op, dims=tuple((d, rem[d] * total[d]) for d in op.dim_names)), rem
+    tiling: Tiling
 
 
 def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
@@ -204,50 +185,15 @@ def dim_orders(op: Operator) -> list[tuple[str, ...]]:
     return out
 
 
-def _structure(op: Operator, arch: Accelerator, spatial: dict, order: tuple[str, ...]):
-    """The loop slots of one per-level order (every dim at every level, then the level's spatial
-    loops) and, per slot, the (level, dim index) of F it takes its bound from, or a fixed bound."""
-    dims = op.dim_names
-    sp_loops = [(lvl, ax, d, b) for (lvl, ax), o in spatial.items() for d, b in o.items() if b > 1]
-    structure, cols = [], []
-    for lv in range(len(arch.levels)):
-        for d in order:
-            structure.append((d, lv, None))
-            cols.append((lv, dims.index(d)))
-        for lvl, ax, d, b in sp_loops:
-            if lvl == lv:
-                structure.append((d, lv, ax))
-                cols.append(b)
-    return structure, cols
-
-
 def cost_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarray, objective: str,
               order: tuple[str, ...]) -> np.ndarray:
     """Objective of every tiling in F under one per-level order (vectorized model)."""
-    structure, cols = _structure(op, arch, spatial, order)
-    bounds = np.empty((len(F), len(structure)), dtype=np.int64)
-    for j, col in enumerate(cols):
-        bounds[:, j] = F[:, col[0], col[1]] if isinstance(col, tuple) else col
+    structure, bounds = batch_form(op, len(arch.levels), spatial, order, F)
     res = evaluate_batch(op, arch, structure, keep, bounds, latency=objective != "energy")
     return res["energy"] if objective == "energy" else res["latency"] if objective == "latency" else res["edp"]
 
 
-def ordered_mapping(temporal: dict[int, dict[str, int]], spatial: dict, keep, order: tuple[str, ...],
-                    nlev: int) -> Mapping:
-    """The Mapping a batch row stands for: at every level its loops in ``order``, then its spatial loops."""
-    loops = []
-    for lv in range(nlev):
-        loops += [Loop(d, temporal.get(lv, {})[d], lv) for d in order if temporal.get(lv, {}).get(d, 1) > 1]
-        loops += [Loop(d, b, lvl, ax) for (lvl, ax), o in spatial.items() if lvl == lv for d, b in o.items() if b > 1]
-    return Mapping(tuple(loops), keep)
-
-
-def temporal_of(op: Operator, row: np.ndarray) -> dict[int, dict[str, int]]:
-    return {lv: {d: int(row[lv, i]) for i, d in enumerate(op.dim_names) if row[lv, i] > 1}
-            for lv in range(row.shape[0])}
-
-
-def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
+def rank_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: Spatial,
                  F: np.ndarray, objective: str, orders: list[tuple[str, ...]], top: int,
                  also: np.ndarray | None = None) -> tuple[list[Ranked], int]:
     """The ``top`` best (tiling, order) rows of F by the objective, and as many of ``also`` (costed
@@ -263,7 +209,7 @@ def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ..
         lo = 0
         for g, n in enumerate(sizes):
             for r in np.argsort(vals[lo:lo + n], kind="stable")[:top]:
-                found[g].append(Ranked(float(vals[lo + r]), order, rows[lo + r].copy()))
+                found[g].append(Ranked(float(vals[lo + r]), Tiling(rows[lo + r].copy(), spatial, keep, order)))
             lo += n
     out = []
     for part in found:
@@ -272,7 +218,7 @@ def rank_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ..
         seen = set()
         mine = []
         for f in part:
-            key = f.F.tobytes()
+            key = f.tiling.factors.tobytes()
             if key not in seen:
                 seen.add(key)
                 mine.append(f)
@@ -315,62 +261,63 @@ def neighbours(F: np.ndarray) -> np.ndarray:
     return np.array(out, dtype=np.int64).reshape(-1, nlev, D)
 
 
-def climb(op: Operator, arch: Accelerator, keep, spatial: dict, start: Ranked, objective: str,
-          orders: list[tuple[str, ...]], keeps=(), max_steps: int = 60,
-          memo: dict | None = None, deadline: float | None = None) -> tuple[Ranked, tuple, int]:
+def climb(op: Operator, arch: Accelerator, start: Ranked, objective: str, orders: list[tuple[str, ...]],
+          keeps: Sequence[Keep] = (), max_steps: int = DEFAULT_HEURISTIC.climb_steps, memo: dict | None = None,
+          deadline: float | None = None) -> tuple[Ranked, int]:
     """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
 
     Each step tries, cheapest first, and takes the best improvement of the first that has one:
     every neighbour costed at once under the current order; every bypass choice of ``keeps``
     that differs from the current one at one level (one row each: the scalar model); the
     current tiling and its neighbours under every other order. It stops at a tiling none of
-    them improves. Returns the end point, its bypass choice and the rows costed. ``memo`` (shared
-    by the climbs of one search) keeps the toggles already costed: climbs meet the same tilings.
-    Past ``deadline`` (``time.perf_counter``) it returns where it is."""
+    them improves. Returns the end point (its tiling carries the bypass choice it ended with) and
+    the rows costed. ``memo`` (shared by the climbs of one search) keeps the toggles already costed:
+    climbs meet the same tilings. Past ``deadline`` (``time.perf_counter``) it returns where it is.
+    The spatial unrolling stays the start's."""
     memo = {} if memo is None else memo
     cur = start
+    spatial = start.tiling.spatial
     costed = 0
-    nlev = len(arch.levels)
     for _ in range(max_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        N = neighbours(cur.F)
-        N = N[valid_rows(op, arch, keep, spatial, N)] if len(N) else N
+        t = cur.tiling
+        assert t.order is not None, "a climb starts from a ranked tiling, which has an order"
+        N = neighbours(t.factors)
+        N = N[valid_rows(op, arch, t.keep, spatial, N)] if len(N) else N
         if len(N):
-            vals = cost_rows(op, arch, keep, spatial, N, objective, cur.order)
+            vals = cost_rows(op, arch, t.keep, spatial, N, objective, t.order)
             costed += len(N)
             r = int(np.argmin(vals))
             if vals[r] < cur.value * (1 - 1e-12):
-                cur = Ranked(float(vals[r]), cur.order, N[r].copy())
+                cur = Ranked(float(vals[r]), replace(t, factors=N[r].copy()))
                 continue
-        best: tuple[Ranked, tuple[frozenset[str], ...]] | None = None    # a better bypass choice
+        best: Ranked | None = None    # a better bypass choice, else a better order
         for kp in keeps:
-            if (sum(a != b for a, b in zip(kp, keep, strict=True)) != 1
-                    or not valid_rows(op, arch, kp, spatial, cur.F[None])[0]):
+            if (sum(a != b for a, b in zip(kp, t.keep, strict=True)) != 1
+                    or not valid_rows(op, arch, kp, spatial, t.factors[None])[0]):
                 continue
-            key = (cur.F.tobytes(), kp, cur.order)
+            key = (t.factors.tobytes(), kp, t.order)
             if key not in memo:
-                res = evaluate(op, arch, ordered_mapping(temporal_of(op, cur.F), spatial, kp, cur.order, nlev),
-                               check=False)
+                res = evaluate(op, arch, replace(t, keep=kp).mapping(op), check=False)
                 memo[key] = scalar(objective, res.energy_total, res.latency)
                 costed += 1
             v = memo[key]
-            if v < cur.value * (1 - 1e-12) and (best is None or v < best[0].value):
-                best = (Ranked(v, cur.order, cur.F), kp)
+            if v < cur.value * (1 - 1e-12) and (best is None or v < best.value):
+                best = Ranked(v, replace(t, keep=kp))
         if best is not None:
-            cur, keep = best
+            cur = best
             continue
-        rows = np.concatenate([cur.F[None], N])
-        reordered: Ranked | None = None
+        rows = np.concatenate([t.factors[None], N])
         for order in orders:
-            if order == cur.order:
+            if order == t.order:
                 continue
-            vals = cost_rows(op, arch, keep, spatial, rows, objective, order)
+            vals = cost_rows(op, arch, t.keep, spatial, rows, objective, order)
             costed += len(rows)
             r = int(np.argmin(vals))
-            if vals[r] < cur.value * (1 - 1e-12) and (reordered is None or vals[r] < reordered.value):
-                reordered = Ranked(float(vals[r]), order, rows[r].copy())
-        if reordered is None:
+            if vals[r] < cur.value * (1 - 1e-12) and (best is None or vals[r] < best.value):
+                best = Ranked(float(vals[r]), Tiling(rows[r].copy(), spatial, t.keep, order))
+        if best is None:
             break
-        cur = reordered
-    return cur, keep, costed
+        cur = best
+    return cur, costed

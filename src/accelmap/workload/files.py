@@ -9,7 +9,7 @@ from typing import Any, Callable
 from accelmap.errors import SpecError
 from accelmap.workload import constructors
 from accelmap.workload.operator import Operator
-from accelmap.workload.text_form import parse_expression
+from accelmap.workload.text_form import operator_text, parse_expression
 from accelmap.yaml_io import load_yaml
 
 CONSTRUCTORS: dict[str, Callable[..., Operator]] = {
@@ -39,7 +39,7 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
     kind = kinds[0]
     try:
         if kind == "expression":
-            allowed = _COMMON | {"expression", "dims", "classes", "padding"}
+            allowed = _COMMON | {"expression", "dims", "classes", "padding", "shapes"}
             bad = set(data) - allowed
             if bad:
                 raise SpecError(f"unknown keys {sorted(bad, key=str)}; allowed: {', '.join(sorted(allowed))}")
@@ -47,7 +47,8 @@ def operator_from_dict(data: Any, source: str = "<dict>") -> Operator:
             if not isinstance(dims, dict):
                 raise SpecError("'dims' must map every dimension of the expression to its size")
             return parse_expression(str(data["expression"]), dims, name=name, bits=data.get("precision"),
-                                    classes=data.get("classes"), init_output=init, pad_lo=data.get("padding"))
+                                    classes=data.get("classes"), init_output=init, pad_lo=data.get("padding"),
+                                    shapes=data.get("shapes"))
         bad = set(data) - _COMMON - {kind}
         if bad:
             raise SpecError(f"unknown keys {sorted(bad, key=str)}; allowed: {kind}, {', '.join(sorted(_COMMON))}")
@@ -83,3 +84,21 @@ def load_workload(path: str | Path) -> tuple[Operator, bool]:
     data = load_yaml(path)
     return operator_from_dict(data, str(path)), isinstance(data, dict) and "precision" in data
 
+
+
+def operator_to_dict(op: Operator) -> dict[str, Any]:
+    """``op`` in the expression form of a workload file, which ``operator_from_dict`` reads back as an
+    operator equal to ``op`` in everything but its kind label: dims in order, every operand's
+    precision and class, input padding, stored shapes and the output's initial value."""
+    d: dict[str, Any] = {"name": op.name, "expression": operator_text(op), "dims": dict(op.dims),
+                         "precision": {o.name: o.bits for o in op.operands},
+                         "classes": {o.name: o.cls for o in op.operands}}
+    padding = {o.name: list(o.pad_lo) for o in op.inputs if any(o.pad_lo)}
+    if padding:
+        d["padding"] = padding
+    shapes = {o.name: list(o.shape) for o in op.operands if o.shape}
+    if shapes:
+        d["shapes"] = shapes
+    if op.init_output != "zero":
+        d["init_output"] = op.init_output
+    return d

@@ -62,7 +62,7 @@ def axis_overlap(coeffs: tuple[int, ...], ext_old: tuple[int, ...], ext_new: tup
     off = sum(c * s for c, s in zip(coeffs, shifts, strict=True))
     # Both sets lie in [0, span): disjoint when the shift moves one past the other, and intervals
     # when they have no holes. Either way no bit set, which had as many bits as the shift is long
-    # (a tile a whole 10^10-row image away built a 1.25 GB integer).
+    # (a tile a whole 10^10-row image away built a 1.25 GiB integer).
     span_old = sum(c * (e - 1) for c, e in zip(coeffs, ext_old, strict=True)) + 1
     span_new = sum(c * (e - 1) for c, e in zip(coeffs, ext_new, strict=True)) + 1
     if off >= span_old or off + span_new <= 0:

@@ -96,7 +96,7 @@ class Operator:
     attrs: tuple[tuple[str, object], ...] = ()
     # "zero": an output element starts at zero, so its first update writes
     # without reading. "read": the output holds a prior value (bias, residual,
-    # or the convention of seed 001's worked example) that must be read first.
+    # or the convention of Sunstone's worked example) that must be read first.
     init_output: InitOutput = "zero"
     sizes: Mapping[str, int] = field(init=False, repr=False, compare=False, hash=False)
 

@@ -83,11 +83,15 @@ class _Parser:
 
 def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
                      bits: Mapping[str, int] | None = None, classes: Mapping[str, str] | None = None,
-                     init_output: InitOutput = "zero", pad_lo: Mapping[str, list[int]] | None = None) -> Operator:
-    """Parse the text form. ``bits`` and ``classes`` are keyed by operand name.
+                     init_output: InitOutput = "zero", pad_lo: Mapping[str, list[int]] | None = None,
+                     shapes: Mapping[str, list[int]] | None = None) -> Operator:
+    """Parse the text form. ``bits``, ``classes``, ``pad_lo`` and ``shapes`` (stored tensor shapes, where
+    they differ from the index space less its padding) are keyed by operand name.
 
     Default classes: the output is O, the first input I, every other input W.
-    Default precision: 8-bit inputs, 32-bit output.
+    Default precision: 8-bit inputs, 32-bit output. Dimensions take the order of ``sizes`` when it
+    names exactly the expression's dimensions (so a written operator reads back the same), else
+    their order of first appearance in the expression.
     """
     p = _Parser(text)
     out_name, out_idx = p.access()
@@ -100,14 +104,15 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
         ins.append(p.access())
     if p.peek() is not None:
         raise SpecError(f"expression {text!r}: unexpected {p.peek()!r} after the last factor")
-    for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo)):
+    for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo), ("shapes", shapes)):
         if table is not None and not isinstance(table, Mapping):
             raise SpecError(f"{key} must map operand names to values, got {table!r}")
     bits = dict(bits or {})
     classes = dict(classes or {})
     pad_lo = dict(pad_lo or {})
+    shapes = {n: _whole_numbers(v, f"shapes.{n}") for n, v in (shapes or {}).items()}
     names = [out_name] + [n for n, _ in ins]
-    for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo)):
+    for key, table in (("precision", bits), ("classes", classes), ("padding", pad_lo), ("shapes", shapes)):
         unknown = set(table) - set(names)
         if unknown:
             raise SpecError(f"{key} names operands {sorted(unknown, key=str)} that are not in the expression "
@@ -124,9 +129,25 @@ def parse_expression(text: str, sizes: Mapping[str, int], *, name: str = "op",
     extra = [d for d in sizes if d not in order]
     if extra:
         raise SpecError(f"sizes given for dimensions {extra} that the expression does not use")
-    operands = [make_operand(out_name, out_idx, "output", bits.get(out_name, 32), classes.get(out_name, "O"))]
+    operands = [make_operand(out_name, out_idx, "output", bits.get(out_name, 32), classes.get(out_name, "O"),
+                             shape=shapes.get(out_name, ()))]
     for k, (nm, idx) in enumerate(ins):
         operands.append(make_operand(nm, idx, "input", bits.get(nm, 8), classes.get(nm, "I" if k == 0 else "W"),
-                                     pad_lo=pad_lo.get(nm, ())))
+                                     pad_lo=pad_lo.get(nm, ()), shape=shapes.get(nm, ())))
+    if sorted(sizes) == sorted(order):
+        order = list(sizes)
     dims = tuple((d, sizes[d]) for d in order)
     return Operator(name, dims, tuple(operands), kind="einsum", init_output=init_output)
+
+
+def _whole_numbers(value: object, where: str) -> list[int]:
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value):
+        raise SpecError(f"{where} must be a list of positive whole numbers, got {str(value)[:40]!r}")
+    return list(value)
+
+
+def operator_text(op: Operator) -> str:
+    """The expression ``parse_expression`` reads back as ``op`` (with its sizes, precision, classes,
+    padding and shapes given beside it): ``O[N,K,P,Q] += I[N,C,P+R,Q+S] * W[K,C,R,S]``."""
+    return f"{op.output} += " + " * ".join(str(o) for o in op.inputs)

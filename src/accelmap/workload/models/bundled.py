@@ -26,7 +26,7 @@ BUNDLED = {m.name: m for m in (
     BundledModel("bert_base_layer", "bert_base_layer.onnx",
                  "one BERT-base encoder layer (hidden 768, 12 heads, FFN 3072); --seq-len, default 128"),
     BundledModel("deepbench_conv", "deepbench_conv_inference_server.csv",
-                 "DeepBench inference-server convolutions (107 layers; seed 000, ch. 4-5)"),
+                 "DeepBench inference-server convolutions (107 layers; Rieber's 2022 dissertation, ch. 4-5)"),
 )}
 
 

@@ -1,4 +1,9 @@
-"""NumPy reference of an operator and its random test tensors (exact integer arithmetic)."""
+"""What an operator computes, in NumPy: the reference every executed program is checked against.
+
+Used by the emitted C (``codegen``) and the intrinsic programs (``embed``) alike, so both are held to
+one definition of the operator's semantics: stored tensors are placed into the padded index space
+(padding reads zero) and the product of the inputs is summed into the output's dimensions.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +16,8 @@ from accelmap.workload.operator import Operand, Operator
 
 
 def stored_shape(op: Operator, o: Operand) -> tuple[int, ...]:
-    return o.shape or op.index_extent(o)
-
-
-def random_inputs(op: Operator, seed: int = 0) -> dict[str, np.ndarray]:
-    """Signed integers spanning each input's precision (int8 inputs: -128..127)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for o in op.inputs:
-        lo, hi = -(1 << (o.bits - 1)), (1 << (o.bits - 1))
-        out[o.name] = rng.integers(lo, hi, size=stored_shape(op, o), dtype=np.int64)
-    return out
+    """The tensor's shape in memory: its own where given, else its index space."""
+    return tuple(o.shape) or op.index_extent(o)
 
 
 def index_space(op: Operator, o: Operand, arr: np.ndarray) -> np.ndarray:
@@ -38,12 +34,13 @@ def index_space(op: Operator, o: Operand, arr: np.ndarray) -> np.ndarray:
     return out
 
 
-def reference(op: Operator, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """``op`` evaluated directly: fix every non-leading term of a sliding axis, the rest is an einsum."""
+def reference(op: Operator, inputs: dict[str, np.ndarray], dtype: type = np.int64) -> np.ndarray:
+    """``op``'s output from zero, accumulated in ``dtype`` (exact for integers: int64), evaluated
+    directly: fix every non-leading term of a sliding axis, the rest is an einsum."""
     letters = {d: string.ascii_letters[k] for k, d in enumerate(op.dim_names)}
     fixed = sorted({d for o in op.inputs for ix in o.indices for d, _ in ix.terms[1:]})
-    padded = {o.name: index_space(op, o, inputs[o.name]) for o in op.inputs}
-    out = np.zeros(tuple(op.sizes[ix.dims[0]] for ix in op.output.indices), dtype=np.int64)
+    padded = {o.name: index_space(op, o, np.asarray(inputs[o.name]).astype(dtype)) for o in op.inputs}
+    out: np.ndarray = np.zeros(tuple(op.sizes[ix.dims[0]] for ix in op.output.indices), dtype=dtype)
     out_sub = "".join(letters[ix.dims[0]] for ix in op.output.indices)
     for vals in itertools.product(*(range(op.sizes[d]) for d in fixed)):
         at = dict(zip(fixed, vals, strict=True))

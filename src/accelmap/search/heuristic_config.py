@@ -1,0 +1,57 @@
+"""The heuristic mapper's knobs, named in one place.
+
+Each field bounds how much of some part of the space the heuristic looks at
+(``heuristic.py`` describes the steps). None of them makes a result wrong,
+only more or less likely to be the best; the certificate's lower bound does
+not depend on them. The whole config is part of the cache key
+(``cache.result_key``), so a run with other knobs never reads a result
+another config found.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class HeuristicConfig:
+    # Step 1, spatial candidates (spatial.py).
+    max_dims_per_axis: int = 2          # dims one axis unrolls at most (ZigZag's and Timeloop's array specs use 1-2)
+    # Candidates using fewer PEs than this fraction of the fullest one's are left out (each halving of the PEs
+    # doubles the MAC schedule). The certificate's bound still covers them, so a better one left out shows as a gap.
+    min_pe_fraction: float = 1 / 8
+    spatial_candidates: int = 256       # candidates ranked by their lower bound, best first
+    max_probes: int = 48                # candidates probed at most
+    probe_share: float = 0.4            # share of the time limit the probes may use
+    probe_rows_per_level: int = 150     # maximal tilings a probe keeps per level
+    probe_random_tilings: int = 200     # random tilings a probe adds
+    # Step 2, tilings of the best probed candidates (tilings.py).
+    full_searches: int = 2              # best probed candidates searched in full
+    bypass_choices: int = 3             # bypass choices (fullest first) searched per candidate
+    rows_per_level: int = 4000          # maximal tilings kept per level (a deterministic sample beyond)
+    random_tilings: int = 2000          # random tilings sampled per (candidate, bypass choice)
+    starts_per_group: int = 2           # best maximal and best random tilings kept as climb starts, each
+    greedy_unrollings: int = 3          # probed candidates given LOMA's greedy allocation per operand priority
+    greedy_bypass_choices: int = 2      # bypass choices (fullest first) the greedy allocation uses
+    # Step 3, the climb.
+    climbs: int = 4                     # best starts climbed
+    climb_steps: int = 60               # steps a climb takes at most
+    # Step 4, exact orders and the scalar model.
+    exact_candidates: int = 8           # best candidates given exact per-level orders
+    orders_per_candidate: int = 8       # order combinations costed per candidate
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            least = 0 if name.startswith("greedy_") else 1
+            if isinstance(value, int) and value < least:
+                raise ValueError(f"HeuristicConfig.{name} must be an integer >= {least}, got {value}")
+        if not 0.0 <= self.min_pe_fraction <= 1.0 or not 0.0 < self.probe_share <= 1.0:
+            raise ValueError("HeuristicConfig: min_pe_fraction must be within 0..1 and probe_share within (0, 1]")
+
+    def key(self) -> str:
+        """A canonical text of every knob, for the cache key."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+DEFAULT_HEURISTIC = HeuristicConfig()
