@@ -11,7 +11,8 @@ from accelmap.arch.presets import get_accelerator, preset_names, preset_path
 from accelmap.cli import main
 from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir, check_output_file
-from accelmap.tune.measure import BACKENDS
+from accelmap.tune.measure import BACKENDS, Measurer
+from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import TUNERS
 from accelmap.workload.files import load_workload
 from accelmap.yaml_io import load_yaml
@@ -64,6 +65,8 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
         log = out.parent / f"{out.name}.measurements.jsonl"
     tuners = tuners or ("validity",)
     workers = workers or (1 if backend == "host" else 2)
+    template = ScheduleTemplate(op, acc)            # refuses an operator the template cannot express, at once
+    Measurer(template, backend, log=log)            # refuses a bad backend or log before the progress bar
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True) as progress:
         tasks = {name: progress.add_task(f"{name:<18}", total=trials) for name in tuners}
@@ -74,7 +77,8 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
             progress.update(tasks[name], completed=len(run.history), description=label)
 
         rep = tune_operator(op, acc, backend=backend, tuners=tuple(tuners), trials=trials, batch_size=batch,
-                            seed=seed, workers=workers, timeout=timeout, log=log, on_batch=on_batch)
+                            seed=seed, workers=workers, timeout=timeout, log=log, template=template,
+                            on_batch=on_batch)
     click.echo(format_summary(rep))
     files = write_tuning_folder(rep, out, _arch_source(arch), plots=not no_plots)
     click.echo(f"wrote {out}/ ({', '.join(p.name for p in files)}); measurement log {log}")

@@ -56,14 +56,16 @@ class TuneReport:
 def tune_operator(op: Operator, arch: Accelerator, *, backend: str = "sim", tuners: tuple[str, ...] = ("validity",),
                   trials: int = 200, batch_size: int = 50, seed: int = 0, workers: int = 1, timeout: float = 60.0,
                   log: str | Path | None = None, spatial: dict[str, str] | None = None,
+                  template: ScheduleTemplate | None = None,
                   on_batch: Callable[[str, TuneRun], None] | None = None) -> TuneReport:
-    """Tune ``op``'s schedule knobs on ``arch`` with each tuner in turn, measuring with ``backend``."""
+    """Tune ``op``'s schedule knobs on ``arch`` with each tuner in turn, measuring with ``backend``.
+    ``template``: one already built for ``op`` and ``arch`` (else built here, with ``spatial``)."""
     for name in tuners:
         if name not in TUNERS:
             raise SpecError(f"tuner {name!r} unknown; use one of {', '.join(TUNERS)}")
     if trials < 1 or batch_size < 1:
         raise SpecError(f"trials and batch size must be positive, got {trials} and {batch_size}")
-    template = ScheduleTemplate(op, arch, spatial=spatial)
+    template = template if template is not None else ScheduleTemplate(op, arch, spatial=spatial)
     measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
     from_log = len(measurer.log.known)
     t0 = time.perf_counter()
