@@ -200,6 +200,17 @@ def test_validity_tuner_scores_and_first_batch():
         assert bias[space.flat(p)] == (1.0 if ok else -1e6)
 
 
+def test_validity_plus_trains_on_known_invalid_points_without_measuring_them():
+    space, is_valid = _blob_space()
+    tuner = make_tuner("validity-plus", space, 0, is_valid=is_valid, plan_size=10)
+    assert isinstance(tuner, ValidityTuner)
+    batch = tuner.next_batch(10)
+    assert all(is_valid(p) for p in batch)                 # no trial spent on a known-invalid point
+    assert set(tuner.prior_xs) == tuner.known_invalid and tuner.prior_xs
+    tuner.update(batch, [Measurement(p, True, 1.0 + i) for i, p in enumerate(batch)])
+    assert tuner.train_count == 1 and tuner.measured == 10
+
+
 # --- tuners end to end on a synthetic space with a known optimum --------------------------------------
 def _synthetic_table():
     space, is_valid = _blob_space()

@@ -82,11 +82,11 @@ def write_tuning_folder(rep: TuneReport, out: Path, arch_source: dict | None, pl
     def fill(folder: Path) -> list[str]:
         names = ["summary.json"]
         write_atomic(folder / "summary.json", json.dumps(rep.to_dict(), indent=2) + "\n")
-        built = rep.best_built()
-        if built is not None and built.valid:
+        built, best = rep.best_built(), rep.best
+        if built is not None and built.valid and best is not None:
             assert built.arch is not None and built.mapping is not None
             mapping = {"mapping": mapping_to_yaml(built.mapping, built.arch)["mapping"]}
-            comment = f"# tuned by accelmap tune ({rep.backend}): {rep.template.describe(rep.best.point)}\n"
+            comment = f"# tuned by accelmap tune ({rep.backend}): {rep.template.describe(best.point)}\n"
             write_atomic(folder / "best.mapping.yaml", comment + yaml.safe_dump(mapping, sort_keys=False))
             names.append("best.mapping.yaml")
             if arch_source is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class KnobSpace:
         grids = np.indices(self.shape).reshape(len(self.shape), -1)
         return grids.T.astype(np.int64)
 
-    def values(self, point: tuple[int, ...]) -> dict[str, object]:
+    def values(self, point: tuple[int, ...]) -> dict[str, Any]:
         return {k.name: k.options[i] for k, i in zip(self.knobs, point, strict=True)}
 
     def neighbours(self, point: tuple[int, ...]) -> list[tuple[int, ...]]:

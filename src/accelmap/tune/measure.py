@@ -25,7 +25,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -184,7 +184,7 @@ class Measurer:
         self.timeout = timeout
         self.log = MeasureLog(log, template, backend)
         self.measured = 0          # new measurements made by this measurer (not read from the log)
-        self._pool = None
+        self._pool: Any = None      # multiprocessing.pool.Pool while workers run
 
     def _start(self):
         ctx = multiprocessing.get_context("fork")

@@ -41,15 +41,15 @@ def presample(space: KnobSpace, is_valid: Callable[[Point], bool], n_samples: in
                     if q not in checked:
                         candidates[q] = None
             else:
-                q = _random_new(space, checked, candidates, rng)
-                if q is not None:
-                    candidates[q] = None
+                jump = _random_new(space, checked, candidates, rng)
+                if jump is not None:
+                    candidates[jump] = None
         pool = list(candidates)
         if not pool:
-            q = _random_new(space, checked, {}, rng)
-            if q is None:
+            jump = _random_new(space, checked, {}, rng)
+            if jump is None:
                 break
-            pool = [q]
+            pool = [jump]
         take = rng.choice(len(pool), size=min(n_parallel, len(pool)), replace=False)
         frontier = [pool[int(i)] for i in take]
     return checked
@@ -74,9 +74,9 @@ def select_spread(points: list[Point], num: int, rng: np.random.Generator) -> li
     to the chosen ones have both a larger mean and a larger minimum than every point considered
     before it. When no point beats the (0, 0) start in both (all remaining points coincide with
     chosen ones), the rest are taken at random so the batch still has ``num`` points."""
-    if not points:
-        return []
     num = min(num, len(points))
+    if num <= 0:
+        return []
     arr = np.array(points, dtype=np.int64)
     chosen = [int(rng.integers(len(points)))]
     remaining = np.ones(len(points), dtype=bool)

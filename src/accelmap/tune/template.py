@@ -185,8 +185,8 @@ class ScheduleTemplate:
     def build(self, point: tuple[int, ...]) -> Built:
         values = self.space.values(point)
         factors = self._tile_factors(values)
-        order = dict(self.orders)[values["reorder"]] if "reorder" in values else tuple(self.split_dims)
-        threads = {dim: values[name] for name, dim in self.thread_knobs}
+        order = dict(self.orders)[str(values["reorder"])] if "reorder" in values else tuple(self.split_dims)
+        threads: dict[str, int] = {dim: int(values[name]) for name, dim in self.thread_knobs}
         n_threads = math.prod(threads.values()) if threads else 1
         loops: list[Loop] = []
         thread_loops: list[Loop] = []

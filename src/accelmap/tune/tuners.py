@@ -9,7 +9,9 @@
   neighbourhood presampling of validity (Algorithm 4), a first batch of half valid, half invalid
   configurations chosen by distance maximisation (Algorithm 5), and biased SA (known-invalid
   configurations scored -1e6, known-valid ones +1). ``validity-no-ssdm`` and ``validity-no-bsa`` are
-  the dissertation's ablations.
+  the dissertation's ablations. ``validity-plus`` is ours: a validity check is a build, not a
+  measurement, so the known-invalid configurations train the model (throughput 0) without being
+  measured, and the first batch is all presampled-valid configurations, spread by Algorithm 5.
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -23,13 +25,14 @@ from typing import Callable
 
 import numpy as np
 
+from accelmap.errors import SpecError
 from accelmap.tune.annealing import Annealer, AnnealingSettings
 from accelmap.tune.knobs import KnobSpace
 from accelmap.tune.measure import Measurement
 from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
-TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "optuna")
+TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "optuna")
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class ModelTuner(Tuner):
         self.train_count = 0
         self.seed = seed
         self.first: list[Point] = []
+        self.measured = 0                 # trials told to the tuner (the retraining schedule counts these)
+        self.prior_xs: list[int] = []     # training rows that were never measured (known-invalid, throughput 0)
 
     def first_batch(self, n: int) -> list[Point]:
         return self._random_unvisited(n)
@@ -148,7 +153,8 @@ class ModelTuner(Tuner):
         for p, r in zip(points, results, strict=True):
             self.xs.append(self.space.flat(p))
             self.ys.append(1.0 / r.cost if r.valid and r.cost else 0.0)
-        if len(self.xs) >= self.plan_size * (self.train_count + 1) and max(self.ys) > 0:
+        self.measured += len(points)
+        if self.measured >= self.plan_size * (self.train_count + 1) and max(self.ys) > 0:
             predict = self._fit()
             self.trials = self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
             self.trial_pt = 0
@@ -157,8 +163,10 @@ class ModelTuner(Tuner):
     def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
         import xgboost as xgb
 
-        pts = np.array([self.space.point(f) for f in self.xs], dtype=np.int64)
-        y = np.array(self.ys, dtype=np.float64)
+        measured = set(self.xs)
+        prior = [f for f in self.prior_xs if f not in measured]
+        pts = np.array([self.space.point(f) for f in self.xs + prior], dtype=np.int64)
+        y = np.array(self.ys + [0.0] * len(prior), dtype=np.float64)
         y = y / y.max()
         dtrain = xgb.DMatrix(self.space.features(pts), label=y)
         params = {"max_depth": self.model.max_depth, "gamma": self.model.gamma, "min_child_weight": 1,
@@ -175,35 +183,49 @@ class ValidityTuner(ModelTuner):
     name = "validity"
 
     def __init__(self, space: KnobSpace, seed: int, is_valid: Callable[[Point], bool], *, ssdm: bool = True,
-                 bsa: bool = True, plan_size: int = 50, validity: ValiditySettings = ValiditySettings(),
+                 bsa: bool = True, measure_invalid: bool = True, plan_size: int = 50,
+                 validity: ValiditySettings = ValiditySettings(),
                  model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING):
         super().__init__(space, seed, plan_size, model, annealing)
         self.is_valid = is_valid
         self.ssdm = ssdm
         self.bsa = bsa
         self.validity = validity
+        self.measure_invalid = measure_invalid
         if not ssdm:
             self.name = "validity-no-ssdm"
         elif not bsa:
             self.name = "validity-no-bsa"
+        elif not measure_invalid:
+            self.name = "validity-plus"
         self.presampled = presample(space, is_valid, validity.presamples, validity.parallel, self.rng)
         self.known_invalid: set[int] = {space.flat(p) for p, ok in self.presampled.items() if not ok}
         self.known_valid: set[int] = {space.flat(p) for p, ok in self.presampled.items() if ok}
+        if not measure_invalid:
+            # A validity check is a build, not a measurement: known-invalid points train the model as
+            # throughput 0 without spending trials on them.
+            self.prior_xs = sorted(self.known_invalid)
 
     def first_batch(self, n: int) -> list[Point]:
         valid = [p for p, ok in self.presampled.items() if ok]
         invalid = [p for p, ok in self.presampled.items() if not ok]
-        n_valid = min(len(valid), round(n * self.validity.valid_ratio))
+        ratio = self.validity.valid_ratio if self.measure_invalid else 1.0
+        n_valid = min(len(valid), round(n * ratio))
         n_invalid = min(len(invalid), n - n_valid)
         n_valid = min(len(valid), n - n_invalid)
         if self.ssdm:
             chosen = select_spread(valid, n_valid, self.rng) + select_spread(invalid, n_invalid, self.rng)
         else:
-            pick = lambda pts, k: [pts[int(i)] for i in self.rng.choice(len(pts), size=k, replace=False)]
-            chosen = (pick(valid, n_valid) if n_valid else []) + (pick(invalid, n_invalid) if n_invalid else [])
+            chosen = self._pick(valid, n_valid) + self._pick(invalid, n_invalid)
         chosen = chosen + [p for p in self._random_unvisited(n) if p not in chosen][:n - len(chosen)]
         order = self.rng.permutation(len(chosen))
         return [chosen[int(i)] for i in order]
+
+    def _pick(self, points: list[Point], k: int) -> list[Point]:
+        """``k`` of ``points`` uniformly at random (the ablation without distance maximisation)."""
+        if k <= 0:
+            return []
+        return [points[int(i)] for i in self.rng.choice(len(points), size=k, replace=False)]
 
     def update(self, points: list[Point], results: list[Measurement]) -> None:
         for p, r in zip(points, results, strict=True):
@@ -283,8 +305,19 @@ class OptunaTuner(Tuner):
                 self.study.tell(trial, value)
 
 
+def _require(module: str, tuner: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise SpecError(f"the {tuner} tuner needs the {module} package: pip install 'accelmap[tune]'")
+
+
 def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point], bool] | None = None,
                plan_size: int = 50) -> Tuner:
+    if name in ("autotvm",) or name.startswith("validity"):
+        _require("xgboost", name)
+    if name == "optuna":
+        _require("optuna", name)
     if name == "random":
         return RandomTuner(space, seed)
     if name == "autotvm":
@@ -293,7 +326,7 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
         return ValidityTuner(space, seed, is_valid, ssdm=name != "validity-no-ssdm", bsa=name != "validity-no-bsa",
-                             plan_size=plan_size)
+                             measure_invalid=name != "validity-plus", plan_size=plan_size)
     if name == "optuna":
         return OptunaTuner(space, seed)
     raise ValueError(f"tuner {name!r} unknown; use one of {', '.join(TUNERS)}")
