@@ -34,7 +34,7 @@ import numpy as np
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.tune.loop import run_tuner
-from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
+from accelmap.tune.measure import HOST_REPEATS, Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import TUNERS, make_tuner
 from accelmap.workload.constructors import conv2d, gemm
@@ -167,6 +167,22 @@ def host_benchmark(tuners: list[str], trials: int) -> list[dict]:
     return rows
 
 
+def report_host(tuners: list[str], trials: int, path: Path | None) -> list[dict]:
+    rows = host_benchmark(tuners, trials)
+    print(f"\nhost CPU in the loop (emitted C, median of {HOST_REPEATS} runs), {trials} trials per tuner: "
+          "trials and wall time to within 5% of the best time measured by any tuner")
+    print(f"  {'operator':<11} {'space':>5} {'tuner':<18} {'trials':>6} {'wall s':>7} {'best ms':>8} {'noise':>6}")
+    for r in rows:
+        wall = f"{r['wall_to_5pct_s']:.1f}" if r["wall_to_5pct_s"] is not None else "-"
+        print(f"  {r['operator']:<11} {r['space']:>5} {r['tuner']:<18} {r['trials_to_5pct'] or '-':>6} {wall:>7} "
+              f"{r['best_s'] * 1e3:>8.3f} {r['median_noise'] or 0:>6.1%}")
+    if path is not None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"trials": trials, "repeats": HOST_REPEATS, "rows": rows}, indent=2) + "\n")
+        print(f"wrote {path}")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
@@ -176,9 +192,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--host", action="store_true", help="also tune three small operators on this CPU")
     ap.add_argument("--host-trials", type=int, default=60)
+    ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     args = ap.parse_args()
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
+    if args.host_only:
+        report_host(tuners, args.host_trials, RESULTS / "tuning_host.json")
+        return
     if BASELINE not in tuners:
         raise SystemExit(f"--tuners must include the baseline {BASELINE}")
     arch = get_accelerator("vta_like")
@@ -209,8 +229,14 @@ def main() -> None:
     jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
     t0 = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(args.jobs) as pool:
-        results = pool.map(_run_job, jobs, chunksize=1)
+    RESULTS.mkdir(exist_ok=True)
+    results = []
+    with ctx.Pool(args.jobs) as pool, (RESULTS / "tuning_runs.jsonl").open("w") as partial:
+        # each run as it ends, so a long sweep can be read before it finishes
+        for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
+            results.append(rec)
+            partial.write(json.dumps(rec) + "\n")
+            partial.flush()
     wall = time.perf_counter() - t0
     by: dict = {}
     for lid, t, _seed, hit, near, first_valid, secs in results:
@@ -250,14 +276,7 @@ def main() -> None:
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
-    host_rows = []
-    if args.host:
-        host_rows = host_benchmark([t for t in tuners], args.host_trials)
-        print(f"\nhost CPU in the loop (emitted C, median of repeats), {args.host_trials} trials per tuner: "
-              "trials and wall time to within 5% of the best time measured")
-        for r in host_rows:
-            print(f"  {r['operator']:<11} {r['space']:>5} {r['tuner']:<18} {r['trials_to_5pct'] or '-':>5} "
-                  f"{(r['wall_to_5pct_s'] or float('nan')):>7.1f} s  noise {r['median_noise'] or 0:.1%}")
+    host_rows = report_host(tuners, args.host_trials, None) if args.host else []
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
