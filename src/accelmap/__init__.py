@@ -57,6 +57,9 @@ _API = {
     "check_mapping": "accelmap.codegen.execute",
     "embed": "accelmap.embed.search",
     "get_intrinsic": "accelmap.arch.intrinsics",
+    # tuning by measurement
+    "tune_operator": "accelmap.tune.session",
+    "ScheduleTemplate": "accelmap.tune.template",
 }
 
 __all__ = sorted(_API) + ["__version__"]

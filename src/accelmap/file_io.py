@@ -9,8 +9,9 @@ the target, renamed into place. Files get the usual mode (0666 less the umask), 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -111,3 +112,27 @@ def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file next to ``path`` and rename it into place."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def write_folder_atomic(out: Path, fill: Callable[[Path], list]) -> list[Path]:
+    """Write a whole output folder: ``fill`` writes into a temporary folder beside ``out`` and returns
+    what it wrote (paths in that folder, or names relative to it); the folder then takes the place of
+    any earlier ``out``, so it never mixes two runs (no stale file) and is never half-written.
+    Returns the written files' final paths."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        written = [Path(p) for p in fill(tmp)]
+        names = [p.relative_to(tmp) if p.is_absolute() else p for p in written]
+        os.chmod(tmp, 0o777 & ~_umask())
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(old / "previous")
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / n for n in names]

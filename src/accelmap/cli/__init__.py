@@ -59,4 +59,5 @@ from accelmap.cli import (
     map_cmd,  # noqa: E402,F401
     simulate_cmd,  # noqa: E402,F401
     timeloop_cmd,  # noqa: E402,F401
+    tune_cmd,  # noqa: E402,F401
 )

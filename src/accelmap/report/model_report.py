@@ -12,12 +12,10 @@ import io
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
-from accelmap.file_io import write_atomic
+from accelmap.file_io import write_atomic, write_folder_atomic
 from accelmap.mapping.forms import mapping_to_yaml
 from accelmap.search.model_result import LayerMapping, ModelMapping
 from accelmap.workload.files import operator_to_dict
@@ -293,21 +291,7 @@ def write_report(mm: ModelMapping, out_dir: str | Path, plots: bool = True) -> l
     The folder is written whole under a temporary name beside it and then put in place of any
     earlier one, so it never mixes two runs (no stale mapping or plot) and is never half-written."""
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        names = _write_folder(mm, tmp, plots)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            out.rename(old / "previous")
-        tmp.rename(out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return [out / n for n in names]
+    return write_folder_atomic(out, lambda folder: _write_folder(mm, folder, plots))
 
 
 def _write_folder(mm: ModelMapping, out: Path, plots: bool) -> list[Path]:

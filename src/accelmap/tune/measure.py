@@ -1,0 +1,238 @@
+"""Measuring configurations: backends behind one interface, parallel workers with timeouts, a resumable log.
+
+Backends (``BACKENDS``):
+
+* ``model``: the analytical model's latency in cycles (``cost.model.evaluate``): cheap, for presampling
+  and comparison;
+* ``sim``: the accelerator simulator's cycles for the configuration's tile program (``sim.simulate``);
+* ``host``: hardware in the loop on the host CPU: the emitted C program of the configuration is
+  compiled and run ``repeats`` times on random inputs; the cost is the median wall time in seconds,
+  and the noise (interquartile range over the median) is recorded with it. A configuration whose
+  program computes a wrong result is reported as an error, never timed.
+
+Every measurement of a run is appended to a log, one JSON object per line (as AutoTVM's log), as soon
+as it is made; a run given an existing log takes the configurations measured there from it instead of
+measuring them again, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from accelmap.errors import AccelmapError, SpecError
+from accelmap.tune.template import ScheduleTemplate
+
+BACKENDS = ("model", "sim", "host")
+HOST_REPEATS = 7          # timed runs per configuration on the host (median and IQR over them)
+HOST_MAX_MACS = 50_000_000  # above this the host backend refuses an operator (runs would take seconds each)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    point: tuple[int, ...]
+    valid: bool
+    cost: float | None        # cycles (model, sim) or seconds (host); None when invalid or failed
+    error: str | None = None
+    wall_s: float = 0.0       # time the measurement took
+    noise: float | None = None  # host: interquartile range / median of the repeats
+
+    def to_json(self, template_key: str, backend: str, knobs: dict) -> str:
+        rec = asdict(self)
+        rec["point"] = list(self.point)
+        rec.update(template=template_key, backend=backend, config={k: _plain(v) for k, v in knobs.items()},
+                   time=time.time())
+        return json.dumps(rec)
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def template_key(template: ScheduleTemplate) -> str:
+    """What a logged measurement belongs to: the operator, the accelerator and the knob space."""
+    t = template
+    text = repr((t.op.signature(), t.arch.levels, t.arch.compute, t.space.knobs, t.spatial))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...]) -> Measurement:
+    """Build the configuration's program and measure it with ``backend``."""
+    t0 = time.perf_counter()
+    built = template.build(point)
+    if not built.valid:
+        return Measurement(point, False, None, built.error, time.perf_counter() - t0)
+    assert built.arch is not None and built.mapping is not None
+    try:
+        if backend == "model":
+            from accelmap.cost.model import evaluate
+            cost = float(evaluate(template.op, built.arch, built.mapping, check=False).latency)
+            return Measurement(point, True, cost, None, time.perf_counter() - t0)
+        if backend == "sim":
+            from accelmap.sim.simulate import simulate
+            cost = float(simulate(template.op, built.arch, built.mapping, functional=False).cycles)
+            return Measurement(point, True, cost, None, time.perf_counter() - t0)
+        if backend == "host":
+            cost, noise = _host_time(template, built)
+            return Measurement(point, True, cost, None, time.perf_counter() - t0, noise)
+    except AccelmapError as e:
+        return Measurement(point, False, None, str(e), time.perf_counter() - t0)
+    raise SpecError(f"backend {backend!r} unknown; use one of {', '.join(BACKENDS)}")
+
+
+def _host_time(template: ScheduleTemplate, built) -> tuple[float, float]:
+    from accelmap.codegen.build import compile_shared, load_run
+    from accelmap.codegen.c_source import generate_c
+    from accelmap.codegen.c_tensors import random_inputs, reference
+    from accelmap.codegen.execute import run_generated
+
+    op = template.op
+    lib = compile_shared(generate_c(op, built.arch, built.mapping, "int"))
+    fn = load_run(lib)
+    tensors = random_inputs(op, "int", np.random.default_rng(0))
+    got, _ = run_generated(fn, op, tensors, len(built.arch.levels))
+    if not np.array_equal(got, reference(op, tensors)):
+        raise AccelmapError("the configuration's program computes a wrong result")
+    times = []
+    for _ in range(HOST_REPEATS):
+        t0 = time.perf_counter()
+        run_generated(fn, op, tensors, len(built.arch.levels))
+        times.append(time.perf_counter() - t0)
+    q1, med, q3 = np.percentile(times, [25, 50, 75])
+    return float(med), float((q3 - q1) / med) if med else 0.0
+
+
+class MeasureLog:
+    """Append-only JSON-lines log; the measurements of one template and backend are read back on open."""
+
+    def __init__(self, path: str | Path | None, template: ScheduleTemplate, backend: str):
+        self.path = Path(path) if path else None
+        self.template = template
+        self.backend = backend
+        self.key = template_key(template)
+        self.known: dict[tuple[int, ...], Measurement] = {}
+        if self.path is not None and self.path.exists():
+            self._read()
+
+    def _read(self) -> None:
+        assert self.path is not None
+        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if rec.get("template") != self.key or rec.get("backend") != self.backend:
+                    continue
+                point = tuple(int(v) for v in rec["point"])
+                self.known[point] = Measurement(point, bool(rec["valid"]), rec["cost"], rec["error"],
+                                                float(rec["wall_s"]), rec.get("noise"))
+            except (ValueError, KeyError, TypeError) as e:
+                raise SpecError(f"line {lineno} is not a measurement record ({e.__class__.__name__}: {e}); "
+                                f"use a new log file or remove the line", where=str(self.path)) from None
+
+    def append(self, results: list[Measurement]) -> None:
+        for r in results:
+            self.known[r.point] = r
+        if self.path is None or not results:
+            return
+        with self.path.open("a") as f:
+            for r in results:
+                f.write(r.to_json(self.key, self.backend, self.template.space.values(r.point)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+# --- parallel measurement --------------------------------------------------------------------------------
+_WORKER: dict = {}
+
+
+def _init_worker(template: ScheduleTemplate, backend: str) -> None:
+    _WORKER["template"], _WORKER["backend"] = template, backend
+
+
+def _work(point: tuple[int, ...]) -> Measurement:
+    return measure_one(_WORKER["template"], _WORKER["backend"], point)
+
+
+class Measurer:
+    """Measures batches of configurations in ``workers`` processes, each within ``timeout`` seconds.
+
+    A configuration that runs past its timeout is recorded as failed ("timed out"), its workers are
+    stopped and new ones started. With one worker (the host backend's default, so that two timed runs
+    never share the CPU) measurement runs in this process and the timeout is not enforced.
+    """
+
+    def __init__(self, template: ScheduleTemplate, backend: str, *, workers: int = 1, timeout: float = 60.0,
+                 log: str | Path | None = None):
+        if backend not in BACKENDS:
+            raise SpecError(f"backend {backend!r} unknown; use one of {', '.join(BACKENDS)}")
+        if backend == "host" and template.op.macs > HOST_MAX_MACS:
+            raise SpecError(f"{template.op.name} has {template.op.macs:,} MACs; the host backend times operators "
+                            f"up to {HOST_MAX_MACS:,} (use --backend sim or model)")
+        self.template = template
+        self.backend = backend
+        self.workers = max(1, workers)
+        self.timeout = timeout
+        self.log = MeasureLog(log, template, backend)
+        self.measured = 0          # new measurements made by this measurer (not read from the log)
+        self._pool: Any = None      # multiprocessing.pool.Pool while workers run
+
+    def _start(self):
+        ctx = multiprocessing.get_context("fork")
+        self._pool = ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.template, self.backend))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __call__(self, points: list[tuple[int, ...]]) -> list[Measurement]:
+        fresh = [p for p in dict.fromkeys(points) if p not in self.log.known]
+        results: list[Measurement] = []
+        if self.workers == 1:
+            results = [measure_one(self.template, self.backend, p) for p in fresh]
+        else:
+            for start in range(0, len(fresh), self.workers):
+                results += self._run_chunk(fresh[start:start + self.workers])
+        self.measured += len(results)
+        self.log.append(results)
+        return [self.log.known[p] for p in points]
+
+    def _run_chunk(self, chunk: list[tuple[int, ...]]) -> list[Measurement]:
+        if self._pool is None:
+            self._start()
+        assert self._pool is not None
+        handles = [self._pool.apply_async(_work, (p,)) for p in chunk]
+        deadline = time.monotonic() + self.timeout
+        out, broken = [], False
+        for p, h in zip(chunk, handles, strict=True):
+            try:
+                out.append(h.get(timeout=max(0.0, deadline - time.monotonic())))
+            except multiprocessing.TimeoutError:
+                out.append(Measurement(p, False, None, f"timed out after {self.timeout:g} s", self.timeout))
+                broken = True
+        if broken:
+            self.close()
+        return out
+
+
+def lookup_measurer(table: dict[tuple[int, ...], Measurement]) -> Callable[[list[tuple[int, ...]]], list[Measurement]]:
+    """Measurement replaced by lookup in an exhaustive ground-truth table (the dissertation's protocol)."""
+    return lambda points: [table[p] for p in points]
+
+
+def median_iqr(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    q1, q3 = np.percentile(values, [25, 75])
+    return float(statistics.median(values)), float(q3 - q1)

@@ -1,0 +1,252 @@
+"""Schedule templates: the knob space of an operator on an accelerator, and the program a configuration builds.
+
+The template follows the VTA convolution schedule that AutoTVM tunes (TVM's ``vta.top`` conv2d
+schedule, as extended with loop permutations in Rieber's dissertation, ch. 5):
+
+* the spatial unrolling is fixed by the compute unit (VTA's GEMM intrinsic: output channels on
+  the columns, input channels on the reduction tree, the batch on the rows of an 8x8x8 core);
+* one **split knob** per remaining dimension (``tile_b``, ``tile_co``, ``tile_ci``, ``tile_h``,
+  ``tile_w`` for a convolution): how much of it each on-chip level's tile holds. With one tiled level
+  the options are the divisors (AutoTVM's two-way split); with more levels, every ordered
+  factorization. Kernel windows (R, S) stay whole inside the innermost tile, as in the VTA schedule;
+* a **permutation knob** over the order of the tile loops at the outermost level: which operand's
+  tile stays while the others stream (output-, weight-, input-stationary, and output-stationary with
+  rows outside);
+* **virtual-thread knobs** (``oc_nthread``, ``h_nthread`` in {1, 2}) where the innermost tile level
+  can double-buffer: the threads take turns on the buffers, so loads overlap compute; each thread
+  owns its tile, so ``threads x tile`` must fit, and the outer loop a thread splits must divide.
+
+A configuration is *valid* when its program can be built: the mapping passes the capacity and
+structure checks of ``mapping.validate`` and the target's program limits (``tune.limits``: micro-op
+buffer, hardware loop counters, thread divisibility). Invalid configurations are the rule: buffer
+overflows make most of a space invalid, as the dissertation measured on VTA (mean valid ratio 0.083).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import AccelmapError, SpecError
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.validate import capacity_usage, validate
+from accelmap.tune.knobs import Knob, KnobSpace, divisors
+from accelmap.tune.limits import ProgramLimits, limits_for
+from accelmap.workload.operator import Operator
+
+# Dims that stay whole in the innermost tile (kernel windows, as VTA's schedule keeps kh/kw inside).
+WINDOW_DIMS = ("R", "S")
+# Thread knobs per operator kind: (knob name, dim it splits). VTA's template has oc_nthread and h_nthread.
+THREAD_DIMS = {"conv2d": (("oc_nthread", "K"), ("h_nthread", "P")),
+               "matmul": (("n_nthread", "N"), ("m_nthread", "M")),
+               "dense": (("oc_nthread", "K"), ("b_nthread", "N"))}
+THREAD_OPTIONS = (1, 2)
+# Knob names of the split knobs, after AutoTVM's VTA conv2d template where it has one.
+SPLIT_NAMES = {"N": "tile_b", "K": "tile_co", "C": "tile_ci", "P": "tile_h", "Q": "tile_w"}
+
+
+class TemplateError(AccelmapError):
+    """The operator cannot be expressed by the template on this accelerator (one line, why)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a configuration builds: the accelerator variant (buffering), the mapping, or why it cannot."""
+
+    arch: Accelerator | None
+    mapping: Mapping | None
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
+
+
+def default_spatial(op: Operator, arch: Accelerator) -> dict[str, str]:
+    """axis -> dim of the compute unit's fixed unrolling, from the axis names of the presets."""
+    axes = arch.fanout_axes()
+    by_kind = {
+        "conv2d": {"X": "N", "Y": "K", "Z": "C", "OX": "Q", "K": "K"},
+        "dense": {"X": "N", "Y": "K", "Z": "C"},
+        "matmul": {"X": "M", "Y": "N", "Z": "K"},
+    }
+    table = by_kind.get(op.kind)
+    if table is None:
+        raise TemplateError(f"no schedule template for {op.kind} operators (conv2d, dense and matmul have one)")
+    out = {}
+    for axis in axes:
+        if axis not in table:
+            raise TemplateError(f"{arch.name}: no template binding for fan-out axis {axis}; "
+                                f"pass spatial={{axis: dim}} for axes {sorted(axes)}")
+        out[axis] = table[axis]
+    return out
+
+
+def stationary_orders(op: Operator, dims: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Named outer-loop orders: for each operand, the dims it does not use innermost (its tile stays
+    while they run); then the output-stationary order with the last spatial output dim outermost."""
+    out_dims = set(op.output.dims)
+    orders: list[tuple[str, tuple[str, ...]]] = []
+    for X in (op.output,) + tuple(op.inputs):
+        used = [d for d in dims if d in X.dims]
+        rest = [d for d in dims if d not in X.dims]
+        label = {"O": "output", "I": "input", "W": "weight"}.get(X.cls, X.name) + "-stationary"
+        orders.append((label, tuple(used + rest)))
+    rows_first = [d for d in dims if d in out_dims]
+    if len(rows_first) > 1:
+        rows_first = rows_first[-2:] + rows_first[:-2]
+        orders.append(("output-stationary, rows outer",
+                       tuple(rows_first + [d for d in dims if d not in out_dims])))
+    seen, unique = set(), []
+    for label, order in orders:
+        if order not in seen:
+            seen.add(order)
+            unique.append((label, order))
+    return unique
+
+
+def ordered_factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """Every (f_1, ..., f_parts) of divisors whose product divides n (the rest goes outside)."""
+    if parts == 1:
+        return tuple((d,) for d in divisors(n))
+    out = []
+    for d in divisors(n):
+        for rest in ordered_factorizations(n // d, parts - 1):
+            out.append((d,) + rest)
+    return tuple(out)
+
+
+class ScheduleTemplate:
+    """The knob space of ``op`` on ``arch`` and the program each configuration builds."""
+
+    def __init__(self, op: Operator, arch: Accelerator, *, spatial: dict[str, str] | None = None,
+                 limits: ProgramLimits | None = None):
+        self.op = op
+        self.arch = arch
+        self.limits = limits if limits is not None else limits_for(arch)
+        self.spatial = dict(spatial) if spatial is not None else default_spatial(op, arch)
+        axes = arch.fanout_axes()
+        unknown = sorted(set(self.spatial) - set(axes))
+        if unknown:
+            raise SpecError(f"spatial names axes {unknown} that {arch.name} does not have ({sorted(axes)})")
+        self.fan_level = {lvl for lvl, _ in axes.values()}
+        if len(self.fan_level) != 1:
+            raise TemplateError(f"{arch.name}: the template needs one fan-out level, it has {len(self.fan_level)}")
+        fan = next(iter(self.fan_level))
+        # Tile levels: every level between the outermost and the fan-out, innermost last.
+        self.tile_levels = list(range(1, fan + 1))
+        if not self.tile_levels:
+            raise TemplateError(f"{arch.name}: the fan-out sits below the outermost level; nothing to tile")
+        self.spatial_bound: dict[str, int] = {}
+        for axis, dim in self.spatial.items():
+            if dim not in op.sizes:
+                raise TemplateError(f"{op.name} has no dim {dim} for axis {axis}")
+            size = axes[axis][1].size
+            if op.sizes[dim] % size:
+                raise TemplateError(f"{op.name}: {dim}={op.sizes[dim]} is not a multiple of axis {axis} ({size}); "
+                                    f"the intrinsic needs it padded, which this template does not do")
+            self.spatial_bound[dim] = self.spatial_bound.get(dim, 1) * size
+        self.split_dims = [d for d in op.dim_names if d not in WINDOW_DIMS
+                           and op.sizes[d] // self.spatial_bound.get(d, 1) > 1]
+        self.window_dims = [d for d in op.dim_names if d in WINDOW_DIMS and op.sizes[d] > 1]
+        self.orders = stationary_orders(op, self.split_dims)
+        inner = fan
+        self.thread_knobs = [(name, dim) for name, dim in THREAD_DIMS.get(op.kind, ())
+                             if dim in self.split_dims] if arch.levels[inner].double_buffered else []
+
+    # --- the space -----------------------------------------------------------------------------------
+    @cached_property
+    def space(self) -> KnobSpace:
+        knobs = []
+        for d in self.split_dims:
+            rest = self.op.sizes[d] // self.spatial_bound.get(d, 1)
+            if len(self.tile_levels) == 1:
+                options: tuple = divisors(rest)
+            else:
+                options = ordered_factorizations(rest, len(self.tile_levels))
+            knobs.append(Knob(SPLIT_NAMES.get(d, f"tile_{d}"), options, "split"))
+        if len(self.orders) > 1:
+            knobs.append(Knob("reorder", tuple(label for label, _ in self.orders), "permutation"))
+        for name, _dim in self.thread_knobs:
+            knobs.append(Knob(name, THREAD_OPTIONS, "threads"))
+        return KnobSpace(tuple(knobs))
+
+    def _tile_factors(self, values: dict) -> dict[str, tuple[int, ...]]:
+        """dim -> factor at each tile level (outermost tile level first)."""
+        out = {}
+        for d in self.split_dims:
+            v = values[SPLIT_NAMES.get(d, f"tile_{d}")]
+            out[d] = (v,) if isinstance(v, int) else tuple(v)
+        return out
+
+    # --- building a configuration ----------------------------------------------------------------------
+    def build(self, point: tuple[int, ...]) -> Built:
+        values = self.space.values(point)
+        factors = self._tile_factors(values)
+        order = dict(self.orders)[str(values["reorder"])] if "reorder" in values else tuple(self.split_dims)
+        threads: dict[str, int] = {dim: int(values[name]) for name, dim in self.thread_knobs}
+        n_threads = math.prod(threads.values()) if threads else 1
+        loops: list[Loop] = []
+        thread_loops: list[Loop] = []
+        for d in order:
+            inside = math.prod(factors[d]) * self.spatial_bound.get(d, 1)
+            outer = self.op.sizes[d] // inside
+            t = threads.get(d, 1)
+            if outer % t:
+                return Built(None, None, f"{d}: {outer} outer tiles cannot be split among {t} virtual threads")
+            if outer // t > 1:
+                loops.append(Loop(d, outer // t, 0))
+            if t > 1:
+                thread_loops.append(Loop(d, t, 0))
+        loops += thread_loops
+        inner_order = [d for d in self.op.dim_names if d in self.split_dims]   # the operator's order, as VTA's
+        for pos, lvl in enumerate(self.tile_levels):
+            last = pos == len(self.tile_levels) - 1
+            for d in inner_order:
+                if factors[d][pos] > 1:
+                    loops.append(Loop(d, factors[d][pos], lvl))
+            if last:
+                for d in self.window_dims:
+                    loops.append(Loop(d, self.op.sizes[d], lvl))
+                for axis, d in self.spatial.items():
+                    loops.append(Loop(d, self.arch.fanout_axes()[axis][1].size, lvl, axis))
+        keep = tuple(frozenset(o.name for o in self.op.operands if o.cls in lv.holds) for lv in self.arch.levels)
+        mapping = Mapping(tuple(loops), keep)
+        inner = self.tile_levels[-1]
+        arch = self.arch
+        if self.thread_knobs:
+            lv = arch.levels[inner]
+            arch = replace(arch, levels=arch.levels[:inner] + (replace(lv, double_buffered=n_threads > 1),)
+                           + arch.levels[inner + 1:])
+        try:
+            validate(self.op, arch, mapping)
+        except AccelmapError as e:
+            return Built(arch, mapping, str(e))
+        if n_threads > 2:
+            # Each virtual thread owns a tile: n_threads tiles must fit where validation counted two.
+            for cls_bits, cap in self._usage_by_class(arch, mapping, inner, n_threads / 2):
+                if cls_bits > cap:
+                    return Built(arch, mapping, f"{n_threads} virtual threads need {cls_bits:,.0f} bits "
+                                                f"at {arch.levels[inner].name}, it has {cap:,}")
+        problem = self.limits.check(self.op, mapping, inner)
+        if problem:
+            return Built(arch, mapping, problem)
+        return Built(arch, mapping)
+
+    def _usage_by_class(self, arch: Accelerator, mapping: Mapping, level: int, scale: float):
+        lv = arch.levels[level]
+        use = capacity_usage(self.op, arch, mapping)[level]
+        if lv.partitions:
+            by_cls: dict[str, int] = {}
+            for name, bits in use.items():
+                cls = self.op.operand(name).cls
+                by_cls[cls] = by_cls.get(cls, 0) + bits
+            return [(bits * scale, lv.capacity_for(cls)) for cls, bits in by_cls.items()]
+        if lv.capacity_bits is None:
+            return []
+        return [(sum(use.values()) * scale, lv.capacity_bits)]
+
+    def describe(self, point: tuple[int, ...]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.space.values(point).items())

@@ -1,0 +1,332 @@
+"""Tuners: which configurations to measure next.
+
+* ``random``: uniformly random unmeasured configurations.
+* ``autotvm``: AutoTVM's XGBoost tuner (Chen et al., NeurIPS 2018): a gradient-boosted ranking model
+  (``rank:pairwise``) on knob features, retrained after every batch, and simulated annealing over the
+  grid for the batch the model ranks highest; the first batch is random, and the last 5% of every batch
+  is random (epsilon-greedy). Invalid configurations train the model with throughput 0.
+* ``validity``: Rieber's validity-driven initialisation (dissertation, ch. 5) on top of ``autotvm``:
+  neighbourhood presampling of validity (Algorithm 4), a first batch of half valid, half invalid
+  configurations chosen by distance maximisation (Algorithm 5), and biased SA (known-invalid
+  configurations scored -1e6, known-valid ones +1). ``validity-no-ssdm`` and ``validity-no-bsa`` are
+  the dissertation's ablations. ``validity-plus`` is ours: a validity check is a build, not a
+  measurement, so the known-invalid configurations train the model (throughput 0) without being
+  measured, and the first batch is all presampled-valid configurations, spread by Algorithm 5.
+* ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
+  trials), as a modern constraint-aware baseline.
+
+Every tuner sees only what was measured (and, for ``validity``, the validity checks it made itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from accelmap.errors import SpecError
+from accelmap.tune.annealing import Annealer, AnnealingSettings
+from accelmap.tune.knobs import KnobSpace
+from accelmap.tune.measure import Measurement
+from accelmap.tune.presample import presample, select_spread
+
+Point = tuple[int, ...]
+TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "optuna")
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The XGBoost ranking model, with AutoTVM's parameters for ``rank`` loss."""
+
+    boost_rounds: int = 100       # AutoTVM trains up to 8000 rounds with early stopping on training recall
+    max_depth: int = 3
+    eta: float = 0.3
+    gamma: float = 1e-4
+    epsilon_greedy: float = 0.05  # share of a batch drawn at random
+
+
+@dataclass(frozen=True)
+class ValiditySettings:
+    presamples: int = 1000        # the dissertation's |N| = min(1000, |S|)
+    parallel: int = 16            # Algorithm 4's n_parallel (not given in the dissertation)
+    valid_ratio: float = 0.5      # of the first batch (the nDCG peak the dissertation found)
+    invalid_score: float = -1e6   # biased SA
+    valid_bonus: float = 1.0
+
+
+DEFAULT_ANNEALING = AnnealingSettings()
+
+
+class Tuner:
+    name = "tuner"
+
+    def __init__(self, space: KnobSpace, seed: int):
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self.visited: set[int] = set()
+
+    def _random_unvisited(self, n: int) -> list[Point]:
+        out: list[Point] = []
+        taken: set[int] = set()
+        while len(out) < n and len(self.visited) + len(taken) < self.space.size:
+            f = int(self.rng.integers(self.space.size))
+            if f in self.visited or f in taken:
+                if len(self.visited) + len(taken) > 0.5 * self.space.size:
+                    rest = [i for i in range(self.space.size) if i not in self.visited and i not in taken]
+                    f = int(self.rng.choice(rest))
+                else:
+                    continue
+            taken.add(f)
+            out.append(self.space.point(f))
+        return out
+
+    def next_batch(self, n: int) -> list[Point]:
+        raise NotImplementedError
+
+    def update(self, points: list[Point], results: list[Measurement]) -> None:
+        for p in points:
+            self.visited.add(self.space.flat(p))
+
+
+class RandomTuner(Tuner):
+    name = "random"
+
+    def next_batch(self, n: int) -> list[Point]:
+        return self._random_unvisited(n)
+
+
+class ModelTuner(Tuner):
+    """AutoTVM's model-based tuner with an XGBoost ranking model and simulated annealing."""
+
+    name = "autotvm"
+
+    def __init__(self, space: KnobSpace, seed: int, plan_size: int = 50,
+                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING):
+        super().__init__(space, seed)
+        self.plan_size = plan_size
+        self.model = model
+        self.annealer = Annealer(space, annealing, self.rng)
+        self.xs: list[int] = []
+        self.ys: list[float] = []
+        self.trials: list[int] = []
+        self.trial_pt = 0
+        self.train_count = 0
+        self.seed = seed
+        self.first: list[Point] = []
+        self.measured = 0                 # trials told to the tuner (the retraining schedule counts these)
+        self.prior_xs: list[int] = []     # training rows that were never measured (known-invalid, throughput 0)
+
+    def first_batch(self, n: int) -> list[Point]:
+        return self._random_unvisited(n)
+
+    def bias(self) -> np.ndarray | None:
+        return None
+
+    def next_batch(self, n: int) -> list[Point]:
+        if not self.xs and not self.first:
+            self.first = self.first_batch(n)
+        if self.first:
+            batch, self.first = self.first[:n], self.first[n:]
+            return batch
+        out: list[Point] = []
+        taken: set[int] = set()
+        random_tail = int(self.model.epsilon_greedy * self.plan_size)
+        while len(out) < n and len(self.visited) + len(taken) < self.space.size:
+            while self.trial_pt < len(self.trials) and (self.trials[self.trial_pt] in self.visited
+                                                        or self.trials[self.trial_pt] in taken):
+                self.trial_pt += 1
+            if self.trial_pt >= len(self.trials) - random_tail:
+                extra = [p for p in self._random_unvisited(n) if self.space.flat(p) not in taken]
+                if not extra:
+                    break
+                p = extra[0]
+            else:
+                p = self.space.point(self.trials[self.trial_pt])
+                self.trial_pt += 1
+            taken.add(self.space.flat(p))
+            out.append(p)
+        return out
+
+    def update(self, points: list[Point], results: list[Measurement]) -> None:
+        super().update(points, results)
+        for p, r in zip(points, results, strict=True):
+            self.xs.append(self.space.flat(p))
+            self.ys.append(1.0 / r.cost if r.valid and r.cost else 0.0)
+        self.measured += len(points)
+        if self.measured >= self.plan_size * (self.train_count + 1) and max(self.ys) > 0:
+            predict = self._fit()
+            self.trials = self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
+            self.trial_pt = 0
+            self.train_count += 1
+
+    def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
+        import xgboost as xgb
+
+        measured = set(self.xs)
+        prior = [f for f in self.prior_xs if f not in measured]
+        pts = np.array([self.space.point(f) for f in self.xs + prior], dtype=np.int64)
+        y = np.array(self.ys + [0.0] * len(prior), dtype=np.float64)
+        y = y / y.max()
+        dtrain = xgb.DMatrix(self.space.features(pts), label=y)
+        params = {"max_depth": self.model.max_depth, "gamma": self.model.gamma, "min_child_weight": 1,
+                  "subsample": 1.0, "eta": self.model.eta, "lambda": 1.0, "alpha": 0.0,
+                  "objective": "rank:pairwise", "nthread": 1, "seed": int(self.rng.integers(2 ** 31)),
+                  "verbosity": 0}
+        booster = xgb.train(params, dtrain, num_boost_round=self.model.boost_rounds)
+        return lambda points: booster.inplace_predict(self.space.features(points))
+
+
+class ValidityTuner(ModelTuner):
+    """The dissertation's method: presampling, distance-maximising first batch, biased SA."""
+
+    name = "validity"
+
+    def __init__(self, space: KnobSpace, seed: int, is_valid: Callable[[Point], bool], *, ssdm: bool = True,
+                 bsa: bool = True, measure_invalid: bool = True, plan_size: int = 50,
+                 validity: ValiditySettings = ValiditySettings(),
+                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING):
+        super().__init__(space, seed, plan_size, model, annealing)
+        self.is_valid = is_valid
+        self.ssdm = ssdm
+        self.bsa = bsa
+        self.validity = validity
+        self.measure_invalid = measure_invalid
+        if not ssdm:
+            self.name = "validity-no-ssdm"
+        elif not bsa:
+            self.name = "validity-no-bsa"
+        elif not measure_invalid:
+            self.name = "validity-plus"
+        self.presampled = presample(space, is_valid, validity.presamples, validity.parallel, self.rng)
+        self.known_invalid: set[int] = {space.flat(p) for p, ok in self.presampled.items() if not ok}
+        self.known_valid: set[int] = {space.flat(p) for p, ok in self.presampled.items() if ok}
+        if not measure_invalid:
+            # A validity check is a build, not a measurement: known-invalid points train the model as
+            # throughput 0 without spending trials on them.
+            self.prior_xs = sorted(self.known_invalid)
+
+    def first_batch(self, n: int) -> list[Point]:
+        valid = [p for p, ok in self.presampled.items() if ok]
+        invalid = [p for p, ok in self.presampled.items() if not ok]
+        ratio = self.validity.valid_ratio if self.measure_invalid else 1.0
+        n_valid = min(len(valid), round(n * ratio))
+        n_invalid = min(len(invalid), n - n_valid)
+        n_valid = min(len(valid), n - n_invalid)
+        if self.ssdm:
+            chosen = select_spread(valid, n_valid, self.rng) + select_spread(invalid, n_invalid, self.rng)
+        else:
+            chosen = self._pick(valid, n_valid) + self._pick(invalid, n_invalid)
+        chosen = chosen + [p for p in self._random_unvisited(n) if p not in chosen][:n - len(chosen)]
+        order = self.rng.permutation(len(chosen))
+        return [chosen[int(i)] for i in order]
+
+    def _pick(self, points: list[Point], k: int) -> list[Point]:
+        """``k`` of ``points`` uniformly at random (the ablation without distance maximisation)."""
+        if k <= 0:
+            return []
+        return [points[int(i)] for i in self.rng.choice(len(points), size=k, replace=False)]
+
+    def update(self, points: list[Point], results: list[Measurement]) -> None:
+        for p, r in zip(points, results, strict=True):
+            (self.known_valid if r.valid else self.known_invalid).add(self.space.flat(p))
+        super().update(points, results)
+
+    def bias(self) -> np.ndarray | None:
+        if not self.bsa:
+            return None
+        b = np.zeros(self.space.size, dtype=np.float64)
+        if self.known_valid:
+            b[np.fromiter(self.known_valid, dtype=np.int64)] = self.validity.valid_bonus
+        if self.known_invalid:
+            b[np.fromiter(self.known_invalid, dtype=np.int64)] = self.validity.invalid_score
+        return b
+
+
+class OptunaTuner(Tuner):
+    """Optuna's TPE sampler, ask-and-tell, invalid configurations as infeasible trials."""
+
+    name = "optuna"
+    MAX_REPEATS = 20   # asks in a row that land on measured points before a random point is taken instead
+    INFEASIBLE_VALUE = 1e30   # TPE ranks infeasible trials below feasible ones; the value need only be finite
+
+    def __init__(self, space: KnobSpace, seed: int):
+        super().__init__(space, seed)
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna = optuna
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        self.pending: dict[int, list] = {}
+        self.known: dict[int, tuple[float, float]] = {}
+
+    def _ask_point(self):
+        trial = self.study.ask()
+        point = tuple(trial.suggest_int(k.name, 0, len(k.options) - 1) for k in self.space.knobs)
+        return trial, point
+
+    def next_batch(self, n: int) -> list[Point]:
+        out: list[Point] = []
+        taken: set[int] = set()
+        repeats = 0
+        while len(out) < n and len(self.visited) + len(taken) < self.space.size:
+            trial, point = self._ask_point()
+            f = self.space.flat(point)
+            if f in self.known or f in taken:
+                if f in self.known:
+                    value, violation = self.known[f]
+                    trial.set_constraint("valid", violation)
+                    self.study.tell(trial, value)
+                else:
+                    self.pending.setdefault(f, []).append(trial)
+                repeats += 1
+                if repeats < self.MAX_REPEATS:
+                    continue
+                fresh = [p for p in self._random_unvisited(n) if self.space.flat(p) not in taken]
+                if not fresh:
+                    break
+                self.study.enqueue_trial({k.name: v for k, v in zip(self.space.knobs, fresh[0], strict=True)})
+                trial, point = self._ask_point()
+                f, repeats = self.space.flat(point), 0
+            taken.add(f)
+            self.pending.setdefault(f, []).append(trial)
+            out.append(point)
+        return out
+
+    def update(self, points: list[Point], results: list[Measurement]) -> None:
+        super().update(points, results)
+        for p, r in zip(points, results, strict=True):
+            f = self.space.flat(p)
+            value, violation = (float(r.cost), 0.0) if r.valid and r.cost else (self.INFEASIBLE_VALUE, 1.0)
+            self.known[f] = (value, violation)
+            for trial in self.pending.pop(f, []):
+                trial.set_constraint("valid", violation)
+                self.study.tell(trial, value)
+
+
+def _require(module: str, tuner: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise SpecError(f"the {tuner} tuner needs the {module} package: pip install 'accelmap[tune]'")
+
+
+def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point], bool] | None = None,
+               plan_size: int = 50) -> Tuner:
+    if name in ("autotvm",) or name.startswith("validity"):
+        _require("xgboost", name)
+    if name == "optuna":
+        _require("optuna", name)
+    if name == "random":
+        return RandomTuner(space, seed)
+    if name == "autotvm":
+        return ModelTuner(space, seed, plan_size)
+    if name.startswith("validity"):
+        if is_valid is None:
+            raise ValueError("the validity tuner needs a validity check")
+        return ValidityTuner(space, seed, is_valid, ssdm=name != "validity-no-ssdm", bsa=name != "validity-no-bsa",
+                             measure_invalid=name != "validity-plus", plan_size=plan_size)
+    if name == "optuna":
+        return OptunaTuner(space, seed)
+    raise ValueError(f"tuner {name!r} unknown; use one of {', '.join(TUNERS)}")

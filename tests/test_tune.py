@@ -1,0 +1,300 @@
+"""Auto-tuning: knob spaces, the dissertation's algorithms on small synthetic spaces, tuners, the command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.arch.presets import get_accelerator
+from accelmap.cli import main
+from accelmap.cost.model import evaluate
+from accelmap.tune.annealing import Annealer, AnnealingSettings
+from accelmap.tune.knobs import Knob, KnobSpace, divisors, manhattan
+from accelmap.tune.limits import VTA_LIMITS, ProgramLimits
+from accelmap.tune.loop import run_tuner
+from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
+from accelmap.tune.presample import presample, select_spread
+from accelmap.tune.template import ScheduleTemplate, TemplateError, ordered_factorizations
+from accelmap.tune.tuners import TUNERS, ValidityTuner, make_tuner
+from accelmap.workload.constructors import conv2d, gemm
+
+VTA = get_accelerator("vta_like")
+
+
+def _db(thesis_id: int):
+    """Three of the DeepBench layers of the dissertation's Table 5.1 (its IDs), small enough to enumerate."""
+    rows = {3: dict(n=1, k=32, h=79, w=341, r=10, s=5, c=32, stride=2, padding=0),
+            8: dict(n=1, k=64, h=12, w=120, r=3, s=3, c=32, stride=1, padding=1),
+            48: dict(n=1, k=1024, h=14, w=14, r=1, s=1, c=256, stride=2, padding=0)}
+    return adopt_precision(conv2d(f"db{thesis_id}", **rows[thesis_id]), VTA)
+
+
+@pytest.mark.parametrize("thesis_id,size", [(3, 768), (8, 9216), (48, 2240)])
+def test_vta_conv_space_has_the_dissertations_size(thesis_id, size):
+    # Table 5.1's space sizes: AutoTVM's VTA template (five two-way splits, two thread knobs) with four
+    # loop permutations added.
+    space = ScheduleTemplate(_db(thesis_id), VTA).space
+    assert space.size == size
+    assert [k.name for k in space.knobs][-3:] == ["reorder", "oc_nthread", "h_nthread"]
+
+
+def test_neighbours_are_manhattan_distance_one():
+    space = KnobSpace((Knob("a", (1, 2, 4), "split"), Knob("b", ("x", "y")), Knob("c", (1, 3), "split")))
+    assert space.size == 12
+    assert sorted(space.neighbours((0, 0, 0))) == [(0, 0, 1), (0, 1, 0), (1, 0, 0)]
+    assert sorted(space.neighbours((1, 1, 1))) == [(0, 1, 1), (1, 0, 1), (1, 1, 0), (2, 1, 1)]
+    pts = space.all_points()
+    assert [space.flat(tuple(p)) for p in pts] == list(range(12))
+    d = manhattan(pts, pts)
+    for i, p in enumerate(pts):
+        assert sorted(space.flat(q) for q in space.neighbours(tuple(p))) == sorted(np.flatnonzero(d[i] == 1))
+
+
+def test_ordered_factorizations_and_divisors():
+    assert divisors(12) == (1, 2, 3, 4, 6, 12)
+    f = ordered_factorizations(12, 2)
+    assert len(f) == 18          # sum over divisors d of 12 of the number of divisors of 12/d
+    assert all(12 % (a * b) == 0 for a, b in f)
+
+
+def test_every_valid_configuration_builds_a_mapping_the_model_accepts():
+    t = ScheduleTemplate(_db(3), VTA)
+    valid = 0
+    for p in t.space.all_points():
+        b = t.build(tuple(p))
+        if b.valid:
+            valid += 1
+            evaluate(t.op, b.arch, b.mapping)           # validates: raises on an overflow
+            assert b.arch.levels[1].double_buffered == (math.prod(
+                v for k, v in t.space.values(tuple(p)).items() if k.endswith("nthread")) > 1)
+    assert 0 < valid < t.space.size
+
+
+def test_vta_program_limits():
+    t = ScheduleTemplate(_db(3), VTA)
+    big = {"tile_co": 2, "tile_ci": 2, "tile_h": 35, "tile_w": 169}
+    point = tuple(next(i for i, v in enumerate(k.options) if v == big.get(k.name, k.options[0]))
+                  for k in t.space.knobs)
+    b = t.build(point)
+    assert not b.valid   # 35 x 169 x ... micro-ops, or a buffer overflow
+    m = b.mapping
+    if m is not None:
+        inner = [lp for lp in m.loops_at(1) if not lp.spatial]
+        uops = math.prod(lp.bound for lp in inner[2:])
+        expected = VTA_LIMITS.check(t.op, m, 1)
+        assert (uops > VTA_LIMITS.uop_entries) == (expected is not None and "micro-ops" in expected)
+    assert ProgramLimits().check(t.op, t.build(tuple(0 for _ in t.space.knobs)).mapping, 1) is None
+
+
+def test_template_refuses_an_operator_the_intrinsic_cannot_cover():
+    op = adopt_precision(conv2d("c3", n=1, k=64, c=3, h=32, w=32, r=3, s=3), VTA)
+    with pytest.raises(TemplateError, match="not a multiple of axis Z"):
+        ScheduleTemplate(op, VTA)
+
+
+def test_gemm_template_on_the_8x8x8_core():
+    arch = get_accelerator("vta_8x8x8")
+    op = adopt_precision(gemm("g", m=64, n=64, k=64), arch)
+    t = ScheduleTemplate(op, arch)
+    assert t.spatial == {"X": "M", "Y": "N", "Z": "K"}
+    assert t.space.size == 4 * 4 * 4 * len(t.orders) * 4
+    assert any(t.build(tuple(p)).valid for p in t.space.all_points())
+
+
+# --- Algorithm 4: neighbourhood presampling ---------------------------------------------------------------
+def _blob_space():
+    """A 12x12 grid whose valid configurations are one diamond around (5, 5): |x-5| + |y-5| <= 3."""
+    space = KnobSpace((Knob("x", tuple(range(1, 13)), "split"), Knob("y", tuple(range(1, 13)), "split")))
+    return space, (lambda p: abs(p[0] - 5) + abs(p[1] - 5) <= 3)
+
+
+def test_presampling_walks_the_valid_region():
+    space, is_valid = _blob_space()
+    n_valid = sum(is_valid(tuple(p)) for p in space.all_points())
+    assert n_valid == 25
+    rng = np.random.default_rng(0)
+    checked = presample(space, is_valid, 60, 4, rng)
+    assert len(checked) == 60
+    assert all(is_valid(p) == ok for p, ok in checked.items())
+    # from valid points the walk expands through neighbours: it finds far more of the 25 valid points
+    # than uniform sampling (60 / 144 x 25 = 10.4 expected)
+    found = sum(checked.values())
+    assert found >= 20
+    # whole space when asked for more than it has
+    assert len(presample(space, is_valid, 500, 4, np.random.default_rng(1))) == space.size
+
+
+def test_presampling_jumps_from_an_invalid_point():
+    space, _ = _blob_space()
+    rng = np.random.default_rng(3)
+    checked = presample(space, lambda p: False, 30, 2, rng)
+    assert len(checked) == 30 and not any(checked.values())
+
+
+# --- Algorithm 5: distance-maximising selection -------------------------------------------------------
+def test_selection_follows_the_dissertations_scan():
+    pts = [(0, 0), (1, 0), (9, 9), (5, 5), (0, 9), (9, 0)]
+    rng = np.random.default_rng(0)
+    first = int(np.random.default_rng(0).integers(len(pts)))
+    chosen = select_spread(pts, 3, rng)
+    assert chosen[0] == pts[first]
+    # by hand: each next point is the last one in list order whose mean and min distance to the chosen
+    # set both beat every earlier candidate's
+    def scan(chosen_pts):
+        best_mean = best_min = 0.0
+        pick = None
+        for p in pts:
+            if p in chosen_pts:
+                continue
+            d = [abs(p[0] - q[0]) + abs(p[1] - q[1]) for q in chosen_pts]
+            if sum(d) / len(d) > best_mean and min(d) > best_min:
+                best_mean, best_min, pick = sum(d) / len(d), min(d), p
+        return pick
+    assert chosen[1] == scan(chosen[:1])
+    assert chosen[2] == scan(chosen[:2])
+
+
+def test_selection_spreads_points():
+    space, is_valid = _blob_space()
+    pts = [tuple(int(v) for v in p) for p in space.all_points()]
+    sel = select_spread(pts, 4, np.random.default_rng(2))
+    arr = np.array(sel)
+    assert len(set(sel)) == 4
+    d = manhattan(arr, arr)
+    assert d[np.triu_indices(4, 1)].min() >= 8   # four points on a 12x12 grid, far apart
+    assert select_spread(pts[:3], 10, np.random.default_rng(0)) and len(select_spread(pts[:3], 10,
+                                                                                    np.random.default_rng(0))) == 3
+
+
+# --- biased SA ----------------------------------------------------------------------------------------
+def test_biased_annealing_never_proposes_a_known_invalid_point():
+    space = KnobSpace((Knob("x", tuple(range(1, 17)), "split"), Knob("y", tuple(range(1, 17)), "split")))
+    # the model likes the corner (15, 15) most; it is known invalid, as is its row
+    predict = lambda pts: (pts[:, 0] + pts[:, 1]).astype(float) / 30.0
+    bias = np.zeros(space.size)
+    invalid = [space.flat((15, y)) for y in range(16)]
+    valid_known = [space.flat((3, 3))]
+    bias[invalid] = -1e6
+    bias[valid_known] = 1.0
+    ann = Annealer(space, AnnealingSettings(parallel_size=32, n_iter=200), np.random.default_rng(0))
+    top = ann.find_maximums(predict, 10, exclude=set(), bias=bias)
+    assert top and not set(top) & set(invalid)
+    assert space.flat((3, 3)) in top or all(predict(np.array([space.point(f)]))[0] >= 1 for f in top)
+    plain = Annealer(space, AnnealingSettings(parallel_size=32, n_iter=200), np.random.default_rng(0))
+    assert set(plain.find_maximums(predict, 10, exclude=set())) & set(invalid)
+
+
+def test_validity_tuner_scores_and_first_batch():
+    space, is_valid = _blob_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=10)
+    batch = tuner.next_batch(10)
+    assert sum(is_valid(p) for p in batch) == 5          # half valid, half invalid
+    bias = tuner.bias()
+    assert bias is not None
+    for p, ok in tuner.presampled.items():
+        assert bias[space.flat(p)] == (1.0 if ok else -1e6)
+
+
+def test_validity_plus_trains_on_known_invalid_points_without_measuring_them():
+    space, is_valid = _blob_space()
+    tuner = make_tuner("validity-plus", space, 0, is_valid=is_valid, plan_size=10)
+    assert isinstance(tuner, ValidityTuner)
+    batch = tuner.next_batch(10)
+    assert all(is_valid(p) for p in batch)                 # no trial spent on a known-invalid point
+    assert set(tuner.prior_xs) == tuner.known_invalid and tuner.prior_xs
+    tuner.update(batch, [Measurement(p, True, 1.0 + i) for i, p in enumerate(batch)])
+    assert tuner.train_count == 1 and tuner.measured == 10
+
+
+# --- tuners end to end on a synthetic space with a known optimum --------------------------------------
+def _synthetic_table():
+    space, is_valid = _blob_space()
+    table = {}
+    for p in space.all_points():
+        p = tuple(int(v) for v in p)
+        ok = is_valid(p)
+        # best on the edge of the valid region, at (8, 5)
+        table[p] = Measurement(p, ok, float(1 + abs(p[0] - 8) + abs(p[1] - 5)) if ok else None)
+    return space, is_valid, table
+
+
+@pytest.mark.parametrize("name", TUNERS)
+def test_every_tuner_finds_the_optimum_of_a_small_space(name):
+    space, is_valid, table = _synthetic_table()
+    tuner = make_tuner(name, space, 0, is_valid=is_valid, plan_size=20)
+    run = run_tuner(tuner, lookup_measurer(table), space.size, 20)
+    assert len({m.point for m in run.history}) == len(run.history)     # never measures a point twice
+    assert run.best is not None and run.best.cost == 1.0
+    assert run.trials_to_reach(1.0) is not None
+
+
+def test_measuring_with_the_model_and_the_simulator_agree_and_the_log_resumes(tmp_path):
+    t = ScheduleTemplate(_db(8), VTA)
+    pts = [tuple(int(v) for v in p) for p in t.space.all_points()]
+    valid = [p for p in pts if t.build(p).valid][:2]
+    invalid = next(p for p in pts if not t.build(p).valid)
+    log = tmp_path / "m.jsonl"
+    meas = Measurer(t, "sim", workers=2, timeout=120, log=log)
+    try:
+        res = meas(valid + [invalid])
+    finally:
+        meas.close()
+    assert [r.valid for r in res] == [True, True, False] and res[2].error
+    for r in res[:2]:
+        model = measure_one(t, "model", r.point)
+        assert abs(r.cost - model.cost) / r.cost < 0.02       # the model within 2% of the simulator
+    lines = log.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["config"]["tile_co"] in (1, 2, 4)
+    again = Measurer(t, "sim", log=log)
+    assert again(valid) == res[:2] and again.measured == 0     # read back, not measured again
+
+
+def test_measurer_times_out(tmp_path):
+    t = ScheduleTemplate(_db(8), VTA)
+    p = next(tuple(int(v) for v in q) for q in t.space.all_points() if t.build(tuple(int(v) for v in q)).valid)
+    meas = Measurer(t, "sim", workers=2, timeout=1e-3)
+    try:
+        r = meas([p])[0]
+    finally:
+        meas.close()
+    assert not r.valid and r.error.startswith("timed out")
+
+
+def test_host_backend_times_a_small_operator():
+    op = adopt_precision(gemm("g", m=16, n=32, k=32), VTA)
+    t = ScheduleTemplate(op, VTA)
+    p = next(tuple(int(v) for v in q) for q in t.space.all_points() if t.build(tuple(int(v) for v in q)).valid)
+    r = measure_one(t, "host", p)
+    assert r.valid and r.cost > 0 and r.noise is not None and r.noise >= 0
+
+
+def test_tune_command_writes_the_best_mapping_and_plot(tmp_path):
+    wl = tmp_path / "db8.yaml"
+    wl.write_text("name: db8\nconv2d: {n: 1, c: 32, h: 12, w: 120, k: 64, r: 3, s: 3, stride: 1, padding: 1}\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["tune", "-w", str(wl), "-a", "vta_like", "--backend", "model", "--trials", "60",
+                                    "--batch", "20", "--tuner", "validity", "--tuner", "random", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "validity" in res.output and "random" in res.output
+    names = sorted(p.name for p in out.iterdir())
+    assert {"summary.json", "best.mapping.yaml", "convergence.png"} <= set(names)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["space"]["size"] == 9216 and len(summary["tuners"]) == 2
+    arch = str(out / "best.arch.yaml") if (out / "best.arch.yaml").exists() else "vta_like"
+    ev = CliRunner().invoke(main, ["evaluate", "-w", str(wl), "-a", arch, "-m", str(out / "best.mapping.yaml"),
+                                   "--json"])
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.output)["latency_cycles"] == summary["best"]["cost"]
+
+
+def test_tune_command_refuses_bad_input(tmp_path):
+    wl = tmp_path / "c3.yaml"
+    wl.write_text("name: c3\nconv2d: {n: 1, c: 3, h: 32, w: 32, k: 64, r: 3, s: 3}\n")
+    res = CliRunner().invoke(main, ["tune", "-w", str(wl), "-a", "vta_like", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "not a multiple of axis Z" in res.output
+    assert not (tmp_path / "o").exists()
