@@ -193,6 +193,7 @@ def main() -> None:
     ap.add_argument("--host", action="store_true", help="also tune three small operators on this CPU")
     ap.add_argument("--host-trials", type=int, default=60)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
+    ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
     args = ap.parse_args()
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
@@ -231,7 +232,7 @@ def main() -> None:
     ctx = multiprocessing.get_context("fork")
     RESULTS.mkdir(exist_ok=True)
     results = []
-    with ctx.Pool(args.jobs) as pool, (RESULTS / "tuning_runs.jsonl").open("w") as partial:
+    with ctx.Pool(args.jobs) as pool, (RESULTS / f"{args.out}_runs.jsonl").open("w") as partial:
         # each run as it ends, so a long sweep can be read before it finishes
         for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
             results.append(rec)
@@ -282,8 +283,8 @@ def main() -> None:
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": wall, "jobs": args.jobs},
            "layers": spaces, "per_layer": per_layer, "means": means, "host": host_rows}
-    (RESULTS / "tuning.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"\nwrote {RESULTS / 'tuning.json'} ({wall:.0f} s of tuning on {args.jobs} processes)")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / (args.out + '.json')} ({wall:.0f} s of tuning on {args.jobs} processes)")
 
 
 if __name__ == "__main__":
