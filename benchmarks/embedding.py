@@ -1,10 +1,10 @@
-"""Intrinsic embedding benchmark (seed 000, ch. 4; issue 6).
+"""Intrinsic embedding benchmark (Rieber's dissertation, ch. 4).
 
 1. DeepBench inference convolutions (the copy bundled with accelmap, ``deepbench_conv``):
    strict and relaxed embedding of vta_gemm, search effort, full-size programs, and numerical
    verification of the strict and the best relaxed program on reduced spatial sizes (the same
    solution, re-extrapolated to an operator with small output images).
-2. Seed 000, Table 4.2 (14 low-channel and dilated convs) on vta_like, and Table 4.6 (8x8x8
+2. The dissertation's Table 4.2 (14 low-channel and dilated convs) on vta_like, and Table 4.6 (8x8x8
    variant) on vta_8x8x8: best embedding by operator cost, combined cost and memory, relative to the
    TVM-like default (strict: NCHW, input channels padded). MODELLED numbers (our cost model) are
    printed next to the dissertation's REPORTED FPGA numbers; they are not the same measurement.
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent
 # from a checkout alone.
 CSV = ROOT.parent / "src" / "accelmap" / "data" / "models" / "deepbench_conv_inference_server.csv"
 
-# Seed 000, Table 4.2: N, IC, H, W, OC, KH, KW, pad, stride, dilation (as printed).
+# The dissertation's Table 4.2: N, IC, H, W, OC, KH, KW, pad, stride, dilation (as printed).
 TABLE_4_2 = [
     (1, 1, 700, 161, 32, 20, 5, 0, 2, 1), (2, 1, 700, 161, 32, 20, 5, 0, 2, 1),
     (4, 1, 700, 161, 32, 20, 5, 0, 2, 1), (1, 1, 480, 48, 16, 3, 3, 1, 1, 1),
@@ -47,7 +47,7 @@ TABLE_4_2 = [
     (1, 1, 700, 161, 64, 5, 5, 1, 2, 1), (2, 1, 700, 161, 64, 5, 5, 1, 2, 1),
     (1, 304, 18, 18, 448, 3, 3, 0, 1, 2), (1, 208, 72, 72, 304, 3, 3, 0, 1, 3),
 ]
-# Seed 000, Table 4.6: (N,C,H,W), (K,C,R,S), pad, stride.
+# The dissertation's Table 4.6: (N,C,H,W), (K,C,R,S), pad, stride.
 TABLE_4_6 = [
     ((1, 32, 8, 8), (64, 32, 3, 3), 1, 1), ((1, 32, 16, 16), (64, 32, 3, 3), 1, 1),
     ((1, 32, 32, 32), (64, 32, 3, 3), 1, 1), ((1, 256, 8, 8), (256, 256, 3, 3), 1, 1),
@@ -249,7 +249,7 @@ def main() -> int:
               f"(combined x{out['best_operator']['combined']:.2f}); best-combined combined "
               f"x{out['best_combined']['combined']:.2f}; best-memory total x{out['best_memory']['memory_total']:.3f}")
         for k in reported_keys:
-            print(f"REPORTED (seed 000, FPGA measurements) {k}: {REPORTED[k]}")
+            print(f"REPORTED (Rieber's dissertation, FPGA measurements) {k}: {REPORTED[k]}")
         return out
 
     results["table_4_2_geomean"] = table("Table 4.2 layers, vta_gemm on vta_like", results["table_4_2"],
