@@ -298,3 +298,15 @@ def test_tune_command_refuses_bad_input(tmp_path):
     res = CliRunner().invoke(main, ["tune", "-w", str(wl), "-a", "vta_like", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and res.output.count("\n") == 1 and "not a multiple of axis Z" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_diana_template_tiles_both_on_chip_levels():
+    arch = get_accelerator("diana_like")
+    op = adopt_precision(conv2d("c", n=1, k=32, c=16, h=16, w=16, r=3, s=3, padding=1), arch)
+    t = ScheduleTemplate(op, arch)
+    assert t.tile_levels == [1, 2] and t.spatial == {"OX": "Q", "K": "K"}
+    # ordered two-level factorizations: C=16 -> 15, P=16 -> 15, K/16=2 -> 3; three stationary orders
+    assert t.space.shape == (3, 15, 15, 3) and not t.thread_knobs
+    b = t.build((1, 4, 4, 0))
+    assert b.valid
+    assert measure_one(t, "sim", (1, 4, 4, 0)).cost == pytest.approx(measure_one(t, "model", (1, 4, 4, 0)).cost)
