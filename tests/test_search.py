@@ -10,6 +10,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
+from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.sampling import random_mapping
 from accelmap.search import Constraints, search_exhaustive, search_optimal, space_size
 from accelmap.search.bounds import BoundContext, chain_options
@@ -93,6 +94,58 @@ def test_lower_bounds_never_exceed_the_cost():
                 rem[l.dim] //= l.bound
             e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
             assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
+        checked += 1
+    assert checked > 50
+
+
+def _permute_level(m, level: int, rng):
+    """``m`` with the temporal loops of ``level`` in a random order (each level's loops are contiguous)."""
+    idx = [i for i, l in enumerate(m.loops) if l.level == level and not l.spatial]
+    loops = list(m.loops)
+    shuffled = [loops[i] for i in idx]
+    rng.shuffle(shuffled)
+    for i, l in zip(idx, shuffled):
+        loops[i] = l
+    return Mapping(tuple(loops), m.keep)
+
+
+def test_bounds_over_open_orders_never_exceed_the_cost_of_any_order():
+    """Rule B3: a bound with the orders of the outermost fixed levels left open holds for the mapping under
+    every order of those levels (the bound is computed from one order, the cost from another), and so does
+    the look-ahead of the exact search that adds the forced outermost level."""
+    from accelmap.search.optimal import bound_any_order
+
+    rng = random.Random(19)
+    checked = 0
+    for n in range(160):
+        arch = get_accelerator(PRESETS[n % len(PRESETS)])
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        ctx = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels)):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            for free in ({level}, set(range(level, len(arch.levels)))):
+                if free != {level} and level != 0:
+                    continue
+                e_lb, l_lb = ctx.lower_bound(fixed, level, rem, free_orders=frozenset(free))
+                for _ in range(3):
+                    other = m
+                    for f in free:
+                        other = _permute_level(other, f, rng)
+                    res = evaluate(op, arch, other)
+                    assert e_lb <= res.energy_total * (1 + 1e-12), (level, free, m, other)
+                    assert l_lb <= res.latency * (1 + 1e-12), (level, free, m, other)
+            if level == 1:
+                e_lb, l_lb = bound_any_order(ctx, fixed, 1, rem, frozenset({1}))
+                other = _permute_level(_permute_level(m, 0, rng), 1, rng)
+                res = evaluate(op, arch, other)
+                assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (m, other)
         checked += 1
     assert checked > 50
 

@@ -52,11 +52,16 @@ class BoundContext:
             self.merge_cap[o.name] = caps
         self.scale = {(i, o.name): o.bits / lv.width_bits for i, lv in enumerate(arch.levels) for o in op.operands}
 
-    def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> tuple[float, float]:
-        """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``."""
+    def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
+                    free_orders: frozenset[int] = frozenset()) -> tuple[float, float]:
+        """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``. The bound holds for every
+        order of the temporal loops of the levels in ``free_orders`` (the outermost fixed ones; rule B3),
+        whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated."""
         op, arch, nlev = self.op, self.arch, self.nlev
         info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
+        entering = entering_any_order(op, fixed, free_orders, self.keep) if free_orders else \
+            (lambda X, c: entering_perfect(info, X, c))
 
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
@@ -92,7 +97,7 @@ class BoundContext:
                     ext = info.inner_extents(c)
                     t = tile_size(X, ext)
                     fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
-                    part = entering_perfect(info, X, c)
+                    part = entering(X, c)
                     member = prod_r * (part - fi * t) + fi * t
                 else:
                     member = fp
@@ -139,6 +144,38 @@ class BoundContext:
             t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
             transfer = max(transfer, t_r, t_w)
         return energy, max(compute, transfer)
+
+
+def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep):
+    """``(X, c) -> n``: a lower bound of ``entering_perfect`` of the nest ``fixed`` that holds for every order of
+    the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for boundaries c below them
+    (rule B3).
+
+    The loops of a free level f come after those of the free levels outside it and before every deeper loop,
+    whatever the orders, and no deeper loop wraps them back. So the terms of the deeper loops are those of the
+    nest without the free loops, times the product of all free loops. A free loop over a dim that X uses as a
+    plain index moves X's tile by at least its extent at every step (its stride exceeds the span the inner loops
+    over that dim wrap back), so each step brings a whole tile; at level f such steps number, over any order, at
+    least (product of the free loops outside f) x (prod(B) - 1) over such loops of f, since each loop's prefix
+    holds the loops of the outer levels and the others of its level before it. Other free loops bring at least
+    nothing."""
+    own = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
+    deeper = NestInfo(op, Mapping(tuple(l for l in fixed if l not in own), keep))
+    levels = sorted(free)
+
+    def entering(X, c: int) -> float:
+        plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
+        inst = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
+        tile = tile_size(X, deeper.inner_extents(c))
+        tiles, outer = 1, 1
+        for f in levels:
+            if f >= c:
+                break
+            tiles += outer * (math.prod(l.bound for l in own if l.level == f and l.dim in plain) - 1)
+            outer *= math.prod(l.bound for l in own if l.level == f)
+        return inst * tile * tiles + outer * (entering_perfect(deeper, X, c) - inst * tile)
+
+    return entering
 
 
 def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:

@@ -115,6 +115,13 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             new_rem = {d: rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial))
                        for d in rem}
             lvname = arch.levels[level].name
+            # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
+            # next level is the last and has no fan-out, its loops are what is left, in any order.
+            stats.nodes += 1
+            if best.prunes(*bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}))):
+                stats.pruned += 1
+                stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
+                continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
             orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
@@ -125,7 +132,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
-                e_lb, l_lb = ctx.lower_bound(loops, level, new_rem)
+                e_lb, l_lb = bound_any_order(ctx, loops, level, new_rem, frozenset())
                 out.append((e_lb, l_lb, loops, new_rem))
         return out
 
@@ -156,6 +163,17 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         descend(ctx, keep, nlev - 1, dict(op.sizes), ())
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
+
+
+def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
+                    free: frozenset[int]) -> tuple[float, float]:
+    """``ctx.lower_bound`` with the orders of the levels ``free`` left open. When the only level left is the
+    outermost and it has no fan-out, its loops are forced (what is left of each dim), so they join the nest
+    with their order open too, and the outermost boundary is bounded by its refetches, not its footprint."""
+    if level == 1 and ctx.arch.levels[0].fanout is None:
+        last = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1)
+        return ctx.lower_bound(last + fixed, 0, dict.fromkeys(rem, 1), free_orders=free | {0})
+    return ctx.lower_bound(fixed, level, rem, free_orders=free)
 
 
 def _rank(objective: str, e: float, l: float) -> float:
