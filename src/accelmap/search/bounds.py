@@ -15,6 +15,7 @@ non-decreasing in the counts, so energy, latency and EDP bounds are valid
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -207,12 +208,15 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     init_read = 1 if op.init_output == "read" else 0
     energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
     latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
+    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
+    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
         inner = np.concatenate([np.ones((len(M), 1)), np.cumprod(M, axis=1)], axis=1)  # prod of levels < l
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
+        traffic.append([])
         for chain in chains[X.name]:
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
@@ -254,6 +258,37 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                     transfer = np.maximum(transfer, writes[:, i] / L.instances / L.write_bw_bits)
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
+            traffic[-1].append((reads, writes))
         energy += best_e
         latency = np.maximum(latency, best_t)
-    return energy, latency
+    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes)))
+
+
+# Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
+# instead of the least over combinations (weaker, as cheap as one combination).
+PORT_COMBINATIONS = 512
+
+
+def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int) -> np.ndarray:
+    """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
+    on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
+    bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
+    spread over all instances), or, past PORT_COMBINATIONS combinations, the busiest port of each operand's
+    least traffic per level."""
+    n_comb = math.prod(len(t) for t in traffic)
+    if n_comb > PORT_COMBINATIONS:
+        combos = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in traffic]
+    else:
+        combos = traffic
+    best = np.full(rows, np.inf)
+    for pick in itertools.product(*combos):
+        reads = sum(r for r, _ in pick)
+        writes = sum(w for _, w in pick)
+        busiest = np.zeros(rows)
+        for i, L in enumerate(arch.levels):
+            if L.read_bw_bits is not None:
+                busiest = np.maximum(busiest, reads[:, i] / L.instances / L.read_bw_bits)
+            if L.write_bw_bits is not None:
+                busiest = np.maximum(busiest, writes[:, i] / L.instances / L.write_bw_bits)
+        best = np.minimum(best, busiest)
+    return best
