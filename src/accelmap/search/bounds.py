@@ -54,14 +54,15 @@ class BoundContext:
         self.scale = {(i, o.name): o.bits / lv.width_bits for i, lv in enumerate(arch.levels) for o in op.operands}
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
-                    free_orders: frozenset[int] = frozenset()) -> tuple[float, float]:
+                    free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None) -> tuple[float, float]:
         """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``. The bound holds for every
         order of the temporal loops of the levels in ``free_orders`` (the outermost fixed ones; rule B3),
-        whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated."""
+        whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated; with
+        ``innermost``, for the orders of the innermost free level that put that loop innermost (rule B4)."""
         op, arch, nlev = self.op, self.arch, self.nlev
         info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
-        entering = entering_any_order(op, fixed, free_orders, self.keep) if free_orders else \
+        entering = entering_any_order(op, fixed, free_orders, self.keep, innermost) if free_orders else \
             (lambda X, c: entering_perfect(info, X, c))
 
         def unfixed_merge(X, lo: int, hi: int) -> int:
@@ -147,7 +148,8 @@ class BoundContext:
         return energy, max(compute, transfer)
 
 
-def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep):
+def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
+                       innermost: Loop | None = None):
     """``(X, c) -> n``: a lower bound of ``entering_perfect`` of the nest ``fixed`` that holds for every order of
     the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for boundaries c below them
     (rule B3).
@@ -159,7 +161,9 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
     over that dim wrap back), so each step brings a whole tile; at level f such steps number, over any order, at
     least (product of the free loops outside f) x (prod(B) - 1) over such loops of f, since each loop's prefix
     holds the loops of the outer levels and the others of its level before it. Other free loops bring at least
-    nothing."""
+    nothing. Every free loop brings a whole tile at every step when some loop inside it, above c, runs over a
+    plain dim of X at every one of its steps (it wraps that loop back): a fixed loop of a deeper level, or
+    ``innermost``, when given: the loop assumed innermost of the innermost free level (rule B4)."""
     own = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
     deeper = NestInfo(op, Mapping(tuple(l for l in fixed if l not in own), keep))
     levels = sorted(free)
@@ -168,11 +172,13 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
         plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
         inst = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
         tile = tile_size(X, deeper.inner_extents(c))
+        every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
+                    for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)
         tiles, outer = 1, 1
         for f in levels:
             if f >= c:
                 break
-            tiles += outer * (math.prod(l.bound for l in own if l.level == f and l.dim in plain) - 1)
+            tiles += outer * (math.prod(l.bound for l in own if l.level == f and (every or l.dim in plain)) - 1)
             outer *= math.prod(l.bound for l in own if l.level == f)
         return inst * tile * tiles + outer * (entering_perfect(deeper, X, c) - inst * tile)
 

@@ -118,7 +118,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
             # next level is the last and has no fan-out, its loops are what is left, in any order.
             stats.nodes += 1
-            if best.prunes(*bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}))):
+            if _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
                 stats.pruned += 1
                 stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
                 continue
@@ -132,8 +132,9 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
-                e_lb, l_lb = bound_any_order(ctx, loops, level, new_rem, frozenset())
-                out.append((e_lb, l_lb, loops, new_rem))
+                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best)
+                e_lb, l_lb = _least(objective, alts)
+                out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
 
     def descend(ctx, keep, level, rem, fixed):
@@ -142,8 +143,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             return
         kids = children(ctx, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
-        for n, (e_lb, l_lb, loops, new_rem) in enumerate(kids):
-            if best.prunes(e_lb, l_lb):
+        for n, (_, _, loops, new_rem, alts) in enumerate(kids):
+            if _prunes(best, alts):
                 # Sorted by the bound of the scalar objective: the rest cannot win either.
                 stats.pruned += len(kids) - n if objective != "pareto" else 1
                 if objective != "pareto":
@@ -166,14 +167,34 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
 
 
 def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                    free: frozenset[int]) -> tuple[float, float]:
-    """``ctx.lower_bound`` with the orders of the levels ``free`` left open. When the only level left is the
-    outermost and it has no fan-out, its loops are forced (what is left of each dim), so they join the nest
-    with their order open too, and the outermost boundary is bounded by its refetches, not its footprint."""
+                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+    """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
+    loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
+    is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
+    loops are forced (what is left of each dim), so they join the nest with their order open too, and the
+    outermost boundary is bounded by its refetches, not its footprint. Given ``best`` (the collector), the bound
+    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens)."""
     if level == 1 and ctx.arch.levels[0].fanout is None:
-        last = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1)
-        return ctx.lower_bound(last + fixed, 0, dict.fromkeys(rem, 1), free_orders=free | {0})
-    return ctx.lower_bound(fixed, level, rem, free_orders=free)
+        fixed = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1) + fixed
+        level, rem, free = 0, dict.fromkeys(rem, 1), free | {0}
+    if not free:
+        return [ctx.lower_bound(fixed, level, rem)]
+    inner = max(free)
+    candidates = [l for l in fixed if l.level == inner and not l.spatial and l.bound > 1]
+    if len(candidates) < 2 or best is not None:
+        plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
+        if len(candidates) < 2 or best.prunes(*plain):
+            return [plain]
+    return [ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l) for l in candidates]
+
+
+def _prunes(best, bounds: list[tuple[float, float]]) -> bool:
+    return all(best.prunes(e, l) for e, l in bounds)
+
+
+def _least(objective: str, bounds: list[tuple[float, float]]) -> tuple[float, float]:
+    """The alternative with the least objective bound (for ranking children; pruning tests all)."""
+    return min(bounds, key=lambda b: _rank(objective, *b))
 
 
 def _rank(objective: str, e: float, l: float) -> float:
