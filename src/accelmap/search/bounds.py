@@ -151,8 +151,8 @@ class BoundContext:
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
                        innermost: Loop | None = None):
     """``(X, c) -> n``: a lower bound of ``entering_perfect`` of the nest ``fixed`` that holds for every order of
-    the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for boundaries c below them
-    (rule B3).
+    the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for any boundary c (rule B3):
+    only the free loops above c matter, the free levels at or below c shape the tile at c whatever their order.
 
     The loops of a free level f come after those of the free levels outside it and before every deeper loop,
     whatever the orders, and no deeper loop wraps them back. So the terms of the deeper loops are those of the
@@ -164,13 +164,19 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
     nothing. Every free loop brings a whole tile at every step when some loop inside it, above c, runs over a
     plain dim of X at every one of its steps (it wraps that loop back): a fixed loop of a deeper level, or
     ``innermost``, when given: the loop assumed innermost of the innermost free level (rule B4)."""
-    own = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
-    deeper = NestInfo(op, Mapping(tuple(l for l in fixed if l not in own), keep))
+    own_all = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
     levels = sorted(free)
+    per_boundary: dict[int, tuple] = {}
 
     def entering(X, c: int) -> float:
+        got = per_boundary.get(c)
+        if got is None:
+            # Only the open loops above c are taken out; open levels at or below c shape the tile at c.
+            own = [l for l in own_all if l.level < c]
+            got = per_boundary[c] = (own, NestInfo(op, Mapping(tuple(l for l in fixed if l not in own), keep)),
+                                     math.prod(l.bound for l in fixed if l.spatial and l.level < c))
+        own, deeper, inst = got
         plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
-        inst = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
         tile = tile_size(X, deeper.inner_extents(c))
         every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
                     for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)

@@ -116,9 +116,10 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                        for d in rem}
             lvname = arch.levels[level].name
             # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
-            # next level is the last and has no fan-out, its loops are what is left, in any order.
-            stats.nodes += 1
-            if _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
+            # next level is the last and has no fan-out, its loops are what is left, in any order. (The
+            # innermost level has one order to try: its own bound below does the same job.)
+            if level < nlev - 1 and len(t_loops) > 1 and _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
+                stats.nodes += 1
                 stats.pruned += 1
                 stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
                 continue
