@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -60,10 +61,23 @@ class BoundContext:
         whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated; with
         ``innermost``, for the orders of the innermost free level that put that loop innermost (rule B4)."""
         op, arch, nlev = self.op, self.arch, self.nlev
-        info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
-        entering = entering_any_order(op, fixed, free_orders, self.keep, innermost) if free_orders else \
-            (lambda X, c: entering_perfect(info, X, c))
+        if free_orders:
+            entering = entering_any_order(op, fixed, free_orders, self.keep, innermost)
+        else:
+            info = NestInfo(op, Mapping(fixed, self.keep))
+            entering = lambda X, c: entering_perfect(info, X, c)  # noqa: E731
+        spatial = [l for l in fixed if l.spatial]
+        extents: dict[int, dict[str, int]] = {}
+
+        def inner_extents(c: int) -> dict[str, int]:
+            ext = extents.get(c)
+            if ext is None:
+                ext = extents[c] = dict.fromkeys(op.sizes, 1)
+                for l in fixed:
+                    if l.level >= c:
+                        ext[l.dim] *= l.bound
+            return ext
 
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
@@ -74,15 +88,15 @@ class BoundContext:
 
         def fixed_merge(X, lo: int, hi: int) -> int:
             out = 1
-            for l in fixed:
-                if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
+            for l in spatial:
+                if lo <= l.level < hi and l.dim not in X.dims:
                     ax = arch.levels[l.level].fanout.axis(l.axis)
                     if X.is_output or ax.multicast:
                         out *= l.bound
             return out
 
         def lineage_max(X, p: int) -> int:
-            fixed_part = math.prod(l.bound for l in fixed if l.spatial and l.level < p and l.dim not in X.dims)
+            fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
             return fixed_part * unfixed_merge(X, 0, p)
 
         fills = [0.0] * nlev
@@ -96,9 +110,8 @@ class BoundContext:
             per = {}
             for p, c in zip(chain, chain[1:]):
                 if c > level:
-                    ext = info.inner_extents(c)
-                    t = tile_size(X, ext)
-                    fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
+                    t = tile_size(X, inner_extents(c))
+                    fi = math.prod(l.bound for l in spatial if l.level < c)
                     part = entering(X, c)
                     member = prod_r * (part - fi * t) + fi * t
                 else:
@@ -134,7 +147,7 @@ class BoundContext:
                     energy += v * L.write_energy_pj * s
                     (fills if kind == "fills" else updates)[lv] += v * X.bits
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
-        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
+        spatial_fixed = math.prod(l.bound for l in spatial)
         spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
         # Latency is at least the MAC schedule and at least every port's traffic over its
@@ -173,11 +186,11 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
         if got is None:
             # Only the open loops above c are taken out; open levels at or below c shape the tile at c.
             own = [l for l in own_all if l.level < c]
-            got = per_boundary[c] = (own, NestInfo(op, Mapping(tuple(l for l in fixed if l not in own), keep)),
+            got = per_boundary[c] = (own, tuple(l for l in fixed if l not in own),
                                      math.prod(l.bound for l in fixed if l.spatial and l.level < c))
         own, deeper, inst = got
         plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
-        tile = tile_size(X, deeper.inner_extents(c))
+        tile, deeper_count = _tile_and_entering(op, keep, deeper, X.name, c)
         every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
                     for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)
         tiles, outer = 1, 1
@@ -186,9 +199,18 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
                 break
             tiles += outer * (math.prod(l.bound for l in own if l.level == f and (every or l.dim in plain)) - 1)
             outer *= math.prod(l.bound for l in own if l.level == f)
-        return inst * tile * tiles + outer * (entering_perfect(deeper, X, c) - inst * tile)
+        return inst * tile * tiles + outer * (deeper_count - inst * tile)
 
     return entering
+
+
+@lru_cache(maxsize=200_000)
+def _tile_and_entering(op: Operator, keep, loops: tuple[Loop, ...], name: str, c: int) -> tuple[int, int]:
+    """X's tile at c and ``entering_perfect`` of the nest ``loops``: the nest without the open loops is shared
+    by every child of a node (and by every order), so it is counted once."""
+    info = NestInfo(op, Mapping(loops, keep))
+    X = op.operand(name)
+    return tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c)
 
 
 def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:
