@@ -71,7 +71,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     n = len(space.pes)
     stats.extra["spatial_candidates"] = n
     if n:
-        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis)]
+        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
         merges = group_merges(op, len(arch.levels), groups, dims_used(op))
         e_lb, l_lb = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
         rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
