@@ -26,6 +26,7 @@ from accelmap.search.bounds import BoundContext
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
+from accelmap.search.spatial import spatial_lower_bound
 from accelmap.workload.operator import Operator
 
 
@@ -158,7 +159,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             else:
                 descend(ctx, keep, level - 1, new_rem, loops)
 
-    for keep in keep_options(op, arch, cons):
+    for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
         if stats.extra.get("timed_out"):
             break
         ctx = BoundContext(op, arch, keep)
@@ -196,6 +197,31 @@ def _prunes(best, bounds: list[tuple[float, float]]) -> bool:
 def _least(objective: str, bounds: list[tuple[float, float]]) -> tuple[float, float]:
     """The alternative with the least objective bound (for ranking children; pruning tests all)."""
     return min(bounds, key=lambda b: _rank(objective, *b))
+
+
+def _keeps_by_bound(op: Operator, arch: Accelerator, cons: Constraints, objective: str, best, stats: SearchStats):
+    """The bypass choices to search, most promising first. When the constraints fix every fan-out axis (as the
+    exact search does for each unrolling), each choice is bounded by rule S1 with its own level sets, which
+    holds for every mapping with that unrolling and bypass: a choice whose bound the best found meets is
+    skipped when its turn comes."""
+    keeps = keep_options(op, arch, cons)
+    axes = arch.fanout_axes()
+    if not axes or any(name not in cons.spatial for name in axes):
+        yield from keeps
+        return
+    loops = tuple(Loop(d, b, axes[name][0], name) for name, dims in cons.spatial.items() for d, b in dims.items()
+                  if b > 1)
+    scored = []
+    for keep in keeps:
+        chains = {X.name: [[i for i, kp in enumerate(keep) if X.name in kp]] for X in op.operands}
+        e, l = spatial_lower_bound(op, arch, loops, chains)
+        scored.append((_rank(objective, e, l), e, l, keep))
+    scored.sort(key=lambda t: t[0])
+    for _, e, l, keep in scored:
+        if best.prunes(e, l):
+            stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
+            continue
+        yield keep
 
 
 def _rank(objective: str, e: float, l: float) -> float:
