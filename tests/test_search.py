@@ -104,7 +104,7 @@ def _permute_level(m, level: int, rng):
     loops = list(m.loops)
     shuffled = [loops[i] for i in idx]
     rng.shuffle(shuffled)
-    for i, l in zip(idx, shuffled):
+    for i, l in zip(idx, shuffled, strict=True):
         loops[i] = l
     return Mapping(tuple(loops), m.keep)
 
