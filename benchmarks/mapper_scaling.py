@@ -9,6 +9,7 @@ else the heuristic; a time limit per layer), with the cache off. Each
 set of that process and of its worker processes, from getrusage) is its own.
 
     python benchmarks/mapper_scaling.py [--time-limit 10] [--jobs 2] [--budget 900]
+        [--strategy optimal] [--models resnet18 ...] [--archs tpu_like ...] [--skip-small] [--out FILE]
 
 Every whole-model layer's space exceeds the exact-search limit, so ``auto`` runs the
 heuristic there; a second table runs the exact branch and bound on small operators
@@ -36,7 +37,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "mapper_scaling.json"
 MEMORY_LIMIT_MB = 1024
 
 
-def run_one(model: str, arch_name: str, time_limit: float, jobs: int) -> dict:
+def run_one(model: str, arch_name: str, time_limit: float, jobs: int, strategy: str = "auto") -> dict:
     from accelmap.arch.accelerator import adopt_precision
     from accelmap.arch.presets import get_accelerator
     from accelmap.search.exhaustive import space_size
@@ -46,7 +47,7 @@ def run_one(model: str, arch_name: str, time_limit: float, jobs: int) -> dict:
     arch = get_accelerator(arch_name)
     m = load_model(model)
     t0 = time.perf_counter()
-    mm = map_model(m, arch, "edp", strategy="auto", time_limit_per_layer=time_limit, jobs=jobs,
+    mm = map_model(m, arch, "edp", strategy=strategy, time_limit_per_layer=time_limit, jobs=jobs,
                    cache_path=None, progress=False)
     wall = time.perf_counter() - t0
     layers = []
@@ -120,20 +121,25 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budget", type=float, default=1800.0, help="skip remaining pairs after this many seconds")
     ap.add_argument("--exact-time-limit", type=float, default=10.0, help="seconds per small operator, exact search")
+    ap.add_argument("--strategy", default="auto", help="strategy per layer (optimal: the exact search, proofs)")
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS, help="restrict the models")
+    ap.add_argument("--archs", nargs="+", default=list(ARCHS), choices=ARCHS, help="restrict the presets")
+    ap.add_argument("--skip-small", action="store_true", help="skip the exact search on small operators")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="JSON results file")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "ARCH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.one[0], a.one[1], a.time_limit, a.jobs)))
+        print(json.dumps(run_one(a.one[0], a.one[1], a.time_limit, a.jobs, a.strategy)))
         return
     t_start = time.perf_counter()
     runs, skipped = [], []
-    for model in MODELS:
-        for arch in ARCHS:
+    for model in a.models:
+        for arch in a.archs:
             if time.perf_counter() - t_start > a.budget:
                 skipped.append(f"{model}/{arch}")
                 continue
             p = subprocess.run([sys.executable, __file__, "--one", model, arch, "--time-limit", str(a.time_limit),
-                                "--jobs", str(a.jobs)], capture_output=True, text=True)
+                                "--jobs", str(a.jobs), "--strategy", a.strategy], capture_output=True, text=True)
             if p.returncode != 0:
                 print(f"{model} on {arch} failed:\n{p.stderr}", file=sys.stderr)
                 sys.exit(1)
@@ -174,7 +180,7 @@ def main() -> None:
         print(f"{'1e' + str(d):>10} {row['layers']:>6} {row['failed']:>6} {row['proven']:>6} {row['median_seconds']:>9.2f} "
               f"{row['max_seconds']:>7.2f} {row['median_evaluated']:>16,.0f} {'/'.join(strat):>18}")
     print(f"\nexact search (strategy optimal, {a.exact_time_limit:g} s limit) on small operators:")
-    exact = exact_sweep(a.exact_time_limit)
+    exact = [] if a.skip_small else exact_sweep(a.exact_time_limit)
     hdr3 = f"{'arch':<13} {'operator':<12} {'space':>10} {'nodes':>9} {'evaluated':>9} {'seconds':>8} {'proven':>6}"
     print(hdr3)
     print("-" * len(hdr3))
@@ -188,13 +194,14 @@ def main() -> None:
               f"({'under' if peak < MEMORY_LIMIT_MB else 'OVER'} the {MEMORY_LIMIT_MB} MiB target)")
     if skipped:
         print(f"skipped (budget {a.budget:g} s reached): {', '.join(skipped)}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"time_limit_per_layer": a.time_limit, "jobs": a.jobs,
-                                   "total_seconds": time.perf_counter() - t_start, "skipped": skipped,
-                                   "resnet50_peak_rss_mb": peak, "by_space_decade": table2, "exact_small": exact,
-                                   "runs": runs},
-                                  indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({"time_limit_per_layer": a.time_limit, "jobs": a.jobs, "strategy": a.strategy,
+                                 "models": a.models, "archs": a.archs,
+                                 "total_seconds": time.perf_counter() - t_start, "skipped": skipped,
+                                 "resnet50_peak_rss_mb": peak, "by_space_decade": table2, "exact_small": exact,
+                                 "runs": runs},
+                                indent=2) + "\n")
+    print(f"wrote {a.out}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
+from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.sampling import random_mapping
 from accelmap.search import Constraints, search_exhaustive, search_optimal, space_size
 from accelmap.search.bounds import BoundContext, chain_options
@@ -93,6 +94,65 @@ def test_lower_bounds_never_exceed_the_cost():
                 rem[l.dim] //= l.bound
             e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
             assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
+        checked += 1
+    assert checked > 50
+
+
+def _permute_level(m, level: int, rng):
+    """``m`` with the temporal loops of ``level`` in a random order (each level's loops are contiguous)."""
+    idx = [i for i, l in enumerate(m.loops) if l.level == level and not l.spatial]
+    loops = list(m.loops)
+    shuffled = [loops[i] for i in idx]
+    rng.shuffle(shuffled)
+    for i, l in zip(idx, shuffled, strict=True):
+        loops[i] = l
+    return Mapping(tuple(loops), m.keep)
+
+
+def test_bounds_over_open_orders_never_exceed_the_cost_of_any_order():
+    """Rule B3: a bound with the orders of the outermost fixed levels left open holds for the mapping under
+    every order of those levels (the bound is computed from one order, the cost from another), and so does
+    the look-ahead of the exact search that adds the forced outermost level."""
+    from accelmap.search.optimal import bound_any_order
+
+    rng = random.Random(19)
+    checked = 0
+    for n in range(160):
+        arch = get_accelerator(PRESETS[n % len(PRESETS)])
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        ctx = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels)):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            for free in ({level}, set(range(level, len(arch.levels)))):
+                if free != {level} and level != 0:
+                    continue
+                e_lb, l_lb = ctx.lower_bound(fixed, level, rem, free_orders=frozenset(free))
+                for _ in range(3):
+                    other = m
+                    for f in free:
+                        other = _permute_level(other, f, rng)
+                    res = evaluate(op, arch, other)
+                    assert e_lb <= res.energy_total * (1 + 1e-12), (level, free, m, other)
+                    assert l_lb <= res.latency * (1 + 1e-12), (level, free, m, other)
+            if level == 1:
+                # B4: one of the alternatives (one per loop the open level may put innermost) holds.
+                alts = bound_any_order(ctx, fixed, 1, rem, frozenset({1}))
+                for _ in range(3):
+                    other = _permute_level(_permute_level(m, 0, rng), 1, rng)
+                    res = evaluate(op, arch, other)
+                    assert any(e <= res.energy_total * (1 + 1e-12) and l <= res.latency * (1 + 1e-12)
+                               for e, l in alts), (m, other)
+                    inner = [l for l in other.loops if l.level == 1 and not l.spatial and l.bound > 1]
+                    if inner and len(alts) > 1:
+                        e, l = ctx.lower_bound(fixed, 1, rem, free_orders=frozenset({1}), innermost=inner[-1])
+                        assert e <= res.energy_total * (1 + 1e-12) and l <= res.latency * (1 + 1e-12), (m, other)
         checked += 1
     assert checked > 50
 
@@ -244,3 +304,31 @@ def test_unconstrained_result_is_never_worse_than_a_constrained_one():
             assert con.lower_bound <= con.best.value * (1 + 1e-12), cons
         checked += 1
     assert checked >= 8
+
+
+def test_exact_search_with_spatial_unrolling_equals_exhaustive():
+    """The exact search that enumerates the spatial unrolling in bound order (cutting by S1, searching the rest
+    by branch and bound with the unrolling fixed) finds the exhaustive optimum of every objective, and says it
+    is proven exactly when no padded unrolling was left open."""
+    from accelmap.search.exact import search_exact
+
+    rng = random.Random(23)
+    compared = 0
+    for n in range(40):
+        arch = get_accelerator(PRESETS[n % len(PRESETS)])
+        op = adopt_precision(random_operator(rng), arch)
+        if space_size(op, arch) > 3000:
+            continue
+        for objective in ("energy", "latency", "edp"):
+            ref, st_ref = search_exhaustive(op, arch, objective, time_limit=60)
+            got, st = search_exact(op, arch, objective, heuristic=False, time_limit=60)
+            assert not st_ref.extra.get("timed_out") and not st.extra["timed_out"]
+            if not ref:
+                assert not got
+                continue
+            assert got and math.isclose(got[0].value, ref[0].value, rel_tol=1e-9), (op, arch.name, objective)
+            assert st.extra["proven"] == (not st.extra["orders_restricted"])
+            compared += 1
+        if compared >= 12:
+            break
+    assert compared >= 12

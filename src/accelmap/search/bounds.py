@@ -15,7 +15,9 @@ non-decreasing in the counts, so energy, latency and EDP bounds are valid
 
 from __future__ import annotations
 
+import itertools
 import math
+from functools import lru_cache
 from itertools import pairwise
 
 import numpy as np
@@ -53,11 +55,30 @@ class BoundContext:
             self.merge_cap[o.name] = caps
         self.scale = {(i, o.name): o.bits / lv.width_bits for i, lv in enumerate(arch.levels) for o in op.operands}
 
-    def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> tuple[float, float]:
-        """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``."""
+    def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
+                    free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None) -> tuple[float, float]:
+        """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``. The bound holds for every
+        order of the temporal loops of the levels in ``free_orders`` (the outermost fixed ones; rule B3),
+        whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated; with
+        ``innermost``, for the orders of the innermost free level that put that loop innermost (rule B4)."""
         op, arch, nlev = self.op, self.arch, self.nlev
-        info = NestInfo(op, Mapping(fixed, self.keep))
         prod_r = math.prod(rem.values())
+        if free_orders:
+            entering = entering_any_order(op, fixed, free_orders, self.keep, innermost)
+        else:
+            info = NestInfo(op, Mapping(fixed, self.keep))
+            entering = lambda X, c: entering_perfect(info, X, c)  # noqa: E731
+        spatial = [l for l in fixed if l.spatial]
+        extents: dict[int, dict[str, int]] = {}
+
+        def inner_extents(c: int) -> dict[str, int]:
+            ext = extents.get(c)
+            if ext is None:
+                ext = extents[c] = dict.fromkeys(op.sizes, 1)
+                for l in fixed:
+                    if l.level >= c:
+                        ext[l.dim] *= l.bound
+            return ext
 
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
@@ -68,15 +89,15 @@ class BoundContext:
 
         def fixed_merge(X, lo: int, hi: int) -> int:
             out = 1
-            for l in fixed:
-                if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
+            for l in spatial:
+                if lo <= l.level < hi and l.dim not in X.dims:
                     ax = arch.fanout_axis(l.level, l.axis)
                     if X.is_output or ax.multicast:
                         out *= l.bound
             return out
 
         def lineage_max(X, p: int) -> int:
-            fixed_part = math.prod(l.bound for l in fixed if l.spatial and l.level < p and l.dim not in X.dims)
+            fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
             return fixed_part * unfixed_merge(X, 0, p)
 
         fills = [0.0] * nlev
@@ -90,10 +111,9 @@ class BoundContext:
             per = {}
             for p, c in pairwise(chain):
                 if c > level:
-                    ext = info.inner_extents(c)
-                    t = tile_size(X, ext)
-                    fi = math.prod(l.bound for l in fixed if l.spatial and l.level < c)
-                    part = entering_perfect(info, X, c)
+                    t = tile_size(X, inner_extents(c))
+                    fi = math.prod(l.bound for l in spatial if l.level < c)
+                    part = entering(X, c)
                     member = prod_r * (part - fi * t) + fi * t
                 else:
                     member = fp
@@ -128,7 +148,7 @@ class BoundContext:
                     energy += v * L.write_energy_pj * s
                     (fills if kind == "fills" else updates)[lv] += v * X.bits
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
-        spatial_fixed = math.prod(l.bound for l in fixed if l.spatial)
+        spatial_fixed = math.prod(l.bound for l in spatial)
         spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
         # Latency is at least the MAC schedule and at least every port's traffic over its
@@ -140,6 +160,58 @@ class BoundContext:
             t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
             transfer = max(transfer, t_r, t_w)
         return energy, max(compute, transfer)
+
+
+def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
+                       innermost: Loop | None = None):
+    """``(X, c) -> n``: a lower bound of ``entering_perfect`` of the nest ``fixed`` that holds for every order of
+    the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for any boundary c (rule B3):
+    only the free loops above c matter, the free levels at or below c shape the tile at c whatever their order.
+
+    The loops of a free level f come after those of the free levels outside it and before every deeper loop,
+    whatever the orders, and no deeper loop wraps them back. So the terms of the deeper loops are those of the
+    nest without the free loops, times the product of all free loops. A free loop over a dim that X uses as a
+    plain index moves X's tile by at least its extent at every step (its stride exceeds the span the inner loops
+    over that dim wrap back), so each step brings a whole tile; at level f such steps number, over any order, at
+    least (product of the free loops outside f) x (prod(B) - 1) over such loops of f, since each loop's prefix
+    holds the loops of the outer levels and the others of its level before it. Other free loops bring at least
+    nothing. Every free loop brings a whole tile at every step when some loop inside it, above c, runs over a
+    plain dim of X at every one of its steps (it wraps that loop back): a fixed loop of a deeper level, or
+    ``innermost``, when given: the loop assumed innermost of the innermost free level (rule B4)."""
+    own_all = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
+    levels = sorted(free)
+    per_boundary: dict[int, tuple] = {}
+
+    def entering(X, c: int) -> float:
+        got = per_boundary.get(c)
+        if got is None:
+            # Only the open loops above c are taken out; open levels at or below c shape the tile at c.
+            own = [l for l in own_all if l.level < c]
+            got = per_boundary[c] = (own, tuple(l for l in fixed if l not in own),
+                                     math.prod(l.bound for l in fixed if l.spatial and l.level < c))
+        own, deeper, inst = got
+        plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
+        tile, deeper_count = _tile_and_entering(op, keep, deeper, X.name, c)
+        every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
+                    for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)
+        tiles, outer = 1, 1
+        for f in levels:
+            if f >= c:
+                break
+            tiles += outer * (math.prod(l.bound for l in own if l.level == f and (every or l.dim in plain)) - 1)
+            outer *= math.prod(l.bound for l in own if l.level == f)
+        return inst * tile * tiles + outer * (deeper_count - inst * tile)
+
+    return entering
+
+
+@lru_cache(maxsize=200_000)
+def _tile_and_entering(op: Operator, keep, loops: tuple[Loop, ...], name: str, c: int) -> tuple[int, int]:
+    """X's tile at c and ``entering_perfect`` of the nest ``loops``: the nest without the open loops is shared
+    by every child of a node (and by every order), so it is counted once."""
+    info = NestInfo(op, Mapping(loops, keep))
+    X = op.operand(name)
+    return tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c)
 
 
 def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:
@@ -171,12 +243,15 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     init_read = 1 if op.init_output == "read" else 0
     energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
     latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
+    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
+    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
         inner = np.concatenate([np.ones((len(M), 1)), np.cumprod(M, axis=1)], axis=1)  # prod of levels < l
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
+        traffic.append([])
         for chain in chains[X.name]:
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
@@ -219,6 +294,37 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                     transfer = np.maximum(transfer, writes[:, i] / L.instances / L.write_bw_bits)
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
+            traffic[-1].append((reads, writes))
         energy += best_e
         latency = np.maximum(latency, best_t)
-    return energy, latency
+    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes)))
+
+
+# Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
+# instead of the least over combinations (weaker, as cheap as one combination).
+PORT_COMBINATIONS = 512
+
+
+def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int) -> np.ndarray:
+    """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
+    on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
+    bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
+    spread over all instances), or, past PORT_COMBINATIONS combinations, the busiest port of each operand's
+    least traffic per level."""
+    n_comb = math.prod(len(t) for t in traffic)
+    if n_comb > PORT_COMBINATIONS:
+        combos = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in traffic]
+    else:
+        combos = traffic
+    best = np.full(rows, np.inf)
+    for pick in itertools.product(*combos):
+        reads = sum(r for r, _ in pick)
+        writes = sum(w for _, w in pick)
+        busiest = np.zeros(rows)
+        for i, L in enumerate(arch.levels):
+            if L.read_bw_bits is not None:
+                busiest = np.maximum(busiest, reads[:, i] / L.instances / L.read_bw_bits)
+            if L.write_bw_bits is not None:
+                busiest = np.maximum(busiest, writes[:, i] / L.instances / L.write_bw_bits)
+        best = np.minimum(best, busiest)
+    return best

@@ -9,10 +9,11 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options
+from accelmap.search.exact import search_exact
 from accelmap.search.exhaustive import search_exhaustive, space_size
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.objective import Found, certificate_gap, check_objective, collector
-from accelmap.search.optimal import SearchStats, search_optimal
+from accelmap.search.optimal import SearchStats
 from accelmap.search.space import Constraints, infeasibility, keep_options
 from accelmap.search.spatial import certified_lower_bound
 from accelmap.workload.operator import Operator
@@ -115,10 +116,13 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit)
         complete = not stats.extra.get("timed_out", False)
     elif strategy == "optimal":
-        res, stats = search_optimal(op, arch, objective, k=k, constraints=cons, time_limit=limit)
-        complete = not stats.extra.get("timed_out", False) and not stats.extra.get("orders_restricted", False)
+        res, stats = search_exact(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed)
+        complete = bool(stats.extra.get("proven"))
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
+        if stats.extra.get("spatial_padded_open"):
+            notes.append(f"{stats.extra['spatial_padded_open']} padded spatial unrollings were not excluded by "
+                         "their bound: the proof covers perfect factorizations only")
     elif strategy == "heuristic" and objective == "pareto":
         res, stats = _heuristic_front(op, arch, cons, limit, seed, heuristic_config)
         complete = False

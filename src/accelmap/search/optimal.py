@@ -26,6 +26,7 @@ from accelmap.search.bounds import BoundContext
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
+from accelmap.search.spatial import spatial_lower_bound
 from accelmap.workload.operator import Operator
 
 
@@ -115,6 +116,14 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             new_rem = {d: rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial))
                        for d in rem}
             lvname = arch.levels[level].name
+            # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
+            # next level is the last and has no fan-out, its loops are what is left, in any order. (The
+            # innermost level has one order to try: its own bound below does the same job.)
+            if level < nlev - 1 and len(t_loops) > 1 and _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
+                stats.nodes += 1
+                stats.pruned += 1
+                stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
+                continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
             orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
@@ -125,8 +134,9 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
-                e_lb, l_lb = ctx.lower_bound(loops, level, new_rem)
-                out.append((e_lb, l_lb, loops, new_rem))
+                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best)
+                e_lb, l_lb = _least(objective, alts)
+                out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
 
     def descend(ctx, keep, level, rem, fixed):
@@ -135,8 +145,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             return
         kids = children(ctx, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
-        for n, (e_lb, l_lb, loops, new_rem) in enumerate(kids):
-            if best.prunes(e_lb, l_lb):
+        for n, (_, _, loops, new_rem, alts) in enumerate(kids):
+            if _prunes(best, alts):
                 # Sorted by the bound of the scalar objective: the rest cannot win either.
                 stats.pruned += len(kids) - n if objective != "pareto" else 1
                 if objective != "pareto":
@@ -149,13 +159,69 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             else:
                 descend(ctx, keep, level - 1, new_rem, loops)
 
-    for keep in keep_options(op, arch, cons):
+    for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
         if stats.extra.get("timed_out"):
             break
         ctx = BoundContext(op, arch, keep)
         descend(ctx, keep, nlev - 1, dict(op.sizes), ())
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
+
+
+def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
+                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+    """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
+    loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
+    is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
+    loops are forced (what is left of each dim), so they join the nest with their order open too, and the
+    outermost boundary is bounded by its refetches, not its footprint. Given ``best`` (the collector), the bound
+    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens)."""
+    if level == 1 and ctx.arch.levels[0].fanout is None:
+        fixed = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1) + fixed
+        level, rem, free = 0, dict.fromkeys(rem, 1), free | {0}
+    if not free:
+        return [ctx.lower_bound(fixed, level, rem)]
+    inner = max(free)
+    candidates = [l for l in fixed if l.level == inner and not l.spatial and l.bound > 1]
+    if len(candidates) < 2 or best is not None:
+        plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
+        if len(candidates) < 2 or best.prunes(*plain):
+            return [plain]
+    return [ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l) for l in candidates]
+
+
+def _prunes(best, bounds: list[tuple[float, float]]) -> bool:
+    return all(best.prunes(e, l) for e, l in bounds)
+
+
+def _least(objective: str, bounds: list[tuple[float, float]]) -> tuple[float, float]:
+    """The alternative with the least objective bound (for ranking children; pruning tests all)."""
+    return min(bounds, key=lambda b: _rank(objective, *b))
+
+
+def _keeps_by_bound(op: Operator, arch: Accelerator, cons: Constraints, objective: str, best, stats: SearchStats):
+    """The bypass choices to search, most promising first. When the constraints fix every fan-out axis (as the
+    exact search does for each unrolling), each choice is bounded by rule S1 with its own level sets, which
+    holds for every mapping with that unrolling and bypass: a choice whose bound the best found meets is
+    skipped when its turn comes."""
+    keeps = keep_options(op, arch, cons)
+    axes = arch.fanout_axes()
+    if not axes or any(name not in cons.spatial for name in axes):
+        yield from keeps
+        return
+    loops = tuple(Loop(d, b, axes[name][0], name) for name, dims in cons.spatial.items() for d, b in dims.items()
+                  if b > 1)
+    scored = []
+    for keep in keeps:
+        chains = {X.name: [[i for i, kp in enumerate(keep) if X.name in kp]] for X in op.operands}
+        e, l = spatial_lower_bound(op, arch, loops, chains)
+        scored.append((_rank(objective, e, l), e, l, keep))
+    scored.sort(key=lambda t: t[0])
+    for _, e, l, keep in scored:
+        if best.prunes(e, l):
+            stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
+            continue
+        yield keep
 
 
 def _rank(objective: str, e: float, l: float) -> float:

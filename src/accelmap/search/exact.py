@@ -1,0 +1,118 @@
+"""Exact search with the spatial unrolling searched: every unrolling, in order of its bound.
+
+The branch and bound of ``optimal.py`` enumerates spatial loops inside its tree, where a weak bound at
+the innermost levels cannot tell unrollings apart; on a full-size layer it never gets past the first
+few. Here the unrolling is the outermost choice (Sunstone and the Turbo-Charged Mapper both fix it
+first): every unrolling the perfect-factorization space holds (any dims per axis, bounds whose product
+divides each dim) and every padded one (an output dim split into whole rounds, the last partial) is
+enumerated (``spatial.enumerate_spatial``, vectorized) and bounded by rule S1 (+S3) of docs/mapper.md,
+which holds for every mapping using it. In bound order:
+
+* an unrolling whose bound the best found already meets is cut, and (for a scalar objective) so is
+  every later one;
+* a dividing unrolling is searched exactly by ``optimal.search_optimal`` with the unrolling fixed and
+  the best found as incumbent, so its bounds prune from the first node;
+* a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
+  in ``spatial_padded_open`` when its bound is not cut.
+
+The incumbent comes from the heuristic first (a share of the time limit). The result is proven optimal
+over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
+unrolling was cut or searched to the end within the time limit; when moreover no padded unrolling is
+open, no fewest-rounds padded unrolling can beat it either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.mapping.validate import check_precision
+from accelmap.search.bounds import chain_options, spatial_bounds
+from accelmap.search.objective import collector, scalar
+from accelmap.search.optimal import SearchStats, search_optimal
+from accelmap.search.space import Constraints, keep_options
+from accelmap.search.spatial import dims_used, enumerate_spatial, group_merges
+from accelmap.workload.operator import Operator
+
+# Share of the time limit the heuristic gets to find the first incumbent.
+INCUMBENT_SHARE = 0.25
+
+
+def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
+                 constraints: Constraints | None = None, time_limit: float | None = None, seed: int = 0,
+                 incumbents: tuple = (), heuristic: bool = True):
+    """Best mappings of ``op`` by ``objective`` with every spatial unrolling either cut by its bound or
+    searched exactly. Returns (results, stats); ``stats.extra["proven"]`` says whether the search closed the
+    space (perfect factorizations, any dividing unrolling), ``stats.extra["timed_out"]`` whether it stopped at
+    the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search)."""
+    cons = constraints or Constraints()
+    cons.check(op, arch)
+    check_precision(op, arch)
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    stats = SearchStats()
+    best = collector(objective, k)
+    for r, m in incumbents:
+        best.offer(r, m)
+    if heuristic:
+        from accelmap.search.heuristic import search_heuristic
+
+        share = None if time_limit is None else INCUMBENT_SHARE * time_limit
+        found, hstats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=share, seed=seed)
+        for f in found:
+            best.offer(f.result, f.mapping)
+        stats.evaluated += hstats.evaluated
+    stats.extra["seconds_incumbent"] = time.perf_counter() - t0
+    chains = chain_options(op, keep_options(op, arch, cons))
+    space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+    n = len(space.pes)
+    stats.extra["spatial_candidates"] = n
+    if n:
+        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
+        merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+        e_lb, l_lb = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
+        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
+        order = np.argsort(rank, kind="stable")
+    else:
+        order = np.zeros(0, dtype=np.int64)
+    sizes = np.array([op.sizes[d] for d in op.dim_names])
+    divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
+    searched = cut = padded_open = 0
+    timed_out = restricted = False
+    for pos, row in enumerate(order):
+        if best.prunes(float(e_lb[row]), float(l_lb[row])):
+            if objective != "pareto":
+                cut += n - pos        # in bound order: no later unrolling can win either
+                break
+            cut += 1
+            continue
+        if not divides[row]:
+            padded_open += 1
+            continue
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            timed_out = True
+            break
+        assignment = space.assignment(int(row))
+        fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
+        res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
+                                 incumbents=tuple((f.result, f.mapping) for f in best.results()))
+        for f in res:
+            best.offer(f.result, f.mapping)
+        searched += 1
+        stats.nodes += st.nodes
+        stats.pruned += st.pruned
+        stats.evaluated += st.evaluated
+        stats.capacity_cut += st.capacity_cut
+        restricted |= bool(st.extra.get("orders_restricted"))
+        if st.extra.get("timed_out"):
+            timed_out = True
+            break
+    stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
+                       timed_out=timed_out, orders_restricted=restricted,
+                       proven=not timed_out and not restricted)
+    stats.seconds = time.perf_counter() - t0
+    return best.results(), stats
