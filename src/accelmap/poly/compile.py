@@ -1,0 +1,389 @@
+"""Reverse-strategy tiling and post-tiling fusion of a scheduled subgraph (AKG, PLDI 2021, Sec. 4.2-4.3).
+
+Each group that writes a live-out tensor is tiled (rectangularly, on its outer band). An
+intermediate group whose consumers all sit in one tiled kernel is fused into it: the per-tile
+instances it must run are the consumers' tile instances composed with their reads and the
+inverse of the group's writes, an overlapped tile in general. The producer is grafted under
+the tile band with an extension node and its original subtree is marked "skipped".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import MappingError, SpecError
+from accelmap.poly.kernel import Access, Call, Kernel, dtype_bytes, strip_casts
+from accelmap.poly.program import PolyProgram, build_program
+from accelmap.poly.schedule import compute_schedule, group_nodes, group_statements, make_context
+from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
+
+# Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
+# L0 buffers hold 16x16 fp16 fractals, 512 B).
+ALIGN = {"UB": 32, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 512}
+CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
+
+
+@dataclass
+class Footprint:
+    tensor: str
+    box: tuple[int, ...]          # per-tile bounding box, elements per axis
+    bytes: int                    # box volume times the element size
+    local: bool                   # promoted: lives only on chip, per tile
+    buffers: tuple[str, ...]      # where it is kept
+
+
+@dataclass
+class KernelPlan:
+    """One emitted kernel: a tiled group plus the producer groups fused into its tiles."""
+
+    index: int                                   # position of the tiled group in the outer sequence
+    group: tuple[str, ...]
+    fused: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)   # (position, stmts), in order
+    extents: tuple[int, ...] = ()                # band member extents
+    coincident: tuple[bool, ...] = ()
+    sizes: tuple[int, ...] = ()
+    n_tiles: int = 1
+    tile_instances: isl.UnionMap | None = None   # tile coordinates -> every instance run in that tile
+    extensions: dict[int, isl.UnionMap] = field(default_factory=dict)
+    footprints: dict[str, Footprint] = field(default_factory=dict)
+    buffer_bytes: dict[str, int] = field(default_factory=dict)
+    l0_k_chunk: int = 0                          # reduction chunk of the second-level (L0) tiling, 0: no cube
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return tuple(s for _, g in self.fused for s in g) + self.group
+
+    def describe(self) -> str:
+        fused = " + ".join("{" + ",".join(g) + "}" for _, g in self.fused)
+        head = f"kernel {{{','.join(self.group)}}}" + (f" with fused producers {fused}" if fused else "")
+        sizes = ", ".join(f"{t}/{e}" for t, e in zip(self.sizes, self.extents, strict=True))
+        return f"{head}: tile sizes (tile/extent) [{sizes}], {self.n_tiles} tiles"
+
+
+@dataclass
+class Compiled:
+    kernel: Kernel
+    program: PolyProgram
+    option_set: str
+    scheduled: isl.Schedule              # the isl scheduler's result (Fig. 3(c))
+    schedule: isl.Schedule               # after tiling and fusion, skipped subtrees still present
+    plans: list[KernelPlan]
+    arch: Accelerator
+    fuse: bool
+
+    def ast_schedule(self) -> isl.Schedule:
+        """The final tree with the skipped subtrees emptied, ready for AST generation."""
+        return _drop_skipped(self.schedule, self.program)
+
+
+def _capacities(arch: Accelerator) -> dict[str, int]:
+    """Usable bytes per buffer: half of a double-buffered level (AKG: Util_b <= Cap_b / 2)."""
+    out = {}
+    for name in ALIGN:
+        try:
+            lv = arch.level(name)
+        except KeyError:
+            raise SpecError(f"the accelerator {arch.name} has no {name} buffer; the poly flow needs "
+                            f"{', '.join(ALIGN)} (use --arch ascend_like)", where="--arch") from None
+        if lv.capacity_bits is None:
+            raise SpecError(f"level {name} of {arch.name} must have a finite capacity", where="--arch")
+        out[name] = lv.capacity_bits // 8 // (2 if lv.double_buffered else 1)
+    return out
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _band_of(group_node: isl.ScheduleNode) -> isl.ScheduleNode | None:
+    node = group_node.child(0) if group_node.get_type() == isl.schedule_node_type.filter else group_node
+    return node if node.get_type() == isl.schedule_node_type.band else None
+
+
+def _stmt_filter(prog: PolyProgram, names) -> isl.UnionSet:
+    return prog.stmt_set(names)
+
+
+def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list[KernelPlan]:
+    k = prog.kernel
+    groups = [group_statements(n) for n in group_nodes(scheduled)]
+    live = {t.name for t in k.live_out}
+    writes_tensor = {s.name: s.out.tensor for s in k.statements}
+    readers: dict[str, set[str]] = {}
+    for s in k.statements:
+        for a in s.reads:
+            if a.tensor != s.out.tensor:
+                readers.setdefault(a.tensor, set()).add(s.name)
+    plans: list[KernelPlan] = []
+    owner: dict[str, KernelPlan] = {}
+    for idx in sorted(range(len(groups)), key=lambda i: -min(int(s[1:]) for s in groups[i])):
+        g = groups[idx]
+        outs = {writes_tensor[s] for s in g}
+        consumers = set().union(*(readers.get(t, set()) for t in outs)) - set(g)
+        homes = {id(owner[c]) for c in consumers if c in owner}
+        if fuse and not outs & live and consumers and len(homes) == 1 and all(c in owner for c in consumers):
+            plan = owner[next(iter(consumers))]
+            plan.fused.insert(0, (idx, g))
+        else:
+            plan = KernelPlan(idx, g)
+            plans.append(plan)
+        for s in g:
+            owner[s] = plan
+    plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
+    return plans
+
+
+def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
+                caps: dict[str, int], all_plans: list[KernelPlan]) -> None:
+    """Tile relations, extensions, per-tile footprints and buffer use of ``plan`` at ``sizes``."""
+    k = prog.kernel
+    ctx = prog.ctx
+    group_dom = _stmt_filter(prog, plan.group)
+    if band is not None:
+        tm = tile_map(band, sizes)
+    else:   # no band to tile: one tile holds everything
+        tm = isl.UnionMap.from_domain_and_range(group_dom, isl.UnionSet("{ [] }", context=ctx))
+    inst = tm.reverse()
+    plan.extensions = {}
+    for idx, g in reversed(plan.fused):
+        wg = prog.writes.intersect_domain(_stmt_filter(prog, g))
+        ext = inst.apply_range(prog.reads).apply_range(wg.reverse())
+        plan.extensions[idx] = ext
+        inst = inst.union(ext)
+    plan.tile_instances = inst
+    plan.sizes = sizes
+    tiles = tm.range()
+    plan.n_tiles = int(sum(_count(s) for s in _sets(tiles)))
+    reads = per_tensor(inst.apply_range(prog.reads))
+    writes = per_tensor(inst.apply_range(prog.writes))
+    mine = set(plan.statements)
+    elsewhere_rw = set()
+    for other in all_plans:
+        if other is plan:
+            continue
+        for s in other.statements:
+            st = k.statement(s)
+            elsewhere_rw.add(st.out.tensor)
+            elsewhere_rw.update(a.tensor for a in st.reads)
+    live = {t.name for t in k.live_out}
+    inputs = {t.name for t in k.inputs}
+    cube = [k.statement(s) for s in mine if k.statement(s).is_cube]
+    cube_in: dict[str, str] = {}
+    cube_out = set()
+    for st in cube:
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        for a, buf in zip(body.args, ("L0A", "L0B"), strict=True):
+            acc = strip_casts(a)
+            assert isinstance(acc, Access)
+            cube_in[acc.tensor] = buf
+        cube_out.add(st.out.tensor)
+    vector_reads = {a.tensor for s in mine if not k.statement(s).is_cube for a in k.statement(s).reads}
+    tensors = k.tensors
+    plan.footprints = {}
+    use = dict.fromkeys(ALIGN, 0)
+    for name in sorted(set(reads) | set(writes)):
+        m = reads[name].union(writes[name]) if name in reads and name in writes else reads.get(name) or writes[name]
+        box = box_sizes(m)
+        nbytes = math.prod(box) * dtype_bytes(tensors[name].dtype)
+        local = name not in inputs and name not in live and name not in elsewhere_rw \
+            and _tile_private(prog, plan, name, tm)
+        bufs: list[str] = []
+        if name in cube_in:
+            bufs += ["L1", cube_in[name]]
+        if name in cube_out:
+            bufs.append("L0C")
+        if name not in cube_in and (name not in cube_out or name in vector_reads or not local):
+            bufs.append("UB")
+        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs))
+        for b in bufs:
+            if b not in ("L0A", "L0B"):
+                use[b] += _align(nbytes, ALIGN[b])
+    # Second-level tiling for the cube: L0A/L0B hold a chunk of the reduction (a multiple of f).
+    plan.l0_k_chunk = 0
+    for st in cube:
+        kext = math.prod(n for d, n in st.dims if d in st.reduce_dims)
+        rows = {b: plan.footprints[t].bytes for t, b in cube_in.items()}
+        chunk = _align(kext, CUBE)
+        while chunk > CUBE and any(_align(-(-r * chunk // _align(kext, CUBE)), ALIGN[b]) > caps[b]
+                                   for b, r in rows.items()):
+            chunk -= CUBE
+        plan.l0_k_chunk = chunk
+        for t, b in cube_in.items():
+            use[b] = max(use[b], _align(-(-plan.footprints[t].bytes * chunk // _align(kext, CUBE)), ALIGN[b]))
+    plan.buffer_bytes = use
+
+
+def _tile_private(prog: PolyProgram, plan: KernelPlan, tensor: str, tm: isl.UnionMap) -> bool:
+    """No dependence on ``tensor`` crosses from one tile to another (extended producers are per tile)."""
+    group = set(plan.group)
+    writers = prog.writers_of({tensor})
+    if not writers <= group:
+        return True   # written by a fused producer: recomputed inside every tile that needs it
+    on_t = prog.writes.union(prog.reads).intersect_domain(_stmt_filter(prog, plan.group))
+    on_t = on_t.intersect_range(prog.writes.union(prog.reads).range().intersect(_tensor_space(prog, tensor)))
+    stmts = on_t.domain()
+    cross = prog.deps.intersect_domain(stmts).intersect_range(stmts).apply_domain(tm).apply_range(tm)
+    return cross.is_subset(cross.domain().identity())
+
+
+def _tensor_space(prog: PolyProgram, tensor: str) -> isl.UnionSet:
+    n = len(prog.kernel.tensors[tensor].shape)
+    return isl.UnionSet(f"{{ {tensor}[{', '.join(f'i{j}' for j in range(n))}] }}", context=prog.ctx)
+
+
+def _sets(u: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    u.foreach_set(out.append)
+    return out
+
+
+def _count(s: isl.Set) -> int:
+    return s.count_val().to_python()
+
+
+def _fits(plan: KernelPlan, caps: dict[str, int]) -> list[str]:
+    return [f"{b} {plan.buffer_bytes[b]:,} B > {caps[b]:,} B" for b in caps if plan.buffer_bytes[b] > caps[b]]
+
+
+def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ...]:
+    """Greedy auto-tiling: start from whole bands and halve the tiled member that keeps the data moved per
+    computation lowest until every buffer fits half its capacity; the innermost tiled member stays a
+    multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
+    ext = plan.extents
+    tiled = [i for i, c in enumerate(plan.coincident) if c]
+    align = max(1, 32 // elem_bytes)
+    inner = tiled[-1] if tiled else -1
+    sizes = list(ext)
+    _footprints(prog, plan, band, tuple(sizes), caps, plans)
+    while _fits(plan, caps):
+        best = None
+        for i in tiled:
+            floor = align if i == inner and ext[i] >= align else 1
+            if sizes[i] <= floor:
+                continue
+            cand = list(sizes)
+            half = -(-sizes[i] // 2)
+            cand[i] = max(floor, _align(half, align) if i == inner and ext[i] >= align else half)
+            if cand[i] >= sizes[i]:
+                continue
+            _footprints(prog, plan, band, tuple(cand), caps, plans)
+            moved = sum(f.bytes for f in plan.footprints.values() if not f.local) * plan.n_tiles
+            score = (bool(_fits(plan, caps)), moved, -i)
+            if best is None or score < best[0]:
+                best = (score, cand)
+        if best is None:
+            _footprints(prog, plan, band, tuple(sizes), caps, plans)
+            raise MappingError(f"kernel {{{','.join(plan.group)}}} does not fit the buffers even with the "
+                               f"smallest tiles: {'; '.join(_fits(plan, caps))}")
+        sizes = best[1]
+        _footprints(prog, plan, band, tuple(sizes), caps, plans)
+    return tuple(sizes)
+
+
+def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_set: str = "akg",
+                     tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None) -> Compiled:
+    ctx = make_context(option_set)
+    prog = build_program(k, ctx)
+    scheduled = compute_schedule(prog.domain, prog.deps, prog.raw)
+    caps = _capacities(arch)
+    plans = plan_kernels(prog, scheduled, fuse)
+    nodes = group_nodes(scheduled)
+    for spec_stmt in tile_spec or {}:
+        if spec_stmt not in {s.name for s in k.statements}:
+            raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
+                            f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
+                            where="--tiles")
+    for plan in plans:
+        band = _band_of(nodes[plan.index])
+        if band is not None:
+            ext = member_extents(band)
+            plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
+            plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
+        spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
+        if band is None:
+            _footprints(prog, plan, None, (), caps, plans)
+        elif spec is not None:
+            if len(spec) > len(plan.extents):
+                raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
+                                f"(statements {', '.join(plan.group)})", where="--tiles")
+            sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
+            _footprints(prog, plan, band, sizes, caps, plans)
+        else:
+            elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
+            _auto_sizes(prog, plan, band, caps, plans, elem)
+        over = _fits(plan, caps)
+        if over:
+            raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
+                               + "; ".join(over) + " (half of each buffer is kept for double buffering)")
+    schedule = _transform(prog, scheduled, plans)
+    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
+
+
+def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
+    return group_nodes(schedule)[index]
+
+
+def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Rebuild the subtree at ``src`` below the leaf ``dst``; returns the node at ``dst``'s position."""
+    t = src.get_type()
+    if t == isl.schedule_node_type.band:
+        dst = dst.insert_partial_schedule(src.band_get_partial_schedule())
+        if src.has_children():
+            dst = _copy_into(dst.child(0), src.child(0)).parent()
+        return dst
+    if t in (isl.schedule_node_type.sequence, isl.schedule_node_type.set):
+        filters = isl.UnionSetList.alloc(src.get_ctx(), src.n_children())
+        for i in range(src.n_children()):
+            filters = filters.add(src.child(i).filter_get_filter())
+        dst = dst.insert_sequence(filters)
+        for i in range(src.n_children()):
+            if src.child(i).has_children():
+                dst = _copy_into(dst.child(i).child(0), src.child(i).child(0)).parent().parent()
+        return dst
+    if t == isl.schedule_node_type.filter:
+        return _copy_into(dst, src.child(0)) if src.has_children() else dst
+    if t == isl.schedule_node_type.mark:
+        dst = dst.insert_mark(src.mark_get_id())
+        return _copy_into(dst.child(0), src.child(0)).parent() if src.has_children() else dst
+    return dst
+
+
+def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPlan]) -> isl.Schedule:
+    sched = scheduled
+    ctx = prog.ctx
+    for plan in plans:
+        node = _group_node(sched, plan.index)
+        band = _band_of(node)
+        if band is None or not plan.sizes:
+            continue
+        mv = isl.MultiVal.zero(band.band_get_space())
+        for i, t in enumerate(plan.sizes):
+            mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
+        point = band.band_tile(mv).child(0)
+        for idx, _g in plan.fused:
+            src = _band_of(_group_node(sched, idx)) or _group_node(sched, idx)
+            graft = isl.ScheduleNode.from_extension(plan.extensions[idx])
+            graft = _copy_into(graft.child(0), src).root()
+            point = point.graft_before(graft)
+        sched = point.get_schedule()
+        for idx, _g in plan.fused:
+            node = _group_node(sched, idx)
+            inner = node.child(0) if node.get_type() == isl.schedule_node_type.filter else node
+            sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
+    return sched
+
+
+def _drop_skipped(schedule: isl.Schedule, prog: PolyProgram) -> isl.Schedule:
+    """The code generator does not scan below a "skipped" mark (Fig. 3(e)): give it an empty filter."""
+    sched = schedule
+    for i in range(len(group_nodes(sched))):
+        node = group_nodes(sched)[i]
+        inner = node.child(0) if node.get_type() == isl.schedule_node_type.filter else node
+        if inner.get_type() == isl.schedule_node_type.mark and inner.mark_get_id().get_name() == "skipped":
+            sched = inner.child(0).insert_filter(isl.UnionSet.empty(prog.domain.get_space())).get_schedule()
+    return sched
