@@ -18,7 +18,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.poly.kernel import Access, Call, Kernel, dtype_bytes, strip_casts
 from accelmap.poly.program import PolyProgram, build_program
-from accelmap.poly.schedule import compute_schedule, group_nodes, group_statements, make_context
+from accelmap.poly.schedule import compute_schedule, group_nodes, group_statements, is_type, make_context
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 
 # Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
@@ -100,8 +100,8 @@ def _align(n: int, a: int) -> int:
 
 
 def _band_of(group_node: isl.ScheduleNode) -> isl.ScheduleNode | None:
-    node = group_node.child(0) if group_node.get_type() == isl.schedule_node_type.filter else group_node
-    return node if node.get_type() == isl.schedule_node_type.band else None
+    node = group_node.child(0) if is_type(group_node, isl.schedule_node_type.filter) else group_node
+    return node if is_type(node, isl.schedule_node_type.band) else None
 
 
 def _stmt_filter(prog: PolyProgram, names) -> isl.UnionSet:
@@ -112,12 +112,12 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list
     k = prog.kernel
     groups = [group_statements(n) for n in group_nodes(scheduled)]
     live = {t.name for t in k.live_out}
-    writes_tensor = {s.name: s.out.tensor for s in k.statements}
+    writes_tensor = {st.name: st.out.tensor for st in k.statements}
     readers: dict[str, set[str]] = {}
-    for s in k.statements:
-        for a in s.reads:
-            if a.tensor != s.out.tensor:
-                readers.setdefault(a.tensor, set()).add(s.name)
+    for st in k.statements:
+        for a in st.reads:
+            if a.tensor != st.out.tensor:
+                readers.setdefault(a.tensor, set()).add(st.name)
     plans: list[KernelPlan] = []
     owner: dict[str, KernelPlan] = {}
     for idx in sorted(range(len(groups)), key=lambda i: -min(int(s[1:]) for s in groups[i])):
@@ -330,13 +330,12 @@ def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
 
 def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode:
     """Rebuild the subtree at ``src`` below the leaf ``dst``; returns the node at ``dst``'s position."""
-    t = src.get_type()
-    if t == isl.schedule_node_type.band:
+    if is_type(src, isl.schedule_node_type.band):
         dst = dst.insert_partial_schedule(src.band_get_partial_schedule())
         if src.has_children():
             dst = _copy_into(dst.child(0), src.child(0)).parent()
         return dst
-    if t in (isl.schedule_node_type.sequence, isl.schedule_node_type.set):
+    if is_type(src, isl.schedule_node_type.sequence, isl.schedule_node_type.set):
         filters = isl.UnionSetList.alloc(src.get_ctx(), src.n_children())
         for i in range(src.n_children()):
             filters = filters.add(src.child(i).filter_get_filter())
@@ -345,9 +344,9 @@ def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode
             if src.child(i).has_children():
                 dst = _copy_into(dst.child(i).child(0), src.child(i).child(0)).parent().parent()
         return dst
-    if t == isl.schedule_node_type.filter:
+    if is_type(src, isl.schedule_node_type.filter):
         return _copy_into(dst, src.child(0)) if src.has_children() else dst
-    if t == isl.schedule_node_type.mark:
+    if is_type(src, isl.schedule_node_type.mark):
         dst = dst.insert_mark(src.mark_get_id())
         return _copy_into(dst.child(0), src.child(0)).parent() if src.has_children() else dst
     return dst
@@ -373,7 +372,7 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         sched = point.get_schedule()
         for idx, _g in plan.fused:
             node = _group_node(sched, idx)
-            inner = node.child(0) if node.get_type() == isl.schedule_node_type.filter else node
+            inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
             sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
     return sched
 
@@ -383,7 +382,7 @@ def _drop_skipped(schedule: isl.Schedule, prog: PolyProgram) -> isl.Schedule:
     sched = schedule
     for i in range(len(group_nodes(sched))):
         node = group_nodes(sched)[i]
-        inner = node.child(0) if node.get_type() == isl.schedule_node_type.filter else node
-        if inner.get_type() == isl.schedule_node_type.mark and inner.mark_get_id().get_name() == "skipped":
+        inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
+        if is_type(inner, isl.schedule_node_type.mark) and inner.mark_get_id().get_name() == "skipped":
             sched = inner.child(0).insert_filter(isl.UnionSet.empty(prog.domain.get_space())).get_schedule()
     return sched

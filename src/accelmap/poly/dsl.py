@@ -205,14 +205,16 @@ class _Parser:
                 raise self.err(f"input takes 'input NAME[shape] DTYPE' with DTYPE one of {', '.join(DTYPES)}, "
                                f"got {text!r}")
             try:
-                node = ast.parse(rest[0], mode="eval").body
+                decl = ast.parse(rest[0], mode="eval").body
             except SyntaxError as e:
                 raise self.err(f"cannot parse {rest[0]!r}: {e.msg}") from None
-            if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            if not (isinstance(decl, ast.Subscript) and isinstance(decl.value, ast.Name)):
                 raise self.err(f"input takes 'input NAME[shape] DTYPE', got {text!r}")
-            idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            shape = tuple(self.positive(i, f"extent of {node.value.id}") for i in idx)
-            self.inputs.append(Tensor(node.value.id, shape, rest[1]))
+            idx = decl.slice.elts if isinstance(decl.slice, ast.Tuple) else [decl.slice]
+            shape = tuple(self.positive(i, f"extent of {decl.value.id}") for i in idx)
+            if decl.value.id in {t.name for t in self.inputs + self.computed}:
+                raise self.err(f"tensor {decl.value.id!r} is defined twice")
+            self.inputs.append(Tensor(decl.value.id, shape, rest[1]))
             return
         self.definition(text)
 

@@ -71,6 +71,9 @@ class Access:
     tensor: str
     index: tuple[Affine, ...]
 
+    def dims_used(self) -> tuple[str, ...]:
+        return tuple(d for ix in self.index for d in ix.dims)
+
     def __str__(self) -> str:
         return f"{self.tensor}[{', '.join(map(str, self.index))}]"
 

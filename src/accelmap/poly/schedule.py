@@ -41,6 +41,11 @@ def compute_schedule(domain: isl.UnionSet, deps: isl.UnionMap, raw: isl.UnionMap
     return sc.compute_schedule()
 
 
+def is_type(node: isl.ScheduleNode, *kinds: isl.schedule_node_type) -> bool:
+    """Whether ``node`` is of one of ``kinds`` (islpy's stubs type get_type() as int)."""
+    return int(node.get_type()) in {int(k) for k in kinds}
+
+
 def statements_of(uset: isl.UnionSet) -> tuple[str, ...]:
     names: list[str] = []
     uset.foreach_set(lambda s: names.append(s.get_tuple_name()))
@@ -50,12 +55,12 @@ def statements_of(uset: isl.UnionSet) -> tuple[str, ...]:
 def group_nodes(schedule: isl.Schedule) -> list[isl.ScheduleNode]:
     """The fusion groups: the filters of the outermost sequence/set, or the whole tree as one group."""
     top = schedule.get_root().child(0)
-    if top.get_type() in (isl.schedule_node_type.sequence, isl.schedule_node_type.set):
+    if is_type(top, isl.schedule_node_type.sequence, isl.schedule_node_type.set):
         return [top.child(i) for i in range(top.n_children())]
     return [top]
 
 
 def group_statements(node: isl.ScheduleNode) -> tuple[str, ...]:
-    if node.get_type() == isl.schedule_node_type.filter:
+    if is_type(node, isl.schedule_node_type.filter):
         return statements_of(node.filter_get_filter())
     return statements_of(node.get_domain())
