@@ -8,6 +8,8 @@ then tiles the live-out group and fuses the others back into its tiles.
 
 from __future__ import annotations
 
+from typing import cast
+
 import islpy as isl
 
 from accelmap.errors import SpecError
@@ -43,7 +45,8 @@ def compute_schedule(domain: isl.UnionSet, deps: isl.UnionMap, raw: isl.UnionMap
 
 def is_type(node: isl.ScheduleNode, *kinds: isl.schedule_node_type) -> bool:
     """Whether ``node`` is of one of ``kinds`` (islpy's stubs type get_type() as int)."""
-    return int(node.get_type()) in {int(k) for k in kinds}
+    t = cast(isl.schedule_node_type, node.get_type())
+    return t in kinds
 
 
 def statements_of(uset: isl.UnionSet) -> tuple[str, ...]:
