@@ -30,6 +30,9 @@ _PRELUDE = """#include <math.h>
 """
 
 
+DIM = "d_"   # macro parameters get a prefix so a dim never shadows a tensor of the same name
+
+
 def ast_code(c: Compiled) -> str:
     build = isl.AstBuild.from_context(isl.Set("{ : }", context=c.program.ctx))
     return build.node_from_schedule(c.ast_schedule()).to_C_str()
@@ -43,7 +46,7 @@ def _expr(e: Expr, k: Kernel, access) -> str:
     if isinstance(e, Const):
         return repr(float(e.value)) if isinstance(e.value, float) else f"{e.value}LL"
     if isinstance(e, Iter):
-        return f"((long long)({e.dim}))"
+        return f"((long long)({DIM}{e.dim}))"
     if isinstance(e, Access):
         return f"(({_wide(k.tensors[e.tensor].dtype)}){access(e)})"
     assert isinstance(e, Call)
@@ -83,12 +86,12 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
             box = local[a.tensor]
             flat = "0"
             for ix, b in zip(a.index, box, strict=True):
-                flat = f"({flat}) * {b} + (({ix.c()}) % {b})"
+                flat = f"({flat}) * {b} + (({ix.c(DIM)}) % {b})"
             return f"{a.tensor}_local[{flat}]"
         shape = k.tensors[a.tensor].shape
         flat = "0"
         for ix, n in zip(a.index, shape, strict=True):
-            flat = f"({flat}) * {n} + ({ix.c()})"
+            flat = f"({flat}) * {n} + ({ix.c(DIM)})"
         return f"{a.tensor}[{flat}]"
 
     for s in k.statements:
@@ -100,7 +103,7 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
             rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, access)})"
         else:
             rhs = _expr(s.body, k, access)
-        lines.append(f"#define {s.name}({', '.join(s.dim_names)}) do {{ {access(s.out)} = ({ctype})({rhs}); }} while (0)"
+        lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) do {{ {access(s.out)} = ({ctype})({rhs}); }} while (0)"
                      f"  /* {s.text()} */")
     lines.append("int accelmap_run(void **bufs, long long *dims) {")
     lines.append("  (void)dims;")

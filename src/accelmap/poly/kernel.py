@@ -51,9 +51,9 @@ class Affine:
             parts.append(str(self.const))
         return " + ".join(parts).replace("+ -", "- ")
 
-    def c(self) -> str:
+    def c(self, prefix: str = "") -> str:
         """For a C macro body: every dim parenthesized, as the macro's argument may be a sum."""
-        parts = [f"({d})" if c == 1 else f"{c} * ({d})" for d, c in self.terms if c]
+        parts = [f"({prefix}{d})" if c == 1 else f"{c} * ({prefix}{d})" for d, c in self.terms if c]
         return " + ".join(parts + [str(self.const)] if self.const or not parts else parts)
 
     def evaluate(self, env: dict[str, np.ndarray]) -> np.ndarray | int:

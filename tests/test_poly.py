@@ -1,0 +1,205 @@
+"""Polyhedral flow (AKG, PLDI 2021): DSL, isl scheduling, reverse-strategy tiling and fusion, C, timing."""
+
+import islpy as isl
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.cli import main
+from accelmap.codegen.reference import random_inputs as op_inputs
+from accelmap.codegen.reference import reference as op_reference
+from accelmap.errors import MappingError, SpecError
+from accelmap.poly.c_code import generate_c, run_and_check
+from accelmap.poly.compile import compile_subgraph
+from accelmap.poly.dsl import parse_subgraph
+from accelmap.poly.from_operator import kernel_from_operator
+from accelmap.poly.library import library_names, library_subgraph
+from accelmap.poly.reference import random_inputs, reference
+from accelmap.poly.schedule import group_nodes, group_statements
+from accelmap.poly.tiling import parse_tile_spec
+from accelmap.poly.timing import TileWork, simulate_kernel, time_compiled
+from accelmap.workload.constructors import batched_matmul, conv2d, gemm
+
+ASCEND = get_accelerator("ascend_like")
+
+
+def fig3(h=66, w=66):
+    return parse_subgraph(library_subgraph("fig3", H=h, W=w), "fig3")
+
+
+def test_dsl_builds_the_papers_statements():
+    k = fig3(10, 12)
+    assert [(s.name, s.kind) for s in k.statements] == [
+        ("S0", "assign"), ("S1", "init"), ("S2", "update"), ("S3", "assign"), ("S4", "assign")]
+    assert k.statement("S2").dims == (("h", 8), ("w", 10), ("kh", 3), ("kw", 3))
+    assert [t.name for t in k.live_out] == ["E"]
+    assert k.statement("S2").is_cube and not k.statement("S3").is_cube
+
+
+def test_reference_matches_a_direct_numpy_formula():
+    k = fig3(10, 12)
+    x = random_inputs(k, seed=3)
+    a1 = x["A"].astype(np.int64) + 1
+    c = sum(a1[i:i + 8, j:j + 10] * x["B"][i, j] for i in range(3) for j in range(3))
+    assert np.array_equal(reference(k, x)["E"], np.maximum(np.abs(c), 0))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("input A[4] int32\nB[i:4] = A[i+1]", "outside the shape"),
+    ("input A[4] int32\nB[i:4] = Z[i]", "line 2: tensor 'Z' is used before it is defined"),
+    ("input A[4] int32\nB[i:4] = A[i*i]", "line 2: index 'i * i' is not affine"),
+    ("input A[4] float32\nB[i:4] = A[i] + cast(A[i], int32)", "line 2: mixing float32 and int32"),
+    ("input A[4] int9", "line 1: input takes"),
+    ("input A[4] int32\nB[i:0] = A[i]", "line 2: extent of i must be a positive integer"),
+])
+def test_dsl_errors_name_the_line(text, message):
+    from accelmap.poly.compile import compile_subgraph as cs
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("*", r"\*")):
+        cs(parse_subgraph(text, "t.sg"), ASCEND)
+
+
+def test_akg_option_set_gives_fig3c_groups():
+    c = compile_subgraph(fig3(), ASCEND, fuse=False)
+    assert [group_statements(n) for n in group_nodes(c.scheduled)] == [("S0",), ("S1", "S2", "S3", "S4")]
+    # the default isl options fuse everything into one skewed band instead
+    assert len(group_nodes(compile_subgraph(fig3(), ASCEND, option_set="pluto").scheduled)) == 1
+
+
+def test_overlapped_producer_tile_of_the_3x3_stencil():
+    """The reverse strategy's extension equals the hand-derived overlapped tile (Sec. 4.2):
+    tile (t0, t1) of the 64x64 output needs S0 on rows t0..t0+33 and columns t1..t1+33."""
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    (plan,) = c.plans
+    assert plan.group == ("S1", "S2", "S3", "S4") and [g for _, g in plan.fused] == [("S0",)]
+    ext = plan.extensions[0]
+    want = isl.UnionMap("{ [t0, t1, 0] -> S0[h, w] : (t0 = 0 or t0 = 32) and (t1 = 0 or t1 = 32) "
+                        "and t0 <= h <= t0 + 33 and t1 <= w <= t1 + 33 }", context=c.program.ctx)
+    assert ext.is_equal(want)
+    a1 = plan.footprints["A1"]
+    assert a1.local and a1.box == (34, 34)
+    assert plan.footprints["E"].box == (32, 32) and not plan.footprints["E"].local
+    assert plan.n_tiles == 4
+    tree = str(c.schedule.get_root())
+    assert 'mark: "skipped"' in tree and "extension:" in tree
+
+
+def test_fused_ast_is_one_nest():
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    from accelmap.poly.c_code import ast_code
+    code = ast_code(c)
+    assert code.startswith("for (int c0 = 0; c0 <= 63; c0 += 32)")
+    assert code.count("S0(") == 1 and "c0 + 33" in code
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("tiles", ["S_2: 32@UB, 32@UB", "S_2: 5@UB, 7@UB", None])
+def test_fig3_code_is_bit_exact(fuse, tiles):
+    c = compile_subgraph(fig3(20, 23), ASCEND, fuse=fuse, tile_spec=parse_tile_spec(tiles) if tiles else None)
+    r = run_and_check(c, seed=1)
+    assert r.ok and r.exact, r.detail
+
+
+@pytest.mark.parametrize("name", library_names())
+def test_library_subgraphs_run(name):
+    k = parse_subgraph(library_subgraph(name), name)
+    c = compile_subgraph(k, ASCEND, fuse=True)
+    r = run_and_check(c, seed=2)
+    assert r.ok, r.detail
+    if all(not t.dtype.startswith("float") for t in k.inputs + k.computed):
+        assert r.exact
+
+
+def test_chain_fuses_into_one_kernel_and_saves_traffic():
+    k = parse_subgraph(library_subgraph("chain", N=64, D=512), "chain")
+    fused = compile_subgraph(k, ASCEND, fuse=True)
+    apart = compile_subgraph(k, ASCEND, fuse=False, option_set="distribute")
+    assert len(fused.plans) == 1 and len(apart.plans) == 4
+    tf, ta = time_compiled(fused), time_compiled(apart)
+    # fused: X, R and Y once plus a Bias slice per tile; apart: also T1, T2, T3 out and back in
+    def bias(plan):
+        return plan.n_tiles * plan.sizes[1] * 2
+    assert tf.offchip_bytes == 64 * 512 * 2 * 3 + bias(fused.plans[0])
+    assert ta.offchip_bytes == 64 * 512 * 2 * 9 + bias(apart.plans[0])
+    assert tf.cycles < ta.cycles
+
+
+@pytest.mark.parametrize("op", [
+    conv2d(c=8, h=10, w=9, k=16, r=3, s=3, stride=2),
+    gemm(m=40, n=24, k=33),
+    batched_matmul(batch=3, m=8, n=16, k=12),
+])
+def test_operators_compile_and_match_the_operator_reference(op):
+    k = kernel_from_operator(op)
+    x = op_inputs(op, "int", np.random.default_rng(4))
+    want = op_reference(op, x)
+    got = reference(k, {t.name: x[t.name].astype(np.dtype(t.dtype)) for t in k.inputs})[op.output.name]
+    assert np.array_equal(got.astype(np.int64), want.astype(np.int64))
+    assert run_and_check(compile_subgraph(k, ASCEND)).exact
+
+
+def test_padded_operator_is_refused():
+    with pytest.raises(SpecError, match="zero-padded"):
+        kernel_from_operator(conv2d(c=4, h=6, w=6, k=4, r=3, s=3, padding=1))
+
+
+def test_tile_spec_language():
+    assert parse_tile_spec("S_2: 32@UB, 16@L1; S_0: 8@UB") == {"S2": ((32, "UB"), (16, "L1")), "S0": ((8, "UB"),)}
+    with pytest.raises(SpecError, match="buffer 'L2' unknown"):
+        parse_tile_spec("S_1: 4@L2")
+    with pytest.raises(SpecError, match="SIZE@BUFFER"):
+        parse_tile_spec("S_1: 4")
+    with pytest.raises(SpecError, match="not a statement"):
+        compile_subgraph(fig3(), ASCEND, tile_spec=parse_tile_spec("S_9: 4@UB"))
+
+
+def test_auto_tiling_fits_half_capacity_and_aligns():
+    k = parse_subgraph(library_subgraph("add", N=256, D=4096), "add")
+    c = compile_subgraph(k, ASCEND)
+    (plan,) = c.plans
+    assert plan.buffer_bytes["UB"] <= 256 * 1024 // 2
+    assert plan.sizes[-1] % 16 == 0          # 32 bytes of fp16
+    assert plan.n_tiles > 1
+    # three fp16 tiles (X, Z, Y) of the chosen sizes, each rounded to 32 bytes
+    assert plan.buffer_bytes["UB"] == 3 * -(-plan.sizes[0] * plan.sizes[1] * 2 // 32) * 32
+
+
+def test_too_large_tile_is_refused():
+    k = parse_subgraph(library_subgraph("add", N=256, D=4096), "add")
+    with pytest.raises(MappingError, match=r"UB .* > 131,072 B"):
+        compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec("S_0: 256@UB, 4096@UB"))
+
+
+def test_dae_queue_timing_by_hand():
+    w = TileWork({"MTE-in": 10, "MTE-L1L0": 0, "cube": 0, "vector": 5, "MTE-out": 3}, 0, 0, 0)
+    # double buffered: loads back to back (10 each), the last tile's vector 30..35 and store 35..38
+    assert simulate_kernel(w, 3, double_buffer=True) == (38, {"MTE-in": 30, "MTE-L1L0": 0, "cube": 0,
+                                                              "vector": 15, "MTE-out": 9}, 6)
+    assert simulate_kernel(w, 3, double_buffer=False)[0] == 48
+    assert simulate_kernel(w, 3, double_buffer=True, serialize=True)[0] == 54
+
+
+def test_cube_blocks_of_a_gemm():
+    k = parse_subgraph(library_subgraph("matmul", M=64, N=48, K=40), "mm")
+    t = time_compiled(compile_subgraph(k, ASCEND))
+    assert t.cube_blocks == 4 * 3 * 3      # ceil(64/16) * ceil(48/16) * ceil(40/16)
+
+
+def test_generated_c_names_promoted_buffers():
+    c = compile_subgraph(fig3(), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    src, args = generate_c(c)
+    assert args == ["A", "B", "E"]
+    assert "static int A1_local[1156];" in src
+
+
+def test_cli_poly_runs_and_reports():
+    r = CliRunner().invoke(main, ["poly", "fig3", "--fuse", "--run", "--tiles", "S_2: 16@UB, 16@UB"])
+    assert r.exit_code == 0, r.output
+    assert "run on the host: OK (bit-exact)" in r.output
+    assert "simulated" in r.output and 'mark: "skipped"' in r.output
+
+
+def test_cli_poly_bad_subgraph_is_one_line():
+    r = CliRunner().invoke(main, ["poly", "nosuch"])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "neither a file nor a built-in subgraph" in r.output
