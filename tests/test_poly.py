@@ -203,3 +203,18 @@ def test_cli_poly_bad_subgraph_is_one_line():
     r = CliRunner().invoke(main, ["poly", "nosuch"])
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and "neither a file nor a built-in subgraph" in r.output
+
+
+def test_reduction_producers_fuse_with_their_whole_group():
+    """A LayerNorm-like chain: the fused tile must recompute both reductions, not just their last statement."""
+    k = parse_subgraph(library_subgraph("t1_p4", N=16, D=64), "ln")
+    c = compile_subgraph(k, ASCEND, fuse=True, tile_spec=parse_tile_spec("S_7: 8@UB, 32@UB"))
+    (plan,) = c.plans
+    assert set(plan.statements) == {f"S{i}" for i in range(8)}
+    ext = plan.extensions
+    sq = [i for i, g in plan.fused if "S5" in g][0]
+    # tile (t0, t1) recomputes the squared-deviation reduction over all 64 columns of its 8 rows
+    want = isl.UnionMap("{ [t0, t1] -> S5[n, d] : t0 mod 8 = 0 and 0 <= t0 <= 8 and (t1 = 0 or t1 = 32) "
+                        "and t0 <= n < t0 + 8 and 0 <= d < 64 }", context=c.program.ctx)
+    assert ext[sq].intersect_range(c.program.stmt_set(["S5"])).is_equal(want)
+    assert run_and_check(c).ok

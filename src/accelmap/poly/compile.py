@@ -152,6 +152,11 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
     for idx, g in reversed(plan.fused):
         wg = prog.writes.intersect_domain(_stmt_filter(prog, g))
         ext = inst.apply_range(prog.reads).apply_range(wg.reverse())
+        while True:   # the group's own statements feed each other (a reduction, then its use)
+            more = ext.union(ext.apply_range(prog.reads).apply_range(wg.reverse()))
+            if more.is_equal(ext):
+                break
+            ext = more
         plan.extensions[idx] = ext
         inst = inst.union(ext)
     plan.tile_instances = inst

@@ -68,6 +68,26 @@ LIBRARY: dict[str, tuple[dict[str, int], str]] = {
         T2[n:N, d:D] = max(T1[n, d], 0.0)
         T3[n:N, d:D] = T2[n, d] * 0.5
         Y[n:N, d:D] = T3[n, d] + R[n, d]"""),
+    # Table 1 of the paper gives only op counts, precisions and shapes of its five subgraphs; the op
+    # lists below are ours, with the stated op count and precision, at scaled-down shapes.
+    "t1_p1": ({"N": 2, "C": 16, "H": 64, "W": 64}, """
+        input X[N, C, H, W] float16
+        input Sc[C] float16
+        input Bi[C] float16
+        input R[N, C, H, W] float16
+        T1[n:N, c:C, h:H, w:W] = X[n, c, h, w] * Sc[c] + Bi[c]
+        T2[n:N, c:C, h:H, w:W] = max(T1[n, c, h, w], 0.0) + R[n, c, h, w]
+        Y[n:N, c:C, h:H, w:W] = min(T2[n, c, h, w] * 0.5, 6.0)"""),
+    "t1_p4": ({"N": 64, "D": 256}, """
+        input X[N, D] float32
+        input G[D] float32
+        input Bt[D] float32
+        Sm[n:N] = sum(X[n, d], d=D)
+        Mu[n:N] = Sm[n] * (1.0 / D)
+        Xc[n:N, d:D] = X[n, d] - Mu[n]
+        Sq[n:N] = sum(Xc[n, d] * Xc[n, d], d=D)
+        Rs[n:N] = 1.0 / (Sq[n] * (1.0 / D) + 0.00001)
+        Y[n:N, d:D] = Xc[n, d] * Rs[n] * G[d] + Bt[d]"""),
 }
 
 
