@@ -171,7 +171,7 @@ def test_too_large_tile_is_refused():
 
 
 def test_dae_queue_timing_by_hand():
-    w = TileWork({"MTE-in": 10, "MTE-L1L0": 0, "cube": 0, "vector": 5, "MTE-out": 3}, 0, 0, 0)
+    w = TileWork({"MTE-in": 10, "MTE-L1L0": 0, "cube": 0, "vector": 5, "MTE-out": 3})
     # double buffered: loads back to back (10 each), the last tile's vector 30..35 and store 35..38
     assert simulate_kernel(w, 3, double_buffer=True) == (38, {"MTE-in": 30, "MTE-L1L0": 0, "cube": 0,
                                                               "vector": 15, "MTE-out": 9}, 6)

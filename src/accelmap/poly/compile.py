@@ -25,6 +25,9 @@ from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 # L0 buffers hold 16x16 fp16 fractals, 512 B).
 ALIGN = {"UB": 32, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 512}
 CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
+# Auto Tiling's fixed warm-up cost per tile (Sec. 4.2 names it, gives no value), in bytes of data movement:
+# our assumption, one 512-byte L1 block per tile; it breaks ties toward fewer, larger tiles.
+WARMUP_BYTES = 512
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Footprint:
     bytes: int                    # box volume times the element size
     local: bool                   # promoted: lives only on chip, per tile
     buffers: tuple[str, ...]      # where it is kept
+    run: int = 1                  # consecutive tiles that share this footprint (it stays resident)
 
 
 @dataclass
@@ -47,6 +51,7 @@ class KernelPlan:
     coincident: tuple[bool, ...] = ()
     sizes: tuple[int, ...] = ()
     n_tiles: int = 1
+    tile_values: tuple[tuple[int, ...], ...] = ()   # tile-loop values per band member, in loop order
     tile_instances: isl.UnionMap | None = None   # tile coordinates -> every instance run in that tile
     extensions: dict[int, isl.UnionMap] = field(default_factory=dict)
     footprints: dict[str, Footprint] = field(default_factory=dict)
@@ -163,6 +168,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
     plan.sizes = sizes
     tiles = tm.range()
     plan.n_tiles = int(sum(_count(s) for s in _sets(tiles)))
+    plan.tile_values = _grid(tiles, len(sizes), plan.n_tiles)
     reads = per_tensor(inst.apply_range(prog.reads))
     writes = per_tensor(inst.apply_range(prog.writes))
     mine = set(plan.statements)
@@ -204,22 +210,24 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
             bufs.append("L0C")
         if name not in cube_in and (name not in cube_out or name in vector_reads or not local):
             bufs.append("UB")
-        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs))
+        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs), _run(m, tiles, plan))
         for b in bufs:
             if b not in ("L0A", "L0B"):
                 use[b] += _align(nbytes, ALIGN[b])
-    # Second-level tiling for the cube: L0A/L0B hold a chunk of the reduction (a multiple of f).
+    # Second-level tiling for the cube: L0A/L0B hold a chunk of the tile's reduction (a multiple of f), so
+    # an operand tile needs (its bytes / the tile's reduction extent) per reduction step.
     plan.l0_k_chunk = 0
     for st in cube:
-        kext = math.prod(n for d, n in st.dims if d in st.reduce_dims)
-        rows = {b: plan.footprints[t].bytes for t, b in cube_in.items()}
+        (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
+        box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
+        kext = math.prod(box[d] for d in st.reduce_dims)
+        per_k = {b: -(-plan.footprints[t].bytes // kext) for t, b in cube_in.items()}
         chunk = _align(kext, CUBE)
-        while chunk > CUBE and any(_align(-(-r * chunk // _align(kext, CUBE)), ALIGN[b]) > caps[b]
-                                   for b, r in rows.items()):
+        while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
             chunk -= CUBE
         plan.l0_k_chunk = chunk
-        for t, b in cube_in.items():
-            use[b] = max(use[b], _align(-(-plan.footprints[t].bytes * chunk // _align(kext, CUBE)), ALIGN[b]))
+        for b, r in per_k.items():
+            use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
 
 
@@ -241,6 +249,38 @@ def _tensor_space(prog: PolyProgram, tensor: str) -> isl.UnionSet:
     return isl.UnionSet(f"{{ {tensor}[{', '.join(f'i{j}' for j in range(n))}] }}", context=prog.ctx)
 
 
+def _grid(tiles: isl.UnionSet, n: int, count: int) -> tuple[tuple[int, ...], ...]:
+    """The values of each tile loop, if the tiles form a full grid (else empty: no reuse is modelled)."""
+    if n == 0:
+        return ()
+    (tset,) = _sets(tiles)
+    vals = []
+    for i in range(n):
+        proj = tset.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+        pts: list[isl.Point] = []
+        proj.foreach_point(pts.append)
+        vals.append(tuple(sorted(p.get_coordinate_val(isl.dim_type.set, 0).to_python() for p in pts)))
+    return tuple(vals) if math.prod(len(v) for v in vals) == count else ()
+
+
+def _run(tile_to_data: isl.Map, tiles: isl.UnionSet, plan: KernelPlan) -> int:
+    """Tiles in a row (innermost tile loops first) that access the same data, so it stays on chip."""
+    if not plan.tile_values:
+        return 1
+    (tset,) = _sets(tiles)
+    n = len(plan.tile_values)
+    run = 1
+    for i in reversed(range(n)):
+        same = ", ".join(f"t{j}" for j in range(n))
+        other = ", ".join("u" if j == i else f"t{j}" for j in range(n))
+        line = isl.Map(f"{{ [{same}] -> [{other}] }}", context=tset.get_ctx()).intersect_domain(tset) \
+            .intersect_range(tset)
+        if not line.apply_range(tile_to_data).is_equal(tile_to_data.intersect_domain(tset)):
+            break
+        run *= len(plan.tile_values[i])
+    return run
+
+
 def _sets(u: isl.UnionSet) -> list[isl.Set]:
     out: list[isl.Set] = []
     u.foreach_set(out.append)
@@ -260,7 +300,9 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     computation lowest until every buffer fits half its capacity; the innermost tiled member stays a
     multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
     ext = plan.extents
-    tiled = [i for i, c in enumerate(plan.coincident) if c]
+    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements)
+    # The cube kernel's band is permutable, so its reduction member may be tiled too (L1 tiling of K).
+    tiled = [i for i, c in enumerate(plan.coincident) if c or (cube and band.band_get_permutable())]
     align = max(1, 32 // elem_bytes)
     inner = tiled[-1] if tiled else -1
     sizes = list(ext)
@@ -268,17 +310,16 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     while _fits(plan, caps):
         best = None
         for i in tiled:
-            floor = align if i == inner and ext[i] >= align else 1
-            if sizes[i] <= floor:
+            step = CUBE if cube and ext[i] >= CUBE else align if i == inner and ext[i] >= align else 1
+            if sizes[i] <= step:
                 continue
             cand = list(sizes)
-            half = -(-sizes[i] // 2)
-            cand[i] = max(floor, _align(half, align) if i == inner and ext[i] >= align else half)
+            cand[i] = max(step, _align(-(-sizes[i] // 2), step))
             if cand[i] >= sizes[i]:
                 continue
             _footprints(prog, plan, band, tuple(cand), caps, plans)
-            moved = sum(f.bytes for f in plan.footprints.values() if not f.local) * plan.n_tiles
-            score = (bool(_fits(plan, caps)), moved, -i)
+            moved = sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local)
+            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, -i)
             if best is None or score < best[0]:
                 best = (score, cand)
         if best is None:
@@ -286,6 +327,25 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
             raise MappingError(f"kernel {{{','.join(plan.group)}}} does not fit the buffers even with the "
                                f"smallest tiles: {'; '.join(_fits(plan, caps))}")
         sizes = best[1]
+        _footprints(prog, plan, band, tuple(sizes), caps, plans)
+
+    def cost() -> int:
+        return sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local) \
+            + WARMUP_BYTES * plan.n_tiles
+
+    # Halving can overshoot a member that costs nothing to shrink; grow members back while they fit and pay.
+    current = cost()
+    grown = True
+    while grown:
+        grown = False
+        for i in tiled:
+            if sizes[i] >= ext[i]:
+                continue
+            cand = list(sizes)
+            cand[i] = min(ext[i], sizes[i] * 2)
+            _footprints(prog, plan, band, tuple(cand), caps, plans)
+            if not _fits(plan, caps) and cost() < current:
+                sizes, current, grown = cand, cost(), True
         _footprints(prog, plan, band, tuple(sizes), caps, plans)
     return tuple(sizes)
 

@@ -15,6 +15,7 @@ are model assumptions, not measurements of a chip.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -22,7 +23,6 @@ import islpy as isl
 
 from accelmap.poly.compile import CUBE, Compiled, KernelPlan
 from accelmap.poly.kernel import Access, Call, dtype_bytes, strip_casts
-from accelmap.poly.tiling import box_sizes
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
@@ -30,18 +30,17 @@ VECTOR_BYTES = 256
 
 @dataclass
 class TileWork:
-    """Cycles of one tile on each queue, and the bytes behind them."""
+    """Cycles of one tile on each queue (for a hand-made uniform kernel)."""
 
     cycles: dict[str, int]
-    in_bytes: int
-    out_bytes: int
-    cube_blocks: int
 
 
 @dataclass
 class KernelTiming:
     plan: KernelPlan
-    work: TileWork
+    in_bytes: int                 # off-chip bytes loaded over all tiles
+    out_bytes: int                # off-chip bytes stored over all tiles
+    cube_blocks: int
     cycles: int
     busy: dict[str, int]
     flags: int                    # set/wait pairs inserted between queues
@@ -57,11 +56,11 @@ class Timing:
 
     @property
     def offchip_bytes(self) -> int:
-        return sum((k.work.in_bytes + k.work.out_bytes) * k.plan.n_tiles for k in self.kernels)
+        return sum(k.in_bytes + k.out_bytes for k in self.kernels)
 
     @property
     def cube_blocks(self) -> int:
-        return sum(k.work.cube_blocks * k.plan.n_tiles for k in self.kernels)
+        return sum(k.cube_blocks for k in self.kernels)
 
     def cube_utilization(self) -> float:
         return self.cube_blocks / self.cycles if self.cycles else 0.0
@@ -76,66 +75,104 @@ class Timing:
         return "\n".join(lines)
 
 
-def _instance_box(plan: KernelPlan, stmt: str, c: Compiled) -> dict[str, int]:
-    """Extent of each of ``stmt``'s dims inside one (full) tile."""
-    assert plan.tile_instances is not None
-    st = c.kernel.statement(stmt)
-    space = isl.UnionSet(f"{{ {stmt}[{', '.join(st.dim_names)}] }}", context=c.program.ctx)
-    maps: list[isl.Map] = []
-    plan.tile_instances.intersect_range(space).foreach_map(maps.append)
-    if not maps:
-        return dict.fromkeys(st.dim_names, 0)
-    return dict(zip(st.dim_names, box_sizes(maps[0]), strict=True))
+def _box(s: isl.Set) -> tuple[int, ...]:
+    return tuple(s.dim_max_val(i).to_python() - s.dim_min_val(i).to_python() + 1
+                 for i in range(s.dim(isl.dim_type.set)))
 
 
-def tile_work(c: Compiled, plan: KernelPlan) -> TileWork:
-    k = c.kernel
-    arch = c.arch
-    dram = arch.level("DRAM")
-    l1 = arch.level("L1")
-    rd_bw = (dram.read_bw_bits or 8 * 32) / 8
-    wr_bw = (dram.write_bw_bits or 8 * 32) / 8
-    l1_bw = (l1.read_bw_bits or 8 * 256) / 8
-    mine = set(plan.statements)
-    written = {k.statement(s).out.tensor for s in mine}
-    read = {a.tensor for s in mine for a in k.statement(s).reads}
-    in_bytes = sum(f.bytes for n, f in plan.footprints.items() if not f.local and n in read and n not in written)
-    out_bytes = sum(f.bytes for n, f in plan.footprints.items() if not f.local and n in written)
-    cyc = dict.fromkeys(QUEUES, 0)
-    cube_blocks = 0
-    l0_bytes = 0
-    cube_outs = set()
-    for s in plan.statements:
-        st = k.statement(s)
-        box = _instance_box(plan, s, c)
-        if st.is_cube:
-            body = strip_casts(st.body)
-            assert isinstance(body, Call)
-            a, b = (strip_casts(x) for x in body.args)
-            assert isinstance(a, Access) and isinstance(b, Access)
-            out_dims = set(st.out.dims_used())
-            in_a = {d for ix in a.index for d in ix.dims}
-            in_b = {d for ix in b.index for d in ix.dims}
-            batch = math.prod(box[d] for d in out_dims if d in in_a and d in in_b)
-            m = math.prod(box[d] for d in out_dims if d in in_a and d not in in_b)
-            n = math.prod(box[d] for d in out_dims if d in in_b and d not in in_a)
-            kk = math.prod(box[d] for d in st.reduce_dims)
-            blocks = batch * math.ceil(m / CUBE) * math.ceil(n / CUBE) * math.ceil(kk / CUBE)
-            cube_blocks += blocks
-            cyc["cube"] += blocks
-            l0_bytes += plan.footprints[a.tensor].bytes + plan.footprints[b.tensor].bytes
-            cube_outs.add(st.out.tensor)
-        elif st.kind == "init" and any(k.statement(o).is_cube for o in mine if k.statement(o).out == st.out):
-            continue   # the cube's first accumulation overwrites L0C: no separate clear
-        else:
-            inst = math.prod(box.values()) if box else 1
-            cyc["vector"] += math.ceil(inst * dtype_bytes(k.tensors[st.out.tensor].dtype) / VECTOR_BYTES)
-    for t in cube_outs:   # L0C -> UB for the vector unit or the way out
-        cyc["vector"] += math.ceil(plan.footprints[t].bytes / VECTOR_BYTES)
-    cyc["MTE-in"] = math.ceil(in_bytes / rd_bw)
-    cyc["MTE-out"] = math.ceil(out_bytes / wr_bw)
-    cyc["MTE-L1L0"] = math.ceil(l0_bytes / l1_bw)
-    return TileWork(cyc, in_bytes, out_bytes, cube_blocks)
+def _split(u: isl.UnionSet) -> dict[str, isl.Set]:
+    out: dict[str, isl.Set] = {}
+    u.foreach_set(lambda x: out.__setitem__(x.get_tuple_name(), x))
+    return out
+
+
+class _TileCosts:
+    """Work of one tile of ``plan``, computed once per tile class (first / inner / last along each tile loop:
+    the tiles of a class have the same footprints and instance boxes) at a representative tile."""
+
+    def __init__(self, c: Compiled, plan: KernelPlan):
+        self.c, self.plan = c, plan
+        k = c.kernel
+        dram, l1 = c.arch.level("DRAM"), c.arch.level("L1")
+        self.rd_bw = (dram.read_bw_bits or 8 * 32) / 8
+        self.wr_bw = (dram.write_bw_bits or 8 * 32) / 8
+        self.l1_bw = (l1.read_bw_bits or 8 * 256) / 8
+        mine = set(plan.statements)
+        self.written = {k.statement(s).out.tensor for s in mine}
+        self.read = {a.tensor for s in mine for a in k.statement(s).reads}
+        self.cache: dict[tuple[int, ...], tuple[dict[str, int], dict[str, int], int, dict[str, int]]] = {}
+
+    def at(self, key: tuple[int, ...]) -> tuple[dict[str, int], dict[str, int], int, dict[str, int]]:
+        """Cycles per queue without the off-chip transfers, footprint bytes per tensor, cube blocks,
+        and the L0C -> UB cycles of each cube output."""
+        if key not in self.cache:
+            self.cache[key] = self._compute(key)
+        return self.cache[key]
+
+    def _compute(self, key: tuple[int, ...]):
+        c, plan, k = self.c, self.plan, self.c.kernel
+        assert plan.tile_instances is not None
+        if plan.tile_values:
+            point = [vals[0] if cls == 0 else vals[-1] if cls == 2 else vals[1]
+                     for cls, vals in zip(key, plan.tile_values, strict=True)]
+            pt = isl.Set(f"{{ [{', '.join(map(str, point))}] }}", context=c.program.ctx)
+            inst = plan.tile_instances.intersect_domain(isl.UnionSet.from_set(pt)).range()
+        else:   # no grid: charge the largest tile everywhere
+            inst = plan.tile_instances.range()
+        per_stmt = _split(inst)
+        data = _split(inst.apply(c.program.reads).union(inst.apply(c.program.writes)))
+        nbytes = {t: math.prod(_box(s)) * dtype_bytes(k.tensors[t].dtype) for t, s in data.items()}
+        cyc = dict.fromkeys(QUEUES, 0)
+        blocks = 0
+        l0 = 0
+        cube_outs: set[str] = set()
+        for name, dom in per_stmt.items():
+            st = k.statement(name)
+            box = dict(zip(st.dim_names, _box(dom), strict=True)) if dom.dim(isl.dim_type.set) else {}
+            if st.is_cube:
+                body = strip_casts(st.body)
+                assert isinstance(body, Call)
+                a, b = (strip_casts(x) for x in body.args)
+                assert isinstance(a, Access) and isinstance(b, Access)
+                out_dims = set(st.out.dims_used())
+                in_a, in_b = set(a.dims_used()), set(b.dims_used())
+                batch = math.prod(box[d] for d in out_dims if d in in_a and d in in_b)
+                m = math.prod(box[d] for d in out_dims if d in in_a and d not in in_b)
+                n = math.prod(box[d] for d in out_dims if d in in_b and d not in in_a)
+                kk = math.prod(box[d] for d in st.reduce_dims)
+                nb = batch * math.ceil(m / CUBE) * math.ceil(n / CUBE) * math.ceil(kk / CUBE)
+                blocks += nb
+                cyc["cube"] += nb
+                l0 += nbytes[a.tensor] + nbytes[b.tensor]
+                cube_outs.add(st.out.tensor)
+            elif st.kind == "init" and any(k.statement(o).is_cube and k.statement(o).out == st.out
+                                           for o in per_stmt):
+                continue   # the cube's first accumulation overwrites L0C: no separate clear
+            else:
+                cyc["vector"] += math.ceil(math.prod(box.values()) * dtype_bytes(k.tensors[st.out.tensor].dtype)
+                                           / VECTOR_BYTES)
+        # L0C -> UB (on the vector queue), once the accumulation of an output tile is complete
+        drain = {t: math.ceil(nbytes[t] / VECTOR_BYTES) for t in cube_outs if "UB" in plan.footprints[t].buffers}
+        cyc["MTE-L1L0"] = math.ceil(l0 / self.l1_bw)
+        return cyc, nbytes, blocks, drain
+
+    def tiles(self):
+        """(cycles per queue, bytes in, bytes out, cube blocks) for every tile in execution order."""
+        plan = self.plan
+        offchip = [(t, f) for t, f in plan.footprints.items() if not f.local]
+        ins = [(t, f.run) for t, f in offchip if t in self.read and t not in self.written]
+        outs = [(t, f.run) for t, f in offchip if t in self.written]
+        shape = [len(v) for v in plan.tile_values] or [1]
+        for idx, pos in enumerate(itertools.product(*(range(n) for n in shape))):
+            key = tuple(0 if j == 0 else (2 if j == n - 1 else 1) for j, n in zip(pos, shape, strict=True))
+            cyc, nbytes, blocks, drain = self.at(key)
+            bin_ = sum(nbytes.get(t, 0) for t, run in ins if idx % run == 0)
+            bout = sum(nbytes.get(t, 0) for t, run in outs if idx % run == run - 1)
+            full = dict(cyc)
+            full["vector"] += sum(n for t, n in drain.items() if idx % plan.footprints[t].run == plan.footprints[t].run - 1)
+            full["MTE-in"] = math.ceil(bin_ / self.rd_bw)
+            full["MTE-out"] = math.ceil(bout / self.wr_bw)
+            yield full, bin_, bout, blocks
 
 
 # Producer -> consumer edges between the queues of one tile.
@@ -143,17 +180,20 @@ _EDGES = (("MTE-in", "MTE-L1L0"), ("MTE-L1L0", "cube"), ("MTE-in", "vector"), ("
           ("vector", "MTE-out"), ("cube", "MTE-out"))
 
 
-def simulate_kernel(work: TileWork, n_tiles: int, double_buffer: bool = True,
+def simulate_kernel(work: TileWork | list[dict[str, int]], n_tiles: int, double_buffer: bool = True,
                     serialize: bool = False) -> tuple[int, dict[str, int], int]:
-    """Cycles of ``n_tiles`` tiles through the five queues; also busy cycles and flag count."""
-    active = [q for q in QUEUES if work.cycles[q] > 0]
+    """Cycles of the tiles through the five queues (one work for all tiles, or one per tile);
+    also busy cycles per queue and the number of set/wait flag pairs."""
+    per_tile = [work.cycles] * n_tiles if isinstance(work, TileWork) else work
+    active = [q for q in QUEUES if any(w[q] for w in per_tile)]
     edges = [(a, b) for a, b in _EDGES if a in active and b in active]
     preds = {q: [a for a, b in edges if b == q] for q in active}
+    succs = {q: [b for a, b in edges if a == q] for q in active}
     depth = 2 if double_buffer else 1
     free = dict.fromkeys(active, 0)
     ends: list[dict[str, int]] = []
     last = 0
-    for t in range(n_tiles):
+    for t, w in enumerate(per_tile):
         end: dict[str, int] = {}
         for q in active:   # QUEUES order is a topological order of _EDGES
             start = free[q]
@@ -162,24 +202,27 @@ def simulate_kernel(work: TileWork, n_tiles: int, double_buffer: bool = True,
             # buffer reuse: the consumers of the buffer this tile fills must be done with tile t - depth
             if t >= depth:
                 old = ends[t - depth]
-                for a, b in edges:
-                    if a == q:
-                        start = max(start, old[b])
+                for b in succs[q]:
+                    start = max(start, old[b])
             if serialize:
                 start = max(start, last)
-            end[q] = start + work.cycles[q]
+            end[q] = start + w[q]
             free[q] = end[q]
             last = end[q]
         ends.append(end)
-    total = max(ends[-1].values()) if ends else 0
-    busy = {q: work.cycles[q] * n_tiles for q in QUEUES}
-    return total, busy, len(edges) * n_tiles
+    total = max(ends[-1].values()) if ends and ends[-1] else 0
+    busy = {q: sum(w[q] for w in per_tile) for q in QUEUES}
+    return total, busy, len(edges) * len(per_tile)
 
 
 def time_compiled(c: Compiled, double_buffer: bool = True, serialize: bool = False) -> Timing:
     out = Timing()
     for plan in c.plans:
-        w = tile_work(c, plan)
-        cycles, busy, flags = simulate_kernel(w, plan.n_tiles, double_buffer, serialize)
-        out.kernels.append(KernelTiming(plan, w, cycles, busy, flags))
+        costs = _TileCosts(c, plan)
+        per_tile, bin_, bout, blocks = [], 0, 0, 0
+        for cyc, i, o, b in costs.tiles():
+            per_tile.append(cyc)
+            bin_, bout, blocks = bin_ + i, bout + o, blocks + b
+        cycles, busy, flags = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
+        out.kernels.append(KernelTiming(plan, bin_, bout, blocks, cycles, busy, flags))
     return out
