@@ -219,8 +219,8 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
     plan.l0_k_chunk = 0
     for st in cube:
         (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
-        box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
-        kext = math.prod(box[d] for d in st.reduce_dims)
+        inst_box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
+        kext = math.prod(inst_box[d] for d in st.reduce_dims)
         per_k = {b: -(-plan.footprints[t].bytes // kext) for t, b in cube_in.items()}
         chunk = _align(kext, CUBE)
         while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
