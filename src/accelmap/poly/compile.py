@@ -301,8 +301,9 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
     ext = plan.extents
     cube = any(prog.kernel.statement(s).is_cube for s in plan.statements)
-    # The cube kernel's band is permutable, so its reduction member may be tiled too (L1 tiling of K).
-    tiled = [i for i, c in enumerate(plan.coincident) if c or (cube and band.band_get_permutable())]
+    # In a permutable band every member may be tiled, reductions included (the cube's K at L1; a vector
+    # reduction's accumulator then stays resident across the reduction's tiles).
+    tiled = [i for i, c in enumerate(plan.coincident) if c or band.band_get_permutable()]
     align = max(1, 32 // elem_bytes)
     inner = tiled[-1] if tiled else -1
     sizes = list(ext)

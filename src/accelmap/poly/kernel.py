@@ -181,8 +181,13 @@ class Statement:
         if self.kind != "update":
             return False
         b = strip_casts(self.body)
-        return (isinstance(b, Call) and b.op == "*" and bool(self.reduce_dims)
-                and all(isinstance(strip_casts(a), Access) for a in b.args))
+        if not (isinstance(b, Call) and b.op == "*" and self.reduce_dims):
+            return False
+        x, y = (strip_casts(a) for a in b.args)
+        if not (isinstance(x, Access) and isinstance(y, Access)) or x == y:
+            return False   # a square (sum of X*X) is a vector reduction, not a matrix product
+        # a contraction: some reduction dim indexes both operands
+        return bool(set(self.reduce_dims) & set(x.dims_used()) & set(y.dims_used()))
 
 
 @dataclass(frozen=True)
