@@ -218,3 +218,13 @@ def test_reduction_producers_fuse_with_their_whole_group():
                         "and t0 <= n < t0 + 8 and 0 <= d < 64 }", context=c.program.ctx)
     assert ext[sq].intersect_range(c.program.stmt_set(["S5"])).is_equal(want)
     assert run_and_check(c).ok
+
+
+def test_tuner_never_loses_to_auto_tiling_and_its_spec_reproduces():
+    from accelmap.poly.tuner import tune
+    k = parse_subgraph(library_subgraph("matmul", M=256, N=128, K=256), "mm")
+    r = tune(k, ASCEND, rounds=2, per_round=4, seed=1)
+    assert r.best_cycles <= r.auto_cycles
+    assert len(r.history) >= 4
+    again = time_compiled(compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec(r.spec))).cycles
+    assert again == r.best_cycles

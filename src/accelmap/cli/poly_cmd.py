@@ -16,6 +16,7 @@ from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
 from accelmap.poly.tiling import parse_tile_spec
 from accelmap.poly.timing import time_compiled
+from accelmap.poly.tuner import tune
 
 
 def _sizes(items: tuple[str, ...]) -> dict[str, int]:
@@ -39,7 +40,9 @@ def _sizes(items: tuple[str, ...]) -> dict[str, int]:
 @click.option("--options", "option_set", default="akg", show_default=True,
               type=click.Choice(sorted(OPTION_SETS)), help="isl scheduler option set.")
 @click.option("--code/--no-code", default=True, show_default=True, help="Print the generated C.")
-def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code):
+@click.option("--tune", "tune_rounds", default=0, show_default=True, type=int,
+              help="Tune tile sizes for this many rounds of 8 samples (AKG's tuner on simulated cycles).")
+def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, tune_rounds):
     """Compile SUBGRAPH (a DSL file or a built-in name) with isl: schedule tree, C code, buffers, cycles.
 
     Built-in subgraphs: fig3 (the paper's running example) and the Fig. 9 operator kinds."""
@@ -54,6 +57,15 @@ def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code):
         raise SpecError(f"{subgraph!r} is neither a file nor a built-in subgraph ({', '.join(library_names())})",
                         where="SUBGRAPH")
     spec = parse_tile_spec(tiles) if tiles else None
+    if tune_rounds < 0:
+        raise SpecError(f"must be >= 0, got {tune_rounds}", where="--tune")
+    if tune_rounds and tiles:
+        raise SpecError("give either --tiles or --tune, not both", where="--tune")
+    if tune_rounds:
+        tr = tune(k, acc, fuse=fuse, rounds=tune_rounds)
+        click.echo(f"tuner: {len(tr.history)} samples, best {tr.best_cycles:,} simulated cycles "
+                   f"(auto-tiling {tr.auto_cycles:,}); tile spec {tr.spec or 'auto'}")
+        spec = parse_tile_spec(tr.spec) if tr.spec else None
     c = compile_subgraph(k, acc, fuse=fuse, option_set=option_set, tile_spec=spec)
     click.echo(str(k))
     click.echo(f"\nschedule after the isl scheduler (option set {option_set}):")

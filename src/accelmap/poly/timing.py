@@ -7,7 +7,8 @@ cross-queue edge) and, with double buffering, for the tile two steps earlier to 
 buffer it reuses (one step earlier without). Costs per tile use the full-tile footprints and
 instance boxes, so a partial tile at a boundary is charged as a full one (as a padded tile is).
 
-Rates: off-chip bytes/cycle are the DRAM level's bandwidths of the accelerator file; L1 -> L0
+Rates: off-chip bytes/cycle are the DRAM level's bandwidths of the accelerator file, plus a fixed
+setup per DMA transfer (DMA_SETUP_CYCLES unless the file gives one); L1 -> L0
 is the L1 read bandwidth; the cube does one f x f x f block (f = 16) per cycle; the vector unit
 does one 256-byte repeat per cycle (8 blocks of 32 B, AKG's kVBlockNum x kVBlockSize). These
 are model assumptions, not measurements of a chip.
@@ -26,6 +27,10 @@ from accelmap.poly.kernel import Access, Call, dtype_bytes, strip_casts
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
+# Fixed cycles to start one DMA transfer (one tensor's tile) when the accelerator file gives none for
+# its DRAM level (transfer_setup_cycles). An assumption of this model: without it a tile of 32 bytes
+# would look as cheap per byte as a tile of 32 KiB.
+DMA_SETUP_CYCLES = 32
 
 
 @dataclass
@@ -97,6 +102,7 @@ class _TileCosts:
         self.rd_bw = (dram.read_bw_bits or 8 * 32) / 8
         self.wr_bw = (dram.write_bw_bits or 8 * 32) / 8
         self.l1_bw = (l1.read_bw_bits or 8 * 256) / 8
+        self.setup = dram.transfer_setup_cycles or DMA_SETUP_CYCLES
         mine = set(plan.statements)
         self.written = {k.statement(s).out.tensor for s in mine}
         self.read = {a.tensor for s in mine for a in k.statement(s).reads}
@@ -166,12 +172,13 @@ class _TileCosts:
         for idx, pos in enumerate(itertools.product(*(range(n) for n in shape))):
             key = tuple(0 if j == 0 else (2 if j == n - 1 else 1) for j, n in zip(pos, shape, strict=True))
             cyc, nbytes, blocks, drain = self.at(key)
-            bin_ = sum(nbytes.get(t, 0) for t, run in ins if idx % run == 0)
-            bout = sum(nbytes.get(t, 0) for t, run in outs if idx % run == run - 1)
+            loads = [nbytes.get(t, 0) for t, run in ins if idx % run == 0]
+            stores = [nbytes.get(t, 0) for t, run in outs if idx % run == run - 1]
+            bin_, bout = sum(loads), sum(stores)
             full = dict(cyc)
             full["vector"] += sum(n for t, n in drain.items() if idx % plan.footprints[t].run == plan.footprints[t].run - 1)
-            full["MTE-in"] = math.ceil(bin_ / self.rd_bw)
-            full["MTE-out"] = math.ceil(bout / self.wr_bw)
+            full["MTE-in"] = math.ceil(bin_ / self.rd_bw) + self.setup * sum(1 for b in loads if b)
+            full["MTE-out"] = math.ceil(bout / self.wr_bw) + self.setup * sum(1 for b in stores if b)
             yield full, bin_, bout, blocks
 
 
