@@ -228,3 +228,55 @@ def test_tuner_never_loses_to_auto_tiling_and_its_spec_reproduces():
     assert len(r.history) >= 4
     again = time_compiled(compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec(r.spec))).cycles
     assert again == r.best_cycles
+
+
+@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1),
+                                  dict(N=1, C1=3, H=12, W=7, Co=16, KH=1, KW=3, SH=1, SW=2)])
+def test_img2col_statement_is_the_papers_eq1(args):
+    """Eq. (1) (with '* s_h'), as an isl map from the fractal index of X to the input index, equals our
+    img2col statement's relation seen through the fractal split m = 16*M_o + M_i, kk = 16*K_o + K_i."""
+    from accelmap.poly.img2col import conv_fractal_kernel, eq1_map
+    from accelmap.poly.program import build_program
+    k = conv_fractal_kernel(**args, dtype="int8")
+    p = build_program(k)
+    w0 = p.writes.intersect_domain(p.stmt_set(["S0"]))
+    r0 = p.reads.intersect_domain(p.stmt_set(["S0"]))
+    frac = isl.UnionMap("{ Xfrac[a0, a1, a2, a3, a4] -> Xcol[a0, 16*a1 + a3, 16*a2 + a4] : 0 <= a3 < 16 "
+                        "and 0 <= a4 < 16 }", context=p.ctx)
+    ours = frac.apply_range(w0.reverse().apply_range(r0))
+    eq1 = eq1_map(*(args[x] for x in ("N", "C1", "H", "W", "KH", "KW", "SH", "SW")), ctx=p.ctx)
+    assert ours.is_equal(isl.UnionMap.from_map(eq1))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_img2col_conv_matches_a_direct_convolution(fuse):
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1, dtype="int8")
+    x = random_inputs(k, seed=5)
+    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
+    ho, wo = 4, 10
+    y = np.zeros((2, 20, ho, wo), np.int64)
+    for kh in range(3):
+        for kw in range(2):
+            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + 2 * (ho - 1) + 1:2, kw:kw + wo, :], Wt[:, :, kh, kw, :])
+    assert np.array_equal(reference(k, x)["Y"].astype(np.int64), y)
+    c = compile_subgraph(k, ASCEND, fuse=fuse)
+    assert run_and_check(c, seed=5).exact
+    # rows of Xcol are (n, m): M = 2 * 40, so ceil(80/16) * ceil(20/16) * (192/16) blocks
+    assert time_compiled(c).cube_blocks == 5 * 2 * 12
+
+
+def test_an_assignment_writing_an_element_twice_is_refused():
+    from accelmap.poly.kernel import Access, Affine, Kernel, Statement, Tensor
+    from accelmap.poly.program import build_program
+    a, b = Tensor("A", (4,), "int32"), Tensor("B", (4,), "int32")
+    s = Statement("S0", (("i", 4), ("j", 2)), Access("B", (Affine((("i", 1),)),)),
+                  Access("A", (Affine((("i", 1),)),)), "assign")
+    with pytest.raises(SpecError, match="writes some element of B twice"):
+        build_program(Kernel("k", (a,), (b,), (s,)))
+
+
+def test_cli_conv_img2col_runs():
+    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--run", "--no-code"])
+    assert r.exit_code == 0, r.output
+    assert "run on the host: OK" in r.output

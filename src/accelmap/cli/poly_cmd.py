@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,6 +13,7 @@ from accelmap.errors import SpecError
 from accelmap.poly.c_code import generate_c, run_and_check
 from accelmap.poly.compile import compile_subgraph
 from accelmap.poly.dsl import load_subgraph, parse_subgraph
+from accelmap.poly.img2col import conv_fractal_kernel
 from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
 from accelmap.poly.tiling import parse_tile_spec
@@ -27,6 +29,14 @@ def _sizes(items: tuple[str, ...]) -> dict[str, int]:
             raise SpecError(f"expected NAME=positive integer, got {it!r}", where="--size")
         out[name.strip()] = int(val)
     return out
+
+
+def _builder_sizes(sizes: dict[str, int]) -> dict[str, Any]:
+    known = ("N", "C1", "H", "W", "Co", "KH", "KW", "SH", "SW")
+    bad = sorted(set(sizes) - set(known))
+    if bad:
+        raise SpecError(f"conv_img2col has no size {bad[0]!r}; sizes: {', '.join(known)}", where="--size")
+    return sizes
 
 
 @main.command("poly")
@@ -45,16 +55,19 @@ def _sizes(items: tuple[str, ...]) -> dict[str, int]:
 def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, tune_rounds):
     """Compile SUBGRAPH (a DSL file or a built-in name) with isl: schedule tree, C code, buffers, cycles.
 
-    Built-in subgraphs: fig3 (the paper's running example) and the Fig. 9 operator kinds."""
+    Built-in subgraphs: fig3 (the paper's running example), the Fig. 9 operator kinds, and conv_img2col
+    (convolution as img2col + GEMM on the NC1HWC0 layout, Eq. 1)."""
     acc = get_accelerator(arch)
-    if subgraph in LIBRARY:
+    if subgraph == "conv_img2col":
+        k = conv_fractal_kernel(**_builder_sizes(_sizes(sizes)))
+    elif subgraph in LIBRARY:
         k = parse_subgraph(library_subgraph(subgraph, **_sizes(sizes)), f"built-in {subgraph}")
     elif Path(subgraph).exists():
         if sizes:
             raise SpecError("--size applies to built-in subgraphs; edit the params of a DSL file", where="--size")
         k = load_subgraph(subgraph)
     else:
-        raise SpecError(f"{subgraph!r} is neither a file nor a built-in subgraph ({', '.join(library_names())})",
+        raise SpecError(f"{subgraph!r} is neither a file nor a built-in subgraph ({', '.join(library_names() + ['conv_img2col'])})",
                         where="SUBGRAPH")
     spec = parse_tile_spec(tiles) if tiles else None
     if tune_rounds < 0:

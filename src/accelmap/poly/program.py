@@ -67,6 +67,12 @@ def build_program(k: Kernel, ctx: isl.Context | None = None) -> PolyProgram:
             if not outside.is_empty():
                 raise SpecError(f"statement {s.name} ({s.text()}) accesses {a} outside the shape "
                                 f"{list(t.shape)} of {t.name}, e.g. at {outside.sample_point()}")
+    for s in k.statements:
+        if s.kind == "assign":
+            w = writes.intersect_domain(isl.UnionSet(f"{{ {s.domain_isl()} }}", context=ctx))
+            if not w.is_injective():
+                raise SpecError(f"statement {s.name} ({s.text()}) writes some element of {s.out.tensor} twice; "
+                                "an assignment must write each element once (use sum(...) to reduce)")
     order_map = _map("{ " + "; ".join(order) + " }", ctx).intersect_domain(domain)
     raw = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes).set_schedule_map(order_map)
            .compute_flow().get_may_dependence())

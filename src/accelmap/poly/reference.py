@@ -70,17 +70,17 @@ def run_statement(s: Statement, mem: dict[str, np.ndarray], dtypes: dict[str, st
     env = {d: grids[i] for i, d in enumerate(s.dim_names)}
     out = mem[s.out.tensor]
     dtype = dtypes[s.out.tensor]
+    idx = tuple(np.broadcast_to(np.asarray(ix.evaluate(env)), shape) for ix in s.out.index)
     if s.kind == "init":
-        out[...] = 0
+        out[idx] = 0
         return
     val = np.broadcast_to(_eval(s.body, env, mem, dtypes), shape)
     if s.kind == "assign":
-        out[...] = _store_cast(val, dtype)
+        out[idx] = _store_cast(val, dtype)
         return
-    # update: the output dims lead, the reduction dims follow (the DSL builds them in this order)
-    red_axes = tuple(range(len(s.dims) - len(s.reduce_dims), len(s.dims)))
-    total = out.astype(_wide(dtype)) + val.sum(axis=red_axes)
-    out[...] = _store_cast(total, dtype)
+    acc: np.ndarray = out.astype(_wide(dtype))
+    np.add.at(acc, idx, val)   # the reduction dims map to the same output element
+    out[...] = _store_cast(acc, dtype)
 
 
 def reference(k: Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
