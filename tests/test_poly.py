@@ -262,8 +262,10 @@ def test_img2col_conv_matches_a_direct_convolution(fuse):
     assert np.array_equal(reference(k, x)["Y"].astype(np.int64), y)
     c = compile_subgraph(k, ASCEND, fuse=fuse)
     assert run_and_check(c, seed=5).exact
-    # rows of Xcol are (n, m): M = 2 * 40, so ceil(80/16) * ceil(20/16) * (192/16) blocks
-    assert time_compiled(c).cube_blocks == 5 * 2 * 12
+    # tiles that split the reduction (kk) and the pixels, with img2col fused into every tile
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_3: 1@UB, 16@UB, 2@UB, 5@UB, 64@UB"))
+    assert tiled.plans[-1].n_tiles == 2 * 2 * 2 * 2 * 3
+    assert run_and_check(tiled, seed=5).exact
 
 
 def test_an_assignment_writing_an_element_twice_is_refused():

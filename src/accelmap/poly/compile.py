@@ -311,11 +311,15 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     while _fits(plan, caps):
         best = None
         for i in tiled:
-            step = CUBE if cube and ext[i] >= CUBE else align if i == inner and ext[i] >= align else 1
+            # the innermost member keeps whole 32-byte blocks; a cube kernel keeps multiples of the fractal
+            # size f while a member is at least f (below f a member is one of 8, 4, 2, 1: other members
+            # of the same matrix dimension then carry the alignment)
+            step = align if i == inner and ext[i] >= align and not cube else 1
             if sizes[i] <= step:
                 continue
             cand = list(sizes)
-            cand[i] = max(step, _align(-(-sizes[i] // 2), step))
+            half = -(-sizes[i] // 2)
+            cand[i] = _align(half, CUBE) if cube and half >= CUBE else max(step, _align(half, step))
             if cand[i] >= sizes[i]:
                 continue
             _footprints(prog, plan, band, tuple(cand), caps, plans)

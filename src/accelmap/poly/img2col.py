@@ -5,9 +5,8 @@ innermost), the weights ``Wt[Co, C1, KH, KW, C0]``, the output ``Y[N, Co, Ho, Wo
 
     S0  Xcol[n, ho*Wo + wo, ((c1*KH + kh)*KW + kw)*C0 + c0] = X[n, c1, ho*sh + kh, wo*sw + kw, c0]   (img2col)
     S1  Wcol[((c1*KH + kh)*KW + kw)*C0 + c0, co] = Wt[co, c1, kh, kw, c0]
-    S2  Z[n, m, co] = 0
-    S3  Z[n, m, co] += Xcol[n, m, kk] * Wcol[kk, co]                                              (GEMM, cube)
-    S4  Y[n, co, ho, wo] = Z[n, ho*Wo + wo, co]
+    S2  Y[n, co, ho, wo] = 0
+    S3  Y[n, co, ho, wo] += Xcol[n, ho*Wo + wo, kk] * Wcol[kk, co]                                (GEMM, cube)
 
 so the GEMM has M = Ho*Wo, N = Co, K = C1*KH*KW*C0. The fractal view of Xcol is
 ``[n, M_o, K_o, M_i, K_i]`` with ``m = 16*M_o + M_i`` and ``kk = 16*K_o + K_i``: K_o enumerates
@@ -44,7 +43,6 @@ def conv_fractal_kernel(N: int = 1, C1: int = 1, H: int = 10, W: int = 10, Co: i
     Wt = Tensor("Wt", (Co, C1, KH, KW, F), dtype)
     Xcol = Tensor("Xcol", (N, M, K), dtype)
     Wcol = Tensor("Wcol", (K, Co), dtype)
-    Z = Tensor("Z", (N, M, Co), acc)
     Y = Tensor("Y", (N, Co, Ho, Wo), acc)
     kk = (("c1", KH * KW * F), ("kh", KW * F), ("kw", F), ("c0", 1))
     s0 = Statement("S0", (("n", N), ("ho", Ho), ("wo", Wo), ("c1", C1), ("kh", KH), ("kw", KW), ("c0", F)),
@@ -54,15 +52,14 @@ def conv_fractal_kernel(N: int = 1, C1: int = 1, H: int = 10, W: int = 10, Co: i
     s1 = Statement("S1", (("co", Co), ("c1", C1), ("kh", KH), ("kw", KW), ("c0", F)),
                    Access("Wcol", (_aff(*kk), _aff(("co", 1)))),
                    Access("Wt", tuple(_aff((d, 1)) for d in ("co", "c1", "kh", "kw", "c0"))), "assign")
-    zi = Access("Z", (_aff(("n", 1)), _aff(("m", 1)), _aff(("co", 1))))
-    s2 = Statement("S2", (("n", N), ("m", M), ("co", Co)), zi, Const(0), "init")
-    prod = Call("*", (Call("cast", (Access("Xcol", (_aff(("n", 1)), _aff(("m", 1)), _aff(("kk", 1)))),), acc),
+    yi = Access("Y", tuple(_aff((d, 1)) for d in ("n", "co", "ho", "wo")))
+    s2 = Statement("S2", (("n", N), ("co", Co), ("ho", Ho), ("wo", Wo)), yi, Const(0), "init")
+    # The GEMM's rows are the output pixels m = ho*Wo + wo; it writes the NCHW output directly.
+    prod = Call("*", (Call("cast", (Access("Xcol", (_aff(("n", 1)), _aff(("ho", Wo), ("wo", 1)), _aff(("kk", 1)))),),
+                           acc),
                       Call("cast", (Access("Wcol", (_aff(("kk", 1)), _aff(("co", 1)))),), acc)))
-    s3 = Statement("S3", (("n", N), ("m", M), ("co", Co), ("kk", K)), zi, prod, "update", ("kk",))
-    s4 = Statement("S4", (("n", N), ("co", Co), ("ho", Ho), ("wo", Wo)),
-                   Access("Y", tuple(_aff((d, 1)) for d in ("n", "co", "ho", "wo"))),
-                   Access("Z", (_aff(("n", 1)), _aff(("ho", Wo), ("wo", 1)), _aff(("co", 1)))), "assign")
-    k = Kernel("conv_img2col", (X, Wt), (Xcol, Wcol, Z, Y), (s0, s1, s2, s3, s4))
+    s3 = Statement("S3", (("n", N), ("co", Co), ("ho", Ho), ("wo", Wo), ("kk", K)), yi, prod, "update", ("kk",))
+    k = Kernel("conv_img2col", (X, Wt), (Xcol, Wcol, Y), (s0, s1, s2, s3))
     check_kernel(k, "conv_img2col")
     return k
 
