@@ -190,6 +190,10 @@ def test_generated_c_names_promoted_buffers():
     src, args = generate_c(c)
     assert args == ["A", "B", "E"]
     assert "static int A1_local[1156];" in src
+    # the MTE's copies of the staged tiles: A's 34x34 input tile in, then S0, the point loops, E's tile out
+    assert "static int A_s1[1156];" in src and "static int E_s1[1024];" in src
+    body = src[src.index("int accelmap_run"):]
+    assert body.index("in1_A(") < body.index("S0(") < body.index("S4(") < body.index("out1_E(")
 
 
 def test_cli_poly_runs_and_reports():

@@ -18,8 +18,8 @@ import islpy as isl
 import numpy as np
 
 from accelmap.codegen.build import compile_shared, load_run
-from accelmap.poly.compile import Compiled
-from accelmap.poly.kernel import DTYPES, Access, Call, Const, Expr, Iter, Kernel, is_float
+from accelmap.poly.compile import Compiled, copy_name
+from accelmap.poly.kernel import DTYPES, Access, Affine, Call, Const, Expr, Iter, Kernel, is_float
 from accelmap.poly.reference import random_inputs, reference
 
 _PRELUDE = """#include <math.h>
@@ -65,36 +65,55 @@ def _expr(e: Expr, k: Kernel, access) -> str:
     return f"({a[0]} {e.op} {a[1]})"
 
 
+def _flat(a: Access, dims, wrap: bool) -> str:
+    flat = "0"
+    for ix, n in zip(a.index, dims, strict=True):
+        term = f"(({ix.c(DIM)}) % {n})" if wrap else f"({ix.c(DIM)})"
+        flat = f"({flat}) * {n} + {term}"
+    return flat
+
+
 def generate_c(c: Compiled) -> tuple[str, list[str]]:
-    """The C file, and the order of the tensors ``accelmap_run`` takes (inputs, then global results)."""
+    """The C file, and the order of the tensors ``accelmap_run`` takes (inputs, then global results).
+
+    Buffers: a promoted tensor is ``T_local``; a tiled kernel stages the tiles of every off-chip tensor it
+    touches in ``T_s<kernel>``, filled and drained by the copy statements ``in<kernel>_T``/``out<kernel>_T``
+    (the MTE's work); untiled kernels use the caller's arrays directly.
+    """
     k = c.kernel
-    local = {}
+    promoted: dict[str, tuple[int, ...]] = {}
+    staged: dict[tuple[int, str], tuple[int, ...]] = {}
+    owner: dict[str, int] = {}
     for plan in c.plans:
+        for name in plan.statements:
+            owner[name] = plan.index
         for name, f in plan.footprints.items():
             if f.local:
-                local[name] = f.box
-    args = [t.name for t in k.inputs] + [t.name for t in k.computed if t.name not in local]
+                promoted[name] = f.box
+            elif name in plan.copy_in or name in plan.copy_out:
+                staged[(plan.index, name)] = f.box
+    args = [t.name for t in k.inputs] + [t.name for t in k.computed if t.name not in promoted]
     lines = [_PRELUDE]
-    for name, box in local.items():
+    for name, box in promoted.items():
         lines.append(f"static {DTYPES[k.tensors[name].dtype][0]} {name}_local[{math.prod(box)}];"
                      f"  /* promoted, per-tile box {list(box)} */")
+    for (idx, name), box in staged.items():
+        lines.append(f"static {DTYPES[k.tensors[name].dtype][0]} {name}_s{idx}[{math.prod(box)}];"
+                     f"  /* staged tile of kernel {idx}, box {list(box)} */")
     for name in args:
         lines.append(f"static {DTYPES[k.tensors[name].dtype][0]} *{name};")
 
-    def access(a: Access) -> str:
-        if a.tensor in local:
-            box = local[a.tensor]
-            flat = "0"
-            for ix, b in zip(a.index, box, strict=True):
-                flat = f"({flat}) * {b} + (({ix.c(DIM)}) % {b})"
-            return f"{a.tensor}_local[{flat}]"
-        shape = k.tensors[a.tensor].shape
-        flat = "0"
-        for ix, n in zip(a.index, shape, strict=True):
-            flat = f"({flat}) * {n} + ({ix.c(DIM)})"
-        return f"{a.tensor}[{flat}]"
+    def access_in(kernel: int | None):
+        def access(a: Access) -> str:
+            if a.tensor in promoted:
+                return f"{a.tensor}_local[{_flat(a, promoted[a.tensor], True)}]"
+            if kernel is not None and (kernel, a.tensor) in staged:
+                return f"{a.tensor}_s{kernel}[{_flat(a, staged[(kernel, a.tensor)], True)}]"
+            return f"{a.tensor}[{_flat(a, k.tensors[a.tensor].shape, False)}]"
+        return access
 
     for s in k.statements:
+        access = access_in(owner.get(s.name))
         out_t = k.tensors[s.out.tensor]
         ctype = DTYPES[out_t.dtype][0]
         if s.kind == "init":
@@ -103,8 +122,19 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
             rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, access)})"
         else:
             rhs = _expr(s.body, k, access)
-        lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) do {{ {access(s.out)} = ({ctype})({rhs}); }} while (0)"
-                     f"  /* {s.text()} */")
+        lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) "
+                     f"do {{ {access(s.out)} = ({ctype})({rhs}); }} while (0)  /* {s.text()} */")
+    for (idx, name), box in staged.items():
+        plan = next(p for p in c.plans if p.index == idx)
+        dims = [f"a{i}" for i in range(len(box))]
+        el = Access(name, tuple(Affine(((d, 1),)) for d in dims))
+        local = f"{name}_s{idx}[{_flat(el, box, True)}]"
+        glob = f"{name}[{_flat(el, k.tensors[name].shape, False)}]"
+        params = ", ".join(DIM + d for d in dims)
+        if name in plan.copy_in:
+            lines.append(f"#define {copy_name('in', plan, name)}({params}) do {{ {local} = {glob}; }} while (0)")
+        if name in plan.copy_out:
+            lines.append(f"#define {copy_name('out', plan, name)}({params}) do {{ {glob} = {local}; }} while (0)")
     lines.append("int accelmap_run(void **bufs, long long *dims) {")
     lines.append("  (void)dims;")
     for i, name in enumerate(args):

@@ -54,6 +54,9 @@ class KernelPlan:
     tile_values: tuple[tuple[int, ...], ...] = ()   # tile-loop values per band member, in loop order
     tile_instances: isl.UnionMap | None = None   # tile coordinates -> every instance run in that tile
     extensions: dict[int, isl.UnionMap] = field(default_factory=dict)
+    # DMA statements: tile coordinates -> elements of an off-chip tensor to copy in / out per tile
+    copy_in: dict[str, isl.Map] = field(default_factory=dict)
+    copy_out: dict[str, isl.Map] = field(default_factory=dict)
     footprints: dict[str, Footprint] = field(default_factory=dict)
     buffer_bytes: dict[str, int] = field(default_factory=dict)
     l0_k_chunk: int = 0                          # reduction chunk of the second-level (L0) tiling, 0: no cube
@@ -196,6 +199,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
     vector_reads = {a.tensor for s in mine if not k.statement(s).is_cube for a in k.statement(s).reads}
     tensors = k.tensors
     plan.footprints = {}
+    plan.copy_in, plan.copy_out = {}, {}
     use = dict.fromkeys(ALIGN, 0)
     for name in sorted(set(reads) | set(writes)):
         m = reads[name].union(writes[name]) if name in reads and name in writes else reads.get(name) or writes[name]
@@ -211,6 +215,11 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         if name not in cube_in and (name not in cube_out or name in vector_reads or not local):
             bufs.append("UB")
         plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs), _run(m, tiles, plan))
+        if not local and sizes:
+            if name in reads:
+                plan.copy_in[name] = reads[name].set_tuple_name(isl.dim_type.out, copy_name("in", plan, name))
+            if name in writes:
+                plan.copy_out[name] = writes[name].set_tuple_name(isl.dim_type.out, copy_name("out", plan, name))
         for b in bufs:
             if b not in ("L0A", "L0B"):
                 use[b] += _align(nbytes, ALIGN[b])
@@ -229,6 +238,22 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         for b, r in per_k.items():
             use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
+
+
+def copy_name(direction: str, plan: KernelPlan, tensor: str) -> str:
+    """The statement that moves one element of ``tensor`` between off-chip memory and ``plan``'s buffer."""
+    return f"{direction}{plan.index}_{tensor}"
+
+
+def _copy_graft(rel: isl.Map) -> isl.ScheduleNode:
+    """An extension tree running the copy instances of ``rel`` (tile -> elements) in element order."""
+    name = rel.get_tuple_name(isl.dim_type.out)
+    n = rel.dim(isl.dim_type.out)
+    dims = ", ".join(f"a{i}" for i in range(n))
+    sched = isl.MultiUnionPwAff("[" + ", ".join(f"{{ {name}[{dims}] -> [(a{i})] }}" for i in range(n)) + "]",
+                                context=rel.get_ctx())
+    g = isl.ScheduleNode.from_extension(isl.UnionMap.from_map(rel)).child(0)
+    return g.insert_partial_schedule(sched).root()
 
 
 def _tile_private(prog: PolyProgram, plan: KernelPlan, tensor: str, tm: isl.UnionMap) -> bool:
@@ -434,11 +459,16 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         for i, t in enumerate(plan.sizes):
             mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
         point = band.band_tile(mv).child(0)
+        # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
+        for rel in plan.copy_in.values():
+            point = point.graft_before(_copy_graft(rel))
         for idx, _g in plan.fused:
             src = _band_of(_group_node(sched, idx)) or _group_node(sched, idx)
             graft = isl.ScheduleNode.from_extension(plan.extensions[idx])
             graft = _copy_into(graft.child(0), src).root()
             point = point.graft_before(graft)
+        for rel in plan.copy_out.values():
+            point = point.graft_after(_copy_graft(rel))
         sched = point.get_schedule()
         for idx, _g in plan.fused:
             node = _group_node(sched, idx)
