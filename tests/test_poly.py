@@ -286,3 +286,16 @@ def test_cli_conv_img2col_runs():
     r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--run", "--no-code"])
     assert r.exit_code == 0, r.output
     assert "run on the host: OK" in r.output
+
+
+def test_intra_tile_distribution_of_vector_statements():
+    """Fig. 3(f): inside a tile the cube part (S1, S2) and each vector statement get their own point loops,
+    the vector ones under a "local_UB" mark; the result stays bit-exact."""
+    from accelmap.poly.c_code import ast_code
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 16@UB, 16@UB"))
+    code = ast_code(c)
+    assert code.count("// local_UB") == 2
+    after_s2 = code[code.index("S2("):]
+    assert after_s2.index("// local_UB") < after_s2.index("S3(") < after_s2.rindex("// local_UB") < after_s2.index("S4(")
+    assert str(c.schedule.get_root()).count('mark: "local_UB"') == 2
+    assert run_and_check(c).exact

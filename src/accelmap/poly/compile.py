@@ -18,7 +18,14 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.poly.kernel import Access, Call, Kernel, dtype_bytes, strip_casts
 from accelmap.poly.program import PolyProgram, build_program
-from accelmap.poly.schedule import compute_schedule, group_nodes, group_statements, is_type, make_context
+from accelmap.poly.schedule import (
+    compute_schedule,
+    group_nodes,
+    group_statements,
+    is_type,
+    make_context,
+    statements_of,
+)
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 
 # Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
@@ -458,7 +465,7 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         mv = isl.MultiVal.zero(band.band_get_space())
         for i, t in enumerate(plan.sizes):
             mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
-        point = band.band_tile(mv).child(0)
+        point = _distribute(prog, band.band_tile(mv).child(0), plan.group)
         # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
         for rel in plan.copy_in.values():
             point = point.graft_before(_copy_graft(rel))
@@ -475,6 +482,43 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
             inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
             sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
     return sched
+
+
+def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:
+    """Intra-tile distribution (Sec. 4.3, Fig. 3(f)): inside the tile, each vector statement (a reduction's
+    init and update stay together) gets its own copy of the point loops, under a "local_UB" mark; the cube
+    statements keep theirs. Legal because every dependence in a kernel points forward in program order.
+    Returns the node at ``point``'s position (now the sequence of the parts)."""
+    k = prog.kernel
+    parts: list[tuple[str, list[str]]] = []
+    for name in sorted(group, key=lambda n: int(n[1:])):
+        st = k.statement(name)
+        key = st.out.tensor if st.kind in ("init", "update") else name
+        if parts and parts[-1][0] == key:
+            parts[-1][1].append(name)
+        else:
+            parts.append((key, [name]))
+    if len(parts) < 2:
+        return point
+    depth = point.get_tree_depth()
+    node = point
+    for i in range(1, len(parts)):
+        later = [n for _key, names in parts[i:] for n in names]
+        node = node.order_after(prog.stmt_set(later)).parent().next_sibling().child(0)
+    top = node.ancestor(node.get_tree_depth() - depth)
+    vector = {n for _key, names in parts for n in names if not k.statement(n).is_cube}
+    cube_parts = any(k.statement(n).is_cube for n in group)
+
+    def mark(n: isl.ScheduleNode) -> isl.ScheduleNode:
+        if is_type(n, isl.schedule_node_type.filter) and cube_parts \
+                and set(statements_of(n.filter_get_filter())) <= vector and n.has_children() \
+                and is_type(n.child(0), isl.schedule_node_type.band):
+            return n.child(0).insert_mark(isl.Id("local_UB", context=n.get_ctx())).parent()
+        for i in range(n.n_children()):
+            n = mark(n.child(i)).parent()
+        return n
+
+    return mark(top)
 
 
 def _drop_skipped(schedule: isl.Schedule, prog: PolyProgram) -> isl.Schedule:
