@@ -299,3 +299,18 @@ def test_intra_tile_distribution_of_vector_statements():
     assert after_s2.index("// local_UB") < after_s2.index("S3(") < after_s2.rindex("// local_UB") < after_s2.index("S4(")
     assert str(c.schedule.get_root()).count('mark: "local_UB"') == 2
     assert run_and_check(c).exact
+
+
+def test_sync_flags_of_the_fused_fig3_tile():
+    """Per tile: copy A, B in; S0 (vector) waits for A; the L1->L0 loads wait for A1 (vector) and B (MTE-in);
+    the cube waits for both loads (one flag covers both: same queue, in order); S3 waits for the cube; S4
+    follows S3 on the vector queue; the copy-out waits for S4. Seven dependences, six flags."""
+    from accelmap.poly.sync import plan_flags, tile_program
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True)
+    (plan,) = c.plans
+    prog = tile_program(c, plan)
+    assert [(i.queue, i.text) for i in prog] == [
+        ("MTE-in", "copy A in"), ("MTE-in", "copy B in"), ("vector", "S0"), ("MTE-L1L0", "load A1 to L0"),
+        ("MTE-L1L0", "load B to L0"), ("cube", "S2"), ("vector", "S3"), ("vector", "S4"), ("MTE-out", "copy E out")]
+    assert plan_flags(prog) == (7, 6)
+    assert time_compiled(c).kernels[0].flags == 6 * plan.n_tiles

@@ -24,6 +24,7 @@ import islpy as isl
 
 from accelmap.poly.compile import CUBE, Compiled, KernelPlan
 from accelmap.poly.kernel import Access, Call, dtype_bytes, strip_casts
+from accelmap.poly.sync import plan_flags, tile_program
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
@@ -48,7 +49,8 @@ class KernelTiming:
     cube_blocks: int
     cycles: int
     busy: dict[str, int]
-    flags: int                    # set/wait pairs inserted between queues
+    flags: int                    # set/wait pairs between queues, after eliminating covered waits
+    flags_direct: int = 0         # one pair per cross-queue dependence
 
 
 @dataclass
@@ -76,7 +78,9 @@ class Timing:
             name = "{" + ",".join(kt.plan.statements) + "}"
             lines.append(f"{name:<28}{kt.plan.n_tiles:>8}" + "".join(f"{kt.busy[q]:>11,}" for q in QUEUES)
                          + f"{kt.flags:>8,}{kt.cycles:>12,}")
-        lines.append(f"total (simulated): {self.cycles:,} cycles, off-chip traffic {self.offchip_bytes:,} B")
+        lines.append(f"total (simulated): {self.cycles:,} cycles, off-chip traffic {self.offchip_bytes:,} B; "
+                     f"set/wait flags {sum(k.flags for k in self.kernels):,} "
+                     f"({sum(k.flags_direct for k in self.kernels):,} before eliminating covered waits)")
         return "\n".join(lines)
 
 
@@ -230,6 +234,8 @@ def time_compiled(c: Compiled, double_buffer: bool = True, serialize: bool = Fal
         for cyc, i, o, b in costs.tiles():
             per_tile.append(cyc)
             bin_, bout, blocks = bin_ + i, bout + o, blocks + b
-        cycles, busy, flags = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
-        out.kernels.append(KernelTiming(plan, bin_, bout, blocks, cycles, busy, flags))
+        cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
+        direct, kept = plan_flags(tile_program(c, plan))
+        out.kernels.append(KernelTiming(plan, bin_, bout, blocks, cycles, busy, kept * len(per_tile),
+                                        direct * len(per_tile)))
     return out
