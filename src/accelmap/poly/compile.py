@@ -408,6 +408,9 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
         spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
         if band is None:
+            if spec is not None:
+                raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
+                                "them none); drop their tile spec", where="--tiles")
             _footprints(prog, plan, None, (), caps, plans)
         elif spec is not None:
             if len(spec) > len(plan.extents):
