@@ -1,0 +1,535 @@
+"""Reverse-strategy tiling and post-tiling fusion of a scheduled subgraph (AKG, PLDI 2021, Sec. 4.2-4.3).
+
+Each group that writes a live-out tensor is tiled (rectangularly, on its outer band). An
+intermediate group whose consumers all sit in one tiled kernel is fused into it: the per-tile
+instances it must run are the consumers' tile instances composed with their reads and the
+inverse of the group's writes, an overlapped tile in general. The producer is grafted under
+the tile band with an extension node and its original subtree is marked "skipped".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import MappingError, SpecError
+from accelmap.poly.kernel import Access, Call, Kernel, dtype_bytes, strip_casts
+from accelmap.poly.program import PolyProgram, build_program
+from accelmap.poly.schedule import (
+    compute_schedule,
+    group_nodes,
+    group_statements,
+    is_type,
+    make_context,
+    statements_of,
+)
+from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
+
+# Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
+# L0 buffers hold 16x16 fp16 fractals, 512 B).
+ALIGN = {"UB": 32, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 512}
+CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
+# Auto Tiling's fixed warm-up cost per tile (Sec. 4.2 names it, gives no value), in bytes of data movement:
+# our assumption, one 512-byte L1 block per tile; it breaks ties toward fewer, larger tiles.
+WARMUP_BYTES = 512
+
+
+@dataclass
+class Footprint:
+    tensor: str
+    box: tuple[int, ...]          # per-tile bounding box, elements per axis
+    bytes: int                    # box volume times the element size
+    local: bool                   # promoted: lives only on chip, per tile
+    buffers: tuple[str, ...]      # where it is kept
+    run: int = 1                  # consecutive tiles that share this footprint (it stays resident)
+
+
+@dataclass
+class KernelPlan:
+    """One emitted kernel: a tiled group plus the producer groups fused into its tiles."""
+
+    index: int                                   # position of the tiled group in the outer sequence
+    group: tuple[str, ...]
+    fused: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)   # (position, stmts), in order
+    extents: tuple[int, ...] = ()                # band member extents
+    coincident: tuple[bool, ...] = ()
+    sizes: tuple[int, ...] = ()
+    n_tiles: int = 1
+    tile_values: tuple[tuple[int, ...], ...] = ()   # tile-loop values per band member, in loop order
+    tile_instances: isl.UnionMap | None = None   # tile coordinates -> every instance run in that tile
+    extensions: dict[int, isl.UnionMap] = field(default_factory=dict)
+    # DMA statements: tile coordinates -> elements of an off-chip tensor to copy in / out per tile
+    copy_in: dict[str, isl.Map] = field(default_factory=dict)
+    copy_out: dict[str, isl.Map] = field(default_factory=dict)
+    footprints: dict[str, Footprint] = field(default_factory=dict)
+    buffer_bytes: dict[str, int] = field(default_factory=dict)
+    l0_k_chunk: int = 0                          # reduction chunk of the second-level (L0) tiling, 0: no cube
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        return tuple(s for _, g in self.fused for s in g) + self.group
+
+    def describe(self) -> str:
+        fused = " + ".join("{" + ",".join(g) + "}" for _, g in self.fused)
+        head = f"kernel {{{','.join(self.group)}}}" + (f" with fused producers {fused}" if fused else "")
+        sizes = ", ".join(f"{t}/{e}" for t, e in zip(self.sizes, self.extents, strict=True))
+        return f"{head}: tile sizes (tile/extent) [{sizes}], {self.n_tiles} tiles"
+
+
+@dataclass
+class Compiled:
+    kernel: Kernel
+    program: PolyProgram
+    option_set: str
+    scheduled: isl.Schedule              # the isl scheduler's result (Fig. 3(c))
+    schedule: isl.Schedule               # after tiling and fusion, skipped subtrees still present
+    plans: list[KernelPlan]
+    arch: Accelerator
+    fuse: bool
+
+    def ast_schedule(self) -> isl.Schedule:
+        """The final tree with the skipped subtrees emptied, ready for AST generation."""
+        return _drop_skipped(self.schedule, self.program)
+
+
+def _capacities(arch: Accelerator) -> dict[str, int]:
+    """Usable bytes per buffer: half of a double-buffered level (AKG: Util_b <= Cap_b / 2)."""
+    out = {}
+    for name in ALIGN:
+        try:
+            lv = arch.level(name)
+        except KeyError:
+            raise SpecError(f"the accelerator {arch.name} has no {name} buffer; the poly flow needs "
+                            f"{', '.join(ALIGN)} (use --arch ascend_like)", where="--arch") from None
+        if lv.capacity_bits is None:
+            raise SpecError(f"level {name} of {arch.name} must have a finite capacity", where="--arch")
+        out[name] = lv.capacity_bits // 8 // (2 if lv.double_buffered else 1)
+    return out
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _band_of(group_node: isl.ScheduleNode) -> isl.ScheduleNode | None:
+    node = group_node.child(0) if is_type(group_node, isl.schedule_node_type.filter) else group_node
+    return node if is_type(node, isl.schedule_node_type.band) else None
+
+
+def _stmt_filter(prog: PolyProgram, names) -> isl.UnionSet:
+    return prog.stmt_set(names)
+
+
+def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list[KernelPlan]:
+    k = prog.kernel
+    groups = [group_statements(n) for n in group_nodes(scheduled)]
+    live = {t.name for t in k.live_out}
+    writes_tensor = {st.name: st.out.tensor for st in k.statements}
+    readers: dict[str, set[str]] = {}
+    for st in k.statements:
+        for a in st.reads:
+            if a.tensor != st.out.tensor:
+                readers.setdefault(a.tensor, set()).add(st.name)
+    plans: list[KernelPlan] = []
+    owner: dict[str, KernelPlan] = {}
+    for idx in sorted(range(len(groups)), key=lambda i: -min(int(s[1:]) for s in groups[i])):
+        g = groups[idx]
+        outs = {writes_tensor[s] for s in g}
+        consumers = set().union(*(readers.get(t, set()) for t in outs)) - set(g)
+        homes = {id(owner[c]) for c in consumers if c in owner}
+        if fuse and not outs & live and consumers and len(homes) == 1 and all(c in owner for c in consumers):
+            plan = owner[next(iter(consumers))]
+            plan.fused.insert(0, (idx, g))
+        else:
+            plan = KernelPlan(idx, g)
+            plans.append(plan)
+        for s in g:
+            owner[s] = plan
+    plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
+    return plans
+
+
+def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
+                caps: dict[str, int], all_plans: list[KernelPlan]) -> None:
+    """Tile relations, extensions, per-tile footprints and buffer use of ``plan`` at ``sizes``."""
+    k = prog.kernel
+    ctx = prog.ctx
+    group_dom = _stmt_filter(prog, plan.group)
+    if band is not None:
+        tm = tile_map(band, sizes)
+    else:   # no band to tile: one tile holds everything
+        tm = isl.UnionMap.from_domain_and_range(group_dom, isl.UnionSet("{ [] }", context=ctx))
+    inst = tm.reverse()
+    plan.extensions = {}
+    for idx, g in reversed(plan.fused):
+        wg = prog.writes.intersect_domain(_stmt_filter(prog, g))
+        ext = inst.apply_range(prog.reads).apply_range(wg.reverse())
+        while True:   # the group's own statements feed each other (a reduction, then its use)
+            more = ext.union(ext.apply_range(prog.reads).apply_range(wg.reverse()))
+            if more.is_equal(ext):
+                break
+            ext = more
+        plan.extensions[idx] = ext
+        inst = inst.union(ext)
+    plan.tile_instances = inst
+    plan.sizes = sizes
+    tiles = tm.range()
+    plan.n_tiles = int(sum(_count(s) for s in _sets(tiles)))
+    plan.tile_values = _grid(tiles, len(sizes), plan.n_tiles)
+    reads = per_tensor(inst.apply_range(prog.reads))
+    writes = per_tensor(inst.apply_range(prog.writes))
+    mine = set(plan.statements)
+    elsewhere_rw = set()
+    for other in all_plans:
+        if other is plan:
+            continue
+        for s in other.statements:
+            st = k.statement(s)
+            elsewhere_rw.add(st.out.tensor)
+            elsewhere_rw.update(a.tensor for a in st.reads)
+    live = {t.name for t in k.live_out}
+    inputs = {t.name for t in k.inputs}
+    cube = [k.statement(s) for s in mine if k.statement(s).is_cube]
+    cube_in: dict[str, str] = {}
+    cube_out = set()
+    for st in cube:
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        for a, buf in zip(body.args, ("L0A", "L0B"), strict=True):
+            acc = strip_casts(a)
+            assert isinstance(acc, Access)
+            cube_in[acc.tensor] = buf
+        cube_out.add(st.out.tensor)
+    vector_reads = {a.tensor for s in mine if not k.statement(s).is_cube for a in k.statement(s).reads}
+    tensors = k.tensors
+    plan.footprints = {}
+    plan.copy_in, plan.copy_out = {}, {}
+    use = dict.fromkeys(ALIGN, 0)
+    for name in sorted(set(reads) | set(writes)):
+        m = reads[name].union(writes[name]) if name in reads and name in writes else reads.get(name) or writes[name]
+        box = box_sizes(m)
+        nbytes = math.prod(box) * dtype_bytes(tensors[name].dtype)
+        local = name not in inputs and name not in live and name not in elsewhere_rw \
+            and _tile_private(prog, plan, name, tm)
+        bufs: list[str] = []
+        if name in cube_in:
+            bufs += ["L1", cube_in[name]]
+        if name in cube_out:
+            bufs.append("L0C")
+        if name not in cube_in and (name not in cube_out or name in vector_reads or not local):
+            bufs.append("UB")
+        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs), _run(m, tiles, plan))
+        if not local and sizes:
+            if name in reads:
+                plan.copy_in[name] = reads[name].set_tuple_name(isl.dim_type.out, copy_name("in", plan, name))
+            if name in writes:
+                plan.copy_out[name] = writes[name].set_tuple_name(isl.dim_type.out, copy_name("out", plan, name))
+        for b in bufs:
+            if b not in ("L0A", "L0B"):
+                use[b] += _align(nbytes, ALIGN[b])
+    # Second-level tiling for the cube: L0A/L0B hold a chunk of the tile's reduction (a multiple of f), so
+    # an operand tile needs (its bytes / the tile's reduction extent) per reduction step.
+    plan.l0_k_chunk = 0
+    for st in cube:
+        (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
+        inst_box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
+        kext = math.prod(inst_box[d] for d in st.reduce_dims)
+        per_k = {b: -(-plan.footprints[t].bytes // kext) for t, b in cube_in.items()}
+        chunk = _align(kext, CUBE)
+        while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
+            chunk -= CUBE
+        plan.l0_k_chunk = chunk
+        for b, r in per_k.items():
+            use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
+    plan.buffer_bytes = use
+
+
+def copy_name(direction: str, plan: KernelPlan, tensor: str) -> str:
+    """The statement that moves one element of ``tensor`` between off-chip memory and ``plan``'s buffer."""
+    return f"{direction}{plan.index}_{tensor}"
+
+
+def _copy_graft(rel: isl.Map) -> isl.ScheduleNode:
+    """An extension tree running the copy instances of ``rel`` (tile -> elements) in element order."""
+    name = rel.get_tuple_name(isl.dim_type.out)
+    n = rel.dim(isl.dim_type.out)
+    dims = ", ".join(f"a{i}" for i in range(n))
+    sched = isl.MultiUnionPwAff("[" + ", ".join(f"{{ {name}[{dims}] -> [(a{i})] }}" for i in range(n)) + "]",
+                                context=rel.get_ctx())
+    g = isl.ScheduleNode.from_extension(isl.UnionMap.from_map(rel)).child(0)
+    return g.insert_partial_schedule(sched).root()
+
+
+def _tile_private(prog: PolyProgram, plan: KernelPlan, tensor: str, tm: isl.UnionMap) -> bool:
+    """No dependence on ``tensor`` crosses from one tile to another (extended producers are per tile)."""
+    group = set(plan.group)
+    writers = prog.writers_of({tensor})
+    if not writers <= group:
+        return True   # written by a fused producer: recomputed inside every tile that needs it
+    on_t = prog.writes.union(prog.reads).intersect_domain(_stmt_filter(prog, plan.group))
+    on_t = on_t.intersect_range(prog.writes.union(prog.reads).range().intersect(_tensor_space(prog, tensor)))
+    stmts = on_t.domain()
+    cross = prog.deps.intersect_domain(stmts).intersect_range(stmts).apply_domain(tm).apply_range(tm)
+    return cross.is_subset(cross.domain().identity())
+
+
+def _tensor_space(prog: PolyProgram, tensor: str) -> isl.UnionSet:
+    n = len(prog.kernel.tensors[tensor].shape)
+    return isl.UnionSet(f"{{ {tensor}[{', '.join(f'i{j}' for j in range(n))}] }}", context=prog.ctx)
+
+
+def _grid(tiles: isl.UnionSet, n: int, count: int) -> tuple[tuple[int, ...], ...]:
+    """The values of each tile loop, if the tiles form a full grid (else empty: no reuse is modelled)."""
+    if n == 0:
+        return ()
+    (tset,) = _sets(tiles)
+    vals = []
+    for i in range(n):
+        proj = tset.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+        pts: list[isl.Point] = []
+        proj.foreach_point(pts.append)
+        vals.append(tuple(sorted(p.get_coordinate_val(isl.dim_type.set, 0).to_python() for p in pts)))
+    return tuple(vals) if math.prod(len(v) for v in vals) == count else ()
+
+
+def _run(tile_to_data: isl.Map, tiles: isl.UnionSet, plan: KernelPlan) -> int:
+    """Tiles in a row (innermost tile loops first) that access the same data, so it stays on chip."""
+    if not plan.tile_values:
+        return 1
+    (tset,) = _sets(tiles)
+    n = len(plan.tile_values)
+    run = 1
+    for i in reversed(range(n)):
+        same = ", ".join(f"t{j}" for j in range(n))
+        other = ", ".join("u" if j == i else f"t{j}" for j in range(n))
+        line = isl.Map(f"{{ [{same}] -> [{other}] }}", context=tset.get_ctx()).intersect_domain(tset) \
+            .intersect_range(tset)
+        if not line.apply_range(tile_to_data).is_equal(tile_to_data.intersect_domain(tset)):
+            break
+        run *= len(plan.tile_values[i])
+    return run
+
+
+def _sets(u: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    u.foreach_set(out.append)
+    return out
+
+
+def _count(s: isl.Set) -> int:
+    return s.count_val().to_python()
+
+
+def _fits(plan: KernelPlan, caps: dict[str, int]) -> list[str]:
+    return [f"{b} {plan.buffer_bytes[b]:,} B > {caps[b]:,} B" for b in caps if plan.buffer_bytes[b] > caps[b]]
+
+
+def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ...]:
+    """Greedy auto-tiling: start from whole bands and halve the tiled member that keeps the data moved per
+    computation lowest until every buffer fits half its capacity; the innermost tiled member stays a
+    multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
+    ext = plan.extents
+    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements)
+    # In a permutable band every member may be tiled, reductions included (the cube's K at L1; a vector
+    # reduction's accumulator then stays resident across the reduction's tiles).
+    tiled = [i for i, c in enumerate(plan.coincident) if c or band.band_get_permutable()]
+    align = max(1, 32 // elem_bytes)
+    inner = tiled[-1] if tiled else -1
+    sizes = list(ext)
+    _footprints(prog, plan, band, tuple(sizes), caps, plans)
+    while _fits(plan, caps):
+        best = None
+        for i in tiled:
+            # the innermost member keeps whole 32-byte blocks; a cube kernel keeps multiples of the fractal
+            # size f while a member is at least f (below f a member is one of 8, 4, 2, 1: other members
+            # of the same matrix dimension then carry the alignment)
+            step = align if i == inner and ext[i] >= align and not cube else 1
+            if sizes[i] <= step:
+                continue
+            cand = list(sizes)
+            half = -(-sizes[i] // 2)
+            cand[i] = _align(half, CUBE) if cube and half >= CUBE else max(step, _align(half, step))
+            if cand[i] >= sizes[i]:
+                continue
+            _footprints(prog, plan, band, tuple(cand), caps, plans)
+            moved = sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local)
+            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, -i)
+            if best is None or score < best[0]:
+                best = (score, cand)
+        if best is None:
+            _footprints(prog, plan, band, tuple(sizes), caps, plans)
+            raise MappingError(f"kernel {{{','.join(plan.group)}}} does not fit the buffers even with the "
+                               f"smallest tiles: {'; '.join(_fits(plan, caps))}")
+        sizes = best[1]
+        _footprints(prog, plan, band, tuple(sizes), caps, plans)
+
+    def cost() -> int:
+        return sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local) \
+            + WARMUP_BYTES * plan.n_tiles
+
+    # Halving can overshoot a member that costs nothing to shrink; grow members back while they fit and pay.
+    current = cost()
+    grown = True
+    while grown:
+        grown = False
+        for i in tiled:
+            if sizes[i] >= ext[i]:
+                continue
+            cand = list(sizes)
+            cand[i] = min(ext[i], sizes[i] * 2)
+            _footprints(prog, plan, band, tuple(cand), caps, plans)
+            if not _fits(plan, caps) and cost() < current:
+                sizes, current, grown = cand, cost(), True
+        _footprints(prog, plan, band, tuple(sizes), caps, plans)
+    return tuple(sizes)
+
+
+def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_set: str = "akg",
+                     tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None) -> Compiled:
+    ctx = make_context(option_set)
+    prog = build_program(k, ctx)
+    scheduled = compute_schedule(prog.domain, prog.deps, prog.raw)
+    caps = _capacities(arch)
+    plans = plan_kernels(prog, scheduled, fuse)
+    nodes = group_nodes(scheduled)
+    for spec_stmt in tile_spec or {}:
+        if spec_stmt not in {s.name for s in k.statements}:
+            raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
+                            f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
+                            where="--tiles")
+    for plan in plans:
+        band = _band_of(nodes[plan.index])
+        if band is not None:
+            ext = member_extents(band)
+            plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
+            plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
+        spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
+        if band is None:
+            if spec is not None:
+                raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
+                                "them none); drop their tile spec", where="--tiles")
+            _footprints(prog, plan, None, (), caps, plans)
+        elif spec is not None:
+            if len(spec) > len(plan.extents):
+                raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
+                                f"(statements {', '.join(plan.group)})", where="--tiles")
+            sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
+            _footprints(prog, plan, band, sizes, caps, plans)
+        else:
+            elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
+            _auto_sizes(prog, plan, band, caps, plans, elem)
+        over = _fits(plan, caps)
+        if over:
+            raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
+                               + "; ".join(over) + " (half of each buffer is kept for double buffering)")
+    schedule = _transform(prog, scheduled, plans)
+    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
+
+
+def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
+    return group_nodes(schedule)[index]
+
+
+def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Rebuild the subtree at ``src`` below the leaf ``dst``; returns the node at ``dst``'s position."""
+    if is_type(src, isl.schedule_node_type.band):
+        dst = dst.insert_partial_schedule(src.band_get_partial_schedule())
+        if src.has_children():
+            dst = _copy_into(dst.child(0), src.child(0)).parent()
+        return dst
+    if is_type(src, isl.schedule_node_type.sequence, isl.schedule_node_type.set):
+        filters = isl.UnionSetList.alloc(src.get_ctx(), src.n_children())
+        for i in range(src.n_children()):
+            filters = filters.add(src.child(i).filter_get_filter())
+        dst = dst.insert_sequence(filters)
+        for i in range(src.n_children()):
+            if src.child(i).has_children():
+                dst = _copy_into(dst.child(i).child(0), src.child(i).child(0)).parent().parent()
+        return dst
+    if is_type(src, isl.schedule_node_type.filter):
+        return _copy_into(dst, src.child(0)) if src.has_children() else dst
+    if is_type(src, isl.schedule_node_type.mark):
+        dst = dst.insert_mark(src.mark_get_id())
+        return _copy_into(dst.child(0), src.child(0)).parent() if src.has_children() else dst
+    return dst
+
+
+def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPlan]) -> isl.Schedule:
+    sched = scheduled
+    ctx = prog.ctx
+    for plan in plans:
+        node = _group_node(sched, plan.index)
+        band = _band_of(node)
+        if band is None or not plan.sizes:
+            continue
+        mv = isl.MultiVal.zero(band.band_get_space())
+        for i, t in enumerate(plan.sizes):
+            mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
+        point = _distribute(prog, band.band_tile(mv).child(0), plan.group)
+        # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
+        for rel in plan.copy_in.values():
+            point = point.graft_before(_copy_graft(rel))
+        for idx, _g in plan.fused:
+            src = _band_of(_group_node(sched, idx)) or _group_node(sched, idx)
+            graft = isl.ScheduleNode.from_extension(plan.extensions[idx])
+            graft = _copy_into(graft.child(0), src).root()
+            point = point.graft_before(graft)
+        for rel in plan.copy_out.values():
+            point = point.graft_after(_copy_graft(rel))
+        sched = point.get_schedule()
+        for idx, _g in plan.fused:
+            node = _group_node(sched, idx)
+            inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
+            sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
+    return sched
+
+
+def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:
+    """Intra-tile distribution (Sec. 4.3, Fig. 3(f)): inside the tile, each vector statement (a reduction's
+    init and update stay together) gets its own copy of the point loops, under a "local_UB" mark; the cube
+    statements keep theirs. Legal because every dependence in a kernel points forward in program order.
+    Returns the node at ``point``'s position (now the sequence of the parts)."""
+    k = prog.kernel
+    parts: list[tuple[str, list[str]]] = []
+    for name in sorted(group, key=lambda n: int(n[1:])):
+        st = k.statement(name)
+        key = st.out.tensor if st.kind in ("init", "update") else name
+        if parts and parts[-1][0] == key:
+            parts[-1][1].append(name)
+        else:
+            parts.append((key, [name]))
+    if len(parts) < 2:
+        return point
+    depth = point.get_tree_depth()
+    node = point
+    for i in range(1, len(parts)):
+        later = [n for _key, names in parts[i:] for n in names]
+        node = node.order_after(prog.stmt_set(later)).parent().next_sibling().child(0)
+    top = node.ancestor(node.get_tree_depth() - depth)
+    vector = {n for _key, names in parts for n in names if not k.statement(n).is_cube}
+    cube_parts = any(k.statement(n).is_cube for n in group)
+
+    def mark(n: isl.ScheduleNode) -> isl.ScheduleNode:
+        if is_type(n, isl.schedule_node_type.filter) and cube_parts \
+                and set(statements_of(n.filter_get_filter())) <= vector and n.has_children() \
+                and is_type(n.child(0), isl.schedule_node_type.band):
+            return n.child(0).insert_mark(isl.Id("local_UB", context=n.get_ctx())).parent()
+        for i in range(n.n_children()):
+            n = mark(n.child(i)).parent()
+        return n
+
+    return mark(top)
+
+
+def _drop_skipped(schedule: isl.Schedule, prog: PolyProgram) -> isl.Schedule:
+    """The code generator does not scan below a "skipped" mark (Fig. 3(e)): give it an empty filter."""
+    sched = schedule
+    for i in range(len(group_nodes(sched))):
+        node = group_nodes(sched)[i]
+        inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
+        if is_type(inner, isl.schedule_node_type.mark) and inner.mark_get_id().get_name() == "skipped":
+            sched = inner.child(0).insert_filter(isl.UnionSet.empty(prog.domain.get_space())).get_schedule()
+    return sched

@@ -1,0 +1,94 @@
+"""NumPy reference of a subgraph, and random inputs for it.
+
+Semantics shared with the generated C: integer expressions are evaluated in 64 bits and wrap
+to the output's dtype when stored (``cast`` wraps where it is written); floating-point
+expressions are evaluated in double precision and rounded to the output's dtype on store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelmap.poly.kernel import DTYPES, Access, Call, Const, Expr, Iter, Kernel, Statement, is_float
+
+
+def random_inputs(k: Kernel, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in k.inputs:
+        if is_float(t.dtype):
+            out[t.name] = rng.uniform(-2, 2, t.shape).astype(DTYPES[t.dtype][2])
+        else:
+            hi = {"int8": 8, "int16": 64}.get(t.dtype, 100)
+            out[t.name] = rng.integers(-hi, hi, t.shape).astype(DTYPES[t.dtype][2])
+    return out
+
+
+def _wide(dtype: str) -> type:
+    return np.float64 if is_float(dtype) else np.int64
+
+
+def _eval(e: Expr, env: dict[str, np.ndarray], mem: dict[str, np.ndarray], dtypes: dict[str, str]) -> np.ndarray:
+    if isinstance(e, Const):
+        return np.asarray(e.value)
+    if isinstance(e, Iter):
+        return env[e.dim].astype(np.int64)
+    if isinstance(e, Access):
+        idx = tuple(np.asarray(ix.evaluate(env)) for ix in e.index)
+        return mem[e.tensor][idx].astype(_wide(dtypes[e.tensor]))
+    assert isinstance(e, Call)
+    a = [_eval(x, env, mem, dtypes) for x in e.args]
+    op = e.op
+    if op == "cast":
+        np_t = DTYPES[e.dtype][2]
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = a[0].astype(np_t) if is_float(e.dtype) or not np.issubdtype(a[0].dtype, np.floating) \
+                else np.trunc(a[0]).astype(np.int64).astype(np_t)
+        return v.astype(_wide(e.dtype))
+    if op == "neg":
+        return -a[0]
+    if op == "abs":
+        return np.abs(a[0])
+    if op == "select":
+        return np.where(a[0], a[1], a[2])
+    fns = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "max": np.maximum,
+           "min": np.minimum, "==": np.equal, "<": np.less, ">": np.greater, "<=": np.less_equal,
+           ">=": np.greater_equal}
+    return fns[op](a[0], a[1])
+
+
+def _store_cast(v: np.ndarray, dtype: str) -> np.ndarray:
+    np_t = DTYPES[dtype][2]
+    if is_float(dtype):
+        return v.astype(np_t)
+    return np.asarray(v).astype(np.int64).astype(np_t)   # wraps modulo 2^bits, as the C code does
+
+
+def run_statement(s: Statement, mem: dict[str, np.ndarray], dtypes: dict[str, str]) -> None:
+    shape = tuple(n for _, n in s.dims)
+    grids = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), dtype=np.int64)
+    env = {d: grids[i] for i, d in enumerate(s.dim_names)}
+    out = mem[s.out.tensor]
+    dtype = dtypes[s.out.tensor]
+    idx = tuple(np.broadcast_to(np.asarray(ix.evaluate(env)), shape) for ix in s.out.index)
+    if s.kind == "init":
+        out[idx] = 0
+        return
+    val = np.broadcast_to(_eval(s.body, env, mem, dtypes), shape)
+    if s.kind == "assign":
+        out[idx] = _store_cast(val, dtype)
+        return
+    acc: np.ndarray = out.astype(_wide(dtype))
+    np.add.at(acc, idx, val)   # the reduction dims map to the same output element
+    out[...] = _store_cast(acc, dtype)
+
+
+def reference(k: Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every computed tensor, evaluated definition by definition."""
+    dtypes = {t.name: t.dtype for t in k.inputs + k.computed}
+    mem = dict(inputs)
+    for t in k.computed:
+        mem[t.name] = np.zeros(t.shape, dtype=DTYPES[t.dtype][2])
+    for s in k.statements:
+        run_statement(s, mem, dtypes)
+    return {t.name: mem[t.name] for t in k.computed}

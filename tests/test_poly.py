@@ -1,0 +1,316 @@
+"""Polyhedral flow (AKG, PLDI 2021): DSL, isl scheduling, reverse-strategy tiling and fusion, C, timing."""
+
+import islpy as isl
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.cli import main
+from accelmap.codegen.reference import random_inputs as op_inputs
+from accelmap.codegen.reference import reference as op_reference
+from accelmap.errors import MappingError, SpecError
+from accelmap.poly.c_code import generate_c, run_and_check
+from accelmap.poly.compile import compile_subgraph
+from accelmap.poly.dsl import parse_subgraph
+from accelmap.poly.from_operator import kernel_from_operator
+from accelmap.poly.library import library_names, library_subgraph
+from accelmap.poly.reference import random_inputs, reference
+from accelmap.poly.schedule import group_nodes, group_statements
+from accelmap.poly.tiling import parse_tile_spec
+from accelmap.poly.timing import TileWork, simulate_kernel, time_compiled
+from accelmap.workload.constructors import batched_matmul, conv2d, gemm
+
+ASCEND = get_accelerator("ascend_like")
+
+
+def fig3(h=66, w=66):
+    return parse_subgraph(library_subgraph("fig3", H=h, W=w), "fig3")
+
+
+def test_dsl_builds_the_papers_statements():
+    k = fig3(10, 12)
+    assert [(s.name, s.kind) for s in k.statements] == [
+        ("S0", "assign"), ("S1", "init"), ("S2", "update"), ("S3", "assign"), ("S4", "assign")]
+    assert k.statement("S2").dims == (("h", 8), ("w", 10), ("kh", 3), ("kw", 3))
+    assert [t.name for t in k.live_out] == ["E"]
+    assert k.statement("S2").is_cube and not k.statement("S3").is_cube
+
+
+def test_reference_matches_a_direct_numpy_formula():
+    k = fig3(10, 12)
+    x = random_inputs(k, seed=3)
+    a1 = x["A"].astype(np.int64) + 1
+    c = sum(a1[i:i + 8, j:j + 10] * x["B"][i, j] for i in range(3) for j in range(3))
+    assert np.array_equal(reference(k, x)["E"], np.maximum(np.abs(c), 0))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("input A[4] int32\nB[i:4] = A[i+1]", "outside the shape"),
+    ("input A[4] int32\nB[i:4] = Z[i]", "line 2: tensor 'Z' is used before it is defined"),
+    ("input A[4] int32\nB[i:4] = A[i*i]", "line 2: index 'i * i' is not affine"),
+    ("input A[4] float32\nB[i:4] = A[i] + cast(A[i], int32)", "line 2: mixing float32 and int32"),
+    ("input A[4] int9", "line 1: input takes"),
+    ("input A[4] int32\nB[i:0] = A[i]", "line 2: extent of i must be a positive integer"),
+])
+def test_dsl_errors_name_the_line(text, message):
+    from accelmap.poly.compile import compile_subgraph as cs
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("*", r"\*")):
+        cs(parse_subgraph(text, "t.sg"), ASCEND)
+
+
+def test_akg_option_set_gives_fig3c_groups():
+    c = compile_subgraph(fig3(), ASCEND, fuse=False)
+    assert [group_statements(n) for n in group_nodes(c.scheduled)] == [("S0",), ("S1", "S2", "S3", "S4")]
+    # the default isl options fuse everything into one skewed band instead
+    assert len(group_nodes(compile_subgraph(fig3(), ASCEND, option_set="pluto").scheduled)) == 1
+
+
+def test_overlapped_producer_tile_of_the_3x3_stencil():
+    """The reverse strategy's extension equals the hand-derived overlapped tile (Sec. 4.2):
+    tile (t0, t1) of the 64x64 output needs S0 on rows t0..t0+33 and columns t1..t1+33."""
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    (plan,) = c.plans
+    assert plan.group == ("S1", "S2", "S3", "S4") and [g for _, g in plan.fused] == [("S0",)]
+    ext = plan.extensions[0]
+    want = isl.UnionMap("{ [t0, t1, 0] -> S0[h, w] : (t0 = 0 or t0 = 32) and (t1 = 0 or t1 = 32) "
+                        "and t0 <= h <= t0 + 33 and t1 <= w <= t1 + 33 }", context=c.program.ctx)
+    assert ext.is_equal(want)
+    a1 = plan.footprints["A1"]
+    assert a1.local and a1.box == (34, 34)
+    assert plan.footprints["E"].box == (32, 32) and not plan.footprints["E"].local
+    assert plan.n_tiles == 4
+    tree = str(c.schedule.get_root())
+    assert 'mark: "skipped"' in tree and "extension:" in tree
+
+
+def test_fused_ast_is_one_nest():
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    from accelmap.poly.c_code import ast_code
+    code = ast_code(c)
+    assert code.startswith("for (int c0 = 0; c0 <= 63; c0 += 32)")
+    assert code.count("S0(") == 1 and "c0 + 33" in code
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("tiles", ["S_2: 32@UB, 32@UB", "S_2: 5@UB, 7@UB", None])
+def test_fig3_code_is_bit_exact(fuse, tiles):
+    c = compile_subgraph(fig3(20, 23), ASCEND, fuse=fuse, tile_spec=parse_tile_spec(tiles) if tiles else None)
+    r = run_and_check(c, seed=1)
+    assert r.ok and r.exact, r.detail
+
+
+@pytest.mark.parametrize("name", library_names())
+def test_library_subgraphs_run(name):
+    k = parse_subgraph(library_subgraph(name), name)
+    c = compile_subgraph(k, ASCEND, fuse=True)
+    r = run_and_check(c, seed=2)
+    assert r.ok, r.detail
+    if all(not t.dtype.startswith("float") for t in k.inputs + k.computed):
+        assert r.exact
+
+
+def test_chain_fuses_into_one_kernel_and_saves_traffic():
+    k = parse_subgraph(library_subgraph("chain", N=64, D=512), "chain")
+    fused = compile_subgraph(k, ASCEND, fuse=True)
+    apart = compile_subgraph(k, ASCEND, fuse=False, option_set="distribute")
+    assert len(fused.plans) == 1 and len(apart.plans) == 4
+    tf, ta = time_compiled(fused), time_compiled(apart)
+    # fused: X, R and Y once plus a Bias slice per tile; apart: also T1, T2, T3 out and back in
+    def bias(plan):
+        return plan.n_tiles * plan.sizes[1] * 2
+    assert tf.offchip_bytes == 64 * 512 * 2 * 3 + bias(fused.plans[0])
+    assert ta.offchip_bytes == 64 * 512 * 2 * 9 + bias(apart.plans[0])
+    assert tf.cycles < ta.cycles
+
+
+@pytest.mark.parametrize("op", [
+    conv2d(c=8, h=10, w=9, k=16, r=3, s=3, stride=2),
+    gemm(m=40, n=24, k=33),
+    batched_matmul(batch=3, m=8, n=16, k=12),
+])
+def test_operators_compile_and_match_the_operator_reference(op):
+    k = kernel_from_operator(op)
+    x = op_inputs(op, "int", np.random.default_rng(4))
+    want = op_reference(op, x)
+    got = reference(k, {t.name: x[t.name].astype(np.dtype(t.dtype)) for t in k.inputs})[op.output.name]
+    assert np.array_equal(got.astype(np.int64), want.astype(np.int64))
+    assert run_and_check(compile_subgraph(k, ASCEND)).exact
+
+
+def test_padded_operator_is_refused():
+    with pytest.raises(SpecError, match="zero-padded"):
+        kernel_from_operator(conv2d(c=4, h=6, w=6, k=4, r=3, s=3, padding=1))
+
+
+def test_tile_spec_language():
+    assert parse_tile_spec("S_2: 32@UB, 16@L1; S_0: 8@UB") == {"S2": ((32, "UB"), (16, "L1")), "S0": ((8, "UB"),)}
+    with pytest.raises(SpecError, match="buffer 'L2' unknown"):
+        parse_tile_spec("S_1: 4@L2")
+    with pytest.raises(SpecError, match="SIZE@BUFFER"):
+        parse_tile_spec("S_1: 4")
+    with pytest.raises(SpecError, match="not a statement"):
+        compile_subgraph(fig3(), ASCEND, tile_spec=parse_tile_spec("S_9: 4@UB"))
+
+
+def test_auto_tiling_fits_half_capacity_and_aligns():
+    k = parse_subgraph(library_subgraph("add", N=256, D=4096), "add")
+    c = compile_subgraph(k, ASCEND)
+    (plan,) = c.plans
+    assert plan.buffer_bytes["UB"] <= 256 * 1024 // 2
+    assert plan.sizes[-1] % 16 == 0          # 32 bytes of fp16
+    assert plan.n_tiles > 1
+    # three fp16 tiles (X, Z, Y) of the chosen sizes, each rounded to 32 bytes
+    assert plan.buffer_bytes["UB"] == 3 * -(-plan.sizes[0] * plan.sizes[1] * 2 // 32) * 32
+
+
+def test_too_large_tile_is_refused():
+    k = parse_subgraph(library_subgraph("add", N=256, D=4096), "add")
+    with pytest.raises(MappingError, match=r"UB .* > 131,072 B"):
+        compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec("S_0: 256@UB, 4096@UB"))
+
+
+def test_dae_queue_timing_by_hand():
+    w = TileWork({"MTE-in": 10, "MTE-L1L0": 0, "cube": 0, "vector": 5, "MTE-out": 3})
+    # double buffered: loads back to back (10 each), the last tile's vector 30..35 and store 35..38
+    assert simulate_kernel(w, 3, double_buffer=True) == (38, {"MTE-in": 30, "MTE-L1L0": 0, "cube": 0,
+                                                              "vector": 15, "MTE-out": 9}, 6)
+    assert simulate_kernel(w, 3, double_buffer=False)[0] == 48
+    assert simulate_kernel(w, 3, double_buffer=True, serialize=True)[0] == 54
+
+
+def test_cube_blocks_of_a_gemm():
+    k = parse_subgraph(library_subgraph("matmul", M=64, N=48, K=40), "mm")
+    t = time_compiled(compile_subgraph(k, ASCEND))
+    assert t.cube_blocks == 4 * 3 * 3      # ceil(64/16) * ceil(48/16) * ceil(40/16)
+
+
+def test_generated_c_names_promoted_buffers():
+    c = compile_subgraph(fig3(), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"))
+    src, args = generate_c(c)
+    assert args == ["A", "B", "E"]
+    assert "static int A1_local[1156];" in src
+    # the MTE's copies of the staged tiles: A's 34x34 input tile in, then S0, the point loops, E's tile out
+    assert "static int A_s1[1156];" in src and "static int E_s1[1024];" in src
+    body = src[src.index("int accelmap_run"):]
+    assert body.index("in1_A(") < body.index("S0(") < body.index("S4(") < body.index("out1_E(")
+
+
+def test_cli_poly_runs_and_reports():
+    r = CliRunner().invoke(main, ["poly", "fig3", "--fuse", "--run", "--tiles", "S_2: 16@UB, 16@UB"])
+    assert r.exit_code == 0, r.output
+    assert "run on the host: OK (bit-exact)" in r.output
+    assert "simulated" in r.output and 'mark: "skipped"' in r.output
+
+
+def test_cli_poly_bad_subgraph_is_one_line():
+    r = CliRunner().invoke(main, ["poly", "nosuch"])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "neither a file nor a built-in subgraph" in r.output
+
+
+def test_reduction_producers_fuse_with_their_whole_group():
+    """A LayerNorm-like chain: the fused tile must recompute both reductions, not just their last statement."""
+    k = parse_subgraph(library_subgraph("t1_p4", N=16, D=64), "ln")
+    c = compile_subgraph(k, ASCEND, fuse=True, tile_spec=parse_tile_spec("S_7: 8@UB, 32@UB"))
+    (plan,) = c.plans
+    assert set(plan.statements) == {f"S{i}" for i in range(8)}
+    ext = plan.extensions
+    sq = [i for i, g in plan.fused if "S5" in g][0]
+    # tile (t0, t1) recomputes the squared-deviation reduction over all 64 columns of its 8 rows
+    want = isl.UnionMap("{ [t0, t1] -> S5[n, d] : t0 mod 8 = 0 and 0 <= t0 <= 8 and (t1 = 0 or t1 = 32) "
+                        "and t0 <= n < t0 + 8 and 0 <= d < 64 }", context=c.program.ctx)
+    assert ext[sq].intersect_range(c.program.stmt_set(["S5"])).is_equal(want)
+    assert run_and_check(c).ok
+
+
+def test_tuner_never_loses_to_auto_tiling_and_its_spec_reproduces():
+    from accelmap.poly.tuner import tune
+    k = parse_subgraph(library_subgraph("matmul", M=256, N=128, K=256), "mm")
+    r = tune(k, ASCEND, rounds=2, per_round=4, seed=1)
+    assert r.best_cycles <= r.auto_cycles
+    assert len(r.history) >= 4
+    again = time_compiled(compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec(r.spec))).cycles
+    assert again == r.best_cycles
+
+
+@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1),
+                                  dict(N=1, C1=3, H=12, W=7, Co=16, KH=1, KW=3, SH=1, SW=2)])
+def test_img2col_statement_is_the_papers_eq1(args):
+    """Eq. (1) (with '* s_h'), as an isl map from the fractal index of X to the input index, equals our
+    img2col statement's relation seen through the fractal split m = 16*M_o + M_i, kk = 16*K_o + K_i."""
+    from accelmap.poly.img2col import conv_fractal_kernel, eq1_map
+    from accelmap.poly.program import build_program
+    k = conv_fractal_kernel(**args, dtype="int8")
+    p = build_program(k)
+    w0 = p.writes.intersect_domain(p.stmt_set(["S0"]))
+    r0 = p.reads.intersect_domain(p.stmt_set(["S0"]))
+    frac = isl.UnionMap("{ Xfrac[a0, a1, a2, a3, a4] -> Xcol[a0, 16*a1 + a3, 16*a2 + a4] : 0 <= a3 < 16 "
+                        "and 0 <= a4 < 16 }", context=p.ctx)
+    ours = frac.apply_range(w0.reverse().apply_range(r0))
+    eq1 = eq1_map(*(args[x] for x in ("N", "C1", "H", "W", "KH", "KW", "SH", "SW")), ctx=p.ctx)
+    assert ours.is_equal(isl.UnionMap.from_map(eq1))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_img2col_conv_matches_a_direct_convolution(fuse):
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1, dtype="int8")
+    x = random_inputs(k, seed=5)
+    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
+    ho, wo = 4, 10
+    y = np.zeros((2, 20, ho, wo), np.int64)
+    for kh in range(3):
+        for kw in range(2):
+            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + 2 * (ho - 1) + 1:2, kw:kw + wo, :], Wt[:, :, kh, kw, :])
+    assert np.array_equal(reference(k, x)["Y"].astype(np.int64), y)
+    c = compile_subgraph(k, ASCEND, fuse=fuse)
+    assert run_and_check(c, seed=5).exact
+    # tiles that split the reduction (kk) and the pixels, with img2col fused into every tile
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_3: 1@UB, 16@UB, 2@UB, 5@UB, 64@UB"))
+    assert tiled.plans[-1].n_tiles == 2 * 2 * 2 * 2 * 3
+    assert run_and_check(tiled, seed=5).exact
+
+
+def test_an_assignment_writing_an_element_twice_is_refused():
+    from accelmap.poly.kernel import Access, Affine, Kernel, Statement, Tensor
+    from accelmap.poly.program import build_program
+    a, b = Tensor("A", (4,), "int32"), Tensor("B", (4,), "int32")
+    s = Statement("S0", (("i", 4), ("j", 2)), Access("B", (Affine((("i", 1),)),)),
+                  Access("A", (Affine((("i", 1),)),)), "assign")
+    with pytest.raises(SpecError, match="writes some element of B twice"):
+        build_program(Kernel("k", (a,), (b,), (s,)))
+
+
+def test_cli_conv_img2col_runs():
+    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--run", "--no-code"])
+    assert r.exit_code == 0, r.output
+    assert "run on the host: OK" in r.output
+
+
+def test_intra_tile_distribution_of_vector_statements():
+    """Fig. 3(f): inside a tile the cube part (S1, S2) and each vector statement get their own point loops,
+    the vector ones under a "local_UB" mark; the result stays bit-exact."""
+    from accelmap.poly.c_code import ast_code
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 16@UB, 16@UB"))
+    code = ast_code(c)
+    assert code.count("// local_UB") == 2
+    after_s2 = code[code.index("S2("):]
+    assert after_s2.index("// local_UB") < after_s2.index("S3(") < after_s2.rindex("// local_UB") < after_s2.index("S4(")
+    assert str(c.schedule.get_root()).count('mark: "local_UB"') == 2
+    assert run_and_check(c).exact
+
+
+def test_sync_flags_of_the_fused_fig3_tile():
+    """Per tile: copy A, B in; S0 (vector) waits for A; the L1->L0 loads wait for A1 (vector) and B (MTE-in);
+    the cube waits for both loads (one flag covers both: same queue, in order); S3 waits for the cube; S4
+    follows S3 on the vector queue; the copy-out waits for S4. Seven dependences, six flags."""
+    from accelmap.poly.sync import plan_flags, tile_program
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True)
+    (plan,) = c.plans
+    prog = tile_program(c, plan)
+    assert [(i.queue, i.text) for i in prog] == [
+        ("MTE-in", "copy A in"), ("MTE-in", "copy B in"), ("vector", "S0"), ("MTE-L1L0", "load A1 to L0"),
+        ("MTE-L1L0", "load B to L0"), ("cube", "S2"), ("vector", "S3"), ("vector", "S4"), ("MTE-out", "copy E out")]
+    assert plan_flags(prog) == (7, 6)
+    assert time_compiled(c).kernels[0].flags == 6 * plan.n_tiles
