@@ -58,4 +58,5 @@ from accelmap.cli import (
     import_cmd,  # noqa: E402,F401
     map_cmd,  # noqa: E402,F401
     simulate_cmd,  # noqa: E402,F401
+    vectorize_cmd,  # noqa: E402,F401
 )

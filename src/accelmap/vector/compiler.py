@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from accelmap.errors import AccelmapError
 from accelmap.vector import intrinsics as it
-from accelmap.vector.conv import OUTPUT_DIMS, ConvSpec, Layout, PlacedTensor, place
+from accelmap.vector.conv import OUTPUT_DIMS, ConvSpec, Layout, place
 from accelmap.vector.program import Load, Loop, Mac, Register, Store, VectorProgram
 from accelmap.vector.select import synth_x, synth_z
 
@@ -56,7 +57,7 @@ def fused_dim(conv: ConvSpec, w_layout: Layout) -> str:
     raise CompileError(f"filter layout {w_layout} has no reduction axis to fuse")
 
 
-def _coords_eval(conv: ConvSpec, tensor: str, loop: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _coords_eval(conv: ConvSpec, tensor: str, loop: dict[str, np.ndarray]) -> dict[str, Any]:
     return {a.name: sum(c * loop[d] for d, c in a.terms) for a in conv.axes[tensor]}
 
 
@@ -124,7 +125,7 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
     i_addr, w_addr, o_addr, pad = [], [], [], []
     for g in groups:
         loop = {d: np.full((len(red_pts), lanes), gi * (lanes if d == v else 1), dtype=np.int64)
-                for d, gi in zip(OUTPUT_DIMS, g)}
+                for d, gi in zip(OUTPUT_DIMS, g, strict=True)}
         loop[v] = loop[v] + lane
         for j, d in enumerate(red):
             loop[d] = np.repeat(red_pts[:, j:j + 1], lanes, axis=1)
@@ -136,10 +137,10 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
         pad.append(loop[f][:, 0] >= sizes[f] if f else np.zeros(len(red_pts), dtype=bool))
 
     # Step 2: lazy stores. Each group's output vector must be one contiguous aligned store.
-    for g, oa in enumerate(o_addr):
+    for gi, oa in enumerate(o_addr):
         if np.any(oa != oa[0] + lane) or oa[0] % align:
             raise CompileError(f"output layout {placed['O'].layout} does not make lanes a contiguous aligned vector"
-                               f" (group {g})")
+                               f" (group {gi})")
 
     # Step 3: reuse graphs and covering aligned loads.
     registers: list[Register] = []
@@ -172,15 +173,15 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
     loaded: set[int] = set()
     last_use: dict[int, int] = {}
     macs: list[Mac] = []
-    for g in range(len(groups)):
-        ia, wa, pd = i_addr[g], w_addr[g], pad[g]
+    for gi in range(len(groups)):
+        ia, wa, pd = i_addr[gi], w_addr[gi], pad[gi]
         for ch in range(0, len(ia), cols):
             ci, cw = ia[ch:ch + cols], wa[ch:ch + cols]
             ri = {reg_of[("I", int(r.min()), int(r.max()))] for r in ci}
             rw = {reg_of[("W", int(r.min()), int(r.max()))] for r in cw}
             if len(ri) > 1 or len(rw) > 1:
-                raise CompileError(f"a fused column chunk reads two registers (group {g}); fusion needs one each")
-            mac = _fuse(shape, g, ch == 0, by_id[ri.pop()], ci.T, by_id[rw.pop()], cw.T,
+                raise CompileError(f"a fused column chunk reads two registers (group {gi}); fusion needs one each")
+            mac = _fuse(shape, gi, ch == 0, by_id[ri.pop()], ci.T, by_id[rw.pop()], cw.T,
                         int(cols - pd[ch:ch + cols].sum()) * lanes)
             for rid in (mac.xreg, mac.zreg):
                 if rid not in loaded:
@@ -189,7 +190,7 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
             body.append(mac)
             macs.append(mac)
             last_use[mac.xreg] = last_use[mac.zreg] = len(body) - 1
-        body.append(Store(g, int(o_addr[g][0])))
+        body.append(Store(gi, int(o_addr[gi][0])))
     peak = _peak_live(body, last_use, by_id)
     naive = sum(r.bits for r in registers)
     out_bits = conv.bits

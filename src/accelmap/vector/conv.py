@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -146,10 +147,10 @@ class PlacedTensor:
     strides: tuple[int, ...]
     size: int               # elements, including the slack a covering load may read past the end
 
-    def address(self, coords: dict[str, np.ndarray | int]) -> np.ndarray | int:
+    def address(self, coords: Mapping[str, Any]) -> Any:
         """Element address of axis coordinates (arrays broadcast)."""
-        addr: np.ndarray | int = 0
-        for item, st in zip(self.layout.items, self.strides):
+        addr: Any = 0
+        for item, st in zip(self.layout.items, self.strides, strict=True):
             v = coords[item.axis]
             if item.block:
                 v = v % item.block if item.inner else v // item.block

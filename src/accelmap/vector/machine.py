@@ -46,6 +46,7 @@ def core_from_accelerator(acc: Accelerator) -> Core:
     if simd is None:
         raise SpecError("vectorize needs a level whose fan-out has axes Lanes and Cols (a 2D SIMD datapath, as in "
                         "the aie_like preset)", where=f"{where}: levels")
+    assert simd.fanout is not None
     mem = acc.levels[0]
     accreg = next((lv for lv in acc.levels[1:] if lv.holds == ("O",)), None)
     if mem.capacity_bits is None or mem.read_bw_bits is None or mem.write_bw_bits is None:

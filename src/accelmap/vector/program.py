@@ -94,7 +94,7 @@ class VectorProgram:
         out = {}
         for t in self.tensors:
             b = np.zeros(grids.shape[1], dtype=np.int64)
-            for lp, g in zip(self.loops, grids):
+            for lp, g in zip(self.loops, grids, strict=True):
                 b += dict(lp.deltas)[t.name] * g
             out[t.name] = b
         return out
@@ -123,14 +123,13 @@ def run_emulated(prog: VectorProgram, inp_buf: np.ndarray, wgt_buf: np.ndarray) 
             zr = _widen(regs[ins.zreg], ins.zwin + shape.z_elems)
             z = zr[:, ins.zwin:ins.zwin + shape.z_elems]
             acc = None if ins.first else accs[ins.acc]
+            xp, (zs, zo, zhi, zst) = ins.xparams, ins.zparams
             if shape is it.MAC16:
-                accs[ins.acc] = it.mac16(acc, x, *ins.xparams, z, *ins.zparams)
+                accs[ins.acc] = it.mac16(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zhi, zst)
             elif shape is it.MAC8:
-                zs, zo, _zhi, zst = ins.zparams
-                accs[ins.acc] = it.mac8(acc, x, *ins.xparams, z, zs, zo, zst)
+                accs[ins.acc] = it.mac8(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zst)
             else:
-                zs, zo, _zhi, _zst = ins.zparams
-                accs[ins.acc] = it.lmac8(acc, x, *ins.xparams, z, zs, zo)
+                accs[ins.acc] = it.lmac8(acc, x, xp[0], xp[1], z, zs, zo)
         else:
             it.aligned_store(out, bases["O"] + ins.offset, it.srs(accs.pop(ins.acc), 0, prog.out_bits))
     return out

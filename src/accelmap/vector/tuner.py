@@ -80,7 +80,7 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
                 continue
             for layouts in layout_candidates(conv, v, shape.lanes, shape.cols):
                 for u in itertools.product(UNROLL_FACTORS, repeat=len(OUTPUT_DIMS)):
-                    unroll = dict(zip(OUTPUT_DIMS, u))
+                    unroll = dict(zip(OUTPUT_DIMS, u, strict=True))
                     if any(sizes[d] % (f * (shape.lanes if d == v else 1)) for d, f in unroll.items()):
                         continue
                     if u[0] * u[1] * u[2] * u[3] > MAX_GROUPS:

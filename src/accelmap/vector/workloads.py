@@ -9,6 +9,7 @@ paper gives output "168x2x16" in one place, "same as Table VII" in another, and 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from accelmap.errors import SpecError
 from accelmap.vector.conv import ConvSpec
@@ -33,7 +34,7 @@ _T6 = {2: ((1, 4), (1, 8)), 3: ((1, 4), (1, 2)), 4: ((1, 2), (1, 1)), 5: ((1, 2)
        7: ((1, 1), (1, 1)), 8: ((1, 4), (1, 1)), 9: ((1, 4), (1, 1)), 10: ((1, 4), (1, 4)), 11: ((1, 4), (1, 4))}
 
 # Table VII: per bits, "O layout / W layout / I layout, vec, U&J x,y,k, order".
-_T7 = {
+_T7: dict[str, tuple[dict[str, Any], dict[int, str]]] = {
     "REG-3x3": (dict(r=3, s=3, c=8), {32: "XYK / (K/8)(C/8)SR(8)(8) / (C/8)Y'X'(8), vec k, U&J 1,2,1, kyx",
                                       16: "KYX / K(C/2)SR(2) / (C/2)Y'X'(2), vec x, U&J 1,1,1, yxk"}),
     "REG-5x5": (dict(r=5, s=5, c=8), {32: "KYX / KCSR / CY'X', vec x, U&J 1,1,1, kyx",
@@ -79,7 +80,7 @@ def paper_workload(name: str, bits: int) -> ConvSpec:
 
 def conv_from_operator(op: Operator, bits: int, where: str) -> ConvSpec:
     """An accelmap conv2d operator (N=1, no padding, equal strides and dilations) as a vectorizer workload."""
-    attrs = dict(op.attrs)
+    attrs: dict[str, Any] = dict(op.attrs)
     if op.kind not in ("conv2d", "depthwise_conv2d"):
         raise SpecError(f"vectorize takes a conv2d or depthwise conv2d workload, got {op.kind}", where=where)
     sz = op.sizes
