@@ -151,21 +151,24 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
         scalar = lo == hi
         for kind in (False, True):
             sel = np.unique(np.stack([lo[scalar == kind], hi[scalar == kind]], axis=1), axis=0)
-            for comp in _components(sel, adjacent=kind):
-                start = comp[0] // align * align
-                end = -(-(comp[1] + 1) // align) * align
-                pieces = _split(start, end, it.REGISTER_BITS * 2 // conv.bits) if kind else [(start, end)]
-                for ps, pe in pieces:
+            comps = _components(sel, adjacent=kind)
+            width = it.REGISTER_BITS * 2 // conv.bits
+            first_piece = []
+            for c0, c1 in comps:
+                start = c0 // align * align
+                end = -(-(c1 + 1) // align) * align
+                first_piece.append((start, len(registers)))
+                for ps, pe in (_split(start, end, width) if kind else [(start, end)]):
                     bits = it.register_bits_for((pe - ps) * conv.bits)
                     if not bits:
                         raise CompileError(f"reuse component of {name} spans {(pe - ps) * conv.bits} bits, more than "
                                            f"the {it.MAX_REGISTER_BITS}-bit widest register")
                     registers.append(Register(len(registers), name, ps, bits // conv.bits, bits))
-                for a, b in sel:
-                    if comp[0] <= a and b <= comp[1]:
-                        rid = next(r.id for r in registers[::-1] if r.tensor == name and r.start <= a
-                                   and b < r.start + r.elems)
-                        reg_of[(name, int(a), int(b))] = rid
+            starts = np.array([c[0] for c in comps], dtype=np.int64)
+            for a, b in sel:
+                ci = int(np.searchsorted(starts, a, side="right")) - 1
+                start, rid = first_piece[ci]
+                reg_of[(name, int(a), int(b))] = rid + ((int(a) - start) // width if kind else 0)
     by_id = {r.id: r for r in registers}
 
     # Step 4: fusion into columns and select-parameter synthesis; step 5: interleaving.
