@@ -97,3 +97,45 @@ def conv_from_operator(op: Operator, bits: int, where: str) -> ConvSpec:
     k = sz["G"] if dw_kind else sz["K"]
     return ConvSpec(op.name, x=sz["Q"], y=sz["P"], k=k, c=1 if dw_kind else sz["C"], r=sz.get("S", 1),
                     s=sz.get("R", 1), stride=sh, dilation=dh, depthwise=dw_kind, bits=bits)
+
+
+# The paper's layout strings (outermost first; primes mark input extents) in our layout notation. "(K/8)(C/8)SR(8)(8)"
+# does not say which inner block is K's; we read it as C's block outside K's, the one that gives the lanes a
+# contiguous filter vector (the other reading needs a 2048-bit register for 8 lanes and cannot compile).
+_PAPER_LAYOUTS = {
+    "XYK": "X Y K", "YXK": "Y X K", "KYX": "K Y X",
+    "(K/8)(C/8)SR(8)(8)": "K/8 C/8 S R C%8 K%8", "(C/8)Y'X'(8)": "C/8 Y X C%8",
+    "K(C/2)SR(2)": "K C/2 S R C%2", "(C/2)Y'X'(2)": "C/2 Y X C%2",
+    "(K/16)SR(C/2)(16)(2)": "K/16 S R C/2 K%16 C%2", "Y'X'C": "Y X C", "KCSR": "K C S R", "CY'X'": "C Y X",
+}
+
+
+def paper_schedule(row: PaperRow, bits: int):
+    """The schedule the paper reports for a Table VI/VII row as our ``Schedule`` (None for CONV3D). Loop orders
+    are read innermost first, Halide's ``reorder`` convention (Vyasa's schedules are Halide schedules)."""
+    from accelmap.vector.compiler import Schedule
+    from accelmap.vector.conv import Layout
+    text = row.paper_schedule[bits]
+    if row.table == "3D":
+        return None
+    shape = "mac16" if bits == 16 else "lmac8"
+    if row.table == "VI":
+        uj = text.split("U&J x,y ")[1].split(", order")[0].split(",")
+        order = text.split("order ")[1]
+        unroll = (("x", int(uj[0])), ("y", int(uj[1])))
+        layouts = (("O", "K Y X"), ("W", "K C S R"), ("I", "C Y X"))
+        vec = "x"
+    else:
+        lay, vec_part, uj_part, order = (p.strip() for p in text.split(", "))
+        o, w, i = (s.strip() for s in lay.split(" / "))
+        layouts = (("O", _PAPER_LAYOUTS[o]), ("W", _PAPER_LAYOUTS[w]), ("I", _PAPER_LAYOUTS[i]))
+        if row.conv.depthwise:
+            layouts = (("O", "K Y X"), ("W", "K S R"), ("I", "C Y X"))
+        vec = vec_part.split()[1]
+        u = [int(v) for v in uj_part.split()[1].split(",")]
+        unroll = (("x", u[0]), ("y", u[1]), ("k", u[2]))
+    ud = dict(unroll)
+    lanes = 16 if bits == 16 else 8
+    outer = [d for d in reversed(order) if row.conv.sizes[d] // (ud.get(d, 1) * (lanes if d == vec else 1)) > 1]
+    return Schedule(vec, shape, tuple((d, f) for d, f in unroll if f > 1), tuple(outer),
+                    tuple((t, Layout.parse(s)) for t, s in layouts))
