@@ -1,7 +1,8 @@
 """Vectorization benchmark: every workload of Vyasa's Tables VI and VII and its three CONV3D filters, at int32
 and int16, on the aie_like core.
 
-For each: the tuned schedule next to the paper's (and the paper's own schedule compiled and modeled by us), MACs/cycle and % of peak from OUR ANALYTICAL CYCLE MODEL
+For each: the tuned schedule next to the paper's (and the paper's own schedule compiled and modeled by us),
+MACs/cycle and % of peak from OUR ANALYTICAL CYCLE MODEL
 (the paper measures on the AI Engine cycle-accurate simulator; our numbers are modeled, not measured), the
 emitted C++ compiled on the host against the intrinsic emulation and run bit-exact against NumPy, and the
 tune and compile times. Geomeans per table next to the paper's. Writes benchmarks/results/vectorize.json.
@@ -76,7 +77,8 @@ def main() -> None:
                 rec.update(bit_exact=rep.ok, compile_s=rep.compile_s)
                 verdict = "bit-exact" if rep.ok else "MISMATCH"
             print(f"{row.table:5} {conv.name:14} int{bits:<2} {c.macs_per_cycle:7.2f} {c.percent_of_peak:6.1f} "
-                  f"{c.bound:5} {res.seconds:6.2f} {paper_model:>7} {verdict:9} {res.schedule} || {row.paper_schedule[bits]}",
+                  f"{c.bound:5} {res.seconds:6.2f} {paper_model:>7} {verdict:9} {res.schedule} || "
+                  f"{row.paper_schedule[bits]}",
                   flush=True)
             rows.append(rec)
     print("\nGeomean MACs/cycle (ours MODELED | paper, AI Engine simulator):")
@@ -92,7 +94,8 @@ def main() -> None:
             peak = 8 if bits == 32 else 32
             summary[f"{table}/int{bits}"] = {"modeled_geomean": g, "paper_geomean": paper[bits], "workloads": len(vals),
                                              "of": n_all, "paper_schedules_modeled_geomean": geomean(theirs)}
-            print(f"  Table {table:3} int{bits}: {g:6.2f} ({100 * g / peak:5.1f}% of {peak}) | paper {paper[bits]:6.2f} "
+            print(f"  Table {table:3} int{bits}: {g:6.2f} ({100 * g / peak:5.1f}% of {peak}) | "
+                  f"paper {paper[bits]:6.2f} "
                   f"({100 * paper[bits] / peak:5.1f}%)  [{len(vals)} of {n_all} workloads]"
                   + (f"; the paper's schedules under our model {geomean(theirs):6.2f}" if theirs else ""))
     exact = [r.get("bit_exact") for r in rows if "bit_exact" in r]

@@ -141,3 +141,25 @@ def test_fc_int32_does_not_fit_the_data_memory():
     core = core_from_accelerator(get_accelerator("aie_like"))
     with pytest.raises(TuneError, match="data memory"):
         tune(paper_workload("FC", 32), core)
+
+
+def test_paper_schedules_compile_and_cv2x2_int16_is_modeled_exactly():
+    from accelmap.vector.workloads import paper_rows, paper_schedule
+    core = core_from_accelerator(get_accelerator("aie_like"))
+    refused = []
+    for row in paper_rows():
+        for bits in (32, 16):
+            sched = paper_schedule(row, bits)
+            if sched is None:
+                continue
+            try:
+                compile_conv(replace(row.conv, bits=bits), sched, core.data_mem_bits)
+            except CompileError as e:
+                refused.append((row.conv.name, bits, "data memory" in str(e)))
+    assert refused == [("FC", 32, True)]      # 4096x8 int32 weights alone are the whole 128 KB
+    row = paper_rows()[0]
+    prog = compile_conv(replace(row.conv, bits=16), paper_schedule(row, 16), core.data_mem_bits)
+    c = estimate(prog, core)
+    # U&J y 8: 8 groups x 2 filter rows, 1 fused mac16 each; 9 input rows of 512 bit (2 slots) + 2 filter rows
+    assert (c.macs_per_body, c.load_ops, c.store_ops, c.ii, c.inner_trips, c.outer_trips) == (16, 20, 8, 16, 16, 2)
+    assert c.cycles == 2 * (16 * 16 + 15 + 4) + 20 == 570

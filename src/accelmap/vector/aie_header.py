@@ -29,7 +29,10 @@ static inline int64_t wrap48_(int64_t x) {
     const int64_t half = (int64_t)1 << 47;
     return (int64_t)(((uint64_t)(x + half)) & (((uint64_t)1 << 48) - 1)) - half;
 }
-static inline void fail_(const char* what, long v) { std::fprintf(stderr, "aie emulation: %s %ld\n", what, v); std::abort(); }
+static inline void fail_(const char* what, long v) {
+    std::fprintf(stderr, "aie emulation: %s %ld\n", what, v);
+    std::abort();
+}
 
 template <int N, typename T> static inline vec<T, N> load_v(const T* base, long off) {
     if ((off * (long)sizeof(T)) % 16) fail_("unaligned load at element", off);
@@ -110,7 +113,8 @@ template <int XN> static inline v8acc48 mul8(const vec<int16_t, XN>& x, int xsta
 template <int XN> static inline v8acc80 lmac8(v8acc80 acc, const vec<int32_t, XN>& x, int xstart, unsigned xoffsets,
         const v8int32& z, int zstart, unsigned zoffsets) {
     for (int l = 0; l < 8; l++)
-        acc.v[l] += (int64_t)x.v[wrapi_(xstart + nib_(xoffsets, l), XN)] * (int64_t)z.v[wrapi_(zstart + nib_(zoffsets, l), 8)];
+        acc.v[l] += (int64_t)x.v[wrapi_(xstart + nib_(xoffsets, l), XN)]
+                    * (int64_t)z.v[wrapi_(zstart + nib_(zoffsets, l), 8)];
     return acc;
 }
 template <int XN> static inline v8acc80 lmul8(const vec<int32_t, XN>& x, int xstart, unsigned xoffsets,

@@ -166,8 +166,8 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
                     registers.append(Register(len(registers), name, ps, bits // conv.bits, bits))
             starts = np.array([c[0] for c in comps], dtype=np.int64)
             for a, b in sel:
-                ci = int(np.searchsorted(starts, a, side="right")) - 1
-                start, rid = first_piece[ci]
+                comp_idx = int(np.searchsorted(starts, a, side="right")) - 1
+                start, rid = first_piece[comp_idx]
                 reg_of[(name, int(a), int(b))] = rid + ((int(a) - start) // width if kind else 0)
     by_id = {r.id: r for r in registers}
 

@@ -217,7 +217,8 @@ def reference(conv: ConvSpec, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
     for r in range(conv.r):
         for s in range(conv.s):
             for t in range(conv.t):
-                sl = [slice(r * dl, r * dl + st * (conv.x - 1) + 1, st), slice(s * dl, s * dl + st * (conv.y - 1) + 1, st)]
+                sl = [slice(r * dl, r * dl + st * (conv.x - 1) + 1, st),
+                      slice(s * dl, s * dl + st * (conv.y - 1) + 1, st)]
                 if conv.is_3d:
                     sl.append(slice(t * dl, t * dl + st * (conv.z - 1) + 1, st))
                 win = i64[tuple(sl)]

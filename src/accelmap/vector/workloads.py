@@ -122,7 +122,7 @@ def paper_schedule(row: PaperRow, bits: int):
     if row.table == "VI":
         uj = text.split("U&J x,y ")[1].split(", order")[0].split(",")
         order = text.split("order ")[1]
-        unroll = (("x", int(uj[0])), ("y", int(uj[1])))
+        unroll: tuple[tuple[str, int], ...] = (("x", int(uj[0])), ("y", int(uj[1])))
         layouts = (("O", "K Y X"), ("W", "K C S R"), ("I", "C Y X"))
         vec = "x"
     else:
