@@ -163,3 +163,34 @@ def test_paper_schedules_compile_and_cv2x2_int16_is_modeled_exactly():
     # U&J y 8: 8 groups x 2 filter rows, 1 fused mac16 each; 9 input rows of 512 bit (2 slots) + 2 filter rows
     assert (c.macs_per_body, c.load_ops, c.store_ops, c.ii, c.inner_trips, c.outer_trips) == (16, 20, 8, 16, 16, 2)
     assert c.cycles == 2 * (16 * 16 + 15 + 4) + 20 == 570
+
+
+def test_random_convolutions_tune_to_exact_kernels():
+    """Randomized (fixed seed) shapes, strides, dilations, channels and precisions: whatever the tuner picks is
+    exact on the emulator, and a shape it cannot compile is refused with a reason, never miscompiled."""
+    core = core_from_accelerator(get_accelerator("aie_like"))
+    rng = np.random.default_rng(7)
+    compiled = 0
+    for _ in range(24):
+        bits = int(rng.choice([16, 32]))
+        conv = ConvSpec("rnd", x=int(rng.choice([16, 32, 48])), y=int(rng.integers(1, 4)),
+                        k=int(rng.choice([1, 8, 16])), c=int(rng.integers(1, 5)), r=int(rng.integers(1, 5)),
+                        s=int(rng.integers(1, 4)), stride=int(rng.integers(1, 3)), dilation=int(rng.integers(1, 3)),
+                        bits=bits)
+        try:
+            res = tune(conv, core)
+        except TuneError as e:
+            assert "no schedule compiles" in str(e)
+            continue
+        compiled += 1
+        assert _emulated_exact(res.program, seed=3), (conv, res.schedule)
+    assert compiled >= 18
+
+
+def test_tuner_choice_for_cv3x3_int16_is_pinned():
+    core = core_from_accelerator(get_accelerator("aie_like"))
+    res = tune(paper_workload("CV-3x3", 16), core)
+    assert str(res.schedule) == "vec x mac8 U&J x1,y8,z1,k1 order yx O:KYX W:KCSR I:CYX"
+    assert (res.evaluated, res.rejected) == (20, (("widest register", 4),))
+    # 8 groups x 3 rows x 1 mac8 (3 taps padded to 4 columns) = II 24; 32 pipelined x-trips (8 lanes) in 2 y-trips
+    assert (res.cost.ii, res.cost.cycles) == (24, 2 * (32 * 24 + 15 + 4) + 20)
