@@ -2,33 +2,36 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
-from accelmap.errors import AccelmapError
+from accelmap.errors import AccelmapError, SpecError
 from accelmap.file_io import check_output_file, write_atomic
-from accelmap.vector.compiler import describe_math
+from accelmap.vector.compiler import compile_conv, describe_math
+from accelmap.vector.cycles import estimate
 from accelmap.vector.emit_cpp import emit_cpp, run_kernel
 from accelmap.vector.machine import core_from_accelerator
 from accelmap.vector.tuner import tune
 from accelmap.vector.workloads import conv_from_operator, paper_rows, paper_workload
+from accelmap.vector.workloads import paper_schedule as paper_schedule_of
 from accelmap.workload.files import load_workload
 
 PRECISIONS = {"int16": 16, "int32": 32}
 
 
 def resolve_workload(workload: str, bits: int):
-    """A paper workload name (CV-3x3, REG-5x5, FC, CONV3D-3x3x3, ...) or a conv2d workload YAML."""
+    """A paper workload name (CV-3x3, REG-5x5, FC, CONV3D-3x3x3, ...) or a conv2d workload YAML; with the paper's
+    row when it is one."""
     p = Path(workload)
     if p.suffix in (".yaml", ".yml") or p.exists():
         op, _ = load_workload(p)
         return conv_from_operator(op, bits, workload), None
     conv = paper_workload(workload, bits)
-    row = next(r for r in paper_rows() if r.conv.name == conv.name)
-    return conv, row.paper_schedule[bits]
+    return conv, next(r for r in paper_rows() if r.conv.name == conv.name)
 
 
 @main.command("vectorize")
@@ -41,32 +44,47 @@ def resolve_workload(workload: str, bits: int):
 @click.option("--run", is_flag=True, help="Compile the C++ on the host against the intrinsic emulation, run it and "
                                           "compare with NumPy bit for bit.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random inputs of --run.")
-def vectorize_cmd(workload, arch, precision, emit, run, seed):
-    """Tune loop order, vector loop, unroll-and-jam and layouts; print the schedule and its modeled cycles."""
+@click.option("--paper-schedule", is_flag=True, help="Compile the schedule the paper reports (Tables VI/VII) "
+                                                     "instead of tuning.")
+def vectorize_cmd(workload, arch, precision, emit, run, seed, paper_schedule):
+    """Tune loop order, vector loop, unroll-and-jam and layouts; print the schedule and its modeled cycles.
+    A schedule the compiler rejects (with --paper-schedule) is one error line naming the reason."""
     if emit is not None:
         check_output_file(emit, "--emit", ".cpp")
     core = core_from_accelerator(get_accelerator(arch))
-    conv, paper = resolve_workload(workload, PRECISIONS[precision])
-    res = tune(conv, core)
-    c = res.cost
+    bits = PRECISIONS[precision]
+    conv, row = resolve_workload(workload, bits)
+    if paper_schedule:
+        sched = paper_schedule_of(row, bits) if row is not None else None
+        if sched is None:
+            raise SpecError(f"{conv.name}: the paper reports no schedule for it (Tables VI and VII only)",
+                            where="--paper-schedule")
+        t0 = time.perf_counter()
+        prog = compile_conv(conv, sched, core.data_mem_bits)
+        note = f"the paper's schedule, compiled in {time.perf_counter() - t0:.2f} s (not tuned)"
+    else:
+        res = tune(conv, core)
+        sched, prog = res.schedule, res.program
+        rej = ", ".join(f"{k} {n}" for k, n in res.rejected) or "none"
+        note = f"{res.evaluated} variants compiled in {res.seconds:.2f} s; rejected: {rej}"
+    c = estimate(prog, core)
     click.echo(str(conv))
-    click.echo(f"schedule: {res.schedule}")
-    if paper:
-        click.echo(f"paper's:  {paper}")
-    click.echo(f"program:  {describe_math(res.program)}")
+    click.echo(f"schedule: {sched}   (loop order outermost first)")
+    if row is not None:
+        click.echo(f"paper's:  {row.paper_schedule[bits]}")
+    click.echo(f"program:  {describe_math(prog)}")
     click.echo(f"modeled:  {c.cycles:,} cycles, {c.macs_per_cycle:.2f} MACs/cycle = {c.percent_of_peak:.1f}% of "
                f"the {c.peak_macs_per_cycle} peak (II {c.ii}, {c.bound}-bound; {c.load_ops} load / {c.store_ops} "
                f"store slots per iteration; spill {c.spill_bits} bits; code {c.code_bytes:,} B)")
-    rej = ", ".join(f"{k} {n}" for k, n in res.rejected) or "none"
-    click.echo(f"tuner:    {res.evaluated} variants compiled in {res.seconds:.2f} s; rejected: {rej}")
+    click.echo(f"tuner:    {note}")
     if emit is not None:
-        write_atomic(Path(emit), emit_cpp(res.program, str(conv)))
+        write_atomic(Path(emit), emit_cpp(prog, str(conv)))
         click.echo(f"wrote {emit}")
     if run:
-        rep = run_kernel(res.program, seed=seed, cpp_path=emit)
+        rep = run_kernel(prog, seed=seed, cpp_path=emit)
         click.echo(f"run:      C++ kernel {'bit-exact' if rep.exact_cpp else 'MISMATCH'}, NumPy emulator "
                    f"{'bit-exact' if rep.exact_emulator else 'MISMATCH'} vs NumPy reference "
-                   f"(compiled in {rep.compile_s:.2f} s)")
+                   + ("(build reused)" if rep.reused_build else f"(compiled in {rep.compile_s:.2f} s)"))
         if not rep.ok:
             raise AccelmapError(f"{conv.name}: the vectorized kernel disagrees with NumPy ({rep.library})")
 

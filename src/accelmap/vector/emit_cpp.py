@@ -105,20 +105,20 @@ def cxx_compiler() -> str:
     return cxx
 
 
-def build_kernel(source: str, cpp_path: str | Path | None = None) -> Path:
-    """Compile to a shared library (reused when the same source was built before)."""
+def build_kernel(source: str, cpp_path: str | Path | None = None) -> tuple[Path, bool]:
+    """Compile to a shared library; the library, and whether a build of the same source was reused."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     cpp = Path(cpp_path) if cpp_path else build_dir() / f"accelmap_vector_{digest}.cpp"
     cpp.parent.mkdir(parents=True, exist_ok=True)
     cpp.write_text(source)
     lib = cpp.with_name(f"{cpp.stem}.{digest}.so")
     if lib.exists():
-        return lib
+        return lib, True
     cmd = [cxx_compiler(), "-O1", "-std=c++17", "-shared", "-fPIC", "-o", str(lib), str(cpp)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"{cmd[0]} failed on {cpp} (file kept):\n{(proc.stderr or proc.stdout).strip()[:2000]}")
-    return lib
+    return lib, False
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,7 @@ class RunReport:
     compile_s: float
     run_s: float
     library: Path
+    reused_build: bool       # the same source was compiled before: compile_s is not a compile time
 
     @property
     def ok(self) -> bool:
@@ -139,7 +140,7 @@ def run_kernel(prog: VectorProgram, seed: int = 0, cpp_path: str | Path | None =
     want = expected_output(prog, inp, wgt)
     emu = output_of(prog, run_emulated(prog, ib, wb))
     t0 = time.perf_counter()
-    lib = build_kernel(emit_cpp(prog), cpp_path)
+    lib, reused = build_kernel(emit_cpp(prog), cpp_path)
     t1 = time.perf_counter()
     out = np.zeros(prog.tensor("O").size, dtype=dtype_of(prog.out_bits))
     dll = ctypes.CDLL(str(lib))
@@ -149,4 +150,4 @@ def run_kernel(prog: VectorProgram, seed: int = 0, cpp_path: str | Path | None =
     fn(ib.ctypes.data, wb.ctypes.data, out.ctypes.data)
     t2 = time.perf_counter()
     got = output_of(prog, out)
-    return RunReport(bool(np.array_equal(got, want)), bool(np.array_equal(emu, want)), t1 - t0, t2 - t1, lib)
+    return RunReport(bool(np.array_equal(got, want)), bool(np.array_equal(emu, want)), t1 - t0, t2 - t1, lib, reused)
