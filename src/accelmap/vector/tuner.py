@@ -72,6 +72,7 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
     sizes = conv.sizes
     best: tuple | None = None
     rejected: Counter[str] = Counter()
+    example: dict[str, str] = {}           # the first full message of each rejection reason
     evaluated = 0
     for shape_name in shapes_for(conv.bits):
         shape = SHAPES[shape_name]
@@ -93,6 +94,7 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
                         prog = compile_conv(conv, sched, core.data_mem_bits)
                     except CompileError as e:
                         rejected[_reason(str(e))] += 1
+                        example.setdefault(_reason(str(e)), str(e))
                         continue
                     for order in itertools.permutations(dims) if dims else [()]:
                         by_dim = {lp.dim: lp for lp in prog.loops}
@@ -105,7 +107,11 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
                         if best is None or key < best[0]:
                             best = (key, replace(sched, order=order), variant, cost)
     if best is None:
-        raise TuneError(f"{conv.name}: no schedule compiles ({dict(rejected)})")
+        if not evaluated:
+            raise TuneError(f"{conv.name}: no vector loop fits: x={sizes['x']} and k={sizes['k']} are not multiples "
+                            f"of the lane counts {sorted({SHAPES[s].lanes for s in shapes_for(conv.bits)})}")
+        why = "; ".join(f"{n} x {example.get(k, k)}" for k, n in sorted(rejected.items()))
+        raise TuneError(f"{conv.name}: no schedule compiles ({evaluated} tried): {why}")
     return TuneResult(best[1], best[2], best[3], evaluated, tuple(sorted(rejected.items())),
                       time.perf_counter() - t0)
 
