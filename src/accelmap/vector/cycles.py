@@ -61,19 +61,25 @@ class CycleEstimate:
         return self.code_bytes <= PROGRAM_MEMORY_BYTES
 
 
+def hoisted_registers(prog: VectorProgram, core: Core) -> set[int]:
+    """Registers of tensors that do not move in the pipelined loop, if they all fit beside the body's peak."""
+    still = {n for n, d in prog.loops[-1].deltas if d == 0} if prog.loops else set()
+    invariant = [r for r in prog.registers if r.tensor in still]
+    if not invariant or prog.peak_live_bits + sum(r.bits for r in invariant) > core.vrf_bits:
+        return set()
+    return {r.id for r in invariant}
+
+
 def estimate(prog: VectorProgram, core: Core) -> CycleEstimate:
     regs = {r.id: r for r in prog.registers}
     n_mac = sum(1 for i in prog.body if isinstance(i, Mac))
     load_regs = [regs[i.reg] for i in prog.body if isinstance(i, Load)]
-    still = {n for n, d in prog.loops[-1].deltas if d == 0} if prog.loops else set()
-    invariant = [r for r in load_regs if r.tensor in still]
+    inv_ids = hoisted_registers(prog, core)
+    invariant = [r for r in load_regs if r.id in inv_ids]
     hoisted = sum(r.bits for r in invariant)
-    if not invariant or prog.peak_live_bits + hoisted > core.vrf_bits:
-        invariant, hoisted = [], 0
     depth = LOAD_TO_USE_CYCLES + MAC_PIPELINE_CYCLES + STORE_CYCLES
     hoisted_slots = sum(math.ceil(r.bits / core.load_port_bits) for r in invariant)
     preheader = max(0, math.ceil(hoisted_slots / LOAD_PORTS) - depth)   # beyond the prologue's free load slots
-    inv_ids = {r.id for r in invariant}
     loads = sum(math.ceil(r.bits / core.load_port_bits) for r in load_regs if r.id not in inv_ids)
     out_bits = prog.shape.lanes * prog.out_bits
     stores = sum(math.ceil(out_bits / core.store_port_bits) for i in prog.body if isinstance(i, Store))
