@@ -92,24 +92,30 @@ def _pair_select(xstart: int, offsets: list[int], square: int, step: int, col_bl
     return idx
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """Cached index tables are shared: make them read-only."""
+    a.flags.writeable = False
+    return a
+
+
 @lru_cache(maxsize=65536)
 def x_index_mac16(xstart: int, xoffsets: int, xoffsets_hi: int, xsquare: int) -> np.ndarray:
     _check_word("xoffsets", xoffsets, 8)
     _check_word("xoffsets_hi", xoffsets_hi, 8)
     offs = [nibble(xoffsets, i) for i in range(8)] + [nibble(xoffsets_hi, i) for i in range(8)]
-    return _pair_select(xstart, offs, xsquare, 0, 1)
+    return _frozen(_pair_select(xstart, offs, xsquare, 0, 1))
 
 
 @lru_cache(maxsize=65536)
 def x_index_mac8(xstart: int, xoffsets: int, xstep: int, xsquare: int) -> np.ndarray:
     _check_word("xoffsets", xoffsets, 8)
-    return _pair_select(xstart, [nibble(xoffsets, i) for i in range(8)], xsquare, xstep, 2)
+    return _frozen(_pair_select(xstart, [nibble(xoffsets, i) for i in range(8)], xsquare, xstep, 2))
 
 
 @lru_cache(maxsize=65536)
 def x_index_lmac8(xstart: int, xoffsets: int) -> np.ndarray:
     _check_word("xoffsets", xoffsets, 8)
-    return np.array([[xstart + nibble(xoffsets, i)] for i in range(8)], dtype=np.int64)
+    return _frozen(np.array([[xstart + nibble(xoffsets, i)] for i in range(8)], dtype=np.int64))
 
 
 @lru_cache(maxsize=65536)
@@ -118,7 +124,8 @@ def z_index(lanes: int, cols: int, zstart: int, zoffsets: int, zoffsets_hi: int,
     _check_word("zoffsets", zoffsets, 8)
     _check_word("zoffsets_hi", zoffsets_hi, 8)
     offs = [nibble(zoffsets, i) for i in range(8)] + [nibble(zoffsets_hi, i) for i in range(8)]
-    return np.array([[zstart + offs[i] + j * zstep for j in range(cols)] for i in range(lanes)], dtype=np.int64)
+    return _frozen(np.array([[zstart + offs[i] + j * zstep for j in range(cols)] for i in range(lanes)],
+                            dtype=np.int64))
 
 
 def wrap_signed(v: np.ndarray, bits: int) -> np.ndarray:
