@@ -7,7 +7,7 @@ MACs/cycle and % of peak from OUR ANALYTICAL CYCLE MODEL
 emitted C++ compiled on the host against the intrinsic emulation and run bit-exact against NumPy, and the
 tune and compile times. Geomeans per table next to the paper's. Writes benchmarks/results/vectorize.json.
 
-    python benchmarks/vectorize.py [--no-run]
+    python benchmarks/vectorize.py [--no-run] [--reuse-builds]
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,14 +30,18 @@ from accelmap.vector.tuner import TuneError, tune
 from accelmap.vector.workloads import PAPER_GEOMEANS, paper_rows, paper_schedule
 
 
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+def geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-run", action="store_true", help="skip compiling and running the C++ kernels")
+    ap.add_argument("--reuse-builds", action="store_true",
+                    help="reuse kernels built before (default: a fresh build directory, so g++ times are real)")
     args = ap.parse_args()
+    if not args.reuse_builds:
+        os.environ["ACCELMAP_BUILD_DIR"] = tempfile.mkdtemp(prefix="accelmap-vectorize-")
     core = core_from_accelerator(get_accelerator("aie_like"))
     rows = []
     print("MACs/cycle and % of peak are MODELED (analytical VLIW model), not simulated or measured.")
@@ -95,10 +101,12 @@ def main() -> None:
             peak = 8 if bits == 32 else 32
             summary[f"{table}/int{bits}"] = {"modeled_geomean": g, "paper_geomean": paper[bits], "workloads": len(vals),
                                              "of": n_all, "paper_schedules_modeled_geomean": geomean(theirs)}
+            if g is None:
+                continue
             print(f"  Table {table:3} int{bits}: {g:6.2f} ({100 * g / peak:5.1f}% of {peak}) | "
                   f"paper {paper[bits]:6.2f} "
                   f"({100 * paper[bits] / peak:5.1f}%)  [{len(vals)} of {n_all} workloads]"
-                  + (f"; the paper's schedules under our model {geomean(theirs):6.2f}" if theirs else ""))
+                  + (f"; the paper's schedules under our model {geomean(theirs) or 0:6.2f}" if theirs else ""))
     exact = [r.get("bit_exact") for r in rows if "bit_exact" in r]
     print(f"\nbit-exact runs: {sum(1 for e in exact if e)} of {len(exact)}")
     out = Path(__file__).parent / "results" / "vectorize.json"
