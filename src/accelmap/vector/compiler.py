@@ -77,7 +77,9 @@ def compile_conv(conv: ConvSpec, sched: Schedule, data_mem_bits: int) -> VectorP
     padded = dict(sizes)
     if f:
         padded[f] = -(-sizes[f] // cols) * cols
-    slack = 2 * it.MAX_REGISTER_BITS // conv.bits + conv.dilation * cols * max(sizes.values())
+    # A covering load may read up to one widest register past the last element it needs, and a zero-padding tap
+    # reads input up to (cols - 1) taps past a row (multiplied by zero): the buffers end with that much slack.
+    slack = it.MAX_REGISTER_BITS // conv.bits + (cols - 1) * conv.dilation * cols * conv.stride
     placed = {}
     for name in ("I", "W", "O"):
         ext = conv.extents(name)
