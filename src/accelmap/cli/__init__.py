@@ -61,4 +61,5 @@ from accelmap.cli import (
     simulate_cmd,  # noqa: E402,F401
     timeloop_cmd,  # noqa: E402,F401
     tune_cmd,  # noqa: E402,F401
+    vectorize_cmd,  # noqa: E402,F401
 )

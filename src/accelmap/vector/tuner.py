@@ -1,0 +1,124 @@
+"""Auto-tuner over loop order, vectorized loop, unroll-and-jam factors {1,2,4,8} and data layouts, with
+Vyasa's pruning: reduction loops always fully unrolled, unroll-and-jam bounded (code size against the 16 KB
+program memory), and every variant the compiler rejects (register capacity, shuffle network, alignment) pruned.
+The objective is the modeled cycle count (the paper runs the AI Engine simulator instead)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from accelmap.errors import AccelmapError
+from accelmap.vector.compiler import CompileError, Schedule, compile_conv
+from accelmap.vector.conv import OUTPUT_DIMS, ConvSpec, Layout
+from accelmap.vector.cycles import CycleEstimate, estimate
+from accelmap.vector.intrinsics import SHAPES
+from accelmap.vector.machine import Core
+from accelmap.vector.program import VectorProgram
+
+UNROLL_FACTORS = (1, 2, 4, 8)
+MAX_GROUPS = 8          # unroll-and-jam product bound (the paper bounds it for code size and compile time)
+
+
+class TuneError(AccelmapError):
+    """No schedule compiles for the workload."""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    schedule: Schedule
+    program: VectorProgram
+    cost: CycleEstimate
+    evaluated: int
+    rejected: tuple[tuple[str, int], ...]
+    seconds: float
+
+
+def shapes_for(bits: int) -> tuple[str, ...]:
+    return ("mac16", "mac8") if bits == 16 else ("lmac8",)
+
+
+def layout_candidates(conv: ConvSpec, vector_dim: str, lanes: int, cols: int) -> list[tuple[tuple[str, Layout], ...]]:
+    """(O, W, I) layouts: row-major permutations with the vector loop innermost in O, plus channel blocking by the
+    column count (fusion along channels, Vyasa's (C/2)Y'X'(2)) or by the lane count for a k-vectorized filter."""
+    z = "Z " if conv.is_3d else ""
+    t = "T " if conv.is_3d else ""
+    L = Layout.parse
+    cands: list[tuple[str, str, str]] = []
+    if vector_dim == "x":
+        o = f"K {z}Y X"
+        if conv.depthwise:
+            cands.append((o, f"K {t}S R", f"C {z}Y X"))
+        else:
+            cands.append((o, f"K C {t}S R", f"C {z}Y X"))
+            if cols > 1 and conv.c % cols == 0:
+                cands.append((o, f"K C/{cols} {t}S R C%{cols}", f"C/{cols} {z}Y X C%{cols}"))
+    elif not conv.depthwise:
+        o = f"{z}Y X K"
+        if cols > 1:
+            if conv.c % cols == 0:
+                cands.append((o, f"K/{lanes} {t}S R C/{cols} K%{lanes} C%{cols}", f"{z}Y X C"))
+        else:
+            cands.append((o, f"K/{lanes} C {t}S R K%{lanes}", f"{z}Y X C"))
+            if conv.c % 8 == 0:
+                cands.append((o, f"K/{lanes} C/8 {t}S R C%8 K%{lanes}", f"C/8 {z}Y X C%8"))
+    return [(("O", L(a)), ("W", L(b)), ("I", L(c))) for a, b, c in cands]
+
+
+def tune(conv: ConvSpec, core: Core) -> TuneResult:
+    t0 = time.perf_counter()
+    sizes = conv.sizes
+    best: tuple | None = None
+    rejected: Counter[str] = Counter()
+    example: dict[str, str] = {}           # the first full message of each rejection reason
+    evaluated = 0
+    for shape_name in shapes_for(conv.bits):
+        shape = SHAPES[shape_name]
+        for v in ("x", "k"):
+            if sizes[v] % shape.lanes:
+                continue
+            for layouts in layout_candidates(conv, v, shape.lanes, shape.cols):
+                for u in itertools.product(UNROLL_FACTORS, repeat=len(OUTPUT_DIMS)):
+                    unroll = dict(zip(OUTPUT_DIMS, u, strict=True))
+                    if any(sizes[d] % (f * (shape.lanes if d == v else 1)) for d, f in unroll.items()):
+                        continue
+                    if u[0] * u[1] * u[2] * u[3] > MAX_GROUPS:
+                        continue
+                    dims = [d for d in OUTPUT_DIMS if sizes[d] // (unroll[d] * (shape.lanes if d == v else 1)) > 1]
+                    sched = Schedule(v, shape_name, tuple((d, f) for d, f in unroll.items() if f > 1), tuple(dims),
+                                     layouts)
+                    evaluated += 1
+                    try:
+                        prog = compile_conv(conv, sched, core.data_mem_bits)
+                    except CompileError as e:
+                        rejected[_reason(str(e))] += 1
+                        example.setdefault(_reason(str(e)), str(e))
+                        continue
+                    for order in itertools.permutations(dims) if dims else [()]:
+                        by_dim = {lp.dim: lp for lp in prog.loops}
+                        variant = replace(prog, loops=tuple(by_dim[d] for d in order))
+                        cost = estimate(variant, core)
+                        if not cost.fits_program_memory:
+                            rejected["code size over 16 KB"] += 1
+                            continue
+                        key = (cost.cycles, cost.code_bytes, shape_name != "mac16", v, u, order)
+                        if best is None or key < best[0]:
+                            best = (key, replace(sched, order=order), variant, cost)
+    if best is None:
+        if not evaluated:
+            raise TuneError(f"{conv.name}: no vector loop fits: x={sizes['x']} and k={sizes['k']} are not multiples "
+                            f"of the lane counts {sorted({SHAPES[s].lanes for s in shapes_for(conv.bits)})}")
+        why = "; ".join(f"{n} x {example.get(k, k)}" for k, n in sorted(rejected.items()))
+        raise TuneError(f"{conv.name}: no schedule compiles ({evaluated} tried): {why}")
+    return TuneResult(best[1], best[2], best[3], evaluated, tuple(sorted(rejected.items())),
+                      time.perf_counter() - t0)
+
+
+def _reason(msg: str) -> str:
+    for key in ("shuffle network", "widest register", "multiple of", "data memory", "aligned", "two registers",
+                "contiguous"):
+        if key in msg:
+            return key
+    return msg[:40]
