@@ -4,7 +4,7 @@ Each node fixes one more level: a bound per dimension for the level's
 temporal loops and for each axis of its fan-out, then one of the level's
 non-dominated loop orders (``orders.py``). Children are visited in order of
 their lower bound (``bounds.py``) and the first child whose bound cannot beat
-the k-th best found so far ends the node, as in seed 001's alpha-beta step,
+the k-th best found so far ends the node, as in Sunstone's alpha-beta step,
 but with a bound that is valid for our cost model and for the objective.
 Capacity prunes as soon as a partial tile overflows: tiles only grow as
 factors are added. Every rule is safe (docs/mapper.md), so the result is

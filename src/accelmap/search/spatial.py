@@ -46,10 +46,6 @@ class SpatialCandidate:
         return scalar(objective if objective != "pareto" else "edp", self.energy_bound, self.latency_bound)
 
 
-def spatial_loops(assignment: dict) -> tuple[Loop, ...]:
-    return tuple(Loop(d, b, lvl, ax) for (lvl, ax), o in sorted(assignment.items()) for d, b in o.items() if b > 1)
-
-
 def axis_bounds(size: int, axis_size: int, may_pad: bool) -> list[int]:
     """Bounds > 1 one dim of ``size`` can take on an axis of ``axis_size``."""
     out = [b for b in divisors(size) if 1 < b <= axis_size]
