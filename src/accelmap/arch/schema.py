@@ -49,6 +49,7 @@ class LevelSpec(_Strict):
     read_bandwidth: Quantity = "unbounded"
     write_bandwidth: Quantity | None = None
     double_buffered: bool = False
+    written_at_clock_edge: bool = False
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
@@ -156,6 +157,10 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         if ls.name in names:
             raise SpecError(f"level name {ls.name!r} is used twice; names must be unique", where=f"{where}.name")
         names.add(ls.name)
+        if ls.double_buffered and ls.written_at_clock_edge:
+            raise SpecError("double_buffered and written_at_clock_edge exclude each other: a register written "
+                            "at the clock edge holds one tile and refills while it is read; set one of them",
+                            where=f"{where}.written_at_clock_edge")
         width = _conv(parse_width_bits, ls.width, f"{where}.width")
         if (ls.capacity is None) == (ls.partitions is None):
             raise SpecError("give exactly one of 'capacity' (shared by the held operands) or "
@@ -201,7 +206,8 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             te = _conv(parse_energy_pj, ls.fanout.transfer_energy, f"{where}.fanout.transfer_energy", width)
             fan = Fanout(tuple(axes), te)
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
-                            ls.double_buffered, ls.bypass, fan, instances, ls.transfer_setup_cycles))
+                            ls.double_buffered, ls.bypass, fan, instances, ls.transfer_setup_cycles,
+                            ls.written_at_clock_edge))
         if fan:
             instances *= fan.size
     top = levels[0]

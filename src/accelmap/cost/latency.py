@@ -109,6 +109,19 @@ def pipeline_overhead(op: Operator, arch: Accelerator, m: Mapping) -> float:
 
 # ---------------------------------------------------------------- tile transfers
 
+def _moving_loops(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
+    """Per row and temporal slot above c (rows x slots): does that loop's advance move the tile of
+    an operand over ``dims`` (its own dim is one of them, or a loop inside it over one of them has
+    a bound above 1 and resets)?"""
+    above = nest.above(c)
+    mine = np.array([nest.structure[j][0] in dims for j in above], dtype=bool).reshape(1, len(above))
+    ind = mine & (nest.B[:, above] > 1)
+    inner = np.zeros_like(ind)
+    if above:
+        inner[:, :-1] = np.logical_or.accumulate(ind[:, :0:-1], axis=1)[:, ::-1]
+    return mine | inner
+
+
 def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
     """Tiles of an operand over ``dims`` that level c receives per row: one at the start, and one at
     every advance of a temporal loop above c that moves it (its own dim is the operand's, or a loop
@@ -117,11 +130,7 @@ def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarr
     if not above:
         return np.ones(nest.n, dtype=np.int64)
     cnt, _ = nest.classes(c)
-    mine = np.array([nest.structure[j][0] in dims for j in above])
-    ind = mine[None, :] & (nest.B[:, above] > 1)
-    inner = np.zeros_like(ind)
-    inner[:, :-1] = np.logical_or.accumulate(ind[:, :0:-1], axis=1)[:, ::-1]
-    return 1 + ((mine[None, :] | inner) * cnt.T).sum(axis=1)
+    return 1 + (_moving_loops(nest, dims, c) * cnt.T).sum(axis=1)
 
 
 def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -> int:
@@ -192,8 +201,12 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
 
 
 def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
-    """A double buffer hides a load only behind the compute of one tile: transitions of each loop
-    above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+    """A double buffer hides a load only behind the compute of the stream's previous tile:
+    transitions of each loop above ``c`` cost max(compute of a window, that loop's loads), not the
+    average of all loads. A stream's tile stays while the innermost loops above c that do not
+    move it run (its period, in steps); its next tile loads while the current one computes. The
+    level's loads run in one in-order queue, so no load runs further ahead than the stream that
+    changes most often allows: the window is the shortest period of the streams that load into c.
     Returning partial sums (outputs with fills) load into the same halves and count too.
 
     The load when loop j advances is the first instance's exact tile delta (inner loops reset),
@@ -210,6 +223,8 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray
     cases = _edge_cases(nest, c)
     total_load = [np.zeros(cnt.shape) for _ in cases]
     any_load = np.zeros(n, dtype=bool)
+    window = steps.copy()               # per row: the shortest period of a stream that loads
+    moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
     for X in op.operands:
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         if c not in chain[1:]:
@@ -217,10 +232,14 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray
         p = chain[chain.index(c) - 1]
         fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
         full = nest.deltas(X, c)[0]
+        moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
         dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
         counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
         valid = (counted != 0) & (fills != 0)
         any_load |= valid
+        period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
+        window = np.where(valid, np.minimum(window, period), window)
+        moved |= moves.T & valid[None]
         safe = np.where(valid, counted, 1)
         per_c = fills * X.bits / nest.used(c) / safe
         per_p = reads_p * X.bits / nest.used(p) / safe
@@ -228,8 +247,10 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray
             t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
                  np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
             tl += np.where(valid, t, 0.0)
-    step = busy / steps
-    out = step + sum((cnt * w * np.maximum(step, tl)).sum(axis=0) for (w, _), tl in zip(cases, total_load, strict=True))
+    # Classes inside the shortest period move no loading stream: their steps are in the windows.
+    span = busy / steps * window
+    out = span + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
+                     for (w, _), tl in zip(cases, total_load, strict=True))
     return np.where((steps > 1) & any_load, out, 0.0)
 
 
@@ -477,9 +498,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
-                if lc.double_buffered and X.is_output:
+                if lc.refills_during_compute and X.is_output:
                     add(ring, c, setup + np.maximum(tc, tp))
-                if lc.double_buffered:
+                if lc.refills_during_compute:
                     # the first tile (load) and the last tile (store) do not overlap compute
                     share = np.where(child_bits > 0,
                                      np.minimum(1.0, first / np.where(child_bits > 0, child_bits, 1)), 0.0)
@@ -495,7 +516,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         add(ring, c, -edge)
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
     on = {c: (get(load_unit, c) != 0) | (get(store_unit, c) != 0) for c in range(1, nlev)
-          if not levels[c].double_buffered and (c in load_unit or c in store_unit)}
+          if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
     stall = _single_stall(nest, keep, counts, on) if on else zeros()
     edge = sum(pro.values(), zeros()) + sum(epi.values(), zeros())
     # A double-buffered level's units overlap compute between its first load and last drain;
