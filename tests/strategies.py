@@ -84,6 +84,8 @@ def accelerators(draw):
     compute = {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32},
                "macs_per_cycle": draw(st.sampled_from([1, 1, 2]))}
     if draw(st.booleans()):
+        compute["final_output_bits"] = draw(st.sampled_from([8, 16]))   # finished outputs requantized
+    if draw(st.booleans()):
         # Eq. 4.1-style pipeline overheads; the streamed dims are names some operators use
         compute["pipeline"] = {"row_setup_cycles": draw(st.integers(0, 3)),
                                "result_overhead_cycles": draw(st.integers(0, 3)),

@@ -201,3 +201,68 @@ def test_double_buffered_and_written_at_the_clock_edge_exclude_each_other():
     from accelmap.errors import SpecError
     with pytest.raises(SpecError, match="exclude each other"):
         _register_arch(written_at_clock_edge=True, double_buffered=True)
+
+
+def test_double_buffered_when_two_tiles_fit_is_decided_per_mapping():
+    """``double_buffered: when_fits``: the weight register double-buffers a 36-byte filter when it has
+    72 bytes, and is single-buffered (each new filter stalls the array) when it has 64; the model
+    and the simulator agree on both, and a tile needs only the whole capacity."""
+    from dataclasses import replace
+
+    from accelmap.cost.latency import double_buffers
+    from accelmap.cost.model import evaluate
+    from accelmap.mapping import Loop, Mapping
+    from accelmap.sim import simulate
+    from accelmap.workload import conv2d
+
+    base = _stationary_weights_arch()
+    op = conv2d("c", c=4, h=16, w=16, k=8, r=3, s=3, bits={"I": 8, "W": 8, "O": 32})
+    m = Mapping((Loop("K", 8, 0), Loop("P", 14, 0), Loop("Q", 14, 0), Loop("C", 4, 1), Loop("R", 3, 1),
+                 Loop("S", 3, 1)), (frozenset("IWO"), frozenset("W")))
+    lat = {}
+    for cap in (72, 64):
+        rf = replace(base.levels[1], double_buffered=False, double_buffered_when_fits=True, capacity_bits=cap * 8)
+        arch = replace(base, levels=(base.levels[0], rf))
+        assert double_buffers(op, arch, m) == (False, cap == 72)
+        res = evaluate(op, arch, m)
+        assert math.isclose(res.latency, simulate(op, arch, m, functional=False).cycles, rel_tol=1e-9)
+        lat[cap] = res.latency
+    load = 36 * 8                       # one filter at 1 bit/cycle
+    assert lat[72] == res.compute_cycles + load
+    assert lat[64] == res.compute_cycles + 8 * load
+
+
+def test_finished_outputs_move_at_the_output_stage_precision():
+    """With ``final_output_bits: 8`` and 32-bit partial sums, each output element's last drain from
+    the register and its last update of the SRAM cost 8 bits; the partial sums that go back and
+    forth keep 32. Model energy to the pJ, and model latency equal to the simulator's."""
+    from accelmap.arch import accelerator_from_dict
+    from accelmap.cost.model import evaluate
+    from accelmap.mapping import Loop, Mapping
+    from accelmap.sim import simulate
+    from accelmap.workload import gemm
+
+    def arch(final):
+        compute = {"mac_energy": "0 pJ", "precision": {"I": 8, "W": 8, "O": 32}}
+        if final:
+            compute["final_output_bits"] = final
+        return accelerator_from_dict({"name": "acc", "compute": compute, "levels": [
+            {"name": "SRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+             "read_energy": "1 pJ", "write_energy": "2 pJ", "write_bandwidth": "4 bit/cycle"},
+            {"name": "Acc", "holds": ["O"], "capacity": "4 B", "width": "32 bit", "read_energy": "0 pJ",
+             "bypass": False}]})
+
+    op = gemm("g", m=4, n=4, k=6, bits={"I": 8, "W": 8, "O": 32})
+    # K split around the accumulator: the partial sums of each output go up and come back once
+    m = Mapping((Loop("K", 2, 0), Loop("M", 4, 0), Loop("N", 4, 0), Loop("K", 3, 1)),
+                (frozenset("ABO"), frozenset("O")))
+    wide, narrow = evaluate(op, arch(None), m), evaluate(op, arch(8), m)
+    n_out = 16
+    counts = dict(zip(("fills", "reads", "updates", "drains"), wide.counts[("SRAM", "O")], strict=True))
+    assert counts["updates"] == 2 * n_out                 # one partial, one finished per element
+    # SRAM: n_out finished updates at 8 of 32 bits, write energy 2 pJ per 8-bit word
+    assert math.isclose(wide.energy[("SRAM", "O")] - narrow.energy[("SRAM", "O")], n_out * 2 * (32 - 8) / 8)
+    assert narrow.latency < wide.latency                  # the 4 bit/cycle write port moves fewer bits
+    for a in (arch(None), arch(8)):
+        res = evaluate(op, a, m)
+        assert math.isclose(res.latency, simulate(op, a, m, functional=False).cycles, rel_tol=1e-9)

@@ -164,6 +164,9 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
     elif m0.register:
         # ZigZag never stalls the array to refill a register: its next value is written at the clock edge
         d["written_at_clock_edge"] = True
+    else:
+        # ZigZag double-buffers a memory whenever two of the mapping's tiles fit in it
+        d["double_buffered"] = "when_fits"
     return d
 
 
@@ -266,6 +269,8 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     levels = []
     for gi, g in enumerate(groups):
         lv = _level_dict(g)
+        if gi == 0 and lv.get("double_buffered") == "when_fits":
+            del lv["double_buffered"]           # the outermost level receives no tiles
         k_here = len(g[0].served)
         k_next = len(groups[gi + 1][0].served) if gi + 1 < len(groups) else 0
         axes = order[len(order) - k_here:len(order) - k_next]
@@ -280,7 +285,9 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         "name": name,
         "description": f"converted from ZigZag hardware file {Path(source).name}",
         "compute": {"mac_energy": f"{_fmt(float(mac))} pJ", "macs_per_cycle": 1,
-                    "precision": {"I": int(prec[0]), "W": int(prec[1]), "O": [16, 32]}},
+                    "precision": {"I": int(prec[0]), "W": int(prec[1]), "O": [16, 32]},
+                    # ZigZag writes finished outputs at the activation precision (its O_final)
+                    "final_output_bits": int(prec[0])},
         "levels": levels,
     }
     return out, notes

@@ -21,7 +21,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import latency_rows
 from accelmap.cost.model import check_countable, evaluate
-from accelmap.cost.nest_rows import NestRows, Structure, tile_sizes
+from accelmap.cost.nest_rows import NestRows, Structure, output_bits, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operand, Operator
 
@@ -55,12 +55,7 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
                     out = out * B[:, j]
         return out
 
-    def lineages(X, level):
-        out = np.ones(n, dtype=np.int64)
-        for j, (d, lv, ax) in enumerate(structure):
-            if ax is not None and lv < level and d not in X.dims:
-                out = out * B[:, j]
-        return out
+    lineages = nest.lineages
 
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
@@ -91,10 +86,12 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
 def batch_energy(nest: NestRows, keep, counts) -> np.ndarray:
     op, arch, nlev = nest.op, nest.arch, nest.nlev
     energy = np.full(nest.n, float(op.macs * arch.compute.mac_energy_pj))
+    out_bits = output_bits(nest, keep, counts)
     for (i, name), (fills, reads, updates, drains) in counts.items():
         lv = arch.levels[i]
-        scale = op.operand(name).bits / lv.width_bits
-        energy += (reads + drains) * (lv.read_energy_pj * scale) + (fills + updates) * (lv.write_energy_pj * scale)
+        bits = op.operand(name).bits
+        upd, drn = out_bits[i] if name == op.output.name else (updates * bits, drains * bits)
+        energy += ((reads * bits + drn) * lv.read_energy_pj + (fills * bits + upd) * lv.write_energy_pj) / lv.width_bits
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
         for p, c in zip(chain, chain[1:]):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.nest_rows import NestRows, cycles, operand_axes
+from accelmap.cost.nest_rows import NestRows, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
@@ -151,6 +151,37 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
 
 
 # ---------------------------------------------------------------- double buffering
+
+def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
+    """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
+    register written at the clock edge, or a level double-buffered when two of the mapping's tiles
+    fit (in its capacity, or in each class's partition)."""
+    lv = nest.arch.levels[c]
+    if lv.refills_during_compute:
+        return np.ones(nest.n, dtype=bool)
+    if not lv.double_buffered_when_fits:
+        return np.zeros(nest.n, dtype=bool)
+    key = ("fits", c)
+    if key not in nest._sizes:
+        use: dict[str | None, np.ndarray] = {}
+        for X in nest.op.operands:
+            if X.name in keep[c]:
+                part = X.cls if lv.partitioned else None
+                use[part] = use.get(part, 0) + nest.sizes(X, c)[1] * X.bits
+        fits = np.ones(nest.n, dtype=bool)
+        for part, bits in use.items():
+            cap = lv.capacity_bits if part is None else lv.capacity_for(part)
+            if cap is not None:
+                fits &= 2 * bits <= cap
+        nest._sizes[key] = fits
+    return nest._sizes[key]
+
+
+def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
+    """Per level, does it overlap its transfers with compute under mapping ``m`` (``overlapping``)?"""
+    nest = NestRows.of_mapping(op, arch, m)
+    return tuple(bool(overlapping(nest, m.keep, c)[0]) for c in range(len(arch.levels)))
+
 
 def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
     """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
@@ -420,7 +451,8 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> np
             load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
                     tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
             if X.is_output:
-                st_c, st_p = np.tile(cc[3] * X.bits / nc / safe, nb), np.tile(pc[2] * X.bits / np_ / safe, nb)
+                ob = output_bits(nest, keep, counts)
+                st_c, st_p = np.tile(ob[c][1] / nc / safe, nb), np.tile(ob[p][0] / np_ / safe, nb)
                 store = lc.transfer_setup_cycles + np.maximum(cycles(k * st_c, lc.read_bw_bits),
                                                               cycles(k * st_p, lp.write_bw_bits))
                 store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
@@ -452,12 +484,13 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         ports[port] = ports[port] + t if port in ports else t
 
     macs = -(-nest.temporal // arch.compute.macs_per_cycle)
+    out_bits = output_bits(nest, keep, counts)     # finished outputs may move at fewer bits
     # compute side: the reads and updates of the last level of every operand stream during compute
     for X in op.operands:
         last = max(i for i in range(nlev) if X.name in keep[i])
         c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
         use(f"{lv.name}.read", cycles(c[1] * X.bits / inst, lv.read_bw_bits))
-        use(f"{lv.name}.write", cycles(c[2] * X.bits / inst, lv.write_bw_bits) if X.is_output else zeros())
+        use(f"{lv.name}.write", cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
     stream = np.max(np.stack(list(ports.values())), axis=0)
     pipe = _pipeline(nest)
     compute = np.maximum(macs, stream) + pipe
@@ -484,7 +517,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             first = nest.sizes(X, c)[1] * X.bits
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_)]
             if X.is_output:
-                vols.append(("store", cc[3] * X.bits / nc, pc[2] * X.bits / np_))
+                vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_))
             for kind, child_bits, parent_bits in vols:
                 active = (child_bits > 0) | (parent_bits > 0)
                 if kind == "load":
@@ -498,25 +531,26 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
-                if lc.refills_during_compute and X.is_output:
-                    add(ring, c, setup + np.maximum(tc, tp))
-                if lc.refills_during_compute:
+                db = overlapping(nest, keep, c)
+                if db.any() and X.is_output:
+                    add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute
                     share = np.where(child_bits > 0,
                                      np.minimum(1.0, first / np.where(child_bits > 0, child_bits, 1)), 0.0)
-                    edge = np.where(active, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
+                    edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
-                        orr(pro_on, c, active)
+                        orr(pro_on, c, active & db)
                     else:
                         add(epi, c, edge)
-                        orr(epi_on, c, active)
+                        orr(epi_on, c, active & db)
                     if X.is_output:
                         # the first reload and the last drain are in the prologue and epilogue
                         add(ring, c, -edge)
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
-    on = {c: (get(load_unit, c) != 0) | (get(store_unit, c) != 0) for c in range(1, nlev)
-          if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
+    on = {c: ((get(load_unit, c) != 0) | (get(store_unit, c) != 0)) & ~overlapping(nest, keep, c)
+          for c in range(1, nlev) if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
     stall = _single_stall(nest, keep, counts, on) if on else zeros()
     edge = sum(pro.values(), zeros()) + sum(epi.values(), zeros())
     # A double-buffered level's units overlap compute between its first load and last drain;

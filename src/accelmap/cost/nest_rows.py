@@ -178,6 +178,15 @@ class NestRows:
             self._used[level] = out
         return self._used[level]
 
+    def lineages(self, X: Operand, level: int) -> np.ndarray:
+        """Branches of a spatial reduction above ``level`` per row: the spatial loops above it over
+        dims X does not use. Each branch holds its own partial sums of X."""
+        out = np.ones(self.n, dtype=np.int64)
+        for j, (d, lv, ax) in enumerate(self.structure):
+            if ax is not None and lv < level and d not in X.dims:
+                out = out * self.B[:, j]
+        return out
+
     def sizes(self, X: Operand, c: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """X's tile at level c per row: each axis' size, the whole tile and the rows with a holed axis."""
         key = (X.name, c)
@@ -279,3 +288,44 @@ class NestRows:
             out.append((d, np.where(ok, k, -1), b, e))
         self._edges[c] = out
         return out
+
+
+def final_outputs(nest: NestRows, keep) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Accesses that carry finished outputs, per level of the output's chain: (updates, drains) per
+    row. A finished value exists where no spatial reduction above the level is still open (one
+    branch): it is written into such a level once per output element (its last update) and leaves
+    it once (its last drain, below the outermost level); elsewhere every value is a partial sum.
+    The compute side's updates of the innermost level count as that level's updates."""
+    X = nest.op.output
+    n_out = nest.op.footprint(X)
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    out = {}
+    for k, i in enumerate(chain):
+        final = np.where(nest.lineages(X, i) == 1, n_out, 0)
+        out[i] = (final, final if k else np.zeros_like(final))
+    return out
+
+
+def output_bits(nest: NestRows, keep, counts) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Bits of the output's (updates, drains) per level of its chain and row: partial sums at the
+    operand's precision, finished outputs at the compute unit's ``final_output_bits`` (the
+    precision its output stage writes results at) when the accelerator gives one."""
+    X = nest.op.output
+    fb = nest.arch.compute.final_output_bits
+    out = {}
+    finals = final_outputs(nest, keep) if fb is not None else {}
+    for i in (i for i in range(nest.nlev) if X.name in keep[i]):
+        c = counts[(i, X.name)]
+        upd, drn = c[2] * X.bits, c[3] * X.bits
+        if fb is not None:
+            fu, fd = finals[i]
+            upd, drn = upd - fu * (X.bits - fb), drn - fd * (X.bits - fb)
+        out[i] = (upd, drn)
+    return out
+
+
+def fewest_bits(X: Operand, arch: Accelerator) -> int:
+    """The fewest bits one access of X can carry: the output's finished values may move at the
+    output stage's precision (lower bounds on cost must use this)."""
+    fb = arch.compute.final_output_bits
+    return min(X.bits, fb) if X.is_output and fb is not None else X.bits

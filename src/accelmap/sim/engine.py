@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelmap.cost.latency import double_buffers
 from accelmap.sim.program import TileProgram
 
 
@@ -199,7 +200,8 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     c_lv = [levels[s.level] for s in streams]
     p_lv = [levels[s.parent] for s in streams]
     # a double buffer, or a register written at the clock edge, refills while its tile is read
-    back = [2 if levels[s.level].refills_during_compute else 1 for s in streams]
+    db = double_buffers(prog.op, prog.arch, prog.mapping)
+    back = [2 if db[s.level] else 1 for s in streams]
     out = [s.is_output for s in streams]
     u_load = [unit(f"load {lv.name}") for lv in c_lv]
     u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv)]
