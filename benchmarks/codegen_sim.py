@@ -35,7 +35,7 @@ from accelmap.codegen.c_source import generate_c
 from accelmap.cost import access_counts, evaluate
 from accelmap.cost.latency import latency_terms
 from accelmap.errors import MappingError
-from accelmap.mapping import Loop, Mapping, parse_text, validate
+from accelmap.mapping import Loop, Mapping, format_text, parse_text, validate
 from accelmap.mapping.validate import check_capacity, check_structure
 from accelmap.sim import simulate
 from accelmap.workload import conv2d
@@ -300,6 +300,7 @@ def main(argv: list[str]) -> int:
           f"functional {'ok' if ex['functional_ok'] else 'MISMATCH'}")
 
     rows = []
+    invalid: list[dict] = []
     sources = set()
     models = MODELS[:1] if args.quick else MODELS
     hdr = (f"{'model':<12} {'layer':<22} {'arch':<13} {'gen ms':>7} {'cc s':>6} {'sim cycles':>13} {'sim s':>6} "
@@ -336,10 +337,17 @@ def main(argv: list[str]) -> int:
                         compile_shared(code, Path(tmp) / f"{op.name}.c")
                     t2 = time.perf_counter()
                     gen_ms, cc_s = (t1 - t0) * 1e3, t2 - t1
-                sim = simulate(op, arch, m, functional=False)
+                try:
+                    sim = simulate(op, arch, m, functional=False)
+                except MappingError as e:
+                    # the mapper's answer fails validation: say so, it is a search bug, not a model error
+                    print(f"{model:<12} {layer.operator.name[:22]:<22} {a:<13} INVALID mapping from {src}: {e}")
+                    invalid.append({"model": model, "layer": op.name, "arch": a, "error": str(e),
+                                    "mapping": format_text(m, arch, op)})
+                    continue
                 err = sim.model_error
                 row = {"model": model, "layer": op.name, "arch": a, "macs": op.macs, "count": layer.count,
-                       "output_bits": op.output.bits,
+                       "output_bits": op.output.bits, "mapping": format_text(m, arch, op),
                        "mapping_source": src, "generate_ms": gen_ms, "compile_s": cc_s,
                        "sim_cycles": sim.cycles, "sim_wall_s": sim.wall_s,
                        "sim_cycles_per_s": sim.cycles / sim.wall_s if sim.wall_s else None,
@@ -374,7 +382,7 @@ def main(argv: list[str]) -> int:
     name = "codegen_sim_greedy" if args.greedy else "codegen_sim"
     out = RESULTS / (f"{name}_archs.json" if args.archs else f"{name}_zigzag.json" if args.zigzag else f"{name}.json")
     out.write_text(json.dumps({"seed003_example": ex, "mapping_sources": sorted(sources), "summary": summary,
-                               "rows": rows, "random_mappings": rnd}, indent=1))
+                               "rows": rows, "invalid_mappings": invalid, "random_mappings": rnd}, indent=1))
     print(f"wrote {out}")
     return 0
 

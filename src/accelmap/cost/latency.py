@@ -498,12 +498,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     load_unit: dict[int, np.ndarray] = {}
     store_unit: dict[int, np.ndarray] = {}
     tiles_at: dict[int, np.ndarray] = {}
+    out_tiles: dict[int, np.ndarray] = {}   # output tiles a level receives
     pro: dict[int, np.ndarray] = {}      # double-buffered levels: first loads, before any compute
     pro_on: dict[int, np.ndarray] = {}
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
     setups = zeros()
+    load_ports: set[str] = set()        # parents' read ports that carry loads
     add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
@@ -514,16 +516,19 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             tiles = tile_transfer_rows(nest, X.dims, c)
             tiles_at[c] = np.maximum(tiles_at[c], tiles) if c in tiles_at else np.maximum(tiles, 1)
-            first = nest.sizes(X, c)[1] * X.bits
-            vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_)]
             if X.is_output:
-                vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_))
-            for kind, child_bits, parent_bits in vols:
+                out_tiles[c] = np.maximum(tiles, 1)
+            first = nest.sizes(X, c)[1]
+            vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
+            if X.is_output:
+                vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
+            for kind, child_bits, parent_bits, child_elems in vols:
                 active = (child_bits > 0) | (parent_bits > 0)
                 if kind == "load":
                     tc, tp = cycles(child_bits, lc.write_bw_bits), cycles(parent_bits, lp.read_bw_bits)
                     use(f"{lc.name}.write", tc)
                     use(f"{lp.name}.read", tp)
+                    load_ports.add(f"{lp.name}.read")
                 else:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
                     use(f"{lc.name}.read", tc)
@@ -535,9 +540,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 if db.any() and X.is_output:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
                 if db.any():
-                    # the first tile (load) and the last tile (store) do not overlap compute
-                    share = np.where(child_bits > 0,
-                                     np.minimum(1.0, first / np.where(child_bits > 0, child_bits, 1)), 0.0)
+                    # the first tile (load) and the last tile (store) do not overlap compute: their share
+                    # of the elements moved (finished outputs may move at fewer bits than the rest)
+                    share = np.where(child_elems > 0,
+                                     np.minimum(1.0, first / np.where(child_elems > 0, child_elems, 1)), 0.0)
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
@@ -559,8 +565,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     overlapped = zeros()
     for c in pro:
         overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
+    # ... and its first drain waits for the compute of the first output tile
     for c in epi:
-        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / tiles_at[c], 0.0))
+        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
     bursty = zeros()
     for c in pro:
         bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
@@ -571,6 +578,15 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for c, r in ring.items():
         cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
     port_max = np.max(np.stack(list(ports.values())), axis=0)
+    # A port that carries loads finishes its last one before the last step computes, and a
+    # double-buffered level's last drain follows that step. (A step: one iteration of the
+    # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
+    if tiles_at and epi:
+        above = nest.above(max(tiles_at))
+        step = compute / (np.prod(nest.B[:, above], axis=1) if above else 1)
+        tail = step + np.max(np.stack(list(epi.values())), axis=0)
+        for name in load_ports:
+            port_max = np.maximum(port_max, ports[name] + tail)
     latency = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle) + edge, port_max)
     transfer = {}
     for i, lv in enumerate(levels):
