@@ -18,6 +18,7 @@ element by element with the exact bit-set form of ``workload.index_sets``.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,9 +50,11 @@ def _closed_size(coeffs, exts):
     return size
 
 
-def axis_size(coeffs, exts) -> tuple[np.ndarray, np.ndarray]:
-    """(size of the axis {sum c*x} per entry, mask of entries whose axis has holes); holed entries
-    are counted exactly, one by one."""
+def axis_size(coeffs, exts) -> tuple[np.ndarray, np.ndarray | None]:
+    """(size of the axis {sum c*x} per entry, mask of entries whose axis has holes, or None when
+    none can: a single-term axis); holed entries are counted exactly, one by one."""
+    if len(coeffs) == 1:            # the common case, kept cheap: the mapper sizes tiles by the thousand
+        return exts[0], None
     size = np.asarray(_closed_size(coeffs, exts))
     holes = size < 0
     if holes.any():
@@ -89,8 +92,10 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
     return out
 
 
-def operand_axes(X: Operand) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
-    return [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+@lru_cache(maxsize=4096)
+def operand_axes(X: Operand) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
+    """Per index of X: its coefficients and dims."""
+    return tuple((tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices)
 
 
 def axis_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -104,7 +109,8 @@ def axis_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[list[np.ndarray]
         a, h = axis_size(cf, [ext[d] for d in ds])
         axes.append(a)
         tile = tile * a
-        holes |= h
+        if h is not None:
+            holes |= h
     return axes, tile, holes
 
 
