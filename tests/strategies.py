@@ -70,7 +70,13 @@ def accelerators(draw):
         if draw(st.booleans()):
             lv["write_bandwidth"] = f"{draw(st.sampled_from([4, 8, 16, 32, 64]))} bit/cycle"
         if i:
-            lv["double_buffered"] = draw(st.booleans())
+            # double buffering: always, never, when the mapping's tiles fit twice; or a register
+            # refilled at the clock edge
+            buffering = draw(st.sampled_from([False, True, "when_fits", "clock_edge"]))
+            if buffering == "clock_edge":
+                lv["written_at_clock_edge"] = True
+            else:
+                lv["double_buffered"] = buffering
             lv["transfer_setup_cycles"] = draw(st.sampled_from([0, 0, 1, 5]))
         naxes = draw(st.integers(0, 2))
         if naxes:
