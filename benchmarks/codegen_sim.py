@@ -11,7 +11,10 @@ if it exists, else a greedy mapping built here, said in the output):
 It also reproduces seed 003's worked example (DIANA, Set-A layer L1: 13,632 compute
 cycles against an ideal 3,072). Prints tables, writes benchmarks/results/codegen_sim.json.
 
-    python benchmarks/codegen_sim.py [--quick] [--compile-all]
+    python benchmarks/codegen_sim.py [--quick] [--compile-all] [--zigzag] [--archs A ...]
+
+``--zigzag`` adds ZigZag's tpu_like, edge_tpu_like and ascend_like hardware files as converted by
+``accelmap.arch.zigzag_import`` (written to codegen_sim_zigzag.json).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from accelmap.codegen.c_source import generate_c
 from accelmap.cost import access_counts, evaluate
 from accelmap.cost.latency import latency_terms
 from accelmap.errors import MappingError
-from accelmap.mapping import Loop, Mapping, parse_text, validate
+from accelmap.mapping import Loop, Mapping, format_text, parse_text, validate
 from accelmap.mapping.validate import check_capacity, check_structure
 from accelmap.sim import simulate
 from accelmap.workload import conv2d
@@ -40,6 +43,29 @@ from accelmap.workload.models.bundled import load_model
 from accelmap.examples import example_path
 
 ARCHS = ("eyeriss_like", "tpu_like", "vta_like", "diana_like")
+# With --zigzag: ZigZag's own hardware files, converted by accelmap.arch.zigzag_import (ZigZag is
+# installed into its own venv by benchmarks/mapper_vs_zigzag.py's ensure_venv)
+ZIGZAG_ARCHS = ("zigzag:tpu_like", "zigzag:edge_tpu_like", "zigzag:ascend_like")
+_ARCH_CACHE: dict = {}
+
+
+def get_arch(name: str):
+    """A preset, or ``zigzag:NAME``: ZigZag's hardware file NAME converted (with its mapping file's links)."""
+    if name not in _ARCH_CACHE:
+        if name.startswith("zigzag:"):
+            sys.path.insert(0, str(Path(__file__).parent))
+            from mapper_vs_zigzag import ensure_venv, zigzag_inputs
+
+            from accelmap.arch.zigzag_import import load_zigzag_accelerator
+            py = ensure_venv()
+            if py is None:
+                raise SystemExit("--zigzag needs ZigZag (see the message above)")
+            base, hw = zigzag_inputs(py), name.split(":", 1)[1]
+            _ARCH_CACHE[name] = load_zigzag_accelerator(base / "hardware" / f"{hw}.yaml",
+                                                        base / "mapping" / f"{hw}.yaml")[0]
+        else:
+            _ARCH_CACHE[name] = get_accelerator(name)
+    return _ARCH_CACHE[name]
 MAPPER_TIME_LIMIT = 2.0     # seconds per layer for the project's mapper; 0 = greedy only
 MODELS = ("resnet18", "mobilenetv2")
 RESULTS = Path(__file__).parent / "results"
@@ -168,7 +194,10 @@ def best_mapping(op, arch):
 
 
 def at_precision(op, arch, out_bits: int = 32):
-    """Operands at 8/8/``out_bits`` bits where the datapath supports it, else at its first precision."""
+    """Operands at 8/8/``out_bits`` bits where the datapath supports it, else at its first precision
+    (a converted ZigZag accelerator: its first, ZigZag's 16-bit partial sums)."""
+    if "converted from ZigZag" in arch.description:
+        out_bits = arch.compute.supported_bits("O")[0]
     want = {"I": 8, "W": 8, "O": out_bits}
     ops = []
     for o in op.operands:
@@ -214,7 +243,7 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
     layers = [l for model in MODELS for l in load_model(model).layers]
     rows, summary = [], {}
     for a in ARCHS:
-        arch = get_accelerator(a)
+        arch = get_arch(a)
         errs, draws = [], 0
         while len(errs) < n_per_arch and draws < 40 * n_per_arch:
             draws += 1
@@ -245,7 +274,7 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
 
 # ---------------------------------------------------------------- main
 def main(argv: list[str]) -> int:
-    global MAPPER_TIME_LIMIT
+    global MAPPER_TIME_LIMIT, ARCHS
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="ResNet-18 only, no compiles")
     ap.add_argument("--compile-all", action="store_true", help="generate and compile every layer, not only ResNet-18's")
@@ -253,7 +282,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--mapper-time", type=float, default=MAPPER_TIME_LIMIT, help="time limit per layer of the mapper")
     ap.add_argument("--random", type=int, default=40, help="random valid mappings per accelerator for the model check")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random mappings")
+    ap.add_argument("--zigzag", action="store_true", help="also ZigZag's tpu_like, edge_tpu_like and ascend_like, "
+                    "converted (installs ZigZag into benchmarks/.venv-zigzag on first use)")
+    ap.add_argument("--archs", nargs="+", help="only these accelerators (presets or zigzag:NAME)")
     args = ap.parse_args(argv)
+    if args.zigzag:
+        ARCHS = ARCHS + ZIGZAG_ARCHS
+    if args.archs:
+        ARCHS = tuple(args.archs)
     MAPPER_TIME_LIMIT = 0.0 if args.greedy else args.mapper_time
     RESULTS.mkdir(parents=True, exist_ok=True)
 
@@ -264,6 +300,7 @@ def main(argv: list[str]) -> int:
           f"functional {'ok' if ex['functional_ok'] else 'MISMATCH'}")
 
     rows = []
+    invalid: list[dict] = []
     sources = set()
     models = MODELS[:1] if args.quick else MODELS
     hdr = (f"{'model':<12} {'layer':<22} {'arch':<13} {'gen ms':>7} {'cc s':>6} {'sim cycles':>13} {'sim s':>6} "
@@ -274,7 +311,7 @@ def main(argv: list[str]) -> int:
         layers = load_model(model).layers
         for layer in layers:
             for a in ARCHS:
-                arch = get_accelerator(a)
+                arch = get_arch(a)
                 m, err_msg = None, ""
                 # 32-bit results, or the int8 results DIANA writes back when 32-bit ones do not fit its 512 KiB
                 for out_bits in (32, 8):
@@ -300,10 +337,17 @@ def main(argv: list[str]) -> int:
                         compile_shared(code, Path(tmp) / f"{op.name}.c")
                     t2 = time.perf_counter()
                     gen_ms, cc_s = (t1 - t0) * 1e3, t2 - t1
-                sim = simulate(op, arch, m, functional=False)
+                try:
+                    sim = simulate(op, arch, m, functional=False)
+                except MappingError as e:
+                    # the mapper's answer fails validation: say so, it is a search bug, not a model error
+                    print(f"{model:<12} {layer.operator.name[:22]:<22} {a:<13} INVALID mapping from {src}: {e}")
+                    invalid.append({"model": model, "layer": op.name, "arch": a, "error": str(e),
+                                    "mapping": format_text(m, arch, op)})
+                    continue
                 err = sim.model_error
                 row = {"model": model, "layer": op.name, "arch": a, "macs": op.macs, "count": layer.count,
-                       "output_bits": op.output.bits,
+                       "output_bits": op.output.bits, "mapping": format_text(m, arch, op),
                        "mapping_source": src, "generate_ms": gen_ms, "compile_s": cc_s,
                        "sim_cycles": sim.cycles, "sim_wall_s": sim.wall_s,
                        "sim_cycles_per_s": sim.cycles / sim.wall_s if sim.wall_s else None,
@@ -335,9 +379,10 @@ def main(argv: list[str]) -> int:
         print(f"{'arch':<13} {'mappings':>8} {'mean |err|':>11} {'max |err|':>10} {'>15%':>5}")
         for a, s_ in rnd["summary"].items():
             print(f"{a:<13} {s_['mappings']:>8} {s_['mean_abs_error']:>11.2%} {s_['max_abs_error']:>10.2%} {s_['over_15pct']:>5}")
-    out = RESULTS / ("codegen_sim_greedy.json" if args.greedy else "codegen_sim.json")
+    name = "codegen_sim_greedy" if args.greedy else "codegen_sim"
+    out = RESULTS / (f"{name}_archs.json" if args.archs else f"{name}_zigzag.json" if args.zigzag else f"{name}.json")
     out.write_text(json.dumps({"seed003_example": ex, "mapping_sources": sorted(sources), "summary": summary,
-                               "rows": rows, "random_mappings": rnd}, indent=1))
+                               "rows": rows, "invalid_mappings": invalid, "random_mappings": rnd}, indent=1))
     print(f"wrote {out}")
     return 0
 

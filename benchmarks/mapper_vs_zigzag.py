@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -315,6 +316,86 @@ def compare(zz: dict, mm, arch, objective: str) -> list[dict]:
     return rows
 
 
+# Properties of the converted machine that bring it to what ZigZag models; --model-only reports each
+# one's share by converting without it (cause -> how to drop it from a converted Accelerator).
+CAUSES = {
+    "finished outputs at the activation precision (final_output_bits)":
+        lambda arch: replace(arch, compute=replace(arch.compute, final_output_bits=None)),
+    "double-buffered when two tiles fit (double_buffered: when_fits)":
+        lambda arch: replace(arch, levels=tuple(replace(lv, double_buffered_when_fits=False) for lv in arch.levels)),
+    "registers written at the clock edge (written_at_clock_edge)":
+        lambda arch: replace(arch, levels=tuple(replace(lv, written_at_clock_edge=False) for lv in arch.levels)),
+}
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def model_only(models: list[str], hardware: list[str], opt: str) -> dict:
+    """Both cost models on ZigZag's own mappings (round-tripped into ours), per layer, and the share of
+    every conversion property (the converted machine without it); no search on our side."""
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.arch.zigzag_import import ZIGZAG_DIMS, load_zigzag_accelerator
+    from accelmap.cost.model import evaluate
+    from accelmap.errors import AccelmapError
+    from accelmap.workload.models import load_model
+
+    py = ensure_venv()
+    if py is None:
+        sys.exit(0)
+    inputs = zigzag_inputs(py)
+    variants = {"as converted": lambda a: a, **{f"without {k}": f for k, f in CAUSES.items()}}
+    rows = []
+    for model in models:
+        onnx = load_model(inputs / "workload" / f"{model}.onnx")
+        for hw in hardware:
+            zz = run_zigzag(py, model, hw, opt, reuse=True)
+            base, _ = load_zigzag_accelerator(inputs / "hardware" / f"{hw}.yaml", inputs / "mapping" / f"{hw}.yaml")
+            by_node = {zl["name"]: zl for zl in zz["layers"]}
+            for layer in onnx.layers:
+                zl = by_node.get(layer.nodes[0])
+                if zl is None:
+                    continue
+                op = adopt_precision(layer.operator, base)
+                dim_names = dict(ZIGZAG_DIMS)
+                if "D" in zl["dims"] and "N" in op.sizes:
+                    dim_names["D"] = "N"
+                row = {"model": model, "hardware": hw, "layer": layer.operator.name,
+                       "zigzag": {"energy": zl["energy"], "latency": zl["latency"]}, "ours": {}}
+                try:
+                    m, displaced, relevant, notes = convert_mapping(zl, op, base, dim_names)
+                    for name, drop in variants.items():
+                        r = evaluate(op, drop(base), m)
+                        row["ours"][name] = {"energy": r.energy_total, "latency": r.latency}
+                    row["status"] = ("exact" if displaced == 0 and not notes else
+                                     "equivalent" if relevant == 0 and not notes else "approx")
+                except (AccelmapError, KeyError, ValueError, StopIteration) as e:
+                    row["status"] = f"not convertible: {e}"
+                rows.append(row)
+    ok = [r for r in rows if r["ours"]]
+    print(f"{'model':<10} {'hardware':<14} {'layer':<28} {'energy':>7} {'latency':>8} {'EDP':>7}  status "
+          f"(ours / ZigZag on ZigZag's mapping)")
+    for r in rows:
+        if not r["ours"]:
+            print(f"{r['model']:<10} {r['hardware']:<14} {r['layer'][:28]:<28} {r['status']}")
+            continue
+        o, z = r["ours"]["as converted"], r["zigzag"]
+        e, lat = o["energy"] / z["energy"], o["latency"] / z["latency"]
+        print(f"{r['model']:<10} {r['hardware']:<14} {r['layer'][:28]:<28} {e:>7.3f} {lat:>8.3f} {e * lat:>7.3f}  "
+              f"{r['status']}")
+    print(f"\ngeomean over {len(ok)} converted layers, ours / ZigZag (and the largest EDP ratio):")
+    summary = {}
+    for name in variants:
+        e = _geomean([r["ours"][name]["energy"] / r["zigzag"]["energy"] for r in ok])
+        lat = _geomean([r["ours"][name]["latency"] / r["zigzag"]["latency"] for r in ok])
+        worst = max((r["ours"][name]["energy"] * r["ours"][name]["latency"] /
+                     (r["zigzag"]["energy"] * r["zigzag"]["latency"]) for r in ok), default=float("nan"))
+        summary[name] = {"energy": e, "latency": lat, "edp": e * lat, "worst_edp": worst}
+        print(f"  {name:<78} energy {e:.3f}  latency {lat:.3f}  EDP {e * lat:.3f}  (max {worst:.2f})")
+    return {"rows": rows, "summary": summary}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--objective", default="edp", choices=["edp", "energy", "latency"])
@@ -324,7 +405,17 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
     ap.add_argument("--reuse-zigzag", action="store_true",
                     help="use ZigZag's results (and wall times) stored by an earlier run in results/zigzag_raw/")
+    ap.add_argument("--model-only", action="store_true",
+                    help="no search: both cost models on ZigZag's stored mappings, per layer and per conversion "
+                         "property (needs results/zigzag_raw/ from an earlier run)")
     a = ap.parse_args()
+    if a.model_only:
+        zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
+        out = model_only(a.models, a.hardware, zz_opt)
+        path = RESULTS.parent / "zigzag_model_agreement.json"
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {path}")
+        return
     py = ensure_venv()
     if py is None:
         sys.exit(0)

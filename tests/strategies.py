@@ -64,6 +64,20 @@ def accelerators(draw):
         lv = {"name": f"L{nlev - i}", "holds": holds, "capacity": "unbounded", "width": "16 bit",
               "read_energy": f"{draw(st.integers(1, 50))} pJ", "write_energy": f"{draw(st.integers(1, 50))} pJ",
               "bypass": draw(st.booleans()) if i else True}
+        # Latency features: port bandwidths, double buffering and DMA setup (level 0 is the source).
+        if draw(st.booleans()):
+            lv["read_bandwidth"] = f"{draw(st.sampled_from([4, 8, 16, 32, 64]))} bit/cycle"
+        if draw(st.booleans()):
+            lv["write_bandwidth"] = f"{draw(st.sampled_from([4, 8, 16, 32, 64]))} bit/cycle"
+        if i:
+            # double buffering: always, never, when the mapping's tiles fit twice; or a register
+            # refilled at the clock edge
+            buffering = draw(st.sampled_from([False, True, "when_fits", "clock_edge"]))
+            if buffering == "clock_edge":
+                lv["written_at_clock_edge"] = True
+            else:
+                lv["double_buffered"] = buffering
+            lv["transfer_setup_cycles"] = draw(st.sampled_from([0, 0, 1, 5]))
         naxes = draw(st.integers(0, 2))
         if naxes:
             axes = []
@@ -73,8 +87,17 @@ def accelerators(draw):
                 axis_no += 1
             lv["fanout"] = {"axes": axes, "transfer_energy": "1 pJ"}
         levels.append(lv)
-    return accelerator_from_dict({"name": "random", "levels": levels,
-                                  "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+    compute = {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32},
+               "macs_per_cycle": draw(st.sampled_from([1, 1, 2]))}
+    if draw(st.booleans()):
+        compute["final_output_bits"] = draw(st.sampled_from([8, 16]))   # finished outputs requantized
+    if draw(st.booleans()):
+        # Eq. 4.1-style pipeline overheads; the streamed dims are names some operators use
+        compute["pipeline"] = {"row_setup_cycles": draw(st.integers(0, 3)),
+                               "result_overhead_cycles": draw(st.integers(0, 3)),
+                               "streamed_dims": draw(st.lists(st.sampled_from(["C", "R", "S", "k", "r"]),
+                                                              unique=True, max_size=3))}
+    return accelerator_from_dict({"name": "random", "levels": levels, "compute": compute})
 
 
 @st.composite

@@ -3,6 +3,8 @@ work does not grow with a loop's bound."""
 
 import time
 
+import numpy as np
+
 from accelmap.arch import get_accelerator
 from accelmap.cost.latency import _position_sums
 from accelmap.cost.model import evaluate
@@ -51,6 +53,7 @@ def test_whole_evaluation_unchanged_with_edge_tiles(monkeypatch):
                     (frozenset("ABO"), frozenset("ABO"), frozenset("B")))
         new = evaluate(op, arch, m)
         with monkeypatch.context() as mp:
-            mp.setattr(lat, "_position_sums", _listed)
+            # the model calls it over rows: the list, element by element
+            mp.setattr(lat, "_position_sums", np.vectorize(_listed))
             old = evaluate(op, arch, m)
         assert new.latency == old.latency and new.energy_total == old.energy_total

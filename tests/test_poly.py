@@ -7,8 +7,8 @@ from click.testing import CliRunner
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
-from accelmap.codegen.reference import random_inputs as op_inputs
-from accelmap.codegen.reference import reference as op_reference
+from accelmap.codegen.c_tensors import random_inputs as op_inputs
+from accelmap.codegen.c_tensors import reference as op_reference
 from accelmap.errors import MappingError, SpecError
 from accelmap.poly.c_code import generate_c, run_and_check
 from accelmap.poly.compile import compile_subgraph

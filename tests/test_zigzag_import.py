@@ -111,6 +111,10 @@ def test_crossing_served_dims_are_placed_with_notes(tmp_path):
     assert [a.name for a in acc.level("sram_32KB").fanout.axes] == ["D1", "D2"]
     assert [a.name for a in acc.level("rf_1B").fanout.axes] == ["D3", "D4"]
     assert acc.level("rf_1B").instances == 64 and acc.level("rf_2B").instances == 1024
+    # memories written whole in one access are registers, refilled at the clock edge; the others are not
+    assert [lv.written_at_clock_edge for lv in acc.levels] == [False, False, False, True, True]
+    # the SRAMs double-buffer when two of a mapping's tiles fit (ZigZag's rule); the top receives no tiles
+    assert [lv.double_buffered_when_fits for lv in acc.levels] == [False, True, True, False, False]
 
 
 def test_operand_links_from_the_mapping_file_decide_which_is_the_weight(tmp_path):

@@ -59,6 +59,17 @@ class Level:
     # Cycles to program one tile transfer (DMA call) into or out of this level,
     # on top of its bits over the bandwidth (seed 003: DMA programming overhead).
     transfer_setup_cycles: int = 0
+    # A register written at the clock edge: the next tile is written as the last read of the
+    # current one completes, so a refill overlaps the compute without a second tile of storage.
+    written_at_clock_edge: bool = False
+    # Double-buffered only when two of the mapping's tiles fit (ZigZag decides per mapping so);
+    # otherwise single-buffered. A tile must fit the whole capacity.
+    double_buffered_when_fits: bool = False
+
+    @property
+    def refills_during_compute(self) -> bool:
+        """Do this level's transfers overlap the compute that reads it (double buffer or register)?"""
+        return self.double_buffered or self.written_at_clock_edge
 
     @property
     def partitioned(self) -> bool:
@@ -103,6 +114,9 @@ class Compute:
     # Supported operand precision per class, in bits.
     precision: tuple[tuple[str, tuple[int, ...]], ...] = (("I", (8,)), ("W", (8,)), ("O", (32,)))
     pipeline: Pipeline | None = None
+    # Precision finished outputs are written at by the output stage (e.g. int32 accumulators
+    # requantized to int8 activations); partial sums keep the output operand's precision.
+    final_output_bits: int | None = None
 
     def supported_bits(self, cls: str) -> tuple[int, ...]:
         return dict(self.precision).get(cls, ())
@@ -162,7 +176,9 @@ class Accelerator:
                          f"{lv.describe_capacity():<28} {lv.width_bits}-bit words, "
                          f"R {lv.read_energy_pj:g} pJ / W {lv.write_energy_pj:g} pJ, "
                          f"BW R {bw(lv.read_bw_bits)} W {bw(lv.write_bw_bits)}"
-                         + (", double-buffered" if lv.double_buffered else ""))
+                         + (", double-buffered" if lv.double_buffered else "")
+                         + (", double-buffered when two tiles fit" if lv.double_buffered_when_fits else "")
+                         + (", written at the clock edge" if lv.written_at_clock_edge else ""))
             if lv.fanout:
                 lines.append(f"  {'':8} fan-out {lv.fanout}"
                              f" (multicast: {','.join(a.name for a in lv.fanout.axes if a.multicast) or 'none'};"

@@ -48,11 +48,19 @@ class LevelSpec(_Strict):
     write_energy: Quantity | None = None
     read_bandwidth: Quantity = "unbounded"
     write_bandwidth: Quantity | None = None
-    double_buffered: bool = False
+    double_buffered: Union[bool, Literal["when_fits"]] = False
+    written_at_clock_edge: bool = False
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
     comment: str | None = None
+
+    @field_validator("double_buffered", mode="before")
+    @classmethod
+    def _buffering(cls, v):
+        if v is True or v is False or v == "when_fits":
+            return v
+        raise ValueError("must be true, false or when_fits (double-buffered when two of the mapping's tiles fit)")
 
     @field_validator("holds")
     @classmethod
@@ -73,6 +81,7 @@ class ComputeSpec(_Strict):
     macs_per_cycle: int = Field(default=1, ge=1)
     precision: dict[Literal["I", "W", "O"], Union[int, list[int]]] = {"I": 8, "W": 8, "O": 32}
     pipeline: PipelineSpec | None = None
+    final_output_bits: int | None = Field(default=None, ge=1)
 
 
 class AcceleratorSpec(_Strict):
@@ -156,6 +165,10 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         if ls.name in names:
             raise SpecError(f"level name {ls.name!r} is used twice; names must be unique", where=f"{where}.name")
         names.add(ls.name)
+        if ls.double_buffered is not False and ls.written_at_clock_edge:
+            raise SpecError("double_buffered and written_at_clock_edge exclude each other: a register written "
+                            "at the clock edge holds one tile and refills while it is read; set one of them",
+                            where=f"{where}.written_at_clock_edge")
         width = _conv(parse_width_bits, ls.width, f"{where}.width")
         if (ls.capacity is None) == (ls.partitions is None):
             raise SpecError("give exactly one of 'capacity' (shared by the held operands) or "
@@ -201,7 +214,8 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             te = _conv(parse_energy_pj, ls.fanout.transfer_energy, f"{where}.fanout.transfer_energy", width)
             fan = Fanout(tuple(axes), te)
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
-                            ls.double_buffered, ls.bypass, fan, instances, ls.transfer_setup_cycles))
+                            ls.double_buffered is True, ls.bypass, fan, instances, ls.transfer_setup_cycles,
+                            ls.written_at_clock_edge, ls.double_buffered == "when_fits"))
         if fan:
             instances *= fan.size
     top = levels[0]
@@ -232,7 +246,8 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
     if comp.pipeline is not None:
         pipe = Pipeline(comp.pipeline.row_setup_cycles, comp.pipeline.result_overhead_cycles,
                         tuple(comp.pipeline.streamed_dims))
-    return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe),
+    return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe,
+                                                         comp.final_output_bits),
                        spec.description, source, intr)
 
 

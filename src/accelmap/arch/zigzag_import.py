@@ -74,6 +74,7 @@ class _Memory:
     read_bw: int
     write_bw: int
     double_buffered: bool
+    register: bool                  # written whole in one access: a register, written at the clock edge
 
 
 def _num(v, where: str, what: str, integer: bool = False):
@@ -131,7 +132,7 @@ def _memory(name: str, mem: Any, index: int, dims: list[str], links: dict[str, s
     w_energy = w_cost * width / w_word
     return _Memory(name, index, size, classes, frozenset(served), width, float(r_cost), float(w_energy),
                    max(b for _, b in reads), max(b for _, b in writes),
-                   bool(mem.get("force_double_buffering", False)))
+                   bool(mem.get("force_double_buffering", False)), size <= w_word)
 
 
 def _fmt(x: float) -> str:
@@ -160,6 +161,12 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
     })
     if m0.double_buffered:
         d["double_buffered"] = True
+    elif m0.register:
+        # ZigZag never stalls the array to refill a register: its next value is written at the clock edge
+        d["written_at_clock_edge"] = True
+    else:
+        # ZigZag double-buffers a memory whenever two of the mapping's tiles fit in it
+        d["double_buffered"] = "when_fits"
     return d
 
 
@@ -169,8 +176,8 @@ def _mergeable(group: list[_Memory], m: _Memory) -> bool:
     taken = {c for x in group for c in x.classes}
     return (len(m.classes) == 1 and all(len(x.classes) == 1 for x in group) and m.classes[0] not in taken
             and m.served == g.served and (m.width, m.read_energy, m.write_energy, m.read_bw, m.write_bw,
-                                          m.double_buffered) ==
-            (g.width, g.read_energy, g.write_energy, g.read_bw, g.write_bw, g.double_buffered))
+                                          m.double_buffered, m.register) ==
+            (g.width, g.read_energy, g.write_energy, g.read_bw, g.write_bw, g.double_buffered, g.register))
 
 
 def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -252,7 +259,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         left.remove(nxt.name)
     placed = [_Memory(m.name, m.index, m.size_bits, m.classes,
                       frozenset(order[len(order) - pos[m.name]:]), m.width, m.read_energy, m.write_energy,
-                      m.read_bw, m.write_bw, m.double_buffered) for m in placed]
+                      m.read_bw, m.write_bw, m.double_buffered, m.register) for m in placed]
     groups: list[list[_Memory]] = []
     for m in placed:
         if groups and _mergeable(groups[-1], m):
@@ -263,6 +270,8 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
     levels = []
     for gi, g in enumerate(groups):
         lv = _level_dict(g)
+        if gi == 0 and lv.get("double_buffered") == "when_fits":
+            del lv["double_buffered"]           # the outermost level receives no tiles
         k_here = len(g[0].served)
         k_next = len(groups[gi + 1][0].served) if gi + 1 < len(groups) else 0
         axes = order[len(order) - k_here:len(order) - k_next]
@@ -277,7 +286,9 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         "name": name,
         "description": f"converted from ZigZag hardware file {Path(source).name}",
         "compute": {"mac_energy": f"{_fmt(float(mac))} pJ", "macs_per_cycle": 1,
-                    "precision": {"I": int(prec[0]), "W": int(prec[1]), "O": [16, 32]}},
+                    "precision": {"I": int(prec[0]), "W": int(prec[1]), "O": [16, 32]},
+                    # ZigZag writes finished outputs at the activation precision (its O_final)
+                    "final_output_bits": int(prec[0])},
         "levels": levels,
     }
     return out, notes

@@ -1,8 +1,10 @@
-"""Latency of a mapping from its access counts.
+"""Latency of mapped loop nests from their access counts, over NumPy rows.
 
-The run is modeled as the tile program the simulator executes (``accelmap.sim``):
-decoupled load, compute and store units per level, double buffering where the
-level has it. Terms, all in cycles:
+Every term is defined once, over the rows of a ``NestRows`` (one structure,
+many bound vectors); the model of one mapping (``latency_terms``) is the same
+code run on one row. The run is modeled as the tile program the simulator
+executes (``accelmap.sim``): decoupled load, compute and store units per level,
+double buffering where the level has it. Terms, all in cycles:
 
 * compute: the static MAC schedule (product of temporal bounds over MACs per
   cycle; a partial last tile still occupies its slots), or the compute side's
@@ -18,7 +20,7 @@ level has it. Terms, all in cycles:
   below that loop move, timed as the DMA units run them (``_transition_time``);
   a double-buffered level overlaps them, except for its first load (prologue)
   and last drain (epilogue), one step of compute hides at most one transition's
-  loads (``_burst_bound``), and an output half must be computed, drained and
+  loads (``_burst``), and an output half must be computed, drained and
   refilled before its next use (two-half cycle);
 * every unit and memory port must also fit its own total work.
 
@@ -28,13 +30,13 @@ latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-hal
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import partial
-from itertools import pairwise
 
-from accelmap.arch.accelerator import Accelerator, Level
-from accelmap.mapping.loopnest import Mapping, loop_strides
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.nest_rows import NestRows, cycles, operand_axes, output_bits
+from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
 
@@ -51,286 +53,257 @@ class LatencyTerms:
 
 
 def used_instances(m: Mapping, level: int) -> int:
-    """Instances of a level that a mapping occupies: the product of the spatial loops above it."""
-    return math.prod(l.bound for l in m.loops if l.spatial and l.level < level)
+    """Instances of a level that a mapping occupies: the product of the spatial loops above it
+    (``NestRows.used`` over rows)."""
+    out = 1
+    for l in m.loops:
+        if l.spatial and l.level < level:
+            out *= l.bound
+    return out
+
+
+# ---------------------------------------------------------------- compute pipeline (Eq. 4.1)
+
+def pipeline_counts_rows(out_dims, streamed_dims, dims: list[str], B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Result sets and rows of the compute pipeline per row of temporal bounds ``B`` (rows x loops
+    over ``dims``, outermost first): both shrink with the innermost temporal loops over dims the
+    output does not use (loops of bound 1 change nothing)."""
+    n = B.shape[0]
+    in_suffix = np.ones(n, dtype=bool)
+    suffix = np.ones(n, dtype=np.int64)
+    streamed = np.ones(n, dtype=np.int64)
+    for j in reversed(range(len(dims))):
+        d, b = dims[j], B[:, j]
+        if d in out_dims:
+            in_suffix &= b == 1
+            continue
+        f = np.where(in_suffix, b, 1)
+        suffix *= f
+        if d in streamed_dims:
+            streamed *= f
+    total = np.prod(B, axis=1) if len(dims) else np.ones(n, dtype=np.int64)
+    return total // suffix, total // streamed
+
+
+def pipeline_counts(op: Operator, loops: tuple[Loop, ...], streamed: tuple[str, ...]) -> tuple[int, int]:
+    """``pipeline_counts_rows`` of one loop list (spatial loops skipped)."""
+    temporal = [l for l in loops if not l.spatial]
+    B = np.array([[l.bound for l in temporal]], dtype=np.int64).reshape(1, len(temporal))
+    results, rows = pipeline_counts_rows(op.output.dims, streamed, [l.dim for l in temporal], B)
+    return int(results[0]), int(rows[0])
+
+
+def _pipeline(nest: NestRows) -> np.ndarray:
+    pipe = nest.arch.compute.pipeline
+    if pipe is None:
+        return np.zeros(nest.n)
+    ts = nest.temporal_slots
+    results, rows = pipeline_counts_rows(nest.op.output.dims, pipe.streamed_dims,
+                                         [nest.structure[j][0] for j in ts], nest.B[:, ts])
+    return (rows * pipe.row_setup_cycles + results * pipe.result_overhead_cycles).astype(float)
 
 
 def pipeline_overhead(op: Operator, arch: Accelerator, m: Mapping) -> float:
-    """Total compute-pipeline cycles: rows x row setup + result sets x result overhead (Eq. 4.1)."""
-    pipe = arch.compute.pipeline
-    if pipe is None:
-        return 0.0
-    out_dims = op.output.dims
-    suffix = []
-    for l in reversed([l for l in m.loops if not l.spatial]):
-        if l.dim in out_dims:
-            break
-        suffix.append(l)
-    total = m.temporal_product()
-    results = total // math.prod(l.bound for l in suffix)
-    rows = total // math.prod(l.bound for l in suffix if l.dim in pipe.streamed_dims)
-    return float(rows * pipe.row_setup_cycles + results * pipe.result_overhead_cycles)
+    """Total compute-pipeline cycles of a mapping: rows x row setup + result sets x result overhead."""
+    return float(_pipeline(NestRows.of_mapping(op, arch, m))[0])
+
+
+# ---------------------------------------------------------------- tile transfers
+
+def _moving_loops(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
+    """Per row and temporal slot above c (rows x slots): does that loop's advance move the tile of
+    an operand over ``dims`` (its own dim is one of them, or a loop inside it over one of them has
+    a bound above 1 and resets)?"""
+    above = nest.above(c)
+    mine = np.array([nest.structure[j][0] in dims for j in above], dtype=bool).reshape(1, len(above))
+    ind = mine & (nest.B[:, above] > 1)
+    inner = np.zeros_like(ind)
+    if above:
+        inner[:, :-1] = np.logical_or.accumulate(ind[:, :0:-1], axis=1)[:, ::-1]
+    return mine | inner
+
+
+def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
+    """Tiles of an operand over ``dims`` that level c receives per row: one at the start, and one at
+    every advance of a temporal loop above c that moves it (its own dim is the operand's, or a loop
+    inside it over the operand's dims has a bound above 1 and resets)."""
+    above = nest.above(c)
+    if not above:
+        return np.ones(nest.n, dtype=np.int64)
+    cnt, _ = nest.classes(c)
+    return 1 + (_moving_loops(nest, dims, c) * cnt.T).sum(axis=1)
 
 
 def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -> int:
-    """Tiles of an operand (indexed by ``dims``) that ``level`` receives: one at the start, and one at
-    every advance of a temporal loop above it that moves the operand (its own dim, or an inner
-    loop over one of its dims that resets)."""
-    above = [l for l in m.loops if not l.spatial and l.level < level and l.bound > 1]
-    n, outer = 1, 1
-    for k, l in enumerate(above):
-        moves = l.dim in dims or any(x.dim in dims for x in above[k + 1:])
-        if moves:
-            n += (l.bound - 1) * outer
-        outer *= l.bound
-    return n
+    """``tile_transfer_rows`` of one mapping."""
+    structure = [(l.dim, l.level, l.axis) for l in m.loops]
+    B = np.array([[l.bound for l in m.loops]], dtype=np.int64).reshape(1, len(structure))
+    nest = NestRows.__new__(NestRows)
+    # Only the classes are needed: skip the extents of the full constructor (this runs in order searches).
+    nest.op, nest.structure, nest.B, nest.n = op, structure, B, 1
+    nest.stride = np.ones_like(B)
+    for d in dict.fromkeys(s[0] for s in structure):
+        js = [j for j, s in enumerate(structure) if s[0] == d]
+        if len(js) > 1:
+            nest.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
+    nest.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
+    nest._classes, nest._all_classes = {}, None
+    return int(tile_transfer_rows(nest, dims, level)[0])
 
 
-def _extents(op: Operator, m: Mapping, c: int) -> dict[str, int]:
-    """Per dim, the span of one tile at level ``c`` (first instance)."""
-    return {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
-            for d in op.dim_names}
+# ---------------------------------------------------------------- double buffering
+
+def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
+    """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
+    register written at the clock edge, or a level double-buffered when two of the mapping's tiles
+    fit (in its capacity, or in each class's partition)."""
+    lv = nest.arch.levels[c]
+    if lv.refills_during_compute:
+        return np.ones(nest.n, dtype=bool)
+    if not lv.double_buffered_when_fits:
+        return np.zeros(nest.n, dtype=bool)
+    if c not in nest._fits:
+        use: dict[str | None, np.ndarray] = {}
+        for X in nest.op.operands:
+            if X.name in keep[c]:
+                part = X.cls if lv.partitioned else None
+                use[part] = use.get(part, 0) + nest.sizes(X, c)[1] * X.bits
+        fits = np.ones(nest.n, dtype=bool)
+        for part, bits in use.items():
+            cap = lv.capacity_bits if part is None else lv.capacity_for(part)
+            if cap is not None:
+                fits &= 2 * bits <= cap
+        nest._fits[c] = fits
+    return nest._fits[c]
 
 
-def _transition_classes(op: Operator, m: Mapping, c: int) -> dict[int, tuple[int, dict[str, int]]]:
-    """Loop index j -> (transitions, shift): the tiles of level ``c`` change when a temporal loop
-    above it advances; when loop j is the outermost one that advances (there are (bound-1) x
-    outer such steps), the tile moves by j's stride along its dim and every inner loop above
-    ``c`` resets."""
-    above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
-    strides = {}
-    for d in op.dim_names:
-        s_ = 1
-        for i in reversed([i for i, l in enumerate(m.loops) if l.dim == d]):
-            strides[i] = s_
-            s_ *= m.loops[i].bound
-    out: dict[int, tuple[int, dict[str, int]]] = {}
-    outer = 1
-    for k, j in enumerate(above):
-        lj = m.loops[j]
-        if lj.bound > 1:
-            shift = {d: 0 for d in op.dim_names}
-            shift[lj.dim] += strides[j]
-            for i in above[k + 1:]:
-                shift[m.loops[i].dim] -= (m.loops[i].bound - 1) * strides[i]
-            out[j] = ((lj.bound - 1) * outer, shift)
-        outer *= lj.bound
-    return out
+def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
+    """Per level, does it overlap its transfers with compute under mapping ``m`` (``overlapping``)?"""
+    nest = NestRows.of_mapping(op, arch, m)
+    return tuple(bool(overlapping(nest, m.keep, c)[0]) for c in range(len(arch.levels)))
 
 
-def _class_deltas(X, ext: dict[str, int], classes: dict[int, tuple[int, dict[str, int]]]) -> tuple[int, dict[int, int]]:
-    """(whole tile, loop index -> elements that enter at a transition of that class)."""
-    axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
-    full = tile_size(X, ext)
-    deltas = {}
-    for j, (_, shift) in classes.items():
+def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
+    """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
+    new) extents where they differ from the full tile). Per transition class j and per edge dim
+    (``NestRows.edges``) with its loop g: g sits at its last position (the edge tile) in 1/bound of
+    the transitions of loops inside it, lands there in 1/(bound-1) of its own, and is at its first
+    position (full) after any loop outside it advances. Perfect rows: one case of weight 1."""
+    cnt, _ = nest.classes(c)
+    K = cnt.shape[0]
+    kk = np.arange(K)[:, None]
+    ext = nest.inner[c]
+    cases: list[tuple[np.ndarray, dict[str, tuple]]] = [(np.ones(cnt.shape), {})]
+    for d, k, b, e in nest.edges(c):
+        outside = (k[None] >= 0) & (k[None] < kk)
+        at = (k[None] >= 0) & (k[None] == kk)
+        p = np.where(outside, 1.0 / b, 0.0) + np.where(at, 1.0 / np.maximum(b - 1, 1), 0.0)
+        old = np.where(outside, e[None], ext[d][None])
+        new = np.broadcast_to(e[None], cnt.shape)
+        split = []
+        for w, over in cases:
+            split.append((w * p, {**over, d: (old, new)}))
+            split.append((w * (1.0 - p), over))
+        cases = [(w, over) for w, over in split if (w > 0).any()]
+    return cases
+
+
+def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
+    """Elements of X entering level c at the transitions of one edge case (classes x rows), from
+    the first instance's tiles: the new tile less its overlap with the old one; entries of zero
+    weight are left at zero. Edge cases occur only in imperfect rows, counted one by one."""
+    if not over:
+        return nest.deltas(X, c)[1]
+    _, shifts = nest.classes(c)
+    ext = nest.inner[c]
+    out = np.zeros(w.shape, dtype=np.int64)
+    axes = operand_axes(X)
+    for k, r in zip(*np.nonzero(w > 0), strict=True):
+        eo = {d: int(over[d][0][k, r]) if d in over else int(ext[d][r]) for d in ext}
+        en = {d: int(over[d][1][k, r]) if d in over else int(ext[d][r]) for d in ext}
+        if any(v <= 0 for v in en.values()):
+            continue
+        sh = {d: int(shifts[d][k, r]) if d in shifts else 0 for d in ext}
         ov = 1
         for coeffs, ds in axes:
-            e = tuple(ext[d] for d in ds)
-            ov *= axis_overlap(coeffs, e, e, tuple(shift[d] for d in ds))
-        deltas[j] = full - ov
-    return full, deltas
-
-
-def _edge_situations(op: Operator, m: Mapping, c: int) -> list[tuple]:
-    """Transitions of level c's tiles, split by edge tiles: (transitions, old extents, new
-    extents, shift). Per loop j above c (``_transition_classes``), and per state of the
-    imperfect dims whose only loop above c is the outermost one of that dim, g: g sits at its
-    last position (the edge tile, extent size - (bound-1) x stride) in 1/bound of the
-    transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
-    first position (full) whenever a loop outside it advances. Perfect mappings: one situation per loop."""
-    classes = _transition_classes(op, m, c)
-    ext = _extents(op, m, c)
-    strides = loop_strides(m)
-    above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
-    edges = {}                               # loop index -> (dim, edge extent)
-    for d in op.dim_names:
-        mine = [i for i, l in enumerate(m.loops) if l.dim == d]
-        if not mine or math.prod(m.loops[i].bound for i in mine) <= op.sizes[d]:
-            continue
-        g = mine[0]
-        if g in above and m.loops[g].bound > 1 and not any(i in above for i in mine[1:]):
-            edges[g] = (d, min(ext[d], op.sizes[d] - (m.loops[g].bound - 1) * strides[g]))
-    out: list[tuple[float, dict[str, int], dict[str, int], dict[str, int]]] = []
-    for j, (n, shift) in classes.items():
-        # (weight, old extents, new extents) over the edge states of the loops at or outside j
-        cases = [(1.0, dict(ext), dict(ext))]
-        for g, (d, e) in edges.items():
-            b = m.loops[g].bound
-            if g < j:
-                p_edge = 1.0 / b
-                split = [(p_edge, e, e), (1.0 - p_edge, ext[d], ext[d])]
-            elif g == j:
-                p_edge = 1.0 / (b - 1)
-                split = [(p_edge, ext[d], e), (1.0 - p_edge, ext[d], ext[d])]
-            else:
-                # A loop outside g advances only when g is at its last position: g leaves its edge tile.
-                split = [(1.0, e, ext[d])]
-            cases = [(w * pw, {**eo, d: xo}, {**en, d: xn})
-                     for w, eo, en in cases for pw, xo, xn in split if pw > 0]
-        out.extend((n * w, eo, en, shift) for w, eo, en in cases)
+            ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
+        out[k, r] = max(0, tile_size(X, en) - ov)
     return out
 
 
-def _burst_bound(op: Operator, arch: Accelerator, m: Mapping, raw: dict, c: int, busy: float) -> float:
-    """A double buffer hides a load only behind the compute of one tile: transitions of each loop
-    above ``c`` cost max(compute of a step, that loop's load), not the average of all loads.
+def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
+    """A double buffer hides a load only behind the compute of the stream's previous tile:
+    transitions of each loop above ``c`` cost max(compute of a window, that loop's loads), not the
+    average of all loads. A stream's tile stays while the innermost loops above c that do not
+    move it run (its period, in steps); its next tile loads while the current one computes. The
+    level's loads run in one in-order queue, so no load runs further ahead than the stream that
+    changes most often allows: the window is the shortest period of the streams that load into c.
     Returning partial sums (outputs with fills) load into the same halves and count too.
 
     The load when loop j advances is the first instance's exact tile delta (inner loops reset),
-    with edge tiles of imperfect factors apart (``_edge_situations``); its share of the level's
-    total fills scales it to the counted traffic.
-    """
-    lv, levels = arch.levels[c], arch.levels
-    steps = math.prod(l.bound for l in m.loops if not l.spatial and l.level < c)
-    if steps <= 1:
-        return 0.0
-    situations = _edge_situations(op, m, c)
-    ext = _extents(op, m, c)
-    loads = []
+    with edge tiles of imperfect factors apart (``_edge_cases``); its share of the level's total
+    fills scales it to the counted traffic."""
+    op, arch, B, n = nest.op, nest.arch, nest.B, nest.n
+    levels = arch.levels
+    lv = levels[c]
+    above = nest.above(c)
+    if not above:
+        return np.zeros(n)
+    steps = np.prod(B[:, above], axis=1)
+    cnt, _ = nest.classes(c)
+    cases = _edge_cases(nest, c)
+    total_load = [np.zeros(cnt.shape) for _ in cases]
+    any_load = np.zeros(n, dtype=bool)
+    window = steps.copy()               # per row: the shortest period of a stream that loads
+    moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
     for X in op.operands:
-        chain = [i for i in range(len(levels)) if X.name in m.keep[i]]
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         if c not in chain[1:]:
             continue
         p = chain[chain.index(c) - 1]
-        cc, pc = raw[(c, X.name)], raw[(p, X.name)]
-        axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
-        full = tile_size(X, ext)
-        deltas = []
-        for _, eo, en, shift in situations:
-            ov = 1
-            for coeffs, ds in axes:
-                ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds),
-                                   tuple(shift[d] for d in ds))
-            deltas.append(max(0, tile_size(X, en) - ov) if all(en[d] > 0 for d in en) else 0)
-        counted = full + sum(n * dl for (n, *_), dl in zip(situations, deltas, strict=True))
-        if not counted or not cc.fills:
-            continue
-        nc, np_ = used_instances(m, c), used_instances(m, p)
-        per_c = cc.fills * X.bits / nc / counted
-        per_p = pc.reads * X.bits / np_ / counted
-        loads.append([(lv.transfer_setup_cycles if dl else 0.0) +
-                      max(_t(dl * per_c, lv.write_bw_bits), _t(dl * per_p, levels[p].read_bw_bits))
-                      for dl in deltas])
-    if not loads:
-        return 0.0
-    step = busy / steps
-    return sum(n * max(step, sum(l[k] for l in loads)) for k, (n, *_) in enumerate(situations)) + step
+        fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
+        full = nest.deltas(X, c)[0]
+        moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
+        dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
+        counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
+        valid = (counted != 0) & (fills != 0)
+        any_load |= valid
+        period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
+        window = np.where(valid, np.minimum(window, period), window)
+        moved |= moves.T & valid[None]
+        safe = np.where(valid, counted, 1)
+        per_c = fills * X.bits / nest.used(c) / safe
+        per_p = reads_p * X.bits / nest.used(p) / safe
+        for tl, dl in zip(total_load, dls, strict=True):
+            t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+                 np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
+            tl += np.where(valid, t, 0.0)
+    # Classes inside the shortest period move no loading stream: their steps are in the windows.
+    span = busy / steps * window
+    out = span + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
+                     for (w, _), tl in zip(cases, total_load, strict=True))
+    return np.where((steps > 1) & any_load, out, 0.0)
 
 
-def _transition_time(moves: list[tuple]) -> float:
-    """Time from the end of a compute step to the next one's start while single-buffered levels
-    change tiles. ``moves``: (level, operand, parent level, is output, load, store cycles); a load
-    is None or (setup cycles, data cycles, the port that paces the data: the slower side's).
-    Stores drain one after another, deepest level first. Each level's load unit takes its
-    inputs, then its returning partial sums (which wait for their own drain); a load also waits
-    for its operand's load into the parent at the same transition, and its data for the port
-    it shares with earlier loads (in its free time, ``_fill``). Different levels' load units run
-    side by side, beside the stores. The compute waits for all of them."""
-    t_store, drained = 0.0, {}
-    for c, x, _, out, _, st in sorted(moves, key=lambda mv: -mv[0]):
-        if out:
-            t_store += st
-            drained[(c, x)] = t_store
-    unit: dict[int, float] = {}
-    port: dict[str, list] = {}
-    loaded: dict[tuple, float] = {}
-    for c, x, p, _out, ld, _ in sorted(moves, key=lambda mv: (mv[0], mv[3])):
-        end = max(loaded.get((p, x), 0.0), drained.get((c, x), 0.0))
-        if ld is not None:
-            su, t, pt = ld
-            end = max(end, unit.get(c, 0.0)) + su
-            if t > 0:
-                end = _fill(port.setdefault(pt, []), end, t)
-            unit[c] = end
-        loaded[(c, x)] = end
-    return max([t_store] + list(loaded.values()))
+def _position_sums(size, stride, ext, bound):
+    """Of the tile sizes ``min(ext, size - k*stride)`` for k < bound that are positive: how many, the
+    sum at even k, and the sum of all (scalars or arrays). Closed form: the first ``full``
+    positions hold ``ext``, the rest up to ``n`` an arithmetic series."""
+    n = np.minimum(bound, -(-size // stride))                 # size - k*stride > 0  <=>  k < ceil(size/stride)
+    full = np.where(size >= ext, np.minimum(n, (size - ext) // stride + 1), 0)
+
+    def series(lo, parity):                                   # sum of size - k*stride, lo <= k < n
+        k0 = lo + (0 if parity is None else (lo % 2 != parity))
+        step = 1 if parity is None else 2
+        cnt = np.maximum(0, (n - k0 + step - 1) // step)
+        return cnt * size - stride * (cnt * k0 + step * cnt * (cnt - 1) // 2)
+
+    even_sum = ext * ((full + 1) // 2) + series(full, 0)
+    total = ext * full + series(full, None)
+    return n, even_sum, total
 
 
-def _fill(busy: list, t0: float, dur: float) -> float:
-    """Move ``dur`` cycles of data from ``t0`` on in the free time of a port whose busy intervals
-    are ``busy`` (sorted, disjoint; updated); returns the end. The bursts of different DMA
-    engines interleave, so a transfer placed later can use the gaps before earlier ones."""
-    cur, left, placed = t0, dur, []
-    for s, e in busy:
-        if e <= cur:
-            continue
-        if s > cur:
-            take = min(left, s - cur)
-            placed.append((cur, cur + take))
-            left -= take
-            cur += take
-            if left <= 0:
-                break
-        cur = max(cur, e)
-    if left > 0:
-        placed.append((cur, cur + left))
-        cur += left
-    busy.extend(placed)
-    busy.sort()
-    return cur
-
-
-def _single_buffer_stall(op: Operator, arch: Accelerator, m: Mapping, raw: dict, single: list[int]) -> float:
-    """Compute waits while single-buffered levels change tiles. Per transition class (the loop
-    that advances), the levels below that loop move the exact deltas of their operands, timed by
-    ``_transition_time``. The first tiles load before any compute and the last ones drain after
-    it (whole tiles)."""
-    levels = arch.levels
-    nlev = len(levels)
-    moves: dict[int, list[tuple]] = {}         # loop index -> moves at its transitions
-    counts: dict[int, int] = {}
-    first: list[tuple] = []
-    last = 0.0
-    for c in single:
-        classes = _transition_classes(op, m, c)
-        ext = _extents(op, m, c)
-        lc = levels[c]
-        for X in op.operands:
-            chain = [i for i in range(nlev) if X.name in m.keep[i]]
-            if c not in chain[1:]:
-                continue
-            p = chain[chain.index(c) - 1]
-            lp = levels[p]
-            cc, pc = raw[(c, X.name)], raw[(p, X.name)]
-            nc, np_ = used_instances(m, c), used_instances(m, p)
-            full, deltas = _class_deltas(X, ext, classes)
-            counted = full + sum(classes[j][0] * dl for j, dl in deltas.items())
-            if not counted:
-                continue
-            ld_c, ld_p = cc.fills * X.bits / nc / counted, pc.reads * X.bits / np_ / counted
-            st_c = cc.drains * X.bits / nc / counted if X.is_output else 0.0
-            st_p = pc.updates * X.bits / np_ / counted if X.is_output else 0.0
-            load = partial(_load_move, lc, lp, ld_c, ld_p)
-            store = partial(_store_time, lc, lp, st_c, st_p)
-            first.append((c, X.name, p, X.is_output, load(full), 0.0))
-            last += store(full)
-            for j, dl in deltas.items():
-                if dl and (load(dl) is not None or store(dl)):
-                    counts[j] = classes[j][0]
-                    moves.setdefault(j, []).append((c, X.name, p, X.is_output, load(dl), store(dl)))
-    return (_transition_time(first) + last +
-            sum(counts[j] * _transition_time(mv) for j, mv in moves.items()))
-
-
-def _load_move(lc: Level, lp: Level, ld_c: float, ld_p: float, n: int) -> tuple | None:
-    """(setup, cycles, port) of loading ``n`` units into child level ``lc`` from parent ``lp`` (bits per unit
-    ``ld_c`` written in the child, ``ld_p`` read from the parent); None when nothing moves."""
-    if n <= 0 or (ld_c <= 0 and ld_p <= 0):
-        return None
-    tc, tp = _t(n * ld_c, lc.write_bw_bits), _t(n * ld_p, lp.read_bw_bits)
-    return (lc.transfer_setup_cycles, tp, f"{lp.name}.read") if tp >= tc else \
-        (lc.transfer_setup_cycles, tc, f"{lc.name}.write")
-
-
-def _store_time(lc: Level, lp: Level, st_c: float, st_p: float, n: int) -> float:
-    """Cycles to drain ``n`` units of an output from child level ``lc`` into parent ``lp``."""
-    if n <= 0 or (st_c <= 0 and st_p <= 0):
-        return 0.0
-    return lc.transfer_setup_cycles + max(_t(n * st_c, lc.read_bw_bits), _t(n * st_p, lp.write_bw_bits))
-
-
-def _heavier_half(op: Operator, m: Mapping, c: int) -> float:
+def _heavier_half(nest: NestRows, c: int) -> np.ndarray:
     """Share of level c's output traffic that falls on the busier of its two buffer halves.
 
     Consecutive output tiles alternate between the halves. The output tile moves with the
@@ -339,138 +312,305 @@ def _heavier_half(op: Operator, m: Mapping, c: int) -> float:
     position of an imperfect factor, smaller) always lands in the same half. Otherwise the
     halves share the traffic equally. (The positions are taken at the first iteration of the
     outer loops.)"""
+    op, n = nest.op, nest.n
     out_dims = op.output.dims
-    strides = loop_strides(m)
-    fast = next((i for i in reversed(range(len(m.loops))) if not m.loops[i].spatial and m.loops[i].level < c
-                 and m.loops[i].bound > 1 and m.loops[i].dim in out_dims), None)
-    if fast is None:
-        return 0.5
-    lf = m.loops[fast]
-    ext = min(op.sizes[lf.dim], math.prod(l.bound for l in m.loops if l.dim == lf.dim and l.level >= c))
-    n, even_sum, total = _position_sums(op.sizes[lf.dim], strides[fast], ext, lf.bound)
-    if n % 2 or not total:
-        return 0.5
-    even = even_sum / total
-    return max(even, 1.0 - even)
+    found = np.zeros(n, dtype=bool)
+    size, stride, ext, bound = (np.ones(n, dtype=np.int64) for _ in range(4))
+    for j in reversed(nest.above(c)):
+        d = nest.structure[j][0]
+        if d not in out_dims:
+            continue
+        hit = ~found & (nest.B[:, j] > 1)
+        size = np.where(hit, op.sizes[d], size)
+        stride = np.where(hit, nest.stride[:, j], stride)
+        ext = np.where(hit, nest.inner[c][d], ext)
+        bound = np.where(hit, nest.B[:, j], bound)
+        found |= hit
+    cnt, even_sum, total = _position_sums(size, stride, ext, bound)
+    even = even_sum / np.where(total > 0, total, 1)
+    return np.where(found & (cnt % 2 == 0) & (total > 0), np.maximum(even, 1.0 - even), 0.5)
 
 
-def _position_sums(size: int, stride: int, ext: int, bound: int) -> tuple[int, int, int]:
-    """Of the tile sizes ``min(ext, size - k*stride)`` for k < bound that are positive: how many, the
-    sum at even k, and the sum of all. Closed form (the list had as many entries as the loop bound):
-    the first ``full`` positions hold ``ext``, the rest up to ``n`` an arithmetic series."""
-    n = min(bound, -(-size // stride))                       # size - k*stride > 0  <=>  k < ceil(size/stride)
-    full = min(n, (size - ext) // stride + 1) if size >= ext else 0
+# ---------------------------------------------------------------- single buffering
 
-    def series(lo: int, parity: int | None) -> int:           # sum of size - k*stride, lo <= k < n
-        k0 = lo + (1 if parity is not None and lo % 2 != parity else 0)
-        step = 1 if parity is None else 2
-        cnt = max(0, (n - k0 + step - 1) // step)
-        return cnt * size - stride * (cnt * k0 + step * cnt * (cnt - 1) // 2)
+def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
+    """Time from the end of a compute step to the next one's start while single-buffered levels
+    change tiles, per row. ``moves``: (level, operand, parent level, is output, load, store cycles,
+    present), a load being (moves data, setup, data cycles, paced by the parent's read port rather
+    than the child's write port, the two port names); a move absent from a row (``present``
+    false) is left out of that row's schedule.
 
-    even_sum = ext * ((full + 1) // 2) + series(full, 0)
-    total = ext * full + series(full, None)
-    return n, even_sum, total
+    Stores drain one after another, deepest level first. Each level's load unit takes its
+    inputs, then its returning partial sums (which wait for their own drain); a load also waits
+    for its operand's load into the parent at the same transition, and its data for the port
+    it shares with earlier loads (in its free time, ``_fill``). Different levels' load units run
+    side by side, beside the stores. The compute waits for all of them."""
+    zero = np.zeros(n)
+    t_store, drained = zero, {}
+    for c, x, _, out, _, st, present in sorted(moves, key=lambda mv: -mv[0]):
+        if out:
+            t_store = t_store + np.where(present, st, 0.0)
+            drained[(c, x)] = np.where(present, t_store, 0.0)
+    unit: dict[int, np.ndarray] = {}
+    port: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    loaded: dict[tuple, np.ndarray] = {}
+    last = t_store
+    for c, x, p, _out, ld, _, present in sorted(moves, key=lambda mv: (mv[0], mv[3])):
+        has_ld, su, t, to_parent, p_port, c_port = ld
+        end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
+        has = present & has_ld
+        e = np.maximum(end, unit.get(c, zero)) + su
+        for name, side in ((p_port, to_parent), (c_port, ~to_parent)):
+            paced = has & (t > 0) & side
+            if paced.any():
+                e = np.where(paced, _fill(port, name, e, t, paced), e)
+        end = np.where(has, e, end)
+        unit[c] = np.where(has, end, unit.get(c, zero))
+        loaded[(c, x)] = np.where(present, end, 0.0)
+        last = np.maximum(last, loaded[(c, x)])
+    return last
 
 
-def _t(bits: float, bw: float | None) -> float:
-    return 0.0 if bw is None or bits <= 0 else bits / bw
+def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Move ``dur`` cycles of data from ``t0`` on in the free time of port ``name`` (busy intervals as
+    arrays, +inf where a row has fewer; updated); only ``rows`` are placed. The bursts of
+    different DMA engines interleave, so a transfer placed later can use the gaps before earlier
+    ones."""
+    inf = np.inf
+    if name not in port:
+        # an idle port: the transfer runs from t0 on (rows placed only where it moves data)
+        placed = rows & (dur > 0)
+        if placed.any():
+            port[name] = (np.where(placed, t0, inf)[None], np.where(placed, t0 + dur, inf)[None])
+        return np.where(placed, t0 + dur, t0)
+    S, E = port[name]
+    cur, left = t0.copy(), np.where(rows, dur, 0.0)
+    done = ~rows
+    new_s, new_e = [], []
+    for k in range(S.shape[0]):
+        s, e = S[k], E[k]
+        skip = done | (e <= cur)
+        gap = ~skip & (s > cur)
+        take = np.where(gap, np.minimum(left, s - cur), 0.0)
+        new_s.append(np.where(gap, cur, inf))
+        new_e.append(np.where(gap, cur + take, inf))
+        left = left - take
+        cur = cur + take
+        done = done | (gap & (left <= 0))
+        cur = np.where(~skip & ~done, np.maximum(cur, e), cur)
+    rest = ~done & (left > 0)
+    new_s.append(np.where(rest, cur, inf))
+    new_e.append(np.where(rest, cur + left, inf))
+    cur = np.where(rest, cur + left, cur)
+    S = np.concatenate([S, np.array(new_s)])
+    E = np.concatenate([E, np.array(new_e)])
+    order = np.argsort(S, axis=0, kind="stable")
+    S, E = np.take_along_axis(S, order, axis=0), np.take_along_axis(E, order, axis=0)
+    keep = ~np.all(np.isinf(S), axis=1)
+    port[name] = (S[keep], E[keep])
+    return cur
 
 
-def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> LatencyTerms:
-    """``raw`` maps (level index, operand name) to Counts."""
-    nlev = len(arch.levels)
+def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
+    """Compute waits while single-buffered levels change tiles; ``on[c]``: rows where single-buffered
+    level c moves data. Per transition class (the loop that advances), the levels below that loop
+    move the exact deltas of their operands, timed by ``_transition_time``. The first tiles load
+    before any compute and the last ones drain after it (whole tiles).
+
+    The first fill and every transition class are scheduled in one ``_transition_time`` call
+    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th temporal
+    slot), a move absent from a block being marked not present. The slots above a level are a
+    prefix of the slots above any deeper level, and a slot's transitions do not depend on the
+    level, so the deepest level's classes index all."""
+    op, levels, n = nest.op, nest.arch.levels, nest.n
+    deepest = max(on)
+    trans, _ = nest.classes(deepest)
+    K = trans.shape[0]
+    nb = K + 1
+    moves = []
+    last = np.zeros(n)
+    for c, active_c in on.items():
+        lc = levels[c]
+        for X in op.operands:
+            chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+            if c not in chain[1:]:
+                continue
+            p = chain[chain.index(c) - 1]
+            lp = levels[p]
+            cc, pc = counts[(c, X.name)], counts[(p, X.name)]
+            nc, np_ = nest.used(c), nest.used(p)
+            full, dl, counted = nest.deltas(X, c)
+            valid = active_c & (counted != 0)
+            safe = np.where(valid, counted, 1)
+            k = np.zeros((nb, n), dtype=np.int64)
+            k[0] = full
+            k[1:1 + len(dl)] = dl
+            k = k.reshape(-1)
+            ld_c, ld_p = np.tile(cc[0] * X.bits / nc / safe, nb), np.tile(pc[1] * X.bits / np_ / safe, nb)
+            tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
+            load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
+                    tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
+            if X.is_output:
+                ob = output_bits(nest, keep, counts)
+                st_c, st_p = np.tile(ob[c][1] / nc / safe, nb), np.tile(ob[p][0] / np_ / safe, nb)
+                store = lc.transfer_setup_cycles + np.maximum(cycles(k * st_c, lc.read_bw_bits),
+                                                              cycles(k * st_p, lp.write_bw_bits))
+                store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
+            else:
+                store = np.zeros(nb * n)
+            last = last + np.where(valid, store[:n], 0.0)
+            store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
+            present = np.tile(valid, nb)
+            present[(1 + len(dl)) * n:] = False
+            present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
+            moves.append((c, X.name, p, X.is_output, load, store, present))
+    T = _transition_time(moves, nb * n)
+    return T[:n] + last + (trans * T[n:].reshape(K, n)).sum(axis=0)
+
+
+# ---------------------------------------------------------------- the whole run
+
+def latency_rows(nest: NestRows, keep, counts) -> dict:
+    """Latency terms per row. ``counts``: (level, operand) -> [fills, reads, updates, drains] per row.
+    Returns arrays ``latency``, ``compute_cycles`` (MAC schedule), ``stall`` (single-buffer stalls
+    plus double-buffer prologue and epilogue), ``pipeline``, ``setup`` and a dict ``transfer`` of
+    per-level busy time (its busiest port or DMA unit)."""
+    op, arch, n, nlev = nest.op, nest.arch, nest.n, nest.nlev
     levels = arch.levels
-    ports: dict[str, float] = {}
+    zeros = lambda: np.zeros(n)  # noqa: E731
+    ports: dict[str, np.ndarray] = {}
 
-    def use(port: str, t: float) -> None:
-        ports[port] = ports.get(port, 0.0) + t
+    def use(port: str, t: np.ndarray) -> None:
+        ports[port] = ports[port] + t if port in ports else t
 
-    temporal = m.temporal_product()
-    macs = math.ceil(temporal / arch.compute.macs_per_cycle)
+    macs = -(-nest.temporal // arch.compute.macs_per_cycle)
+    out_bits = output_bits(nest, keep, counts)     # finished outputs may move at fewer bits
     # compute side: the reads and updates of the last level of every operand stream during compute
-    stream = 0.0
     for X in op.operands:
-        last = max(i for i in range(nlev) if X.name in m.keep[i])
-        c, lv, n = raw[(last, X.name)], levels[last], used_instances(m, last)
-        t_r = _t(c.reads * X.bits / n, lv.read_bw_bits)
-        t_w = _t(c.updates * X.bits / n, lv.write_bw_bits) if X.is_output else 0.0
-        use(f"{lv.name}.read", t_r)
-        use(f"{lv.name}.write", t_w)
-    stream = max(ports.values(), default=0.0)
-    pipe = pipeline_overhead(op, arch, m)
-    compute = max(macs, stream) + pipe
+        last = max(i for i in range(nlev) if X.name in keep[i])
+        c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
+        use(f"{lv.name}.read", cycles(c[1] * X.bits / inst, lv.read_bw_bits))
+        use(f"{lv.name}.write", cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
+    stream = np.max(np.stack(list(ports.values())), axis=0)
+    pipe = _pipeline(nest)
+    compute = np.maximum(macs, stream) + pipe
 
-    load_unit: dict[int, float] = {}
-    store_unit: dict[int, float] = {}
-    tiles_at: dict[int, int] = {}
-    pro: dict[int, float] = {}    # double-buffered levels: first loads, before any compute
-    epi: dict[int, float] = {}    # ... and last drains, after all compute
-    ring: dict[int, float] = {}   # double-buffered levels: output drains and partial-sum reloads
-    setups = 0.0
+    load_unit: dict[int, np.ndarray] = {}
+    store_unit: dict[int, np.ndarray] = {}
+    tiles_at: dict[int, np.ndarray] = {}
+    out_tiles: dict[int, np.ndarray] = {}   # output tiles a level receives
+    pro: dict[int, np.ndarray] = {}      # double-buffered levels: first loads, before any compute
+    pro_on: dict[int, np.ndarray] = {}
+    epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
+    epi_on: dict[int, np.ndarray] = {}
+    ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
+    setups = zeros()
+    load_ports: set[str] = set()        # parents' read ports that carry loads
+    add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
+    orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
-        chain = [i for i in range(nlev) if X.name in m.keep[i]]
-        for p, c in pairwise(chain):
+        chain = [i for i in range(nlev) if X.name in keep[i]]
+        for p, c in zip(chain[:-1], chain[1:], strict=True):
             lc, lp = levels[c], levels[p]
-            nc, np_ = used_instances(m, c), used_instances(m, p)
-            cc, pc = raw[(c, X.name)], raw[(p, X.name)]
-            tiles = tile_transfers(op, m, X.dims, c)
-            tiles_at[c] = max(tiles_at.get(c, 1), tiles)
-            ext = {d: min(op.sizes[d], math.prod(l.bound for l in m.loops if l.dim == d and l.level >= c))
-                   for d in op.dim_names}
-            first = tile_size(X, ext) * X.bits
-            loads = [(cc.fills * X.bits / nc, pc.reads * X.bits / np_)]
-            stores = [(cc.drains * X.bits / nc, pc.updates * X.bits / np_)] if X.is_output else []
-            for kind, vols in (("load", loads), ("store", stores)):
-                for child_bits, parent_bits in vols:
-                    if child_bits <= 0 and parent_bits <= 0:
-                        continue
+            nc, np_ = nest.used(c), nest.used(p)
+            cc, pc = counts[(c, X.name)], counts[(p, X.name)]
+            tiles = tile_transfer_rows(nest, X.dims, c)
+            tiles_at[c] = np.maximum(tiles_at[c], tiles) if c in tiles_at else np.maximum(tiles, 1)
+            if X.is_output:
+                out_tiles[c] = np.maximum(tiles, 1)
+            first = nest.sizes(X, c)[1]
+            vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
+            if X.is_output:
+                vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
+            for kind, child_bits, parent_bits, child_elems in vols:
+                active = (child_bits > 0) | (parent_bits > 0)
+                if kind == "load":
+                    tc, tp = cycles(child_bits, lc.write_bw_bits), cycles(parent_bits, lp.read_bw_bits)
+                    use(f"{lc.name}.write", tc)
+                    use(f"{lp.name}.read", tp)
+                    load_ports.add(f"{lp.name}.read")
+                else:
+                    tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
+                    use(f"{lc.name}.read", tc)
+                    use(f"{lp.name}.write", tp)
+                setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
+                setups = setups + setup
+                add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
+                db = overlapping(nest, keep, c)
+                if db.any() and X.is_output:
+                    add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                if db.any():
+                    # the first tile (load) and the last tile (store) do not overlap compute: their share
+                    # of the elements moved (finished outputs may move at fewer bits than the rest)
+                    share = np.where(child_elems > 0,
+                                     np.minimum(1.0, first / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                    edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
-                        tc, tp = _t(child_bits, lc.write_bw_bits), _t(parent_bits, lp.read_bw_bits)
-                        use(f"{lc.name}.write", tc)
-                        use(f"{lp.name}.read", tp)
+                        add(pro, c, edge)
+                        orr(pro_on, c, active & db)
                     else:
-                        tc, tp = _t(child_bits, lc.read_bw_bits), _t(parent_bits, lp.write_bw_bits)
-                        use(f"{lc.name}.read", tc)
-                        use(f"{lp.name}.write", tp)
-                    setup = tiles * lc.transfer_setup_cycles
-                    setups += setup
-                    busy = setup + max(tc, tp)
-                    unit = load_unit if kind == "load" else store_unit
-                    unit[c] = unit.get(c, 0.0) + busy
-                    if lc.double_buffered and X.is_output:
-                        ring[c] = ring.get(c, 0.0) + busy
-                    if lc.double_buffered:
-                        # the first tile (load) and the last tile (store) do not overlap compute
-                        share = min(1.0, first / child_bits) if child_bits > 0 else 0.0
-                        t_edge = lc.transfer_setup_cycles + max(tc, tp) * share
-                        if kind == "load":
-                            pro[c] = pro.get(c, 0.0) + t_edge
-                        else:
-                            epi[c] = epi.get(c, 0.0) + t_edge
-                        if X.is_output:
-                            # the first reload and the last drain are in the prologue and epilogue
-                            ring[c] -= t_edge
-    single = [c for c in range(1, nlev) if not levels[c].double_buffered
-              and (load_unit.get(c, 0.0) or store_unit.get(c, 0.0))]
-    stall = _single_buffer_stall(op, arch, m, raw, single)
-    edge = sum(pro.values()) + sum(epi.values())
+                        add(epi, c, edge)
+                        orr(epi_on, c, active & db)
+                    if X.is_output:
+                        # the first reload and the last drain are in the prologue and epilogue
+                        add(ring, c, -edge)
+    get = lambda d, c: d.get(c, 0.0)  # noqa: E731
+    on = {c: ((get(load_unit, c) != 0) | (get(store_unit, c) != 0)) & ~overlapping(nest, keep, c)
+          for c in range(1, nlev) if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
+    stall = _single_stall(nest, keep, counts, on) if on else zeros()
+    edge = sum(pro.values(), zeros()) + sum(epi.values(), zeros())
     # A double-buffered level's units overlap compute between its first load and last drain;
     # when they are the bottleneck, the compute of the last tile still follows its load.
     busy = compute + stall
-    overlapped = max([load_unit.get(c, 0.0) - pro.get(c, 0.0) + busy / tiles_at[c] for c in pro] +
-                     [store_unit.get(c, 0.0) - epi.get(c, 0.0) + busy / tiles_at[c] for c in epi] + [0.0])
-    transfer = {lv.name: max(ports.get(f"{lv.name}.read", 0.0), ports.get(f"{lv.name}.write", 0.0),
-                             load_unit.get(i, 0.0), store_unit.get(i, 0.0))
-                for i, lv in enumerate(levels)}
-    bursty = max((_burst_bound(op, arch, m, raw, c, busy) for c in pro), default=0.0)
+    overlapped = zeros()
+    for c in pro:
+        overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
+    # ... and its first drain waits for the compute of the first output tile
+    for c in epi:
+        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+    bursty = zeros()
+    for c in pro:
+        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
-    cycle = max([busy / 2 + _heavier_half(op, m, c) * max(r, 0.0) for c, r in ring.items()] + [0.0])
-    inner = max(busy, overlapped, bursty, cycle)
-    latency = max(inner + edge, max(ports.values(), default=0.0))
-    parts = (("MAC schedule", float(macs)), ("compute-side streaming", max(macs, stream) - macs),
-             ("pipeline overheads", pipe), ("single-buffer stalls", stall),
-             ("double-buffered transfers not hidden", inner - busy), ("prologue and epilogue", edge),
-             ("busiest memory port beyond that", latency - inner - edge))
-    return LatencyTerms(macs, transfer, stall + edge, latency, pipe, setups, parts)
+    cycle = zeros()
+    for c, r in ring.items():
+        cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
+    port_max = np.max(np.stack(list(ports.values())), axis=0)
+    # A port that carries loads finishes its last one before the last step computes, and a
+    # double-buffered level's last drain follows that step. (A step: one iteration of the
+    # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
+    if tiles_at and epi:
+        above = nest.above(max(tiles_at))
+        step = compute / (np.prod(nest.B[:, above], axis=1) if above else 1)
+        tail = step + np.max(np.stack(list(epi.values())), axis=0)
+        for name in load_ports:
+            port_max = np.maximum(port_max, ports[name] + tail)
+    inner = np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle)
+    latency = np.maximum(inner + edge, port_max)
+    parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
+             "pipeline overheads": pipe + zeros(), "single-buffer stalls": stall,
+             "double-buffered transfers not hidden": inner - busy, "prologue and epilogue": edge,
+             "busiest memory port beyond that": latency - inner - edge}
+    transfer = {}
+    for i, lv in enumerate(levels):
+        t = zeros()
+        for part in (ports.get(f"{lv.name}.read"), ports.get(f"{lv.name}.write"),
+                     load_unit.get(i), store_unit.get(i)):
+            if part is not None:
+                t = np.maximum(t, part)
+        transfer[lv.name] = t
+    return {"latency": latency, "compute_cycles": macs, "stall": stall + edge, "pipeline": pipe,
+            "setup": setups, "transfer": transfer, "parts": parts}
+
+
+def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> LatencyTerms:
+    """The latency of one mapping: ``latency_rows`` on its one row. ``raw`` maps (level index,
+    operand name) to Counts."""
+    nest = NestRows.of_mapping(op, arch, m)
+    counts = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in raw.items()}
+    r = latency_rows(nest, m.keep, counts)
+    return LatencyTerms(int(r["compute_cycles"][0]), {k: float(v[0]) for k, v in r["transfer"].items()},
+                        float(r["stall"][0]), float(r["latency"][0]), float(r["pipeline"][0]),
+                        float(r["setup"][0]), tuple((k, float(v[0])) for k, v in r["parts"].items()))

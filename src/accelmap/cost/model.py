@@ -20,9 +20,12 @@ import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
+from accelmap.cost.nest_rows import NestRows, output_bits
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
@@ -222,11 +225,17 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     bits = {o.name: o.bits for o in op.operands}
     energy: dict[tuple[str, str], float] = {}
     counts_out: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    out_bits = {}
+    if arch.compute.final_output_bits is not None:
+        # finished outputs move at the output stage's precision, partial sums at the operand's
+        one = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in raw.items()}
+        out_bits = {i: (float(u[0]), float(d[0]))
+                    for i, (u, d) in output_bits(NestRows.of_mapping(op, arch, m), m.keep, one).items()}
     for (i, name), cnt in raw.items():
         lv = arch.levels[i]
-        scale = bits[name] / lv.width_bits
-        e = ((cnt.reads + cnt.drains) * lv.read_energy_pj * scale
-             + (cnt.fills + cnt.updates) * lv.write_energy_pj * scale)
+        b = bits[name]
+        upd, drn = out_bits[i] if name == op.output.name and out_bits else (cnt.updates * b, cnt.drains * b)
+        e = ((cnt.reads * b + drn) * lv.read_energy_pj + (cnt.fills * b + upd) * lv.write_energy_pj) / lv.width_bits
         energy[(lv.name, name)] = e
         counts_out[(lv.name, name)] = cnt.as_tuple()
     # Network energy: every element delivered across a fan-out, down or up.

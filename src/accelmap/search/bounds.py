@@ -24,6 +24,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
+from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operand, Operator
@@ -53,7 +54,8 @@ class BoundContext:
                 else:
                     caps.append(math.prod(a.size for a in lv.fanout.axes if a.multicast))
             self.merge_cap[o.name] = caps
-        self.scale = {(i, o.name): o.bits / lv.width_bits for i, lv in enumerate(arch.levels) for o in op.operands}
+        self.scale = {(i, o.name): fewest_bits(o, arch) / lv.width_bits
+                      for i, lv in enumerate(arch.levels) for o in op.operands}
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
                     free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None) -> tuple[float, float]:
@@ -143,10 +145,10 @@ class BoundContext:
                 s = self.scale[(lv, X.name)]
                 if kind in ("reads", "drains"):
                     energy += v * L.read_energy_pj * s
-                    (reads if kind == "reads" else drains)[lv] += v * X.bits
+                    (reads if kind == "reads" else drains)[lv] += v * fewest_bits(X, arch)
                 else:
                     energy += v * L.write_energy_pj * s
-                    (fills if kind == "fills" else updates)[lv] += v * X.bits
+                    (fills if kind == "fills" else updates)[lv] += v * fewest_bits(X, arch)
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
         spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
@@ -261,13 +263,13 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                        writes: np.ndarray = writes) -> None:
                 nonlocal e
                 L = arch.levels[level]
-                s = X.bits / L.width_bits
+                s = fewest_bits(X, arch) / L.width_bits
                 if kind == "read":
                     e = e + count * L.read_energy_pj * s
-                    reads[:, level] += count * X.bits
+                    reads[:, level] += count * fewest_bits(X, arch)
                 else:
                     e = e + count * L.write_energy_pj * s
-                    writes[:, level] += count * X.bits
+                    writes[:, level] += count * fewest_bits(X, arch)
 
             for p, c in pairwise(chain):
                 if X.is_output:

@@ -16,12 +16,11 @@ sequence for every operand give identical terms (rule O3) and are evaluated once
 from __future__ import annotations
 
 import itertools
-import math
 from functools import lru_cache
 from typing import TypeVar
 
 from accelmap.cost.access_counts import NestInfo, entering_perfect
-from accelmap.cost.latency import tile_transfers
+from accelmap.cost.latency import pipeline_counts, tile_transfers
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operand, Operator
 
@@ -105,22 +104,6 @@ def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
         yield tuple(sorted(temporal, key=key))
 
 
-def _pipeline_counts(op: Operator, loops: tuple[Loop, ...], streamed: tuple[str, ...]) -> tuple[int, int]:
-    """Result sets and rows of the compute pipeline over ``loops`` (cost/latency.py; Eq. 4.1 of
-    Hamdi's 2023 thesis on ZigZag in TVM):
-    both shrink with the innermost temporal loops over dimensions the output does not use."""
-    temporal = [l for l in loops if not l.spatial]
-    total = math.prod(l.bound for l in temporal)
-    suffix, streamed_part = 1, 1
-    for l in reversed(temporal):
-        if l.dim in op.output.dims:
-            break
-        suffix *= l.bound
-        if l.dim in streamed:
-            streamed_part *= l.bound
-    return total // suffix, total // streamed_part
-
-
 @lru_cache(maxsize=200_000)
 def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs=None):
     if orders_exact(len(temporal), level, nlev):
@@ -148,6 +131,6 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
         vec = tuple(entering_perfect(info, X, c) for X, c in pairs)
         if order_costs is not None:
             vec += tuple(tile_transfers(op, m, X.dims, c) for X, c in pairs)
-            vec += _pipeline_counts(op, p + rest, order_costs)
+            vec += pipeline_counts(op, p + rest, order_costs)
         items.append((vec, p))
     return tuple(p for _, p in pareto(items))

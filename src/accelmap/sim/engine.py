@@ -6,7 +6,7 @@ the steps. Each unit executes its queue in program order; an instruction
 starts when its unit is free and its dependency tokens have arrived:
 
 * load (c, k) waits for the buffer half it overwrites to be released: the
-  computes and the store of tile k-2 of level c if c is double-buffered,
+  computes and the store of tile k-2 of level c if c is double-buffered (or a register written at the clock edge),
   tile k-1 otherwise; and for the parent's tile that contains it. A level's
   load queue holds its inputs before its returning partial sums, so a load
   that waits for a drain does not hold back the loads that need not wait;
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelmap.cost.latency import double_buffers
 from accelmap.sim.program import TileProgram
 
 
@@ -198,7 +199,9 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     spb = [s.store_parent_bits.tolist() for s in streams]
     c_lv = [levels[s.level] for s in streams]
     p_lv = [levels[s.parent] for s in streams]
-    back = [2 if levels[s.level].double_buffered else 1 for s in streams]
+    # a double buffer, or a register written at the clock edge, refills while its tile is read
+    db = double_buffers(prog.op, prog.arch, prog.mapping)
+    back = [2 if db[s.level] else 1 for s in streams]
     out = [s.is_output for s in streams]
     u_load = [unit(f"load {lv.name}") for lv in c_lv]
     u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv, strict=True)]

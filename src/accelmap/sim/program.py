@@ -22,6 +22,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import pipeline_overhead, used_instances
 from accelmap.cost.model import access_counts
+from accelmap.cost.nest_rows import NestRows, output_bits
 from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operator
@@ -191,6 +192,10 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     perfect = all(math.prod(l.bound for l in loops if l.dim == d) == op.sizes[d] for d in op.dim_names)
 
     bits = {X.name: X.bits for X in op.operands}
+    # the output's updates and drains in bits per level: finished outputs may move at fewer bits
+    one = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in counts.items()}
+    out_bits = {i: (float(u[0]), float(d[0]))
+                for i, (u, d) in output_bits(NestRows.of_mapping(op, arch, m), m.keep, one).items()}
     prog = TileProgram(op, arch, m, n_steps, L, mac_cycles, pipe, {})
     for X, p, c in pairs:
         # c starts a new tile where a temporal loop above c advanced (or at the start)
@@ -212,10 +217,12 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         # traffic per instance the mapping uses: idle instances of a fan-out do not share the work
         n_c, n_p = used_instances(m, c), used_instances(m, p)
         inst_c = n_c
+        load_c, load_p = cc.fills, pc.reads
         if X.is_output:
-            load_c, load_p, store_c, store_p = cc.fills, pc.reads, cc.drains, pc.updates
+            store_c = cc.drains
+            store_c_bits, store_p_bits = out_bits[c][1], out_bits[p][0]
         else:
-            load_c, load_p, store_c, store_p = cc.fills, pc.reads, 0, 0
+            store_c, store_c_bits, store_p_bits = 0, 0.0, 0.0
         # a transition that moves nothing keeps the same buffer: it is no new tile
         moved = delta > 0
         moved[0] = True
@@ -225,7 +232,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         # an output tile is drained when the next tile of the level starts (or at the end)
         ts = TransferStream(c, p, X.name, X.is_output, steps,
                             shape * load_c * b / n_c, shape * load_p * b / n_p,
-                            shape * store_c * b / n_c, shape * store_p * b / n_p,
+                            shape * store_c_bits / n_c, shape * store_p_bits / n_p,
                             scale=(store_c if X.is_output else load_c) / (total * inst_c) if total else 1.0)
         prog.transfers.append(ts)
 
@@ -237,6 +244,6 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         rd, wr = prog.stream_bits.get(last, (0.0, 0.0))
         rd += cnt.reads * X.bits / n_i / n_steps
         if X.is_output:
-            wr += cnt.updates * X.bits / n_i / n_steps
+            wr += out_bits[last][0] / n_i / n_steps
         prog.stream_bits[last] = (rd, wr)
     return prog

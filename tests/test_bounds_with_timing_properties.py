@@ -1,0 +1,60 @@
+"""The mapper's lower bounds stay below the cost on accelerators that use the properties which can
+lower it: finished outputs at fewer bits, double buffering decided per mapping, registers written
+at the clock edge."""
+
+import random
+from dataclasses import replace
+
+from accelmap.arch import get_accelerator
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.cost.model import evaluate
+from accelmap.errors import MappingError
+from accelmap.mapping.sampling import random_mapping
+from accelmap.search.bounds import BoundContext, chain_options
+from accelmap.search.space import Constraints, keep_options
+from accelmap.search.spatial import spatial_lower_bound
+
+from strategies import random_operator
+
+PRESETS = ["eyeriss_like", "tpu_like", "vta_like", "simba_like", "diana_like", "ascend_like", "edge_tpu_like"]
+
+
+def _variant(arch):
+    """Finished outputs at 8 bits; every double buffer decided per mapping; single-word levels
+    written at the clock edge."""
+    levels = []
+    for lv in arch.levels:
+        if lv.double_buffered:
+            lv = replace(lv, double_buffered=False, double_buffered_when_fits=True)
+        elif lv.capacity_bits is not None and lv.capacity_bits <= lv.width_bits:
+            lv = replace(lv, written_at_clock_edge=True)
+        levels.append(lv)
+    return replace(arch, levels=tuple(levels), compute=replace(arch.compute, final_output_bits=8))
+
+
+def test_lower_bounds_hold_with_the_timing_and_precision_properties():
+    rng = random.Random(5)
+    checked = 0
+    for n in range(140):
+        arch = _variant(get_accelerator(PRESETS[n % len(PRESETS)]))
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))
+        except MappingError:
+            continue
+        res = evaluate(op, arch, m)
+        ctx = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels)) if n % 2 == 0 else ():      # the partial bound: perfect nests
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
+            assert e_lb <= res.energy_total * (1 + 1e-12), (arch.name, level, m)
+            assert l_lb <= res.latency * (1 + 1e-12), (arch.name, level, m)
+        spatial = tuple(l for l in m.loops if l.spatial)
+        every = chain_options(op, keep_options(op, arch, Constraints()))
+        e_lb, l_lb = spatial_lower_bound(op, arch, spatial, every)
+        assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (arch.name, m)
+        checked += 1
+    assert checked > 60
