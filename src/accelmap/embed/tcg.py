@@ -26,6 +26,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
+import numpy as np
+
 from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator
 
@@ -290,6 +292,75 @@ def thesis_program(name: str) -> Program:
         raise SpecError(f"unknown operator {name!r}; known: {', '.join(THESIS_OPERATORS)}", where="--workload")
     text, sizes = THESIS_OPERATORS[name]
     return parse_program(text, sizes, name)
+
+
+def transposed_name(tensor: str, perm: tuple[int, ...]) -> str:
+    """The name of a transposed copy: axis k of ``x^T10`` is axis perm[k] of ``x``."""
+    return f"{tensor}^T{''.join(map(str, perm))}"
+
+
+def evaluate(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a program with NumPy (the reference semantics the rewrites must keep).
+
+    Transposed copies (``x^T10``) are read from the input they copy; every array is indexed with
+    the affine index expressions, so inputs must be large enough (e.g. H+KH-1 rows for a conv)."""
+    sizes = dict(program.sizes)
+    order = list(sizes)
+    env: dict[str, np.ndarray] = {}
+
+    def axis(d: str) -> np.ndarray:
+        shape = [1] * len(order)
+        shape[order.index(d)] = sizes[d]
+        return np.arange(sizes[d]).reshape(shape)
+
+    def idx(ix: Index) -> np.ndarray | int:
+        if isinstance(ix, Iter):
+            return axis(ix.dim)
+        if isinstance(ix, IConst):
+            return ix.value
+        a, b = idx(ix.left), idx(ix.right)
+        return a + b if ix.op == "add" else a * b
+
+    def array(name: str) -> np.ndarray:
+        if name in env:
+            return env[name]
+        base, _, perm = name.partition("^T")
+        if base not in inputs:
+            raise SpecError(f"program {program.name!r}: no input array for tensor {base!r}")
+        arr = np.asarray(inputs[base], dtype=np.float64)
+        return arr.transpose([int(c) for c in perm]) if perm else arr
+
+    def ev(e: Expr) -> np.ndarray:
+        if isinstance(e, Load):
+            arr = array(e.tensor)
+            if not e.indices:
+                return arr.reshape([1] * len(order))
+            return arr[tuple(np.broadcast_arrays(*[np.asarray(idx(i)) for i in e.indices]))] \
+                if len(e.indices) > 1 else arr[np.asarray(idx(e.indices[0]))]
+        if isinstance(e, Const):
+            return np.full([1] * len(order), e.value)
+        if isinstance(e, Unary):
+            return np.exp(ev(e.x))
+        if isinstance(e, Binary):
+            a, b = ev(e.left), ev(e.right)
+            ops = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide, "max": np.maximum}
+            return np.asarray(ops[e.op](a, b))
+        raw = ev(e.body)
+        body = np.broadcast_to(raw, [sizes[d] if d == e.dim else n for d, n in zip(order, raw.shape, strict=True)])
+        k = order.index(e.dim)
+        if e.op == "add":
+            return np.sum(body, axis=k, keepdims=True) + ev(e.init)
+        if e.op == "mul":
+            return np.prod(body, axis=k, keepdims=True) * ev(e.init)
+        return np.maximum(np.max(body, axis=k, keepdims=True), ev(e.init))
+
+    for st in program.statements:
+        v = ev(st.expr)
+        full = np.broadcast_to(v, [sizes[d] if d in st.dims else 1 for d in order])
+        kept = full.reshape([sizes[d] for d in order if d in st.dims])
+        present = [d for d in order if d in st.dims]
+        env[st.out] = np.ascontiguousarray(kept.transpose([present.index(d) for d in st.dims]))
+    return env
 
 
 # ---------------------------------------------------------------- the tree

@@ -22,8 +22,22 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from accelmap.embed.tcg import (
-    COMMUTATIVE, IOp, TCG, Binary, Const, Expr, IConst, Index, Iter, Load, Program, Reduce, Statement,
-    Unary, build_tcg,
+    COMMUTATIVE,
+    TCG,
+    Binary,
+    Const,
+    Expr,
+    IConst,
+    Index,
+    IOp,
+    Iter,
+    Load,
+    Program,
+    Reduce,
+    Statement,
+    Unary,
+    build_tcg,
+    transposed_name,
 )
 from accelmap.embed.tcg_match import Instruction, Matcher
 from accelmap.embed.tcg_select import Selection, select
@@ -52,6 +66,40 @@ def canonicalise(prog: Program) -> Program:
         return e
 
     return replace(prog, statements=tuple(Statement(s.out, s.dims, canon(s.expr)) for s in prog.statements))
+
+
+def operand_swaps(prog: Program) -> list[Program]:
+    """Every combination of swapping the operands of commutative nodes whose operands are both
+    non-constant (the swaps canonicalisation leaves open; constants stay on the right)."""
+    def sites(e: Expr) -> int:
+        if isinstance(e, Binary):
+            own = int(e.op in COMMUTATIVE and not isinstance(e.left, Const) and not isinstance(e.right, Const))
+            return own + sites(e.left) + sites(e.right)
+        if isinstance(e, Unary):
+            return sites(e.x)
+        if isinstance(e, Reduce):
+            return sites(e.body) + sites(e.init)
+        return 0
+
+    def apply(e: Expr, bits: list[bool]) -> Expr:
+        if isinstance(e, Binary):
+            swap = e.op in COMMUTATIVE and not isinstance(e.left, Const) and not isinstance(e.right, Const) \
+                and bits.pop()
+            a, b = apply(e.left, bits), apply(e.right, bits)
+            return Binary(e.op, b, a) if swap else Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, apply(e.x, bits))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, apply(e.body, bits), apply(e.init, bits))
+        return e
+
+    n = sum(sites(st.expr) for st in prog.statements)
+    out = []
+    for combo in itertools.product((False, True), repeat=n):
+        bits = list(reversed(combo))
+        out.append(replace(prog, statements=tuple(Statement(st.out, st.dims, apply(st.expr, bits))
+                                                  for st in prog.statements)))
+    return out
 
 
 # ---------------------------------------------------------------- fission (Algorithm 2)
@@ -189,7 +237,7 @@ def inline(prog: Program, si: int) -> Program:
         if isinstance(e, Load):
             if e.tensor != prod.out:
                 return e
-            return subst(prod.expr, dict(zip(prod.dims, e.indices)))
+            return subst(prod.expr, dict(zip(prod.dims, e.indices, strict=True)))
         if isinstance(e, Const):
             return e
         if isinstance(e, Unary):
@@ -216,12 +264,12 @@ def transposes(prog: Program, limit: int) -> list[Program]:
             if len(ld.indices) > 1 and ld.tensor not in produced:
                 sites.append((si, [li, len(ld.indices)]))
     choices = [list(itertools.permutations(range(n))) for _, (_, n) in sites]
-    out = []
+    out: list[Program] = []
     for combo in itertools.product(*choices):
         if len(out) >= limit:
             break
         perms: dict[tuple[int, int], tuple[int, ...]] = {
-            (si, li): p for (si, (li, _)), p in zip(sites, combo)}
+            (si, li): p for (si, (li, _)), p in zip(sites, combo, strict=True)}
         out.append(replace(prog, statements=tuple(
             Statement(s.out, s.dims, _permute(s.expr, si, perms, [0])) for si, s in enumerate(prog.statements))))
     return out
@@ -246,7 +294,7 @@ def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
         counter[0] += 1
         if p is None or p == tuple(range(len(p))):
             return e
-        return Load(f"{e.tensor}^T{''.join(map(str, p))}", tuple(e.indices[k] for k in p))
+        return Load(transposed_name(e.tensor, p), tuple(e.indices[k] for k in p))
     if isinstance(e, Const):
         return e
     if isinstance(e, Unary):
@@ -302,7 +350,10 @@ def graph_key(tcg: TCG) -> tuple:
 
 def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, input_transposes: bool = False,
            limit: int = 100_000) -> SearchResult:
-    """Generate the candidate graphs of a configuration, match and select on each."""
+    """Generate the candidate graphs of a configuration, match and select on each.
+
+    Every graph of the configuration is expanded by all operand swaps and, with
+    ``input_transposes``, all access orders of the graph inputs; at most ``limit`` candidates."""
     if config not in CONFIGS:
         raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
     t0 = time.perf_counter()
@@ -337,19 +388,32 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
     cands: list[Candidate] = []
     seen_keys: set[tuple] = set()
     for g, depth in graphs:
-        variants = transposes(g, limit) if input_transposes else [g]
+        variants = [t for sw in operand_swaps(g)
+                    for t in (transposes(sw, limit) if input_transposes else [sw])]
         for v in variants:
             tcg = build_tcg(v)
             key = graph_key(tcg)
             if key in seen_keys:
                 continue
             seen_keys.add(key)
-            moved = depth + sum(1 for a, b in zip(_all_loads_prog(g), _all_loads_prog(v)) if a != b)
+            moved = depth + _differences(g, v)
             cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
             if len(cands) >= limit:
                 break
     return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
 
 
-def _all_loads_prog(p: Program) -> list[Load]:
-    return [ld for s in p.statements for ld in _all_loads(s.expr)]
+def _differences(a: Program, b: Program) -> int:
+    """Swaps and transposes that turn a into b (they keep the statement structure)."""
+    def walk(x: Expr, y: Expr) -> int:
+        if isinstance(x, Binary) and isinstance(y, Binary):
+            if x.left == y.left and x.right == y.right:
+                return walk(x.left, y.left) + walk(x.right, y.right)
+            return 1 + walk(x.left, y.right) + walk(x.right, y.left)
+        if isinstance(x, Unary) and isinstance(y, Unary):
+            return walk(x.x, y.x)
+        if isinstance(x, Reduce) and isinstance(y, Reduce):
+            return walk(x.body, y.body) + walk(x.init, y.init)
+        return int(x != y)
+
+    return sum(walk(s.expr, t.expr) for s, t in zip(a.statements, b.statements, strict=True))
