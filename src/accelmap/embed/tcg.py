@@ -376,6 +376,8 @@ class Node:
     defines: str | None = None   # tensor/reduction: the iterator it defines
     producer: "Node | None" = None   # input: the root tensor node of the statement that wrote it (edge in D)
     owner: "Node | None" = None      # iterator access: the tensor/reduction node defining it (edge in I)
+    pos: int = 0                     # child index under the parent, right to left
+    depth: int = 0
 
 
 @dataclass
@@ -447,6 +449,7 @@ def _attach(parent: Node, child: Node, pos: int) -> None:
         parent.children.append(None)  # type: ignore[arg-type]
     parent.children[pos] = child
     child.parent = parent
+    child.pos = pos
 
 
 def _build_expr(e: Expr, scope: dict[str, Node], producers: dict[str, Node]) -> Node:
@@ -492,6 +495,7 @@ def _number(root: Node, out: list[Node]) -> None:
     while stack:
         n = stack.pop()
         n.index = len(out)
+        n.depth = n.parent.depth + 1 if n.parent is not None else 0
         out.append(n)
         stack.extend(reversed(n.children))
     # iterator references become upward path lengths (the thesis' "P" moves folded into an integer)

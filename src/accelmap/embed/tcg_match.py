@@ -201,19 +201,19 @@ class Matcher:
 
 
 def _match(tcg: TCG, isa: tuple[Instruction, ...], auto: PathAutomaton) -> list[Match]:
-    depth = {0: 0}
     counter: dict[tuple[int, int], int] = {}
     nodes = tcg.nodes
-    states = {0: auto.step(0, nodes[0].label)}
+    states = [0] * len(nodes)
+    regions: dict[int, set[int]] = {}
     for n in nodes:   # pre-order: a parent's state is known before its children
-        if n.parent is not None:
-            k = n.parent.children.index(n)
-            states[n.index] = auto.step(auto.step(states[n.parent.index], str(k)), n.label)
-            depth[n.index] = depth[n.parent.index] + 1
+        if n.parent is None:
+            states[n.index] = auto.step(0, n.label)
+        else:
+            states[n.index] = auto.step(auto.step(states[n.parent.index], str(n.pos)), n.label)
         for tag, length in auto.out[states[n.index]]:
             assert isinstance(tag, int)
             up = (length - 1) // 2
-            if up > depth[n.index]:
+            if up > n.depth:
                 continue
             r = n
             for _ in range(up):
@@ -221,8 +221,9 @@ def _match(tcg: TCG, isa: tuple[Instruction, ...], auto: PathAutomaton) -> list[
                 r = r.parent
             if n.children:
                 # A pattern's scalar input landing on a workload input: all its accesses must be masked.
-                inside = {x.index for x in _region(r)}
-                if n.kind != "input" or _masked_accesses(n, inside) != len(n.children):
+                if r.index not in regions:
+                    regions[r.index] = {x.index for x in _region(r)}
+                if n.kind != "input" or _masked_accesses(n, regions[r.index]) != len(n.children):
                     continue
             counter[(r.index, tag)] = counter.get((r.index, tag), 0) + 1
     found = []

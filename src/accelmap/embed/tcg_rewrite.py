@@ -407,9 +407,7 @@ def _differences(a: Program, b: Program) -> int:
     """Swaps and transposes that turn a into b (they keep the statement structure)."""
     def walk(x: Expr, y: Expr) -> int:
         if isinstance(x, Binary) and isinstance(y, Binary):
-            if x.left == y.left and x.right == y.right:
-                return walk(x.left, y.left) + walk(x.right, y.right)
-            return 1 + walk(x.left, y.right) + walk(x.right, y.left)
+            return min(walk(x.left, y.left) + walk(x.right, y.right), 1 + walk(x.left, y.right) + walk(x.right, y.left))
         if isinstance(x, Unary) and isinstance(y, Unary):
             return walk(x.x, y.x)
         if isinstance(x, Reduce) and isinstance(y, Reduce):
