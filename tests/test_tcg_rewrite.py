@@ -8,45 +8,20 @@ from accelmap.cli import main
 from accelmap.embed.tcg import THESIS_OPERATORS, Binary, Load, build_tcg, evaluate, parse_program
 from accelmap.embed.tcg_match import table_3_1
 from accelmap.embed.tcg_rewrite import (
-    _all_loads,
-    _index_dims_all,
     canonicalise,
     full_fission,
     inline,
     inline_options,
     search,
 )
+from tcg_programs import random_inputs, small_program
 
 ISA = table_3_1()
-SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_sigmoid": dict(n=2, j=3, k=4),
-         "attention": dict(i=3, j=2, l=4), "conv2d": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2),
-         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2)}
-
-
-def _small(name):
-    return parse_program(THESIS_OPERATORS[name][0], SMALL[name], name)
-
-
-def _inputs(prog, rng):
-    """Random arrays for every graph input, shaped by the largest index each axis reaches."""
-    produced = {s.out for s in prog.statements}
-    sizes = dict(prog.sizes)
-    shapes: dict[str, list[int]] = {}
-    for st in prog.statements:
-        for ld in _all_loads(st.expr):
-            if ld.tensor in produced:
-                continue
-            ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
-            old = shapes.get(ld.tensor, ext)
-            shapes[ld.tensor] = [max(a, b) for a, b in zip(old, ext, strict=True)]
-    return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in shapes.items()}
-
-
 @pytest.mark.parametrize("name", list(THESIS_OPERATORS))
 def test_every_candidate_computes_the_operator(name):
     rng = np.random.default_rng(3)
-    prog = _small(name)
-    data = _inputs(prog, rng)
+    prog = small_program(name)
+    data = random_inputs(prog, rng)
     out = prog.statements[-1].out
     ref = evaluate(prog, data)[out]
     cands = search(prog, ISA, 4, input_transposes=True, limit=3000).candidates
@@ -65,7 +40,7 @@ def test_canonicalisation_follows_table_3_2():
 
 
 def test_full_fission_leaves_one_operation_per_statement_and_inlining_undoes_it():
-    conv = _small("conv2d")
+    conv = small_program("conv2d")
     f = full_fission(conv)
     assert len(f.statements) == 4
     for st in f.statements:
@@ -78,7 +53,7 @@ def test_full_fission_leaves_one_operation_per_statement_and_inlining_undoes_it(
 
 
 def test_gemm_finds_the_4_solutions_of_table_3_3():
-    res = search(_small("gemm"), ISA, 4, input_transposes=True)
+    res = search(small_program("gemm"), ISA, 4, input_transposes=True)
     assert res.nodes == 11
     # 16 candidates here against the thesis' 35: we count graphs, deduplicated, after swaps and transposes
     assert (len(res.candidates), len(res.solutions)) == (16, 4)
@@ -90,7 +65,7 @@ def test_configurations_and_the_candidate_explosion():
     counts = {}
     for name in ("gemm", "fc_bias", "attention", "conv2d"):
         for config in (1, 2, 3, 4):
-            r = search(_small(name), ISA, config, input_transposes=True)
+            r = search(small_program(name), ISA, config, input_transposes=True)
             counts[name, config] = (len(r.candidates), len(r.solutions))
     # config 3 adds nothing to config 1 for GEMM and Conv2D (one loop nest: nothing to fuse), as in Fig. 3.15
     assert counts["gemm", 3] == counts["gemm", 1] and counts["conv2d", 3] == counts["conv2d", 1]

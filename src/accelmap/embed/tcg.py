@@ -299,6 +299,18 @@ def transposed_name(tensor: str, perm: tuple[int, ...]) -> str:
     return f"{tensor}^T{''.join(map(str, perm))}"
 
 
+def tensor_array(program: Program, name: str, inputs: Mapping[str, np.ndarray],
+                 computed: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The array a load reads: a computed intermediate, an input, or a transposed copy of an input."""
+    if name in computed:
+        return computed[name]
+    base, _, perm = name.partition("^T")
+    if base not in inputs:
+        raise SpecError(f"program {program.name!r}: no input array for tensor {base!r}")
+    arr = np.asarray(inputs[base], dtype=np.float64)
+    return arr.transpose([int(c) for c in perm]) if perm else arr
+
+
 def evaluate(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a program with NumPy (the reference semantics the rewrites must keep).
 
@@ -322,13 +334,7 @@ def evaluate(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np
         return a + b if ix.op == "add" else a * b
 
     def array(name: str) -> np.ndarray:
-        if name in env:
-            return env[name]
-        base, _, perm = name.partition("^T")
-        if base not in inputs:
-            raise SpecError(f"program {program.name!r}: no input array for tensor {base!r}")
-        arr = np.asarray(inputs[base], dtype=np.float64)
-        return arr.transpose([int(c) for c in perm]) if perm else arr
+        return tensor_array(program, name, inputs, env)
 
     def ev(e: Expr) -> np.ndarray:
         if isinstance(e, Load):
@@ -376,6 +382,8 @@ class Node:
     defines: str | None = None   # tensor/reduction: the iterator it defines
     producer: "Node | None" = None   # input: the root tensor node of the statement that wrote it (edge in D)
     owner: "Node | None" = None      # iterator access: the tensor/reduction node defining it (edge in I)
+    value: float | None = None       # an immediate constant's value
+    tensor: str | None = None        # input: the tensor it reads; tensor node: the statement's output
     pos: int = 0                     # child index under the parent, right to left
     depth: int = 0
 
@@ -423,7 +431,7 @@ def build_tcg(program: Program) -> TCG:
         top: Node | None = None
         cur: Node | None = None
         for d in st.dims:
-            t = Node("tensor", "T", f"tensor {st.out}:{d}", defines=d)
+            t = Node("tensor", "T", f"tensor {st.out}:{d}", defines=d, tensor=st.out)
             scope[d] = t
             if cur is None:
                 top = t
@@ -432,7 +440,7 @@ def build_tcg(program: Program) -> TCG:
             cur = t
         body = _build_expr(st.expr, scope, producers)
         if cur is None:   # a scalar result is a 1-D tensor of length 1
-            top = cur = Node("tensor", "T", f"tensor {st.out}:_", defines="_")
+            top = cur = Node("tensor", "T", f"tensor {st.out}:_", defines="_", tensor=st.out)
         _attach(cur, body, 0)
         assert top is not None
         if prev is not None:
@@ -454,10 +462,10 @@ def _attach(parent: Node, child: Node, pos: int) -> None:
 
 def _build_expr(e: Expr, scope: dict[str, Node], producers: dict[str, Node]) -> Node:
     if isinstance(e, Const):
-        return Node("input", "K", f"const {e.value:g}")
+        return Node("input", "K", f"const {e.value:g}", value=e.value)
     if isinstance(e, Load):
         n = Node("input", "I", f"input {e.tensor}" + (" (dep)" if e.tensor in producers else ""),
-                 producer=producers.get(e.tensor))
+                 producer=producers.get(e.tensor), tensor=e.tensor)
         # right to left: the innermost dimension is child 0
         for k, ix in enumerate(reversed(e.indices)):
             _attach(n, _build_index(ix, scope), k)

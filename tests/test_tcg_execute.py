@@ -1,0 +1,48 @@
+"""Every solution, run as its instruction program with NumPy emulations of the instructions, equals the operator."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from accelmap.embed.tcg import THESIS_OPERATORS, evaluate
+from accelmap.embed.tcg_execute import run_selection
+from accelmap.embed.tcg_match import table_3_1
+from accelmap.embed.tcg_rewrite import search
+from accelmap.errors import SpecError
+from tcg_programs import random_inputs, small_program
+
+ISA = table_3_1()
+
+
+@pytest.mark.parametrize("name", list(THESIS_OPERATORS))
+def test_every_solution_runs_to_the_reference(name):
+    prog = small_program(name)
+    data = random_inputs(prog, np.random.default_rng(5))
+    out = prog.statements[-1].out
+    ref = evaluate(prog, data)[out]
+    # Conv2D + ReLU under configuration 2 (72 solutions): configuration 4 is an eight times larger search
+    sols = search(prog, ISA, 2 if name == "conv2d_relu" else 4, input_transposes=True).solutions
+    assert sols
+    for cand in sols[::max(1, len(sols) // 40)]:
+        got = run_selection(cand.program, cand.tcg, cand.selection, ISA, data)[out]
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_the_emulation_notices_a_wrong_instruction():
+    prog = small_program("gemm")
+    data = random_inputs(prog, np.random.default_rng(6))
+    ref = evaluate(prog, data)["c"]
+    cand = next(c for c in search(prog, ISA, 4, input_transposes=True).solutions
+                if [m.instruction for m in c.selection.matches] == ["dot_mul_add"])
+    wrong = dataclasses.replace(cand.selection, matches=tuple(
+        dataclasses.replace(m, instruction="dot_max_add") for m in cand.selection.matches))
+    got = run_selection(cand.program, cand.tcg, wrong, ISA, data)["c"]
+    assert not np.allclose(got, ref)
+
+
+def test_a_partial_selection_does_not_run():
+    prog = small_program("conv2d")
+    cand = search(prog, ISA, 1).candidates[0]
+    with pytest.raises(SpecError, match="fully covered"):
+        run_selection(cand.program, cand.tcg, cand.selection, ISA, {})
