@@ -46,3 +46,16 @@ def test_a_partial_selection_does_not_run():
     cand = search(prog, ISA, 1).candidates[0]
     with pytest.raises(SpecError, match="fully covered"):
         run_selection(cand.program, cand.tcg, cand.selection, ISA, {})
+
+
+def test_tiling_and_padding_follow_eq_3_5_and_3_6():
+    from accelmap.embed.tcg import parse_program
+    from accelmap.embed.tcg_tiling import annotate, padding, tiling
+
+    assert [padding(n, 16) for n in (16, 20, 40, 5, 32)] == [0, 12, 8, 11, 0]
+    assert [tiling(n, 16) for n in (16, 20, 40, 5, 32)] == [0, 2, 3, 0, 2]
+    prog = parse_program("y[n,j] = sum(w[j,k] * x[n,k], k)", {"n": 3, "j": 20, "k": 40})
+    cand = next(c for c in search(prog, ISA, 1).solutions
+                if [m.instruction for m in c.selection.matches] == ["mv_mul_add"])
+    got = [(t.dim, t.tiles, t.padding) for t in annotate(cand.program, cand.tcg, cand.selection, ISA, 16)]
+    assert got == [("j", 2, 12), ("k", 3, 8)]

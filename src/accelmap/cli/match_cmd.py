@@ -17,6 +17,7 @@ from accelmap.embed.tcg import (
 )
 from accelmap.embed.tcg_match import ISAS, get_isa
 from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
+from accelmap.embed.tcg_tiling import annotate
 from accelmap.errors import SpecError
 from accelmap.workload.files import load_operator
 
@@ -57,7 +58,9 @@ def _workload(workload: str, sizes: str | None) -> Program:
               help="Stop after this many candidate graphs.")
 @click.option("--show", default=3, show_default=True, type=click.IntRange(0), help="How many solutions to print.")
 @click.option("--tree/--no-tree", default=True, show_default=True, help="Print the canonical TCG.")
-def match_cmd(workload, sizes, isa, config, transposes, limit, show, tree):
+@click.option("--lanes", default=None, type=click.IntRange(1),
+              help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6).")
+def match_cmd(workload, sizes, isa, config, transposes, limit, show, tree, lanes):
     """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
     prog = _workload(workload, sizes)
     instructions = get_isa(isa)
@@ -74,6 +77,9 @@ def match_cmd(workload, sizes, isa, config, transposes, limit, show, tree):
     for k, cand in enumerate(res.solutions[:show], 1):
         click.echo(f"\n#{k} ({cand.transformations} transformations) {cand.program}")
         click.echo(f"   {cand.selection}")
+        if lanes:
+            click.echo("   tiling: " + "; ".join(str(t) for t in annotate(cand.program, cand.tcg, cand.selection,
+                                                                      instructions, lanes)))
     if not res.solutions:
         best = max(res.candidates, key=lambda c: (c.selection.algebraic_covered, c.selection.covered))
         click.echo(f"\nno candidate is fully covered; best: {best.program}\n   {best.selection}")
