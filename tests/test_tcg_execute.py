@@ -59,3 +59,20 @@ def test_tiling_and_padding_follow_eq_3_5_and_3_6():
                 if [m.instruction for m in c.selection.matches] == ["mv_mul_add"])
     got = [(t.dim, t.tiles, t.padding) for t in annotate(cand.program, cand.tcg, cand.selection, ISA, 16)]
     assert got == [("j", 2, 12), ("k", 3, 8)]
+
+
+def test_intrinsic_solutions_run_to_the_reference():
+    from accelmap.embed.tcg_match import get_isa
+
+    prog = small_program("gemm")
+    data = random_inputs(prog, np.random.default_rng(8))
+    ref = evaluate(prog, data)["c"]
+    isa = get_isa("library")
+    sols = search(prog, isa, 4, input_transposes=True).solutions
+    assert len(sols) == 3
+    for cand in sols:
+        np.testing.assert_allclose(run_selection(cand.program, cand.tcg, cand.selection, isa, data)["c"], ref,
+                                   rtol=1e-10, atol=1e-12)
+    # Conv2D has none: the multiply-accumulate intrinsics cover one reduction, and matching maps one
+    # workload dimension to one intrinsic dimension, so kh and kw stay uncovered (the thesis' conclusion)
+    assert not search(small_program("conv2d"), isa, 4, input_transposes=True).solutions

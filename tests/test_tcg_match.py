@@ -108,3 +108,15 @@ def test_selection_of_an_unmatched_graph_is_empty():
     g = build_tcg(thesis_program("gemm"))
     sel = select(g, [])
     assert sel.matches == () and sel.covered == 0 and not sel.full
+
+
+def test_our_intrinsics_as_patterns():
+    from accelmap.embed.tcg_match import get_isa
+
+    vta, = get_isa("vta_gemm")
+    assert vta.text == "c[y] = sum(a[z] * b[z,y], z)"   # x has size 1: no loop of the intrinsic
+    cube, = get_isa("ascend_cube")
+    gemm = build_tcg(thesis_program("gemm"))
+    assert [(m.instruction, m.root, m.masked) for m in match(gemm, (vta, cube))] == [
+        ("ascend_cube", 0, ()), ("vta_gemm", 1, ("i",))]
+    assert len(get_isa("library")) == 6

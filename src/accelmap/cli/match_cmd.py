@@ -15,7 +15,7 @@ from accelmap.embed.tcg import (
     program_from_operator,
     thesis_program,
 )
-from accelmap.embed.tcg_match import ISAS, get_isa
+from accelmap.embed.tcg_match import get_isa
 from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
 from accelmap.embed.tcg_tiling import annotate
 from accelmap.errors import SpecError
@@ -49,7 +49,8 @@ def _workload(workload: str, sizes: str | None) -> Program:
 @click.option("--workload", "-w", required=True,
               help=f"An operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), a program text, or a workload YAML.")
 @click.option("--sizes", default=None, help="Dimension sizes for a program text, e.g. i=16,j=16,k=16.")
-@click.option("--isa", default="table3.1", show_default=True, type=click.Choice(sorted(ISAS)))
+@click.option("--isa", default="table3.1", show_default=True,
+              help="table3.1 (Rieber's Table 3.1), library (our intrinsics), or one intrinsic (name or YAML).")
 @click.option("--config", "config", default=4, show_default=True, type=click.IntRange(1, 4),
               help="Search configuration of Table 3.4: " + "; ".join(f"{k} = {v}" for k, v in CONFIGS.items()))
 @click.option("--transposes/--no-transposes", default=True, show_default=True,
@@ -70,7 +71,7 @@ def match_cmd(workload, sizes, isa, config, transposes, limit, show, tree, lanes
     res = search(prog, instructions, config, input_transposes=transposes, limit=limit)
     med = res.median_transformations()
     click.echo(f"config {config} ({CONFIGS[config]}{', input transposes' if transposes else ''}), "
-               f"{len(instructions)} instructions: {res.nodes} nodes, {len(res.candidates):,} candidates"
+               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, {len(res.candidates):,} candidates"
                f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions, "
                f"hit rate {res.hit_rate:.1%}, median transformations {'-' if med is None else f'{med:g}'}, "
                f"{res.seconds:.2f} s")

@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
+from accelmap.arch.intrinsics import Intrinsic, get_intrinsic, library_names
 from accelmap.embed.tcg import TCG, Node, build_tcg, parse_program
 from accelmap.errors import SpecError
 
@@ -46,8 +47,8 @@ class Instruction:
         return f"{self.name} ({self.kind}): {self.text}"
 
 
-def instruction(name: str, kind: str, text: str) -> Instruction:
-    g = build_tcg(parse_program(text, {"i": 16, "j": 16}, name))
+def instruction(name: str, kind: str, text: str, sizes: dict[str, int] | None = None) -> Instruction:
+    g = build_tcg(parse_program(text, sizes or {"i": 16, "j": 16}, name))
     root = g.root
     # A scalar result (reduction, dot) is rooted in the reduction itself, not in a length-1 tensor.
     if root.defines == "_":
@@ -94,13 +95,36 @@ def table_3_1() -> tuple[Instruction, ...]:
     return tuple(out)
 
 
-ISAS = {"table3.1": table_3_1}
+def intrinsic_instruction(intr: Intrinsic) -> Instruction:
+    """One of our intrinsics (a multiply-accumulate) as a TCG pattern. A dimension of size 1 is no
+    loop of the intrinsic, so its index is dropped: VTA's 1x16x16 GEMM becomes a vector-matrix
+    product, and the workload dimension it stood for is masked like any outer dimension."""
+    op = intr.operator
+    ones = {d for d, n in op.dims if n == 1}
+
+    def load(o) -> str:
+        ixs = [str(ix) for ix in o.indices if not set(ix.dims) <= ones]
+        return f"{o.name}[{','.join(ixs)}]" if ixs else o.name
+
+    out = [ix.dims[0] for ix in op.output.indices if ix.dims[0] not in ones]
+    reduced = [d for d in op.dim_names if d not in {ix.dims[0] for ix in op.output.indices} and d not in ones]
+    body = " * ".join(load(o) for o in op.inputs)
+    expr = f"sum({body}, {', '.join(reduced)})" if reduced else body
+    target = f"{op.output.name}[{','.join(out)}]" if out else op.output.name
+    return instruction(intr.name, intr.kind, f"{target} = {expr}", {d: n for d, n in op.dims if n != 1})
 
 
 def get_isa(name: str) -> tuple[Instruction, ...]:
-    if name not in ISAS:
-        raise SpecError(f"unknown instruction set {name!r}; known: {', '.join(ISAS)}", where="--isa")
-    return ISAS[name]()
+    """``table3.1``, ``library`` (every intrinsic of our library), or one intrinsic (library name or YAML)."""
+    if name == "table3.1":
+        return table_3_1()
+    if name == "library":
+        return tuple(intrinsic_instruction(get_intrinsic(n)) for n in library_names())
+    try:
+        return (intrinsic_instruction(get_intrinsic(name)),)
+    except SpecError:
+        raise SpecError(f"unknown instruction set {name!r}; use table3.1, library, an intrinsic of the library "
+                        f"({', '.join(library_names())}) or an intrinsic YAML", where="--isa") from None
 
 
 class PathAutomaton:
