@@ -86,3 +86,21 @@ def test_cli_match_prints_counts_and_solutions():
     assert bad.exit_code == 2 and "--workload" in bad.output
     none = CliRunner().invoke(main, ["match", "--workload", "conv2d", "--config", "1", "--no-tree"])
     assert none.exit_code == 1 and "no candidate is fully covered" in none.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-w", "gemm", "--sizes", "i=x"], "--sizes: 'i=x' is not name=positive integer"),
+    (["-w", "gemm", "--sizes", "q=3"], "--sizes: gemm has no dimensions ['q']"),
+    (["-w", "y[i] = x[j]", "--sizes", "i=2,j=2"], "statement 'y[i] = x[j]': index 'j' is neither"),
+    (["-w", "gemm", "--isa", "nope"], "--isa: unknown instruction set 'nope'"),
+])
+def test_cli_match_bad_input_is_one_line(args, message):
+    r = CliRunner().invoke(main, ["match", "--no-tree", *args])
+    assert r.exit_code == 2
+    err = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and message in err[0]
+
+
+def test_cli_match_lanes_and_sizes():
+    r = CliRunner().invoke(main, ["match", "-w", "gemm", "--sizes", "j=20,k=40", "--lanes", "16", "--no-tree"])
+    assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output

@@ -13,7 +13,6 @@ from accelmap.embed.tcg import (
     build_tcg,
     parse_program,
     program_from_operator,
-    thesis_program,
 )
 from accelmap.embed.tcg_match import get_isa
 from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
@@ -35,10 +34,16 @@ def _sizes(text: str | None) -> dict[str, int]:
 
 
 def _workload(workload: str, sizes: str | None) -> Program:
+    given = _sizes(sizes)
     if workload in THESIS_OPERATORS:
-        return thesis_program(workload)
+        text, default = THESIS_OPERATORS[workload]
+        unknown = sorted(set(given) - set(default))
+        if unknown:
+            raise SpecError(f"{workload} has no dimensions {unknown}; its dimensions: {', '.join(default)}",
+                            where="--sizes")
+        return parse_program(text, {**default, **given}, workload)
     if "=" in workload:
-        return parse_program(workload, _sizes(sizes), "program")
+        return parse_program(workload, given, "program")
     if os.path.exists(workload):
         return program_from_operator(load_operator(workload))
     raise SpecError(f"{workload!r} is neither an operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), "

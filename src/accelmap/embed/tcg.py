@@ -101,7 +101,8 @@ class Statement:
     expr: Expr
 
     def __str__(self) -> str:
-        return f"{self.out}[{','.join(self.dims)}] = {expr_text(self.expr)}"
+        target = f"{self.out}[{','.join(self.dims)}]" if self.dims else self.out
+        return f"{target} = {expr_text(self.expr)}"
 
 
 @dataclass(frozen=True)
@@ -438,7 +439,10 @@ def build_tcg(program: Program) -> TCG:
             else:
                 _attach(cur, t, 0)
             cur = t
-        body = _build_expr(st.expr, scope, producers)
+        try:
+            body = _build_expr(st.expr, scope, producers)
+        except SpecError as e:
+            raise SpecError(f"program {program.name!r}, statement '{st}': {e}") from None
         if cur is None:   # a scalar result is a 1-D tensor of length 1
             top = cur = Node("tensor", "T", f"tensor {st.out}:_", defines="_", tensor=st.out)
         _attach(cur, body, 0)

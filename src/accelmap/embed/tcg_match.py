@@ -202,10 +202,10 @@ def _owners(a: Node) -> set[int]:
     return set().union(*(_owners(c) for c in a.children)) if a.children else set()
 
 
-def _access_dims(a: Node) -> list[str]:
+def _access_owners(a: Node) -> list[Node]:
     if a.owner is not None:
-        return [a.owner.defines or "?"]
-    return [d for c in a.children for d in _access_dims(c)]
+        return [a.owner]
+    return [o for c in a.children for o in _access_owners(c)]
 
 
 def match(tcg: TCG, isa: Iterable[Instruction]) -> list[Match]:
@@ -267,20 +267,20 @@ def _cover(r: Node) -> tuple[set[int], int, list[str]]:
     inside = {x.index for x in region}
     covered = set(inside)
     leaves = 0
-    masked: list[str] = []
+    masked: dict[int, str] = {}   # owner pre-order index -> dimension, so outer dimensions print first
     for n in region:
         if n.kind == "input" and n.children:
             k = _masked_accesses(n, inside)
             for a in n.children[len(n.children) - k:]:
                 covered -= {x.index for x in _region_all(a)}
-                masked += [d for d in _access_dims(a) if d not in masked]
+                masked.update({o.index: o.defines or "?" for o in _access_owners(a)})
             if k == len(n.children):
                 leaves += 1
         elif not n.children:
             leaves += 1
     # leaves under masked accesses were counted above; take them back out
     leaves -= sum(1 for n in region if not n.children and n.index not in covered)
-    return covered, leaves, masked
+    return covered, leaves, [masked[k] for k in sorted(masked)]
 
 
 def _region_all(a: Node) -> list[Node]:
