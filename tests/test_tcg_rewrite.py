@@ -104,3 +104,28 @@ def test_cli_match_bad_input_is_one_line(args, message):
 def test_cli_match_lanes_and_sizes():
     r = CliRunner().invoke(main, ["match", "-w", "gemm", "--sizes", "j=20,k=40", "--lanes", "16", "--no-tree"])
     assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output
+
+
+@pytest.mark.parametrize("name", ["fc_bias", "conv2d_relu"])
+def test_global_layouts_keep_the_computation(name):
+    rng = np.random.default_rng(4)
+    prog = small_program(name)
+    data = random_inputs(prog, rng)
+    final = prog.statements[-1]
+    ref = evaluate(prog, data)[final.out]
+    cands = search(prog, ISA, 4, layouts=True).candidates
+    assert len({c.program.statements[-1].dims for c in cands}) > 1   # the result layout does change
+    for cand in cands[::max(1, len(cands) // 60)]:
+        dims = cand.program.statements[-1].dims
+        got = evaluate(cand.program, data)[final.out].transpose([dims.index(d) for d in final.dims])
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_global_layouts_count():
+    from accelmap.embed.tcg_rewrite import global_layouts
+
+    assert len(global_layouts(small_program("conv2d"))) == 24   # Table 3.5: 24 permutations of 4 dimensions
+    # GEMM's transposed layout is the operand-swapped GEMM under renaming, so it adds no new graph
+    plain = search(small_program("gemm"), ISA, 4, input_transposes=True)
+    glob = search(small_program("gemm"), ISA, 4, input_transposes=True, layouts=True)
+    assert len(glob.candidates) == len(plain.candidates) == 16

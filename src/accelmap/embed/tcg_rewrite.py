@@ -306,6 +306,39 @@ def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
     return Reduce(e.op, e.dim, body, _permute(e.init, si, perms, counter))
 
 
+def global_layouts(prog: Program) -> list[Program]:
+    """Table 3.5: one permutation applied to every tensor of the highest rank (graph inputs read a
+    transposed copy, statement results are stored permuted and their readers follow)."""
+    rank = max([len(s.dims) for s in prog.statements] +
+               [len(ld.indices) for s in prog.statements for ld in _all_loads(s.expr)])
+    produced = {s.out for s in prog.statements if len(s.dims) == rank}
+    out = []
+    for perm in itertools.permutations(range(rank)):
+        def load(ld: Load, perm=perm) -> Load:
+            if len(ld.indices) != rank:
+                return ld
+            name = ld.tensor if ld.tensor in produced or perm == tuple(range(rank)) else \
+                transposed_name(ld.tensor, perm)
+            return Load(name, tuple(ld.indices[k] for k in perm))
+
+        out.append(replace(prog, statements=tuple(
+            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims, _map_loads(s.expr, load))
+            for s in prog.statements)))
+    return out
+
+
+def _map_loads(e: Expr, f) -> Expr:
+    if isinstance(e, Load):
+        return f(e)
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.op, _map_loads(e.x, f))
+    if isinstance(e, Binary):
+        return Binary(e.op, _map_loads(e.left, f), _map_loads(e.right, f))
+    return Reduce(e.op, e.dim, _map_loads(e.body, f), _map_loads(e.init, f))
+
+
 # ---------------------------------------------------------------- the search (Sec. 3.4.1, Table 3.4)
 
 CONFIGS = {1: "swap + mask", 2: "swap + mask + fission", 3: "swap + mask + fusion/inline",
@@ -349,15 +382,40 @@ def graph_key(tcg: TCG) -> tuple:
 
 
 def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, input_transposes: bool = False,
-           limit: int = 100_000) -> SearchResult:
+           layouts: bool = False, limit: int = 100_000) -> SearchResult:
     """Generate the candidate graphs of a configuration, match and select on each.
 
     Every graph of the configuration is expanded by all operand swaps and, with
-    ``input_transposes``, all access orders of the graph inputs; at most ``limit`` candidates."""
+    ``input_transposes``, all access orders of the graph inputs, and with ``layouts`` the global
+    layout permutations of Table 3.5 (applied to the program before the search); at most ``limit``
+    candidates."""
     if config not in CONFIGS:
         raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
     t0 = time.perf_counter()
     base = canonicalise(prog)
+    graphs = [(g, depth + int(k > 0)) for k, start in enumerate(global_layouts(prog) if layouts else [prog])
+              for g, depth in _graphs(canonicalise(start), config)]
+    matcher = Matcher(isa)
+    cands: list[Candidate] = []
+    seen_keys: set[tuple] = set()
+    for g, depth in graphs:
+        variants = [t for sw in operand_swaps(g)
+                    for t in (transposes(sw, limit) if input_transposes else [sw])]
+        for v in variants:
+            if len(cands) >= limit:
+                break
+            tcg = build_tcg(v)
+            key = graph_key(tcg)
+            if key in seen_keys:
+                continue
+            seen_keys.add(key)
+            moved = depth + _differences(g, v)
+            cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
+    return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
+
+
+def _graphs(base: Program, config: int) -> list[tuple[Program, int]]:
+    """The graphs of one configuration from a canonical program, with the rewrites that made each."""
     graphs: list[tuple[Program, int]] = [(base, 0)]
     if config in (2, 4):
         fissioned = base
@@ -384,23 +442,7 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
                         seen.add(key)
                         queue.append((h, depth + r))
                         graphs.append((h, depth + r))
-    matcher = Matcher(isa)
-    cands: list[Candidate] = []
-    seen_keys: set[tuple] = set()
-    for g, depth in graphs:
-        variants = [t for sw in operand_swaps(g)
-                    for t in (transposes(sw, limit) if input_transposes else [sw])]
-        for v in variants:
-            tcg = build_tcg(v)
-            key = graph_key(tcg)
-            if key in seen_keys:
-                continue
-            seen_keys.add(key)
-            moved = depth + _differences(g, v)
-            cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
-            if len(cands) >= limit:
-                break
-    return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
+    return graphs
 
 
 def _differences(a: Program, b: Program) -> int:
