@@ -57,6 +57,7 @@ from accelmap.cli import (
     evaluate_cmd,  # noqa: E402,F401
     import_cmd,  # noqa: E402,F401
     map_cmd,  # noqa: E402,F401
+    match_cmd,  # noqa: E402,F401
     poly_cmd,  # noqa: E402,F401
     simulate_cmd,  # noqa: E402,F401
     timeloop_cmd,  # noqa: E402,F401

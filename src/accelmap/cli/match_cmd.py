@@ -1,0 +1,95 @@
+"""``accelmap match``: top-down instruction matching on a tensor compute graph (Rieber's 2022 dissertation, ch. 3)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from accelmap.cli import main
+from accelmap.embed.tcg import (
+    THESIS_OPERATORS,
+    Program,
+    build_tcg,
+    parse_program,
+    program_from_operator,
+)
+from accelmap.embed.tcg_match import get_isa
+from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
+from accelmap.embed.tcg_tiling import annotate
+from accelmap.errors import SpecError
+from accelmap.workload.files import load_operator
+
+
+def _sizes(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, eq, value = part.partition("=")
+        if not eq or not value.strip().isdigit() or int(value) < 1:
+            raise SpecError(f"{part.strip()!r} is not name=positive integer (e.g. i=16,j=16,k=16)", where="--sizes")
+        out[name.strip()] = int(value)
+    return out
+
+
+def _workload(workload: str, sizes: str | None) -> Program:
+    given = _sizes(sizes)
+    if workload in THESIS_OPERATORS:
+        text, default = THESIS_OPERATORS[workload]
+        unknown = sorted(set(given) - set(default))
+        if unknown:
+            raise SpecError(f"{workload} has no dimensions {unknown}; its dimensions: {', '.join(default)}",
+                            where="--sizes")
+        return parse_program(text, {**default, **given}, workload)
+    if "=" in workload:
+        return parse_program(workload, given, "program")
+    if os.path.exists(workload):
+        return program_from_operator(load_operator(workload))
+    raise SpecError(f"{workload!r} is neither an operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), "
+                    "a program like 'c[i,j] = sum(a[i,k]*b[k,j], k)' nor a workload file", where="--workload")
+
+
+@main.command("match")
+@click.option("--workload", "-w", required=True,
+              help=f"An operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), a program text, or a workload YAML.")
+@click.option("--sizes", default=None, help="Dimension sizes for a program text, e.g. i=16,j=16,k=16.")
+@click.option("--isa", default="table3.1", show_default=True,
+              help="table3.1 (Rieber's Table 3.1), library (our intrinsics), or one intrinsic (name or YAML).")
+@click.option("--config", "config", default=4, show_default=True, type=click.IntRange(1, 4),
+              help="Search configuration of Table 3.4: " + "; ".join(f"{k} = {v}" for k, v in CONFIGS.items()))
+@click.option("--transposes/--no-transposes", default=True, show_default=True,
+              help="Also try every access order of the graph inputs (input transposes).")
+@click.option("--layouts/--no-layouts", default=False, show_default=True,
+              help="Also try the global layout permutations of Table 3.5 (one order for all top-rank tensors).")
+@click.option("--limit", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Stop after this many candidate graphs.")
+@click.option("--show", default=3, show_default=True, type=click.IntRange(0), help="How many solutions to print.")
+@click.option("--tree/--no-tree", default=True, show_default=True, help="Print the canonical TCG.")
+@click.option("--lanes", default=None, type=click.IntRange(1),
+              help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6).")
+def match_cmd(workload, sizes, isa, config, transposes, layouts, limit, show, tree, lanes):
+    """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
+    prog = _workload(workload, sizes)
+    instructions = get_isa(isa)
+    click.echo(f"program: {prog}")
+    if tree:
+        click.echo(build_tcg(canonicalise(prog)).pretty())
+    res = search(prog, instructions, config, input_transposes=transposes, layouts=layouts, limit=limit)
+    med = res.median_transformations()
+    extra = (", input transposes" if transposes else "") + (", global layouts" if layouts else "")
+    click.echo(f"config {config} ({CONFIGS[config]}{extra}), "
+               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, {len(res.candidates):,} candidates"
+               f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions, "
+               f"hit rate {res.hit_rate:.1%}, median transformations {'-' if med is None else f'{med:g}'}, "
+               f"{res.seconds:.2f} s")
+    for k, cand in enumerate(res.solutions[:show], 1):
+        click.echo(f"\n#{k} ({cand.transformations} transformations) {cand.program}")
+        click.echo(f"   {cand.selection}")
+        if lanes:
+            click.echo("   tiling: " + "; ".join(str(t) for t in annotate(cand.program, cand.tcg, cand.selection,
+                                                                      instructions, lanes)))
+    if not res.solutions:
+        best = max(res.candidates, key=lambda c: (c.selection.algebraic_covered, c.selection.covered))
+        click.echo(f"\nno candidate is fully covered; best: {best.program}\n   {best.selection}")
+        raise SystemExit(1)

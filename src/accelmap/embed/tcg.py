@@ -1,0 +1,520 @@
+"""Tensor Compute Graphs (Rieber's 2022 dissertation, ch. 3, Definition 3.1 and the grammar of Fig. 3.2).
+
+An operator is first written as a *program*: a sequence of statements ``out[dims] = expr`` whose
+expressions use loads, scalar constants, element-wise ops and reductions (``sum(body, k)``). The TCG
+is the tree the thesis matches on, derived from that program:
+
+- ``tensor`` nodes, one per output dimension, nested along right children; the outermost tensor
+  node of a statement has the previous statement as its left child (program order);
+- ``reduction`` nodes (right child = initial value, left child = the reduced input);
+- ``compute`` nodes (element-wise op; right child = right operand);
+- ``input`` nodes with one ``access`` child per dimension, innermost dimension rightmost;
+- ``access`` nodes: an iterator reference, an integer, or an op over sub-accesses.
+
+Children are numbered right to left (the thesis' direction labels), so the innermost dimension of
+an input is child 0 and masking outer dimensions never renumbers the inner ones.
+
+Conventions that decide node counts (stated because the thesis does not spell them out): an
+immediate scalar constant (a reduction's initial value, the 1 of a sigmoid) is one ``input`` node
+without access children; a scalar tensor read (attention's ``s``) is an input without accesses too.
+With them GEMM has 11 nodes, as in Table 3.3.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+import numpy as np
+
+from accelmap.errors import SpecError
+from accelmap.workload.operator import Operator
+
+# ---------------------------------------------------------------- the program form
+
+ELEMENTWISE_BINARY = {ast.Add: "add", ast.Mult: "mul", ast.Sub: "sub", ast.Div: "div"}
+COMMUTATIVE = frozenset({"add", "mul", "max"})
+UNARY = frozenset({"exp"})
+REDUCTIONS = {"sum": "add", "prod": "mul", "rmax": "max"}
+
+
+@dataclass(frozen=True)
+class Iter:
+    dim: str
+
+
+@dataclass(frozen=True)
+class IConst:
+    value: int
+
+
+@dataclass(frozen=True)
+class IOp:
+    op: str
+    left: "Index"
+    right: "Index"
+
+
+Index = Union[Iter, IConst, IOp]
+
+
+@dataclass(frozen=True)
+class Load:
+    tensor: str
+    indices: tuple[Index, ...]
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    x: "Expr"
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class Reduce:
+    op: str
+    dim: str
+    body: "Expr"
+    init: "Expr"
+
+
+Expr = Union[Load, Const, Unary, Binary, Reduce]
+
+
+@dataclass(frozen=True)
+class Statement:
+    out: str
+    dims: tuple[str, ...]
+    expr: Expr
+
+    def __str__(self) -> str:
+        target = f"{self.out}[{','.join(self.dims)}]" if self.dims else self.out
+        return f"{target} = {expr_text(self.expr)}"
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    statements: tuple[Statement, ...]
+    sizes: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        return "; ".join(str(s) for s in self.statements)
+
+
+def index_text(ix: Index) -> str:
+    if isinstance(ix, Iter):
+        return ix.dim
+    if isinstance(ix, IConst):
+        return str(ix.value)
+    return f"{index_text(ix.left)}{'+' if ix.op == 'add' else '*'}{index_text(ix.right)}"
+
+
+def expr_text(e: Expr) -> str:
+    if isinstance(e, Load):
+        return f"{e.tensor}[{','.join(index_text(i) for i in e.indices)}]" if e.indices else e.tensor
+    if isinstance(e, Const):
+        return f"{e.value:g}"
+    if isinstance(e, Unary):
+        return f"{e.op}({expr_text(e.x)})"
+    if isinstance(e, Binary):
+        sym = {"add": "+", "mul": "*", "sub": "-", "div": "/"}.get(e.op)
+        return f"({expr_text(e.left)} {sym} {expr_text(e.right)})" if sym else \
+            f"{e.op}({expr_text(e.left)}, {expr_text(e.right)})"
+    name = {v: k for k, v in REDUCTIONS.items()}[e.op]
+    init = "" if isinstance(e.init, Const) and e.init.value == (1 if e.op == "mul" else 0) else \
+        f", init={expr_text(e.init)}"
+    return f"{name}({expr_text(e.body)}, {e.dim}{init})"
+
+
+_IDENTITY = {"add": 0.0, "mul": 1.0, "max": float("-inf")}
+
+
+def parse_program(text: str, sizes: Mapping[str, int], name: str = "program") -> Program:
+    """Read ``t[i,j] = sum(a[i,k]*b[k,j], k); y[i,j] = t[i,j] + c[j]`` (statements split by ``;``).
+
+    Reductions nest as written: ``sum(sum(x, kw), kh)`` reduces kh outermost; ``sum(x, kh, kw)`` is
+    the same. ``max(a, b)``, ``exp(x)`` and ``sigmoid(x)`` (= ``1 / (1 + exp(-x))``) are element-wise.
+    """
+    stmts = []
+    for part in [p.strip() for p in text.split(";") if p.strip()]:
+        try:
+            tree = ast.parse(part, mode="exec").body
+        except SyntaxError as e:
+            raise SpecError(f"program {name!r}: cannot read statement {part!r}: {e.msg}") from None
+        if len(tree) != 1 or not isinstance(tree[0], ast.Assign) or len(tree[0].targets) != 1:
+            raise SpecError(f"program {name!r}: {part!r} is not one assignment 'out[dims] = expression'")
+        target = tree[0].targets[0]
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            out_dims = tuple(_index(x, part) for x in _subscripts(target))
+            if not all(isinstance(d, Iter) for d in out_dims):
+                raise SpecError(f"program {name!r}: output indices of {part!r} must be plain dimensions")
+            dims = tuple(d.dim for d in out_dims if isinstance(d, Iter))
+            out = target.value.id
+        elif isinstance(target, ast.Name):
+            dims, out = (), target.id
+        else:
+            raise SpecError(f"program {name!r}: the left side of {part!r} must be a tensor like y[i,j]")
+        stmts.append(Statement(out, dims, _expr(tree[0].value, part)))
+    if not stmts:
+        raise SpecError(f"program {name!r}: no statements in {text!r}")
+    prog = Program(name, tuple(stmts), tuple((d, int(s)) for d, s in sizes.items()))
+    used = {d for s in stmts for d in _dims_of(s)}
+    missing = sorted(used - set(sizes))
+    if missing:
+        raise SpecError(f"program {name!r}: no size given for dimensions {missing} (sizes: {dict(sizes)})")
+    return prog
+
+
+def _subscripts(node: ast.Subscript) -> list[ast.expr]:
+    sl = node.slice
+    return list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+
+
+def _index(node: ast.expr, where: str) -> Index:
+    if isinstance(node, ast.Name):
+        return Iter(node.id)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return IConst(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Mult):
+        return IOp("add" if isinstance(node.op, ast.Add) else "mul", _index(node.left, where), _index(node.right, where))
+    raise SpecError(f"statement {where!r}: index {ast.unparse(node)!r} is not an affine expression of dimensions")
+
+
+def _expr(node: ast.expr, where: str) -> Expr:
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        return Load(node.value.id, tuple(_index(x, where) for x in _subscripts(node)))
+    if isinstance(node, ast.Name):
+        return Load(node.id, ())
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return Const(float(node.value))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return Binary("sub", Const(0.0), _expr(node.operand, where))
+    if isinstance(node, ast.BinOp) and type(node.op) in ELEMENTWISE_BINARY:
+        return Binary(ELEMENTWISE_BINARY[type(node.op)], _expr(node.left, where), _expr(node.right, where))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        fn, args = node.func.id, node.args
+        if fn in REDUCTIONS and len(args) >= 2 and all(isinstance(a, ast.Name) for a in args[1:]):
+            op = REDUCTIONS[fn]
+            body = _expr(args[0], where)
+            for a in reversed(args[1:]):   # the first listed dimension is the outermost reduction
+                assert isinstance(a, ast.Name)
+                body = Reduce(op, a.id, body, Const(_IDENTITY[op]))
+            return body
+        if fn == "max" and len(args) == 2:
+            return Binary("max", _expr(args[0], where), _expr(args[1], where))
+        if fn == "exp" and len(args) == 1:
+            return Unary("exp", _expr(args[0], where))
+        if fn == "sigmoid" and len(args) == 1:
+            x = _expr(args[0], where)
+            # 1 / (1 + exp(0 - x)): negation as a subtraction, since Table 3.1 has no negate instruction
+            return Binary("div", Const(1.0), Binary("add", Const(1.0), Unary("exp", Binary("sub", Const(0.0), x))))
+    raise SpecError(f"statement {where!r}: cannot read {ast.unparse(node)!r}; use loads t[i,j], numbers, + - * /, "
+                    f"max(a,b), exp(x), sigmoid(x) and reductions {', '.join(REDUCTIONS)}(body, dim, ...)")
+
+
+def _index_dims(ix: Index) -> set[str]:
+    if isinstance(ix, Iter):
+        return {ix.dim}
+    if isinstance(ix, IConst):
+        return set()
+    return _index_dims(ix.left) | _index_dims(ix.right)
+
+
+def _expr_dims(e: Expr) -> set[str]:
+    if isinstance(e, Load):
+        return set().union(*(_index_dims(i) for i in e.indices)) if e.indices else set()
+    if isinstance(e, Const):
+        return set()
+    if isinstance(e, Unary):
+        return _expr_dims(e.x)
+    if isinstance(e, Binary):
+        return _expr_dims(e.left) | _expr_dims(e.right)
+    return {e.dim} | _expr_dims(e.body) | _expr_dims(e.init)
+
+
+def _dims_of(s: Statement) -> set[str]:
+    return set(s.dims) | _expr_dims(s.expr)
+
+
+def program_from_operator(op: Operator) -> Program:
+    """Our multiply-accumulate operator as a one-statement program: the output dimensions become
+    tensor nodes (in the output's axis order), every other dimension a sum, in declaration order."""
+    out = op.output
+    out_dims = tuple(ix.dims[0] for ix in out.indices)
+    reduced = [d for d in op.dim_names if d not in out_dims]
+
+    def to_index(ix) -> Index:
+        parts: list[Index] = [Iter(d) if c == 1 else IOp("mul", IConst(c), Iter(d)) for d, c in ix.terms]
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = IOp("add", acc, p)
+        return acc
+
+    body: Expr = Load(op.inputs[0].name, tuple(to_index(ix) for ix in op.inputs[0].indices))
+    for o in op.inputs[1:]:
+        body = Binary("mul", body, Load(o.name, tuple(to_index(ix) for ix in o.indices)))
+    for d in reversed(reduced):
+        body = Reduce("add", d, body, Const(0.0))
+    if op.init_output == "read":
+        body = Binary("add", Load(out.name, tuple(Iter(d) for d in out_dims)), body)
+    return Program(op.name, (Statement(out.name, out_dims, body),), op.dims)
+
+
+# The operators of Table 3.3, as programs (Attention is eq. 3.2/3.3; Conv2D is NHWC with unit stride).
+THESIS_OPERATORS: dict[str, tuple[str, dict[str, int]]] = {
+    "gemm": ("c[i,j] = sum(a[i,k] * b[k,j], k)", {"i": 64, "j": 64, "k": 64}),
+    "fc_bias": ("t[n,j] = sum(x[n,k] * w[j,k], k); y[n,j] = t[n,j] + b[j]", {"n": 8, "j": 64, "k": 64}),
+    "fc_bias_sigmoid": ("t[n,j] = sum(x[n,k] * w[j,k], k); u[n,j] = t[n,j] + b[j]; y[n,j] = sigmoid(u[n,j])",
+                        {"n": 8, "j": 64, "k": 64}),
+    "attention": ("t[i,j] = sum(q[i,l] * kt[l,j], l); r[i,j] = s * t[i,j]", {"i": 64, "j": 64, "l": 64}),
+    "conv2d": ("y[n,h,w,c] = sum(x[n,h+kh,w+kw,ic] * f[kh,kw,ic,c], kh, kw, ic)",
+               {"n": 1, "h": 14, "w": 14, "c": 32, "kh": 3, "kw": 3, "ic": 16}),
+    "conv2d_relu": ("t[n,h,w,c] = sum(x[n,h+kh,w+kw,ic] * f[kh,kw,ic,c], kh, kw, ic); y[n,h,w,c] = max(t[n,h,w,c], 0)",
+                    {"n": 1, "h": 14, "w": 14, "c": 32, "kh": 3, "kw": 3, "ic": 16}),
+}
+
+
+def thesis_program(name: str) -> Program:
+    if name not in THESIS_OPERATORS:
+        raise SpecError(f"unknown operator {name!r}; known: {', '.join(THESIS_OPERATORS)}", where="--workload")
+    text, sizes = THESIS_OPERATORS[name]
+    return parse_program(text, sizes, name)
+
+
+def transposed_name(tensor: str, perm: tuple[int, ...]) -> str:
+    """The name of a transposed copy: axis k of ``x^T10`` is axis perm[k] of ``x``."""
+    return f"{tensor}^T{''.join(map(str, perm))}"
+
+
+def tensor_array(program: Program, name: str, inputs: Mapping[str, np.ndarray],
+                 computed: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The array a load reads: a computed intermediate, an input, or a transposed copy of an input."""
+    if name in computed:
+        return computed[name]
+    base, _, perm = name.partition("^T")
+    if base not in inputs:
+        raise SpecError(f"program {program.name!r}: no input array for tensor {base!r}")
+    arr = np.asarray(inputs[base], dtype=np.float64)
+    return arr.transpose([int(c) for c in perm]) if perm else arr
+
+
+def evaluate(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a program with NumPy (the reference semantics the rewrites must keep).
+
+    Transposed copies (``x^T10``) are read from the input they copy; every array is indexed with
+    the affine index expressions, so inputs must be large enough (e.g. H+KH-1 rows for a conv)."""
+    sizes = dict(program.sizes)
+    order = list(sizes)
+    env: dict[str, np.ndarray] = {}
+
+    def axis(d: str) -> np.ndarray:
+        shape = [1] * len(order)
+        shape[order.index(d)] = sizes[d]
+        return np.arange(sizes[d]).reshape(shape)
+
+    def idx(ix: Index) -> np.ndarray | int:
+        if isinstance(ix, Iter):
+            return axis(ix.dim)
+        if isinstance(ix, IConst):
+            return ix.value
+        a, b = idx(ix.left), idx(ix.right)
+        return a + b if ix.op == "add" else a * b
+
+    def array(name: str) -> np.ndarray:
+        return tensor_array(program, name, inputs, env)
+
+    def ev(e: Expr) -> np.ndarray:
+        if isinstance(e, Load):
+            arr = array(e.tensor)
+            if not e.indices:
+                return arr.reshape([1] * len(order))
+            return arr[tuple(np.broadcast_arrays(*[np.asarray(idx(i)) for i in e.indices]))] \
+                if len(e.indices) > 1 else arr[np.asarray(idx(e.indices[0]))]
+        if isinstance(e, Const):
+            return np.full([1] * len(order), e.value)
+        if isinstance(e, Unary):
+            return np.exp(ev(e.x))
+        if isinstance(e, Binary):
+            a, b = ev(e.left), ev(e.right)
+            ops = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide, "max": np.maximum}
+            return np.asarray(ops[e.op](a, b))
+        raw = ev(e.body)
+        body = np.broadcast_to(raw, [sizes[d] if d == e.dim else n for d, n in zip(order, raw.shape, strict=True)])
+        k = order.index(e.dim)
+        if e.op == "add":
+            return np.sum(body, axis=k, keepdims=True) + ev(e.init)
+        if e.op == "mul":
+            return np.prod(body, axis=k, keepdims=True) * ev(e.init)
+        return np.maximum(np.max(body, axis=k, keepdims=True), ev(e.init))
+
+    for st in program.statements:
+        v = ev(st.expr)
+        full = np.broadcast_to(v, [sizes[d] if d in st.dims else 1 for d in order])
+        kept = full.reshape([sizes[d] for d in order if d in st.dims])
+        present = [d for d in order if d in st.dims]
+        env[st.out] = np.ascontiguousarray(kept.transpose([present.index(d) for d in st.dims]))
+    return env
+
+
+# ---------------------------------------------------------------- the tree
+
+@dataclass
+class Node:
+    kind: str                 # tensor | reduction | compute | input | access
+    label: str                # kind plus what must be equal for a match (op, iterator distance, ...)
+    text: str                 # for printing
+    children: list["Node"] = field(default_factory=list)   # right to left: children[0] is the right child
+    parent: "Node | None" = None
+    index: int = -1           # position in right-to-left pre-order
+    defines: str | None = None   # tensor/reduction: the iterator it defines
+    producer: "Node | None" = None   # input: the root tensor node of the statement that wrote it (edge in D)
+    owner: "Node | None" = None      # iterator access: the tensor/reduction node defining it (edge in I)
+    value: float | None = None       # an immediate constant's value
+    tensor: str | None = None        # input: the tensor it reads; tensor node: the statement's output
+    pos: int = 0                     # child index under the parent, right to left
+    depth: int = 0
+
+
+@dataclass
+class TCG:
+    """A tensor compute graph: ``nodes`` in right-to-left pre-order, ``nodes[0]`` the root."""
+
+    program: Program
+    nodes: list[Node]
+
+    @property
+    def root(self) -> Node:
+        return self.nodes[0]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def algebraic(self) -> list[Node]:
+        """The compute and reduction nodes: what a solution must cover completely."""
+        return [n for n in self.nodes if n.kind in ("compute", "reduction")]
+
+    def pretty(self) -> str:
+        lines: list[str] = []
+
+        def walk(n: Node, depth: int, edge: str) -> None:
+            lines.append(f"{n.index:>3} {'  ' * depth}{edge}{n.text}")
+            for k, c in enumerate(n.children):
+                edge_name = {("tensor", 0): "R: ", ("tensor", 1): "L: ", ("reduction", 0): "init: ",
+                             ("reduction", 1): "in: "}.get((n.kind, k), f"{k}: ")
+                walk(c, depth + 1, edge_name)
+
+        walk(self.root, 0, "")
+        return "\n".join(lines)
+
+
+def build_tcg(program: Program) -> TCG:
+    """The TCG of a program (the tree of Fig. 3.2 with iterator references as upward distances)."""
+    nodes: list[Node] = []
+    producers: dict[str, Node] = {}
+    prev: Node | None = None
+    for st in program.statements:
+        scope: dict[str, Node] = {}
+        top: Node | None = None
+        cur: Node | None = None
+        for d in st.dims:
+            t = Node("tensor", "T", f"tensor {st.out}:{d}", defines=d, tensor=st.out)
+            scope[d] = t
+            if cur is None:
+                top = t
+            else:
+                _attach(cur, t, 0)
+            cur = t
+        try:
+            body = _build_expr(st.expr, scope, producers)
+        except SpecError as e:
+            raise SpecError(f"program {program.name!r}, statement '{st}': {e}") from None
+        if cur is None:   # a scalar result is a 1-D tensor of length 1
+            top = cur = Node("tensor", "T", f"tensor {st.out}:_", defines="_", tensor=st.out)
+        _attach(cur, body, 0)
+        assert top is not None
+        if prev is not None:
+            _attach(top, prev, 1)
+        producers[st.out] = top
+        prev = top
+    assert prev is not None
+    _number(prev, nodes)
+    return TCG(program, nodes)
+
+
+def _attach(parent: Node, child: Node, pos: int) -> None:
+    while len(parent.children) <= pos:
+        parent.children.append(None)  # type: ignore[arg-type]
+    parent.children[pos] = child
+    child.parent = parent
+    child.pos = pos
+
+
+def _build_expr(e: Expr, scope: dict[str, Node], producers: dict[str, Node]) -> Node:
+    if isinstance(e, Const):
+        return Node("input", "K", f"const {e.value:g}", value=e.value)
+    if isinstance(e, Load):
+        n = Node("input", "I", f"input {e.tensor}" + (" (dep)" if e.tensor in producers else ""),
+                 producer=producers.get(e.tensor), tensor=e.tensor)
+        # right to left: the innermost dimension is child 0
+        for k, ix in enumerate(reversed(e.indices)):
+            _attach(n, _build_index(ix, scope), k)
+        return n
+    if isinstance(e, Unary):
+        n = Node("compute", f"C{e.op}", f"compute {e.op}")
+        _attach(n, _build_expr(e.x, scope, producers), 0)
+        return n
+    if isinstance(e, Binary):
+        n = Node("compute", f"C{e.op}", f"compute {e.op}")
+        _attach(n, _build_expr(e.right, scope, producers), 0)
+        _attach(n, _build_expr(e.left, scope, producers), 1)
+        return n
+    r = Node("reduction", f"R{e.op}", f"reduction {e.op}:{e.dim}", defines=e.dim)
+    _attach(r, _build_expr(e.init, scope, producers), 0)
+    _attach(r, _build_expr(e.body, dict(scope, **{e.dim: r}), producers), 1)
+    return r
+
+
+def _build_index(ix: Index, scope: dict[str, Node]) -> Node:
+    if isinstance(ix, Iter):
+        if ix.dim not in scope:
+            raise SpecError(f"index {ix.dim!r} is neither an output dimension nor a reduction around its use")
+        return Node("access", "A?", f"access {ix.dim}", owner=scope[ix.dim])
+    if isinstance(ix, IConst):
+        return Node("access", f"A={ix.value}", f"access {ix.value}")
+    n = Node("access", f"A{ix.op}", f"access {ix.op}")
+    _attach(n, _build_index(ix.right, scope), 0)
+    _attach(n, _build_index(ix.left, scope), 1)
+    return n
+
+
+def _number(root: Node, out: list[Node]) -> None:
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        n.index = len(out)
+        n.depth = n.parent.depth + 1 if n.parent is not None else 0
+        out.append(n)
+        stack.extend(reversed(n.children))
+    # iterator references become upward path lengths (the thesis' "P" moves folded into an integer)
+    for n in out:
+        if n.owner is not None:
+            steps, p = 0, n
+            while p is not n.owner:
+                assert p.parent is not None
+                p, steps = p.parent, steps + 1
+            n.label = f"A^{steps}"

@@ -1,0 +1,149 @@
+"""Running a selected instruction program with NumPy emulations of the instructions (Rieber, ch. 3).
+
+Each statement of a solution is computed by the one match that covers its algebraic nodes. The
+instruction is emulated from its *pattern*: the pattern tree is evaluated with NumPy, its inputs
+bound to the workload operands the match pairs them with (masked accesses fixed at the outer loop
+point, the unmasked ones ranging over the pattern's own iterators), its immediates to the workload's
+constants, once per point of the outer loops the match leaves. A wrong pairing in the matcher
+(operand order, access order, masking) therefore gives a wrong result, which is what the tests check.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Mapping
+
+import numpy as np
+
+from accelmap.embed.tcg import TCG, Node, Program, tensor_array
+from accelmap.embed.tcg_match import Instruction, _masked_accesses, _region
+from accelmap.embed.tcg_select import Selection
+from accelmap.errors import SpecError
+
+
+def _statement_top(n: Node) -> Node:
+    while not (n.kind == "tensor" and (n.parent is None or (n.parent.kind == "tensor" and n.pos == 1))):
+        assert n.parent is not None
+        n = n.parent
+    return n
+
+
+def _pair(w: Node, p: Node, inside: set[int], pairs: dict[int, tuple[Node, int]]) -> None:
+    """Walk workload and pattern together: pattern node id -> (workload node, masked accesses)."""
+    k = _masked_accesses(w, inside) if w.kind == "input" and w.children else 0
+    pairs[id(p)] = (w, k)
+    kids = w.children[:1] if w.kind == "tensor" else w.children[:len(w.children) - k]
+    for a, b in zip(kids, p.children, strict=False):
+        _pair(a, b, inside, pairs)
+
+
+def run_selection(program: Program, tcg: TCG, selection: Selection, isa: tuple[Instruction, ...],
+                  inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every statement's result, computed only by the selected instructions."""
+    if not selection.full:
+        raise SpecError("only a fully covered selection can run as an instruction program")
+    by_name = {ins.name: ins for ins in isa}
+    sizes = dict(program.sizes)
+    sizes["_"] = 1
+    by_statement: dict[int, list] = {}
+    for m in selection.matches:
+        top = _statement_top(tcg.nodes[m.root])
+        by_statement.setdefault(top.index, []).append(m)
+    env: dict[str, np.ndarray] = {}
+    for st in program.statements:
+        top = next(n for n in tcg.nodes if n.kind == "tensor" and n.tensor == st.out and n is _statement_top(n))
+        ms = by_statement.get(top.index, [])
+        if len(ms) != 1:
+            raise SpecError(f"statement {st} is covered by {len(ms)} instructions; expected one")
+        m = ms[0]
+        root = tcg.nodes[m.root]
+        outer: list[Node] = []
+        n = root.parent if root is not top else None
+        while n is not None and n.index >= top.index:
+            if n.kind == "tensor":
+                outer.insert(0, n)
+            n = n.parent if n is not top else None
+        inside = {x.index for x in _region(root)}
+        pairs: dict[int, tuple[Node, int]] = {}
+        ins = by_name[m.instruction]
+        _pair(root, ins.pattern, inside, pairs)
+        out = np.zeros([sizes[d] for d in st.dims] if st.dims else [])
+        for point in itertools.product(*(range(sizes[o.defines or "_"]) for o in outer)):
+            at = {o.index: v for o, v in zip(outer, point, strict=True)}
+            val = _emulate(ins.pattern, pairs, at, sizes, program, inputs, env)
+            if st.dims:
+                out[point] = val
+            else:
+                out = np.asarray(val)
+        env[st.out] = out
+    return env
+
+
+def _emulate(p: Node, pairs, at: dict[int, int], sizes: dict[str, int], program: Program,
+             inputs: Mapping[str, np.ndarray], env: dict[str, np.ndarray]) -> np.ndarray:
+    """The instruction's result at one outer point: an array over the pattern's tensor dimensions."""
+    axes: list[Node] = []
+    stack = [p]
+    while stack:   # the pattern's iterators, in pre-order, one NumPy axis each
+        n = stack.pop()
+        if n.kind in ("tensor", "reduction"):
+            axes.append(n)
+        stack.extend(reversed(n.children))
+    size = {id(a): sizes[pairs[id(a)][0].defines or "_"] for a in axes}
+
+    def axis(owner: Node) -> np.ndarray:
+        shape = [1] * len(axes)
+        k = next(i for i, a in enumerate(axes) if a is owner)
+        shape[k] = size[id(owner)]
+        return np.arange(size[id(owner)]).reshape(shape)
+
+    def outer_index(a: Node) -> int:
+        if a.owner is not None:
+            return at[a.owner.index]
+        if a.label.startswith("A="):
+            return int(a.label[2:])
+        left, right = outer_index(a.children[1]), outer_index(a.children[0])
+        return left + right if a.label == "Aadd" else left * right
+
+    def ev(n: Node) -> np.ndarray:
+        w, masked = pairs[id(n)]
+        if n.kind == "input":
+            if n.label == "K":
+                assert w.value is not None
+                return np.full([1] * len(axes), w.value)
+            assert w.tensor is not None
+            arr = tensor_array(program, w.tensor, inputs, env)
+            outer_axes = list(reversed(w.children))[:masked]
+            idx: list[np.ndarray | int] = [outer_index(a) for a in outer_axes]
+            # the pattern's accesses, outermost first, range over the pattern's own iterators
+            idx += [axis(pa.owner) for pa in reversed(n.children) if pa.owner is not None]
+            if not idx:
+                return np.asarray(arr).reshape([1] * len(axes))
+            got = np.asarray(arr[tuple(np.broadcast_arrays(*[np.asarray(i) for i in idx]))])
+            return got if got.ndim == len(axes) else got.reshape([1] * len(axes))
+        if n.kind == "compute":
+            if len(n.children) == 1:
+                return np.exp(ev(n.children[0]))
+            a, b = ev(n.children[1]), ev(n.children[0])
+            op = n.label[1:]
+            return {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide,
+                    "max": np.maximum}[op](a, b)
+        if n.kind == "reduction":
+            k = next(i for i, a in enumerate(axes) if a is n)
+            body = ev(n.children[1])
+            shape = list(body.shape)
+            shape[k] = size[id(n)]
+            body = np.broadcast_to(body, shape)
+            init = ev(n.children[0])
+            op = n.label[1:]
+            if op == "add":
+                return np.sum(body, axis=k, keepdims=True) + init
+            if op == "mul":
+                return np.prod(body, axis=k, keepdims=True) * init
+            return np.maximum(np.max(body, axis=k, keepdims=True), init)
+        return ev(n.children[0])   # a tensor node: its dimension is an axis of the result
+
+    res = ev(p)
+    res = np.broadcast_to(res, [size[id(a)] if a.kind == "tensor" else 1 for a in axes])
+    keep = [i for i, a in enumerate(axes) if a.kind == "tensor"]
+    return res.reshape([res.shape[i] for i in keep]) if keep else res.reshape(())

@@ -1,0 +1,459 @@
+"""Rewrites of a TCG program and the search over them (Rieber's 2022 dissertation, Sec. 3.3 and 3.4.1).
+
+The rewrites act on the program form the TCG is built from, so every result is again a valid TCG:
+
+- canonicalisation by operand swap (Table 3.2): constants to the right, dependent values to the left;
+- full fission (Algorithm 2): every compute or reduction nested in another becomes its own statement;
+  a reduction's body gets the reduced dimension as an extra tensor dimension (reduction fission);
+- inlining (part of Algorithm 3): a load of an intermediate is replaced by its producing expression;
+- input transposes: a load reads a transposed copy of its tensor (a layout transform).
+
+The search applies them in the thesis' fixed order (canonicalise, fission, then fusion breadth first
+over all combinations) under the four configurations of Table 3.4, deduplicating graphs by their
+labelled tree, and matches every graph. Loop fusion of sibling statements under shared tensor nodes
+is not built: our program form keeps one loop nest per statement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+
+from accelmap.embed.tcg import (
+    COMMUTATIVE,
+    TCG,
+    Binary,
+    Const,
+    Expr,
+    IConst,
+    Index,
+    IOp,
+    Iter,
+    Load,
+    Program,
+    Reduce,
+    Statement,
+    Unary,
+    build_tcg,
+    transposed_name,
+)
+from accelmap.embed.tcg_match import Instruction, Matcher
+from accelmap.embed.tcg_select import Selection, select
+from accelmap.errors import SpecError
+
+# ---------------------------------------------------------------- canonicalisation (Table 3.2)
+
+
+def canonicalise(prog: Program) -> Program:
+    produced = {s.out for s in prog.statements}
+
+    def dependent(e: Expr) -> bool:
+        return not isinstance(e, (Load, Const)) or (isinstance(e, Load) and e.tensor in produced)
+
+    def canon(e: Expr) -> Expr:
+        if isinstance(e, Binary):
+            a, b = canon(e.left), canon(e.right)
+            if e.op in COMMUTATIVE and (
+                    (isinstance(a, Const) and not isinstance(b, Const)) or (dependent(b) and not dependent(a))):
+                a, b = b, a
+            return Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, canon(e.x))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, canon(e.body), canon(e.init))
+        return e
+
+    return replace(prog, statements=tuple(Statement(s.out, s.dims, canon(s.expr)) for s in prog.statements))
+
+
+def operand_swaps(prog: Program) -> list[Program]:
+    """Every combination of swapping the operands of commutative nodes whose operands are both
+    non-constant (the swaps canonicalisation leaves open; constants stay on the right)."""
+    def sites(e: Expr) -> int:
+        if isinstance(e, Binary):
+            own = int(e.op in COMMUTATIVE and not isinstance(e.left, Const) and not isinstance(e.right, Const))
+            return own + sites(e.left) + sites(e.right)
+        if isinstance(e, Unary):
+            return sites(e.x)
+        if isinstance(e, Reduce):
+            return sites(e.body) + sites(e.init)
+        return 0
+
+    def apply(e: Expr, bits: list[bool]) -> Expr:
+        if isinstance(e, Binary):
+            swap = e.op in COMMUTATIVE and not isinstance(e.left, Const) and not isinstance(e.right, Const) \
+                and bits.pop()
+            a, b = apply(e.left, bits), apply(e.right, bits)
+            return Binary(e.op, b, a) if swap else Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, apply(e.x, bits))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, apply(e.body, bits), apply(e.init, bits))
+        return e
+
+    n = sum(sites(st.expr) for st in prog.statements)
+    out = []
+    for combo in itertools.product((False, True), repeat=n):
+        bits = list(reversed(combo))
+        out.append(replace(prog, statements=tuple(Statement(st.out, st.dims, apply(st.expr, bits))
+                                                  for st in prog.statements)))
+    return out
+
+
+# ---------------------------------------------------------------- fission (Algorithm 2)
+
+def _algebraic(e: Expr) -> bool:
+    return isinstance(e, (Unary, Binary, Reduce))
+
+
+def _fresh(prog: Program, base: str) -> str:
+    names = {s.out for s in prog.statements}
+    k = 1
+    while f"{base}{k}" in names:
+        k += 1
+    return f"{base}{k}"
+
+
+def fission_once(prog: Program) -> Program | None:
+    """Move the first nested algebraic operand of a statement into a statement of its own."""
+    for si, st in enumerate(prog.statements):
+        found = _split(st.expr, list(st.dims))
+        if found is None:
+            continue
+        inner, dims, rebuild = found
+        name = _fresh(prog, f"{st.out}_f")
+        new = Statement(name, tuple(dims), inner)
+        rest = Statement(st.out, st.dims, rebuild(Load(name, tuple(Iter(d) for d in dims))))
+        stmts = prog.statements[:si] + (new, rest) + prog.statements[si + 1:]
+        return replace(prog, statements=stmts)
+    return None
+
+
+def _split(e: Expr, dims: list[str]):
+    """(operand to move, its dimensions, function putting a load in its place) or None."""
+    if isinstance(e, Binary):
+        for side in ("left", "right"):
+            x = getattr(e, side)
+            if _algebraic(x):
+                return x, dims, lambda ld, e=e, side=side: replace(e, **{side: ld})
+    elif isinstance(e, Unary):
+        if _algebraic(e.x):
+            return e.x, dims, lambda ld, e=e: replace(e, x=ld)
+    elif isinstance(e, Reduce):
+        if _algebraic(e.body):   # reduction fission: the body keeps the reduced dimension
+            return e.body, dims + [e.dim], lambda ld, e=e: replace(e, body=ld)
+        if _algebraic(e.init):
+            return e.init, dims, lambda ld, e=e: replace(e, init=ld)
+    return None
+
+
+def full_fission(prog: Program) -> Program:
+    """Algorithm 2: apply fission until every statement holds one algebraic operation."""
+    while True:
+        nxt = fission_once(prog)
+        if nxt is None:
+            return prog
+        prog = nxt
+
+
+# ---------------------------------------------------------------- inlining (Algorithm 3)
+
+def inline_options(prog: Program) -> list[int]:
+    """Statements whose result can be inlined into all its consumers (the last statement is the result)."""
+    out = []
+    for si, st in enumerate(prog.statements[:-1]):
+        users = [u for u in prog.statements[si + 1:] if _loads_of(u.expr, st.out)]
+        if users and all(_inlinable(u.expr, st) for u in users):
+            out.append(si)
+    return out
+
+
+def _loads_of(e: Expr, name: str) -> list[Load]:
+    if isinstance(e, Load):
+        return [e] if e.tensor == name else []
+    if isinstance(e, Const):
+        return []
+    if isinstance(e, Unary):
+        return _loads_of(e.x, name)
+    if isinstance(e, Binary):
+        return _loads_of(e.left, name) + _loads_of(e.right, name)
+    return _loads_of(e.body, name) + _loads_of(e.init, name)
+
+
+def _inlinable(e: Expr, producer: Statement) -> bool:
+    # The producer's reductions must not capture a dimension the consumer's indices use.
+    bound = _reduced_dims(producer.expr)
+    return all(len(ld.indices) == len(producer.dims) and not (bound & _index_dims_all(ld.indices))
+               for ld in _loads_of(e, producer.out))
+
+
+def _reduced_dims(e: Expr) -> set[str]:
+    if isinstance(e, (Load, Const)):
+        return set()
+    if isinstance(e, Unary):
+        return _reduced_dims(e.x)
+    if isinstance(e, Binary):
+        return _reduced_dims(e.left) | _reduced_dims(e.right)
+    return {e.dim} | _reduced_dims(e.body) | _reduced_dims(e.init)
+
+
+def _index_dims_all(ixs: tuple[Index, ...]) -> set[str]:
+    out: set[str] = set()
+    stack = list(ixs)
+    while stack:
+        ix = stack.pop()
+        if isinstance(ix, Iter):
+            out.add(ix.dim)
+        elif isinstance(ix, IOp):
+            stack += [ix.left, ix.right]
+    return out
+
+
+def inline(prog: Program, si: int) -> Program:
+    prod = prog.statements[si]
+
+    def subst_index(ix: Index, env: dict[str, Index]) -> Index:
+        if isinstance(ix, Iter):
+            return env.get(ix.dim, ix)
+        if isinstance(ix, IConst):
+            return ix
+        return IOp(ix.op, subst_index(ix.left, env), subst_index(ix.right, env))
+
+    def subst(e: Expr, env: dict[str, Index]) -> Expr:
+        if isinstance(e, Load):
+            return Load(e.tensor, tuple(subst_index(i, env) for i in e.indices))
+        if isinstance(e, Const):
+            return e
+        if isinstance(e, Unary):
+            return Unary(e.op, subst(e.x, env))
+        if isinstance(e, Binary):
+            return Binary(e.op, subst(e.left, env), subst(e.right, env))
+        inner = {k: v for k, v in env.items() if k != e.dim}
+        return Reduce(e.op, e.dim, subst(e.body, inner), subst(e.init, inner))
+
+    def put(e: Expr) -> Expr:
+        if isinstance(e, Load):
+            if e.tensor != prod.out:
+                return e
+            return subst(prod.expr, dict(zip(prod.dims, e.indices, strict=True)))
+        if isinstance(e, Const):
+            return e
+        if isinstance(e, Unary):
+            return Unary(e.op, put(e.x))
+        if isinstance(e, Binary):
+            return Binary(e.op, put(e.left), put(e.right))
+        return Reduce(e.op, e.dim, put(e.body), put(e.init))
+
+    stmts = [Statement(s.out, s.dims, put(s.expr)) for s in prog.statements[si + 1:]]
+    return replace(prog, statements=prog.statements[:si] + tuple(stmts))
+
+
+# ---------------------------------------------------------------- input transposes
+
+def transposes(prog: Program, limit: int) -> list[Program]:
+    """Every combination of access orders of the multi-dimensional graph inputs (at most ``limit``).
+
+    Intermediates are left alone: their layout is their producer's output order, not a free choice
+    of the reader."""
+    produced = {s.out for s in prog.statements}
+    sites: list[tuple[int, list[int]]] = []
+    for si, st in enumerate(prog.statements):
+        for li, ld in enumerate(_all_loads(st.expr)):
+            if len(ld.indices) > 1 and ld.tensor not in produced:
+                sites.append((si, [li, len(ld.indices)]))
+    choices = [list(itertools.permutations(range(n))) for _, (_, n) in sites]
+    out: list[Program] = []
+    for combo in itertools.product(*choices):
+        if len(out) >= limit:
+            break
+        perms: dict[tuple[int, int], tuple[int, ...]] = {
+            (si, li): p for (si, (li, _)), p in zip(sites, combo, strict=True)}
+        out.append(replace(prog, statements=tuple(
+            Statement(s.out, s.dims, _permute(s.expr, si, perms, [0])) for si, s in enumerate(prog.statements))))
+    return out
+
+
+def _all_loads(e: Expr) -> list[Load]:
+    if isinstance(e, Load):
+        return [e]
+    if isinstance(e, Const):
+        return []
+    if isinstance(e, Unary):
+        return _all_loads(e.x)
+    if isinstance(e, Binary):
+        return _all_loads(e.left) + _all_loads(e.right)
+    return _all_loads(e.body) + _all_loads(e.init)
+
+
+def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
+    # walks loads in the same order as _all_loads
+    if isinstance(e, Load):
+        p = perms.get((si, counter[0]))
+        counter[0] += 1
+        if p is None or p == tuple(range(len(p))):
+            return e
+        return Load(transposed_name(e.tensor, p), tuple(e.indices[k] for k in p))
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.op, _permute(e.x, si, perms, counter))
+    if isinstance(e, Binary):
+        left = _permute(e.left, si, perms, counter)
+        return Binary(e.op, left, _permute(e.right, si, perms, counter))
+    body = _permute(e.body, si, perms, counter)
+    return Reduce(e.op, e.dim, body, _permute(e.init, si, perms, counter))
+
+
+def global_layouts(prog: Program) -> list[Program]:
+    """Table 3.5: one permutation applied to every tensor of the highest rank (graph inputs read a
+    transposed copy, statement results are stored permuted and their readers follow)."""
+    rank = max([len(s.dims) for s in prog.statements] +
+               [len(ld.indices) for s in prog.statements for ld in _all_loads(s.expr)])
+    produced = {s.out for s in prog.statements if len(s.dims) == rank}
+    out = []
+    for perm in itertools.permutations(range(rank)):
+        def load(ld: Load, perm=perm) -> Load:
+            if len(ld.indices) != rank:
+                return ld
+            name = ld.tensor if ld.tensor in produced or perm == tuple(range(rank)) else \
+                transposed_name(ld.tensor, perm)
+            return Load(name, tuple(ld.indices[k] for k in perm))
+
+        out.append(replace(prog, statements=tuple(
+            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims, _map_loads(s.expr, load))
+            for s in prog.statements)))
+    return out
+
+
+def _map_loads(e: Expr, f) -> Expr:
+    if isinstance(e, Load):
+        return f(e)
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, Unary):
+        return Unary(e.op, _map_loads(e.x, f))
+    if isinstance(e, Binary):
+        return Binary(e.op, _map_loads(e.left, f), _map_loads(e.right, f))
+    return Reduce(e.op, e.dim, _map_loads(e.body, f), _map_loads(e.init, f))
+
+
+# ---------------------------------------------------------------- the search (Sec. 3.4.1, Table 3.4)
+
+CONFIGS = {1: "swap + mask", 2: "swap + mask + fission", 3: "swap + mask + fusion/inline",
+           4: "swap + mask + fission + fusion/inline"}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    program: Program
+    tcg: TCG
+    selection: Selection
+    transformations: int   # rewrites applied to reach this graph from the canonical one
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    config: int
+    nodes: int                       # of the canonical graph
+    candidates: tuple[Candidate, ...]
+    seconds: float
+
+    @property
+    def solutions(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.selection.full)
+
+    @property
+    def hit_rate(self) -> float:
+        return len(self.solutions) / len(self.candidates) if self.candidates else 0.0
+
+    def median_transformations(self) -> float | None:
+        xs = sorted(c.transformations for c in self.solutions)
+        if not xs:
+            return None
+        mid = len(xs) // 2
+        return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def graph_key(tcg: TCG) -> tuple:
+    """Structural identity of a TCG (labels and shape, not tensor names): the dedup of Algorithm 3."""
+    return tuple((n.label, n.parent.index if n.parent else -1) for n in tcg.nodes)
+
+
+def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, input_transposes: bool = False,
+           layouts: bool = False, limit: int = 100_000) -> SearchResult:
+    """Generate the candidate graphs of a configuration, match and select on each.
+
+    Every graph of the configuration is expanded by all operand swaps and, with
+    ``input_transposes``, all access orders of the graph inputs, and with ``layouts`` the global
+    layout permutations of Table 3.5 (applied to the program before the search); at most ``limit``
+    candidates."""
+    if config not in CONFIGS:
+        raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
+    t0 = time.perf_counter()
+    base = canonicalise(prog)
+    graphs = [(g, depth + int(k > 0)) for k, start in enumerate(global_layouts(prog) if layouts else [prog])
+              for g, depth in _graphs(canonicalise(start), config)]
+    matcher = Matcher(isa)
+    cands: list[Candidate] = []
+    seen_keys: set[tuple] = set()
+    for g, depth in graphs:
+        variants = [t for sw in operand_swaps(g)
+                    for t in (transposes(sw, limit) if input_transposes else [sw])]
+        for v in variants:
+            if len(cands) >= limit:
+                break
+            tcg = build_tcg(v)
+            key = graph_key(tcg)
+            if key in seen_keys:
+                continue
+            seen_keys.add(key)
+            moved = depth + _differences(g, v)
+            cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
+    return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
+
+
+def _graphs(base: Program, config: int) -> list[tuple[Program, int]]:
+    """The graphs of one configuration from a canonical program, with the rewrites that made each."""
+    graphs: list[tuple[Program, int]] = [(base, 0)]
+    if config in (2, 4):
+        fissioned = base
+        steps = 0
+        while (nxt := fission_once(fissioned)) is not None:
+            fissioned, steps = nxt, steps + 1
+        graphs.append((canonicalise(fissioned), steps))
+    if config in (3, 4):
+        start = graphs[-1]
+        queue = deque([start])
+        seen = {graph_key(build_tcg(start[0]))}
+        while queue:
+            g, depth = queue.popleft()
+            options = inline_options(g)
+            # the fusion set: every combination of inlinings, applied from the back so indices stay valid
+            for r in range(1, len(options) + 1):
+                for combo in itertools.combinations(options, r):
+                    h = g
+                    for si in sorted(combo, reverse=True):
+                        h = inline(h, si)
+                    h = canonicalise(h)
+                    key = graph_key(build_tcg(h))
+                    if key not in seen:
+                        seen.add(key)
+                        queue.append((h, depth + r))
+                        graphs.append((h, depth + r))
+    return graphs
+
+
+def _differences(a: Program, b: Program) -> int:
+    """Swaps and transposes that turn a into b (they keep the statement structure)."""
+    def walk(x: Expr, y: Expr) -> int:
+        if isinstance(x, Binary) and isinstance(y, Binary):
+            return min(walk(x.left, y.left) + walk(x.right, y.right), 1 + walk(x.left, y.right) + walk(x.right, y.left))
+        if isinstance(x, Unary) and isinstance(y, Unary):
+            return walk(x.x, y.x)
+        if isinstance(x, Reduce) and isinstance(y, Reduce):
+            return walk(x.body, y.body) + walk(x.init, y.init)
+        return int(x != y)
+
+    return sum(walk(s.expr, t.expr) for s, t in zip(a.statements, b.statements, strict=True))

@@ -1,0 +1,131 @@
+"""Rewrites keep the computation (checked with NumPy) and the search shows Table 3.3's trends."""
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from accelmap.cli import main
+from accelmap.embed.tcg import THESIS_OPERATORS, Binary, Load, build_tcg, evaluate, parse_program
+from accelmap.embed.tcg_match import table_3_1
+from accelmap.embed.tcg_rewrite import (
+    canonicalise,
+    full_fission,
+    inline,
+    inline_options,
+    search,
+)
+from tcg_programs import random_inputs, small_program
+
+ISA = table_3_1()
+@pytest.mark.parametrize("name", list(THESIS_OPERATORS))
+def test_every_candidate_computes_the_operator(name):
+    rng = np.random.default_rng(3)
+    prog = small_program(name)
+    data = random_inputs(prog, rng)
+    out = prog.statements[-1].out
+    ref = evaluate(prog, data)[out]
+    cands = search(prog, ISA, 4, input_transposes=True, limit=3000).candidates
+    for cand in cands[::max(1, len(cands) // 60)]:
+        np.testing.assert_allclose(evaluate(cand.program, data)[out], ref, rtol=1e-10, atol=1e-12)
+
+
+def test_canonicalisation_follows_table_3_2():
+    p = parse_program("t[i] = 2 * x[i]; y[i] = x[i] + t[i]; z[i] = (3 + x[i]) + y[i]", {"i": 4})
+    c = canonicalise(p)
+    assert str(c.statements[0]) == "t[i] = (x[i] * 2)"          # constants to the right
+    assert str(c.statements[1]) == "y[i] = (t[i] + x[i])"       # the dependent value to the left
+    assert str(c.statements[2]) == "z[i] = ((x[i] + 3) + y[i])"  # both dependent: unchanged
+    sub = parse_program("y[i] = 1 - x[i]", {"i": 4})
+    assert canonicalise(sub) == sub   # non-commutative: unchanged
+
+
+def test_full_fission_leaves_one_operation_per_statement_and_inlining_undoes_it():
+    conv = small_program("conv2d")
+    f = full_fission(conv)
+    assert len(f.statements) == 4
+    for st in f.statements:
+        assert isinstance(st.expr, Binary) or isinstance(st.expr.body, Load)
+    assert f.statements[0].dims == ("n", "h", "w", "c", "kh", "kw", "ic")   # reduction fission adds the dims
+    g = f
+    while inline_options(g):
+        g = inline(g, inline_options(g)[0])
+    assert build_tcg(g).nodes[0].label == build_tcg(conv).nodes[0].label and len(build_tcg(g)) == len(build_tcg(conv))
+
+
+def test_gemm_finds_the_4_solutions_of_table_3_3():
+    res = search(small_program("gemm"), ISA, 4, input_transposes=True)
+    assert res.nodes == 11
+    # 16 candidates here against the thesis' 35: we count graphs, deduplicated, after swaps and transposes
+    assert (len(res.candidates), len(res.solutions)) == (16, 4)
+    used = sorted(sorted(m.instruction for m in c.selection.matches) for c in res.solutions)
+    assert used == [["dot_mul_add"], ["mv_mul_add"], ["red_add", "vv_mul"], ["red_add", "vv_mul"]]
+
+
+def test_configurations_and_the_candidate_explosion():
+    counts = {}
+    for name in ("gemm", "fc_bias", "attention", "conv2d"):
+        for config in (1, 2, 3, 4):
+            r = search(small_program(name), ISA, config, input_transposes=True)
+            counts[name, config] = (len(r.candidates), len(r.solutions))
+    # config 3 adds nothing to config 1 for GEMM and Conv2D (one loop nest: nothing to fuse), as in Fig. 3.15
+    assert counts["gemm", 3] == counts["gemm", 1] and counts["conv2d", 3] == counts["conv2d", 1]
+    # Conv2D needs fission to find anything (Fig. 3.15); config 4 finds the most
+    assert counts["conv2d", 1][1] == 0 and counts["conv2d", 2][1] > 0
+    assert counts["conv2d", 4][1] >= counts["conv2d", 2][1]
+    # candidates grow much faster than the node count, and the hit rate shrinks
+    assert counts["conv2d", 4][0] > 100 * max(counts["gemm", 4][0], counts["fc_bias", 4][0], counts["attention", 4][0])
+    hit = {n: counts[n, 4][1] / counts[n, 4][0] for n in ("gemm", "attention", "conv2d")}
+    assert hit["gemm"] > hit["attention"] > hit["conv2d"]
+
+
+def test_cli_match_prints_counts_and_solutions():
+    r = CliRunner().invoke(main, ["match", "--workload", "gemm", "--isa", "table3.1", "--no-tree"])
+    assert r.exit_code == 0, r.output
+    assert "11 nodes, 16 candidates, 4 solutions" in r.output and "dot_mul_add" in r.output
+    bad = CliRunner().invoke(main, ["match", "--workload", "nonsense"])
+    assert bad.exit_code == 2 and "--workload" in bad.output
+    none = CliRunner().invoke(main, ["match", "--workload", "conv2d", "--config", "1", "--no-tree"])
+    assert none.exit_code == 1 and "no candidate is fully covered" in none.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-w", "gemm", "--sizes", "i=x"], "--sizes: 'i=x' is not name=positive integer"),
+    (["-w", "gemm", "--sizes", "q=3"], "--sizes: gemm has no dimensions ['q']"),
+    (["-w", "y[i] = x[j]", "--sizes", "i=2,j=2"], "statement 'y[i] = x[j]': index 'j' is neither"),
+    (["-w", "gemm", "--isa", "nope"], "--isa: unknown instruction set 'nope'"),
+])
+def test_cli_match_bad_input_is_one_line(args, message):
+    r = CliRunner().invoke(main, ["match", "--no-tree", *args])
+    assert r.exit_code == 2
+    err = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and message in err[0]
+
+
+def test_cli_match_lanes_and_sizes():
+    r = CliRunner().invoke(main, ["match", "-w", "gemm", "--sizes", "j=20,k=40", "--lanes", "16", "--no-tree"])
+    assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output
+
+
+@pytest.mark.parametrize("name", ["fc_bias", "conv2d_relu"])
+def test_global_layouts_keep_the_computation(name):
+    rng = np.random.default_rng(4)
+    prog = small_program(name)
+    data = random_inputs(prog, rng)
+    final = prog.statements[-1]
+    ref = evaluate(prog, data)[final.out]
+    cands = search(prog, ISA, 4, layouts=True).candidates
+    assert len({c.program.statements[-1].dims for c in cands}) > 1   # the result layout does change
+    for cand in cands[::max(1, len(cands) // 60)]:
+        dims = cand.program.statements[-1].dims
+        got = evaluate(cand.program, data)[final.out].transpose([dims.index(d) for d in final.dims])
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_global_layouts_count():
+    from accelmap.embed.tcg_rewrite import global_layouts
+
+    assert len(global_layouts(small_program("conv2d"))) == 24   # Table 3.5: 24 permutations of 4 dimensions
+    # GEMM's transposed layout is the operand-swapped GEMM under renaming, so it adds no new graph
+    plain = search(small_program("gemm"), ISA, 4, input_transposes=True)
+    glob = search(small_program("gemm"), ISA, 4, input_transposes=True, layouts=True)
+    assert len(glob.candidates) == len(plain.candidates) == 16
