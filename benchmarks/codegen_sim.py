@@ -8,7 +8,7 @@ if it exists, else a greedy mapping built here, said in the output):
 * simulated cycles, simulator wall time and simulated cycles per second,
 * the analytical latency (``accelmap.cost.evaluate``) against the simulator.
 
-It also reproduces seed 003's worked example (DIANA, Set-A layer L1: 13,632 compute
+It also reproduces the worked example of Hamdi's thesis (DIANA, Set-A layer L1: 13,632 compute
 cycles against an ideal 3,072). Prints tables, writes benchmarks/results/codegen_sim.json.
 
     python benchmarks/codegen_sim.py [--quick] [--compile-all] [--zigzag] [--archs A ...]
@@ -206,10 +206,10 @@ def at_precision(op, arch, out_bits: int = 32):
     return replace(op, operands=tuple(ops))
 
 
-# ---------------------------------------------------------------- seed 003 worked example
+# ---------------------------------------------------------------- the thesis' worked example
 
 
-def seed003_example() -> dict:
+def hamdi_example() -> dict:
     arch = get_accelerator("diana_like")
     op = conv2d("setA_L1", c=16, h=16, w=48, k=64, r=1, s=1, bits={"I": 8, "W": 8, "O": 32})
     m = parse_text(Path(example_path("diana_setA_L1.mapping.txt")).read_text(), arch, "diana_setA_L1.mapping.txt")
@@ -293,8 +293,8 @@ def main(argv: list[str]) -> int:
     MAPPER_TIME_LIMIT = 0.0 if args.greedy else args.mapper_time
     RESULTS.mkdir(parents=True, exist_ok=True)
 
-    ex = seed003_example()
-    print(f"seed 003 worked example, {ex['layer']} on diana_like: compute cycles model {ex['model_compute_cycles']:,}, "
+    ex = hamdi_example()
+    print(f"Hamdi's thesis worked example, {ex['layer']} on diana_like: compute cycles model {ex['model_compute_cycles']:,}, "
           f"simulator {ex['sim_compute_busy']:,.0f} (expected {ex['expected']:,}; ideal {ex['ideal_cycles']:,}); "
           f"latency model {ex['model_latency']:,.0f} vs simulator {ex['sim_cycles']:,.0f}; "
           f"functional {'ok' if ex['functional_ok'] else 'MISMATCH'}")
@@ -381,7 +381,7 @@ def main(argv: list[str]) -> int:
             print(f"{a:<13} {s_['mappings']:>8} {s_['mean_abs_error']:>11.2%} {s_['max_abs_error']:>10.2%} {s_['over_15pct']:>5}")
     name = "codegen_sim_greedy" if args.greedy else "codegen_sim"
     out = RESULTS / (f"{name}_archs.json" if args.archs else f"{name}_zigzag.json" if args.zigzag else f"{name}.json")
-    out.write_text(json.dumps({"seed003_example": ex, "mapping_sources": sorted(sources), "summary": summary,
+    out.write_text(json.dumps({"hamdi_example": ex, "mapping_sources": sorted(sources), "summary": summary,
                                "rows": rows, "invalid_mappings": invalid, "random_mappings": rnd}, indent=1))
     print(f"wrote {out}")
     return 0

@@ -57,7 +57,7 @@ class Level:
     fanout: Fanout | None = None
     instances: int = 1                           # derived: product of fan-outs above
     # Cycles to program one tile transfer (DMA call) into or out of this level,
-    # on top of its bits over the bandwidth (seed 003: DMA programming overhead).
+    # on top of its bits over the bandwidth (Hamdi's thesis on ZigZag in TVM: DMA programming overhead).
     transfer_setup_cycles: int = 0
     # A register written at the clock edge: the next tile is written as the last read of the
     # current one completes, so a refill overlaps the compute without a second tile of storage.
@@ -92,7 +92,7 @@ class Level:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """Compute-pipeline overheads of an output-stationary datapath (seed 003, Eq. 4.1).
+    """Compute-pipeline overheads of an output-stationary datapath (Hamdi's thesis, Eq. 4.1).
 
     A *result set* is one run of the innermost temporal loops that do not index
     the output (the reduction that produces a set of results). Within it, every

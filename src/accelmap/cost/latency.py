@@ -9,11 +9,11 @@ double buffering where the level has it. Terms, all in cycles:
 * compute: the static MAC schedule (product of temporal bounds over MACs per
   cycle; a partial last tile still occupies its slots), or the compute side's
   streaming traffic at a level over its bandwidth if that is longer, plus the
-  compute-pipeline overheads of seed 003's Eq. 4.1 (row setup and per-result
+  compute-pipeline overheads of Eq. 4.1 of Hamdi's thesis (row setup and per-result
   overhead, ``compute.pipeline``);
 * per level and operand, load and store time: bits per instance the mapping
   occupies over the bandwidth of the slower side, plus ``transfer_setup_cycles``
-  per tile transfer (DMA call) — seed 003 found these per-call overheads and the
+  per tile transfer (DMA call) — Hamdi's thesis found these per-call overheads and the
   *sum* (not max) of weight and input loads to dominate its latency error;
 * a single-buffered level serializes with compute: at every tile change (one
   transition class per temporal loop above it) the exact deltas of the levels
