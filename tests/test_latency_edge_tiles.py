@@ -7,8 +7,11 @@ import math
 import random
 from collections import Counter
 
-from accelmap.cost.latency import _edge_situations, _extents
+from accelmap.arch.accelerator import Accelerator, Compute, Level
+from accelmap.cost.latency import _edge_cases
+from accelmap.cost.nest_rows import NestRows
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
+from accelmap.mapping.validate import tile_extents
 from accelmap.workload import gemm, parse_expression
 
 
@@ -17,7 +20,7 @@ def _walk(op, m: Mapping, c: int) -> Counter:
     outermost loop that advances, the clipped extents before and after, and the shift of the start."""
     strides = loop_strides(m)
     above = [i for i, l in enumerate(m.loops) if not l.spatial and l.level < c]
-    full = _extents(op, m, c)
+    full = tile_extents(op, m, c)
 
     def tile(idx):
         start = {d: 0 for d in op.dim_names}
@@ -34,13 +37,27 @@ def _walk(op, m: Mapping, c: int) -> Counter:
     return out
 
 
+# Two levels without fan-out: only the nest's geometry matters here.
+TWO_LEVELS = Accelerator("two_levels", (Level("top", ("I", "W", "O"), None), Level("tile", ("I", "W", "O"), None)),
+                         Compute(1.0))
+
+
 def _model(op, m: Mapping, c: int) -> Counter:
+    """The latency model's transitions of level c (``_edge_cases`` over the transition classes)."""
+    nest = NestRows.of_mapping(op, TWO_LEVELS, m)
+    cnt, shifts = nest.classes(c)
+    ext = nest.inner[c]
     out: Counter = Counter()
-    for n, eo, en, shift in _edge_situations(op, m, c):
-        assert abs(n - round(n)) < 1e-9, "a situation's weight is a whole number of transitions"
-        key = (tuple(eo[d] for d in op.dim_names), tuple(en[d] for d in op.dim_names),
-               tuple(shift[d] for d in op.dim_names))
-        out[key] += round(n)
+    for w, over in _edge_cases(nest, c):
+        for k in range(cnt.shape[0]):
+            n = float(cnt[k, 0] * w[k, 0])
+            if n <= 0:
+                continue
+            assert abs(n - round(n)) < 1e-9, "a case's weight is a whole number of transitions"
+            eo = tuple(int(over[d][0][k, 0]) if d in over else int(ext[d][0]) for d in op.dim_names)
+            en = tuple(int(over[d][1][k, 0]) if d in over else int(ext[d][0]) for d in op.dim_names)
+            shift = tuple(int(shifts[d][k, 0]) if d in shifts else 0 for d in op.dim_names)
+            out[(eo, en, shift)] += round(n)
     return out
 
 

@@ -16,6 +16,8 @@ dilated window and coprime with it), are evaluated by the scalar model.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
@@ -59,7 +61,7 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
 
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
-        for p, c in zip(chain, chain[1:], strict=True):
+        for p, c in pairwise(chain):
             member = _entering(nest, X, c, fallback)
             group = member // merged_product(X, p, c)
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
@@ -94,7 +96,7 @@ def batch_energy(nest: NestRows, keep, counts) -> np.ndarray:
         energy += ((reads * bits + drn) * lv.read_energy_pj + (fills * bits + upd) * lv.write_energy_pj) / lv.width_bits
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
-        for p, c in zip(chain, chain[1:], strict=True):
+        for p, c in pairwise(chain):
             for f in range(p, c):
                 fo = arch.levels[f].fanout
                 if fo is None or not fo.transfer_energy_pj:

@@ -187,8 +187,8 @@ def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tupl
     """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
     new) extents where they differ from the full tile). Per transition class j and per edge dim
     (``NestRows.edges``) with its loop g: g sits at its last position (the edge tile) in 1/bound of
-    the transitions of loops inside it, lands there in 1/(bound-1) of its own, and is at its first
-    position (full) after any loop outside it advances. Perfect rows: one case of weight 1."""
+    the transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
+    first position (full) whenever a loop outside it advances. Perfect rows: one case of weight 1."""
     cnt, _ = nest.classes(c)
     K = cnt.shape[0]
     kk = np.arange(K)[:, None]
@@ -197,9 +197,12 @@ def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tupl
     for d, k, b, e in nest.edges(c):
         outside = (k[None] >= 0) & (k[None] < kk)
         at = (k[None] >= 0) & (k[None] == kk)
-        p = np.where(outside, 1.0 / b, 0.0) + np.where(at, 1.0 / np.maximum(b - 1, 1), 0.0)
-        old = np.where(outside, e[None], ext[d][None])
-        new = np.broadcast_to(e[None], cnt.shape)
+        # a loop outside g advances only when g is at its last position: g leaves its edge tile
+        leaving = (k[None] >= 0) & (k[None] > kk)
+        p = (np.where(outside, 1.0 / b, 0.0) + np.where(at, 1.0 / np.maximum(b - 1, 1), 0.0)
+             + np.where(leaving, 1.0, 0.0))
+        old = np.broadcast_to(np.where(outside | leaving, e[None], ext[d][None]), cnt.shape)
+        new = np.broadcast_to(np.where(leaving, ext[d][None], e[None]), cnt.shape)
         split = []
         for w, over in cases:
             split.append((w * p, {**over, d: (old, new)}))
