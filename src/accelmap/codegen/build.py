@@ -31,23 +31,31 @@ def build_dir() -> Path:
 
 
 def compile_shared(source: str, c_path: str | Path | None = None, opt: str = "-O2") -> Path:
-    """Write ``source`` (to ``c_path`` or a content-addressed file) and build a shared library next to it.
+    """Write C ``source`` (to ``c_path`` or a content-addressed file) and build a shared library next to it.
 
     A build of identical source is reused: the library name carries the source hash.
     """
+    return build_library(source, c_path, [compiler(), opt, "-std=c99"], "accelmap", ".c")[0]
+
+
+def build_library(source: str, path: str | Path | None, compile_cmd: list[str], prefix: str,
+                  suffix: str) -> tuple[Path, bool]:
+    """Write ``source`` (to ``path`` or a content-addressed ``PREFIX_HASH.SUFFIX`` in the build folder) and
+    build a shared library beside it with ``compile_cmd`` (compiler and flags); a build of identical
+    source is reused. Returns the library and whether it was reused."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
-    c_file = Path(c_path) if c_path else build_dir() / f"accelmap_{digest}.c"
-    c_file.parent.mkdir(parents=True, exist_ok=True)
-    c_file.write_text(source)
-    lib = c_file.with_name(f"{c_file.stem}.{digest}.so")
+    src_file = Path(path) if path else build_dir() / f"{prefix}_{digest}{suffix}"
+    src_file.parent.mkdir(parents=True, exist_ok=True)
+    src_file.write_text(source)
+    lib = src_file.with_name(f"{src_file.stem}.{digest}.so")
     if lib.exists():
-        return lib
-    cmd = [compiler(), opt, "-std=c99", "-shared", "-fPIC", "-o", str(lib), str(c_file)]
+        return lib, True
+    cmd = [*compile_cmd, "-shared", "-fPIC", "-o", str(lib), str(src_file)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip()
-        raise BuildError(f"{' '.join(cmd[:1])} failed on {c_file} (file kept):\n{msg}")
-    return lib
+        msg = (proc.stderr or proc.stdout).strip()[:2000]
+        raise BuildError(f"{cmd[0]} failed on {src_file} (file kept):\n{msg}")
+    return lib, False
 
 
 def load_run(lib: Path):

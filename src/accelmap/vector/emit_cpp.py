@@ -4,17 +4,15 @@ header-only emulation of those intrinsics (bit-exact check against NumPy)."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from accelmap.codegen.build import BuildError, build_dir
+from accelmap.codegen.build import BuildError, build_library
 from accelmap.vector import intrinsics as it
 from accelmap.vector.aie_header import AIE_EMULATION_HEADER
 from accelmap.vector.program import (
@@ -107,18 +105,7 @@ def cxx_compiler() -> str:
 
 def build_kernel(source: str, cpp_path: str | Path | None = None) -> tuple[Path, bool]:
     """Compile to a shared library; the library, and whether a build of the same source was reused."""
-    digest = hashlib.sha1(source.encode()).hexdigest()[:16]
-    cpp = Path(cpp_path) if cpp_path else build_dir() / f"accelmap_vector_{digest}.cpp"
-    cpp.parent.mkdir(parents=True, exist_ok=True)
-    cpp.write_text(source)
-    lib = cpp.with_name(f"{cpp.stem}.{digest}.so")
-    if lib.exists():
-        return lib, True
-    cmd = [cxx_compiler(), "-O1", "-std=c++17", "-shared", "-fPIC", "-o", str(lib), str(cpp)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"{cmd[0]} failed on {cpp} (file kept):\n{(proc.stderr or proc.stdout).strip()[:2000]}")
-    return lib, False
+    return build_library(source, cpp_path, [cxx_compiler(), "-O1", "-std=c++17"], "accelmap_vector", ".cpp")
 
 
 @dataclass(frozen=True)
