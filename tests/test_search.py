@@ -75,16 +75,23 @@ def test_top_k_and_pareto_equal_exhaustive():
     assert pts(exf) == pts(prf) and len(pts(prf)) >= 2
 
 
-def test_lower_bounds_never_exceed_the_cost():
-    rng = random.Random(7)
-    checked = 0
-    for n in range(150):
+def random_perfect_mappings(seed: int, draws: int):
+    """(rng, arch, operator, mapping) of random valid perfectly factored mappings on PRESETS; the rng is
+    the one that drew them, for tests that draw more from it."""
+    rng = random.Random(seed)
+    for n in range(draws):
         arch = get_accelerator(PRESETS[n % len(PRESETS)])
         op = adopt_precision(random_operator(rng), arch)
         try:
             m = random_mapping(op, arch, rng, check_fit=True, tries=30)
         except MappingError:
             continue
+        yield rng, arch, op, m
+
+
+def test_lower_bounds_never_exceed_the_cost():
+    checked = 0
+    for _, arch, op, m in random_perfect_mappings(7, 150):
         res = evaluate(op, arch, m)
         ctx = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels)):
@@ -115,15 +122,8 @@ def test_bounds_over_open_orders_never_exceed_the_cost_of_any_order():
     the look-ahead of the exact search that adds the forced outermost level."""
     from accelmap.search.optimal import bound_any_order
 
-    rng = random.Random(19)
     checked = 0
-    for n in range(160):
-        arch = get_accelerator(PRESETS[n % len(PRESETS)])
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
-        except MappingError:
-            continue
+    for rng, arch, op, m in random_perfect_mappings(19, 160):
         ctx = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels)):
             fixed = tuple(l for l in m.loops if l.level >= level)

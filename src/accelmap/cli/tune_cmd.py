@@ -66,7 +66,8 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
     tuners = tuners or ("validity",)
     workers = workers or (1 if backend == "host" else 2)
     template = ScheduleTemplate(op, acc)            # refuses an operator the template cannot express, at once
-    Measurer(template, backend, log=log)            # refuses a bad backend or log before the progress bar
+    # refuses a bad backend, a too-large operator or an unreadable log before the progress bar
+    measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True) as progress:
         tasks = {name: progress.add_task(f"{name:<18}", total=trials) for name in tuners}
@@ -78,7 +79,7 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
 
         rep = tune_operator(op, acc, backend=backend, tuners=tuple(tuners), trials=trials, batch_size=batch,
                             seed=seed, workers=workers, timeout=timeout, log=log, template=template,
-                            on_batch=on_batch)
+                            measurer=measurer, on_batch=on_batch)
     click.echo(format_summary(rep))
     files = write_tuning_folder(rep, out, _arch_source(arch), plots=not no_plots)
     click.echo(f"wrote {out}/ ({', '.join(p.name for p in files)}); measurement log {log}")

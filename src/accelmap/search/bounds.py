@@ -288,12 +288,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                 charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
             else:
                 charge(last, "read", served)
-            transfer = np.zeros(len(pes))
-            for i, L in enumerate(arch.levels):
-                if L.read_bw_bits is not None:
-                    transfer = np.maximum(transfer, reads[:, i] / L.instances / L.read_bw_bits)
-                if L.write_bw_bits is not None:
-                    transfer = np.maximum(transfer, writes[:, i] / L.instances / L.write_bw_bits)
+            transfer = busiest_port(arch, reads, writes, len(pes))
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
             traffic[-1].append((reads, writes))
@@ -322,11 +317,17 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     for pick in itertools.product(*combos):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
-        busiest = np.zeros(rows)
-        for i, L in enumerate(arch.levels):
-            if L.read_bw_bits is not None:
-                busiest = np.maximum(busiest, reads[:, i] / L.instances / L.read_bw_bits)
-            if L.write_bw_bits is not None:
-                busiest = np.maximum(busiest, writes[:, i] / L.instances / L.write_bw_bits)
-        best = np.minimum(best, busiest)
+        best = np.minimum(best, busiest_port(arch, reads, writes, rows))
     return best
+
+
+def busiest_port(arch: Accelerator, reads: np.ndarray, writes: np.ndarray, rows: int) -> np.ndarray:
+    """Cycles of the busiest port per row for [row, level] bits read and written, each level's bandwidth
+    spread over all its instances (the fewest cycles that traffic can take)."""
+    busiest = np.zeros(rows)
+    for i, L in enumerate(arch.levels):
+        if L.read_bw_bits is not None:
+            busiest = np.maximum(busiest, reads[:, i] / L.instances / L.read_bw_bits)
+        if L.write_bw_bits is not None:
+            busiest = np.maximum(busiest, writes[:, i] / L.instances / L.write_bw_bits)
+    return busiest

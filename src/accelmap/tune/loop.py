@@ -12,6 +12,13 @@ Point = tuple[int, ...]
 TIE_TOLERANCE = 1e-9   # relative: a measured cost this close to the best counts as reaching it
 
 
+def measured_cost(m: Measurement) -> float:
+    """The cost of a valid measurement (the sort key of the best)."""
+    if m.cost is None:
+        raise ValueError(f"configuration {m.point} has no cost: {m.error}")
+    return m.cost
+
+
 @dataclass
 class TuneRun:
     tuner: str
@@ -21,7 +28,7 @@ class TuneRun:
     @property
     def best(self) -> Measurement | None:
         valid = [m for m in self.history if m.valid and m.cost is not None]
-        return min(valid, key=lambda m: m.cost) if valid else None   # type: ignore[arg-type, return-value]
+        return min(valid, key=measured_cost) if valid else None
 
     def best_so_far(self) -> list[float | None]:
         """Best cost after each trial (None until the first valid one)."""

@@ -21,7 +21,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -230,9 +229,3 @@ def lookup_measurer(table: dict[tuple[int, ...], Measurement]) -> Callable[[list
     """Measurement replaced by lookup in an exhaustive ground-truth table (the dissertation's protocol)."""
     return lambda points: [table[p] for p in points]
 
-
-def median_iqr(values: list[float]) -> tuple[float, float]:
-    if not values:
-        return float("nan"), float("nan")
-    q1, q3 = np.percentile(values, [25, 75])
-    return float(statistics.median(values)), float(q3 - q1)

@@ -9,7 +9,7 @@ from typing import Callable
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
-from accelmap.tune.loop import TuneRun, run_tuner
+from accelmap.tune.loop import TuneRun, measured_cost, run_tuner
 from accelmap.tune.measure import Measurement, Measurer
 from accelmap.tune.template import Built, ScheduleTemplate
 from accelmap.tune.tuners import TUNERS, make_tuner
@@ -30,7 +30,7 @@ class TuneReport:
     @property
     def best(self) -> Measurement | None:
         found = [r.best for r in self.runs if r.best is not None]
-        return min(found, key=lambda m: m.cost) if found else None   # type: ignore[arg-type, return-value]
+        return min(found, key=measured_cost) if found else None
 
     def best_built(self) -> Built | None:
         best = self.best
@@ -56,17 +56,19 @@ class TuneReport:
 def tune_operator(op: Operator, arch: Accelerator, *, backend: str = "sim", tuners: tuple[str, ...] = ("validity",),
                   trials: int = 200, batch_size: int = 50, seed: int = 0, workers: int = 1, timeout: float = 60.0,
                   log: str | Path | None = None, spatial: dict[str, str] | None = None,
-                  template: ScheduleTemplate | None = None,
+                  template: ScheduleTemplate | None = None, measurer: Measurer | None = None,
                   on_batch: Callable[[str, TuneRun], None] | None = None) -> TuneReport:
     """Tune ``op``'s schedule knobs on ``arch`` with each tuner in turn, measuring with ``backend``.
-    ``template``: one already built for ``op`` and ``arch`` (else built here, with ``spatial``)."""
+    ``template``: one already built for ``op`` and ``arch`` (else built here, with ``spatial``);
+    ``measurer``: one already built for that template and ``backend`` (else built here from the other options)."""
     for name in tuners:
         if name not in TUNERS:
             raise SpecError(f"tuner {name!r} unknown; use one of {', '.join(TUNERS)}")
     if trials < 1 or batch_size < 1:
         raise SpecError(f"trials and batch size must be positive, got {trials} and {batch_size}")
     template = template if template is not None else ScheduleTemplate(op, arch, spatial=spatial)
-    measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
+    if measurer is None:
+        measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
     from_log = len(measurer.log.known)
     t0 = time.perf_counter()
     runs = []
