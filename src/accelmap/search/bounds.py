@@ -26,16 +26,36 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.workload.index_sets import tile_size
+from accelmap.mapping.sampling import divisors
+from accelmap.workload.index_sets import index_size, tile_size
 from accelmap.workload.operator import Operand, Operator
 
 
 class BoundContext:
     """What stays the same for every node of one search: operator, accelerator, bypass."""
 
-    def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...]):
+    def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...],
+                 spatial: dict[str, dict[str, int]] | None = None):
+        """``spatial``: fan-out axes fixed in advance (axis -> {dim: bound}, as the constraints give them); a level
+        whose axes are all fixed unrolls exactly that, which tells rule B7 which dims have temporal loops left."""
         self.op, self.arch, self.keep = op, arch, keep
         self.nlev = len(arch.levels)
+        fixed_axes = spatial or {}
+        self.plain = {o.name: frozenset(ix.terms[0][0] for ix in o.indices if len(ix.terms) == 1)
+                      for o in op.operands}
+        # Per level, the most each dim can be unrolled on its fan-out (None: any amount the fan-out holds).
+        self.spatial_cap: list[dict[str, int] | None] = []
+        for lv in arch.levels:
+            if lv.fanout is None:
+                self.spatial_cap.append({})
+            elif all(a.name in fixed_axes for a in lv.fanout.axes):
+                cap: dict[str, int] = {}
+                for a in lv.fanout.axes:
+                    for d, b in fixed_axes[a.name].items():
+                        cap[d] = cap.get(d, 1) * b
+                self.spatial_cap.append(cap)
+            else:
+                self.spatial_cap.append(None)
         self.footprint = {o.name: op.footprint(o) for o in op.operands}
         self.n_out = self.footprint[op.output.name]
         self.init_read = 1 if op.init_output == "read" else 0
@@ -43,12 +63,16 @@ class BoundContext:
         self.fan_sizes = [lv.fanout.size if lv.fanout else 1 for lv in arch.levels]
         # Largest merge an unfixed fan-out at level l can give operand X: multicast axes for inputs,
         # reducing axes for the output (the only axes a non-output dimension may use).
+        # A fan-out fixed in advance merges exactly what its unrolling gives (the dims X does not use).
         self.merge_cap = {}
         for o in op.operands:
             caps = []
             for lv in arch.levels:
                 if lv.fanout is None:
                     caps.append(1)
+                elif all(a.name in fixed_axes for a in lv.fanout.axes):
+                    caps.append(math.prod(b for a in lv.fanout.axes if o.is_output or a.multicast
+                                          for d, b in fixed_axes[a.name].items() if d not in o.dims))
                 elif o.is_output:
                     caps.append(math.prod(a.size for a in lv.fanout.axes if a.reduce))
                 else:
@@ -56,6 +80,11 @@ class BoundContext:
             self.merge_cap[o.name] = caps
         self.scale = {(i, o.name): fewest_bits(o, arch) / lv.width_bits
                       for i, lv in enumerate(arch.levels) for o in op.operands}
+        self._open_floor: dict[int, float] = {}
+        # Rule B9: levels that load with compute stopped under every mapping (single-buffered, and not
+        # double-buffered when two tiles fit), whose fills add to the MAC schedule.
+        self.serial_fill = frozenset(i for i, lv in enumerate(arch.levels)
+                                     if not lv.refills_during_compute and not lv.double_buffered_when_fits)
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
                     free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None) -> tuple[float, float]:
@@ -102,17 +131,23 @@ class BoundContext:
             fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
             return fixed_part * unfixed_merge(X, 0, p)
 
-        fills = [0.0] * nlev
-        reads = [0.0] * nlev
-        updates = [0.0] * nlev
-        drains = [0.0] * nlev
-        energy = op.macs * arch.compute.mac_energy_pj
-        for X in op.operands:
+        # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
+        # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
+        # plain dim of X, brings X a whole tile at every temporal step of every instance.
+        first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
+        alternatives = self._innermost_alternatives(rem, level)
+
+        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float]]:
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
+            loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
             for p, c in pairwise(chain):
-                if c > level:
+                if boost and level <= c <= first_temporal:
+                    t = tile_size(X, inner_extents(c))
+                    fi = math.prod(l.bound for l in spatial if l.level < c)
+                    member = prod_r * fi * t
+                elif c > level:
                     t = tile_size(X, inner_extents(c))
                     fi = math.prod(l.bound for l in spatial if l.level < c)
                     part = entering(X, c)
@@ -126,11 +161,13 @@ class BoundContext:
                     down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
                     per[(c, "fills")] = down
                     per[(p, "reads")] = down
+                    loads.append((p, c, down, down))
                     per[(c, "drains")] = member
                     per[(p, "updates")] = group
                 else:
                     per[(c, "fills")] = member
                     per[(p, "reads")] = group
+                    loads.append((p, c, member, group))
             last = chain[-1]
             merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
             g = op.macs / merge
@@ -140,28 +177,178 @@ class BoundContext:
                     0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
             else:
                 per[(last, "reads")] = per.get((last, "reads"), 0) + g
+            energy = 0.0
+            bits = []
             for (lv, kind), v in per.items():
                 L = arch.levels[lv]
                 s = self.scale[(lv, X.name)]
-                if kind in ("reads", "drains"):
-                    energy += v * L.read_energy_pj * s
-                    (reads if kind == "reads" else drains)[lv] += v * fewest_bits(X, arch)
-                else:
-                    energy += v * L.write_energy_pj * s
-                    (fills if kind == "fills" else updates)[lv] += v * fewest_bits(X, arch)
+                energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
+                bits.append((lv, kind, v * fewest_bits(X, arch)))
+            serial = {}
+            w = fewest_bits(X, arch)
+            for p, c, into, out in loads:
+                if c in self.serial_fill:
+                    P, C = arch.levels[p], arch.levels[c]
+                    serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
+                                    0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
+            return energy, bits, serial
+
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
-        spatial_max = spatial_fixed * min(prod_r, math.prod(self.fan_sizes[:level]))
+        open_fans = math.prod(self.fan_sizes[l] if cap is None else math.prod(cap.values())
+                              for l, cap in enumerate(self.spatial_cap[:level]))
+        spatial_max = spatial_fixed * min(prod_r, open_fans)
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        # Latency is at least the MAC schedule and at least every port's traffic over its
-        # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
-        transfer = 0.0
-        for i, L in enumerate(arch.levels):
-            n = L.instances
-            t_r = 0.0 if L.read_bw_bits is None else (reads[i] + drains[i]) / n / L.read_bw_bits
-            t_w = 0.0 if L.write_bw_bits is None else (fills[i] + updates[i]) / n / L.write_bw_bits
-            transfer = max(transfer, t_r, t_w)
-        return energy, max(compute, transfer)
+        base = {X.name: operand_traffic(X, False) for X in op.operands}
+        if frozenset() in alternatives:
+            alternatives = [frozenset()]
+        boosted = {X.name: operand_traffic(X, True) for X in op.operands
+                   if any(X.name in alt for alt in alternatives)}
+        energy_lb = latency_lb = math.inf
+        # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
+        open_floor = sum(self.open_level_floor(c) for c in range(1, level))
+        for alt in alternatives:
+            energy = op.macs * arch.compute.mac_energy_pj + open_floor
+            port = {}      # (level, read or write) -> bits
+            serial = dict.fromkeys(self.serial_fill, 0.0)
+            for X in op.operands:
+                e, bits, loads = (boosted if X.name in alt else base)[X.name]
+                energy += e
+                for lv, kind, b in bits:
+                    key = (lv, kind in ("reads", "drains"))
+                    port[key] = port.get(key, 0.0) + b
+                for lv, t in loads.items():
+                    serial[lv] += t
+            # Rule B9: a level that never overlaps its loads with compute stalls it while it loads; its loads
+            # run one after another, each at least its data over the child's write port and over the parent's
+            # read port (other levels' loads run in parallel: the longest counts).
+            stall = max(serial.values(), default=0.0)
+            # Latency is at least the MAC schedule and at least every port's traffic over its
+            # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
+            transfer = 0.0
+            for (lv, is_read), b in port.items():
+                L = arch.levels[lv]
+                bw = L.read_bw_bits if is_read else L.write_bw_bits
+                if bw is not None:
+                    transfer = max(transfer, b / L.instances / bw)
+            energy_lb = min(energy_lb, energy)
+            latency_lb = min(latency_lb, max(compute + stall, transfer))
+        return energy_lb, latency_lb
+
+    def open_level_floor(self, c: int) -> float:
+        """Rule B8: energy that the boundaries into level ``c`` cost beyond what B1 charges them while no loop
+        at or below c is fixed (every element once), for every mapping: the least, over every tile shape that
+        fits c (extents dividing each dim), of the refetches rule B7's innermost-loop cases force on it.
+        Holds for every node whose fixed levels are all below c. Cached per level."""
+        got = self._open_floor.get(c)
+        if got is None:
+            got = self._open_floor[c] = _open_level_floor(self, c)
+        return got
+
+    def _innermost_alternatives(self, rem: dict[str, int], level: int) -> list[frozenset[str]]:
+        """Rule B7's cases: per dim that may have an unfixed temporal loop (more of it left than the unfixed
+        fan-outs can unroll), the operands that use it as a plain index; the empty set when every unfixed loop
+        may be spatial (then no temporal loop is left to be innermost)."""
+        out: list[frozenset[str]] = []
+        caps = self.spatial_cap[:level]
+        exact = all(cap is not None for cap in caps)
+        forced = False
+        for d, r in rem.items():
+            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+            if r == 1 or (exact and r <= most):
+                continue        # no temporal loop over d is left
+            forced |= r > most
+            alt = frozenset(X.name for X in self.op.operands if d in self.plain[X.name])
+            if alt not in out:
+                out.append(alt)
+        if not forced and frozenset() not in out:
+            out.append(frozenset())
+        return out
+
+
+# Tile shapes above which rule B8 is not computed for a level (it then adds nothing; still a bound).
+OPEN_FLOOR_SHAPES = 200_000
+
+
+def _open_level_floor(ctx: BoundContext, c: int) -> float:
+    """Rule B8 for level c (see ``BoundContext.open_level_floor``), vectorized over every tile shape."""
+    op, arch, keep = ctx.op, ctx.arch, ctx.keep
+    lv = arch.levels[c]
+    kept = [X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c]
+    if lv.capacity_bits is None and not lv.partitions or not kept:
+        return 0.0
+    dims = op.dim_names
+    divs = [divisors(op.sizes[d]) for d in dims]
+    if math.prod(len(v) for v in divs) > OPEN_FLOOR_SHAPES:
+        return 0.0
+    grid = np.array(list(itertools.product(*divs)), dtype=np.int64).reshape(-1, len(dims))
+    col = {d: grid[:, i] for i, d in enumerate(dims)}
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    tiles_above = np.prod(sizes // grid, axis=1).astype(np.float64)   # instance-iterations above c
+
+    def tile(X: Operand) -> np.ndarray:
+        out = np.ones(len(grid), dtype=np.float64)
+        for ix in X.indices:
+            names = [d for d, _ in ix.terms]
+            if len(names) == 1:
+                out *= col[names[0]]
+                continue
+            combos, inverse = np.unique(np.stack([col[d] for d in names], axis=1), axis=0, return_inverse=True)
+            sz = np.array([index_size(ix, dict(zip(names, (int(v) for v in row), strict=True))) for row in combos])
+            out *= sz[inverse.reshape(-1)]
+        return out
+
+    tiles = {X.name: tile(X) for X in op.operands}
+    mult = 2 if lv.double_buffered else 1
+    use = {X.name: tiles[X.name] * X.bits * mult for X in op.operands if X.name in keep[c]}
+    if lv.partitions:
+        fits = np.ones(len(grid), dtype=bool)
+        for cls in {op.operand(n).cls for n in use}:
+            fits &= sum(u for n, u in use.items() if op.operand(n).cls == cls) <= lv.partition_bits(cls)
+    else:
+        fits = sum(use.values(), np.zeros(len(grid))) <= lv.capacity_bits
+    if not fits.any():
+        return 0.0
+    grid, tiles_above = grid[fits], tiles_above[fits]
+    # Extra energy per operand when every temporal step above c brings it a whole tile, over B1's charge
+    # (member = footprint); group counts divide by the most the fan-outs between its parent and c can merge.
+    extra = {}
+    for X in kept:
+        chain = ctx.chains[X.name]
+        p = chain[chain.index(c) - 1]
+        fp = ctx.footprint[X.name]
+        member = tiles_above * tiles[X.name][fits]
+        merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
+        s_w = ctx.scale[(c, X.name)]
+        s_p = ctx.scale[(p, X.name)]
+        P, C = arch.levels[p], lv
+
+        def charge(m, X: Operand = X, fp: int = fp, merge: int = merge, p: int = p):
+            if not X.is_output:
+                return m * C.write_energy_pj * s_w + np.maximum(m / merge, fp) * P.read_energy_pj * s_p
+            n = ctx.n_out
+            lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
+            group = np.maximum(m / merge, n)
+            down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
+            return (down * (C.write_energy_pj * s_w + P.read_energy_pj * s_p) + m * C.read_energy_pj * s_w
+                    + group * P.write_energy_pj * s_p)
+
+        base = max(fp, ctx.n_out) if X.is_output else fp
+        extra[X.name] = np.maximum(0.0, charge(np.maximum(member, base)) - charge(np.full(1, float(base))))
+    # Per tile shape, the innermost temporal loop above c runs over some dim with loops left above c.
+    caps = ctx.spatial_cap[:c]
+    exact = all(cap is not None for cap in caps)
+    least = np.full(len(grid), np.inf)
+    forced = np.zeros(len(grid), dtype=bool)
+    for i, d in enumerate(dims):
+        left = sizes[i] // grid[:, i]
+        most = math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+        possible = (left > 1) & ((left > most) if exact else True)
+        forced |= left > most
+        cost = sum((extra[X.name] for X in kept if d in ctx.plain[X.name]), np.zeros(len(grid)))
+        least = np.where(possible, np.minimum(least, cost), least)
+    least = np.where(forced, least, 0.0)
+    return float(least.min())
 
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,

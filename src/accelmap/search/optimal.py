@@ -162,7 +162,14 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
     for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
         if stats.extra.get("timed_out"):
             break
-        ctx = BoundContext(op, arch, keep)
+        ctx = BoundContext(op, arch, keep, cons.spatial)
+        # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
+        # bypass choice before any tiling is enumerated.
+        if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]):
+            stats.nodes += 1
+            stats.pruned += 1
+            stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
+            continue
         descend(ctx, keep, nlev - 1, dict(op.sizes), ())
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
