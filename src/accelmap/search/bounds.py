@@ -209,7 +209,7 @@ class BoundContext:
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
         for alt in alternatives:
             energy = op.macs * arch.compute.mac_energy_pj + open_floor
-            port = {}      # (level, read or write) -> bits
+            port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             for X in op.operands:
                 e, bits, loads = (boosted if X.name in alt else base)[X.name]
@@ -305,8 +305,10 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
         fits = np.ones(len(grid), dtype=bool)
         for cls in {op.operand(n).cls for n in use}:
             fits &= sum(u for n, u in use.items() if op.operand(n).cls == cls) <= lv.partition_bits(cls)
-    else:
+    elif lv.capacity_bits is not None:
         fits = sum(use.values(), np.zeros(len(grid))) <= lv.capacity_bits
+    else:
+        return 0.0
     if not fits.any():
         return 0.0
     grid, tiles_above = grid[fits], tiles_above[fits]
@@ -318,23 +320,9 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
         p = chain[chain.index(c) - 1]
         fp = ctx.footprint[X.name]
         member = tiles_above * tiles[X.name][fits]
-        merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
-        s_w = ctx.scale[(c, X.name)]
-        s_p = ctx.scale[(p, X.name)]
-        P, C = arch.levels[p], lv
-
-        def charge(m, X: Operand = X, fp: int = fp, merge: int = merge, p: int = p):
-            if not X.is_output:
-                return m * C.write_energy_pj * s_w + np.maximum(m / merge, fp) * P.read_energy_pj * s_p
-            n = ctx.n_out
-            lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
-            group = np.maximum(m / merge, n)
-            down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
-            return (down * (C.write_energy_pj * s_w + P.read_energy_pj * s_p) + m * C.read_energy_pj * s_w
-                    + group * P.write_energy_pj * s_p)
-
         base = max(fp, ctx.n_out) if X.is_output else fp
-        extra[X.name] = np.maximum(0.0, charge(np.maximum(member, base)) - charge(np.full(1, float(base))))
+        extra[X.name] = np.maximum(0.0, _boundary_energy(ctx, X, p, c, np.maximum(member, base))
+                                   - _boundary_energy(ctx, X, p, c, np.full(1, float(base))))
     # Per tile shape, the innermost temporal loop above c runs over some dim with loops left above c.
     caps = ctx.spatial_cap[:c]
     exact = all(cap is not None for cap in caps)
@@ -349,6 +337,23 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
         least = np.where(possible, np.minimum(least, cost), least)
     least = np.where(forced, least, 0.0)
     return float(least.min())
+
+
+def _boundary_energy(ctx: BoundContext, X: Operand, p: int, c: int, member: np.ndarray) -> np.ndarray:
+    """Energy B1 charges the boundary from p into c for ``member`` elements entering c, with group counts
+    divided by the most the fan-outs between p and c can merge (and the most reduction lineages above p)."""
+    P, C = ctx.arch.levels[p], ctx.arch.levels[c]
+    s_c, s_p = ctx.scale[(c, X.name)], ctx.scale[(p, X.name)]
+    merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
+    if not X.is_output:
+        fp = ctx.footprint[X.name]
+        return member * C.write_energy_pj * s_c + np.maximum(member / merge, fp) * P.read_energy_pj * s_p
+    n = ctx.n_out
+    lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
+    group = np.maximum(member / merge, n)
+    down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
+    return (down * (C.write_energy_pj * s_c + P.read_energy_pj * s_p) + member * C.read_energy_pj * s_c
+            + group * P.write_energy_pj * s_p)
 
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
