@@ -105,6 +105,31 @@ def test_lower_bounds_never_exceed_the_cost():
     assert checked > 50
 
 
+def test_lower_bounds_with_the_unrolling_known_never_exceed_the_cost():
+    """Rules B7-B9 with the fan-outs fixed in advance (as the exact search fixes them per unrolling): the
+    bound at every level, the root's included (B8 over every open level), stays below the cost."""
+    checked = boosted = 0
+    for _, arch, op, m in random_perfect_mappings(23, 150):
+        res = evaluate(op, arch, m)
+        spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
+        for l in m.loops:
+            if l.spatial and l.bound > 1:
+                spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
+        ctx = BoundContext(op, arch, m.keep, spatial)
+        plain = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels) + 1):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
+            assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
+            if level < len(arch.levels):
+                boosted += e_lb > plain.lower_bound(fixed, level, rem)[0] * (1 + 1e-9)
+        checked += 1
+    assert checked > 50 and boosted > 20
+
+
 def _permute_level(m, level: int, rng):
     """``m`` with the temporal loops of ``level`` in a random order (each level's loops are contiguous)."""
     idx = [i for i, l in enumerate(m.loops) if l.level == level and not l.spatial]
