@@ -242,7 +242,18 @@ class BoundContext:
         Holds for every node whose fixed levels are all below c. Cached per level."""
         got = self._open_floor.get(c)
         if got is None:
-            got = self._open_floor[c] = _open_level_floor(self, c)
+            # What the floor depends on, so that bypass choices and unrollings that agree on it share it.
+            kept = tuple((X.name, self.chains[X.name][self.chains[X.name].index(c) - 1])
+                         for X in self.op.operands if c in self.chains[X.name][1:])
+            key = (self.op, self.arch, c, self.keep[c], kept,
+                   tuple((X, tuple(self.merge_cap[X])) for X, _ in kept),
+                   tuple(None if cap is None else tuple(sorted(cap.items())) for cap in self.spatial_cap[:c]))
+            got = _OPEN_FLOORS.get(key)
+            if got is None:
+                if len(_OPEN_FLOORS) > 100_000:
+                    _OPEN_FLOORS.clear()
+                got = _OPEN_FLOORS[key] = _open_level_floor(self, c)
+            self._open_floor[c] = got
         return got
 
     def _innermost_alternatives(self, rem: dict[str, int], level: int) -> list[frozenset[str]]:
@@ -266,6 +277,7 @@ class BoundContext:
         return out
 
 
+_OPEN_FLOORS: dict[tuple, float] = {}
 # Tile shapes above which rule B8 is not computed for a level (it then adds nothing; still a bound).
 OPEN_FLOOR_SHAPES = 200_000
 

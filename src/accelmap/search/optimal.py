@@ -160,7 +160,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 descend(ctx, keep, level - 1, new_rem, loops)
 
     for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
-        if stats.extra.get("timed_out"):
+        if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
+            stats.extra["timed_out"] = True
             break
         ctx = BoundContext(op, arch, keep, cons.spatial)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
