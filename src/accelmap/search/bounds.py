@@ -296,7 +296,7 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
     grid = np.array(list(itertools.product(*divs)), dtype=np.int64).reshape(-1, len(dims))
     col = {d: grid[:, i] for i, d in enumerate(dims)}
     sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
-    tiles_above = np.prod(sizes // grid, axis=1).astype(np.float64)   # instance-iterations above c
+    tiles_above = np.prod((sizes // grid).astype(np.float64), axis=1)   # instance-iterations above c
 
     def tile(X: Operand) -> np.ndarray:
         out = np.ones(len(grid), dtype=np.float64)
