@@ -234,58 +234,155 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
     return out
 
 
-def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
+def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
+    """The loads of operand X into level c per transition class: (rows where X loads into c,
+    moving loops (rows x slots above c), X's period at c in steps, per edge case its load time
+    (classes x rows)), or None where X does not load into c. Cached on the nest.
+
+    A stream's tile stays while the innermost loops above c that do not move it run (its period,
+    in steps). The load when loop j advances is the first instance's exact tile delta (inner loops
+    reset), with edge tiles of imperfect factors apart (``_edge_cases``); its share of the level's
+    total fills scales it to the counted traffic. Its time is the DMA setup and the slower of the
+    child's write port and the parent's read port."""
+    key = (c, X.name)
+    if key in nest._loads:
+        return nest._loads[key]
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    if c not in chain[1:] or not nest.above(c):
+        nest._loads[key] = None
+        return None
+    levels, B = nest.arch.levels, nest.B
+    lv = levels[c]
+    p = chain[chain.index(c) - 1]
+    above = nest.above(c)
+    cnt, _ = nest.classes(c)
+    cases = _edge_cases(nest, c)
+    fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
+    full = nest.deltas(X, c)[0]
+    moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
+    dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
+    counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
+    valid = (counted != 0) & (fills != 0)
+    period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
+    safe = np.where(valid, counted, 1)
+    per_c = fills * X.bits / nest.used(c) / safe
+    per_p = reads_p * X.bits / nest.used(p) / safe
+    times = []
+    for (w, _), dl in zip(cases, dls, strict=True):
+        t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+             np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
+        times.append((w, np.where(valid, t, 0.0)))
+    nest._loads[key] = (valid, moves, period, times)
+    return nest._loads[key]
+
+
+def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict) -> np.ndarray:
     """A double buffer hides a load only behind the compute of the stream's previous tile:
     transitions of each loop above ``c`` cost max(compute of a window, that loop's loads), not the
-    average of all loads. A stream's tile stays while the innermost loops above c that do not
-    move it run (its period, in steps); its next tile loads while the current one computes. The
-    level's loads run in one in-order queue, so no load runs further ahead than the stream that
-    changes most often allows: the window is the shortest period of the streams that load into c.
-    Returning partial sums (outputs with fills) load into the same halves and count too.
+    average of all loads. The level's loads run in one in-order queue, so no load runs further
+    ahead than the stream that changes most often allows: the window is the shortest period of the
+    streams that load into c (``_stream_loads``). Returning partial sums (outputs with fills) load
+    into the same halves and count too.
 
-    The load when loop j advances is the first instance's exact tile delta (inner loops reset),
-    with edge tiles of imperfect factors apart (``_edge_cases``); its share of the level's total
-    fills scales it to the counted traffic."""
-    op, arch, B, n = nest.op, nest.arch, nest.B, nest.n
-    levels = arch.levels
-    lv = levels[c]
+    A load shares its parent's read port with the loads of other levels that the window's steps
+    need (``held``: port -> (level, operand) -> cycles those loads hold it over the run): a window's
+    loads take at least their own time plus the window's share of the others' that recur within
+    it (a period no longer than the window; rarer loads are prefetched over their own windows)."""
+    n = nest.n
     above = nest.above(c)
     if not above:
         return np.zeros(n)
-    steps = np.prod(B[:, above], axis=1)
+    steps = np.prod(nest.B[:, above], axis=1)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
     total_load = [np.zeros(cnt.shape) for _ in cases]
     any_load = np.zeros(n, dtype=bool)
     window = steps.copy()               # per row: the shortest period of a stream that loads
     moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
-    for X in op.operands:
-        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
-        if c not in chain[1:]:
+    ports: set[str] = set()             # the parents' read ports the loads into c use
+    for X in nest.op.operands:
+        loads = _stream_loads(nest, keep, counts, c, X)
+        if loads is None:
             continue
-        p = chain[chain.index(c) - 1]
-        fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
-        full = nest.deltas(X, c)[0]
-        moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
-        dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
-        counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
-        valid = (counted != 0) & (fills != 0)
+        valid, moves, period, times = loads
         any_load |= valid
-        period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
         window = np.where(valid, np.minimum(window, period), window)
         moved |= moves.T & valid[None]
-        safe = np.where(valid, counted, 1)
-        per_c = fills * X.bits / nest.used(c) / safe
-        per_p = reads_p * X.bits / nest.used(p) / safe
-        for tl, dl in zip(total_load, dls, strict=True):
-            t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
-                 np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
-            tl += np.where(valid, t, 0.0)
+        for tl, (_, t) in zip(total_load, times, strict=True):
+            tl += t
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        ports.add(f"{nest.arch.levels[chain[chain.index(c) - 1]].name}.read")
+    shared = np.zeros(n)                # other levels' loads on those ports that recur within a window
+    for port in ports:
+        for (lvl, name), t in held.get(port, {}).items():
+            if lvl != c:
+                other = _stream_loads(nest, keep, counts, lvl, nest.op.operand(name))
+                if other is not None:   # periods compared as shares of the run
+                    o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
+                    shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
     # Classes inside the shortest period move no loading stream: their steps are in the windows.
     span = busy / steps * window
+    total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
     out = span + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
                      for (w, _), tl in zip(cases, total_load, strict=True))
     return np.where((steps > 1) & any_load, out, 0.0)
+
+
+def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
+    """Refills chained through levels that all overlap compute. When a stream's tile at level c
+    changes, the levels below c in the operand's chain change tiles too, and each of their loads
+    waits for its parent's: the compute of the new tile waits for the chain's loads one after
+    another. A level's load may start only when the compute of the tile two back has released its
+    half, so the compute of the previous tile (a period of w steps) and the chain's loads, then the
+    new tile's step, run in sequence: every transition of c takes the w + 1 steps ending with it at
+    least one step plus max(w steps, the chain's loads). Alternate transitions' spans are
+    disjoint, so the run takes at least the compute plus the excess of every second transition
+    after the first, whose load needs no released half: ceil((T - 2) / 2) of T - 1 transitions,
+    each with the mean excess (1.5 steps per step for two one-step loads into a register fed by a
+    double buffer, every step).
+
+    The chain's load at a class is the sum, over c and each level below it in the operand's chain
+    while they overlap, of the edge-case weighted mean of its load (``_stream_loads``)."""
+    n = nest.n
+    out = np.zeros(n)
+    steps = np.prod(nest.B[:, nest.temporal_slots], axis=1) if nest.temporal_slots else np.ones(n, np.int64)
+    for X in nest.op.operands:
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        mean: dict[int, np.ndarray] = {}
+        on: dict[int, np.ndarray] = {}
+        period: dict[int, np.ndarray] = {}
+        for c in chain[1:]:
+            loads = _stream_loads(nest, keep, counts, c, X)
+            if loads is None:
+                continue
+            mean[c] = sum((w * t for w, t in loads[3]), np.zeros(1))
+            on[c] = loads[0] & overlapping(nest, keep, c)
+            period[c] = loads[2]
+        for i, c in enumerate(chain[1:-1], start=1):
+            if c not in mean or chain[i + 1] not in mean:
+                continue
+            K = mean[c].shape[0]
+            total = mean[c].copy()
+            live = on[c].copy()
+            links = np.zeros(n, dtype=bool)
+            for d in chain[i + 1:]:
+                if d not in mean:
+                    break
+                live &= on[d]
+                links |= live
+                total = total + np.where(live[None], mean[d][:K], 0.0)
+            if not links.any():
+                continue
+            cnt, _ = nest.classes(c)
+            above = nest.above(c)
+            span = busy / np.prod(nest.B[:, above], axis=1) * period[c]
+            # the first transition's load needs no released half: of the others, every second one
+            # (rounded up) has a span of its own; each carries the mean excess
+            moves = cnt.sum(axis=0)
+            mean_excess = (cnt * np.maximum(total - span, 0.0)).sum(axis=0) / np.maximum(moves, 1)
+            extra = mean_excess * (moves // 2)
+            out = np.maximum(out, np.where(links & (steps > 1), busy + extra, 0.0))
+    return out
 
 
 def _position_sums(size, stride, ext, bound):
@@ -509,6 +606,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
     setups = zeros()
     load_ports: set[str] = set()        # parents' read ports that carry loads
+    held: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # parent read port -> (level, operand) -> cycles
     add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
@@ -532,6 +630,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     use(f"{lc.name}.write", tc)
                     use(f"{lp.name}.read", tp)
                     load_ports.add(f"{lp.name}.read")
+                    # the slower side's port is held for the transfer
+                    held.setdefault(f"{lp.name}.read", {})[(c, X.name)] = np.where(tp >= tc, tp, 0.0)
                 else:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
                     use(f"{lc.name}.read", tc)
@@ -571,9 +671,12 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # ... and its first drain waits for the compute of the first output tile
     for c in epi:
         overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+    # refills chained through overlapping levels stretch the steps every window is made of
+    chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
     bursty = zeros()
     for c in pro:
-        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
+        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, np.maximum(busy, chained),
+                                                               held), 0.0))
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
@@ -590,7 +693,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         tail = step + np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
             port_max = np.maximum(port_max, ports[name] + tail)
-    inner = np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle)
+    inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained)
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
              "pipeline overheads": pipe + zeros(), "single-buffer stalls": stall,

@@ -167,6 +167,7 @@ class NestRows:
         self._sizes: dict[tuple[str, int], tuple] = {}
         self._fits: dict[int, np.ndarray] = {}   # per level: rows whose tiles fit twice
         self._edges: dict[int, list] = {}
+        self._loads: dict[tuple[int, str], tuple | None] = {}   # (level, operand): loads per class
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
