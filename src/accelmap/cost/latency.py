@@ -604,6 +604,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
+    drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
     setups = zeros()
     load_ports: set[str] = set()        # parents' read ports that carry loads
     held: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # parent read port -> (level, operand) -> cycles
@@ -642,6 +643,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 db = overlapping(nest, keep, c)
                 if db.any() and X.is_output:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                if kind == "store":
+                    drain_time[c] = setup + np.maximum(tc, tp)
                 if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
@@ -669,8 +672,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for c in pro:
         overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
     # ... and its first drain waits for the compute of the first output tile
+    drains = zeros()
     for c in epi:
-        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+        drains = np.maximum(drains, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+    overlapped = np.maximum(overlapped, drains)
     # refills chained through overlapping levels stretch the steps every window is made of
     chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
     bursty = zeros()
@@ -680,19 +685,37 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
+    # Data drains upward: a level's drain waits for the drains of the levels below it at the same
+    # transition (each of them drains at every transition of c, its share of its own drains).
+    for c in ring:
+        for d, t in drain_time.items():
+            if d > c:
+                ring[c] = ring[c] + np.where(overlapping(nest, keep, c),
+                                             t / out_tiles[d] * np.maximum(out_tiles[c] - 1, 0), 0.0)
     cycle = zeros()
     for c, r in ring.items():
         cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
     port_max = np.max(np.stack(list(ports.values())), axis=0)
-    # A port that carries loads finishes its last one before the last step computes, and a
-    # double-buffered level's last drain follows that step. (A step: one iteration of the
+    # A port that carries loads finishes its last one before the last tile of its stream computes
+    # (the stream on the port that changes tile most often: its period, as steps), and a
+    # double-buffered level's last drain follows. The first step of that tile computes, the
+    # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
     if tiles_at and epi:
         above = nest.above(max(tiles_at))
-        step = compute / (np.prod(nest.B[:, above], axis=1) if above else 1)
-        tail = step + np.max(np.stack(list(epi.values())), axis=0)
+        steps = np.prod(nest.B[:, above], axis=1) if above else np.ones(n, dtype=np.int64)
+        step = compute / steps
+        pace = np.maximum(busy, drains) / steps
+        last_drain = np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
-            port_max = np.maximum(port_max, ports[name] + tail)
+            period = np.full(n, np.inf)
+            for c, x in held[name]:
+                loads = _stream_loads(nest, keep, counts, c, op.operand(x))
+                if loads is not None:
+                    per = loads[2] * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
+                    period = np.where(loads[0], np.minimum(period, per), period)
+            period = np.where(np.isfinite(period), period, 1.0)
+            port_max = np.maximum(port_max, ports[name] + step + (period - 1) * pace + last_drain)
     inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained)
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
