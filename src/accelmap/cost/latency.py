@@ -591,6 +591,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
         use(f"{lv.name}.read", cycles(c[1] * X.bits / inst, lv.read_bw_bits))
         use(f"{lv.name}.write", cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
+    streaming = dict(ports)     # the compute side's share of each port: spread over every step
     stream = np.max(np.stack(list(ports.values())), axis=0)
     pipe = _pipeline(nest)
     compute = np.maximum(macs, stream) + pipe
@@ -696,8 +697,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for c, r in ring.items():
         cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
     port_max = np.max(np.stack(list(ports.values())), axis=0)
-    # A port that carries loads finishes its last one before the last tile of its stream computes
-    # (the stream on the port that changes tile most often: its period, as steps), and a
+    # A port that carries loads finishes its last transfer before the last tile of its stream computes
+    # (the stream on the port that changes tile most often: its period, as steps; the compute
+    # side's streaming through the port is spread over the steps and not part of this), and a
     # double-buffered level's last drain follows. The first step of that tile computes, the
     # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
@@ -715,7 +717,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     per = loads[2] * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
                     period = np.where(loads[0], np.minimum(period, per), period)
             period = np.where(np.isfinite(period), period, 1.0)
-            port_max = np.maximum(port_max, ports[name] + step + (period - 1) * pace + last_drain)
+            transfers = ports[name] - streaming[name] if name in streaming else ports[name]
+            port_max = np.maximum(port_max, transfers + step + (period - 1) * pace + last_drain)
     inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained)
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
