@@ -60,3 +60,22 @@ def test_rare_load_shares_its_port_with_loads_every_step(m_, cycles):
     res = simulate(op, a, m, functional=False)
     assert res.cycles == cycles
     assert res.model_latency == cycles
+
+
+def test_load_bursts_at_the_pace_of_drains():
+    # vta_like, ResNet-18 layer2.0.downsample: every step drains an output tile (14 cycles, slower
+    # than its 8 compute cycles) and every 128 steps a new input tile (224 cycles) waits in the
+    # in-order load queue. The steps run at the drains' pace, and each input tile adds its load
+    # beyond one step: the model counted the bursts at the compute pace (-9.7%).
+    from accelmap.arch import get_accelerator
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.workload.models.bundled import load_model
+
+    arch = get_accelerator("vta_like")
+    layer = next(l for l in load_model("resnet18").layers if l.name == "layer2.0.downsample")
+    op = adopt_precision(layer.operator, arch)
+    m = parse_text("DRAM [ O I W ]\n| for Q in [0:28)\n| for K in [0:128)\nSRAM [ O I W ]\n| for C in [0:4)\n"
+                   "| for P in [0:2)\n| spatial-for P in [0:14) @Y\n| spatial-for C in [0:16) @Z\n", arch)
+    res = simulate(op, arch, m, functional=False)
+    assert res.cycles == 55816
+    assert abs(res.model_error) < 0.01

@@ -276,7 +276,7 @@ def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     return nest._loads[key]
 
 
-def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict) -> np.ndarray:
+def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, drain_paces=()) -> np.ndarray:
     """A double buffer hides a load only behind the compute of the stream's previous tile:
     transitions of each loop above ``c`` cost max(compute of a window, that loop's loads), not the
     average of all loads. The level's loads run in one in-order queue, so no load runs further
@@ -287,7 +287,9 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict) -
     A load shares its parent's read port with the loads of other levels that the window's steps
     need (``held``: port -> (level, operand) -> cycles those loads hold it over the run): a window's
     loads take at least their own time plus the window's share of the others' that recur within
-    it (a period no longer than the window; rarer loads are prefetched over their own windows)."""
+    it (a period no longer than the window; rarer loads are prefetched over their own windows).
+    ``drain_paces``: (bound, output tiles) of double-buffered output levels whose drains, where they
+    recur within every window, set the windows' pace when slower than compute."""
     n = nest.n
     above = nest.above(c)
     if not above:
@@ -320,10 +322,15 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict) -
                 if other is not None:   # periods compared as shares of the run
                     o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
+    # Drains that recur within every window (an output tile per window or more) pace its steps too,
+    # from the second window on: a tile drains while the next one computes.
+    first = busy / steps * window
+    for bound, tiles in drain_paces:
+        busy = np.maximum(busy, np.where(tiles * window >= steps, bound, 0.0))
     # Classes inside the shortest period move no loading stream: their steps are in the windows.
     span = busy / steps * window
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
-    out = span + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
+    out = first + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
                      for (w, _), tl in zip(cases, total_load, strict=True))
     return np.where((steps > 1) & any_load, out, 0.0)
 
@@ -674,15 +681,18 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
     # ... and its first drain waits for the compute of the first output tile
     drains = zeros()
+    drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        drains = np.maximum(drains, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+        d = np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0)
+        drains = np.maximum(drains, d)
+        drain_paces.append((d, out_tiles[c]))
     overlapped = np.maximum(overlapped, drains)
-    # refills chained through overlapping levels stretch the steps every window is made of
+    # refills chained through overlapping levels, and drains, stretch the steps every window is made of
     chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
     bursty = zeros()
     for c in pro:
         bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, np.maximum(busy, chained),
-                                                               held), 0.0))
+                                                               held, drain_paces), 0.0))
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
