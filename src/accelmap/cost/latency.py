@@ -613,6 +613,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
     drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
+    drain_holds: dict[int, np.ndarray] = {}  # ... where the drain holds the level's own read port
     setups = zeros()
     load_ports: set[str] = set()        # parents' read ports that carry loads
     held: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # parent read port -> (level, operand) -> cycles
@@ -653,6 +654,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
                 if kind == "store":
                     drain_time[c] = setup + np.maximum(tc, tp)
+                    # its own read port paces the drain: the reloads of the level below wait for it
+                    drain_holds[c] = np.where(tc >= tp, drain_time[c], 0.0)
                 if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
@@ -706,6 +709,22 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     cycle = zeros()
     for c, r in ring.items():
         cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
+    # A parent's drain that holds its read port blocks the reload of partial sums from it into the
+    # double-buffered level below, which waits for it: at every output tile of the parent but its
+    # last (in the epilogue), the compute stalls for the drain and the reload beyond the period
+    # of compute the reload was ahead by (one tile of the level below).
+    blocked = zeros()
+    out_chain = [i for i in range(nlev) if op.output.name in keep[i]]
+    for c in ring:
+        par = out_chain[out_chain.index(c) - 1]
+        reload = held.get(f"{levels[par].name}.read", {}).get((c, op.output.name))
+        loads = _stream_loads(nest, keep, counts, c, op.output)
+        if par not in drain_holds or reload is None or loads is None:
+            continue
+        ahead = busy / np.prod(nest.B[:, nest.above(c)], axis=1) * loads[2]
+        stall = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
+        blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
+                                     np.maximum(out_tiles[par] - 1, 0) * np.maximum(stall, 0.0), 0.0)
     port_max = np.max(np.stack(list(ports.values())), axis=0)
     # A port that carries loads finishes its last transfer before the last tile of its stream computes
     # (the stream on the port that changes tile most often: its period, as steps; the compute
@@ -729,7 +748,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             period = np.where(np.isfinite(period), period, 1.0)
             transfers = ports[name] - streaming[name] if name in streaming else ports[name]
             port_max = np.maximum(port_max, transfers + step + (period - 1) * pace + last_drain)
-    inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained)
+    inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained) + blocked
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
              "pipeline overheads": pipe + zeros(), "single-buffer stalls": stall,
