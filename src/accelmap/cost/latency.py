@@ -686,9 +686,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     drains = zeros()
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        d = np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0)
-        drains = np.maximum(drains, d)
-        drain_paces.append((d, out_tiles[c]))
+        bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0)
+        drains = np.maximum(drains, bound)
+        drain_paces.append((bound, out_tiles[c]))
     overlapped = np.maximum(overlapped, drains)
     # refills chained through overlapping levels, and drains, stretch the steps every window is made of
     chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
