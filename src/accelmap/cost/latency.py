@@ -19,13 +19,17 @@ double buffering where the level has it. Terms, all in cycles:
   transition class per temporal loop above it) the exact deltas of the levels
   below that loop move, timed as the DMA units run them (``_transition_time``);
   a double-buffered level overlaps them, except for its first load (prologue)
-  and last drain (epilogue), one step of compute hides at most one transition's
-  loads (``_burst``), and an output half must be computed, drained and
-  refilled before its next use (two-half cycle);
-* every unit and memory port must also fit its own total work.
+  and last drain (epilogue); a window of compute hides at most one transition's
+  loads and the parent port's share of loads recurring within it, at the pace of
+  compute or of drains (``_burst``); refills chained through overlapping levels
+  run one after another (``_chained``); an output half must be computed, drained
+  (after the drains below it) and refilled before its next use (two-half cycle);
+  and a parent's drain holding its read port blocks the reload below it;
+* every unit and memory port must also fit its own total work, a port's
+  transfers ending before the last tile of its stream computes.
 
-latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle)
-              + prologue + epilogue, busiest port).
+latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle, chained refills)
+              + blocked reloads + prologue + epilogue, busiest port).
 """
 
 from __future__ import annotations
@@ -234,6 +238,12 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
     return out
 
 
+def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
+    """Steps (iterations of the loops above c) a tile over ``dims`` stays at level c: the product of
+    the innermost loops above c that do not move it."""
+    return np.prod(np.where(_moving_loops(nest, dims, c), 1, nest.B[:, nest.above(c)]), axis=1)
+
+
 def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     """The loads of operand X into level c per transition class: (rows where X loads into c,
     moving loops (rows x slots above c), X's period at c in steps, per edge case its load time
@@ -251,10 +261,9 @@ def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     if c not in chain[1:] or not nest.above(c):
         nest._loads[key] = None
         return None
-    levels, B = nest.arch.levels, nest.B
+    levels = nest.arch.levels
     lv = levels[c]
     p = chain[chain.index(c) - 1]
-    above = nest.above(c)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
     fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
@@ -263,7 +272,7 @@ def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
     counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
     valid = (counted != 0) & (fills != 0)
-    period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
+    period = _period(nest, X.dims, c)
     safe = np.where(valid, counted, 1)
     per_c = fills * X.bits / nest.used(c) / safe
     per_p = reads_p * X.bits / nest.used(p) / safe
@@ -330,8 +339,15 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     # Classes inside the shortest period move no loading stream: their steps are in the windows.
     span = busy / steps * window
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
-    out = first + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
-                     for (w, _), tl in zip(cases, total_load, strict=True))
+    # A load starts when the compute of the tile two back ends: at the drains' pace that is the
+    # window's compute plus its wait for the drains before it, so a load longer than that delays
+    # the next window by the rest. The first transition's load waits for no release and no drain:
+    # of T transitions, T - 1 are paced.
+    moves = (cnt * moved).sum(axis=0)
+    paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
+    out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
+        np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
+                      for (w, _), tl in zip(cases, total_load, strict=True))
     return np.where((steps > 1) & any_load, out, 0.0)
 
 
@@ -598,7 +614,6 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
         use(f"{lv.name}.read", cycles(c[1] * X.bits / inst, lv.read_bw_bits))
         use(f"{lv.name}.write", cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
-    streaming = dict(ports)     # the compute side's share of each port: spread over every step
     stream = np.max(np.stack(list(ports.values())), axis=0)
     pipe = _pipeline(nest)
     compute = np.maximum(macs, stream) + pipe
@@ -617,6 +632,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     setups = zeros()
     load_ports: set[str] = set()        # parents' read ports that carry loads
     held: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # parent read port -> (level, operand) -> cycles
+    load_time: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # ... the loads' time on it, held or not
     add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
@@ -642,6 +658,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     load_ports.add(f"{lp.name}.read")
                     # the slower side's port is held for the transfer
                     held.setdefault(f"{lp.name}.read", {})[(c, X.name)] = np.where(tp >= tc, tp, 0.0)
+                    load_time.setdefault(f"{lp.name}.read", {})[(c, X.name)] = tp
                 else:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
                     use(f"{lc.name}.read", tc)
@@ -726,9 +743,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
                                      np.maximum(out_tiles[par] - 1, 0) * np.maximum(stall, 0.0), 0.0)
     port_max = np.max(np.stack(list(ports.values())), axis=0)
-    # A port that carries loads finishes its last transfer before the last tile of its stream computes
-    # (the stream on the port that changes tile most often: its period, as steps; the compute
-    # side's streaming through the port is spread over the steps and not part of this), and a
+    # A port that carries loads finishes its last load before the last tile of its stream computes
+    # (the stream on the port that changes tile most often: its period, as steps; the port's
+    # drains and the compute side's streaming through it run beside that tile), and a
     # double-buffered level's last drain follows. The first step of that tile computes, the
     # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
@@ -741,13 +758,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         for name in load_ports:
             period = np.full(n, np.inf)
             for c, x in held[name]:
-                loads = _stream_loads(nest, keep, counts, c, op.operand(x))
-                if loads is not None:
-                    per = loads[2] * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
-                    period = np.where(loads[0], np.minimum(period, per), period)
+                if nest.above(c):
+                    per = _period(nest, op.operand(x).dims, c) * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
+                    period = np.where(counts[(c, x)][0] != 0, np.minimum(period, per), period)
             period = np.where(np.isfinite(period), period, 1.0)
-            transfers = ports[name] - streaming[name] if name in streaming else ports[name]
-            port_max = np.maximum(port_max, transfers + step + (period - 1) * pace + last_drain)
+            port_max = np.maximum(port_max, sum(load_time[name].values()) + step + (period - 1) * pace + last_drain)
     inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained) + blocked
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
