@@ -739,9 +739,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         if par not in drain_holds or reload is None or loads is None:
             continue
         ahead = busy / np.prod(nest.B[:, nest.above(c)], axis=1) * loads[2]
-        stall = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
+        wait = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
         blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
-                                     np.maximum(out_tiles[par] - 1, 0) * np.maximum(stall, 0.0), 0.0)
+                                     np.maximum(out_tiles[par] - 1, 0) * np.maximum(wait, 0.0), 0.0)
     port_max = np.max(np.stack(list(ports.values())), axis=0)
     # A port that carries loads finishes its last load before the last tile of its stream computes
     # (the stream on the port that changes tile most often: its period, as steps; the port's
