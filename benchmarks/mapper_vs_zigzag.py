@@ -384,15 +384,21 @@ def model_only(models: list[str], hardware: list[str], opt: str) -> dict:
         e, lat = o["energy"] / z["energy"], o["latency"] / z["latency"]
         print(f"{r['model']:<10} {r['hardware']:<14} {r['layer'][:28]:<28} {e:>7.3f} {lat:>8.3f} {e * lat:>7.3f}  "
               f"{r['status']}")
-    print(f"\ngeomean over {len(ok)} converted layers, ours / ZigZag (and the largest EDP ratio):")
-    summary = {}
-    for name in variants:
-        e = _geomean([r["ours"][name]["energy"] / r["zigzag"]["energy"] for r in ok])
-        lat = _geomean([r["ours"][name]["latency"] / r["zigzag"]["latency"] for r in ok])
-        worst = max((r["ours"][name]["energy"] * r["ours"][name]["latency"] /
-                     (r["zigzag"]["energy"] * r["zigzag"]["latency"]) for r in ok), default=float("nan"))
-        summary[name] = {"energy": e, "latency": lat, "edp": e * lat, "worst_edp": worst}
-        print(f"  {name:<78} energy {e:.3f}  latency {lat:.3f}  EDP {e * lat:.3f}  (max {worst:.2f})")
+    summary: dict = {}
+    for scope in [*models, "all"] if len(models) > 1 else models:
+        sel = [r for r in ok if scope in ("all", r["model"])]
+        total = sum(1 for r in rows if scope in ("all", r["model"]))
+        within = sum(1 for r in sel if abs(r["ours"]["as converted"]["energy"] / r["zigzag"]["energy"] - 1) <= 0.10)
+        print(f"\n{scope}: geomean over {len(sel)} of {total} layers converted, ours / ZigZag (and the largest EDP "
+              f"ratio); energy within 10% on {within} of {len(sel)}:")
+        summary[scope] = {"layers": total, "converted": len(sel), "energy_within_10pct": within}
+        for name in variants:
+            e = _geomean([r["ours"][name]["energy"] / r["zigzag"]["energy"] for r in sel])
+            lat = _geomean([r["ours"][name]["latency"] / r["zigzag"]["latency"] for r in sel])
+            worst = max((r["ours"][name]["energy"] * r["ours"][name]["latency"] /
+                         (r["zigzag"]["energy"] * r["zigzag"]["latency"]) for r in sel), default=float("nan"))
+            summary[scope][name] = {"energy": e, "latency": lat, "edp": e * lat, "worst_edp": worst}
+            print(f"  {name:<78} energy {e:.3f}  latency {lat:.3f}  EDP {e * lat:.3f}  (max {worst:.2f})")
     return {"rows": rows, "summary": summary}
 
 

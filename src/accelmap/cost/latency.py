@@ -19,13 +19,17 @@ double buffering where the level has it. Terms, all in cycles:
   transition class per temporal loop above it) the exact deltas of the levels
   below that loop move, timed as the DMA units run them (``_transition_time``);
   a double-buffered level overlaps them, except for its first load (prologue)
-  and last drain (epilogue), one step of compute hides at most one transition's
-  loads (``_burst``), and an output half must be computed, drained and
-  refilled before its next use (two-half cycle);
-* every unit and memory port must also fit its own total work.
+  and last drain (epilogue); a window of compute hides at most one transition's
+  loads and the parent port's share of loads recurring within it, at the pace of
+  compute or of drains (``_burst``); refills chained through overlapping levels
+  run one after another (``_chained``); an output half must be computed, drained
+  (after the drains below it) and refilled before its next use (two-half cycle);
+  and a parent's drain holding its read port blocks the reload below it;
+* every unit and memory port must also fit its own total work, a port's
+  transfers ending before the last tile of its stream computes.
 
-latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle)
-              + prologue + epilogue, busiest port).
+latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle, chained refills)
+              + blocked reloads + prologue + epilogue, busiest port).
 """
 
 from __future__ import annotations
@@ -234,58 +238,174 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
     return out
 
 
-def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray) -> np.ndarray:
+def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
+    """Steps (iterations of the loops above c) a tile over ``dims`` stays at level c: the product of
+    the innermost loops above c that do not move it."""
+    return np.prod(np.where(_moving_loops(nest, dims, c), 1, nest.B[:, nest.above(c)]), axis=1)
+
+
+def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
+    """The loads of operand X into level c per transition class: (rows where X loads into c,
+    moving loops (rows x slots above c), X's period at c in steps, per edge case its load time
+    (classes x rows)), or None where X does not load into c. Cached on the nest.
+
+    A stream's tile stays while the innermost loops above c that do not move it run (its period,
+    in steps). The load when loop j advances is the first instance's exact tile delta (inner loops
+    reset), with edge tiles of imperfect factors apart (``_edge_cases``); its share of the level's
+    total fills scales it to the counted traffic. Its time is the DMA setup and the slower of the
+    child's write port and the parent's read port."""
+    key = (c, X.name)
+    if key in nest._loads:
+        return nest._loads[key]
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    if c not in chain[1:] or not nest.above(c):
+        nest._loads[key] = None
+        return None
+    levels = nest.arch.levels
+    lv = levels[c]
+    p = chain[chain.index(c) - 1]
+    cnt, _ = nest.classes(c)
+    cases = _edge_cases(nest, c)
+    fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
+    full = nest.deltas(X, c)[0]
+    moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
+    dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
+    counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
+    valid = (counted != 0) & (fills != 0)
+    period = _period(nest, X.dims, c)
+    safe = np.where(valid, counted, 1)
+    per_c = fills * X.bits / nest.used(c) / safe
+    per_p = reads_p * X.bits / nest.used(p) / safe
+    times = []
+    for (w, _), dl in zip(cases, dls, strict=True):
+        t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+             np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
+        times.append((w, np.where(valid, t, 0.0)))
+    nest._loads[key] = (valid, moves, period, times)
+    return nest._loads[key]
+
+
+def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, drain_paces=()) -> np.ndarray:
     """A double buffer hides a load only behind the compute of the stream's previous tile:
     transitions of each loop above ``c`` cost max(compute of a window, that loop's loads), not the
-    average of all loads. A stream's tile stays while the innermost loops above c that do not
-    move it run (its period, in steps); its next tile loads while the current one computes. The
-    level's loads run in one in-order queue, so no load runs further ahead than the stream that
-    changes most often allows: the window is the shortest period of the streams that load into c.
-    Returning partial sums (outputs with fills) load into the same halves and count too.
+    average of all loads. The level's loads run in one in-order queue, so no load runs further
+    ahead than the stream that changes most often allows: the window is the shortest period of the
+    streams that load into c (``_stream_loads``). Returning partial sums (outputs with fills) load
+    into the same halves and count too.
 
-    The load when loop j advances is the first instance's exact tile delta (inner loops reset),
-    with edge tiles of imperfect factors apart (``_edge_cases``); its share of the level's total
-    fills scales it to the counted traffic."""
-    op, arch, B, n = nest.op, nest.arch, nest.B, nest.n
-    levels = arch.levels
-    lv = levels[c]
+    A load shares its parent's read port with the loads of other levels that the window's steps
+    need (``held``: port -> (level, operand) -> cycles those loads hold it over the run): a window's
+    loads take at least their own time plus the window's share of the others' that recur within
+    it (a period no longer than the window; rarer loads are prefetched over their own windows).
+    ``drain_paces``: (bound, output tiles) of double-buffered output levels whose drains, where they
+    recur within every window, set the windows' pace when slower than compute."""
+    n = nest.n
     above = nest.above(c)
     if not above:
         return np.zeros(n)
-    steps = np.prod(B[:, above], axis=1)
+    steps = np.prod(nest.B[:, above], axis=1)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
     total_load = [np.zeros(cnt.shape) for _ in cases]
     any_load = np.zeros(n, dtype=bool)
     window = steps.copy()               # per row: the shortest period of a stream that loads
     moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
-    for X in op.operands:
-        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
-        if c not in chain[1:]:
+    ports: set[str] = set()             # the parents' read ports the loads into c use
+    for X in nest.op.operands:
+        loads = _stream_loads(nest, keep, counts, c, X)
+        if loads is None:
             continue
-        p = chain[chain.index(c) - 1]
-        fills, reads_p = counts[(c, X.name)][0], counts[(p, X.name)][1]
-        full = nest.deltas(X, c)[0]
-        moves = _moving_loops(nest, X.dims, c)          # rows x slots above c
-        dls = [_case_deltas(nest, X, c, w, over) for w, over in cases]
-        counted = full + sum((cnt * w * dl).sum(axis=0) for (w, _), dl in zip(cases, dls, strict=True))
-        valid = (counted != 0) & (fills != 0)
+        valid, moves, period, times = loads
         any_load |= valid
-        period = np.prod(np.where(moves, 1, B[:, above]), axis=1)
         window = np.where(valid, np.minimum(window, period), window)
         moved |= moves.T & valid[None]
-        safe = np.where(valid, counted, 1)
-        per_c = fills * X.bits / nest.used(c) / safe
-        per_p = reads_p * X.bits / nest.used(p) / safe
-        for tl, dl in zip(total_load, dls, strict=True):
-            t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
-                 np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
-            tl += np.where(valid, t, 0.0)
+        for tl, (_, t) in zip(total_load, times, strict=True):
+            tl += t
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        ports.add(f"{nest.arch.levels[chain[chain.index(c) - 1]].name}.read")
+    shared = np.zeros(n)                # other levels' loads on those ports that recur within a window
+    for port in ports:
+        for (lvl, name), t in held.get(port, {}).items():
+            if lvl != c:
+                other = _stream_loads(nest, keep, counts, lvl, nest.op.operand(name))
+                if other is not None:   # periods compared as shares of the run
+                    o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
+                    shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
+    # Drains that recur within every window (an output tile per window or more) pace its steps too,
+    # from the second window on: a tile drains while the next one computes.
+    first = busy / steps * window
+    for bound, tiles in drain_paces:
+        busy = np.maximum(busy, np.where(tiles * window >= steps, bound, 0.0))
     # Classes inside the shortest period move no loading stream: their steps are in the windows.
     span = busy / steps * window
-    out = span + sum((cnt * w * np.where(moved, np.maximum(span, tl), 0.0)).sum(axis=0)
-                     for (w, _), tl in zip(cases, total_load, strict=True))
+    total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
+    # A load starts when the compute of the tile two back ends: at the drains' pace that is the
+    # window's compute plus its wait for the drains before it, so a load longer than that delays
+    # the next window by the rest. The first transition's load waits for no release and no drain:
+    # of T transitions, T - 1 are paced.
+    moves = (cnt * moved).sum(axis=0)
+    paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
+    out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
+        np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
+                      for (w, _), tl in zip(cases, total_load, strict=True))
     return np.where((steps > 1) & any_load, out, 0.0)
+
+
+def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
+    """Refills chained through levels that all overlap compute. When a stream's tile at level c
+    changes, the levels below c in the operand's chain change tiles too, and each of their loads
+    waits for its parent's: the compute of the new tile waits for the chain's loads one after
+    another. A level's load may start only when the compute of the tile two back has released its
+    half, so the compute of the previous tile (a period of w steps) and the chain's loads, then the
+    new tile's step, run in sequence: every transition of c takes the w + 1 steps ending with it at
+    least one step plus max(w steps, the chain's loads). Alternate transitions' spans are
+    disjoint, so the run takes at least the compute plus the excess of every second transition
+    after the first, whose load needs no released half: ceil((T - 2) / 2) of T - 1 transitions,
+    each with the mean excess (1.5 steps per step for two one-step loads into a register fed by a
+    double buffer, every step).
+
+    The chain's load at a class is the sum, over c and each level below it in the operand's chain
+    while they overlap, of the edge-case weighted mean of its load (``_stream_loads``)."""
+    n = nest.n
+    out = np.zeros(n)
+    steps = np.prod(nest.B[:, nest.temporal_slots], axis=1) if nest.temporal_slots else np.ones(n, np.int64)
+    for X in nest.op.operands:
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        mean: dict[int, np.ndarray] = {}
+        on: dict[int, np.ndarray] = {}
+        period: dict[int, np.ndarray] = {}
+        for c in chain[1:]:
+            loads = _stream_loads(nest, keep, counts, c, X)
+            if loads is None:
+                continue
+            mean[c] = sum((w * t for w, t in loads[3]), np.zeros(1))
+            on[c] = loads[0] & overlapping(nest, keep, c)
+            period[c] = loads[2]
+        for i, c in enumerate(chain[1:-1], start=1):
+            if c not in mean or chain[i + 1] not in mean:
+                continue
+            K = mean[c].shape[0]
+            total = mean[c].copy()
+            live = on[c].copy()
+            links = np.zeros(n, dtype=bool)
+            for d in chain[i + 1:]:
+                if d not in mean:
+                    break
+                live &= on[d]
+                links |= live
+                total = total + np.where(live[None], mean[d][:K], 0.0)
+            if not links.any():
+                continue
+            cnt, _ = nest.classes(c)
+            above = nest.above(c)
+            span = busy / np.prod(nest.B[:, above], axis=1) * period[c]
+            # the first transition's load needs no released half: of the others, every second one
+            # (rounded up) has a span of its own; each carries the mean excess
+            moves = cnt.sum(axis=0)
+            mean_excess = (cnt * np.maximum(total - span, 0.0)).sum(axis=0) / np.maximum(moves, 1)
+            extra = mean_excess * (moves // 2)
+            out = np.maximum(out, np.where(links & (steps > 1), busy + extra, 0.0))
+    return out
 
 
 def _position_sums(size, stride, ext, bound):
@@ -507,8 +627,12 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
+    drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
+    drain_holds: dict[int, np.ndarray] = {}  # ... where the drain holds the level's own read port
     setups = zeros()
     load_ports: set[str] = set()        # parents' read ports that carry loads
+    held: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # parent read port -> (level, operand) -> cycles
+    load_time: dict[str, dict[tuple[int, str], np.ndarray]] = {}   # ... the loads' time on it, held or not
     add = lambda d, c, v: d.__setitem__(c, d[c] + v if c in d else v)  # noqa: E731
     orr = lambda d, c, v: d.__setitem__(c, d[c] | v if c in d else v)  # noqa: E731
     for X in op.operands:
@@ -532,6 +656,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     use(f"{lc.name}.write", tc)
                     use(f"{lp.name}.read", tp)
                     load_ports.add(f"{lp.name}.read")
+                    # the slower side's port is held for the transfer
+                    held.setdefault(f"{lp.name}.read", {})[(c, X.name)] = np.where(tp >= tc, tp, 0.0)
+                    load_time.setdefault(f"{lp.name}.read", {})[(c, X.name)] = tp
                 else:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
                     use(f"{lc.name}.read", tc)
@@ -542,6 +669,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 db = overlapping(nest, keep, c)
                 if db.any() and X.is_output:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                if kind == "store":
+                    drain_time[c] = setup + np.maximum(tc, tp)
+                    # its own read port paces the drain: the reloads of the level below wait for it
+                    drain_holds[c] = np.where(tc >= tp, drain_time[c], 0.0)
                 if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
@@ -569,28 +700,70 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for c in pro:
         overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
     # ... and its first drain waits for the compute of the first output tile
+    drains = zeros()
+    drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        overlapped = np.maximum(overlapped, np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0))
+        bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0)
+        drains = np.maximum(drains, bound)
+        drain_paces.append((bound, out_tiles[c]))
+    overlapped = np.maximum(overlapped, drains)
+    # refills chained through overlapping levels, and drains, stretch the steps every window is made of
+    chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
     bursty = zeros()
     for c in pro:
-        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, busy), 0.0))
+        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, np.maximum(busy, chained),
+                                                               held, drain_paces), 0.0))
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
+    # Data drains upward: a level's drain waits for the drains of the levels below it at the same
+    # transition (each of them drains at every transition of c, its share of its own drains).
+    for c in ring:
+        for d, t in drain_time.items():
+            if d > c:
+                ring[c] = ring[c] + np.where(overlapping(nest, keep, c),
+                                             t / out_tiles[d] * np.maximum(out_tiles[c] - 1, 0), 0.0)
     cycle = zeros()
     for c, r in ring.items():
         cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
+    # A parent's drain that holds its read port blocks the reload of partial sums from it into the
+    # double-buffered level below, which waits for it: at every output tile of the parent but its
+    # last (in the epilogue), the compute stalls for the drain and the reload beyond the period
+    # of compute the reload was ahead by (one tile of the level below).
+    blocked = zeros()
+    out_chain = [i for i in range(nlev) if op.output.name in keep[i]]
+    for c in ring:
+        par = out_chain[out_chain.index(c) - 1]
+        reload = held.get(f"{levels[par].name}.read", {}).get((c, op.output.name))
+        loads = _stream_loads(nest, keep, counts, c, op.output)
+        if par not in drain_holds or reload is None or loads is None:
+            continue
+        ahead = busy / np.prod(nest.B[:, nest.above(c)], axis=1) * loads[2]
+        wait = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
+        blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
+                                     np.maximum(out_tiles[par] - 1, 0) * np.maximum(wait, 0.0), 0.0)
     port_max = np.max(np.stack(list(ports.values())), axis=0)
-    # A port that carries loads finishes its last one before the last step computes, and a
-    # double-buffered level's last drain follows that step. (A step: one iteration of the
+    # A port that carries loads finishes its last load before the last tile of its stream computes
+    # (the stream on the port that changes tile most often: its period, as steps; the port's
+    # drains and the compute side's streaming through it run beside that tile), and a
+    # double-buffered level's last drain follows. The first step of that tile computes, the
+    # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
     if tiles_at and epi:
         above = nest.above(max(tiles_at))
-        step = compute / (np.prod(nest.B[:, above], axis=1) if above else 1)
-        tail = step + np.max(np.stack(list(epi.values())), axis=0)
+        steps = np.prod(nest.B[:, above], axis=1) if above else np.ones(n, dtype=np.int64)
+        step = compute / steps
+        pace = np.maximum(busy, drains) / steps
+        last_drain = np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
-            port_max = np.maximum(port_max, ports[name] + tail)
-    inner = np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle)
+            period = np.full(n, np.inf)
+            for c, x in held[name]:
+                if nest.above(c):
+                    per = _period(nest, op.operand(x).dims, c) * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
+                    period = np.where(counts[(c, x)][0] != 0, np.minimum(period, per), period)
+            period = np.where(np.isfinite(period), period, 1.0)
+            port_max = np.maximum(port_max, sum(load_time[name].values()) + step + (period - 1) * pace + last_drain)
+    inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained) + blocked
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
              "pipeline overheads": pipe + zeros(), "single-buffer stalls": stall,

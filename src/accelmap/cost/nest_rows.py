@@ -167,6 +167,7 @@ class NestRows:
         self._sizes: dict[tuple[str, int], tuple] = {}
         self._fits: dict[int, np.ndarray] = {}   # per level: rows whose tiles fit twice
         self._edges: dict[int, list] = {}
+        self._loads: dict[tuple[int, str], tuple | None] = {}   # (level, operand): loads per class
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
@@ -271,7 +272,10 @@ class NestRows:
         g's bound, the edge tile's extent size - (bound - 1) x stride, at most the full extent)."""
         if c in self._edges:
             return self._edges[c]
-        out = []
+        out: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
+        if self.perfect.all():          # no factor overshoots: no edge tiles (the common case)
+            self._edges[c] = out
+            return out
         above = self.above(c)
         pos = {j: k for k, j in enumerate(above)}
         rows = np.arange(self.n)
