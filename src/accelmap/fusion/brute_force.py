@@ -26,6 +26,8 @@ class WalkedCounts:
     input_fetched: int
     output_written: int
     live_bits: tuple[int, ...]     # per tensor: most bits on chip at one tile
+    # per stage: how often each (rows, columns) of computed block occurs (a tile computing nothing: none)
+    blocks: tuple[dict[tuple[int, int], int], ...]
 
 
 def _reads(stage: Stage, p: Point) -> set[Point]:
@@ -78,4 +80,14 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
                 for t in range(s, u):
                     held[t].add(p)
         live.append(max(len(h) for h in held) * depth[j] * bits[j])
-    return WalkedCounts(len(tiles), macs, fetched, last.out_rows * last.out_cols * last.out_depth, tuple(live))
+    blocks = []
+    for j in range(1, n + 1):
+        seen: dict[tuple[int, int], int] = {}
+        for comp in computed_at:
+            if comp[j]:
+                shape = (len({r for r, _ in comp[j]}), len({c for _, c in comp[j]}))
+                assert shape[0] * shape[1] == len(comp[j]), "a tile computes a block of rows x columns"
+                seen[shape] = seen.get(shape, 0) + 1
+        blocks.append(seen)
+    return WalkedCounts(len(tiles), macs, fetched, last.out_rows * last.out_cols * last.out_depth, tuple(live),
+                        tuple(blocks))
