@@ -17,7 +17,7 @@ from accelmap.workload.operator import Operand, Operator
 
 # Output dims a fused tile loop walks: (rows, columns or None), by operator kind.
 _FUSED_DIMS = {"conv2d": ("P", "Q"), "depthwise_conv2d": ("P", "Q"), "grouped_conv2d": ("P", "Q"),
-               "matmul": ("M", None), "dense": ("N", None)}
+               "matmul": ("M", None), "dense": ("N", None), "batched_matmul": ("M", None)}
 
 
 @dataclass(frozen=True)
