@@ -17,7 +17,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError
 from accelmap.fusion.chain import FusableChain, fusable_chains
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, offchip_bits, store_index
-from accelmap.fusion.search import FusionConfig, Point, SearchLog, Single, chain_front, combine
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, Point, SearchLog, Single, chain_front, combine
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.heuristic_config import HeuristicConfig
 from accelmap.search.mapper import map_operator
@@ -92,7 +92,7 @@ def _cut_at_failures(links: tuple[ChainLink, ...], ok: set[str]) -> list[tuple[C
     return [r for r in out if len(r) >= 2]
 
 
-def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: FusionConfig = FusionConfig(),
+def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: FusionConfig = DEFAULT_FUSION,
                tile_time_limit: float = 2.0, inner: InnerMappings | None = None) -> FusedModel:
     """Fuse the chains of ``mm``'s model on ``mm``'s accelerator; never worse than ``mm`` itself."""
     t0 = time.perf_counter()

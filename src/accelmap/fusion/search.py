@@ -33,6 +33,9 @@ class FusionConfig:
     per_mode: int = 2           # largest fitting row tiles costed per (mode, column tile)
 
 
+DEFAULT_FUSION = FusionConfig()
+
+
 @dataclass(frozen=True)
 class Single:
     """One operator run alone, as the layer-by-layer mapping costs it."""
@@ -105,7 +108,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
 
 
 def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerator, inner: InnerMappings,
-                cfg: FusionConfig = FusionConfig(), stats: SearchLog | None = None) -> list[Point]:
+                cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None) -> list[Point]:
     """The energy-latency front of the chain's plans (cut points, tiles, modes)."""
     stats = stats if stats is not None else SearchLog()
     t0 = time.perf_counter()

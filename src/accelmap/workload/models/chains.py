@@ -98,7 +98,9 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
         t = op_type = op_key(n)
         if t in POOLS:
             w = _window(n)
-            got = trace(n.input[0]) if w is not None else None
+            if w is None:
+                return None
+            got = trace(n.input[0])
             return None if got is None else (got[0], got[1] + (w,), got[2])
         if op_type in ELEMENTWISE or op_type in ROW_LOCAL:
             inner = [x for x in n.input if x and derives(x)]
