@@ -167,6 +167,7 @@ class GroupCost:
     tile_cols: int
     policies: tuple[str, ...]  # per tensor: the group's input, then every intermediate
     counts: FusedCounts
+    macs_once: tuple[int, ...]  # per stage: MACs with every output computed once
     reserved_bits: int         # of the store, for the buffers
     stages: tuple[StageCost, ...]
     energy: float
@@ -241,7 +242,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     port = max(reads / top.read_bw_bits if top.read_bw_bits else 0.0,
                writes / top.write_bw_bits if top.write_bw_bits else 0.0)
     latency = max(sum(s.latency for s in out), port)
-    return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, counts, taken, tuple(out),
+    return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, counts,
+                     tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off)
 
 
