@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from accelmap.arch.presets import get_accelerator
 from accelmap.cost.model import evaluate
 from accelmap.fusion.chain import fusable_chains
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, offchip_bits
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits
 from accelmap.fusion.search import FusionConfig, Point, SearchLog, Single, chain_front, group_candidates, pareto
 from accelmap.mapping.sampling import random_mapping
 from accelmap.workload import conv2d
@@ -42,7 +42,8 @@ def singles_of(ops, rng):
     out = {}
     for name, op in ops.items():
         res = evaluate(op, EYERISS, random_mapping(op, EYERISS, rng, check_fit=True))
-        out[name] = Single(name, res.energy_total, res.latency, offchip_bits(op, res, "DRAM"))
+        out[name] = Single(name, res.energy_total, res.latency, offchip_bits(op, res, "DRAM"),
+                           fmap_bits(op, res, "DRAM"))
     return out
 
 

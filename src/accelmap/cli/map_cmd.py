@@ -29,11 +29,11 @@ from accelmap.yaml_io import load_yaml
 
 def _fuse(mm, time_limit: float | None):
     """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take a tenth of
-    the per-layer time limit (at least 0.5 s)."""
+    the per-layer time limit (at least 0.1 s)."""
     from accelmap.fusion.model_fusion import fuse_model
     from accelmap.report.fusion_report import format_fusion
 
-    fm = fuse_model(mm, tile_time_limit=max(0.5, (time_limit or 20.0) / 10))
+    fm = fuse_model(mm, tile_time_limit=max(0.1, (time_limit or 20.0) / 10))
     click.echo(format_fusion(fm))
     return fm
 

@@ -93,6 +93,11 @@ def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | N
                if lv == top and (operands is None or x in operands))
 
 
+def fmap_bits(op: Operator, res: CostResult, top: str) -> int:
+    """Off-chip bits of a layer's feature maps: its first input (what a chain passes on) and its output."""
+    return offchip_bits(op, res, top, {op.inputs[0].name, op.output.name})
+
+
 def clip_mapping(m: Mapping, dim: str, size: int) -> Mapping:
     """``m`` for an operator whose ``dim`` shrank to ``size``: outer loops over ``dim`` lose the
     iterations past it (a loop left with none beyond the first runs once)."""
@@ -157,6 +162,7 @@ class StageCost:
     energy: float
     latency: float             # tile latencies summed
     offchip_bits: int          # weights, and the group's input (first) or output (last) moved off chip
+    fmap_bits: int             # of those, the feature maps: the group's input and output
     tiles: int                 # tile shapes costed x how often each runs
 
 
@@ -177,6 +183,10 @@ class GroupCost:
     @property
     def edp(self) -> float:
         return self.energy * self.latency
+
+    @property
+    def fmap_bits(self) -> int:
+        return sum(s.fmap_bits for s in self.stages)
 
     def objective(self, name: str) -> float:
         return {"energy": self.energy, "latency": self.latency, "edp": self.edp}[name]
@@ -202,7 +212,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     for j, st in enumerate(stages):
         ms = macs.get(j)
         if ms is None:
-            out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0))
+            out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
             continue
         op = ms.operator
         chained = {op.inputs[0].name, op.output.name}
@@ -210,7 +220,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                          for c in (t[j + 1][1] - t[j + 1][0] for t in cols.comp) if r and c)
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
         energy = latency = 0.0
-        wbits = 0
+        wbits = fmap = 0
         for (r, c), times in shapes.items():
             m = inner.mapping(ms, largest, (r, c), arch_r)
             if isinstance(m, str):
@@ -227,11 +237,13 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             fetched = counts.input_fetched * st.in_bits
             energy += transfer_energy(top, fetched, 0) + transfer_energy(arch.levels[store_index(arch)], 0, fetched)
             wbits += fetched
+            fmap += fetched
         if j == n - 1:
             written = counts.output_written * st.out_bits
             energy += transfer_energy(top, 0, written) + transfer_energy(arch.levels[store_index(arch)], written, 0)
             wbits += written
-        out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, sum(shapes.values())))
+            fmap += written
+        out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, fmap, sum(shapes.values())))
     if macs.get(n - 1) is None or macs.get(0) is None:
         raise SpecError("a fused group starts and ends with a multiply-accumulate operator")
     energy = sum(s.energy for s in out)

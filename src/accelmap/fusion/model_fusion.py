@@ -16,7 +16,7 @@ from typing import Any
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError
 from accelmap.fusion.chain import FusableChain, fusable_chains
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, offchip_bits, store_index
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, Point, SearchLog, Single, chain_front, combine
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.heuristic_config import HeuristicConfig
@@ -52,6 +52,7 @@ class FusedModel:
     best: Point                               # the chosen plan's totals and its fused groups
     unfused: Point                            # layer by layer
     layer_offchip: tuple[tuple[str, int, int], ...]   # node, unfused bits, fused bits (one occurrence)
+    layer_fmap: tuple[tuple[str, int, int], ...]      # the same for the feature maps only (no weights)
     stats: SearchLog
     tile_searches: int
     seconds: float
@@ -71,9 +72,11 @@ class FusedModel:
                             "policies": dict(zip(["input", *g.names[:-1]], g.policies, strict=True)),
                             "buffer_bits": g.counts.buffer_total_bits, "reserved_bits": g.reserved_bits,
                             "energy_pj": g.energy, "latency_cycles": g.latency, "offchip_bits": g.offchip_bits,
+                            "fmap_bits": g.fmap_bits,
                             "macs_computed": list(g.counts.macs)} for g in self.groups],
-                "layers": [{"node": n, "offchip_bits_unfused": u, "offchip_bits_fused": f}
-                           for n, u, f in self.layer_offchip],
+                "layers": [{"node": n, "offchip_bits_unfused": u, "offchip_bits_fused": f,
+                            "fmap_bits_unfused": fu, "fmap_bits_fused": ff}
+                           for (n, u, f), (_, fu, ff) in zip(self.layer_offchip, self.layer_fmap, strict=True)],
                 "search": {"groups_tried": self.stats.groups_tried, "candidates_costed": self.stats.candidates_costed,
                            "candidates_rejected": self.stats.candidates_rejected,
                            "tile_searches": self.tile_searches, "seconds": self.seconds},
@@ -109,7 +112,8 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
             operators[node] = lm.layer.operator
             if lm.result is not None:
                 singles[node] = Single(node, lm.result.energy_total, lm.result.latency,
-                                       offchip_bits(lm.layer.operator, lm.result, top))
+                                       offchip_bits(lm.layer.operator, lm.result, top),
+                                       fmap_bits(lm.layer.operator, lm.result, top))
         if lm.result is not None:
             base_e += lm.result.energy_total * lm.count
             base_l += lm.result.latency * lm.count
@@ -135,15 +139,15 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     if best.objective(goal) > unfused.objective(goal):
         best = Point(unfused.energy, unfused.latency, unfused.offchip_bits,
                      tuple(singles[n] for n in in_chains))
-    fused_bits: dict[str, int] = {}
+    fused_bits: dict[str, tuple[int, int]] = {}
     for c in best.choices:
         if isinstance(c, Single):
-            fused_bits[c.node] = c.offchip_bits
+            fused_bits[c.node] = (c.offchip_bits, c.fmap_bits)
         else:
             for st in c.stages:
                 if st.name in operators:
-                    fused_bits[st.name] = st.offchip_bits
-    layer_off = tuple((n, singles[n].offchip_bits, fused_bits.get(n, singles[n].offchip_bits))
-                      for n in operators if n in singles)
-    return FusedModel(goal, tuple(chains), best, unfused, layer_off, stats, inner.searched,
+                    fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
+    layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())
+    layer_fmap = tuple((n, s.fmap_bits, fused_bits.get(n, (0, s.fmap_bits))[1]) for n, s in singles.items())
+    return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
                       time.perf_counter() - t0, tuple(notes))

@@ -44,6 +44,7 @@ class Single:
     energy: float
     latency: float
     offchip_bits: int
+    fmap_bits: int
 
 
 Choice = GroupCost | Single

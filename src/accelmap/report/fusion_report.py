@@ -56,16 +56,16 @@ def plot_offchip(fm: FusedModel, title: str, path: Path) -> Path:
 
     names = [n for n, _, _ in fm.layer_offchip]
     x = np.arange(len(names))
-    unf = np.array([u for _, u, _ in fm.layer_offchip]) / 8 / 2**20
-    fus = np.array([f for _, _, f in fm.layer_offchip]) / 8 / 2**20
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.4 * len(names) + 2.5), 4.5))
-    ax.bar(x - 0.2, unf, 0.4, color="#C44E52", label="layer by layer")
-    ax.bar(x + 0.2, fus, 0.4, color="#4C72B0", label="fused")
-    ax.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("off-chip traffic per occurrence (MiB)")
-    ax.set_title(title)
-    ax.legend(fontsize=8, frameon=False)
-    ax.margins(x=0.01)
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(max(6.0, 0.4 * len(names) + 2.5), 6.5))
+    for ax, rows, what in ((axes[0], fm.layer_offchip, "all off-chip traffic"),
+                           (axes[1], fm.layer_fmap, "feature maps only")):
+        ax.bar(x - 0.2, np.array([u for _, u, _ in rows]) / 8 / 2**20, 0.4, color="#C44E52", label="layer by layer")
+        ax.bar(x + 0.2, np.array([f for _, _, f in rows]) / 8 / 2**20, 0.4, color="#4C72B0", label="fused")
+        ax.set_ylabel(f"{what}\nper occurrence (MiB)")
+        ax.margins(x=0.01)
+    axes[0].set_title(title)
+    axes[0].legend(fontsize=8, frameon=False)
+    axes[1].set_xticks(x, names, rotation=60, ha="right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
