@@ -74,3 +74,11 @@ def test_map_fuse_with_failed_layers_still_reports_and_exits_non_zero(tmp_path):
     assert r.exit_code == 1, r.output
     assert "not mapped: a" in r.output and "fused plan (edp): 0 chains" in r.output
     assert json.loads((tmp_path / "o" / "fusion.json").read_text())["groups"] == []
+
+
+def test_map_fuse_refuses_an_accelerator_without_a_store_before_searching(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "vta_like", "--no-cache", "--out", str(tmp_path / "o"),
+                                  "--fuse"])
+    assert r.exit_code == 2, r.output
+    assert "partitioned per operand class" in r.output and not (tmp_path / "o").exists()

@@ -137,6 +137,10 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
     acc = resolve_accelerator(arch)
+    if fuse:
+        from accelmap.fusion.group_cost import store_index
+
+        store_index(acc)    # an accelerator with no level to keep intermediates in is refused before the search
     cons = load_constraints(constraints_file)
     m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision), parse_dims(dim_items), lenient)
     # The output folder is checked before the search, not after it.
