@@ -105,3 +105,21 @@ def test_buffers_beyond_the_store_are_refused_with_the_reason():
 def test_tile_candidates_halve_down_to_one():
     assert tile_candidates(7) == [7, 4, 2, 1]
     assert tile_candidates(1) == [1]
+
+
+def test_resident_weights_leave_the_chip_once_and_are_read_at_the_store_price():
+    tpu = get_accelerator("tpu_like")
+    bits = {"I": 8, "W": 8, "O": 32}
+    a = mac_stage(conv2d("a", c=4, h=8, w=8, k=8, r=3, s=3, padding=1, bits=bits))
+    b = mac_stage(conv2d("b", c=8, h=8, w=8, k=4, r=3, s=3, padding=1, bits=bits))
+    stages, macs = (a.stage, b.stage), {0: a, 1: b}
+    inner = random_search(4)
+    kept = group_cost(stages, macs, tpu, 2, 8, ("fully-cached",) * 2, inner, weights_resident=True)
+    assert not isinstance(kept, str) and kept.counts.tiles == 4
+    # Off chip: the input once, both operators' weights once, the output once, whatever the tiles' mappings.
+    assert kept.offchip_bits == 4 * 64 * 8 + (8 * 4 * 9 + 4 * 8 * 9) * 8 + 4 * 64 * 32
+    assert kept.reserved_bits >= kept.counts.buffer_total_bits + (8 * 4 * 9 + 4 * 8 * 9) * 8
+    refetched = group_cost(stages, macs, tpu, 2, 8, ("fully-cached",) * 2, inner)
+    assert not isinstance(refetched, str) and refetched.offchip_bits > kept.offchip_bits
+    # Eyeriss' global buffer holds no weights.
+    assert group_cost(stages, macs, EYERISS, 2, 8, ("fully-cached",) * 2, inner, True) == "GLB holds no weights"

@@ -172,6 +172,7 @@ class GroupCost:
     tile_rows: int
     tile_cols: int
     policies: tuple[str, ...]  # per tensor: the group's input, then every intermediate
+    weights_resident: bool     # the operators' weights fetched once and kept in the store for all tiles
     counts: FusedCounts
     macs_once: tuple[int, ...]  # per stage: MACs with every output computed once
     reserved_bits: int         # of the store, for the buffers
@@ -192,17 +193,29 @@ class GroupCost:
         return {"energy": self.energy, "latency": self.latency, "edp": self.edp}[name]
 
 
+def resident_weight_bits(macs: dict[int, MacStage]) -> int:
+    """Bits of every operand of the group's operators other than their chained input and output."""
+    return sum(ms.operator.footprint(x) * x.bits for ms in macs.values() for x in ms.operator.inputs[1:])
+
+
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
-               tile_cols: int, policies: tuple[str, ...], inner: InnerMappings) -> GroupCost | str:
+               tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
+               weights_resident: bool = False) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
-    ``macs`` maps the index of every multiply-accumulate stage to its operator.
+    ``macs`` maps the index of every multiply-accumulate stage to its operator. With
+    ``weights_resident`` every operator's weights are fetched into the store once and stay there
+    for all tiles (reserved next to the buffers): the tiles read them at the store's price.
     """
     counts = fused_counts(stages, tile_rows, tile_cols, policies)
-    got = reserved(arch, counts.buffer_total_bits)
+    st_lv = arch.levels[store_index(arch)]
+    if weights_resident and "W" not in st_lv.holds:
+        return f"{st_lv.name} holds no weights"
+    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else 0)
+    got = reserved(arch, keep_bits)
     if got is None:
-        return (f"buffers of {counts.buffer_total_bits / 8192:,.1f} KiB do not fit "
-                f"{arch.levels[store_index(arch)].name}")
+        return (f"buffers of {keep_bits / 8192:,.1f} KiB"
+                f"{' (weights included)' if weights_resident else ''} do not fit {st_lv.name}")
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
@@ -215,7 +228,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
             continue
         op = ms.operator
-        chained = {op.inputs[0].name, op.output.name}
+        chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
         shapes = Counter((r, c) for r in (t[j + 1][1] - t[j + 1][0] for t in rows.comp)
                          for c in (t[j + 1][1] - t[j + 1][0] for t in cols.comp) if r and c)
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
@@ -233,14 +246,18 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             energy += times * e
             latency += times * priced.latency
             wbits += times * offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
+        if weights_resident:
+            once = sum(op.footprint(x) * x.bits for x in op.inputs[1:])
+            energy += transfer_energy(top, once, 0) + transfer_energy(st_lv, 0, once)
+            wbits += once
         if j == 0:
             fetched = counts.input_fetched * st.in_bits
-            energy += transfer_energy(top, fetched, 0) + transfer_energy(arch.levels[store_index(arch)], 0, fetched)
+            energy += transfer_energy(top, fetched, 0) + transfer_energy(st_lv, 0, fetched)
             wbits += fetched
             fmap += fetched
         if j == n - 1:
             written = counts.output_written * st.out_bits
-            energy += transfer_energy(top, 0, written) + transfer_energy(arch.levels[store_index(arch)], written, 0)
+            energy += transfer_energy(top, 0, written) + transfer_energy(st_lv, written, 0)
             wbits += written
             fmap += written
         out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, fmap, sum(shapes.values())))
@@ -254,7 +271,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     port = max(reads / top.read_bw_bits if top.read_bw_bits else 0.0,
                writes / top.write_bw_bits if top.write_bw_bits else 0.0)
     latency = max(sum(s.latency for s in out), port)
-    return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, counts,
+    return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off)
 

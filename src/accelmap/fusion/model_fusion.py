@@ -69,6 +69,7 @@ class FusedModel:
         return {"objective": self.objective, "fused": pt(self.best), "unfused": pt(self.unfused),
                 "chains": [list(c.nodes) for c in self.chains],
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
+                            "weights_resident": g.weights_resident,
                             "policies": dict(zip(["input", *g.names[:-1]], g.policies, strict=True)),
                             "buffer_bits": g.counts.buffer_total_bits, "reserved_bits": g.reserved_bits,
                             "energy_pj": g.energy, "latency_cycles": g.latency, "offchip_bits": g.offchip_bits,

@@ -1,6 +1,7 @@
 """Where to cut a chain into fused groups, and each group's tile and halo policy.
 
-Every group of consecutive operators (up to ``max_group``) is tried with every halo mode, the
+Every group of consecutive operators (up to ``max_group``) is tried with every halo mode, with the
+operators' weights refetched by every tile or (where the store holds weights) kept in it, the
 column tiles of ``tile_candidates`` and, per (mode, column tile), the ``per_mode`` largest row
 tiles whose buffers fit the store (larger tiles recompute and refetch less; smaller ones only win
 on buffer space, which the fitting ones already have). A single operator is the layer as the
@@ -20,7 +21,15 @@ from dataclasses import dataclass
 from accelmap.arch.accelerator import Accelerator
 from accelmap.fusion.chain import FusableChain
 from accelmap.fusion.geometry import MODES, fused_counts
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, group_cost, reserved, tile_candidates
+from accelmap.fusion.group_cost import (
+    GroupCost,
+    InnerMappings,
+    group_cost,
+    reserved,
+    resident_weight_bits,
+    store_index,
+    tile_candidates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +101,24 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     # Without a window wider than one row or column (matrix products along tokens) no halo exists,
     # and every mode is the same plan.
     halo = any(s.rows.span > 1 or s.cols.span > 1 for s in stages)
-    for mode in MODES if halo else ("fully-cached",):
-        policies = (mode,) * len(stages)
-        for tc in cols:
-            fitting = [tr for tr in tile_candidates(out_last.out_rows, cfg.row_tiles)
-                       if reserved(arch, fused_counts(stages, tr, tc, policies).buffer_total_bits) is not None]
-            for tr in fitting[:cfg.per_mode]:
-                got = group_cost(stages, macs, arch, tr, tc, policies, inner)
-                if isinstance(got, str):
-                    stats.candidates_rejected += 1
-                    log.debug("%s..%s %dx%d %s: %s", chain.nodes[first], chain.nodes[last], tr, tc, mode, got)
-                else:
-                    stats.candidates_costed += 1
-                    found.append(got)
+    # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles.
+    residency = (False, True) if "W" in arch.levels[store_index(arch)].holds else (False,)
+    for resident in residency:
+        extra = resident_weight_bits(macs) if resident else 0
+        for mode in MODES if halo else ("fully-cached",):
+            policies = (mode,) * len(stages)
+            for tc in cols:
+                fitting = [tr for tr in tile_candidates(out_last.out_rows, cfg.row_tiles)
+                           if reserved(arch, fused_counts(stages, tr, tc, policies).buffer_total_bits + extra)
+                           is not None]
+                for tr in fitting[:cfg.per_mode]:
+                    got = group_cost(stages, macs, arch, tr, tc, policies, inner, resident)
+                    if isinstance(got, str):
+                        stats.candidates_rejected += 1
+                        log.debug("%s..%s %dx%d %s: %s", chain.nodes[first], chain.nodes[last], tr, tc, mode, got)
+                    else:
+                        stats.candidates_costed += 1
+                        found.append(got)
     return found
 
 

@@ -22,11 +22,12 @@ def format_fusion(fm: FusedModel) -> str:
     for g in fm.groups:
         policies = ", ".join(f"{name}: {p}" for name, p in zip(("input", *g.names[:-1]), g.policies, strict=True))
         rows.append([" > ".join(g.names), f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
+                     "kept" if g.weights_resident else "per tile",
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",
                      f"{g.energy / 1e6:,.3f}", f"{g.latency:,.0f}", _mib(g.offchip_bits), policies])
     if rows:
-        lines += _table(["group", "tile", "tiles", "buffers KiB", "recomputed", "energy uJ", "latency cyc",
-                         "off-chip MiB", "halo policy per tensor"], rows, {1, 2, 3, 4, 5, 6, 7})
+        lines += _table(["group", "tile", "tiles", "weights", "buffers KiB", "recomputed", "energy uJ", "latency cyc",
+                         "off-chip MiB", "halo policy per tensor"], rows, {1, 2, 4, 5, 6, 7, 8})
     else:
         lines.append("no fused group beats running its layers one by one")
     b, u = fm.best, fm.unfused
