@@ -27,6 +27,17 @@ from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
 from accelmap.yaml_io import load_yaml
 
 
+def _fuse(mm, time_limit: float | None):
+    """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take a tenth of
+    the per-layer time limit (at least 0.1 s)."""
+    from accelmap.fusion.model_fusion import fuse_model
+    from accelmap.report.fusion_report import format_fusion
+
+    fm = fuse_model(mm, tile_time_limit=max(0.1, (time_limit or 20.0) / 10))
+    click.echo(format_fusion(fm))
+    return fm
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that the search unwinds as for Ctrl-C."""
 
@@ -110,11 +121,15 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the heuristic and random strategies.")
+@click.option("--fuse", is_flag=True,
+              help="Also fuse chains of layers (a tile loop over output rows or tokens, intermediates kept on "
+                   "chip, halos recomputed or cached): groups, tiles and halo policies, fusion.json and a plot "
+                   "of off-chip traffic per layer fused vs unfused.")
 @click.option("--verbose", "-v", count=True,
               help="Log the search's decisions to stderr: -v the strategy per layer, the unrollings probed and "
                    "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
-            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, verbose):
+            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, verbose):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
@@ -122,6 +137,10 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
     acc = resolve_accelerator(arch)
+    if fuse:
+        from accelmap.fusion.group_cost import store_index
+
+        store_index(acc)    # an accelerator with no level to keep intermediates in is refused before the search
     cons = load_constraints(constraints_file)
     m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision), parse_dims(dim_items), lenient)
     # The output folder is checked before the search, not after it.
@@ -145,10 +164,18 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
         if handler is not None:
             logging.getLogger("accelmap").removeHandler(handler)
     click.echo(format_summary(mm))
+    fused = _fuse(mm, time_limit) if fuse else None
     files = write_report(mm, out, plots=not no_plots)
+    if fused is not None:
+        from accelmap.report.fusion_report import write_fusion
+
+        files += write_fusion(fused, f"{mm.model.name} on {mm.arch.name}: off-chip traffic per layer",
+                              out, plots=not no_plots)
     click.echo(f"\nwrote {len(files)} files to {out}/ (summary.json, layers.csv, layers/ with each layer's workload and mapping"
                + ("" if no_plots or not mm.mapped else ", energy_breakdown.png, latency_utilization.png"
-                  + (", pareto_front.png" if objective == "pareto" else "")) + ")")
+                  + (", pareto_front.png" if objective == "pareto" else ""))
+               + ("" if fused is None else ", fusion.json" + ("" if no_plots else ", offchip_fused_vs_unfused.png"))
+               + ")")
     if mm.failed:
         # Incomplete totals are not a result to build on: say so in the exit code too.
         click.echo(f"error: {len(mm.failed)} of {len(mm.layers)} layers not mapped "

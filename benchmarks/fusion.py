@@ -1,0 +1,175 @@
+"""Layer fusion against layer-by-layer mapping: off-chip traffic, energy, latency, EDP and search time.
+
+1. VGG-16 conv1-5 (conv1_1 .. conv3_1 with the two pooling layers between them) on eyeriss_like with
+   its global buffer set to the on-chip budget of Alwani et al. (MICRO 2016, "Fused-layer CNN
+   accelerators": 77 MB -> 3.6 MB of off-chip feature-map traffic per image with 362 KB on chip).
+   Printed: the feature maps moved off chip layer by layer (as the mapper maps each layer, and the
+   ideal of every feature map read and written once), the best EDP plan, and the five layers as
+   one group with its least feature-map traffic (the paper's design point).
+2. ResNet-18 and the BERT-base encoder layer on eyeriss_like and tpu_like: the whole model,
+   layer by layer and fused (the best EDP plan), with the fusion search's time.
+
+    python benchmarks/fusion.py [--time-limit 10] [--tile-time-limit 1] [--parts vgg models]
+        [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--out FILE]
+
+Layer-by-layer mappings come from the mapper (heuristic where the space is large, a time limit per
+layer; kept in accelmap's default result cache, so a rerun only redoes the fusion). Times
+are wall seconds on whatever machine runs it; on a shared 2-core machine they are several times a
+quiet machine's. Writes benchmarks/results/fusion.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.fusion.chain import fusable_chains
+from accelmap.fusion.group_cost import InnerMappings, fmap_bits, store_index
+from accelmap.fusion.model_fusion import fuse_model, mapper_search
+from accelmap.fusion.search import FusionConfig, SearchLog, group_candidates
+from accelmap.search.cache import default_cache_path
+from accelmap.search.model_mapper import map_model
+from accelmap.workload.models import load_model
+from accelmap.workload.models.bundled import bundled_model_path
+from accelmap.workload.models.chains import model_chains
+from accelmap.workload.models.result import ModelImport
+
+RESULTS = Path(__file__).resolve().parent / "results"
+VGG_CONV1_5 = ("features.0", "features.1", "features.2", "features.3", "features.4")
+ALWANI_KB = 362
+
+
+def with_store(arch_name: str, kib: int):
+    arch = get_accelerator(arch_name)
+    s = store_index(arch)
+    lv = arch.levels[s]
+    levels = arch.levels[:s] + (replace(lv, capacity_bits=kib * 1024 * 8),) + arch.levels[s + 1:]
+    return replace(arch, name=f"{arch.name}-{lv.name}{kib}KB", levels=levels)
+
+
+def mb(bits: float) -> float:
+    return bits / 8 / 1e6
+
+
+def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
+    arch = with_store("eyeriss_like", ALWANI_KB)
+    full = load_model("vgg16")
+    layers = tuple(l for l in full.layers if set(l.nodes) & set(VGG_CONV1_5))
+    m = ModelImport("vgg16_conv1-5", full.source, layers)
+    mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
+    t0 = time.perf_counter()
+    fm = fuse_model(mm, tile_time_limit=tile_limit)
+    fuse_s = time.perf_counter() - t0
+    ops = {n: l.layer.operator for l in mm.layers for n in l.layer.nodes}
+    res = {n: l.result for l in mm.layers for n in l.layer.nodes}
+    top = arch.levels[0].name
+    lbl_fmap = sum(fmap_bits(ops[n], res[n], top) for n in VGG_CONV1_5 if res[n] is not None)
+    ideal = sum(_stored_input(ops[n]) + ops[n].footprint(ops[n].output) for n in VGG_CONV1_5)
+    bits = ops["features.0"].output.bits
+    # The paper's design point: the five layers as one group, its least feature-map traffic.
+    (chain,) = fusable_chains(model_chains(bundled_model_path("vgg16"), set(VGG_CONV1_5))[0], ops)
+    inner = InnerMappings(mapper_search("edp", tile_limit))
+    t1 = time.perf_counter()
+    whole = group_candidates(chain, 0, 4, arch, inner, FusionConfig(row_tiles=10, col_tiles=5, per_mode=3),
+                             SearchLog())
+    whole_s = time.perf_counter() - t1
+    best_whole = min(whole, key=lambda g: g.fmap_bits) if whole else None
+    out = {
+        "accelerator": arch.name, "precision_bits": bits,
+        "layer_by_layer": {"fmap_bits_mapped": lbl_fmap, "fmap_elements_ideal": ideal,
+                           "energy_pj": fm.unfused.energy, "latency_cycles": fm.unfused.latency,
+                           "offchip_bits": fm.unfused.offchip_bits},
+        "best_edp_plan": {**fm.to_dict()["fused"], "groups": fm.to_dict()["groups"],
+                          "fmap_bits": sum(f for _, _, f in fm.layer_fmap), "search_seconds": fuse_s},
+        "one_group": None if best_whole is None else {
+            "tile": [best_whole.tile_rows, best_whole.tile_cols], "policy": best_whole.policies[0],
+            "tiles": best_whole.counts.tiles, "buffer_bits": best_whole.counts.buffer_total_bits,
+            "fmap_bits": best_whole.fmap_bits, "offchip_bits": best_whole.offchip_bits,
+            "energy_pj": best_whole.energy, "latency_cycles": best_whole.latency,
+            "recomputed_macs": sum(best_whole.counts.macs) - sum(best_whole.macs_once),
+            "search_seconds": whole_s, "candidates": len(whole)},
+        "alwani_micro2016": {"fmap_mb_layer_by_layer": 77, "fmap_mb_fused": 3.6, "on_chip_kb": ALWANI_KB},
+    }
+    print(f"\nVGG-16 conv1-5 on {arch.name} ({bits}-bit feature maps; MB = 10^6 bytes)")
+    print(f"{'plan':<44} {'fmap MB':>9} {'fmap MB @32b':>13} {'off-chip MB':>12} {'energy uJ':>11} "
+          f"{'latency Mcyc':>13}")
+    u = fm.unfused
+    print(f"{'layer by layer, as mapped':<44} {mb(lbl_fmap):>9.2f} {mb(lbl_fmap) * 32 / bits:>13.2f} "
+          f"{mb(u.offchip_bits):>12.2f} {u.energy / 1e6:>11.1f} {u.latency / 1e6:>13.2f}")
+    print(f"{'layer by layer, each map read/written once':<44} {ideal * bits / 8e6:>9.2f} {ideal * 4 / 1e6:>13.2f}")
+    b = fm.best
+    bf = sum(f for _, _, f in fm.layer_fmap)
+    print(f"{'fused, best EDP plan':<44} {mb(bf):>9.2f} {mb(bf) * 32 / bits:>13.2f} {mb(b.offchip_bits):>12.2f} "
+          f"{b.energy / 1e6:>11.1f} {b.latency / 1e6:>13.2f}")
+    if best_whole is not None:
+        g = best_whole
+        label = f"fused, one group, tile {g.tile_rows}x{g.tile_cols} {g.policies[0]}"
+        print(f"{label:<44} {mb(g.fmap_bits):>9.2f} {mb(g.fmap_bits) * 32 / bits:>13.2f} "
+              f"{mb(g.offchip_bits):>12.2f} {g.energy / 1e6:>11.1f} {g.latency / 1e6:>13.2f}")
+    else:
+        print("fused, one group: no tile of the five layers fits the budget")
+    print(f"{'Alwani et al. (MICRO 2016), 32-bit floats':<44} {'':>9} {'77 -> 3.6':>13}")
+    print(f"fusion search {fuse_s:.0f} s (best plan), {whole_s:.0f} s (one group); {fm.tile_searches} tile mappings")
+    for grp in fm.groups:
+        print(f"  group {' > '.join(grp.names)}: tile {grp.tile_rows}x{grp.tile_cols}, {grp.policies[0]}, "
+              f"{grp.counts.buffer_total_bits / 8192:.0f} KiB of buffers")
+    return out
+
+
+def _stored_input(op) -> int:
+    """Elements of the input as stored (without the padding the cost model moves)."""
+    return math.prod(op.inputs[0].shape)
+
+
+def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path) -> list:
+    rows = []
+    print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'energy':>8} {'latency':>8} {'EDP':>8} "
+          f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7}   (unfused / fused)")
+    for model in models:
+        for arch_name in archs:
+            arch = get_accelerator(arch_name)
+            m = load_model(model)
+            t0 = time.perf_counter()
+            mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
+            lbl_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            fm = fuse_model(mm, tile_time_limit=tile_limit)
+            fuse_s = time.perf_counter() - t1
+            u, b = fm.unfused, fm.best
+            fu = sum(x for _, x, _ in fm.layer_fmap)
+            ff = sum(x for _, _, x in fm.layer_fmap)
+            row = {"model": model, "accelerator": arch_name, "layer_by_layer_seconds": lbl_s,
+                   "fusion_seconds": fuse_s, "fmap_bits_unfused": fu, "fmap_bits_fused": ff, **fm.to_dict()}
+            rows.append(row)
+            print(f"{model:<16} {arch_name:<13} {len(fm.groups):>6} {u.energy / b.energy:>7.2f}x "
+                  f"{u.latency / b.latency:>7.2f}x {u.energy * u.latency / (b.energy * b.latency):>7.2f}x "
+                  f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer, layer by layer")
+    ap.add_argument("--tile-time-limit", type=float, default=1.0, help="seconds per tile mapping search")
+    ap.add_argument("--parts", nargs="+", default=["vgg", "models"], choices=["vgg", "models"])
+    ap.add_argument("--models", nargs="+", default=["resnet18", "bert_base_layer"])
+    ap.add_argument("--archs", nargs="+", default=["eyeriss_like", "tpu_like"])
+    ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
+    a = ap.parse_args()
+    cache = Path(default_cache_path())
+    out: dict = {"time_limit_per_layer": a.time_limit, "tile_time_limit": a.tile_time_limit}
+    if "vgg" in a.parts:
+        out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
+    if "models" in a.parts:
+        out["models"] = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache)
+    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"\nwrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

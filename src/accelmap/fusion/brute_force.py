@@ -1,0 +1,93 @@
+"""The brute-force twin of ``fusion.geometry``: walk every fused tile of a small group point by point.
+
+It shares no interval arithmetic with the closed forms: at each tile it builds the set of output
+positions of the tile, then, stage by stage backwards, the set of input positions every computed
+position reads (position by position), and takes away what the tensor's halo policy makes
+available from earlier tiles: everything computed before (fully cached), what was computed earlier
+in the same tile row (H-cached-V-recompute), or nothing (fully recompute). What is left is computed
+(or, for the group's input, fetched from off-chip memory). It also finds the elements that must be
+on chip at once: those a tile reads, plus those computed at or before it that a later tile takes
+from the cache, counted from the last tile that computed them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelmap.fusion.geometry import Stage
+
+Point = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class WalkedCounts:
+    tiles: int
+    macs: tuple[int, ...]
+    input_fetched: int
+    output_written: int
+    live_bits: tuple[int, ...]     # per tensor: most bits on chip at one tile
+    # per stage: how often each (rows, columns) of computed block occurs (a tile computing nothing: none)
+    blocks: tuple[dict[tuple[int, int], int], ...]
+
+
+def _reads(stage: Stage, p: Point) -> set[Point]:
+    r, c = p
+    rows = [stage.rows.stride * r - stage.rows.pad + k for k in range(stage.rows.span)]
+    cols = [stage.cols.stride * c - stage.cols.pad + k for k in range(stage.cols.span)]
+    return {(a, b) for a in rows if 0 <= a < stage.in_rows for b in cols if 0 <= b < stage.in_cols}
+
+
+def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...]) -> WalkedCounts:
+    n = len(stages)
+    last = stages[-1]
+    tiles = [(ty, tx) for ty in range(-(-last.out_rows // tile_rows)) for tx in range(-(-last.out_cols // tile_cols))]
+    computed_at: list[list[set[Point]]] = []     # [tile][tensor]
+    needed_at: list[list[set[Point]]] = []
+    done: list[set[Point]] = [set() for _ in range(n + 1)]          # computed at any earlier tile
+    done_row: list[set[Point]] = [set() for _ in range(n + 1)]      # ... in the current tile row
+    row_now = -1
+    for ty, tx in tiles:
+        if ty != row_now:
+            row_now = ty
+            done_row = [set() for _ in range(n + 1)]
+        out = {(r, c) for r in range(ty * tile_rows, min(last.out_rows, (ty + 1) * tile_rows))
+               for c in range(tx * tile_cols, min(last.out_cols, (tx + 1) * tile_cols))}
+        need: list[set[Point]] = [set() for _ in range(n + 1)]
+        comp: list[set[Point]] = [set() for _ in range(n + 1)]
+        need[n] = comp[n] = out
+        for j in range(n - 1, -1, -1):
+            for p in comp[j + 1]:
+                need[j] |= _reads(stages[j], p)
+            policy = policies[j]
+            have = done[j] if policy == "fully-cached" else done_row[j] if policy == "H-cached-V-recompute" else set()
+            comp[j] = need[j] - have
+        for j in range(n + 1):
+            done[j] |= comp[j]
+            done_row[j] |= comp[j]
+        computed_at.append(comp)
+        needed_at.append(need)
+    macs = tuple(s.macs_per_pixel * sum(len(c[j + 1]) for c in computed_at) for j, s in enumerate(stages))
+    fetched = sum(len(c[0]) for c in computed_at) * stages[0].in_depth
+    depth = [stages[0].in_depth] + [s.out_depth for s in stages]
+    bits = [stages[0].in_bits] + [s.out_bits for s in stages]
+    live = []
+    for j in range(n + 1):
+        # An element a tile takes from the cache is on chip from its last computation before then.
+        held: list[set[Point]] = [set(needed_at[t][j]) for t in range(len(tiles))]
+        for u in range(len(tiles)):
+            for p in needed_at[u][j] - computed_at[u][j]:
+                s = max(s for s in range(u) if p in computed_at[s][j])
+                for t in range(s, u):
+                    held[t].add(p)
+        live.append(max(len(h) for h in held) * depth[j] * bits[j])
+    blocks = []
+    for j in range(1, n + 1):
+        seen: dict[tuple[int, int], int] = {}
+        for comp in computed_at:
+            if comp[j]:
+                shape = (len({r for r, _ in comp[j]}), len({c for _, c in comp[j]}))
+                assert shape[0] * shape[1] == len(comp[j]), "a tile computes a block of rows x columns"
+                seen[shape] = seen.get(shape, 0) + 1
+        blocks.append(seen)
+    return WalkedCounts(len(tiles), macs, fetched, last.out_rows * last.out_cols * last.out_depth, tuple(live),
+                        tuple(blocks))

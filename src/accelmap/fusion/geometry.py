@@ -1,0 +1,191 @@
+"""Geometry of a fused group: which rows and columns of every tensor each fused tile needs,
+computes, fetches and holds.
+
+A fused group is a chain of stages (multiply-accumulate operators, and pooling windows between
+them) that run one fused tile at a time: the tile loop walks the last stage's output in tiles of
+``tile_rows`` x ``tile_cols`` (rows outer, columns inner). Working back from that tile, every
+earlier tensor is needed over a window of rows x columns; per tensor and per axis that window is
+either recomputed whole at every tile or only its part not computed before is computed, the
+overlap (halo) kept in an on-chip cache. DeFiNES (Mei et al., HPCA 2023) names the three useful
+combinations: fully recompute, H-cached-V-recompute (columns cached, rows recomputed) and fully
+cached. For the group's input the same choice says whether overlapping halos are fetched from
+off-chip memory again or kept.
+
+Everything here is a closed form over intervals, one per tile per axis; the two axes are
+independent (the rows computed at a tile depend only on its tile row, the columns only on its tile
+column), so the counts of a 2-D tile loop are products of per-axis sums.
+``fusion.brute_force`` counts the same quantities by walking every element.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from accelmap.errors import SpecError
+
+Mode = Literal["fully-recompute", "H-cached-V-recompute", "fully-cached"]
+# (rows cached, columns cached) of each mode; DeFiNES' third combination, rows cached and columns
+# recomputed, needs a full-width line buffer for less saving than fully cached, so it is left out.
+MODES: dict[str, tuple[bool, bool]] = {
+    "fully-recompute": (False, False),
+    "H-cached-V-recompute": (False, True),
+    "fully-cached": (True, True),
+}
+
+
+@dataclass(frozen=True)
+class AxisMap:
+    """How output position ``o`` of a stage reads input positions ``stride*o - pad ... + span - 1``."""
+
+    stride: int = 1
+    span: int = 1
+    pad: int = 0
+
+    def needed(self, lo: int, hi: int, in_size: int) -> tuple[int, int]:
+        """Input positions (clipped to the real tensor: padding is not stored) for outputs [lo, hi)."""
+        if hi <= lo:
+            return (0, 0)
+        a = max(0, self.stride * lo - self.pad)
+        b = min(in_size, self.stride * (hi - 1) - self.pad + self.span)
+        return (a, max(a, b))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a fused chain: its output tensor (rows x cols x depth) from its input tensor."""
+
+    name: str
+    out_rows: int
+    out_cols: int
+    out_depth: int           # elements per (row, column) of the output
+    in_rows: int
+    in_cols: int
+    in_depth: int
+    rows: AxisMap
+    cols: AxisMap
+    macs_per_pixel: int      # multiply-accumulates per output (row, column); 0 for a pooling window
+    in_bits: int
+    out_bits: int
+
+    @property
+    def macs(self) -> int:
+        return self.macs_per_pixel * self.out_rows * self.out_cols
+
+
+def check_chain(stages: tuple[Stage, ...]) -> None:
+    if not stages:
+        raise SpecError("a fused group needs at least one stage")
+    for a, b in zip(stages, stages[1:], strict=False):
+        if (a.out_rows, a.out_cols, a.out_depth) != (b.in_rows, b.in_cols, b.in_depth):
+            raise SpecError(f"fused chain: {a.name} gives {a.out_rows}x{a.out_cols}x{a.out_depth} but {b.name} "
+                            f"reads {b.in_rows}x{b.in_cols}x{b.in_depth}")
+
+
+@dataclass(frozen=True)
+class AxisSchedule:
+    """Per tile along one axis and per tensor (0: the group's input, j: stage j-1's output):
+    the window needed and the part computed (or, for tensor 0, fetched)."""
+
+    need: tuple[tuple[tuple[int, int], ...], ...]   # [tile][tensor] -> (lo, hi)
+    comp: tuple[tuple[tuple[int, int], ...], ...]
+
+    def computed_total(self, tensor: int) -> int:
+        return sum(t[tensor][1] - t[tensor][0] for t in self.comp)
+
+    def max_need(self, tensor: int) -> int:
+        return max(t[tensor][1] - t[tensor][0] for t in self.need)
+
+    def max_carry(self, tensor: int) -> int:
+        """Most positions computed at one tile that the next tile needs again (the halo kept)."""
+        best = 0
+        for a, b in zip(self.need, self.need[1:], strict=False):
+            best = max(best, max(0, a[tensor][1] - b[tensor][0]))
+        return best
+
+
+def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size: int, tile: int,
+                  cached: tuple[bool, ...]) -> AxisSchedule:
+    """The windows of one axis. ``maps[j]``/``in_sizes[j]``: stage j's input axis; ``cached[j]``:
+    tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it."""
+    n = len(maps)
+    high = [0] * n           # past the last position computed so far, per cached tensor
+    needs, comps = [], []
+    for t in range(math.ceil(out_size / tile)):
+        lo, hi = t * tile, min(out_size, (t + 1) * tile)
+        need: list[tuple[int, int]] = [(0, 0)] * (n + 1)
+        comp: list[tuple[int, int]] = [(0, 0)] * (n + 1)
+        need[n] = comp[n] = (lo, hi)
+        for j in range(n - 1, -1, -1):
+            a, b = maps[j].needed(comp[j + 1][0], comp[j + 1][1], in_sizes[j])
+            need[j] = (a, b)
+            if cached[j]:
+                # Needed windows only move forward, so everything below the high-water mark that
+                # is needed now was computed at an earlier tile and is still in the cache.
+                c = max(a, high[j])
+                comp[j] = (c, max(c, b))
+                high[j] = max(high[j], b)
+            else:
+                comp[j] = (a, b)
+        needs.append(tuple(need))
+        comps.append(tuple(comp))
+    return AxisSchedule(tuple(needs), tuple(comps))
+
+
+@dataclass(frozen=True)
+class FusedCounts:
+    """What the tile loop of a group does, in elements (bits where named)."""
+
+    tiles: int
+    macs: tuple[int, ...]                  # per stage: MACs computed, recomputed halos included
+    input_fetched: int                     # elements of the group's input read from off-chip memory
+    output_written: int                    # elements of the group's output written off-chip (each once)
+    buffer_bits: tuple[int, ...]           # per tensor 0..n: on-chip bits it needs (window + line buffer)
+
+    @property
+    def buffer_total_bits(self) -> int:
+        return sum(self.buffer_bits)
+
+
+def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
+              policies: tuple[str, ...]) -> tuple[AxisSchedule, AxisSchedule]:
+    """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input)."""
+    check_chain(stages)
+    if len(policies) != len(stages):
+        raise SpecError(f"fused group of {len(stages)} stages needs {len(stages)} halo policies (its input and "
+                        f"every intermediate), got {len(policies)}")
+    for p in policies:
+        if p not in MODES:
+            raise SpecError(f"halo policy {p!r} unknown; choose one of {', '.join(MODES)}")
+    last = stages[-1]
+    if not (1 <= tile_rows <= last.out_rows and 1 <= tile_cols <= last.out_cols):
+        raise SpecError(f"fused tile {tile_rows}x{tile_cols} must be within the output {last.out_rows}x"
+                        f"{last.out_cols}")
+    rows = axis_schedule(tuple(s.rows for s in stages), tuple(s.in_rows for s in stages), last.out_rows,
+                         tile_rows, tuple(MODES[p][0] for p in policies))
+    cols = axis_schedule(tuple(s.cols for s in stages), tuple(s.in_cols for s in stages), last.out_cols,
+                         tile_cols, tuple(MODES[p][1] for p in policies))
+    return rows, cols
+
+
+def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
+                 policies: tuple[str, ...]) -> FusedCounts:
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    n = len(stages)
+    macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
+                 for j, s in enumerate(stages))
+    fetched = rows.computed_total(0) * cols.computed_total(0) * stages[0].in_depth
+    last = stages[-1]
+    depth = [stages[0].in_depth] + [s.out_depth for s in stages]
+    bits = [stages[0].in_bits] + [s.out_bits for s in stages]
+    width = [stages[0].in_cols] + [s.out_cols for s in stages]
+    tiled_cols = len(cols.need) > 1
+    buffers = []
+    for j in range(n + 1):
+        window = rows.max_need(j) * cols.max_need(j)
+        # Rows kept for the next tile row must be kept for every column when the columns are tiled.
+        line = rows.max_carry(j) * width[j] if j < n and MODES[policies[j]][0] and tiled_cols else 0
+        buffers.append((window + line) * depth[j] * bits[j])
+    return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
+                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers))

@@ -1,0 +1,289 @@
+"""Energy, latency and off-chip traffic of a fused group: the tile loop's geometry on top of every
+operator's own mapping of its tiles, costed by the single-operator model.
+
+The intermediates of a group live in the *store*: the outermost on-chip level that holds inputs and
+outputs and has one instance (Eyeriss' global buffer, the TPU's unified buffer). Their windows (and
+line buffers) are reserved there, so each operator's tile is mapped on the accelerator with the
+store's capacity reduced by those buffers. A tile reads its input window from the store and writes
+its output tile to it; in the single-operator model those are the accesses of the outermost level,
+so a tile is costed twice with the same counts: on the accelerator as it is (the weights and other
+non-chained operands come from off-chip memory) and on a copy whose outermost level has the store's
+energy per bit and bandwidth (the chained input and the output); each operand takes the outermost
+level's energy from the copy it belongs to. The group adds the off-chip fetch of its input (halos
+once or again, as its policy says) into the store and the write-back of its output.
+
+Latency: the tiles run one after another, each as the single-operator model times it with the
+outermost port at the store's bandwidth; the off-chip transfers (weights, the group's input and
+output) overlap them, so the group takes at least their bits over the off-chip bandwidth
+(``max`` of the two). Pooling windows inside a group cost no multiply-accumulates and are not
+charged (comparisons on the output path).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from accelmap.arch.accelerator import Accelerator, Level
+from accelmap.cost.model import CostResult, evaluate
+from accelmap.errors import MappingError, SpecError
+from accelmap.fusion.geometry import FusedCounts, Stage, fused_counts, schedules
+from accelmap.fusion.stages import MacStage, tile_operator
+from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
+from accelmap.mapping.validate import validate
+from accelmap.workload.operator import Operator
+
+# Buffers are reserved in steps of this share of the store, so that groups whose buffers differ a
+# little map their tiles on the same reduced accelerator (one search each, cached).
+RESERVE_STEPS = 64
+
+
+def store_index(arch: Accelerator) -> int:
+    """The level that holds a fused group's intermediates."""
+    for i, lv in enumerate(arch.levels[1:], start=1):
+        if lv.instances == 1 and "I" in lv.holds and "O" in lv.holds:
+            if lv.partitioned:
+                raise SpecError(f"level {lv.name} of {arch.name} is partitioned per operand class; fused groups "
+                                "need one shared on-chip store for their intermediates", where="--fuse")
+            return i
+        if lv.instances > 1:
+            break
+    raise SpecError(f"{arch.name} has no single on-chip level below {arch.levels[0].name} that holds inputs and "
+                    "outputs, where a fused group could keep its intermediates", where="--fuse")
+
+
+def store_capacity(arch: Accelerator) -> int | None:
+    return arch.levels[store_index(arch)].capacity_bits
+
+
+def reserved(arch: Accelerator, bits: int) -> tuple[Accelerator, int] | None:
+    """The accelerator with ``bits`` (rounded up to a step) of the store taken; None if they do not fit."""
+    s = store_index(arch)
+    lv = arch.levels[s]
+    if lv.capacity_bits is None:
+        return arch, 0
+    step = max(1, lv.capacity_bits // RESERVE_STEPS)
+    taken = -(-bits // step) * step
+    if taken >= lv.capacity_bits:
+        return None
+    levels = arch.levels[:s] + (replace(lv, capacity_bits=lv.capacity_bits - taken),) + arch.levels[s + 1:]
+    return replace(arch, levels=levels), taken
+
+
+def store_priced(arch: Accelerator) -> Accelerator:
+    """The accelerator whose outermost level costs and moves like the store (per bit)."""
+    top, st = arch.levels[0], arch.levels[store_index(arch)]
+    scale = top.width_bits / st.width_bits
+    return replace(arch, levels=(replace(top, read_energy_pj=st.read_energy_pj * scale,
+                                         write_energy_pj=st.write_energy_pj * scale,
+                                         read_bw_bits=st.read_bw_bits, write_bw_bits=st.write_bw_bits),)
+                   + arch.levels[1:])
+
+
+def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
+    return (read_bits * level.read_energy_pj + write_bits * level.write_energy_pj) / level.width_bits
+
+
+def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | None = None) -> int:
+    """Bits the outermost level moves for ``operands`` (default all) in one result."""
+    bits = {o.name: o.bits for o in op.operands}
+    return sum(sum(c) * bits[x] for (lv, x), c in res.counts.items()
+               if lv == top and (operands is None or x in operands))
+
+
+def fmap_bits(op: Operator, res: CostResult, top: str) -> int:
+    """Off-chip bits of a layer's feature maps: its first input (what a chain passes on) and its output."""
+    return offchip_bits(op, res, top, {op.inputs[0].name, op.output.name})
+
+
+def clip_mapping(m: Mapping, dim: str, size: int) -> Mapping:
+    """``m`` for an operator whose ``dim`` shrank to ``size``: outer loops over ``dim`` lose the
+    iterations past it (a loop left with none beyond the first runs once)."""
+    strides = loop_strides(m)
+    loops = list(m.loops)
+    for i, l in enumerate(loops):
+        if l.dim != dim:
+            continue
+        need = -(-size // strides[i])
+        if need < l.bound:
+            loops[i] = Loop(l.dim, need, l.level, l.axis)
+        if need > 1:
+            break
+    return Mapping(tuple(loops), m.keep)
+
+
+InnerSearch = Callable[[Operator, Accelerator], Mapping]
+
+
+class InnerMappings:
+    """Each tile operator's mapping, found once per (operator, reduced accelerator).
+
+    The largest tile of an operator is searched (``search``); smaller tiles of the same operator (the
+    first and last of a row or column) take its mapping clipped to their size, or are searched when
+    the clipped mapping is not valid.
+    """
+
+    def __init__(self, search: InnerSearch):
+        self.search = search
+        self.found: dict[tuple, Mapping | str] = {}
+        self.searched = 0
+
+    def _search(self, op: Operator, arch: Accelerator) -> Mapping | str:
+        key = (op.signature(), arch)
+        if key not in self.found:
+            try:
+                self.found[key] = self.search(op, arch)
+            except MappingError as e:
+                self.found[key] = str(e)
+            self.searched += 1
+        return self.found[key]
+
+    def mapping(self, ms: MacStage, largest: tuple[int, int], shape: tuple[int, int],
+                arch: Accelerator) -> Mapping | str:
+        big = self._search(tile_operator(ms, *largest), arch)
+        if shape == largest or isinstance(big, str):
+            return big
+        m = clip_mapping(big, ms.row_dim, shape[0])
+        if ms.col_dim:
+            m = clip_mapping(m, ms.col_dim, shape[1])
+        try:
+            validate(tile_operator(ms, *shape), arch, m)
+            return m
+        except (MappingError, SpecError):
+            return self._search(tile_operator(ms, *shape), arch)
+
+
+@dataclass(frozen=True)
+class StageCost:
+    name: str
+    macs: int                  # computed, recomputed halos included
+    energy: float
+    latency: float             # tile latencies summed
+    offchip_bits: int          # weights, and the group's input (first) or output (last) moved off chip
+    fmap_bits: int             # of those, the feature maps: the group's input and output
+    tiles: int                 # tile shapes costed x how often each runs
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    names: tuple[str, ...]     # the stages, pooling windows included
+    tile_rows: int
+    tile_cols: int
+    policies: tuple[str, ...]  # per tensor: the group's input, then every intermediate
+    weights_resident: bool     # the operators' weights fetched once and kept in the store for all tiles
+    counts: FusedCounts
+    macs_once: tuple[int, ...]  # per stage: MACs with every output computed once
+    reserved_bits: int         # of the store, for the buffers
+    stages: tuple[StageCost, ...]
+    energy: float
+    latency: float
+    offchip_bits: int
+
+    @property
+    def edp(self) -> float:
+        return self.energy * self.latency
+
+    @property
+    def fmap_bits(self) -> int:
+        return sum(s.fmap_bits for s in self.stages)
+
+    def objective(self, name: str) -> float:
+        return {"energy": self.energy, "latency": self.latency, "edp": self.edp}[name]
+
+
+def resident_weight_bits(macs: dict[int, MacStage]) -> int:
+    """Bits of every operand of the group's operators other than their chained input and output."""
+    return sum(ms.operator.footprint(x) * x.bits for ms in macs.values() for x in ms.operator.inputs[1:])
+
+
+def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
+               tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
+               weights_resident: bool = False) -> GroupCost | str:
+    """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
+
+    ``macs`` maps the index of every multiply-accumulate stage to its operator. With
+    ``weights_resident`` every operator's weights are fetched into the store once and stay there
+    for all tiles (reserved next to the buffers): the tiles read them at the store's price.
+    """
+    counts = fused_counts(stages, tile_rows, tile_cols, policies)
+    st_lv = arch.levels[store_index(arch)]
+    if weights_resident and "W" not in st_lv.holds:
+        return f"{st_lv.name} holds no weights"
+    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else 0)
+    got = reserved(arch, keep_bits)
+    if got is None:
+        return (f"buffers of {keep_bits / 8192:,.1f} KiB"
+                f"{' (weights included)' if weights_resident else ''} do not fit {st_lv.name}")
+    arch_r, taken = got
+    arch_s = store_priced(arch_r)
+    top = arch.levels[0]
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    n = len(stages)
+    out: list[StageCost] = []
+    for j, st in enumerate(stages):
+        ms = macs.get(j)
+        if ms is None:
+            out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
+            continue
+        op = ms.operator
+        chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
+        shapes = Counter((r, c) for r in (t[j + 1][1] - t[j + 1][0] for t in rows.comp)
+                         for c in (t[j + 1][1] - t[j + 1][0] for t in cols.comp) if r and c)
+        largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
+        energy = latency = 0.0
+        wbits = fmap = 0
+        for (r, c), times in shapes.items():
+            m = inner.mapping(ms, largest, (r, c), arch_r)
+            if isinstance(m, str):
+                return f"{op.name}: a {r}x{c} tile cannot be mapped: {m}"
+            tile = tile_operator(ms, r, c)
+            real = evaluate(tile, arch_r, m, check=False)
+            priced = evaluate(tile, arch_s, m, check=False)
+            e = priced.energy_total + sum(real.energy[(top.name, x)] - priced.energy[(top.name, x)]
+                                          for (lv, x) in real.energy if lv == top.name and x not in chained)
+            energy += times * e
+            latency += times * priced.latency
+            wbits += times * offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
+        if weights_resident:
+            once = sum(op.footprint(x) * x.bits for x in op.inputs[1:])
+            energy += transfer_energy(top, once, 0) + transfer_energy(st_lv, 0, once)
+            wbits += once
+        if j == 0:
+            fetched = counts.input_fetched * st.in_bits
+            energy += transfer_energy(top, fetched, 0) + transfer_energy(st_lv, 0, fetched)
+            wbits += fetched
+            fmap += fetched
+        if j == n - 1:
+            written = counts.output_written * st.out_bits
+            energy += transfer_energy(top, 0, written) + transfer_energy(st_lv, written, 0)
+            wbits += written
+            fmap += written
+        out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, fmap, sum(shapes.values())))
+    if macs.get(n - 1) is None or macs.get(0) is None:
+        raise SpecError("a fused group starts and ends with a multiply-accumulate operator")
+    energy = sum(s.energy for s in out)
+    off = sum(s.offchip_bits for s in out)
+    # Off-chip reads and writes share no port in the model of the outermost level; each bounds the time.
+    reads = sum(s.offchip_bits for s in out[:-1]) + (out[-1].offchip_bits - counts.output_written * stages[-1].out_bits)
+    writes = counts.output_written * stages[-1].out_bits
+    port = max(reads / top.read_bw_bits if top.read_bw_bits else 0.0,
+               writes / top.write_bw_bits if top.write_bw_bits else 0.0)
+    latency = max(sum(s.latency for s in out), port)
+    return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
+                     tuple(s.macs for s in stages), taken, tuple(out),
+                     energy, latency, off)
+
+
+def tile_candidates(size: int, limit: int = 8) -> list[int]:
+    """Tile sizes along an axis: the whole axis, then halves (rounded up) down to one."""
+    out: list[int] = []
+    t = size
+    while t >= 1 and len(out) < limit:
+        if t not in out:
+            out.append(t)
+        if t == 1:
+            break
+        t = math.ceil(t / 2)
+    return out

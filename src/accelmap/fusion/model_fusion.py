@@ -1,0 +1,154 @@
+"""Fuse a mapped model: its chains cut into groups on top of the layer-by-layer mapping.
+
+The layer-by-layer mapping (``map_model``) gives every operator alone; this module finds the model's
+chains in its ONNX graph, searches each chain's plans (``fusion.search``) with tile mappings found
+by the single-operator mapper, and picks the best total for the objective. Layers outside chains,
+and failed layers (which cut a chain), keep their layer-by-layer cost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import MappingError
+from accelmap.fusion.chain import FusableChain, fusable_chains
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, Point, SearchLog, Single, chain_front, combine
+from accelmap.mapping.loopnest import Mapping
+from accelmap.search.heuristic_config import HeuristicConfig
+from accelmap.search.mapper import map_operator
+from accelmap.search.model_result import ModelMapping
+from accelmap.workload.models.chains import ChainLink, model_chains
+from accelmap.workload.operator import Operator
+
+# The tiles' searches: the heuristic with fewer probes and climbs than a whole layer's (a tile loop
+# has many tiles to map, each much smaller than a layer).
+TILE_HEURISTIC = HeuristicConfig(max_probes=8, full_searches=1, bypass_choices=1, rows_per_level=500,
+                                 random_tilings=200, climbs=2, climb_steps=20, exact_candidates=2,
+                                 orders_per_candidate=2)
+
+
+def mapper_search(objective: str, time_limit: float, config: HeuristicConfig = TILE_HEURISTIC, seed: int = 0):
+    """The single-operator mapper as the search of a tile's mapping."""
+    goal = "edp" if objective == "pareto" else objective
+
+    def search(op: Operator, arch: Accelerator) -> Mapping:
+        res = map_operator(op, arch, goal, strategy="heuristic", time_limit=time_limit, seed=seed,
+                           heuristic_config=config)
+        if res.best is None:
+            raise MappingError(f"no mapping of {op.name} found within {time_limit:g} s")
+        return res.best.mapping
+    return search
+
+
+@dataclass(frozen=True)
+class FusedModel:
+    objective: str
+    chains: tuple[FusableChain, ...]
+    best: Point                               # the chosen plan's totals and its fused groups
+    unfused: Point                            # layer by layer
+    layer_offchip: tuple[tuple[str, int, int], ...]   # node, unfused bits, fused bits (one occurrence)
+    layer_fmap: tuple[tuple[str, int, int], ...]      # the same for the feature maps only (no weights)
+    stats: SearchLog
+    tile_searches: int
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def groups(self) -> tuple[GroupCost, ...]:
+        return tuple(c for c in self.best.choices if isinstance(c, GroupCost))
+
+    def to_dict(self) -> dict[str, Any]:
+        def pt(p: Point) -> dict[str, float]:
+            return {"energy_pj": p.energy, "latency_cycles": p.latency, "edp": p.energy * p.latency,
+                    "offchip_bits": p.offchip_bits}
+        return {"objective": self.objective, "fused": pt(self.best), "unfused": pt(self.unfused),
+                "chains": [list(c.nodes) for c in self.chains],
+                "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
+                            "weights_resident": g.weights_resident,
+                            "policies": dict(zip(["input", *g.names[:-1]], g.policies, strict=True)),
+                            "buffer_bits": g.counts.buffer_total_bits, "reserved_bits": g.reserved_bits,
+                            "energy_pj": g.energy, "latency_cycles": g.latency, "offchip_bits": g.offchip_bits,
+                            "fmap_bits": g.fmap_bits,
+                            "macs_computed": list(g.counts.macs)} for g in self.groups],
+                "layers": [{"node": n, "offchip_bits_unfused": u, "offchip_bits_fused": f,
+                            "fmap_bits_unfused": fu, "fmap_bits_fused": ff}
+                           for (n, u, f), (_, fu, ff) in zip(self.layer_offchip, self.layer_fmap, strict=True)],
+                "search": {"groups_tried": self.stats.groups_tried, "candidates_costed": self.stats.candidates_costed,
+                           "candidates_rejected": self.stats.candidates_rejected,
+                           "tile_searches": self.tile_searches, "seconds": self.seconds},
+                "notes": list(self.notes)}
+
+
+def _cut_at_failures(links: tuple[ChainLink, ...], ok: set[str]) -> list[tuple[ChainLink, ...]]:
+    out, run = [], []
+    for link in links:
+        if link.node in ok:
+            run.append(link)
+        else:
+            out.append(tuple(run))
+            run = []
+    out.append(tuple(run))
+    return [r for r in out if len(r) >= 2]
+
+
+def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: FusionConfig = DEFAULT_FUSION,
+               tile_time_limit: float = 2.0, inner: InnerMappings | None = None) -> FusedModel:
+    """Fuse the chains of ``mm``'s model on ``mm``'s accelerator; never worse than ``mm`` itself."""
+    t0 = time.perf_counter()
+    arch = mm.arch
+    goal = objective or mm.objective
+    store_index(arch)                       # refuse an accelerator without a store, with the reason
+    top = arch.levels[0].name
+    operators: dict[str, Operator] = {}
+    singles: dict[str, Single] = {}
+    base_e = base_l = 0.0
+    base_off = 0
+    for lm in mm.layers:
+        for node in lm.layer.nodes:
+            operators[node] = lm.layer.operator
+            if lm.result is not None:
+                singles[node] = Single(node, lm.result.energy_total, lm.result.latency,
+                                       offchip_bits(lm.layer.operator, lm.result, top),
+                                       fmap_bits(lm.layer.operator, lm.result, top))
+        if lm.result is not None:
+            base_e += lm.result.energy_total * lm.count
+            base_l += lm.result.latency * lm.count
+            base_off += offchip_bits(lm.layer.operator, lm.result, top) * lm.count
+    unfused = Point(base_e, base_l, base_off, ())
+    notes: list[str] = []
+    source = Path(mm.model.source)
+    links: list[tuple[ChainLink, ...]] = []
+    if source.suffix == ".onnx" and source.exists():
+        links = model_chains(source, set(operators))
+    else:
+        notes.append("no ONNX graph, so no chains: every layer runs alone")
+    chains = [c for ls in links for run in _cut_at_failures(ls, set(singles)) for c in fusable_chains(run, operators)]
+    if any(lm.count > 1 and any(n in c.nodes for c in chains for n in lm.layer.nodes) for lm in mm.layers):
+        notes.append("a layer that occurs several times is fused per occurrence (chain by chain)")
+    inner = inner or InnerMappings(mapper_search(goal, tile_time_limit))
+    stats = SearchLog()
+    fronts = [chain_front(c, singles, arch, inner, config, stats) for c in chains]
+    in_chains = [n for c in chains for n in c.nodes]
+    rest = Point(base_e - sum(singles[n].energy for n in in_chains), base_l - sum(singles[n].latency for n in in_chains),
+                 base_off - sum(singles[n].offchip_bits for n in in_chains), ())
+    best = combine(rest, fronts, goal) if chains else unfused
+    if best.objective(goal) > unfused.objective(goal):
+        best = Point(unfused.energy, unfused.latency, unfused.offchip_bits,
+                     tuple(singles[n] for n in in_chains))
+    fused_bits: dict[str, tuple[int, int]] = {}
+    for c in best.choices:
+        if isinstance(c, Single):
+            fused_bits[c.node] = (c.offchip_bits, c.fmap_bits)
+        else:
+            for st in c.stages:
+                if st.name in operators:
+                    fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
+    layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())
+    layer_fmap = tuple((n, s.fmap_bits, fused_bits.get(n, (0, s.fmap_bits))[1]) for n, s in singles.items())
+    return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
+                      time.perf_counter() - t0, tuple(notes))

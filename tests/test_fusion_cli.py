@@ -1,0 +1,84 @@
+"""``accelmap map --fuse`` and the chains it finds in an ONNX graph."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+from click.testing import CliRunner
+
+from accelmap.cli import main
+from accelmap.workload.models.bundled import bundled_model_path, load_model
+from accelmap.workload.models.chains import model_chains
+from onnx_graphs import F, graph_model, node, weight
+
+
+def small_cnn(path):
+    """conv a -> relu -> conv b -> maxpool -> conv c, then a residual add of c's output with d's (a join)."""
+    nodes = [node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Relu", ["a"], ["ra"]),
+             node("Conv", ["ra", "wb"], ["b"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("MaxPool", ["b"], ["pb"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Conv", ["pb", "wc"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Conv", ["pb2", "wd"], ["d"], kernel_shape=[1, 1]),
+             node("Add", ["c", "d"], ["y"])]
+    inits = [weight("wa", [4, 2, 3, 3]), weight("wb", [4, 4, 3, 3]), weight("wc", [4, 4, 3, 3]),
+             weight("wd", [4, 4, 1, 1])]
+    m = graph_model(nodes, [("x", F, [1, 2, 8, 8]), ("pb2", F, [1, 4, 4, 4])], [("y", F, [1, 4, 4, 4])], inits)
+    onnx.save(m, path)
+    return path
+
+
+def test_chains_follow_single_readers_through_activations_and_pooling(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    m = load_model(str(p))
+    nodes = {n for l in m.layers for n in l.nodes}
+    (chain,) = model_chains(p, nodes)
+    assert [l.node for l in chain] == ["a", "b", "c"]
+    assert [w.name for w in chain[2].windows] == ["pb"] and chain[2].windows[0].stride == (2, 2)
+
+
+def test_bundled_models_give_the_expected_chains():
+    def chains(name):
+        m = load_model(name)
+        return [[l.node for l in c] for c in model_chains(bundled_model_path(name), {n for l in m.layers
+                                                                                     for n in l.nodes})]
+    vgg = chains("vgg16")
+    assert vgg[0] == [f"features.{i}" for i in range(13)]
+    # ResNet-18: each basic block's two convolutions; residual joins end the chains.
+    assert ["layer1.0.conv1", "layer1.0.conv2"] in chains("resnet18")
+    assert ["ffn.intermediate", "ffn.output"] in chains("bert_base_layer")
+
+
+def test_map_fuse_prints_groups_and_writes_json_and_plot(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--strategy", "heuristic",
+                                  "--time-limit", "1", "--no-cache", "--jobs", "1", "--out", str(out), "--fuse"])
+    assert r.exit_code == 0, r.output
+    assert "fused plan (edp): 1 chains" in r.output
+    assert "model, layer by layer:" in r.output and "model, fused:" in r.output
+    data = json.loads((out / "fusion.json").read_text())
+    assert data["chains"] == [["a", "b", "c"]]
+    assert data["fused"]["edp"] <= data["unfused"]["edp"]
+    for g in data["groups"]:
+        assert set(g["policies"]) <= {"input", "a", "b", "pb", "c"}
+    assert {l["node"] for l in data["layers"]} == {"a", "b", "c", "d"}
+    assert (out / "offchip_fused_vs_unfused.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_map_fuse_with_failed_layers_still_reports_and_exits_non_zero(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--precision", "I=4,W=4,O=4",
+                                  "--no-cache", "--out", str(tmp_path / "o"), "--fuse", "--no-plots"])
+    assert r.exit_code == 1, r.output
+    assert "not mapped: a" in r.output and "fused plan (edp): 0 chains" in r.output
+    assert json.loads((tmp_path / "o" / "fusion.json").read_text())["groups"] == []
+
+
+def test_map_fuse_refuses_an_accelerator_without_a_store_before_searching(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "vta_like", "--no-cache", "--out", str(tmp_path / "o"),
+                                  "--fuse"])
+    assert r.exit_code == 2, r.output
+    assert "partitioned per operand class" in r.output and not (tmp_path / "o").exists()

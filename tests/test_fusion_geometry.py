@@ -1,0 +1,84 @@
+"""The fused tile loop's closed forms against a point-by-point walk of the same loop."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelmap.fusion.brute_force import walk
+from accelmap.fusion.geometry import MODES, fused_counts
+from accelmap.fusion.stages import mac_stage, pool_stage
+from accelmap.workload import conv2d, gemm
+
+
+def random_chain(rng: random.Random):
+    """2-3 convolutions (random kernel, stride, dilation, padding), maybe a pooling window between."""
+    h, w, c = rng.randint(5, 12), rng.randint(4, 10), rng.randint(1, 3)
+    stages = []
+    for i in range(rng.randint(2, 3)):
+        if i and rng.random() < 0.3 and h >= 2 and w >= 2:
+            p = pool_stage(f"pool{i}", channels=c, in_rows=h, in_cols=w, kernel=(2, 2), stride=(2, 2),
+                           pads=(0, 0, 0, 0), bits=8)
+            stages.append(p)
+            h, w = p.out_rows, p.out_cols
+        r, s = rng.randint(1, min(3, h)), rng.randint(1, min(3, w))
+        pad = rng.randint(0, 1) if r > 1 and s > 1 else 0
+        stride = rng.choice([1, 1, 2]) if min(r, s) > 1 else 1   # a window skipping rows cannot be fused
+        k = rng.randint(1, 3)
+        op = conv2d(f"c{i}", c=c, h=h, w=w, k=k, r=r, s=s, stride=stride, padding=pad)
+        st_ = mac_stage(op).stage
+        stages.append(st_)
+        h, w, c = st_.out_rows, st_.out_cols, k
+    return tuple(stages)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10**9))
+def test_closed_forms_equal_the_walk(seed):
+    rng = random.Random(seed)
+    stages = random_chain(rng)
+    last = stages[-1]
+    ty, tx = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    model = fused_counts(stages, ty, tx, policies)
+    ref = walk(stages, ty, tx, policies)
+    assert model.tiles == ref.tiles
+    assert model.macs == ref.macs
+    assert model.input_fetched == ref.input_fetched
+    assert model.output_written == ref.output_written
+    # The buffers the model reserves hold everything that must be on chip at once.
+    assert all(m >= r for m, r in zip(model.buffer_bits, ref.live_bits, strict=True))
+
+
+def test_one_tile_computes_everything_once():
+    op1 = conv2d("a", c=2, h=8, w=8, k=3, r=3, s=3, padding=1)
+    op2 = conv2d("b", c=3, h=8, w=8, k=2, r=3, s=3, padding=1)
+    stages = (mac_stage(op1).stage, mac_stage(op2).stage)
+    c = fused_counts(stages, 8, 8, ("fully-recompute",) * 2)
+    assert c.macs == (op1.macs, op2.macs)
+    assert c.input_fetched == 2 * 8 * 8
+    assert c.buffer_bits == (2 * 64 * 8, 3 * 64 * 32, 2 * 64 * 32)
+
+
+def test_row_tiles_recompute_exactly_the_halo():
+    # Two 3x3 convolutions, padded, 8 rows, tiles of 2 output rows: the first layer's windows
+    # are 4 rows (3 at the borders), so 3+4+4+3 = 14 rows computed instead of 8.
+    op1 = conv2d("a", c=1, h=8, w=5, k=1, r=3, s=3, padding=1)
+    op2 = conv2d("b", c=1, h=8, w=5, k=1, r=3, s=3, padding=1)
+    stages = (mac_stage(op1).stage, mac_stage(op2).stage)
+    rec = fused_counts(stages, 2, 5, ("fully-recompute",) * 2)
+    assert rec.macs == (14 * 5 * 9, op2.macs)
+    cached = fused_counts(stages, 2, 5, ("fully-cached",) * 2)
+    assert cached.macs == (op1.macs, op2.macs)
+    assert cached.input_fetched == 8 * 5
+
+
+def test_token_tiles_of_matrix_products_need_no_halo():
+    a = gemm("ffn1", m=16, n=12, k=8)
+    b = gemm("ffn2", m=16, n=8, k=12)
+    stages = (mac_stage(a).stage, mac_stage(b).stage)
+    c = fused_counts(stages, 4, 1, ("fully-recompute",) * 2)
+    assert c.tiles == 4 and c.macs == (a.macs, b.macs) and c.input_fetched == 16 * 8
+    assert c.buffer_bits[1] == 4 * 12 * 32
