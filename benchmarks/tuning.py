@@ -33,6 +33,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
+from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
 from accelmap.tune.measure import HOST_REPEATS, Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
@@ -96,6 +97,23 @@ def ground_truth(template: ScheduleTemplate) -> dict[tuple[int, ...], Measuremen
             for p in template.space.all_points()}
 
 
+def region_shape(template: ScheduleTemplate, table: dict, best: float) -> dict:
+    """The dissertation's Sec. 5.1.1 analysis of the valid region: its connected parts (Manhattan
+    neighbours), how much of it lies on its edge, and whether the best configurations do."""
+    space = template.space
+    points = [tuple(int(v) for v in p) for p in space.all_points()]
+    valid = np.array([table[p].valid for p in points])
+    cost = np.array([table[p].cost if table[p].valid else np.inf for p in points])
+    lab = regions(space.shape, valid)
+    sizes = np.bincount(lab[valid]) if valid.any() else np.array([])
+    edge = on_edge(space.shape, valid)
+    at_best = cost <= best * (1 + 1e-9)
+    near = cost <= best * (1 + NEAR)
+    return {"valid_regions": int((sizes > 0).sum()), "largest_region_share": float(sizes.max() / valid.sum()),
+            "edge_share_of_valid": float(edge[valid].mean()), "best_on_edge": int((edge & at_best).sum()),
+            "near_best_on_edge_share": float(edge[near].mean())}
+
+
 def simulator_check(template, table, rng) -> dict:
     valid = sorted((m for m in table.values() if m.valid), key=lambda m: m.cost)
     sample = valid[:SIM_CHECK_TOP]
@@ -113,7 +131,8 @@ _JOB: dict = {}
 def _run_job(args):
     thesis_id, tuner_name, seed, trials = args
     template, table, best = _JOB[thesis_id]
-    tuner = make_tuner(tuner_name, template.space, seed, is_valid=lambda p: template.build(p).valid)
+    # validity by lookup too: the ground truth holds every configuration's build result
+    tuner = make_tuner(tuner_name, template.space, seed, is_valid=lambda p: table[p].valid)
     t0 = time.perf_counter()
     run = run_tuner(tuner, lookup_measurer(table), trials, 50)
     hit = run.trials_to_reach(best)
@@ -194,6 +213,8 @@ def main() -> None:
     ap.add_argument("--host-trials", type=int, default=60)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
+    ap.add_argument("--ground-truth-only", action="store_true",
+                    help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
@@ -206,7 +227,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     spaces = {}
     print(f"{'ID':>4} {'space':>7} {'thesis':>7} {'valid':>6} {'thesis':>7} {'best cycles':>12} "
-          f"{'at best':>7} {'<1%':>5} {'sim dev':>8}")
+          f"{'at best':>7} {'<1%':>5} {'sim dev':>8} {'regions':>7} {'edge':>5} {'best@edge':>9} {'<1%@edge':>8}")
     for lid in layers:
         op = table_layer(lid, arch)
         template = ScheduleTemplate(op, arch)
@@ -216,17 +237,25 @@ def main() -> None:
         costs = np.array([m.cost for m in table.values() if m.valid])
         best = float(costs.min())
         check = simulator_check(template, table, rng)
+        shape = region_shape(template, table, best)
         _JOB[lid] = (template, table, best)
         spaces[lid] = {"thesis_id": lid, "deepbench_index": csv_index(lid), "space": template.space.size,
                        "thesis_space": TABLE_5_1[lid][7], "valid_ratio": len(costs) / template.space.size,
                        "thesis_valid_ratio": TABLE_5_1[lid][8], "best_cycles": best,
                        "configs_at_best": int((costs <= best * (1 + 1e-9)).sum()),
                        "configs_within_1pct": int((costs <= best * (1 + NEAR)).sum()),
-                       "ground_truth_s": gt_s, "simulator_check": check}
+                       "ground_truth_s": gt_s, "simulator_check": check, "region": shape}
         s = spaces[lid]
         print(f"{lid:>4} {s['space']:>7,} {s['thesis_space']:>7,} {s['valid_ratio']:>6.3f} "
               f"{s['thesis_valid_ratio']:>7.3f} {best:>12,.0f} {s['configs_at_best']:>7} "
-              f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%}")
+              f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%} {shape['valid_regions']:>7} "
+              f"{shape['edge_share_of_valid']:>5.2f} {shape['best_on_edge']:>4}/{s['configs_at_best']:<4} "
+              f"{shape['near_best_on_edge_share']:>8.2f}")
+    if args.ground_truth_only:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"{args.out}_spaces.json").write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_spaces.json')}")
+        return
     jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
     t0 = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
