@@ -35,10 +35,10 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
-from accelmap.tune.measure import HOST_REPEATS, Measurement, Measurer, lookup_measurer, measure_one
+from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import TUNERS, make_tuner
-from accelmap.workload.constructors import conv2d, gemm
+from accelmap.workload.constructors import conv2d
 from accelmap.workload.models.bundled import load_model
 
 RESULTS = Path(__file__).parent / "results"
@@ -146,58 +146,81 @@ def stats(values: list[int]) -> tuple[float, float]:
     return float(med), float(q3 - q1)
 
 
-def host_benchmark(tuners: list[str], trials: int) -> list[dict]:
-    arch = get_accelerator("vta_like")
-    ops = [adopt_precision(gemm("gemm64", m=64, n=64, k=64), arch),
-           adopt_precision(gemm("gemm32x128", m=32, n=128, k=128), arch),
-           adopt_precision(gemm("gemm128x32", m=128, n=32, k=64), arch)]
-    out = []
-    for op in ops:
-        template = ScheduleTemplate(op, arch)
-        for name in tuners:
-            meas = Measurer(template, "host", workers=1)
-            tuner = make_tuner(name, template.space, 0, is_valid=lambda p, t=template: t.build(p).valid,
-                               plan_size=10)
-            t0 = time.perf_counter()
-            stamps = []
+HOST_LAYERS = (48, 8, 78)   # the Table 5.1 layers small enough to run as C on the host many times
 
-            def measure(points, meas=meas, stamps=stamps, t0=t0):
-                res = meas(points)
-                stamps.extend([time.perf_counter() - t0] * len(points))
+
+def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int) -> list[dict]:
+    """Each tuner once per layer, measuring the emitted C on this CPU. A configuration is measured once per
+    layer and its measurement shared by the tuners that ask for it (the same noise for all of them); a
+    tuner's wall time is its own time (presampling, model, annealing) plus the measurement time of every
+    configuration it asked for, as if it had measured them itself."""
+    arch = get_accelerator("vta_like")
+    out = []
+    for lid in layers:
+        template = ScheduleTemplate(table_layer(lid, arch), arch)
+        shared = Measurer(template, "host", workers=1, repeats=repeats)
+        for name in tuners:
+            t0 = time.perf_counter()
+            inside = [0.0]           # real time spent in shared measurement calls
+            charged = [0.0]          # measurement time charged to this tuner
+            stamps: list[float] = []
+
+            def measure(points, t0=t0, inside=inside, charged=charged, stamps=stamps, shared=shared):
+                own = time.perf_counter() - t0 - inside[0]
+                t1 = time.perf_counter()
+                res = shared(points)
+                inside[0] += time.perf_counter() - t1
+                for m in res:
+                    charged[0] += m.wall_s
+                    stamps.append(own + charged[0])
                 return res
 
-            run = run_tuner(tuner, measure, min(trials, template.space.size), 10)
-            out.append({"operator": op.name, "space": template.space.size, "tuner": name, "run": run,
-                        "stamps": stamps})
-    best = {}
+            tuner = make_tuner(name, template.space, 0, is_valid=lambda p, t=template: t.build(p).valid,
+                               plan_size=batch)
+            run = run_tuner(tuner, measure, min(trials, template.space.size), batch)
+            out.append({"thesis_id": lid, "space": template.space.size, "macs": template.op.macs, "tuner": name,
+                        "run": run, "stamps": stamps, "own_s": time.perf_counter() - t0 - inside[0]})
+            print(f"  host: layer {lid} {name}: {len(run.history)} trials, best "
+                  f"{run.best.cost * 1e3 if run.best else float('nan'):.1f} ms, "
+                  f"{shared.measured} configurations measured on this layer so far", flush=True)
+        shared.close()
+    best: dict[int, float] = {}
     for rec in out:
         b = rec["run"].best
-        if b is not None:
-            best[rec["operator"]] = min(best.get(rec["operator"], b.cost), b.cost)
+        if b is not None and b.cost is not None:
+            best[rec["thesis_id"]] = min(best.get(rec["thesis_id"], b.cost), b.cost)
     rows = []
     for rec in out:
-        run, target = rec["run"], best[rec["operator"]]
+        run, target = rec["run"], best[rec["thesis_id"]]
         hit = run.trials_to_reach(target, 0.05)
+        exact = run.trials_to_reach(target)
         noise = [m.noise for m in run.history if m.noise is not None]
-        rows.append({"operator": rec["operator"], "space": rec["space"], "tuner": rec["tuner"],
-                     "trials": len(run.history), "best_s": run.best.cost if run.best else None,
-                     "trials_to_5pct": hit, "wall_to_5pct_s": rec["stamps"][hit - 1] if hit else None,
-                     "median_noise": statistics.median(noise) if noise else None})
+        rows.append({"thesis_id": rec["thesis_id"], "space": rec["space"], "macs": rec["macs"], "tuner": rec["tuner"],
+                     "trials": len(run.history), "valid": sum(m.valid for m in run.history),
+                     "best_s": run.best.cost if run.best else None, "layer_best_s": target,
+                     "trials_to_best": exact, "trials_to_5pct": hit,
+                     "wall_to_5pct_s": rec["stamps"][hit - 1] if hit else None, "wall_s": rec["stamps"][-1],
+                     "tuner_own_s": rec["own_s"], "median_noise": statistics.median(noise) if noise else None})
     return rows
 
 
-def report_host(tuners: list[str], trials: int, path: Path | None) -> list[dict]:
-    rows = host_benchmark(tuners, trials)
-    print(f"\nhost CPU in the loop (emitted C, median of {HOST_REPEATS} runs), {trials} trials per tuner: "
-          "trials and wall time to within 5% of the best time measured by any tuner")
-    print(f"  {'operator':<11} {'space':>5} {'tuner':<18} {'trials':>6} {'wall s':>7} {'best ms':>8} {'noise':>6}")
+def report_host(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int,
+                path: Path | None) -> list[dict]:
+    t0 = time.perf_counter()
+    rows = host_benchmark(tuners, trials, layers, batch, repeats)
+    print(f"\nhost CPU in the loop (emitted C, median of {repeats} runs), {trials} trials per tuner in batches of "
+          f"{batch}: trials and wall time to within 5% of the best time any tuner measured on the layer")
+    print(f"  {'ID':>4} {'space':>6} {'tuner':<18} {'valid':>5} {'to 5%':>5} {'wall s':>7} {'to best':>7} "
+          f"{'best ms':>8} {'noise':>6}")
     for r in rows:
         wall = f"{r['wall_to_5pct_s']:.1f}" if r["wall_to_5pct_s"] is not None else "-"
-        print(f"  {r['operator']:<11} {r['space']:>5} {r['tuner']:<18} {r['trials_to_5pct'] or '-':>6} {wall:>7} "
-              f"{r['best_s'] * 1e3:>8.3f} {r['median_noise'] or 0:>6.1%}")
+        print(f"  {r['thesis_id']:>4} {r['space']:>6} {r['tuner']:<18} {r['valid']:>5} {r['trials_to_5pct'] or '-':>5} "
+              f"{wall:>7} {r['trials_to_best'] or '-':>7} {(r['best_s'] or float('nan')) * 1e3:>8.1f} "
+              f"{r['median_noise'] or 0:>6.1%}")
     if path is not None:
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"trials": trials, "repeats": HOST_REPEATS, "rows": rows}, indent=2) + "\n")
+        path.write_text(json.dumps({"trials": trials, "batch": batch, "repeats": repeats, "layers": layers,
+                                    "wall_s": time.perf_counter() - t0, "rows": rows}, indent=2) + "\n")
         print(f"wrote {path}")
     return rows
 
@@ -209,8 +232,11 @@ def main() -> None:
     ap.add_argument("--layers", default=",".join(map(str, TABLE_5_1)))
     ap.add_argument("--tuners", default=",".join(TUNERS))
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--host", action="store_true", help="also tune three small operators on this CPU")
-    ap.add_argument("--host-trials", type=int, default=60)
+    ap.add_argument("--host", action="store_true", help="also tune three Table 5.1 layers on this CPU")
+    ap.add_argument("--host-trials", type=int, default=30)
+    ap.add_argument("--host-layers", default=",".join(map(str, HOST_LAYERS)))
+    ap.add_argument("--host-batch", type=int, default=10)
+    ap.add_argument("--host-repeats", type=int, default=3)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
     ap.add_argument("--ground-truth-only", action="store_true",
@@ -218,8 +244,10 @@ def main() -> None:
     args = ap.parse_args()
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
+    host_layers = [int(x) for x in args.host_layers.split(",")]
     if args.host_only:
-        report_host(tuners, args.host_trials, RESULTS / "tuning_host.json")
+        report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats,
+                    RESULTS / f"{args.out}_host.json")
         return
     if BASELINE not in tuners:
         raise SystemExit(f"--tuners must include the baseline {BASELINE}")
@@ -306,7 +334,8 @@ def main() -> None:
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
-    host_rows = report_host(tuners, args.host_trials, None) if args.host else []
+    host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None)
+                 if args.host else [])
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
                         "ground_truth": "analytical model (checked against the simulator per layer)",

@@ -13,6 +13,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.cost.model import evaluate
+from accelmap.errors import SpecError
 from accelmap.tune.annealing import Annealer, AnnealingSettings
 from accelmap.tune.knobs import Knob, KnobSpace, divisors, manhattan, on_edge, regions
 from accelmap.tune.limits import VTA_LIMITS, ProgramLimits
@@ -332,6 +333,10 @@ def test_host_backend_times_a_small_operator():
     p = next(tuple(int(v) for v in q) for q in t.space.all_points() if t.build(tuple(int(v) for v in q)).valid)
     r = measure_one(t, "host", p)
     assert r.valid and r.cost > 0 and r.noise is not None and r.noise >= 0
+    once = measure_one(t, "host", p, repeats=1)
+    assert once.valid and once.noise == 0.0          # one timed run: no spread
+    with pytest.raises(SpecError, match="repeats must be at least 1"):
+        Measurer(t, "host", repeats=0)
 
 
 def test_tune_command_writes_the_best_mapping_and_plot(tmp_path):
