@@ -239,6 +239,8 @@ def main() -> None:
     ap.add_argument("--host-repeats", type=int, default=3)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
+    ap.add_argument("--from-runs", action="store_true",
+                    help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -286,15 +288,27 @@ def main() -> None:
         return
     jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
     t0 = time.perf_counter()
-    ctx = multiprocessing.get_context("fork")
     RESULTS.mkdir(exist_ok=True)
-    results = []
-    with ctx.Pool(args.jobs) as pool, (RESULTS / f"{args.out}_runs.jsonl").open("w") as partial:
-        # each run as it ends, so a long sweep can be read before it finishes
-        for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
-            results.append(rec)
-            partial.write(json.dumps(rec) + "\n")
-            partial.flush()
+    runs_path = RESULTS / f"{args.out}_runs.jsonl"
+    if args.from_runs:
+        # the runs a sweep already wrote (an interrupted one too): the layers and tuners with all their runs
+        results = [tuple(json.loads(line)) for line in runs_path.read_text().splitlines() if line.strip()]
+        done = {(r[0], r[1]) for r in results}
+        count = {k: sum(1 for r in results if (r[0], r[1]) == k) for k in done}
+        layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
+        results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
+        if not layers:
+            raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
+        print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
+    else:
+        ctx = multiprocessing.get_context("fork")
+        results = []
+        with ctx.Pool(args.jobs) as pool, runs_path.open("w") as partial:
+            # each run as it ends, so a long sweep can be read before it finishes
+            for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
+                results.append(rec)
+                partial.write(json.dumps(rec) + "\n")
+                partial.flush()
     wall = time.perf_counter() - t0
     by: dict = {}
     for lid, t, _seed, hit, near, first_valid, secs in results:
