@@ -239,6 +239,8 @@ def main() -> None:
     ap.add_argument("--host-repeats", type=int, default=3)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs the runs file already holds and append the missing ones")
     ap.add_argument("--from-runs", action="store_true",
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
     ap.add_argument("--ground-truth-only", action="store_true",
@@ -303,7 +305,15 @@ def main() -> None:
     else:
         ctx = multiprocessing.get_context("fork")
         results = []
-        with ctx.Pool(args.jobs) as pool, runs_path.open("w") as partial:
+        if args.resume and runs_path.exists():
+            # keep the runs an interrupted sweep finished (a run is deterministic in its seed) and do the rest
+            wanted = {(lid, t, seed) for lid, t, seed, _ in jobs}
+            results = [r for r in (tuple(json.loads(line)) for line in runs_path.read_text().splitlines()
+                                   if line.strip()) if (r[0], r[1], r[2]) in wanted]
+            have = {(r[0], r[1], r[2]) for r in results}
+            jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
+            print(f"\nresuming: {len(results)} runs from {runs_path}, {len(jobs)} to do")
+        with ctx.Pool(args.jobs) as pool, runs_path.open("a" if args.resume else "w") as partial:
             # each run as it ends, so a long sweep can be read before it finishes
             for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
                 results.append(rec)
