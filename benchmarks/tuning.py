@@ -69,6 +69,15 @@ TABLE_5_4_FULL = {3: (0.305, 0.345), 5: (0.460, 0.362), 8: (0.433, 0.375), 17: (
                   42: (0.319, 0.177), 48: (0.270, 0.333), 53: (0.480, 0.333), 59: (0.120, 0.861),
                   76: (0.460, 0.251), 78: (0.447, 0.176), 92: (0.492, 0.269), 106: (0.403, 0.631),
                   107: (0.786, 0.815)}
+TABLE_5_4_NO_SSDM = {3: (0.223, 0.282), 5: (0.668, 0.426), 8: (0.548, 0.453), 17: (0.479, 0.593),
+                     42: (0.312, 0.157), 48: (0.390, 0.251), 53: (0.491, 0.367), 59: (0.111, 1.238),
+                     76: (0.530, 0.364), 78: (0.557, 0.353), 92: (0.518, 0.453), 106: (0.720, 0.938),
+                     107: (0.735, 1.164)}
+TABLE_5_4_NO_BSA = {3: (0.308, 0.452), 5: (0.540, 0.289), 8: (0.412, 0.288), 17: (0.537, 0.491),
+                    42: (0.455, 0.408), 48: (0.284, 0.350), 53: (0.571, 0.599), 59: (0.120, 0.879),
+                    76: (0.493, 0.325), 78: (0.457, 0.271), 92: (0.604, 0.194), 106: (0.456, 0.788),
+                    107: (0.857, 1.178)}
+TABLE_5_4 = {"validity": TABLE_5_4_FULL, "validity-no-ssdm": TABLE_5_4_NO_SSDM, "validity-no-bsa": TABLE_5_4_NO_BSA}
 
 
 def csv_index(thesis_id: int) -> int:
@@ -334,13 +343,17 @@ def main() -> None:
             rows = by[(lid, t)]
             med, iqr = stats([h or args.trials for h, *_ in rows])
             near_med, _ = stats([n or args.trials for _, n, *_ in rows])
+            first_valid_med, _ = stats([f or args.trials for _, _, f, _ in rows])
             rec = {"thesis_id": lid, "tuner": t, "median": med, "iqr": iqr,
                    "missed": sum(1 for h, *_ in rows if h is None), "median_within_1pct": near_med,
+                   "median_first_valid": first_valid_med,
                    "rel_median": med / base_med if base_med else None,
                    "rel_iqr": iqr / base_iqr if base_iqr else None,
                    "median_seconds_per_run": statistics.median(r[3] for r in rows)}
             per_layer.append(rec)
-            thesis = f"{TABLE_5_4_FULL[lid][0]:.3f}/{TABLE_5_4_FULL[lid][1]:.3f}" if t == "validity" else ""
+            table = TABLE_5_4.get(t)
+            rec["thesis_rel_median"], rec["thesis_rel_iqr"] = table[lid] if table else (None, None)
+            thesis = f"{table[lid][0]:.3f}/{table[lid][1]:.3f}" if table else ""
             rel = lambda v: f"{v:.3f}" if v is not None else "-"
             print(f"{lid:>4} {t:<18} {med:>7.0f} {iqr:>6.0f} {rec['missed']:>6} {near_med:>5.0f} "
                   f"{rel(rec['rel_median']):>7} {rel(rec['rel_iqr']):>7} {thesis:>13}")
