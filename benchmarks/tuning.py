@@ -267,9 +267,15 @@ def main() -> None:
     arch = get_accelerator("vta_like")
     rng = np.random.default_rng(0)
     spaces = {}
+    spaces_path = RESULTS / f"{args.out}_spaces.json"
+    if args.from_runs and spaces_path.exists():
+        # the ground truth's summary a --ground-truth-only run wrote: no need to enumerate the spaces again
+        spaces = {int(k): v for k, v in json.loads(spaces_path.read_text())["layers"].items()}
+        layers = [lid for lid in layers if lid in spaces]
+        print(f"spaces from {spaces_path}")
     print(f"{'ID':>4} {'space':>7} {'thesis':>7} {'valid':>6} {'thesis':>7} {'best cycles':>12} "
           f"{'at best':>7} {'<1%':>5} {'sim dev':>8} {'regions':>7} {'edge':>5} {'best@edge':>9} {'<1%@edge':>8}")
-    for lid in layers:
+    for lid in [lid for lid in layers if lid not in spaces]:
         op = table_layer(lid, arch)
         template = ScheduleTemplate(op, arch)
         t0 = time.perf_counter()
@@ -294,8 +300,8 @@ def main() -> None:
               f"{shape['near_best_on_edge_share']:>8.2f}")
     if args.ground_truth_only:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{args.out}_spaces.json").write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
-        print(f"wrote {RESULTS / (args.out + '_spaces.json')}")
+        spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
+        print(f"wrote {spaces_path}")
         return
     jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
     t0 = time.perf_counter()
