@@ -118,9 +118,23 @@ def region_shape(template: ScheduleTemplate, table: dict, best: float) -> dict:
     edge = on_edge(space.shape, valid)
     at_best = cost <= best * (1 + 1e-9)
     near = cost <= best * (1 + NEAR)
+    # which knobs a valid configuration's invalid neighbours lie along: tile sizes alone (the dissertation's
+    # "buffers as full as possible" edge), or the loop order and thread knobs
+    grid = valid.reshape(space.shape)
+    by_other = np.zeros(space.shape, dtype=bool)
+    for axis, knob in enumerate(space.knobs):
+        if knob.kind == "split" or space.shape[axis] < 2:
+            continue
+        n = space.shape[axis]
+        lo, hi = [slice(None)] * grid.ndim, [slice(None)] * grid.ndim
+        lo[axis], hi[axis] = slice(0, n - 1), slice(1, n)
+        by_other[tuple(lo)] |= grid[tuple(lo)] & ~grid[tuple(hi)]
+        by_other[tuple(hi)] |= grid[tuple(hi)] & ~grid[tuple(lo)]
+    tiles_only = edge & ~by_other.reshape(-1)
     return {"valid_regions": int((sizes > 0).sum()), "largest_region_share": float(sizes.max() / valid.sum()),
             "edge_share_of_valid": float(edge[valid].mean()), "best_on_edge": int((edge & at_best).sum()),
-            "near_best_on_edge_share": float(edge[near].mean())}
+            "near_best_on_edge_share": float(edge[near].mean()),
+            "edge_by_tile_sizes_only_share": float(tiles_only.sum() / max(1, edge.sum()))}
 
 
 def simulator_check(template, table, rng) -> dict:
@@ -382,7 +396,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
-                        "wall_s": wall, "jobs": args.jobs},
+                        "wall_s": wall, "jobs": args.jobs, "summarised_from_runs_file": args.from_runs},
            "layers": spaces, "per_layer": per_layer, "means": means, "host": host_rows}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {RESULTS / (args.out + '.json')} ({wall:.0f} s of tuning on {args.jobs} processes)")
