@@ -4,18 +4,21 @@ For each DeepBench layer of Table 5.1:
 
 * the exhaustive ground truth of its knob space (AutoTVM's VTA conv2d template with four loop
   permutations: the space sizes equal the table's): every configuration's validity (building its
-  program) and latency (the analytical model, which equals the simulator exactly on these mappings:
-  the simulator is run on the best configurations and a random sample of valid ones to show it);
-* ``--runs`` runs of ``--trials`` trials of every tuner, measurement replaced by lookup in the ground
-  truth (the dissertation's protocol); convergence = trials until the best configuration is measured
-  (a run that never finds it counts ``--trials``, and how many did is reported);
+  program) and latency (the analytical model; the simulator is run on the best configurations and a
+  random sample of valid ones, and the largest difference is reported), and the shape of the valid
+  region (its connected parts, how much of it lies on its edge, and along which knobs);
+* ``--runs`` runs of ``--trials`` trials of every tuner, measurement and validity replaced by lookup in
+  the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
+  measured (a run that never finds it counts ``--trials``, and how many did is reported);
 * median and IQR of convergence relative to AutoTVM with random initialisation (the baseline),
-  per layer and mean, next to Table 5.4's "Full" columns. Also trials to within 1% of the best.
+  per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
+  first valid configuration.
 
-``--host`` adds hardware in the loop on this CPU: three small operators, each tuner once, the emitted C
-timed (median of repeats): trials and wall time to reach within 5% of the best measured time.
+``--host`` / ``--host-only``: hardware in the loop on this CPU: three Table 5.1 layers, each tuner once,
+the emitted C timed (median of ``--host-repeats``): trials and wall time to within 5% of the best time.
 
-    python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--host]
+    python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
+    python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
 
 Prints tables and writes benchmarks/results/tuning.json.
 """
@@ -396,7 +399,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
-                        "wall_s": wall, "jobs": args.jobs, "summarised_from_runs_file": args.from_runs},
+                        "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
+                        "summarised_from_runs_file": args.from_runs},
            "layers": spaces, "per_layer": per_layer, "means": means, "host": host_rows}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {RESULTS / (args.out + '.json')} ({wall:.0f} s of tuning on {args.jobs} processes)")
