@@ -4,18 +4,21 @@ For each DeepBench layer of Table 5.1:
 
 * the exhaustive ground truth of its knob space (AutoTVM's VTA conv2d template with four loop
   permutations: the space sizes equal the table's): every configuration's validity (building its
-  program) and latency (the analytical model, which equals the simulator exactly on these mappings:
-  the simulator is run on the best configurations and a random sample of valid ones to show it);
-* ``--runs`` runs of ``--trials`` trials of every tuner, measurement replaced by lookup in the ground
-  truth (the dissertation's protocol); convergence = trials until the best configuration is measured
-  (a run that never finds it counts ``--trials``, and how many did is reported);
+  program) and latency (the analytical model; the simulator is run on the best configurations and a
+  random sample of valid ones, and the largest difference is reported), and the shape of the valid
+  region (its connected parts, how much of it lies on its edge, and along which knobs);
+* ``--runs`` runs of ``--trials`` trials of every tuner, measurement and validity replaced by lookup in
+  the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
+  measured (a run that never finds it counts ``--trials``, and how many did is reported);
 * median and IQR of convergence relative to AutoTVM with random initialisation (the baseline),
-  per layer and mean, next to Table 5.4's "Full" columns. Also trials to within 1% of the best.
+  per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
+  first valid configuration.
 
-``--host`` adds hardware in the loop on this CPU: three small operators, each tuner once, the emitted C
-timed (median of repeats): trials and wall time to reach within 5% of the best measured time.
+``--host`` / ``--host-only``: hardware in the loop on this CPU: three Table 5.1 layers, each tuner once,
+the emitted C timed (median of ``--host-repeats``): trials and wall time to within 5% of the best time.
 
-    python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--host]
+    python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
+    python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
 
 Prints tables and writes benchmarks/results/tuning.json.
 """
@@ -33,11 +36,12 @@ import numpy as np
 
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
+from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
-from accelmap.tune.measure import HOST_REPEATS, Measurement, Measurer, lookup_measurer, measure_one
+from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import TUNERS, make_tuner
-from accelmap.workload.constructors import conv2d, gemm
+from accelmap.workload.constructors import conv2d
 from accelmap.workload.models.bundled import load_model
 
 RESULTS = Path(__file__).parent / "results"
@@ -68,6 +72,15 @@ TABLE_5_4_FULL = {3: (0.305, 0.345), 5: (0.460, 0.362), 8: (0.433, 0.375), 17: (
                   42: (0.319, 0.177), 48: (0.270, 0.333), 53: (0.480, 0.333), 59: (0.120, 0.861),
                   76: (0.460, 0.251), 78: (0.447, 0.176), 92: (0.492, 0.269), 106: (0.403, 0.631),
                   107: (0.786, 0.815)}
+TABLE_5_4_NO_SSDM = {3: (0.223, 0.282), 5: (0.668, 0.426), 8: (0.548, 0.453), 17: (0.479, 0.593),
+                     42: (0.312, 0.157), 48: (0.390, 0.251), 53: (0.491, 0.367), 59: (0.111, 1.238),
+                     76: (0.530, 0.364), 78: (0.557, 0.353), 92: (0.518, 0.453), 106: (0.720, 0.938),
+                     107: (0.735, 1.164)}
+TABLE_5_4_NO_BSA = {3: (0.308, 0.452), 5: (0.540, 0.289), 8: (0.412, 0.288), 17: (0.537, 0.491),
+                    42: (0.455, 0.408), 48: (0.284, 0.350), 53: (0.571, 0.599), 59: (0.120, 0.879),
+                    76: (0.493, 0.325), 78: (0.457, 0.271), 92: (0.604, 0.194), 106: (0.456, 0.788),
+                    107: (0.857, 1.178)}
+TABLE_5_4 = {"validity": TABLE_5_4_FULL, "validity-no-ssdm": TABLE_5_4_NO_SSDM, "validity-no-bsa": TABLE_5_4_NO_BSA}
 
 
 def csv_index(thesis_id: int) -> int:
@@ -96,6 +109,37 @@ def ground_truth(template: ScheduleTemplate) -> dict[tuple[int, ...], Measuremen
             for p in template.space.all_points()}
 
 
+def region_shape(template: ScheduleTemplate, table: dict, best: float) -> dict:
+    """The dissertation's Sec. 5.1.1 analysis of the valid region: its connected parts (Manhattan
+    neighbours), how much of it lies on its edge, and whether the best configurations do."""
+    space = template.space
+    points = [tuple(int(v) for v in p) for p in space.all_points()]
+    valid = np.array([table[p].valid for p in points])
+    cost = np.array([table[p].cost if table[p].valid else np.inf for p in points])
+    lab = regions(space.shape, valid)
+    sizes = np.bincount(lab[valid]) if valid.any() else np.array([])
+    edge = on_edge(space.shape, valid)
+    at_best = cost <= best * (1 + 1e-9)
+    near = cost <= best * (1 + NEAR)
+    # which knobs a valid configuration's invalid neighbours lie along: tile sizes alone (the dissertation's
+    # "buffers as full as possible" edge), or the loop order and thread knobs
+    grid = valid.reshape(space.shape)
+    by_other = np.zeros(space.shape, dtype=bool)
+    for axis, knob in enumerate(space.knobs):
+        if knob.kind == "split" or space.shape[axis] < 2:
+            continue
+        n = space.shape[axis]
+        lo, hi = [slice(None)] * grid.ndim, [slice(None)] * grid.ndim
+        lo[axis], hi[axis] = slice(0, n - 1), slice(1, n)
+        by_other[tuple(lo)] |= grid[tuple(lo)] & ~grid[tuple(hi)]
+        by_other[tuple(hi)] |= grid[tuple(hi)] & ~grid[tuple(lo)]
+    tiles_only = edge & ~by_other.reshape(-1)
+    return {"valid_regions": int((sizes > 0).sum()), "largest_region_share": float(sizes.max() / valid.sum()),
+            "edge_share_of_valid": float(edge[valid].mean()), "best_on_edge": int((edge & at_best).sum()),
+            "near_best_on_edge_share": float(edge[near].mean()),
+            "edge_by_tile_sizes_only_share": float(tiles_only.sum() / max(1, edge.sum()))}
+
+
 def simulator_check(template, table, rng) -> dict:
     valid = sorted((m for m in table.values() if m.valid), key=lambda m: m.cost)
     sample = valid[:SIM_CHECK_TOP]
@@ -113,7 +157,8 @@ _JOB: dict = {}
 def _run_job(args):
     thesis_id, tuner_name, seed, trials = args
     template, table, best = _JOB[thesis_id]
-    tuner = make_tuner(tuner_name, template.space, seed, is_valid=lambda p: template.build(p).valid)
+    # validity by lookup too: the ground truth holds every configuration's build result
+    tuner = make_tuner(tuner_name, template.space, seed, is_valid=lambda p: table[p].valid)
     t0 = time.perf_counter()
     run = run_tuner(tuner, lookup_measurer(table), trials, 50)
     hit = run.trials_to_reach(best)
@@ -127,58 +172,81 @@ def stats(values: list[int]) -> tuple[float, float]:
     return float(med), float(q3 - q1)
 
 
-def host_benchmark(tuners: list[str], trials: int) -> list[dict]:
-    arch = get_accelerator("vta_like")
-    ops = [adopt_precision(gemm("gemm64", m=64, n=64, k=64), arch),
-           adopt_precision(gemm("gemm32x128", m=32, n=128, k=128), arch),
-           adopt_precision(gemm("gemm128x32", m=128, n=32, k=64), arch)]
-    out = []
-    for op in ops:
-        template = ScheduleTemplate(op, arch)
-        for name in tuners:
-            meas = Measurer(template, "host", workers=1)
-            tuner = make_tuner(name, template.space, 0, is_valid=lambda p, t=template: t.build(p).valid,
-                               plan_size=10)
-            t0 = time.perf_counter()
-            stamps = []
+HOST_LAYERS = (48, 8, 78)   # the Table 5.1 layers small enough to run as C on the host many times
 
-            def measure(points, meas=meas, stamps=stamps, t0=t0):
-                res = meas(points)
-                stamps.extend([time.perf_counter() - t0] * len(points))
+
+def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int) -> list[dict]:
+    """Each tuner once per layer, measuring the emitted C on this CPU. A configuration is measured once per
+    layer and its measurement shared by the tuners that ask for it (the same noise for all of them); a
+    tuner's wall time is its own time (presampling, model, annealing) plus the measurement time of every
+    configuration it asked for, as if it had measured them itself."""
+    arch = get_accelerator("vta_like")
+    out = []
+    for lid in layers:
+        template = ScheduleTemplate(table_layer(lid, arch), arch)
+        shared = Measurer(template, "host", workers=1, repeats=repeats)
+        for name in tuners:
+            t0 = time.perf_counter()
+            inside = [0.0]           # real time spent in shared measurement calls
+            charged = [0.0]          # measurement time charged to this tuner
+            stamps: list[float] = []
+
+            def measure(points, t0=t0, inside=inside, charged=charged, stamps=stamps, shared=shared):
+                own = time.perf_counter() - t0 - inside[0]
+                t1 = time.perf_counter()
+                res = shared(points)
+                inside[0] += time.perf_counter() - t1
+                for m in res:
+                    charged[0] += m.wall_s
+                    stamps.append(own + charged[0])
                 return res
 
-            run = run_tuner(tuner, measure, min(trials, template.space.size), 10)
-            out.append({"operator": op.name, "space": template.space.size, "tuner": name, "run": run,
-                        "stamps": stamps})
-    best = {}
+            tuner = make_tuner(name, template.space, 0, is_valid=lambda p, t=template: t.build(p).valid,
+                               plan_size=batch)
+            run = run_tuner(tuner, measure, min(trials, template.space.size), batch)
+            out.append({"thesis_id": lid, "space": template.space.size, "macs": template.op.macs, "tuner": name,
+                        "run": run, "stamps": stamps, "own_s": time.perf_counter() - t0 - inside[0]})
+            print(f"  host: layer {lid} {name}: {len(run.history)} trials, best "
+                  f"{run.best.cost * 1e3 if run.best else float('nan'):.1f} ms, "
+                  f"{shared.measured} configurations measured on this layer so far", flush=True)
+        shared.close()
+    best: dict[int, float] = {}
     for rec in out:
         b = rec["run"].best
-        if b is not None:
-            best[rec["operator"]] = min(best.get(rec["operator"], b.cost), b.cost)
+        if b is not None and b.cost is not None:
+            best[rec["thesis_id"]] = min(best.get(rec["thesis_id"], b.cost), b.cost)
     rows = []
     for rec in out:
-        run, target = rec["run"], best[rec["operator"]]
+        run, target = rec["run"], best[rec["thesis_id"]]
         hit = run.trials_to_reach(target, 0.05)
+        exact = run.trials_to_reach(target)
         noise = [m.noise for m in run.history if m.noise is not None]
-        rows.append({"operator": rec["operator"], "space": rec["space"], "tuner": rec["tuner"],
-                     "trials": len(run.history), "best_s": run.best.cost if run.best else None,
-                     "trials_to_5pct": hit, "wall_to_5pct_s": rec["stamps"][hit - 1] if hit else None,
-                     "median_noise": statistics.median(noise) if noise else None})
+        rows.append({"thesis_id": rec["thesis_id"], "space": rec["space"], "macs": rec["macs"], "tuner": rec["tuner"],
+                     "trials": len(run.history), "valid": sum(m.valid for m in run.history),
+                     "best_s": run.best.cost if run.best else None, "layer_best_s": target,
+                     "trials_to_best": exact, "trials_to_5pct": hit,
+                     "wall_to_5pct_s": rec["stamps"][hit - 1] if hit else None, "wall_s": rec["stamps"][-1],
+                     "tuner_own_s": rec["own_s"], "median_noise": statistics.median(noise) if noise else None})
     return rows
 
 
-def report_host(tuners: list[str], trials: int, path: Path | None) -> list[dict]:
-    rows = host_benchmark(tuners, trials)
-    print(f"\nhost CPU in the loop (emitted C, median of {HOST_REPEATS} runs), {trials} trials per tuner: "
-          "trials and wall time to within 5% of the best time measured by any tuner")
-    print(f"  {'operator':<11} {'space':>5} {'tuner':<18} {'trials':>6} {'wall s':>7} {'best ms':>8} {'noise':>6}")
+def report_host(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int,
+                path: Path | None) -> list[dict]:
+    t0 = time.perf_counter()
+    rows = host_benchmark(tuners, trials, layers, batch, repeats)
+    print(f"\nhost CPU in the loop (emitted C, median of {repeats} runs), {trials} trials per tuner in batches of "
+          f"{batch}: trials and wall time to within 5% of the best time any tuner measured on the layer")
+    print(f"  {'ID':>4} {'space':>6} {'tuner':<18} {'valid':>5} {'to 5%':>5} {'wall s':>7} {'to best':>7} "
+          f"{'best ms':>8} {'noise':>6}")
     for r in rows:
         wall = f"{r['wall_to_5pct_s']:.1f}" if r["wall_to_5pct_s"] is not None else "-"
-        print(f"  {r['operator']:<11} {r['space']:>5} {r['tuner']:<18} {r['trials_to_5pct'] or '-':>6} {wall:>7} "
-              f"{r['best_s'] * 1e3:>8.3f} {r['median_noise'] or 0:>6.1%}")
+        print(f"  {r['thesis_id']:>4} {r['space']:>6} {r['tuner']:<18} {r['valid']:>5} {r['trials_to_5pct'] or '-':>5} "
+              f"{wall:>7} {r['trials_to_best'] or '-':>7} {(r['best_s'] or float('nan')) * 1e3:>8.1f} "
+              f"{r['median_noise'] or 0:>6.1%}")
     if path is not None:
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"trials": trials, "repeats": HOST_REPEATS, "rows": rows}, indent=2) + "\n")
+        path.write_text(json.dumps({"trials": trials, "batch": batch, "repeats": repeats, "layers": layers,
+                                    "wall_s": time.perf_counter() - t0, "rows": rows}, indent=2) + "\n")
         print(f"wrote {path}")
     return rows
 
@@ -190,24 +258,41 @@ def main() -> None:
     ap.add_argument("--layers", default=",".join(map(str, TABLE_5_1)))
     ap.add_argument("--tuners", default=",".join(TUNERS))
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--host", action="store_true", help="also tune three small operators on this CPU")
-    ap.add_argument("--host-trials", type=int, default=60)
+    ap.add_argument("--host", action="store_true", help="also tune three Table 5.1 layers on this CPU")
+    ap.add_argument("--host-trials", type=int, default=30)
+    ap.add_argument("--host-layers", default=",".join(map(str, HOST_LAYERS)))
+    ap.add_argument("--host-batch", type=int, default=10)
+    ap.add_argument("--host-repeats", type=int, default=3)
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs the runs file already holds and append the missing ones")
+    ap.add_argument("--from-runs", action="store_true",
+                    help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
+    ap.add_argument("--ground-truth-only", action="store_true",
+                    help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
+    host_layers = [int(x) for x in args.host_layers.split(",")]
     if args.host_only:
-        report_host(tuners, args.host_trials, RESULTS / "tuning_host.json")
+        report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats,
+                    RESULTS / f"{args.out}_host.json")
         return
     if BASELINE not in tuners:
         raise SystemExit(f"--tuners must include the baseline {BASELINE}")
     arch = get_accelerator("vta_like")
     rng = np.random.default_rng(0)
     spaces = {}
+    spaces_path = RESULTS / f"{args.out}_spaces.json"
+    if args.from_runs and spaces_path.exists():
+        # the ground truth's summary a --ground-truth-only run wrote: no need to enumerate the spaces again
+        spaces = {int(k): v for k, v in json.loads(spaces_path.read_text())["layers"].items()}
+        layers = [lid for lid in layers if lid in spaces]
+        print(f"spaces from {spaces_path}")
     print(f"{'ID':>4} {'space':>7} {'thesis':>7} {'valid':>6} {'thesis':>7} {'best cycles':>12} "
-          f"{'at best':>7} {'<1%':>5} {'sim dev':>8}")
-    for lid in layers:
+          f"{'at best':>7} {'<1%':>5} {'sim dev':>8} {'regions':>7} {'edge':>5} {'best@edge':>9} {'<1%@edge':>8}")
+    for lid in [lid for lid in layers if lid not in spaces]:
         op = table_layer(lid, arch)
         template = ScheduleTemplate(op, arch)
         t0 = time.perf_counter()
@@ -216,28 +301,56 @@ def main() -> None:
         costs = np.array([m.cost for m in table.values() if m.valid])
         best = float(costs.min())
         check = simulator_check(template, table, rng)
+        shape = region_shape(template, table, best)
         _JOB[lid] = (template, table, best)
         spaces[lid] = {"thesis_id": lid, "deepbench_index": csv_index(lid), "space": template.space.size,
                        "thesis_space": TABLE_5_1[lid][7], "valid_ratio": len(costs) / template.space.size,
                        "thesis_valid_ratio": TABLE_5_1[lid][8], "best_cycles": best,
                        "configs_at_best": int((costs <= best * (1 + 1e-9)).sum()),
                        "configs_within_1pct": int((costs <= best * (1 + NEAR)).sum()),
-                       "ground_truth_s": gt_s, "simulator_check": check}
+                       "ground_truth_s": gt_s, "simulator_check": check, "region": shape}
         s = spaces[lid]
         print(f"{lid:>4} {s['space']:>7,} {s['thesis_space']:>7,} {s['valid_ratio']:>6.3f} "
               f"{s['thesis_valid_ratio']:>7.3f} {best:>12,.0f} {s['configs_at_best']:>7} "
-              f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%}")
+              f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%} {shape['valid_regions']:>7} "
+              f"{shape['edge_share_of_valid']:>5.2f} {shape['best_on_edge']:>4}/{s['configs_at_best']:<4} "
+              f"{shape['near_best_on_edge_share']:>8.2f}")
+    if args.ground_truth_only:
+        RESULTS.mkdir(exist_ok=True)
+        spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
+        print(f"wrote {spaces_path}")
+        return
     jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
     t0 = time.perf_counter()
-    ctx = multiprocessing.get_context("fork")
     RESULTS.mkdir(exist_ok=True)
-    results = []
-    with ctx.Pool(args.jobs) as pool, (RESULTS / f"{args.out}_runs.jsonl").open("w") as partial:
-        # each run as it ends, so a long sweep can be read before it finishes
-        for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
-            results.append(rec)
-            partial.write(json.dumps(rec) + "\n")
-            partial.flush()
+    runs_path = RESULTS / f"{args.out}_runs.jsonl"
+    if args.from_runs:
+        # the runs a sweep already wrote (an interrupted one too): the layers and tuners with all their runs
+        results = [tuple(json.loads(line)) for line in runs_path.read_text().splitlines() if line.strip()]
+        done = {(r[0], r[1]) for r in results}
+        count = {k: sum(1 for r in results if (r[0], r[1]) == k) for k in done}
+        layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
+        results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
+        if not layers:
+            raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
+        print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
+    else:
+        ctx = multiprocessing.get_context("fork")
+        results = []
+        if args.resume and runs_path.exists():
+            # keep the runs an interrupted sweep finished (a run is deterministic in its seed) and do the rest
+            wanted = {(lid, t, seed) for lid, t, seed, _ in jobs}
+            results = [r for r in (tuple(json.loads(line)) for line in runs_path.read_text().splitlines()
+                                   if line.strip()) if (r[0], r[1], r[2]) in wanted]
+            have = {(r[0], r[1], r[2]) for r in results}
+            jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
+            print(f"\nresuming: {len(results)} runs from {runs_path}, {len(jobs)} to do")
+        with ctx.Pool(args.jobs) as pool, runs_path.open("a" if args.resume else "w") as partial:
+            # each run as it ends, so a long sweep can be read before it finishes
+            for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
+                results.append(rec)
+                partial.write(json.dumps(rec) + "\n")
+                partial.flush()
     wall = time.perf_counter() - t0
     by: dict = {}
     for lid, t, _seed, hit, near, first_valid, secs in results:
@@ -253,13 +366,17 @@ def main() -> None:
             rows = by[(lid, t)]
             med, iqr = stats([h or args.trials for h, *_ in rows])
             near_med, _ = stats([n or args.trials for _, n, *_ in rows])
+            first_valid_med, _ = stats([f or args.trials for _, _, f, _ in rows])
             rec = {"thesis_id": lid, "tuner": t, "median": med, "iqr": iqr,
                    "missed": sum(1 for h, *_ in rows if h is None), "median_within_1pct": near_med,
+                   "median_first_valid": first_valid_med,
                    "rel_median": med / base_med if base_med else None,
                    "rel_iqr": iqr / base_iqr if base_iqr else None,
                    "median_seconds_per_run": statistics.median(r[3] for r in rows)}
             per_layer.append(rec)
-            thesis = f"{TABLE_5_4_FULL[lid][0]:.3f}/{TABLE_5_4_FULL[lid][1]:.3f}" if t == "validity" else ""
+            table = TABLE_5_4.get(t)
+            rec["thesis_rel_median"], rec["thesis_rel_iqr"] = table[lid] if table else (None, None)
+            thesis = f"{table[lid][0]:.3f}/{table[lid][1]:.3f}" if table else ""
             rel = lambda v: f"{v:.3f}" if v is not None else "-"
             print(f"{lid:>4} {t:<18} {med:>7.0f} {iqr:>6.0f} {rec['missed']:>6} {near_med:>5.0f} "
                   f"{rel(rec['rel_median']):>7} {rel(rec['rel_iqr']):>7} {thesis:>13}")
@@ -277,11 +394,13 @@ def main() -> None:
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
-    host_rows = report_host(tuners, args.host_trials, None) if args.host else []
+    host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None)
+                 if args.host else [])
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
-                        "wall_s": wall, "jobs": args.jobs},
+                        "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
+                        "summarised_from_runs_file": args.from_runs},
            "layers": spaces, "per_layer": per_layer, "means": means, "host": host_rows}
     (RESULTS / f"{args.out}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {RESULTS / (args.out + '.json')} ({wall:.0f} s of tuning on {args.jobs} processes)")

@@ -13,8 +13,9 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.cost.model import evaluate
+from accelmap.errors import SpecError
 from accelmap.tune.annealing import Annealer, AnnealingSettings
-from accelmap.tune.knobs import Knob, KnobSpace, divisors, manhattan
+from accelmap.tune.knobs import Knob, KnobSpace, divisors, manhattan, on_edge, regions
 from accelmap.tune.limits import VTA_LIMITS, ProgramLimits
 from accelmap.tune.loop import run_tuner
 from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
@@ -91,6 +92,50 @@ def test_vta_program_limits():
     assert ProgramLimits().check(t.op, t.build(tuple(0 for _ in t.space.knobs)).mapping, 1) is None
 
 
+def _point(t, **values):
+    """The configuration with these knob values (the first option for every other knob)."""
+    return tuple(next(i for i, v in enumerate(k.options) if v == values.get(k.name, k.options[0]))
+                 for k in t.space.knobs)
+
+
+def test_vta_partial_sums_never_leave_the_accumulator():
+    t = ScheduleTemplate(_db(8), VTA)
+    # weight-stationary with the input channels split in two: the reduction loop in DRAM runs outside
+    # the loops over output rows, so every output tile would be stored between its two halves
+    b = t.build(_point(t, tile_ci=1, tile_h=12, tile_w=30, reorder="weight-stationary"))
+    assert not b.valid and "partial sums would leave the accumulator" in b.error
+    # the same order with all input channels in one tile has no reduction loop in DRAM
+    b = t.build(_point(t, tile_ci=2, tile_h=12, tile_w=30, reorder="weight-stationary"))
+    assert b.error is None or "partial sums" not in b.error
+    # output-stationary keeps the reduction innermost: never refused for this reason
+    for p in t.space.all_points():
+        if t.space.values(tuple(p))["reorder"] == "output-stationary":
+            err = t.build(tuple(p)).error
+            assert err is None or "partial sums" not in err
+
+
+def test_vta_input_tile_is_a_dense_box_with_the_stride_rows():
+    t = ScheduleTemplate(_db(48), VTA)      # 1x1 window at stride 2: 7x7 outputs read 13x13 input rows
+    b = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7))
+    assert b.valid
+    box = 13 * 13 * 256 * 8                  # rows x columns x channels x bits
+    assert t.op.operand("I").bits == 8
+    limits = ProgramLimits(dense_input_box=True)
+    assert limits.check(t.op, b.mapping, 1, input_bits=box) is None
+    assert f"{box:,}-bit dense box" in limits.check(t.op, b.mapping, 1, input_bits=box - 1)
+    assert f"{2 * box:,}-bit" in limits.check(t.op, b.mapping, 1, input_bits=box, copies=2)
+    # the model's footprint counts the 7x7 points a 1x1 window at stride 2 touches
+    from accelmap.mapping.validate import capacity_usage
+    assert capacity_usage(t.op, b.arch, b.mapping)[1]["I"] == 7 * 7 * 256 * 8
+
+
+def test_vta_tile_loops_follow_the_conv_schedules_order():
+    t = ScheduleTemplate(_db(8), VTA)
+    b = t.build(_point(t, tile_co=2, tile_ci=2, tile_h=3, tile_w=5))
+    inner = [lp.dim for lp in b.mapping.loops_at(1) if not lp.spatial]
+    assert inner == ["C", "Q", "S", "R", "K", "P"]     # VTA: k_o.inner, x_j, d_j, d_i, x_co, x_i
+
+
 def test_template_refuses_an_operator_the_intrinsic_cannot_cover():
     op = adopt_precision(conv2d("c3", n=1, k=64, c=3, h=32, w=32, r=3, s=3), VTA)
     with pytest.raises(TemplateError, match="not a multiple of axis Z"):
@@ -111,6 +156,23 @@ def _blob_space():
     """A 12x12 grid whose valid configurations are one diamond around (5, 5): |x-5| + |y-5| <= 3."""
     space = KnobSpace((Knob("x", tuple(range(1, 13)), "split"), Knob("y", tuple(range(1, 13)), "split")))
     return space, (lambda p: abs(p[0] - 5) + abs(p[1] - 5) <= 3)
+
+
+def test_valid_regions_and_their_edge():
+    space, is_valid = _blob_space()
+    mask = np.array([is_valid(tuple(p)) for p in space.all_points()])
+    lab = regions(space.shape, mask)
+    assert set(lab[mask]) == {space.flat((2, 5))} and (lab[~mask] == -1).all()   # one diamond, top corner first
+    edge = on_edge(space.shape, mask)
+    # the diamond |x-5|+|y-5| <= 3 has 25 points; its edge is the ring at distance 3 (12 points)
+    assert sorted(space.point(int(f)) for f in np.flatnonzero(edge)) == sorted(
+        tuple(p) for p in space.all_points() if abs(p[0] - 5) + abs(p[1] - 5) == 3)
+    two = mask.copy()
+    two[space.flat((11, 11))] = True           # a second, isolated valid point
+    assert len(set(regions(space.shape, two)[two])) == 2
+    # a 1-D mask: regions split at the gaps, and the grid does not wrap around
+    assert list(regions((6,), np.array([1, 1, 0, 1, 0, 1], dtype=bool))) == [0, 0, -1, 3, -1, 5]
+    assert list(on_edge((4,), np.array([1, 1, 1, 0], dtype=bool))) == [False, False, True, False]
 
 
 def test_presampling_walks_the_valid_region():
@@ -271,6 +333,10 @@ def test_host_backend_times_a_small_operator():
     p = next(tuple(int(v) for v in q) for q in t.space.all_points() if t.build(tuple(int(v) for v in q)).valid)
     r = measure_one(t, "host", p)
     assert r.valid and r.cost > 0 and r.noise is not None and r.noise >= 0
+    once = measure_one(t, "host", p, repeats=1)
+    assert once.valid and once.noise == 0.0          # one timed run: no spread
+    with pytest.raises(SpecError, match="repeats must be at least 1"):
+        Measurer(t, "host", repeats=0)
 
 
 def test_tune_command_writes_the_best_mapping_and_plot(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,23 +31,36 @@ class Knob:
 class KnobSpace:
     knobs: tuple[Knob, ...]
 
-    @property
+    # Cached: the tuners ask for these once per point they touch (hundreds of thousands per tuning run).
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(len(k.options) for k in self.knobs)
 
-    @property
+    @cached_property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @cached_property
+    def _strides(self) -> tuple[int, ...]:
+        out, step = [], 1
+        for n in reversed(self.shape):
+            out.append(step)
+            step *= n
+        return tuple(reversed(out))
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(k.name for k in self.knobs)
 
     def point(self, flat: int) -> tuple[int, ...]:
-        return tuple(int(v) for v in np.unravel_index(flat, self.shape))
+        if not 0 <= flat < self.size:
+            raise ValueError(f"configuration index {flat} outside the space of {self.size:,}")
+        return tuple((int(flat) // st) % n for st, n in zip(self._strides, self.shape, strict=True))
 
     def flat(self, point: tuple[int, ...]) -> int:
-        return int(np.ravel_multi_index(point, self.shape))
+        if len(point) != len(self.shape) or any(not 0 <= int(v) < n for v, n in zip(point, self.shape, strict=True)):
+            raise ValueError(f"configuration {point} outside the grid {self.shape}")
+        return sum(int(v) * st for v, st in zip(point, self._strides, strict=True))
 
     def all_points(self) -> np.ndarray:
         """Every configuration's option indices, one row per flat index."""
@@ -91,3 +105,43 @@ def manhattan(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def divisors(n: int) -> tuple[int, ...]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return tuple(sorted(set(small + [n // d for d in small])))
+
+
+def regions(shape: tuple[int, ...], mask: np.ndarray) -> np.ndarray:
+    """Connected regions of the configurations where ``mask`` (flat, row-major) holds, two configurations
+    connected when at Manhattan distance 1 (the dissertation's locality analysis, Sec. 5.1.1): one label
+    per configuration, the smallest flat index of its region, -1 where ``mask`` is false."""
+    grid = np.asarray(mask, dtype=bool).reshape(shape)
+    labels = np.where(grid, np.arange(grid.size).reshape(shape), np.iinfo(np.int64).max)
+    big = np.iinfo(np.int64).max
+    while True:
+        new = labels.copy()
+        for axis in range(len(shape)):
+            for step in (1, -1):
+                shifted = np.roll(labels, step, axis=axis)
+                edge = [slice(None)] * len(shape)
+                edge[axis] = slice(0, 1) if step == 1 else slice(-1, None)
+                shifted[tuple(edge)] = big          # no wrap-around
+                new = np.where(grid, np.minimum(new, shifted), big)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    return np.where(grid, labels, -1).reshape(-1)
+
+
+def on_edge(shape: tuple[int, ...], mask: np.ndarray) -> np.ndarray:
+    """Configurations where ``mask`` holds with at least one Manhattan neighbour where it does not:
+    the edge of the valid region, where the dissertation found the best configurations."""
+    grid = np.asarray(mask, dtype=bool).reshape(shape)
+    edge = np.zeros_like(grid)
+    for axis in range(len(shape)):
+        n = shape[axis]
+        if n < 2:
+            continue
+        lo = [slice(None)] * len(shape)
+        hi = [slice(None)] * len(shape)
+        lo[axis], hi[axis] = slice(0, n - 1), slice(1, n)
+        differ = grid[tuple(lo)] != grid[tuple(hi)]
+        edge[tuple(lo)] |= differ
+        edge[tuple(hi)] |= differ
+    return (edge & grid).reshape(-1)

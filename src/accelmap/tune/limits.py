@@ -9,6 +9,19 @@ every iteration of the loops inside them is one micro-op. A tile whose inner loo
 micro-ops than the buffer holds, or a hardware loop longer than its counter, cannot be built, which
 is what the dissertation counts as an invalid configuration (instruction-buffer overflow).
 Accumulator capacity is the accelerator's output partition (checked with every other capacity).
+
+Two more VTA facts decide whether a tiling builds:
+
+* **Partial sums stay in the accumulator.** VTA's store unit writes only the output buffer, whose
+  elements are the narrow output type (``VTA_OUT_WIDTH`` = 8 bits, after the ALU's shift and clip);
+  32-bit partial sums cannot be written to DRAM and read back. A loop order that leaves an output tile
+  before its reduction is finished (a reduction loop in DRAM outside a loop over output tiles) cannot be
+  built: the dissertation's "loop ordering issues".
+* **The input tile is a dense box, padding included.** TVM's bound inference gives each axis of the
+  input tile one interval, ``(tile - 1) * stride + (window - 1) * dilation + 1`` wide, and VTA's DMA
+  writes the padding zeros into the buffer (its load instruction's pad fields). The model counts the
+  distinct points a strided window touches (a 1x1 window at stride 2 touches every other row), so for
+  VTA the box, not the model's footprint, must fit the input buffer, once per virtual thread.
 """
 
 from __future__ import annotations
@@ -17,8 +30,8 @@ import math
 from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.mapping.loopnest import Mapping
-from accelmap.workload.operator import Operator
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.workload.operator import AffineIndex, Operator
 
 VTA_UOP_BUFFER_ENTRIES = 2 ** 15 // 4
 VTA_LOOP_EXTENT_MAX = 2 ** 14 - 1
@@ -30,9 +43,36 @@ class ProgramLimits:
     uop_entries: int | None = None        # micro-ops one tile's compute may use; None: no limit
     loop_extent_max: int | None = None    # largest extent of a hardware loop; None: no limit
     hardware_loops: int = 0               # outermost tile-level loops run by the instruction itself
+    partial_sums_stay: bool = False       # the accumulator cannot spill partial sums to DRAM
+    dense_input_box: bool = False         # input tiles are loaded as dense boxes, padding included
 
-    def check(self, op: Operator, mapping: Mapping, tile_level: int) -> str | None:
-        """Why the tile program of ``mapping`` cannot be built, or None."""
+    def check(self, op: Operator, mapping: Mapping, tile_level: int, outer: list[Loop] | None = None,
+              input_bits: int | None = None, copies: int = 1) -> str | None:
+        """Why the tile program of ``mapping`` cannot be built, or None. ``outer``: the DRAM loops
+        that change which output tile is resident, outermost first (virtual-thread loops excluded:
+        each thread owns its accumulator tile); ``input_bits``: the input buffer's capacity, which
+        ``copies`` input tiles (one per virtual thread, or two when double-buffered) must share."""
+        if self.partial_sums_stay and outer is not None:
+            out_dims = set(op.output.dims)
+            reduction = next((lp for lp in outer if lp.bound > 1 and lp.dim not in out_dims), None)
+            if reduction is not None:
+                after = [lp for lp in outer[outer.index(reduction) + 1:] if lp.bound > 1 and lp.dim in out_dims]
+                if after:
+                    return (f"the reduction loop over {reduction.dim} runs outside the output loop over "
+                            f"{after[0].dim}: partial sums would leave the accumulator, and VTA stores only "
+                            f"the 8-bit output")
+        if self.dense_input_box and input_bits is not None:
+            ext = {d: 1 for d in op.dim_names}
+            for lp in mapping.loops:
+                if lp.level >= tile_level:
+                    ext[lp.dim] *= lp.bound
+            for X in op.inputs:
+                if X.cls != "I":
+                    continue
+                box = copies * X.bits * math.prod(_box(ix, ext) for ix in X.indices)
+                if box > input_bits:
+                    return (f"the input tile is a {box:,}-bit dense box (padding and strided rows included, "
+                            f"x{copies}); the input buffer holds {input_bits:,} bits")
         temporal = [lp for lp in mapping.loops_at(tile_level) if not lp.spatial]
         hw, body = temporal[:self.hardware_loops], temporal[self.hardware_loops:]
         if self.loop_extent_max is not None:
@@ -47,8 +87,14 @@ class ProgramLimits:
         return None
 
 
+def _box(ix: AffineIndex, ext: dict[str, int]) -> int:
+    """Width of the interval one input axis spans for tile extents ``ext`` (TVM's bound inference)."""
+    return sum(c * (ext[d] - 1) for d, c in ix.terms) + 1
+
+
 NO_LIMITS = ProgramLimits()
-VTA_LIMITS = ProgramLimits(VTA_UOP_BUFFER_ENTRIES, VTA_LOOP_EXTENT_MAX, VTA_HARDWARE_LOOPS)
+VTA_LIMITS = ProgramLimits(VTA_UOP_BUFFER_ENTRIES, VTA_LOOP_EXTENT_MAX, VTA_HARDWARE_LOOPS,
+                           partial_sums_stay=True, dense_input_box=True)
 
 
 def limits_for(arch: Accelerator) -> ProgramLimits:

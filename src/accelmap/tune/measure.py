@@ -33,7 +33,7 @@ from accelmap.tune.template import ScheduleTemplate
 
 BACKENDS = ("model", "sim", "host")
 HOST_REPEATS = 7          # timed runs per configuration on the host (median and IQR over them)
-HOST_MAX_MACS = 50_000_000  # above this the host backend refuses an operator (runs would take seconds each)
+HOST_MAX_MACS = 60_000_000  # above this the host backend refuses an operator (runs would take seconds each)
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,9 @@ def template_key(template: ScheduleTemplate) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...]) -> Measurement:
-    """Build the configuration's program and measure it with ``backend``."""
+def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...],
+                repeats: int = HOST_REPEATS) -> Measurement:
+    """Build the configuration's program and measure it with ``backend`` (``repeats``: timed runs on the host)."""
     t0 = time.perf_counter()
     built = template.build(point)
     if not built.valid:
@@ -81,14 +82,14 @@ def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...]
             cost = float(simulate(template.op, built.arch, built.mapping, functional=False).cycles)
             return Measurement(point, True, cost, None, time.perf_counter() - t0)
         if backend == "host":
-            cost, noise = _host_time(template, built)
+            cost, noise = _host_time(template, built, repeats)
             return Measurement(point, True, cost, None, time.perf_counter() - t0, noise)
     except AccelmapError as e:
         return Measurement(point, False, None, str(e), time.perf_counter() - t0)
     raise SpecError(f"backend {backend!r} unknown; use one of {', '.join(BACKENDS)}")
 
 
-def _host_time(template: ScheduleTemplate, built) -> tuple[float, float]:
+def _host_time(template: ScheduleTemplate, built, repeats: int) -> tuple[float, float]:
     from accelmap.codegen.build import compile_shared, load_run
     from accelmap.codegen.c_source import generate_c
     from accelmap.codegen.c_tensors import random_inputs, reference
@@ -102,7 +103,7 @@ def _host_time(template: ScheduleTemplate, built) -> tuple[float, float]:
     if not np.array_equal(got, reference(op, tensors)):
         raise AccelmapError("the configuration's program computes a wrong result")
     times = []
-    for _ in range(HOST_REPEATS):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         run_generated(fn, op, tensors, len(built.arch.levels))
         times.append(time.perf_counter() - t0)
@@ -154,12 +155,12 @@ class MeasureLog:
 _WORKER: dict = {}
 
 
-def _init_worker(template: ScheduleTemplate, backend: str) -> None:
-    _WORKER["template"], _WORKER["backend"] = template, backend
+def _init_worker(template: ScheduleTemplate, backend: str, repeats: int) -> None:
+    _WORKER["template"], _WORKER["backend"], _WORKER["repeats"] = template, backend, repeats
 
 
 def _work(point: tuple[int, ...]) -> Measurement:
-    return measure_one(_WORKER["template"], _WORKER["backend"], point)
+    return measure_one(_WORKER["template"], _WORKER["backend"], point, _WORKER["repeats"])
 
 
 class Measurer:
@@ -171,7 +172,7 @@ class Measurer:
     """
 
     def __init__(self, template: ScheduleTemplate, backend: str, *, workers: int = 1, timeout: float = 60.0,
-                 log: str | Path | None = None):
+                 log: str | Path | None = None, repeats: int = HOST_REPEATS):
         if backend not in BACKENDS:
             raise SpecError(f"backend {backend!r} unknown; use one of {', '.join(BACKENDS)}")
         if backend == "host" and template.op.macs > HOST_MAX_MACS:
@@ -181,13 +182,16 @@ class Measurer:
         self.backend = backend
         self.workers = max(1, workers)
         self.timeout = timeout
+        if repeats < 1:
+            raise SpecError(f"repeats must be at least 1, got {repeats}")
+        self.repeats = repeats
         self.log = MeasureLog(log, template, backend)
         self.measured = 0          # new measurements made by this measurer (not read from the log)
         self._pool: Any = None      # multiprocessing.pool.Pool while workers run
 
     def _start(self):
         ctx = multiprocessing.get_context("fork")
-        self._pool = ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.template, self.backend))
+        self._pool = ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.template, self.backend, self.repeats))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -199,7 +203,7 @@ class Measurer:
         fresh = [p for p in dict.fromkeys(points) if p not in self.log.known]
         results: list[Measurement] = []
         if self.workers == 1:
-            results = [measure_one(self.template, self.backend, p) for p in fresh]
+            results = [measure_one(self.template, self.backend, p, self.repeats) for p in fresh]
         else:
             for start in range(0, len(fresh), self.workers):
                 results += self._run_chunk(fresh[start:start + self.workers])

@@ -43,6 +43,10 @@ THREAD_DIMS = {"conv2d": (("oc_nthread", "K"), ("h_nthread", "P")),
                "matmul": (("n_nthread", "N"), ("m_nthread", "M")),
                "dense": (("oc_nthread", "K"), ("b_nthread", "N"))}
 THREAD_OPTIONS = (1, 2)
+# Order of the loops inside a tile, outermost first: VTA's conv2d schedule reorders its compute stage to
+# (batch, input channels, columns, kernel columns, kernel rows, output channels, rows) around the GEMM
+# intrinsic; the two outermost of these become the GEMM instruction's hardware loops.
+INNER_ORDER = {"conv2d": ("N", "C", "Q", "S", "R", "K", "P")}
 # Knob names of the split knobs, after AutoTVM's VTA conv2d template where it has one.
 SPLIT_NAMES = {"N": "tile_b", "K": "tile_co", "C": "tile_ci", "P": "tile_h", "Q": "tile_w"}
 
@@ -200,16 +204,17 @@ class ScheduleTemplate:
                 loops.append(Loop(d, outer // t, 0))
             if t > 1:
                 thread_loops.append(Loop(d, t, 0))
+        tile_loops = list(loops)      # which output tile is resident: the thread loops each own one
         loops += thread_loops
-        inner_order = [d for d in self.op.dim_names if d in self.split_dims]   # the operator's order, as VTA's
+        inner_order = self._inner_order()
         for pos, lvl in enumerate(self.tile_levels):
             last = pos == len(self.tile_levels) - 1
             for d in inner_order:
-                if factors[d][pos] > 1:
+                if d in self.split_dims and factors[d][pos] > 1:
                     loops.append(Loop(d, factors[d][pos], lvl))
-            if last:
-                for d in self.window_dims:
+                elif d in self.window_dims and last:
                     loops.append(Loop(d, self.op.sizes[d], lvl))
+            if last:
                 for axis, d in self.spatial.items():
                     loops.append(Loop(d, self.arch.fanout_axes()[axis][1].size, lvl, axis))
         keep = tuple(frozenset(o.name for o in self.op.operands if o.cls in lv.holds) for lv in self.arch.levels)
@@ -230,10 +235,22 @@ class ScheduleTemplate:
                 if cls_bits > cap:
                     return Built(arch, mapping, f"{n_threads} virtual threads need {cls_bits:,.0f} bits "
                                                 f"at {arch.levels[inner].name}, it has {cap:,}")
-        problem = self.limits.check(self.op, mapping, inner)
+        lv = arch.levels[inner]
+        input_bits = lv.capacity_for("I")
+        copies = max(n_threads, 2 if lv.double_buffered else 1)
+        problem = self.limits.check(self.op, mapping, inner, tile_loops, input_bits, copies)
         if problem:
             return Built(arch, mapping, problem)
         return Built(arch, mapping)
+
+    def _inner_order(self) -> list[str]:
+        """Split and window dims in their order inside a tile: the target schedule's where it has one,
+        else the operator's dims with the kernel windows innermost."""
+        known = INNER_ORDER.get(self.op.kind)
+        dims = self.split_dims + self.window_dims
+        if known is not None and set(dims) <= set(known):
+            return [d for d in known if d in dims]
+        return [d for d in self.op.dim_names if d in self.split_dims] + list(self.window_dims)
 
     def _usage_by_class(self, arch: Accelerator, mapping: Mapping, level: int, scale: float):
         lv = arch.levels[level]

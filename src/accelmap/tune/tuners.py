@@ -66,17 +66,31 @@ class Tuner:
         self.rng = np.random.default_rng(seed)
         self.visited: set[int] = set()
 
-    def _random_unvisited(self, n: int) -> list[Point]:
+    def _random_unvisited(self, n: int, exclude: set[int] | frozenset[int] = frozenset()) -> list[Point]:
+        """Up to ``n`` distinct uniformly random points neither visited nor in ``exclude``."""
         out: list[Point] = []
         taken: set[int] = set()
-        while len(out) < n and len(self.visited) + len(taken) < self.space.size:
-            f = int(self.rng.integers(self.space.size))
-            if f in self.visited or f in taken:
-                if len(self.visited) + len(taken) > 0.5 * self.space.size:
-                    rest = [i for i in range(self.space.size) if i not in self.visited and i not in taken]
-                    f = int(self.rng.choice(rest))
-                else:
-                    continue
+
+        def used(f: int) -> bool:
+            return f in self.visited or f in exclude or f in taken
+
+        while len(out) < n:
+            busy = len(self.visited) + len(exclude) + len(taken)
+            if busy >= self.space.size:
+                rest = [i for i in range(self.space.size) if not used(i)]
+                if not rest:
+                    break
+                f = int(self.rng.choice(rest))
+            else:
+                f = int(self.rng.integers(self.space.size))
+                if used(f):
+                    if busy > 0.5 * self.space.size:   # rejection would be slow: draw from what is left
+                        rest = [i for i in range(self.space.size) if not used(i)]
+                        if not rest:
+                            break
+                        f = int(self.rng.choice(rest))
+                    else:
+                        continue
             taken.add(f)
             out.append(self.space.point(f))
         return out
@@ -137,7 +151,7 @@ class ModelTuner(Tuner):
                                                         or self.trials[self.trial_pt] in taken):
                 self.trial_pt += 1
             if self.trial_pt >= len(self.trials) - random_tail:
-                extra = [p for p in self._random_unvisited(n) if self.space.flat(p) not in taken]
+                extra = self._random_unvisited(1, taken)
                 if not extra:
                     break
                 p = extra[0]
@@ -168,7 +182,7 @@ class ModelTuner(Tuner):
         pts = np.array([self.space.point(f) for f in self.xs + prior], dtype=np.int64)
         y = np.array(self.ys + [0.0] * len(prior), dtype=np.float64)
         y = y / y.max()
-        dtrain = xgb.DMatrix(self.space.features(pts), label=y)
+        dtrain = xgb.DMatrix(np.ascontiguousarray(self.space.features(pts), dtype=np.float32), label=y, nthread=1)
         params = {"max_depth": self.model.max_depth, "gamma": self.model.gamma, "min_child_weight": 1,
                   "subsample": 1.0, "eta": self.model.eta, "lambda": 1.0, "alpha": 0.0,
                   "objective": "rank:pairwise", "nthread": 1, "seed": int(self.rng.integers(2 ** 31)),
@@ -217,7 +231,7 @@ class ValidityTuner(ModelTuner):
             chosen = select_spread(valid, n_valid, self.rng) + select_spread(invalid, n_invalid, self.rng)
         else:
             chosen = self._pick(valid, n_valid) + self._pick(invalid, n_invalid)
-        chosen = chosen + [p for p in self._random_unvisited(n) if p not in chosen][:n - len(chosen)]
+        chosen = chosen + self._random_unvisited(n - len(chosen), {self.space.flat(p) for p in chosen})
         order = self.rng.permutation(len(chosen))
         return [chosen[int(i)] for i in order]
 
@@ -283,7 +297,7 @@ class OptunaTuner(Tuner):
                 repeats += 1
                 if repeats < self.MAX_REPEATS:
                     continue
-                fresh = [p for p in self._random_unvisited(n) if self.space.flat(p) not in taken]
+                fresh = self._random_unvisited(1, taken)
                 if not fresh:
                     break
                 self.study.enqueue_trial({k.name: v for k, v in zip(self.space.knobs, fresh[0], strict=True)})
