@@ -1,9 +1,11 @@
 """Sweeps: every design mapped once, stored as it arrives, resumed from the store; the Dask engine on loopback."""
 
 import importlib.util
+import json
 import math
 
 import pytest
+import yaml
 
 from accelmap.dse.space import space_from_dict
 from accelmap.dse.store import DesignStore
@@ -124,3 +126,25 @@ def test_dask_cluster_on_loopback_runs_a_sweep(tmp_path, space):
     again = run_sweep(space, model, points=pts, engine="dask", address=cluster.scheduler_address,
                       store_path=tmp_path / "s.sqlite", progress=False)
     assert again.mapped_now == 0 and [o.energy for o in again.outcomes] == [o.energy for o in res.outcomes]
+
+
+def test_cli_sweep_writes_fronts_mappings_and_plot_and_resumes(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({**SPACE, "parameters": SPACE["parameters"][1:]}))
+    (tmp_path / "g.yaml").write_text("name: g\ngemm: {m: 2, n: 4, k: 2}\n")
+    args = ["dse", str(tmp_path / "space.yaml"), "--model", str(tmp_path / "g.yaml"), "--workers", "1",
+            "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "2 mapped (2 now, 0 from the store)" in r.output and "EDP-area Pareto front:" in r.output
+    out = tmp_path / "out"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mapped"] == 2 and summary["front_edp_area"]
+    assert (out / "pareto.png").stat().st_size > 0
+    assert (out / "designs.csv").read_text().startswith("design,status,cached,area_mm2")
+    assert list((out / "designs" / "00").glob("*.mapping.yaml"))
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and "2 mapped (0 now, 2 from the store)" in again.output
