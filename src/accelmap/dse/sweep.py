@@ -43,7 +43,7 @@ class DesignTask:
 
 def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     """Run in a worker: map every layer of the model on one design (key, result, code fingerprint)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
                    time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed)
     layers = []
@@ -57,7 +57,7 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     run = StoredRun(mm.energy_total if mm.complete else None, mm.latency_total if mm.complete else None,
                     mm.complete, f"layers not mapped: {', '.join(failed)}" if failed else None,
                     time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}",
-                    {"utilization": mm.utilization, "layers": layers})
+                    {"utilization": mm.utilization, "cpu_seconds": time.process_time() - c0, "layers": layers})
     return task.key, run, code_fingerprint()
 
 
