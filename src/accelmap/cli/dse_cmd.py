@@ -1,0 +1,89 @@
+"""``accelmap dse``: map a model on every design of a design space; Pareto fronts, mappings, plot."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from accelmap.cli import main
+from accelmap.cli.map_cmd import load_workload
+from accelmap.dse.engines import ENGINES
+from accelmap.dse.report import format_summary, write_report
+from accelmap.dse.space import METHODS, OBJECTIVES, load_space
+from accelmap.dse.sweep import run_sweep
+from accelmap.errors import SpecError
+from accelmap.file_io import check_output_dir
+from accelmap.search.cache import default_cache_path
+from accelmap.search.mapper import STRATEGIES
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so the sweep unwinds as for Ctrl-C."""
+
+
+def _terminate(signum, frame) -> None:
+    raise _Terminated()
+
+
+def default_store_path() -> Path:
+    return default_cache_path().parent / "designs.sqlite"
+
+
+@main.command("dse")
+@click.argument("space_file", metavar="SPACE.yaml")
+@click.option("--model", "-m", required=True, help="Bundled model name, .onnx file, .csv conv table or workload YAML.")
+@click.option("--engine", default="local", show_default=True, type=click.Choice(ENGINES),
+              help="local: worker processes here; dask/ray: a cluster at --address (or one started on loopback).")
+@click.option("--address", default=None, help="Scheduler address of the dask (tcp://host:8786) or ray cluster.")
+@click.option("--workers", "-j", type=int, default=None,
+              help="Worker processes of the local pool or local cluster (default: every core).")
+@click.option("--method", type=click.Choice(METHODS), default=None, help="Override the space's search method.")
+@click.option("--samples", type=int, default=None, help="Designs a random search draws.")
+@click.option("--seed", type=int, default=None, help="Seed of the random search (and of the mapper's heuristic).")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=None, help="Override the space's mapper strategy.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default=None, help="What each layer's mapping minimises.")
+@click.option("--time-limit", type=float, default=None, help="Seconds per layer for the mapper.")
+@click.option("--store", "store_file", default=None,
+              help=f"Result store (SQLite; default {default_store_path()}); a sweep resumes from it.")
+@click.option("--no-store", is_flag=True, help="Map every design again and store nothing.")
+@click.option("--batch", type=int, default=None, help="Bind the model's symbolic batch dimension (default 1).")
+@click.option("--out", "out_dir", default=None, help="Output folder (default out/dse-SPACE-MODEL); replaced whole.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
+@click.option("--no-plots", is_flag=True, help="Skip the plot.")
+def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
+            store_file, no_store, batch, out_dir, no_progress, no_plots):
+    """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
+    for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
+        if v is not None and v < 1:
+            raise SpecError(f"must be a positive integer, got {v}", where=flag)
+    if time_limit is not None and not time_limit > 0:
+        raise SpecError(f"must be positive seconds, got {time_limit}", where="--time-limit")
+    if address and engine == "local":
+        raise SpecError("applies to the dask and ray engines; add --engine dask", where="--address")
+    space = load_space(space_file)
+    from dataclasses import replace
+    if method or samples or seed is not None:
+        space = replace(space, method=method or ("random" if samples else space.method),
+                        samples=samples or space.samples, seed=seed if seed is not None else space.seed)
+    m, _ = load_workload(model, batch, None, None)
+    out = Path(out_dir) if out_dir else Path("out") / f"dse-{space.name}-{m.name}"
+    check_output_dir(out, "--out")
+    store = None if no_store else (store_file or default_store_path())
+    import os
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
+                        store_path=store, progress=False if no_progress else None, strategy=strategy,
+                        objective=objective, time_limit=time_limit, seed=seed or 0)
+    except (KeyboardInterrupt, _Terminated) as e:
+        done = f"; mapped designs are in {store}, run the same command again to resume" if store else ""
+        click.echo(f"{'terminated' if isinstance(e, _Terminated) else 'interrupted'}{done}", err=True)
+        sys.exit(143 if isinstance(e, _Terminated) else 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(format_summary(res))
+    files = write_report(res, out, plots=not no_plots)
+    click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

@@ -1,0 +1,124 @@
+"""Where designs are mapped: a local process pool, or a Dask or Ray cluster.
+
+Every engine runs one function over a list of tasks and hands each result to ``done`` in the
+calling process as soon as it arrives (that process owns the store). ``local`` forks worker
+processes on this machine; ``dask`` connects to a scheduler at ``address`` (``tcp://host:8786``)
+or starts a local cluster on the loopback interface; ``ray`` does the same with Ray
+(``ray://host:10001`` or ``auto``). Dask is the one the ``dse`` extra installs (docs/dse.md
+gives the measurements that chose it); Ray works when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import signal
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable
+
+from accelmap.errors import SpecError
+
+ENGINES = ("local", "dask", "ray")
+
+
+def _ignore_sigint() -> None:
+    # The parent handles Ctrl-C and SIGTERM and owns the store; workers just stop when terminated.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _local(fn: Callable[[Any], Any], tasks: list, workers: int, done: Callable[[Any], None]) -> None:
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            done(fn(t))
+        return
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_ignore_sigint)
+    try:
+        pending = {pool.submit(fn, t) for t in tasks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done(f.result())
+    except BaseException:
+        for p in list(getattr(pool, "_processes", {}).values()):
+            p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _dask(fn: Callable[[Any], Any], tasks: list, workers: int, address: str | None,
+          done: Callable[[Any], None]) -> None:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SpecError("the dask engine needs Dask's distributed scheduler: pip install 'accelmap[dse]'",
+                        where="--engine") from None
+    cluster = None
+    try:
+        if address:
+            client = Client(address, timeout="20s")
+        else:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None)
+            client = Client(cluster)
+    except OSError as e:
+        raise SpecError(f"cannot reach a Dask scheduler at {address!r}: {e}", where="--address") from None
+    try:
+        futures = client.map(fn, tasks, pure=False)
+        try:
+            for fut in as_completed(futures):
+                done(fut.result())
+        except BaseException:
+            client.cancel(futures)
+            raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _ray(fn: Callable[[Any], Any], tasks: list, workers: int, address: str | None,
+         done: Callable[[Any], None]) -> None:
+    try:
+        # Imported by name: Ray is not a dependency, and the type checker runs without it.
+        ray = importlib.import_module("ray")
+    except ImportError:
+        raise SpecError("the ray engine needs Ray: pip install ray", where="--engine") from None
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        remote = ray.remote(num_cpus=1)(fn)
+        refs = [remote.remote(t) for t in tasks]
+        try:
+            while refs:
+                ready, refs = ray.wait(refs, num_returns=1)
+                done(ray.get(ready[0]))
+        except BaseException:
+            for r in refs:
+                ray.cancel(r, force=True)
+            raise
+    finally:
+        ray.shutdown()
+
+
+def run_tasks(engine: str, fn: Callable[[Any], Any], tasks: list, done: Callable[[Any], None], *,
+              workers: int = 1, address: str | None = None) -> None:
+    """Run ``fn`` over ``tasks`` on ``engine``; ``done`` gets each result in this process."""
+    if engine not in ENGINES:
+        raise SpecError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}", where="--engine")
+    if workers < 1:
+        raise SpecError(f"must be a positive integer, got {workers}", where="--workers")
+    if engine == "local":
+        if address:
+            raise SpecError("applies to the dask and ray engines; the local engine runs on this machine",
+                            where="--address")
+        _local(fn, tasks, workers, done)
+    elif engine == "dask":
+        _dask(fn, tasks, workers, address, done)
+    else:
+        _ray(fn, tasks, workers, address, done)

@@ -1,0 +1,167 @@
+"""Memory-configuration co-search after Sunstone-arch (Ng's 2022 UBC thesis, Ch. 5 and 7, Algorithm 9).
+
+The question of the thesis' Chapter 7: per-tensor L1 buffers of a PE (ifmap, weight, ofmap),
+each from a set of sizes, under an area budget; which sizes and which mapping give the lowest
+EDP for a layer? The baseline maps every configuration within the budget (a grid). The
+co-search reaches the same answer mapping fewer of them, by three rules (docs/dse.md argues each):
+
+- B (budget): only configurations whose buffers fit the area budget exist, as in the grid.
+- H (hierarchical bound, the thesis' bin pruning): every configuration gets a certified lower
+  bound of its objective before any mapping (``search.spatial.certified_lower_bound``, the bound
+  the mapper itself proves optimality with, with this configuration's energies); they are visited
+  in ascending bound, and the search stops at the first whose bound is not below the best value
+  found, since no mapping of it or of any later one can be better.
+- S (smallest memory, the thesis' Observation 6): a mapping found for one configuration holds
+  the same tiles in the smallest configuration whose buffers fit them, where every access costs
+  no more; it is re-priced there (one evaluation), which gives that configuration an incumbent
+  and marks the first one dominated when they differ. A configuration whose incumbent already
+  meets its lower bound is proven without mapping it.
+
+A split L1 is written as one level per operand class with no fan-out between them (an operand
+passes through levels that do not hold it at no cost), so each buffer has its own energy per
+access, priced by CACTI for its size (``dse.design.derive``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.model import evaluate
+from accelmap.dse import components
+from accelmap.dse.design import derive
+from accelmap.errors import AccelmapError
+from accelmap.mapping.loopnest import Mapping
+from accelmap.mapping.validate import capacity_usage
+from accelmap.search.bounds import chain_options
+from accelmap.search.space import Constraints, keep_options
+from accelmap.search.spatial import certified_lower_bound
+from accelmap.workload.operator import Operator
+
+Config = tuple[int, ...]                 # words of each searched level, in the order of ``levels``
+# (objective value, mapping) of the best mapping found on a configuration; None: none found.
+MapConfig = Callable[[Config, Accelerator], tuple[float, Mapping] | None]
+_TOLERANCE = 1e-9
+
+
+def config_arch(base: Accelerator, levels: tuple[str, ...], words: Config) -> Accelerator:
+    """``base`` with each of ``levels`` holding ``words`` words, energies derived for those sizes."""
+    lv = list(base.levels)
+    for name, w in zip(levels, words, strict=True):
+        i = base.level_index(name)
+        lv[i] = replace(lv[i], capacity_bits=w * lv[i].width_bits, partitions=())
+    label = ",".join(f"{n}={w}" for n, w in zip(levels, words, strict=True))
+    return derive(replace(base, levels=tuple(lv), name=f"{base.name}[{label}]"))[0]
+
+
+def buffer_area_um2(base: Accelerator, levels: tuple[str, ...], words: Config) -> float:
+    """Area of one instance of the searched buffers (one SRAM each)."""
+    return sum(components.sram(w * base.level(n).width_bits, base.level(n).width_bits)[2]
+               for n, w in zip(levels, words, strict=True))
+
+
+def configs_within(base: Accelerator, levels: tuple[str, ...], choices: tuple[int, ...],
+                   max_area_um2: float) -> list[Config]:
+    """Rule B: every choice of sizes whose buffers fit the area budget."""
+    return [c for c in itertools.product(choices, repeat=len(levels))
+            if buffer_area_um2(base, levels, c) <= max_area_um2 * (1 + _TOLERANCE)]
+
+
+def smallest_config(op: Operator, arch: Accelerator, m: Mapping, levels: tuple[str, ...],
+                    choices: tuple[int, ...]) -> Config | None:
+    """The smallest size per searched level that holds the mapping's tiles (None: none does)."""
+    use = capacity_usage(op, arch, m)
+    out = []
+    for name in levels:
+        i = arch.level_index(name)
+        need = sum(use[i].values())
+        width = arch.levels[i].width_bits
+        fit = [w for w in sorted(choices) if w * width >= need]
+        if not fit:
+            return None
+        out.append(fit[0])
+    return tuple(out)
+
+
+@dataclass
+class MemorySearch:
+    best: Config | None = None
+    value: float = float("inf")
+    mapping: Mapping | None = None
+    configs: int = 0                              # within the budget
+    mapped: list[Config] = field(default_factory=list)      # configurations the mapper ran on, in order
+    pruned_by_bound: list[Config] = field(default_factory=list)
+    proven_by_incumbent: list[Config] = field(default_factory=list)
+    dominated: list[Config] = field(default_factory=list)   # best mapping fits a smaller configuration
+    lower_bounds: dict[Config, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def pruned_fraction(self) -> float:
+        return 1 - len(self.mapped) / self.configs if self.configs else 0.0
+
+
+def lower_bound(op: Operator, arch: Accelerator, objective: str) -> float:
+    cons = Constraints()
+    return certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), objective)[0]
+
+
+def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], configs: list[Config],
+                map_config: MapConfig) -> MemorySearch:
+    """The baseline: map every configuration."""
+    t0 = time.perf_counter()
+    res = MemorySearch(configs=len(configs))
+    for c in configs:
+        found = map_config(c, config_arch(base, levels, c))
+        res.mapped.append(c)
+        if found is not None and found[0] < res.value:
+            res.value, res.mapping, res.best = found[0], found[1], c
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: tuple[int, ...],
+              configs: list[Config], map_config: MapConfig, objective: str = "edp") -> MemorySearch:
+    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``)."""
+    t0 = time.perf_counter()
+    res = MemorySearch(configs=len(configs))
+    archs = {c: config_arch(base, levels, c) for c in configs}
+    for c in configs:
+        res.lower_bounds[c] = lower_bound(op, archs[c], objective)
+    incumbent: dict[Config, tuple[float, Mapping]] = {}
+    order = sorted(configs, key=lambda c: (res.lower_bounds[c], c))
+    for k, c in enumerate(order):
+        lb = res.lower_bounds[c]
+        if lb >= res.value * (1 - _TOLERANCE):
+            res.pruned_by_bound.extend(order[k:])          # rule H: this one and every later one
+            break
+        inc = incumbent.get(c)
+        if inc is not None and inc[0] <= lb * (1 + _TOLERANCE):
+            res.proven_by_incumbent.append(c)              # rule S made its optimum known
+            continue
+        found = map_config(c, archs[c])
+        res.mapped.append(c)
+        if found is None:
+            continue
+        value, m = found
+        candidates = [(value, c, m)]
+        small = smallest_config(op, archs[c], m, levels, choices)
+        if small is not None and small != c and small in archs:
+            res.dominated.append(c)
+            try:
+                r = evaluate(op, archs[small], m)
+            except AccelmapError:
+                r = None
+            if r is not None:
+                v = r.objective(objective)
+                if v < incumbent.get(small, (float("inf"),))[0]:
+                    incumbent[small] = (v, m)
+                candidates.append((v, small, m))
+        for v, cc, mm in candidates:
+            if v < res.value:
+                res.value, res.best, res.mapping = v, cc, mm
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,191 @@
+"""A sweep: map a model on every design of a space (or a list of its points), resumably.
+
+Designs that are not valid accelerators or break the space's constraints are listed with the
+reason and not mapped. The others are looked up in the store; the rest are mapped on the chosen
+engine, one design per task (its layers one after another in that worker), and each result is
+stored the moment it comes back. Points that give the same accelerator are mapped once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.dse.design import Design, make_design, violation
+from accelmap.dse.engines import run_tasks
+from accelmap.dse.progress import SweepProgress
+from accelmap.dse.space import DesignSpace
+from accelmap.dse.store import DesignStore, StoredRun, run_key
+from accelmap.errors import SpecError
+from accelmap.mapping.forms import mapping_to_yaml
+from accelmap.search.cache import code_fingerprint
+from accelmap.search.model_mapper import map_model
+from accelmap.workload.models.result import ModelImport
+
+
+@dataclass(frozen=True)
+class DesignTask:
+    key: str
+    accelerator: Accelerator
+    model: ModelImport
+    strategy: str
+    objective: str
+    time_limit: float | None
+    seed: int
+
+
+def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
+    """Run in a worker: map every layer of the model on one design (key, result, code fingerprint)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
+                   time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed)
+    layers = []
+    for l in mm.layers:
+        ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error}
+        if l.ok:
+            ent.update(energy_pj=l.cost.energy_total, latency_cycles=l.cost.latency,
+                       mapping=mapping_to_yaml(l.mapping_found, task.accelerator))
+        layers.append(ent)
+    failed = [l.name for l in mm.failed]
+    run = StoredRun(mm.energy_total if mm.complete else None, mm.latency_total if mm.complete else None,
+                    mm.complete, f"layers not mapped: {', '.join(failed)}" if failed else None,
+                    time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}",
+                    {"utilization": mm.utilization, "cpu_seconds": time.process_time() - c0, "layers": layers})
+    return task.key, run, code_fingerprint()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    design: Design
+    status: str                       # mapped, failed (a layer did not map), excluded (constraints), invalid
+    run: StoredRun | None = None
+    cached: bool = False
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "mapped"
+
+    @property
+    def energy(self) -> float:
+        return self.run.energy_pj if self.run and self.run.energy_pj is not None else math.nan
+
+    @property
+    def latency(self) -> float:
+        return self.run.latency_cycles if self.run and self.run.latency_cycles is not None else math.nan
+
+    @property
+    def edp(self) -> float:
+        return self.energy * self.latency
+
+    @property
+    def area(self) -> float:
+        return self.design.area_mm2
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"design": self.design.label, "point": {n: v if not isinstance(v, tuple) else list(v)
+                                                                   for n, v in self.design.point},
+                             "status": self.status, "cached": self.cached, "reason": self.reason,
+                             "area_mm2": self.design.area_mm2, "sram_bits": self.design.sram_bits,
+                             "area_parts_mm2": dict(self.design.area_parts), "notes": list(self.design.notes)}
+        if self.run is not None:
+            d.update(energy_pj=self.run.energy_pj, latency_cycles=self.run.latency_cycles,
+                     edp=self.edp if self.ok else None, seconds=self.run.seconds, worker=self.run.worker,
+                     utilization=self.run.result.get("utilization"))
+        return d
+
+
+@dataclass
+class SweepResult:
+    space: str
+    model: str
+    engine: str
+    workers: int
+    outcomes: list[Outcome]
+    wall_seconds: float
+    store: str | None
+    mapped_now: int = 0                # designs mapped by this run (not found in the store)
+    map_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def mapped(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.ok]
+
+    def best(self, metric: str = "edp") -> Outcome | None:
+        ok = self.mapped
+        return min(ok, key=lambda o: getattr(o, metric)) if ok else None
+
+
+def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = None, engine: str = "local",
+              workers: int = 1, address: str | None = None, store_path: str | Path | None = None,
+              progress: bool | None = None, strategy: str | None = None, objective: str | None = None,
+              time_limit: float | None = None, seed: int = 0,
+              on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
+    """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given)."""
+    t0 = time.perf_counter()
+    strategy = strategy or space.strategy
+    objective = objective or space.objective
+    time_limit = time_limit if time_limit is not None else space.time_limit
+    pts = points if points is not None else space.points()
+    outcomes: dict[int, Outcome] = {}
+    todo: dict[str, list[int]] = {}            # run key -> indices of the points that give that design
+    designs: list[Design] = []
+    tasks: list[DesignTask] = []
+    store = DesignStore(store_path) if store_path is not None else None
+    res = SweepResult(space.name, model.name, engine, workers, [], 0.0, str(store_path) if store_path else None)
+    bar: SweepProgress | None = None
+    try:
+        for i, pt in enumerate(pts):
+            d = make_design(space, pt)
+            designs.append(d)
+            why = violation(space, d)
+            if why is not None or d.accelerator is None:
+                outcomes[i] = Outcome(d, "invalid" if d.error else "excluded", reason=why)
+                continue
+            key = run_key(d.key, model, strategy, objective, time_limit, seed)
+            hit = store.get(key) if store is not None else None
+            if hit is not None:
+                outcomes[i] = Outcome(d, "mapped" if hit.complete else "failed", hit, True, hit.error)
+                if on_outcome:
+                    on_outcome(outcomes[i])
+                continue
+            if key not in todo:
+                tasks.append(DesignTask(key, d.accelerator, model, strategy, objective, time_limit, seed))
+            todo.setdefault(key, []).append(i)
+        show = progress if progress is not None else sys.stderr.isatty()
+        bar = SweepProgress(show, len(tasks), f"{space.name}: {model.name}")
+        fingerprint = code_fingerprint()
+
+        def done(out: tuple[str, StoredRun, str]) -> None:
+            key, run, fp = out
+            if fp != fingerprint:
+                raise SpecError(f"worker {run.worker} runs different accelmap code (fingerprint {fp}, here "
+                                f"{fingerprint}); install the same version on every worker", where="--address")
+            if store is not None:
+                store.put(key, designs[todo[key][0]].label, model.name, run)
+            res.mapped_now += 1
+            res.map_seconds.append(run.seconds)
+            for i in todo[key]:
+                outcomes[i] = Outcome(designs[i], "mapped" if run.complete else "failed", run, False, run.error)
+                if on_outcome:
+                    on_outcome(outcomes[i])
+            assert bar is not None
+            bar.advance(designs[todo[key][0]].label)
+
+        if tasks or engine not in ("dask", "ray"):   # everything stored: no cluster to reach
+            run_tasks(engine, map_design, tasks, done, workers=workers, address=address)
+    finally:
+        if bar is not None:
+            bar.close()
+        if store is not None:
+            store.close()
+    res.outcomes = [outcomes[i] for i in range(len(pts))]
+    res.wall_seconds = time.perf_counter() - t0
+    return res
