@@ -43,6 +43,22 @@ class CompileResult:
     def arch(self) -> Accelerator:
         return self.mapping.arch
 
+    def to_dict(self) -> dict:
+        """The numbers of a compile run (``--json`` and the benchmark)."""
+        t, v = self.timing, self.verification
+        return {
+            "model": self.mapping.model.name, "arch": self.arch.name, "folder": str(self.program.folder),
+            "steps": len(self.steps), "accelerator_steps": sum(1 for s in self.steps if s.placement == "accelerator"),
+            "seconds": self.seconds, "host_run_s": self.run.wall_s if self.run else None,
+            "verification": None if v is None else {
+                "ok": v.ok, "reference": v.reference, "outputs": [c.line() for c in v.outputs],
+                "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
+                "first_bad_step": v.first_bad_step},
+            "counters_equal_model": sum(self.counts_checked.values()), "counters_checked": len(self.counts_checked),
+            "simulated_cycles": t.simulated_cycles if t else None, "modeled_cycles": t.modeled_cycles if t else None,
+            "host_model_cycles": t.host_cycles if t else None, "energy_pj": t.energy_pj if t else None,
+        }
+
     def summary(self) -> str:
         p = self.program
         acc = sum(1 for s in self.steps if s.placement == "accelerator")

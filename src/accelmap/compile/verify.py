@@ -59,14 +59,19 @@ class Verification:
     first_bad_step: str | None = None         # the first step whose output differs (on a mismatch)
     first_bad_value: Comparison | None = None
     reference_s: float = 0.0
+    quantized: list[Comparison] = field(default_factory=list)   # every integer step output, bit for bit
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.outputs)
+        return all(c.ok for c in self.outputs) and all(c.ok for c in self.quantized)
 
     def summary(self) -> str:
         lines = [f"verification against {self.reference}: {'PASS' if self.ok else 'FAIL'}"]
         lines += ["  " + c.line() for c in self.outputs]
+        if self.quantized:
+            bad = [c for c in self.quantized if not c.ok]
+            lines.append(f"  quantized (integer) values of every step: {len(self.quantized) - len(bad)} of "
+                         f"{len(self.quantized)} bit-exact" + (f"; first differing: {bad[0].line()}" if bad else ""))
         if self.first_bad_step:
             lines.append(f"  first step that differs: {self.first_bad_step}"
                          + (f" ({self.first_bad_value.line()})" if self.first_bad_value else ""))
@@ -178,9 +183,16 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
     run = run or run_program(prog, inputs)
     outs = [compare(o, run.outputs[o], ref[o]) for o in g.outputs]
     v = Verification(f"onnxruntime {ort.__version__} (CPU, default session options)", outs, reference_s=ref_s)
-    if v.ok:
+    ints = [name for name, ct, _ in prog.values if ct != "float"]
+    if v.ok and not ints:
         return v
     dumped = run_program(prog, inputs, dump=True).dumped
+    if ints:
+        # onnxruntime with the quantized tensors as extra outputs: QDQ fusion still applies to them.
+        ref_q = run_onnxruntime(g, inputs, ints)
+        v.quantized = [compare(n, dumped[n], ref_q[n]) for n in ints if n in ref_q]
+    if v.ok:
+        return v
     ref_all = run_onnxruntime(g, inputs, [name for name, _, _ in prog.values])
     for s in prog.steps:
         for o in s.outputs:
