@@ -84,14 +84,16 @@ class CompileResult:
 
 def _check_counts(res: CompileResult) -> None:
     arch = res.arch
+    if res.run is None:
+        return
     for i, s in enumerate(res.steps):
-        if s.placement != "accelerator" or i not in (res.run.counters if res.run else {}):
+        if s.placement != "accelerator" or i not in res.run.counters:
             continue
         lm = res.layer_of[s.name]
         op = lm.layer.operator
-        got = res.run.counters[i].reshape(len(arch.levels), len(op.operands), 4) if res.run else None
+        got = res.run.counters[i].reshape(len(arch.levels), len(op.operands), 4)
         model = access_counts(op, arch, lm.mapping_found)
-        ok = got is not None
+        ok = True
         for (lv, name), c in model.items():
             k = next(j for j, X in enumerate(op.operands) if X.name == name)
             ok = ok and tuple(int(v) for v in got[lv, k]) == c.as_tuple()

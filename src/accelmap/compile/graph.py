@@ -153,9 +153,9 @@ def load_graph(model: str | Path | onnx.ModelProto, *, dims: dict[str, int] | No
         types[t.name] = t.data_type
     for n in g.node:
         if n.op_type == "Constant":
-            arr = numpy_helper.to_array(n.attribute[0].t) if n.attribute[0].name == "value" else None
-            if arr is None:
+            if n.attribute[0].name != "value":
                 raise SpecError(f"Constant node {n.name!r}: only the 'value' form is handled", where=source)
+            arr = numpy_helper.to_array(n.attribute[0].t)
             consts[n.output[0]] = arr
             shapes[n.output[0]] = tuple(arr.shape)
     return NetGraph(proto, source, data, [o.name for o in g.output], shapes, types, consts, params, notes)

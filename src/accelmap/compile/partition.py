@@ -74,11 +74,11 @@ def _quant(g: NetGraph, node: onnx.NodeProto, what: str) -> Quant:
     scale = np.asarray(g.consts[node.input[1]], dtype=np.float32).reshape(-1)
     if len(node.input) > 2 and node.input[2]:
         zp_arr = g.consts[node.input[2]]
-        elem = onnx.helper.np_dtype_to_tensor_dtype(zp_arr.dtype)
+        elem = int(onnx.helper.np_dtype_to_tensor_dtype(zp_arr.dtype))
         zp = zp_arr.astype(np.int64).reshape(-1)
     else:
         zp = np.zeros(1, dtype=np.int64)
-        elem = onnx.TensorProto.UINT8
+        elem = int(onnx.TensorProto.UINT8)
     if node.op_type == "QuantizeLinear" and "output_dtype" in a and a["output_dtype"]:
         elem = int(a["output_dtype"])
     if a.get("block_size"):

@@ -31,7 +31,7 @@ from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import ELEM_SIZES, TYPE_CODES, c_floats, c_ints, host_lines
+from accelmap.compile.host_ops import TYPE_CODES, c_floats, c_ints, host_lines
 from accelmap.compile.host_runtime import HOST_C
 from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError

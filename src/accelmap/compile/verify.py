@@ -9,11 +9,13 @@ onnxruntime's value of the same name, and the first step that differs is named.
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -130,16 +132,16 @@ def run_program(prog: Program, inputs: dict[str, np.ndarray], dump: bool = False
     return RunOutput(outputs, secs, counters, wall, dumped)
 
 
-def _onnxruntime():
+def _onnxruntime() -> Any:
     try:
-        import onnxruntime
+        # imported by name: onnxruntime ships no type information
+        return importlib.import_module("onnxruntime")
     except ImportError:
         raise AccelmapError("verification needs onnxruntime (pip install 'accelmap[compile]' or "
                             "pip install onnxruntime); pass --no-verify to skip it") from None
-    return onnxruntime
 
 
-def run_onnxruntime(g: NetGraph, inputs: dict[str, np.ndarray], extra: list[str] = ()) -> dict[str, np.ndarray]:
+def run_onnxruntime(g: NetGraph, inputs: dict[str, np.ndarray], extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """onnxruntime's outputs (default session options, CPU) and the values named in ``extra``."""
     ort = _onnxruntime()
     model = onnx.ModelProto()
