@@ -78,29 +78,10 @@ def tiny_attention(seed: int = 0, seq: int = 4, d: int = 16, heads: int = 2) -> 
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
 
 
-def quantize_qdq(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]], seed: int = 0,
-                 samples: int = 4) -> onnx.ModelProto:
-    """The model in int8 QDQ form made by onnxruntime's quantization tools (static, calibrated on random
-    inputs): symmetric int8 activations and weights, per-channel weights."""
-    import tempfile
-    from pathlib import Path
 
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+def quantize_qdq(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """The model in int8 QDQ form (onnxruntime's quantization tools, random calibration inputs)."""
+    from accelmap.compile.graph import load_graph
+    from accelmap.compile.quantize import quantize_qdq as quantize
 
-    rng = np.random.default_rng(seed)
-    data = [{k: rng.standard_normal(s).astype(np.float32) for k, s in input_shapes.items()} for _ in range(samples)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(data)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    with tempfile.TemporaryDirectory() as td:
-        src, dst = Path(td) / "f.onnx", Path(td) / "q.onnx"
-        onnx.save(model, src)
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8, per_channel=True,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
-        return onnx.load(dst)
+    return quantize(load_graph(model), seed)

@@ -34,9 +34,7 @@ def cnn_vta(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def qdq_tpu(tmp_path_factory):
-    m = tiny_cnn()
-    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
-    q = quantize_qdq(m, {"x": (1, 3, 8, 8)})
+    q = quantize_qdq(tiny_cnn())
     return compile_model(q, get_accelerator("tpu_like"), tmp_path_factory.mktemp("qdq"), **FAST)
 
 
@@ -74,8 +72,21 @@ def test_qdq_int8_is_bit_exact_at_every_quantized_value(qdq_tpu):
     acc = [s for s in qdq_tpu.steps if s.placement == "accelerator"]
     assert [s.dtype for s in acc] == ["int"] * 3 and all(len(s.fused) == 2 for s in acc)
     assert len(v.quantized) >= 8 and all(c.ok and c.max_abs_diff == 0 for c in v.quantized)
+    assert "integer form" in v.reference
     # a different input: still bit-exact
     assert verify(qdq_tpu.program, qdq_tpu.graph, random_inputs(qdq_tpu.graph, 7)).ok
+
+
+def test_integer_form_states_each_integer_product_as_one_op(qdq_tpu):
+    from accelmap.compile.integer_form import integer_form
+
+    m = integer_form(qdq_tpu.graph, qdq_tpu.steps)
+    ops = [n.op_type for n in m.graph.node]
+    assert ops.count("QLinearConv") == 2 and ops.count("QGemm") == 1 and "Conv" not in ops and "Gemm" not in ops
+    # the QuantizeLinear nodes folded into the products are gone; the others stay
+    folded = {s.qdq_nodes[2].output[0] for s in qdq_tpu.steps if s.dtype == "int"}
+    assert not any(n.op_type == "QuantizeLinear" and n.output[0] in folded for n in m.graph.node)
+    onnx.checker.check_model(m)
 
 
 def test_attention_block_float_matches_on_eyeriss(tmp_path):

@@ -63,6 +63,8 @@ class Step:
     qout: Quant | None = None         # ... the output's
     weight_q: np.ndarray | None = None   # quantized weight values
     bias_q: np.ndarray | None = None     # int32 bias of an integer product
+    # an integer product's folded nodes: DequantizeLinear of data, of weight, QuantizeLinear, of bias (or None)
+    qdq_nodes: tuple = ()
 
 
 def _quant(g: NetGraph, node: onnx.NodeProto, what: str) -> Quant:
@@ -162,8 +164,10 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
         raise SpecError(f"node {nm!r} ({n.op_type}): per-channel quantization of activations is not handled",
                         where=g.source)
     bias_q = None
+    dqb = None
     if n.op_type in ("Conv", "Gemm") and len(n.input) > 2 and n.input[2]:
         b_prod = producer.get(n.input[2])
+        dqb = b_prod[0] if b_prod is not None else None
         if b_prod is None or b_prod[0].op_type != "DequantizeLinear" or b_prod[0].input[0] not in g.consts:
             raise SpecError(f"node {nm!r} ({n.op_type}): the bias of a quantized product must be a dequantized "
                             f"int32 constant", where=g.source)
@@ -173,7 +177,7 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
     skip.add(q.output[0])
     return Step(nm, n.op_type + " (QDQ)", "accelerator", n, [dqx.input[0]], [q.output[0]],
                 fused=[dqx.name, q.name], dtype="int", qin=qin, qw=qw, qout=qout,
-                weight_q=np.asarray(g.consts[dqw.input[0]]), bias_q=bias_q)
+                weight_q=np.asarray(g.consts[dqw.input[0]]), bias_q=bias_q, qdq_nodes=(dqx, dqw, q, dqb))
 
 
 def _live(steps: list[Step], graph_outputs: set[str]) -> list[Step]:

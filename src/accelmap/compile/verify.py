@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 
 from accelmap.compile.graph import NetGraph
+from accelmap.compile.integer_form import integer_form
 from accelmap.compile.program import NP_OF_C, Program
 from accelmap.errors import AccelmapError
 
@@ -62,6 +63,9 @@ class Verification:
     first_bad_value: Comparison | None = None
     reference_s: float = 0.0
     quantized: list[Comparison] = field(default_factory=list)   # every integer step output, bit for bit
+    # a QDQ model: its outputs against onnxruntime on the file as written (``outputs``: the integer form)
+    file_outputs: list[Comparison] = field(default_factory=list)
+    file_first_bad: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -74,6 +78,10 @@ class Verification:
             bad = [c for c in self.quantized if not c.ok]
             lines.append(f"  quantized (integer) values of every step: {len(self.quantized) - len(bad)} of "
                          f"{len(self.quantized)} bit-exact" + (f"; first differing: {bad[0].line()}" if bad else ""))
+        for c in self.file_outputs:
+            lines.append(f"  the file as written (onnxruntime's own mix of integer and float kernels): {c.line()}")
+        if self.file_first_bad:
+            lines.append(f"    first step that differs from it: {self.file_first_bad}")
         if self.first_bad_step:
             lines.append(f"  first step that differs: {self.first_bad_step}"
                          + (f" ({self.first_bad_value.line()})" if self.first_bad_value else ""))
@@ -141,11 +149,12 @@ def _onnxruntime() -> Any:
                             "pip install onnxruntime); pass --no-verify to skip it") from None
 
 
-def run_onnxruntime(g: NetGraph, inputs: dict[str, np.ndarray], extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
-    """onnxruntime's outputs (default session options, CPU) and the values named in ``extra``."""
+def run_onnxruntime(source: onnx.ModelProto, g: NetGraph, inputs: dict[str, np.ndarray],
+                    extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs of ``source`` (default session options, CPU) and the values named in ``extra``."""
     ort = _onnxruntime()
     model = onnx.ModelProto()
-    model.CopyFrom(g.model)
+    model.CopyFrom(source)
     have = {o.name for o in model.graph.output}
     for name in extra:
         if name not in have:
@@ -176,31 +185,57 @@ def compare(name: str, got: np.ndarray, want: np.ndarray) -> Comparison:
                       want.size)
 
 
+def _first_bad(prog: Program, dumped: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+               ) -> tuple[str, Comparison] | None:
+    for s in prog.steps:
+        for o in s.outputs:
+            if o in ref and o in dumped:
+                c = compare(o, dumped[o], ref[o])
+                if not c.ok:
+                    return f"{s.name} ({s.op_type}, {s.placement})", c
+    return None
+
+
 def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOutput | None = None) -> Verification:
-    """Compare the program's outputs with onnxruntime's; on a mismatch, find the first step that differs."""
+    """Compare the program with onnxruntime; on a mismatch, find the first step that differs.
+
+    A float model: its outputs within tolerance of onnxruntime's on the file. A model with integer
+    products (QDQ): every quantized value bit for bit against onnxruntime on the model's integer form
+    (``integer_form``); the comparison with the file as written is reported too.
+    """
     ort = _onnxruntime()
     t0 = time.perf_counter()
-    ref = run_onnxruntime(g, inputs)
+    ref = run_onnxruntime(g.model, g, inputs)
     ref_s = time.perf_counter() - t0
     run = run or run_program(prog, inputs)
     outs = [compare(o, run.outputs[o], ref[o]) for o in g.outputs]
-    v = Verification(f"onnxruntime {ort.__version__} (CPU, default session options)", outs, reference_s=ref_s)
+    where = f"onnxruntime {ort.__version__} (CPU, default session options)"
+    v = Verification(where, outs, reference_s=ref_s)
     ints = [name for name, ct, _ in prog.values if ct != "float"]
-    if v.ok and not ints:
-        return v
-    dumped = run_program(prog, inputs, dump=True).dumped
-    if ints:
-        # onnxruntime with the quantized tensors as extra outputs: QDQ fusion still applies to them.
-        ref_q = run_onnxruntime(g, inputs, ints)
-        v.quantized = [compare(n, dumped[n], ref_q[n]) for n in ints if n in ref_q]
-    if v.ok:
-        return v
-    ref_all = run_onnxruntime(g, inputs, [name for name, _, _ in prog.values])
-    for s in prog.steps:
-        for o in s.outputs:
-            if o in ref_all and o in dumped:
-                c = compare(o, dumped[o], ref_all[o])
-                if not c.ok:
-                    v.first_bad_step, v.first_bad_value = f"{s.name} ({s.op_type}, {s.placement})", c
-                    return v
+    intf = integer_form(g, prog.steps)
+    dumped: dict[str, np.ndarray] = {}
+    if intf is not None or ints or not v.ok:
+        dumped = run_program(prog, inputs, dump=True).dumped
+    if intf is not None:
+        ref_i = run_onnxruntime(intf, g, inputs, ints)
+        v.file_outputs, v.outputs = v.outputs, [compare(o, run.outputs[o], ref_i[o]) for o in g.outputs]
+        v.reference = where + ", on the integer form (QLinearConv / QLinearMatMul / QGemm for each integer product)"
+        v.quantized = [compare(n, dumped[n], ref_i[n]) for n in ints if n in ref_i]
+        if not v.ok:
+            bad = _first_bad(prog, dumped, ref_i)
+        elif not all(c.ok for c in v.file_outputs):
+            bad = _first_bad(prog, dumped, run_onnxruntime(g.model, g, inputs, ints))
+            if bad:
+                v.file_first_bad = f"{bad[0]}: {bad[1].line()}"
+            bad = None
+        else:
+            bad = None
+    else:
+        if ints:
+            ref_q = run_onnxruntime(g.model, g, inputs, ints)
+            v.quantized = [compare(n, dumped[n], ref_q[n]) for n in ints if n in ref_q]
+        bad = None if v.ok else _first_bad(prog, dumped,
+                                           run_onnxruntime(g.model, g, inputs, [n for n, _, _ in prog.values]))
+    if bad:
+        v.first_bad_step, v.first_bad_value = bad
     return v
