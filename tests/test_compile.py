@@ -47,6 +47,11 @@ def test_float_cnn_matches_onnxruntime(cnn_vta):
         "Relu", "MaxPool", "Add", "Clip", "GlobalAveragePool", "Flatten", "Softmax"}
     # the emitted tile programs moved exactly what the cost model counts
     assert r.counts_checked == {"conv1": True, "dw2": True, "fc": True}
+    # vta_like has a GEMM intrinsic: the convolution and the FC layer embed (programs equal to NumPy), the
+    # depthwise convolution has no input-channel reduction for the intrinsic's z axis
+    emb = {c.layer: c for c in r.intrinsics}
+    assert {k: (c.found, c.checked) for k, c in emb.items()} == {
+        "conv1": (True, True), "dw2": (False, None), "fc": (True, True)}
     # one build command, a Makefile, and the program's files
     names = {p.name for p in r.program.folder.iterdir()}
     assert {"main.c", "weights.bin", "Makefile", "net", "layer_0.c", "layer_1.c", "layer_2.c"} <= names

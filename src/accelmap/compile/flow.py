@@ -15,6 +15,7 @@ import onnx
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.graph import NetGraph, load_graph
+from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices
 from accelmap.compile.network_timing import NetworkTiming, time_network
 from accelmap.compile.partition import ACCEL_OPS, Step, partition
 from accelmap.compile.program import Program, build_program, emit_program
@@ -37,6 +38,7 @@ class CompileResult:
     verification: Verification | None
     timing: NetworkTiming | None
     counts_checked: dict[str, bool] = field(default_factory=dict)   # step -> counters equal to the model
+    intrinsics: list[IntrinsicChoice] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -54,6 +56,7 @@ class CompileResult:
                 "ok": v.ok, "reference": v.reference, "outputs": [c.line() for c in v.outputs],
                 "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
                 "first_bad_step": v.first_bad_step},
+            "intrinsics": [c.line() for c in self.intrinsics],
             "counters_equal_model": sum(self.counts_checked.values()), "counters_checked": len(self.counts_checked),
             "simulated_cycles": t.simulated_cycles if t else None, "modeled_cycles": t.modeled_cycles if t else None,
             "host_model_cycles": t.host_cycles if t else None, "energy_pj": t.energy_pj if t else None,
@@ -73,6 +76,12 @@ class CompileResult:
             lines.append(f"  transfer counters of the emitted code: {len(self.counts_checked) - len(bad)} of "
                          f"{len(self.counts_checked)} accelerator steps equal to the cost model"
                          + (f" (differ: {', '.join(bad)})" if bad else ""))
+        if self.intrinsics:
+            found = [c for c in self.intrinsics if c.found]
+            lines.append(f"  intrinsic embedding: {len(found)} of {len(self.intrinsics)} layers embed "
+                         f"({', '.join(sorted({c.intrinsic for c in self.intrinsics}))}); programs checked: "
+                         f"{sum(c.checked is True for c in found)} equal to NumPy, "
+                         f"{sum(c.checked is False for c in found)} differ; the C runs the mappings' tile programs")
         if self.verification is not None:
             lines.append(self.verification.summary())
         if self.timing is not None:
@@ -130,13 +139,18 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
     layer_of_node = {n: lm for lm in mm.layers for n in lm.layer.nodes}
     t0 = time.perf_counter()
+    choices = intrinsic_choices(list(mm.layers), arch)
+    if choices:
+        seconds["embed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     steps = partition(g, set(layer_of_node))
     prog = emit_program(g, steps, layer_of_node, arch, out_dir)
     seconds["emit"] = time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s
     res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps
-                                             if s.placement == "accelerator"}, None, None, None, seconds=seconds)
+                                             if s.placement == "accelerator"}, None, None, None, seconds=seconds,
+                        intrinsics=choices)
     if run:
         data = inputs if inputs is not None else random_inputs(g, seed)
         for x in g.inputs:

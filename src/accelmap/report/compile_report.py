@@ -156,6 +156,9 @@ def report_html(res: CompileResult) -> str:
         p.append("<tr>" + "".join(f'<td class="n">{x}</td>' if k >= 4 else f"<td>{x}</td>"
                                   for k, x in enumerate(cells)) + "</tr>")
     p.append("</table>")
+    if res.intrinsics:
+        p.append("<h2>Intrinsic embedding</h2><ul>" + "".join(f"<li>{_e(c.line())}</li>" for c in res.intrinsics)
+                 + "</ul>")
     p.append("<h2>Loop nests</h2>")
     for l in mm.layers:
         op = l.layer.operator
