@@ -13,7 +13,7 @@ def _init(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
-def tiny_cnn(seed: int = 0) -> onnx.ModelProto:
+def tiny_cnn(seed: int = 0, softmax: bool = True) -> onnx.ModelProto:
     """conv 3x3 + relu, max pool, depthwise conv + residual add, global pool, flatten, gemm, softmax."""
     rng = np.random.default_rng(seed)
     w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
@@ -29,6 +29,9 @@ def tiny_cnn(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("Gemm", ["f", "w3", "b3"], ["fc"], name="fc", transB=1),
         helper.make_node("Softmax", ["fc"], ["y"], name="softmax", axis=-1),
     ]
+    if not softmax:
+        nodes[-2].output[0] = "y"
+        del nodes[-1]
     inits = [_init("w1", w(8, 3, 3, 3)), _init("b1", 0.1 * rng.standard_normal(8).astype(np.float32)),
              _init("w2", w(8, 1, 3, 3)), _init("b2", 0.1 * rng.standard_normal(8).astype(np.float32)),
              _init("lo", np.float32(0.0)), _init("hi", np.float32(6.0)),
@@ -79,9 +82,9 @@ def tiny_attention(seed: int = 0, seq: int = 4, d: int = 16, heads: int = 2) -> 
 
 
 
-def quantize_qdq(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: bool = True) -> onnx.ModelProto:
     """The model in int8 QDQ form (onnxruntime's quantization tools, random calibration inputs)."""
     from accelmap.compile.graph import load_graph
     from accelmap.compile.quantize import quantize_qdq as quantize
 
-    return quantize(load_graph(model), seed)
+    return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations)

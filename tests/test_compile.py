@@ -94,6 +94,20 @@ def test_integer_form_states_each_integer_product_as_one_op(qdq_tpu):
     onnx.checker.check_model(m)
 
 
+def test_activation_zero_points_need_a_wide_operand(tmp_path):
+    """Asymmetric int8 activations: exact on eyeriss_like (16-bit operands take x - zero point), refused with
+    one line on vta_like (8-bit operands cannot hold it). Without the final softmax: with zero points,
+    onnxruntime runs the QDQ softmax as its own table-based kernel, which can differ by one step."""
+    q = quantize_qdq(tiny_cnn(softmax=False), symmetric_activations=False)
+    zps = [int(numpy_helper.to_array(t)) for t in q.graph.initializer if t.name.endswith("_zero_point")
+           and numpy_helper.to_array(t).size == 1]
+    assert any(zps)
+    r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path / "e", **FAST, simulate=False)
+    assert r.verification is not None and r.verification.ok and all(c.ok for c in r.verification.quantized)
+    with pytest.raises(SpecError, match="does not fit the accelerator's 8-bit operand"):
+        compile_model(q, get_accelerator("vta_like"), tmp_path / "v", **FAST, run=False, simulate=False)
+
+
 def test_attention_block_float_matches_on_eyeriss(tmp_path):
     r = compile_model(tiny_attention(), get_accelerator("eyeriss_like"), tmp_path, **FAST)
     assert r.verification is not None and r.verification.ok, r.verification.summary()

@@ -18,7 +18,8 @@ from accelmap.compile.graph import NetGraph
 from accelmap.errors import AccelmapError
 
 
-def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4) -> onnx.ModelProto:
+def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4, symmetric_activations: bool = True) -> onnx.ModelProto:
+    """``symmetric_activations`` False: activations get zero points (onnxruntime's default)."""
     try:
         q = importlib.import_module("onnxruntime.quantization")
     except ImportError:
@@ -42,5 +43,5 @@ def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4) -> onnx.ModelProt
         onnx.save(model, src)
         q.quantize_static(str(src), str(dst), reader, quant_format=q.QuantFormat.QDQ,
                           activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8, per_channel=True,
-                          extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+                          extra_options={"ActivationSymmetric": symmetric_activations, "WeightSymmetric": True})
         return onnx.load(dst)
