@@ -156,7 +156,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         for x in g.inputs:
             if x not in data:
                 raise SpecError(f"no value for graph input {x!r}", where="--input")
-        res.run = run_program(prog, data)
+        res.run = run_program(prog, data, dump=check)    # the step outputs serve the comparison
         seconds["run"] = res.run.wall_s
         _check_counts(res)
         if check:

@@ -103,7 +103,7 @@ def load_graph(model: str | Path | onnx.ModelProto, *, dims: dict[str, int] | No
         source = str(model)
         try:
             proto = onnx.load(source)
-        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, Exception) as e:  # noqa: B014
+        except Exception as e:  # noqa: BLE001 - a missing file, a protobuf decode error, external data not found
             raise SpecError(f"cannot read the ONNX model: {e}", where=source) from None
     g = proto.graph
     init = {t.name for t in g.initializer}
@@ -112,7 +112,7 @@ def load_graph(model: str | Path | onnx.ModelProto, *, dims: dict[str, int] | No
     def symbolic(vi) -> bool:
         return any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
 
-    data = [i.name for i in free if symbolic(i)] or [free[0].name] if free else []
+    data = ([i.name for i in free if symbolic(i)] or [free[0].name]) if free else []
     params = bind_dims(proto, dict(dims or {}), batch, seq_len, source)
     notes = []
     users = _param_users(proto)

@@ -214,7 +214,9 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
     ints = [name for name, ct, _ in prog.values if ct != "float"]
     intf = integer_form(g, prog.steps)
     dumped: dict[str, np.ndarray] = {}
-    if intf is not None or ints or not v.ok:
+    if run.dumped:
+        dumped = run.dumped
+    elif intf is not None or ints or not v.ok:
         dumped = run_program(prog, inputs, dump=True).dumped
     if intf is not None:
         ref_i = run_onnxruntime(intf, g, inputs, ints)
