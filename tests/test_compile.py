@@ -187,6 +187,9 @@ def test_report_is_self_contained_and_complete(cnn_vta):
     for lm in cnn_vta.mapping.layers:
         assert f"<summary>{lm.name}:" in page          # the loop nest of every layer
     assert "Simulator timeline of layer" in page
+    assert "Simulator timeline of layer dw2 (chosen" in report_html(cnn_vta, "dw2")
+    with pytest.raises(SpecError, match="no simulated layer 'nope'; the layers are conv1, dw2, fc"):
+        report_html(cnn_vta, "nope")
     for lm in cnn_vta.mapping.layers:      # energy columns by level and by operand
         for comp, operand in lm.cost.energy:
             assert f"<th>E {comp}</th>" in page and f"<th>E {operand}</th>" in page

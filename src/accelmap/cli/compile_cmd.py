@@ -45,8 +45,10 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
 @click.option("--no-verify", is_flag=True, help="Run, but do not compare with onnxruntime.")
 @click.option("--no-simulate", is_flag=True, help="Do not time the layers on the simulator.")
 @click.option("--json", "json_path", default=None, help="Also write a JSON summary to this file.")
+@click.option("--timeline-layer", default=None, help="Layer whose simulator timeline the report draws "
+              "(default: the one with the most cycles).")
 def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective, time_limit, jobs, input_path, seed,
-                no_run, no_verify, no_simulate, json_path):
+                no_run, no_verify, no_simulate, json_path, timeline_layer):
     """Compile MODEL (an ONNX file or a bundled model) into one C program for ARCH and verify it.
 
     Writes DIR/main.c, DIR/layer_N.c, DIR/weights.bin, DIR/Makefile, the executable DIR/net and
@@ -65,7 +67,7 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
                         run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate)
     from accelmap.report.compile_report import write_compile_report
 
-    report = write_compile_report(res, out)
+    report = write_compile_report(res, out, timeline_layer)
     click.echo(res.summary())
     click.echo(f"report: {report}")
     if json_path:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from accelmap.compile.flow import CompileResult
+from accelmap.errors import SpecError
 from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import format_text
 from accelmap.report.model_report import _gap, plot_energy
@@ -65,7 +66,7 @@ def graph_svg(res: CompileResult) -> str:
     return "\n".join(parts)
 
 
-def _plots(res: CompileResult, tmp: Path) -> list[tuple[str, str]]:
+def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tuple[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,15 +89,24 @@ def _plots(res: CompileResult, tmp: Path) -> list[tuple[str, str]]:
         plt.close(fig)
         out.append(("Latency per step", _png(tmp / "steps.png")))
         if t.sims:
-            name, sim = max(t.sims.items(), key=lambda kv: kv[1].cycles)
+            if timeline_layer is None:
+                name, sim = max(t.sims.items(), key=lambda kv: kv[1].cycles)
+                why = "the most cycles"
+            else:
+                name, sim, why = timeline_layer, t.sims[timeline_layer], "chosen"
             plot_timeline(sim.timing, tmp / "timeline.png", f"{name} on {res.arch.name}")
-            out.append((f"Simulator timeline of layer {name} (the most cycles; first instructions)",
+            out.append((f"Simulator timeline of layer {name} ({why}; first instructions)",
                         _png(tmp / "timeline.png")))
     return out
 
 
-def report_html(res: CompileResult) -> str:
+def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
+    """The page; ``timeline_layer`` names the layer whose simulator timeline is drawn (default: the one with
+    the most simulated cycles)."""
     mm = res.mapping
+    if timeline_layer is not None and (res.timing is None or timeline_layer not in res.timing.sims):
+        names = ", ".join(lm.name for lm in mm.layers)
+        raise SpecError(f"no simulated layer {timeline_layer!r}; the layers are {names}", where="--timeline-layer")
     p: list[str] = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
                     f"<title>accelmap compile: {_e(mm.model.name)} on {_e(res.arch.name)}</title>",
                     f"<style>{_CSS}</style></head><body>",
@@ -166,7 +176,7 @@ def report_html(res: CompileResult) -> str:
                  + _e(format_text(l.mapping_found, res.arch, op)) + "</pre></details>")
     p.append("<h2>Plots</h2>")
     with tempfile.TemporaryDirectory(prefix="accelmap-report-") as td:
-        for title, uri in _plots(res, Path(td)):
+        for title, uri in _plots(res, Path(td), timeline_layer):
             p.append(f"<h3>{_e(title)}</h3><img alt=\"{_e(title)}\" src=\"{uri}\">")
     notes = res.graph.notes + list(mm.notes) + res.program.notes
     if notes:
@@ -175,7 +185,7 @@ def report_html(res: CompileResult) -> str:
     return "\n".join(p) + "\n"
 
 
-def write_compile_report(res: CompileResult, out_dir: str | Path) -> Path:
+def write_compile_report(res: CompileResult, out_dir: str | Path, timeline_layer: str | None = None) -> Path:
     path = Path(out_dir) / "report.html"
-    write_atomic(path, report_html(res))
+    write_atomic(path, report_html(res, timeline_layer))
     return path
