@@ -122,8 +122,9 @@ def main() -> None:
                                                       f"quantized values bit-exact)" if v.quantized else
                                                       f" (max |diff| {max(c.max_abs_diff for c in v.outputs):.2g})")
             if v.file_outputs:
+                first = v.file_first_bad.split(":")[0] if v.file_first_bad else "?"
                 verdict += "; file as written: " + ("match" if all(c.ok for c in v.file_outputs) else
-                                                    f"differs from {v.file_first_bad.split(':')[0] if v.file_first_bad else '?'}")
+                                                    f"differs from {first}")
             d.update({"form": form, "compile_s": compile_s, "total_s": total,
                       "accelerator_simulated_cycles": acc_sim, "accelerator_modeled_cycles": acc_mod,
                       "verification_detail": v.summary()})

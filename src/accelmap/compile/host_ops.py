@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.partition import Step, _quant, q_range
+from accelmap.compile.partition import Step, q_range, quant_params
 from accelmap.errors import SpecError
 from accelmap.workload.onnx_ops import attrs
 
@@ -44,7 +44,7 @@ def c_ints(vals, ctype: str = "int") -> str:
     return f"(const {ctype}[]){{" + ", ".join(str(int(v)) for v in np.asarray(vals).reshape(-1)) + "}"
 
 
-def _bcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+def bcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
     shape = (1,) * (len(out) - len(shape)) + tuple(shape)
     strides, acc = [], 1
     for s in reversed(shape):
@@ -73,8 +73,8 @@ def _binary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     op = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}[s.op_type]
     nd = max(len(out), 1)
     shape = out or (1,)
-    sa = _bcast_strides(g.shape(a), shape)
-    sb = _bcast_strides(g.shape(b), shape)
+    sa = bcast_strides(g.shape(a), shape)
+    sb = bcast_strides(g.shape(b), shape)
     return [f"bcast_binary({op}, {buf(a)}, {buf(b)}, {buf(y)}, {nd}, {c_longs(shape)}, {c_longs(sa)}, "
             f"{c_longs(sb)});"]
 
@@ -196,7 +196,7 @@ def _channels(g: NetGraph, x: str, axis: int, nch: int) -> tuple[int, int]:
 
 def _quantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     x, y = s.node.input[0], s.outputs[0]
-    q = _quant(g, s.node, "the output")
+    q = quant_params(g, s.node, "the output")
     inner, nch = _channels(g, x, q.axis, q.scale.size)
     lo, hi = q_range(q.elem)
     return [f"quantize({buf(x)}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, {g.size(y)}L, {inner}L, {nch}L, "
@@ -205,7 +205,7 @@ def _quantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
 
 def _dequantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     x, y = s.node.input[0], s.outputs[0]
-    q = _quant(g, s.node, "the input")
+    q = quant_params(g, s.node, "the input")
     inner, nch = _channels(g, x, q.axis, q.scale.size)
     return [f"dequantize({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {g.size(y)}L, {inner}L, {nch}L, "
             f"{c_floats(q.scale)}, {c_ints(q.zero_point)});"]

@@ -67,7 +67,7 @@ class Step:
     qdq_nodes: tuple = ()
 
 
-def _quant(g: NetGraph, node: onnx.NodeProto, what: str) -> Quant:
+def quant_params(g: NetGraph, node: onnx.NodeProto, what: str) -> Quant:
     """The scale, zero point and type of a QuantizeLinear / DequantizeLinear node (constants only)."""
     a = attrs(node)
     if node.input[1] not in g.consts or (len(node.input) > 2 and node.input[2] and node.input[2] not in g.consts):
@@ -159,7 +159,8 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
     if not qdq:
         return Step(nm, n.op_type, "accelerator", n, data, [out])
     dqx, dqw, q = x_prod[0], w_prod[0], y_readers[0]
-    qin, qw, qout = _quant(g, dqx, "the data input"), _quant(g, dqw, "the weight"), _quant(g, q, "the output")
+    qin, qw = quant_params(g, dqx, "the data input"), quant_params(g, dqw, "the weight")
+    qout = quant_params(g, q, "the output")
     if qin.scale.size != 1 or qout.scale.size != 1:
         raise SpecError(f"node {nm!r} ({n.op_type}): per-channel quantization of activations is not handled",
                         where=g.source)

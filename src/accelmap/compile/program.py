@@ -31,7 +31,7 @@ from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import TYPE_CODES, c_floats, c_ints, host_lines
+from accelmap.compile.host_ops import TYPE_CODES, bcast_strides, c_floats, c_ints, c_longs, host_lines
 from accelmap.compile.host_runtime import HOST_C
 from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
@@ -206,11 +206,9 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
         if node.op_type == "Conv":
             inner, nch = _out_channels(s, g, y, 2)
             return [f"add_channel_bias({acc}, {n_out}L, {inner}L, {nch}L, {em.value(b)});"]
-        from accelmap.compile.host_ops import _bcast_strides, c_longs
-
         shape = g.shape(y)
-        sb = _bcast_strides(g.shape(b), shape)
-        sa = _bcast_strides(shape, shape)
+        sb = bcast_strides(g.shape(b), shape)
+        sa = bcast_strides(shape, shape)
         return [f"bcast_binary(0, {acc}, {em.value(b)}, {acc}, {len(shape)}, {c_longs(shape)}, {c_longs(sa)}, "
                 f"{c_longs(sb)});"]
     assert s.qin is not None and s.qw is not None and s.qout is not None
@@ -288,8 +286,8 @@ static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
 }
 """)
     main.append("int main(int argc, char **argv) {")
-    main.append('    if (argc < 4) { fprintf(stderr, "usage: %s weights.bin input.bin output.bin [dump_dir]\\n", argv[0]);'
-                " return 2; }")
+    main.append('    if (argc < 4) { fprintf(stderr, "usage: %s weights.bin input.bin output.bin [dump_dir]\\n", '
+                "argv[0]); return 2; }")
     main.append("    const char *dump = argc > 4 ? argv[4] : 0;")
     main.append("    double t0;")
     main.append('    FILE *f = fopen(argv[1], "rb");')
