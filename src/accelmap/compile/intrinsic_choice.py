@@ -29,7 +29,8 @@ class IntrinsicChoice:
     found: bool
     calls: int = 0
     utilization: float = 0.0
-    latency: float | None = None       # the embedding's modeled cycles (None: not costed)
+    # the embedding's modeled cycles with the loop nest it builds to rank embeddings, not a searched one
+    latency: float | None = None
     mapping_latency: float = 0.0       # the mapper's modeled cycles, for comparison
     checked: bool | None = None        # intrinsic program equal to NumPy (None: not run, too large)
     reason: str = ""
@@ -39,8 +40,8 @@ class IntrinsicChoice:
             return f"{self.layer}: {self.intrinsic} does not embed ({self.reason})"
         chk = {None: "not run (large layer)", True: "equal to NumPy", False: f"MISMATCH ({self.reason})"}[self.checked]
         return (f"{self.layer}: {self.intrinsic} embeds with {self.calls:,} calls at {self.utilization:.0%} "
-                f"utilization, modeled {'-' if self.latency is None else f'{self.latency:,.0f}'} cycles (mapping "
-                f"{self.mapping_latency:,.0f}); program "
+                f"utilization, modeled {'-' if self.latency is None else f'{self.latency:,.0f}'} cycles with the loop "
+                f"nest the embedding builds (the mapper's mapping: {self.mapping_latency:,.0f}); program "
                 f"{chk}; the emitted C runs the mapping's tile program")
 
 
