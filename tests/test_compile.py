@@ -214,5 +214,14 @@ def test_cli_compile_and_bad_model(tmp_path):
                                   "--json", str(tmp_path / "s.json")])
     assert r.exit_code == 0, r.output
     assert "PASS" in r.output and (out / "report.html").exists() and (out / "net").exists()
+    # given inputs (.npz), and a missing graph input named
+    np.savez(tmp_path / "x.npz", x=np.full((1, 4, 16), 0.5, dtype=np.float32))
+    r = CliRunner().invoke(main, ["compile", str(p), "--arch", "tpu_like", "--out", str(out), "--time-limit", "0.3",
+                                  "--input", str(tmp_path / "x.npz"), "--no-simulate"])
+    assert r.exit_code == 0 and "PASS" in r.output, r.output
+    np.savez(tmp_path / "z.npz", z=np.zeros(3, dtype=np.float32))
+    r = CliRunner().invoke(main, ["compile", str(p), "--arch", "tpu_like", "--out", str(out), "--time-limit", "0.3",
+                                  "--input", str(tmp_path / "z.npz"), "--no-simulate"])
+    assert r.exit_code == 2 and "no value for graph input 'x'" in r.output
     r = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "--arch", "tpu_like"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "missing.onnx" in r.output

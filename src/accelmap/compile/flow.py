@@ -156,6 +156,9 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         for x in g.inputs:
             if x not in data:
                 raise SpecError(f"no value for graph input {x!r}", where="--input")
+            if tuple(data[x].shape) != g.shape(x):
+                raise SpecError(f"graph input {x!r} has shape {list(g.shape(x))}, the value given "
+                                f"{list(data[x].shape)}", where="--input")
         res.run = run_program(prog, data, dump=check)    # the step outputs serve the comparison
         seconds["run"] = res.run.wall_s
         _check_counts(res)
