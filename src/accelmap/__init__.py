@@ -57,6 +57,7 @@ _API = {
     "check_mapping": "accelmap.codegen.execute",
     "embed": "accelmap.embed.search",
     "get_intrinsic": "accelmap.arch.intrinsics",
+    "compile_model": "accelmap.compile.flow",
     # tuning by measurement
     "tune_operator": "accelmap.tune.session",
     "ScheduleTemplate": "accelmap.tune.template",

@@ -53,6 +53,7 @@ def main() -> None:
 from accelmap.cli import (
     arch_cmd,  # noqa: E402,F401
     codegen_cmd,  # noqa: E402,F401
+    compile_cmd,  # noqa: E402,F401
     dse_cmd,  # noqa: E402,F401
     embed_cmd,  # noqa: E402,F401
     evaluate_cmd,  # noqa: E402,F401

@@ -1,0 +1,173 @@
+"""``accelmap compile``: an ONNX model to one verified C program for the whole network.
+
+import -> map every distinct accelerator layer -> partition -> emit and build the C program ->
+run it and compare with onnxruntime -> time every layer on the simulator -> report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.compile.graph import NetGraph, load_graph
+from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices
+from accelmap.compile.network_timing import NetworkTiming, time_network
+from accelmap.compile.partition import ACCEL_OPS, Step, partition
+from accelmap.compile.program import Program, build_program, emit_program
+from accelmap.compile.verify import RunOutput, Verification, random_inputs, run_program, verify
+from accelmap.cost.model import access_counts
+from accelmap.errors import SpecError
+from accelmap.search.model_mapper import map_model
+from accelmap.search.model_result import LayerMapping, ModelMapping
+from accelmap.workload.onnx_import import import_onnx
+
+
+@dataclass
+class CompileResult:
+    graph: NetGraph
+    mapping: ModelMapping
+    steps: list[Step]
+    program: Program
+    layer_of: dict[str, LayerMapping]            # accelerator step name -> its layer
+    run: RunOutput | None
+    verification: Verification | None
+    timing: NetworkTiming | None
+    counts_checked: dict[str, bool] = field(default_factory=dict)   # step -> counters equal to the model
+    intrinsics: list[IntrinsicChoice] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def arch(self) -> Accelerator:
+        return self.mapping.arch
+
+    def to_dict(self) -> dict:
+        """The numbers of a compile run (``--json`` and the benchmark)."""
+        t, v = self.timing, self.verification
+        return {
+            "model": self.mapping.model.name, "arch": self.arch.name, "folder": str(self.program.folder),
+            "steps": len(self.steps), "accelerator_steps": sum(1 for s in self.steps if s.placement == "accelerator"),
+            "seconds": self.seconds, "host_run_s": self.run.wall_s if self.run else None,
+            "verification": None if v is None else {
+                "ok": v.ok, "reference": v.reference, "outputs": [c.line() for c in v.outputs],
+                "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
+                "first_bad_step": v.first_bad_step},
+            "intrinsics": [c.line() for c in self.intrinsics],
+            "counters_equal_model": sum(self.counts_checked.values()), "counters_checked": len(self.counts_checked),
+            "simulated_cycles": t.simulated_cycles if t else None, "modeled_cycles": t.modeled_cycles if t else None,
+            "host_model_cycles": t.host_cycles if t else None, "energy_pj": t.energy_pj if t else None,
+        }
+
+    def summary(self) -> str:
+        p = self.program
+        acc = sum(1 for s in self.steps if s.placement == "accelerator")
+        lines = [f"compiled {self.mapping.model.name} for {self.arch.name}: {acc} accelerator steps "
+                 f"({len(p.layers and {c.function for c in p.layers.values()})} distinct layer programs), "
+                 f"{len(self.steps) - acc} host steps -> {p.folder}"]
+        lines.append("  " + ", ".join(f"{k} {v:.2f} s" for k, v in self.seconds.items()))
+        if self.run is not None:
+            lines.append(f"  the program ran in {self.run.wall_s:.3f} s on the host")
+        if self.counts_checked:
+            bad = [k for k, v in self.counts_checked.items() if not v]
+            lines.append(f"  transfer counters of the emitted code: {len(self.counts_checked) - len(bad)} of "
+                         f"{len(self.counts_checked)} accelerator steps equal to the cost model"
+                         + (f" (differ: {', '.join(bad)})" if bad else ""))
+        if self.intrinsics:
+            found = [c for c in self.intrinsics if c.found]
+            lines.append(f"  intrinsic embedding: {len(found)} of {len(self.intrinsics)} layers embed "
+                         f"({', '.join(sorted({c.intrinsic for c in self.intrinsics}))}); programs checked: "
+                         f"{sum(c.checked is True for c in found)} equal to NumPy, "
+                         f"{sum(c.checked is False for c in found)} differ; the C runs the mappings' tile programs")
+        if self.verification is not None:
+            lines.append(self.verification.summary())
+        if self.timing is not None:
+            lines.append(self.timing.summary())
+        for n in self.graph.notes + list(self.mapping.notes) + p.notes:
+            lines.append(f"  note: {n}")
+        return "\n".join(lines)
+
+
+def _check_counts(res: CompileResult) -> None:
+    arch = res.arch
+    if res.run is None:
+        return
+    for i, s in enumerate(res.steps):
+        if s.placement != "accelerator" or i not in res.run.counters:
+            continue
+        lm = res.layer_of[s.name]
+        op = lm.layer.operator
+        got = res.run.counters[i].reshape(len(arch.levels), len(op.operands), 4)
+        model = access_counts(op, arch, lm.mapping_found)
+        ok = True
+        for (lv, name), c in model.items():
+            k = next(j for j, X in enumerate(op.operands) if X.name == name)
+            ok = ok and tuple(int(v) for v in got[lv, k]) == c.as_tuple()
+        res.counts_checked[s.name] = bool(ok)
+
+
+def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_dir: str | Path, *,
+                  dims: dict[str, int] | None = None, batch: int | None = None, seq_len: int | None = None,
+                  objective: str = "edp", time_limit_per_layer: float | None = 2.0, jobs: int | None = 1,
+                  seed: int = 0, inputs: dict[str, np.ndarray] | None = None, run: bool = True,
+                  check: bool = True, simulate: bool = True) -> CompileResult:
+    """Compile ``model`` for ``arch`` into ``out_dir`` (C files, weights, Makefile, the executable).
+
+    ``run`` executes the program once on ``inputs`` (random, seeded, when None); ``check``
+    compares it with onnxruntime; ``simulate`` times every accelerator layer on the simulator.
+    """
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    g = load_graph(model, dims=dims, batch=batch, seq_len=seq_len, seed=seed)
+    name = Path(str(model)).stem if not isinstance(model, onnx.ModelProto) else (model.graph.name or "model")
+    imp = import_onnx(g.model, name=name)
+    other = [l for l in imp.layers if l.source_op not in ACCEL_OPS]
+    if other:
+        raise SpecError(f"node {other[0].nodes[0]!r} ({other[0].source_op}) carries multiply-accumulates; the "
+                        f"compiler runs {', '.join(ACCEL_OPS)} on the accelerator and nothing else with MACs",
+                        where=g.source)
+    seconds["import"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mm = map_model(imp, arch, objective, time_limit_per_layer=time_limit_per_layer, jobs=jobs, cache_path=None,
+                   progress=False, seed=seed)
+    seconds["map"] = time.perf_counter() - t0
+    failed = [l for l in mm.layers if not l.ok]
+    if failed:
+        raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
+    layer_of_node = {n: lm for lm in mm.layers for n in lm.layer.nodes}
+    t0 = time.perf_counter()
+    choices = intrinsic_choices(list(mm.layers), arch)
+    if choices:
+        seconds["embed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    steps = partition(g, set(layer_of_node))
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir)
+    seconds["emit"] = time.perf_counter() - t0
+    build_program(prog)
+    seconds["build"] = prog.build_s
+    res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps
+                                             if s.placement == "accelerator"}, None, None, None, seconds=seconds,
+                        intrinsics=choices)
+    if run:
+        data = inputs if inputs is not None else random_inputs(g, seed)
+        for x in g.inputs:
+            if x not in data:
+                raise SpecError(f"no value for graph input {x!r}", where="--input")
+            if tuple(data[x].shape) != g.shape(x):
+                raise SpecError(f"graph input {x!r} has shape {list(g.shape(x))}, the value given "
+                                f"{list(data[x].shape)}", where="--input")
+        res.run = run_program(prog, data, dump=check)    # the step outputs serve the comparison
+        seconds["run"] = res.run.wall_s
+        _check_counts(res)
+        if check:
+            t0 = time.perf_counter()
+            res.verification = verify(prog, g, data, res.run)
+            seconds["verify"] = time.perf_counter() - t0
+    if simulate:
+        t0 = time.perf_counter()
+        res.timing = time_network(res.steps, res.layer_of, g, arch)
+        seconds["simulate"] = time.perf_counter() - t0
+    return res

@@ -1,0 +1,239 @@
+"""C calls for the host operators: one function per ONNX op type, returning the lines of its step.
+
+Each emitter gets the step, the graph and a ``Buffers`` that names the C array of a value (and
+registers a constant for the weights file when a host op reads it as data). Parameters that only
+steer the op (a Clip's bounds, a Reshape's target, quantization scales) are read here from the
+model's constants and written into the call.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import numpy as np
+import onnx
+
+from accelmap.compile.graph import NetGraph
+from accelmap.compile.partition import Step, q_range, quant_params
+from accelmap.errors import SpecError
+from accelmap.workload.onnx_ops import attrs
+
+TYPE_CODES = {"float": "T_F32", "int8_t": "T_I8", "uint8_t": "T_U8", "int16_t": "T_I16", "int32_t": "T_I32",
+              "int64_t": "T_I64"}
+ELEM_SIZES = {"float": 4, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
+
+
+class Buffers(Protocol):
+    def __call__(self, name: str) -> str: ...
+
+
+def c_float(v: float) -> str:
+    """A float32 value as an exact C literal."""
+    return f"{float(np.float32(v)).hex()}f"
+
+
+def c_longs(vals) -> str:
+    return "(const long[]){" + ", ".join(str(int(v)) for v in vals) + "}"
+
+
+def c_floats(vals) -> str:
+    return "(const float[]){" + ", ".join(c_float(v) for v in np.asarray(vals).reshape(-1)) + "}"
+
+
+def c_ints(vals, ctype: str = "int") -> str:
+    return f"(const {ctype}[]){{" + ", ".join(str(int(v)) for v in np.asarray(vals).reshape(-1)) + "}"
+
+
+def bcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> list[int]:
+    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(0 if s == 1 else acc)
+        acc *= s
+    return strides[::-1]
+
+
+def _problem(g: NetGraph, s: Step, why: str) -> SpecError:
+    return SpecError(f"node {s.name!r} ({s.op_type}): {why}", where=g.source)
+
+
+def _float_io(g: NetGraph, s: Step, names: list[str]) -> None:
+    for x in names:
+        if g.c_type(x) != "float":
+            raise _problem(g, s, f"value {x!r} is {g.c_type(x)}; this host op is implemented for float32")
+
+
+def _binary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    a, b = s.node.input[0], s.node.input[1]
+    y = s.outputs[0]
+    _float_io(g, s, [a, b, y])
+    out = g.shape(y)
+    if len(out) > 8:
+        raise _problem(g, s, "more than 8 axes")
+    op = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}[s.op_type]
+    nd = max(len(out), 1)
+    shape = out or (1,)
+    sa = bcast_strides(g.shape(a), shape)
+    sb = bcast_strides(g.shape(b), shape)
+    return [f"bcast_binary({op}, {buf(a)}, {buf(b)}, {buf(y)}, {nd}, {c_longs(shape)}, {c_longs(sa)}, "
+            f"{c_longs(sb)});"]
+
+
+_UNARY = {"Relu": 0, "Clip": 1, "Sigmoid": 4, "Tanh": 5, "Exp": 6, "Sqrt": 7, "Erf": 8, "Neg": 9, "Abs": 10}
+
+
+def _unary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    _float_io(g, s, [x, y])
+    lo, hi = -np.inf, np.inf
+    if s.op_type == "Gelu":
+        kind = 3 if attrs(s.node).get("approximate", "none") == "tanh" else 2
+    else:
+        kind = _UNARY[s.op_type]
+    if s.op_type == "Clip":
+        a = attrs(s.node)
+        lo, hi = a.get("min", lo), a.get("max", hi)
+        for pos in (1, 2):
+            if len(s.node.input) > pos and s.node.input[pos]:
+                v = s.node.input[pos]
+                if v not in g.consts:
+                    raise _problem(g, s, f"the bound {v!r} must be a constant")
+                if pos == 1:
+                    lo = float(g.consts[v])
+                else:
+                    hi = float(g.consts[v])
+    lo_c = "-INFINITY" if lo == -np.inf else c_float(lo)
+    hi_c = "INFINITY" if hi == np.inf else c_float(hi)
+    return [f"unary({kind}, {buf(x)}, {buf(y)}, {g.size(y)}L, {lo_c}, {hi_c});"]
+
+
+def _copy(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    if g.size(x) != g.size(y) or g.c_type(x) != g.c_type(y):
+        raise _problem(g, s, "input and output differ in size or type")
+    return [f"memcpy({buf(y)}, {buf(x)}, {g.size(y) * ELEM_SIZES[g.c_type(y)]}UL);"]
+
+
+def _transpose(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    ishape = g.shape(x)
+    perm = list(attrs(s.node).get("perm", list(range(len(ishape)))[::-1]))
+    istr = [int(np.prod(ishape[d + 1:], dtype=np.int64)) for d in range(len(ishape))]
+    oshape = [ishape[p] for p in perm]
+    ct = g.c_type(x)
+    return [f"transpose((const char *){buf(x)}, (char *){buf(y)}, {ELEM_SIZES[ct]}, {len(perm)}, "
+            f"{c_longs(oshape)}, {c_longs([istr[p] for p in perm])});"]
+
+
+def _softmax(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    _float_io(g, s, [x, y])
+    shape = g.shape(x)
+    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
+    outer, n, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1:]))
+    return [f"softmax({buf(x)}, {buf(y)}, {outer}L, {n}L, {inner}L);"]
+
+
+def _layernorm(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    _float_io(g, s, [x, y])
+    a = attrs(s.node)
+    if len([o for o in s.node.output if o]) > 1:
+        raise _problem(g, s, "the mean and inverse std outputs are not produced")
+    shape = g.shape(x)
+    axis = int(a.get("axis", -1)) % len(shape)
+    outer, n = int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))
+    for pos in (1, 2):
+        if len(s.node.input) > pos and s.node.input[pos] and g.size(s.node.input[pos]) != n:
+            raise _problem(g, s, "a scale or bias that broadcasts within the normalized axes is not handled")
+    b = buf(s.node.input[2]) if len(s.node.input) > 2 and s.node.input[2] else "NULL"
+    return [f"layernorm({buf(x)}, {buf(y)}, {outer}L, {n}L, {buf(s.node.input[1])}, {b}, "
+            f"{c_float(a.get('epsilon', 1e-5))});"]
+
+
+def _pool(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    _float_io(g, s, [x, y])
+    a = attrs(s.node)
+    ishape, oshape = g.shape(x), g.shape(y)
+    if len(ishape) != 4:
+        raise _problem(g, s, "only 2-D pooling (NCHW) is handled")
+    if s.op_type == "GlobalAveragePool":
+        return [f"global_avg({buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2] * ishape[3]}L);"]
+    if a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise _problem(g, s, "ceil_mode and SAME padding are not handled")
+    if len([o for o in s.node.output if o]) > 1:
+        raise _problem(g, s, "the indices output of MaxPool is not produced")
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    dh, dw = a.get("dilations", [1, 1])
+    pt, pl, _, _ = a.get("pads", [0, 0, 0, 0])
+    kind = 0 if s.op_type == "MaxPool" else 1
+    return [f"pool2d({kind}, {buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2]}L, {ishape[3]}L, "
+            f"{oshape[2]}L, {oshape[3]}L, {kh}L, {kw}L, {sh}L, {sw}L, {dh}L, {dw}L, {pt}L, {pl}L, "
+            f"{int(a.get('count_include_pad', 0))});"]
+
+
+def _concat(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    y = s.outputs[0]
+    shape = g.shape(y)
+    axis = int(attrs(s.node)["axis"]) % len(shape)
+    ins = [x for x in s.node.input if x]
+    outer = int(np.prod(shape[:axis]))
+    chunks = [int(np.prod(g.shape(x)[axis:])) for x in ins]
+    ct = g.c_type(y)
+    ptrs = "(const char *[]){" + ", ".join(f"(const char *){buf(x)}" for x in ins) + "}"
+    return [f"concat({ptrs}, {c_longs(chunks)}, {len(ins)}, (char *){buf(y)}, {outer}L, {ELEM_SIZES[ct]});"]
+
+
+def _channels(g: NetGraph, x: str, axis: int, nch: int) -> tuple[int, int]:
+    shape = g.shape(x)
+    if nch == 1:
+        return 1, 1
+    ax = axis % len(shape)
+    return int(np.prod(shape[ax + 1:])), nch
+
+
+def _quantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    q = quant_params(g, s.node, "the output")
+    inner, nch = _channels(g, x, q.axis, q.scale.size)
+    lo, hi = q_range(q.elem)
+    return [f"quantize({buf(x)}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, {g.size(y)}L, {inner}L, {nch}L, "
+            f"{c_floats(q.scale)}, {c_ints(q.zero_point)}, {lo}, {hi});"]
+
+
+def _dequantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    q = quant_params(g, s.node, "the input")
+    inner, nch = _channels(g, x, q.axis, q.scale.size)
+    return [f"dequantize({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {g.size(y)}L, {inner}L, {nch}L, "
+            f"{c_floats(q.scale)}, {c_ints(q.zero_point)});"]
+
+
+HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
+    **{k: _binary for k in ("Add", "Sub", "Mul", "Div", "Pow")},
+    **{k: _unary for k in (*_UNARY, "Gelu")},
+    **{k: _copy for k in ("Reshape", "Flatten", "Identity", "Squeeze", "Unsqueeze", "Dropout")},
+    "Transpose": _transpose, "Softmax": _softmax, "LayerNormalization": _layernorm,
+    "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "Concat": _concat,
+    "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
+}
+
+
+def host_lines(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    fn = HOST_OPS.get(s.op_type)
+    if fn is None or s.node.domain not in ("", "ai.onnx"):
+        known = ", ".join(sorted(HOST_OPS))
+        raise _problem(g, s, f"no host implementation of this op; the host runs {known}")
+    return fn(s, g, buf)
+
+
+def host_elements(s: Step, g: NetGraph) -> int:
+    """Elements a host step reads and writes (for the host timing model)."""
+    vals = [x for x in s.inputs if x not in g.consts or g.size(x) > 1] + s.outputs
+    return sum(g.size(v) for v in vals if v in g.shapes)
+
+
+def onnx_elem_name(t: int) -> str:
+    return onnx.TensorProto.DataType.Name(t)

@@ -1,0 +1,334 @@
+"""Emit the C program of a whole network and build it.
+
+The program is a folder: ``main.c`` (the host operators, the buffers, the order of the steps and a
+``main``), one ``layer_N.c`` per distinct accelerator layer and data type (the tile program
+``codegen`` writes for the layer's mapping, its entry point renamed ``layer_N``), ``weights.bin``
+(every constant the steps read, in the order ``main`` reads them) and a ``Makefile``. One compile
+command builds it with the host's C compiler:
+
+    cc -O2 -std=c99 -ffp-contract=off -o net main.c layer_*.c -lm
+
+``./net weights.bin input.bin output.bin [DUMP_DIR]`` reads the graph inputs (concatenated, graph
+order, raw little-endian), runs one inference and writes the graph outputs the same way. It prints
+one line per step: ``step INDEX SECONDS`` and, for an accelerator step, ``counters INDEX`` followed
+by the layer's transfer counters (levels x operands x fills, reads, updates, drains). With
+``DUMP_DIR`` it also writes every step's output to ``DUMP_DIR/VALUE_INDEX.bin`` for the per-layer
+comparison.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.codegen.build import BuildError, compiler
+from accelmap.codegen.c_source import c_type as operand_c_type
+from accelmap.codegen.c_source import generate_c, stored_shape
+from accelmap.compile.graph import NetGraph
+from accelmap.compile.host_ops import TYPE_CODES, bcast_strides, c_floats, c_ints, c_longs, host_lines
+from accelmap.compile.host_runtime import HOST_C
+from accelmap.compile.partition import Step, q_range
+from accelmap.errors import SpecError
+from accelmap.search.model_result import LayerMapping
+from accelmap.workload.onnx_ops import attrs
+
+NP_OF_C = {"float": np.float32, "int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16,
+           "int32_t": np.int32, "int64_t": np.int64}
+CFLAGS = ["-O2", "-std=c99", "-ffp-contract=off"]
+
+
+@dataclass(frozen=True)
+class LayerCode:
+    """One distinct accelerator layer in one data type: its function and the file it is in."""
+
+    function: str
+    layer: LayerMapping
+    dtype: str
+    file: str
+
+
+@dataclass
+class Program:
+    folder: Path
+    steps: list[Step]
+    layers: dict[str, LayerCode]                    # step name -> its layer's code
+    values: list[tuple[str, str, tuple[int, ...]]]  # dumped values: (name, C type, shape), index = file name
+    inputs: list[tuple[str, str, tuple[int, ...]]]
+    outputs: list[tuple[str, str, tuple[int, ...]]]
+    executable: Path | None = None
+    generate_s: float = 0.0
+    build_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def c_files(self) -> list[Path]:
+        return [self.folder / "main.c"] + sorted({self.folder / c.file for c in self.layers.values()})
+
+
+class _Emitter:
+    """Names buffers and collects what main.c declares."""
+
+    def __init__(self, g: NetGraph):
+        self.g = g
+        self.ids: dict[str, str] = {}
+        self.decls: list[str] = []
+        self.weights: list[tuple[str, np.ndarray]] = []   # (C name, data) in file order
+        self.tmp = 0
+
+    def value(self, name: str) -> str:
+        if name in self.ids:
+            return self.ids[name]
+        g = self.g
+        ct = g.c_type(name)
+        cid = f"v{len(self.ids)}"
+        self.ids[name] = cid
+        n = max(g.size(name), 1)
+        if name in g.consts:
+            self.decls.append(f"static {ct} {cid}[{n}];  /* constant {name} */")
+            self.weights.append((cid, np.ascontiguousarray(g.consts[name], dtype=NP_OF_C[ct]).reshape(-1)))
+        else:
+            self.decls.append(f"static {ct} {cid}[{n}];  /* {name} {list(g.shape(name))} */")
+        return cid
+
+    def constant(self, ct: str, data: np.ndarray, what: str) -> str:
+        cid = f"w{len(self.weights)}"
+        self.decls.append(f"static {ct} {cid}[{max(data.size, 1)}];  /* {what} */")
+        self.weights.append((cid, np.ascontiguousarray(data, dtype=NP_OF_C[ct]).reshape(-1)))
+        return cid
+
+    def temp(self, ct: str, n: int, what: str) -> str:
+        self.tmp += 1
+        cid = f"t{self.tmp}"
+        self.decls.append(f"static {ct} {cid}[{max(n, 1)}];  /* {what} */")
+        return cid
+
+
+def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int) -> list[str]:
+    """The call of an accelerator layer, with the host's conversions before and its epilogue after."""
+    lm = code.layer
+    op = lm.layer.operator
+    node = s.node
+    lines: list[str] = []
+    args: list[str] = []
+    y = s.outputs[0]
+    out_operand = op.operands[0]
+    if not out_operand.is_output:
+        raise SpecError(f"layer {op.name}: the output is expected as the first operand", where=g.source)
+    n_out = math.prod(stored_shape(op, out_operand)[0])
+    if n_out != g.size(y):
+        raise SpecError(f"node {s.name!r}: the layer's output has {n_out} elements, the graph's {y!r} "
+                        f"{g.size(y)}", where=g.source)
+    acc_t = operand_c_type(out_operand, code.dtype)[0]
+    if code.dtype == "fp32":
+        acc = em.value(y)
+    else:
+        acc = em.temp(acc_t, n_out, f"sums of {s.name}")
+    lines.append(f"memset({acc}, 0, sizeof {acc});")
+    args.append(acc)
+    for k, X in enumerate(op.operands[1:]):
+        src = node.input[k]
+        n = math.prod(stored_shape(op, X)[0])
+        ct = operand_c_type(X, code.dtype)[0]
+        if code.dtype == "fp32":
+            if g.size(src) != n:
+                raise SpecError(f"node {s.name!r}: operand {X.name} has {n} elements, input {src!r} "
+                                f"{g.size(src)}; this layout is not handled", where=g.source)
+            if g.c_type(src) != "float":
+                raise SpecError(f"node {s.name!r}: input {src!r} is {g.c_type(src)}, not float", where=g.source)
+            args.append(em.value(src))
+            continue
+        assert s.qin is not None and s.qw is not None and s.weight_q is not None
+        if k == 0:
+            xq = s.inputs[0]
+            if g.size(xq) != n:
+                raise SpecError(f"node {s.name!r}: operand {X.name} has {n} elements, input {xq!r} "
+                                f"{g.size(xq)}", where=g.source)
+            zp = int(s.qin.zero_point[0])
+            lo, hi = (-(1 << (X.bits - 1)), (1 << (X.bits - 1)) - 1)
+            qlo, qhi = q_range(s.qin.elem)
+            if qlo - zp < lo or qhi - zp > hi:
+                raise SpecError(f"node {s.name!r}: the quantized input less its zero point ({qlo - zp}..{qhi - zp}) "
+                                f"does not fit the accelerator's {X.bits}-bit operand; quantize activations "
+                                f"symmetrically (zero point 0, int8)", where=g.source)
+            if zp == 0 and ct == g.c_type(xq):
+                args.append(em.value(xq))
+            else:
+                t = em.temp(ct, n, f"{X.name} of {s.name} less its zero point")
+                lines.append(f"to_operand({em.value(xq)}, {TYPE_CODES[g.c_type(xq)]}, {t}, {TYPE_CODES[ct]}, "
+                             f"{n}L, {zp});")
+                args.append(t)
+        else:
+            wq = s.weight_q.astype(np.int64)
+            zpw = s.qw.zero_point
+            if zpw.size > 1:
+                shape = [1] * wq.ndim
+                shape[s.qw.axis % wq.ndim] = zpw.size
+                wq = wq - zpw.reshape(shape)
+            else:
+                wq = wq - int(zpw[0])
+            lo, hi = (-(1 << (X.bits - 1)), (1 << (X.bits - 1)) - 1)
+            if wq.min(initial=0) < lo or wq.max(initial=0) > hi or wq.size != n:
+                raise SpecError(f"node {s.name!r}: the weight less its zero point does not fit the accelerator's "
+                                f"{X.bits}-bit operand (or its layout differs)", where=g.source)
+            args.append(em.constant(ct, wq, f"{X.name} of {s.name}"))
+    ncnt = nlev * len(op.operands) * 4
+    lines.append(f"{{ void *T[] = {{{', '.join(args)}}}; static long long cnt[{ncnt}];")
+    lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
+    lines += _epilogue(s, g, em, acc, acc_t, y, n_out)
+    return lines
+
+
+def _out_channels(s: Step, g: NetGraph, y: str, nch: int) -> tuple[int, int]:
+    shape = g.shape(y)
+    if nch <= 1:
+        return 1, 1
+    if s.node.op_type == "Conv":
+        return int(np.prod(shape[2:])), shape[1]
+    return 1, shape[-1]
+
+
+def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, n_out: int) -> list[str]:
+    node = s.node
+    a = attrs(node)
+    if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
+        raise SpecError(f"node {s.name!r} (Gemm): alpha and beta other than 1 are not handled", where=g.source)
+    has_bias = node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and bool(node.input[2])
+    if s.dtype == "fp32":
+        if not has_bias:
+            return []
+        b = node.input[2]
+        if node.op_type == "Conv":
+            inner, nch = _out_channels(s, g, y, 2)
+            return [f"add_channel_bias({acc}, {n_out}L, {inner}L, {nch}L, {em.value(b)});"]
+        shape = g.shape(y)
+        sb = bcast_strides(g.shape(b), shape)
+        sa = bcast_strides(shape, shape)
+        return [f"bcast_binary(0, {acc}, {em.value(b)}, {acc}, {len(shape)}, {c_longs(shape)}, {c_longs(sa)}, "
+                f"{c_longs(sb)});"]
+    assert s.qin is not None and s.qw is not None and s.qout is not None
+    scale = (np.float32(s.qin.scale[0]) * s.qw.scale.astype(np.float32) / np.float32(s.qout.scale[0]))
+    scale = scale.astype(np.float32)
+    nch = scale.size
+    if s.bias_q is not None:
+        nch = max(nch, s.bias_q.size)
+    inner, nch_eff = _out_channels(s, g, y, nch)
+    if nch > 1 and nch != nch_eff:
+        raise SpecError(f"node {s.name!r}: {nch} per-channel values for {nch_eff} output channels", where=g.source)
+    scales = np.broadcast_to(scale, (nch,)) if nch > 1 else scale
+    bias = "NULL"
+    if s.bias_q is not None:
+        bias = c_ints(np.broadcast_to(s.bias_q, (nch,)), "int32_t") if nch > 1 else c_ints(s.bias_q, "int32_t")
+    lo, hi = q_range(s.qout.elem)
+    return [f"requantize({acc}, {TYPE_CODES[acc_t]}, {em.value(y)}, {TYPE_CODES[g.c_type(y)]}, {n_out}L, {inner}L, "
+            f"{nch}L, {bias}, {c_floats(scales)}, {int(s.qout.zero_point[0])}, {lo}, {hi});"]
+
+
+def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping], arch: Accelerator,
+                 folder: str | Path) -> Program:
+    """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping."""
+    t0 = time.perf_counter()
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    em = _Emitter(g)
+    codes: dict[tuple[str, str], LayerCode] = {}
+    step_code: dict[str, LayerCode] = {}
+    body: list[str] = []
+    dumped: list[tuple[str, str, tuple[int, ...]]] = []
+    for x in g.inputs:
+        em.value(x)
+    for i, s in enumerate(steps):
+        body.append(f"    /* step {i}: {s.name} ({s.op_type}) on the {s.placement}"
+                    + (f"; folded: {', '.join(s.fused)}" if s.fused else "") + " */")
+        body.append("    t0 = now_s();")
+        if s.placement == "accelerator":
+            lm = layers[s.name]
+            if lm.mapping is None:
+                raise SpecError(f"node {s.name!r}: layer {lm.name} has no mapping on {arch.name}: {lm.error}",
+                                where=g.source)
+            key = (lm.name, s.dtype)
+            if key not in codes:
+                fn = f"layer_{len(codes)}"
+                src = generate_c(lm.layer.operator, arch, lm.mapping, s.dtype)
+                (out / f"{fn}.c").write_text(src.replace("int accelmap_run(", f"int {fn}(", 1))
+                codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c")
+            step_code[s.name] = codes[key]
+            lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels))
+        else:
+            lines = host_lines(s, g, em.value)
+        body += ["    " + ln for ln in lines]
+        body.append(f'    printf("step {i} %.9f\\n", now_s() - t0);')
+        for o in s.outputs:
+            cid = em.value(o)
+            body.append(f'    if (dump) dump_value(dump, {len(dumped)}, {cid}, sizeof {cid});')
+            dumped.append((o, g.c_type(o), g.shape(o)))
+    for o in g.outputs:
+        em.value(o)
+    main = [HOST_C]
+    main += [f"int {c.function}(void **T, long long *counters);" for c in codes.values()]
+    main += em.decls
+    main.append(r"""
+static void print_counters(int step, const long long *c, int n) {
+    printf("counters %d", step);
+    for (int i = 0; i < n; i++) printf(" %lld", c[i]);
+    printf("\n");
+}
+
+static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.bin", dir, k);
+    write_file(path, p, bytes);
+}
+""")
+    main.append("int main(int argc, char **argv) {")
+    main.append('    if (argc < 4) { fprintf(stderr, "usage: %s weights.bin input.bin output.bin [dump_dir]\\n", '
+                "argv[0]); return 2; }")
+    main.append("    const char *dump = argc > 4 ? argv[4] : 0;")
+    main.append("    double t0;")
+    main.append('    FILE *f = fopen(argv[1], "rb");')
+    main.append('    if (!f) { fprintf(stderr, "error: cannot open %s\\n", argv[1]); return 2; }')
+    for cid, _ in em.weights:
+        main.append(f'    read_exact(f, {cid}, sizeof {cid}, argv[1]);')
+    main.append("    fclose(f);")
+    main.append('    f = fopen(argv[2], "rb");')
+    main.append('    if (!f) { fprintf(stderr, "error: cannot open %s\\n", argv[2]); return 2; }')
+    for x in g.inputs:
+        main.append(f"    read_exact(f, {em.ids[x]}, sizeof {em.ids[x]}, argv[2]);")
+    main.append("    fclose(f);")
+    main += body
+    main.append('    f = fopen(argv[3], "wb");')
+    main.append('    if (!f) { fprintf(stderr, "error: cannot write %s\\n", argv[3]); return 2; }')
+    for o in g.outputs:
+        main.append(f"    fwrite({em.ids[o]}, 1, sizeof {em.ids[o]}, f);")
+    main.append("    fclose(f);\n    return 0;\n}")
+    (out / "main.c").write_text("\n".join(main) + "\n")
+    with open(out / "weights.bin", "wb") as fh:
+        for _, data in em.weights:
+            fh.write(data.tobytes())
+    files = " ".join(["main.c"] + [c.file for c in codes.values()])
+    (out / "Makefile").write_text(f"CC ?= cc\nCFLAGS ?= {' '.join(CFLAGS)}\n\nnet: {files}\n"
+                                  f"\t$(CC) $(CFLAGS) -o net {files} -lm\n\nclean:\n\trm -f net\n")
+    prog = Program(out, steps, step_code, dumped,
+                   [(x, g.c_type(x), g.shape(x)) for x in g.inputs],
+                   [(o, g.c_type(o), g.shape(o)) for o in g.outputs])
+    prog.generate_s = time.perf_counter() - t0
+    return prog
+
+
+def build_program(prog: Program) -> Path:
+    """Compile the program with the host's C compiler (one command); returns the executable."""
+    t0 = time.perf_counter()
+    exe = prog.folder / "net"
+    files = ["main.c"] + sorted({c.file for c in prog.layers.values()})
+    cmd = [compiler(), *CFLAGS, "-o", "net", *files, "-lm"]
+    proc = subprocess.run(cmd, cwd=prog.folder, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{cmd[0]} failed in {prog.folder} (files kept):\n{(proc.stderr or proc.stdout)[:2000]}")
+    prog.executable = exe
+    prog.build_s = time.perf_counter() - t0
+    return exe

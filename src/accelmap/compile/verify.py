@@ -1,0 +1,243 @@
+"""Run the compiled network and compare it with onnxruntime on the same ONNX file.
+
+int8 QDQ outputs (integer tensors) must be equal bit for bit. Float outputs must agree within
+``FLOAT_RTOL`` of the reference's largest magnitude: the tile programs sum in the order of their
+mapping, onnxruntime in the order of its kernels, and exp/erf come from different libraries, so
+float results differ in the last bits. On a mismatch every step's output is compared with
+onnxruntime's value of the same name, and the first step that differs is named.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+
+from accelmap.compile.graph import NetGraph
+from accelmap.compile.integer_form import integer_form
+from accelmap.compile.program import NP_OF_C, Program
+from accelmap.errors import AccelmapError
+
+# Float outputs: |program - onnxruntime| <= FLOAT_RTOL * max|onnxruntime| + FLOAT_ATOL, element-wise.
+FLOAT_RTOL = 1e-4
+FLOAT_ATOL = 1e-6
+
+
+@dataclass
+class RunOutput:
+    outputs: dict[str, np.ndarray]
+    step_seconds: list[float]
+    counters: dict[int, np.ndarray]          # step index -> the layer's transfer counters
+    wall_s: float
+    dumped: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class Comparison:
+    name: str
+    exact: bool            # compared bit for bit (integer tensors)
+    ok: bool
+    max_abs_diff: float
+    max_ref: float
+    mismatched: int        # elements out of tolerance
+    size: int
+
+    def line(self) -> str:
+        how = "bit-exact" if self.exact else f"tolerance {FLOAT_RTOL:g} x max|ref|"
+        verdict = "match" if self.ok else f"MISMATCH ({self.mismatched:,} of {self.size:,} elements)"
+        return f"{self.name}: {verdict} [{how}], max |diff| {self.max_abs_diff:.3g}, max |ref| {self.max_ref:.3g}"
+
+
+@dataclass
+class Verification:
+    reference: str
+    outputs: list[Comparison]
+    first_bad_step: str | None = None         # the first step whose output differs (on a mismatch)
+    first_bad_value: Comparison | None = None
+    reference_s: float = 0.0
+    quantized: list[Comparison] = field(default_factory=list)   # every integer step output, bit for bit
+    # a QDQ model: its outputs against onnxruntime on the file as written (``outputs``: the integer form)
+    file_outputs: list[Comparison] = field(default_factory=list)
+    file_first_bad: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.outputs) and all(c.ok for c in self.quantized)
+
+    def summary(self) -> str:
+        lines = [f"verification against {self.reference}: {'PASS' if self.ok else 'FAIL'}"]
+        lines += ["  " + c.line() for c in self.outputs]
+        if self.quantized:
+            bad = [c for c in self.quantized if not c.ok]
+            lines.append(f"  quantized (integer) values of every step: {len(self.quantized) - len(bad)} of "
+                         f"{len(self.quantized)} bit-exact" + (f"; first differing: {bad[0].line()}" if bad else ""))
+        for c in self.file_outputs:
+            lines.append(f"  the file as written (onnxruntime's own mix of integer and float kernels): {c.line()}")
+        if self.file_first_bad:
+            lines.append(f"    first step that differs from it: {self.file_first_bad}")
+        if self.first_bad_step:
+            lines.append(f"  first step that differs: {self.first_bad_step}"
+                         + (f" ({self.first_bad_value.line()})" if self.first_bad_value else ""))
+        return "\n".join(lines)
+
+
+def random_inputs(g: NetGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard normal inputs (float) or uniform over the type's range (integers), seeded."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for x in g.inputs:
+        t = g.np_type(x)
+        if t == np.float32:
+            out[x] = rng.standard_normal(g.shape(x)).astype(np.float32)
+        else:
+            info = np.iinfo(t)
+            out[x] = rng.integers(info.min, info.max, size=g.shape(x), endpoint=True).astype(t)
+    return out
+
+
+def run_program(prog: Program, inputs: dict[str, np.ndarray], dump: bool = False) -> RunOutput:
+    if prog.executable is None:
+        raise AccelmapError("the program is not built")
+    with tempfile.TemporaryDirectory(prefix="accelmap-run-") as td:
+        tdp = Path(td)
+        with open(tdp / "input.bin", "wb") as f:
+            for name, ct, shape in prog.inputs:
+                f.write(np.ascontiguousarray(inputs[name], dtype=NP_OF_C[ct]).reshape(shape).tobytes())
+        cmd = [str(prog.executable), str(prog.folder / "weights.bin"), str(tdp / "input.bin"), str(tdp / "out.bin")]
+        if dump:
+            (tdp / "dump").mkdir()
+            cmd.append(str(tdp / "dump"))
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise AccelmapError(f"{prog.executable} failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}")
+        raw = (tdp / "out.bin").read_bytes()
+        outputs, at = {}, 0
+        for name, ct, shape in prog.outputs:
+            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(NP_OF_C[ct]).itemsize
+            outputs[name] = np.frombuffer(raw[at:at + n], dtype=NP_OF_C[ct]).reshape(shape).copy()
+            at += n
+        dumped = {}
+        if dump:
+            for k, (name, ct, shape) in enumerate(prog.values):
+                dumped[name] = np.fromfile(tdp / "dump" / f"{k}.bin", dtype=NP_OF_C[ct]).reshape(shape)
+    secs: list[float] = [0.0] * len(prog.steps)
+    counters: dict[int, np.ndarray] = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "step":
+            secs[int(parts[1])] = float(parts[2])
+        elif parts and parts[0] == "counters":
+            counters[int(parts[1])] = np.array([int(v) for v in parts[2:]], dtype=np.int64)
+    return RunOutput(outputs, secs, counters, wall, dumped)
+
+
+def _onnxruntime() -> Any:
+    try:
+        # imported by name: onnxruntime ships no type information
+        return importlib.import_module("onnxruntime")
+    except ImportError:
+        raise AccelmapError("verification needs onnxruntime (pip install 'accelmap[compile]' or "
+                            "pip install onnxruntime); pass --no-verify to skip it") from None
+
+
+def run_onnxruntime(source: onnx.ModelProto, g: NetGraph, inputs: dict[str, np.ndarray],
+                    extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs of ``source`` (default session options, CPU) and the values named in ``extra``."""
+    ort = _onnxruntime()
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    have = {o.name for o in model.graph.output}
+    for name in extra:
+        if name not in have:
+            vi = onnx.helper.make_tensor_value_info(name, g.types.get(name, onnx.TensorProto.FLOAT), None)
+            model.graph.output.append(vi)
+            have.add(name)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    res = sess.run(names, {k: v for k, v in inputs.items()})
+    return dict(zip(names, res, strict=True))
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray) -> Comparison:
+    exact = not np.issubdtype(want.dtype, np.floating)
+    if got.shape != want.shape:
+        got = got.reshape(want.shape) if got.size == want.size else got
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64)) if got.shape == want.shape else None
+    max_ref = float(np.abs(want.astype(np.float64)).max(initial=0.0))
+    if diff is None:
+        return Comparison(name, exact, False, float("inf"), max_ref, want.size, want.size)
+    if exact:
+        bad = diff != 0
+    else:
+        bad = ~(diff <= FLOAT_RTOL * max_ref + FLOAT_ATOL)
+    return Comparison(name, exact, not bool(bad.any()), float(diff.max(initial=0.0)), max_ref, int(bad.sum()),
+                      want.size)
+
+
+def _first_bad(prog: Program, dumped: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+               ) -> tuple[str, Comparison] | None:
+    for s in prog.steps:
+        for o in s.outputs:
+            if o in ref and o in dumped:
+                c = compare(o, dumped[o], ref[o])
+                if not c.ok:
+                    return f"{s.name} ({s.op_type}, {s.placement})", c
+    return None
+
+
+def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOutput | None = None) -> Verification:
+    """Compare the program with onnxruntime; on a mismatch, find the first step that differs.
+
+    A float model: its outputs within tolerance of onnxruntime's on the file. A model with integer
+    products (QDQ): every quantized value bit for bit against onnxruntime on the model's integer form
+    (``integer_form``); the comparison with the file as written is reported too.
+    """
+    ort = _onnxruntime()
+    t0 = time.perf_counter()
+    ref = run_onnxruntime(g.model, g, inputs)
+    ref_s = time.perf_counter() - t0
+    run = run or run_program(prog, inputs)
+    outs = [compare(o, run.outputs[o], ref[o]) for o in g.outputs]
+    where = f"onnxruntime {ort.__version__} (CPU, default session options)"
+    v = Verification(where, outs, reference_s=ref_s)
+    ints = [name for name, ct, _ in prog.values if ct != "float"]
+    intf = integer_form(g, prog.steps)
+    dumped: dict[str, np.ndarray] = {}
+    if run.dumped:
+        dumped = run.dumped
+    elif intf is not None or ints or not v.ok:
+        dumped = run_program(prog, inputs, dump=True).dumped
+    if intf is not None:
+        ref_i = run_onnxruntime(intf, g, inputs, ints)
+        v.file_outputs, v.outputs = v.outputs, [compare(o, run.outputs[o], ref_i[o]) for o in g.outputs]
+        v.reference = where + ", on the integer form (QLinearConv / QLinearMatMul / QGemm for each integer product)"
+        v.quantized = [compare(n, dumped[n], ref_i[n]) for n in ints if n in ref_i]
+        if not v.ok:
+            bad = _first_bad(prog, dumped, ref_i)
+        elif not all(c.ok for c in v.file_outputs):
+            bad = _first_bad(prog, dumped, run_onnxruntime(g.model, g, inputs, ints))
+            if bad:
+                v.file_first_bad = f"{bad[0]}: {bad[1].line()}"
+            bad = None
+        else:
+            bad = None
+    else:
+        if ints:
+            ref_q = run_onnxruntime(g.model, g, inputs, ints)
+            v.quantized = [compare(n, dumped[n], ref_q[n]) for n in ints if n in ref_q]
+        bad = None if v.ok else _first_bad(prog, dumped,
+                                           run_onnxruntime(g.model, g, inputs, [n for n, _, _ in prog.values]))
+    if bad:
+        v.first_bad_step, v.first_bad_value = bad
+    return v

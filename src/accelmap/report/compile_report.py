@@ -1,0 +1,191 @@
+"""``DIR/report.html`` of a compiled network: one self-contained page (no network access needed).
+
+It holds the verification result, the network's simulated and analytical time, the model graph
+with each node's placement (an inline SVG and a table), the per-layer table (mapping, energy by
+level and operand, latency, utilization, certificate), each layer's loop nest, and plots embedded
+as base64 PNG: energy by level and operand, per-step latency, and the simulator timeline of the
+layer with the most simulated cycles.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import tempfile
+from pathlib import Path
+
+from accelmap.compile.flow import CompileResult
+from accelmap.errors import SpecError
+from accelmap.file_io import write_atomic
+from accelmap.mapping.forms import format_text
+from accelmap.report.model_report import _gap, plot_energy
+from accelmap.sim.timeline import plot_timeline
+
+_CSS = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.pass { color: #0a7a0a; font-weight: bold; } .fail { color: #b00; font-weight: bold; }
+.accelerator { background: #e3efff; } .host { background: #f4f4f4; }
+pre { background: #f8f8f8; padding: 6px; font-size: 12px; }
+img { max-width: 100%; }
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _png(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+def graph_svg(res: CompileResult) -> str:
+    """The steps top to bottom, coloured by placement, with an edge from each value's producer to its readers."""
+    steps = res.steps
+    row, width = 26, 460
+    producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + 140}" height="{row * len(steps) + 10}" '
+             f'role="img" aria-label="model graph with placement">']
+    for i, s in enumerate(steps):
+        for x in s.inputs:
+            j = producer.get(x)
+            if j is not None and j != i - 1:
+                y1, y2 = j * row + 14, i * row + 14
+                bend = 20 + 6 * min(i - j, 20)
+                parts.append(f'<path d="M {width} {y1} C {width + bend} {y1}, {width + bend} {y2}, {width} {y2}" '
+                             f'fill="none" stroke="#999"/>')
+        fill = "#9cc3ff" if s.placement == "accelerator" else "#dddddd"
+        parts.append(f'<rect x="4" y="{i * row + 3}" width="{width - 4}" height="{row - 6}" rx="4" fill="{fill}"/>')
+        label = f"{i}: {s.name} ({s.op_type}) - {s.placement}"
+        parts.append(f'<text x="10" y="{i * row + 18}" font-size="12">{_e(label[:70])}</text>')
+        if i:
+            parts.append(f'<line x1="30" y1="{i * row - 3}" x2="30" y2="{i * row + 3}" stroke="#666"/>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = [("Energy by level and operand (cost model)", _png(plot_energy(res.mapping, tmp / "energy.png")))]
+    if res.timing is not None:
+        t = res.timing
+        fig, ax = plt.subplots(figsize=(max(7.0, 0.3 * len(t.steps) + 3), 4.0))
+        xs = range(len(t.steps))
+        ax.bar([x - 0.2 for x in xs], [s.simulated for s in t.steps], 0.4, label="simulated / host model")
+        ax.bar([x + 0.2 for x in xs], [s.modeled for s in t.steps], 0.4, label="analytical model")
+        ax.set_xticks(list(xs), [s.name for s in t.steps], rotation=70, ha="right", fontsize=7)
+        ax.set_ylabel("cycles")
+        ax.set_yscale("symlog")
+        ax.legend(fontsize=8)
+        ax.set_title("latency per step")
+        fig.tight_layout()
+        fig.savefig(tmp / "steps.png", dpi=100)
+        plt.close(fig)
+        out.append(("Latency per step", _png(tmp / "steps.png")))
+        if t.sims:
+            if timeline_layer is None:
+                name, sim = max(t.sims.items(), key=lambda kv: kv[1].cycles)
+                why = "the most cycles"
+            else:
+                name, sim, why = timeline_layer, t.sims[timeline_layer], "chosen"
+            plot_timeline(sim.timing, tmp / "timeline.png", f"{name} on {res.arch.name}")
+            out.append((f"Simulator timeline of layer {name} ({why}; first instructions)",
+                        _png(tmp / "timeline.png")))
+    return out
+
+
+def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
+    """The page; ``timeline_layer`` names the layer whose simulator timeline is drawn (default: the one with
+    the most simulated cycles)."""
+    mm = res.mapping
+    if timeline_layer is not None and (res.timing is None or timeline_layer not in res.timing.sims):
+        names = ", ".join(lm.name for lm in mm.layers)
+        raise SpecError(f"no simulated layer {timeline_layer!r}; the layers are {names}", where="--timeline-layer")
+    p: list[str] = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+                    f"<title>accelmap compile: {_e(mm.model.name)} on {_e(res.arch.name)}</title>",
+                    f"<style>{_CSS}</style></head><body>",
+                    f"<h1>{_e(mm.model.name)} on {_e(res.arch.name)}</h1>"]
+    v = res.verification
+    p.append("<h2>Verification</h2>")
+    if v is None:
+        p.append("<p>not verified (run with verification to compare with onnxruntime)</p>")
+    else:
+        cls = "pass" if v.ok else "fail"
+        p.append(f'<p id="verification" class="{cls}">{"PASS" if v.ok else "FAIL"}: against {_e(v.reference)}</p>')
+        p.append("<pre>" + _e(v.summary()) + "</pre>")
+    if res.counts_checked:
+        good = sum(res.counts_checked.values())
+        p.append(f"<p>Transfer counters of the emitted code equal to the cost model: {good} of "
+                 f"{len(res.counts_checked)} accelerator steps.</p>")
+    if res.timing is not None:
+        p.append("<h2>Network time</h2><pre>" + _e(res.timing.summary()) + "</pre>")
+        from accelmap.compile.network_timing import HOST_ELEMENTS_PER_CYCLE
+
+        p.append(f"<p>Host model: a host step takes (elements read + written) / {HOST_ELEMENTS_PER_CYCLE} cycles; "
+                 "steps run one after another.</p>")
+    if res.run is not None:
+        p.append(f"<p>The emitted program ran in {res.run.wall_s:.3f} s on the host.</p>")
+    p.append("<h2>Model graph and placement</h2>")
+    p.append(graph_svg(res))
+    times = {s.name: s for s in res.timing.steps} if res.timing else {}
+    p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>layer</th><th>inputs</th>"
+             "<th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>host run s</th></tr>")
+    for i, s in enumerate(res.steps):
+        lm = res.layer_of.get(s.name)
+        t = times.get(s.name)
+        secs = res.run.step_seconds[i] if res.run else None
+        p.append(f'<tr class="{s.placement}"><td class="n">{i}</td><td>{_e(s.name)}</td><td>{_e(s.op_type)}</td>'
+                 f"<td>{s.placement}</td><td>{_e(lm.name) if lm else ''}</td><td>{_e(', '.join(s.inputs))}</td>"
+                 f"<td>{_e(', '.join(s.outputs))}</td><td>{_e(', '.join(s.fused))}</td>"
+                 f'<td class="n">{f"{t.simulated:,.0f}" if t else ""}</td>'
+                 f'<td class="n">{f"{secs:.4f}" if secs is not None else ""}</td></tr>')
+    p.append("</table>")
+    p.append("<h2>Accelerator layers</h2>")
+    levels = list(dict.fromkeys(c for l in mm.mapped for c, _ in l.cost.energy))
+    operands = list(dict.fromkeys(o for l in mm.mapped for _, o in l.cost.energy))
+    head = ["layer", "nodes", "how", "certificate", "MACs", "latency (model)", "latency (sim)", "utilization",
+            "energy pJ"] + [f"E {c}" for c in levels] + [f"E {o}" for o in operands]
+    p.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>")
+    for l in mm.layers:
+        c = l.cost
+        sim = res.timing.sims.get(l.name) if res.timing else None
+        by_lv = c.energy_by_level()
+        by_op: dict[str, float] = {}
+        for (_, o), e in c.energy.items():
+            by_op[o] = by_op.get(o, 0.0) + e
+        cells = [_e(l.name), _e(", ".join(l.layer.nodes)), _e(l.how), _e(_gap(l)), f"{l.layer.operator.macs:,}",
+                 f"{c.latency:,.0f}", f"{sim.cycles:,.0f}" if sim else "", f"{c.utilization:.1%}",
+                 f"{c.energy_total:,.0f}"] + [f"{by_lv.get(x, 0.0):,.0f}" for x in levels] + \
+            [f"{by_op.get(x, 0.0):,.0f}" for x in operands]
+        p.append("<tr>" + "".join(f'<td class="n">{x}</td>' if k >= 4 else f"<td>{x}</td>"
+                                  for k, x in enumerate(cells)) + "</tr>")
+    p.append("</table>")
+    if res.intrinsics:
+        p.append("<h2>Intrinsic embedding</h2><ul>" + "".join(f"<li>{_e(c.line())}</li>" for c in res.intrinsics)
+                 + "</ul>")
+    p.append("<h2>Loop nests</h2>")
+    for l in mm.layers:
+        op = l.layer.operator
+        p.append(f"<details><summary>{_e(l.name)}: {_e(op.expression())}</summary><pre>"
+                 + _e(format_text(l.mapping_found, res.arch, op)) + "</pre></details>")
+    p.append("<h2>Plots</h2>")
+    with tempfile.TemporaryDirectory(prefix="accelmap-report-") as td:
+        for title, uri in _plots(res, Path(td), timeline_layer):
+            p.append(f"<h3>{_e(title)}</h3><img alt=\"{_e(title)}\" src=\"{uri}\">")
+    notes = res.graph.notes + list(mm.notes) + res.program.notes
+    if notes:
+        p.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+    p.append("</body></html>")
+    return "\n".join(p) + "\n"
+
+
+def write_compile_report(res: CompileResult, out_dir: str | Path, timeline_layer: str | None = None) -> Path:
+    path = Path(out_dir) / "report.html"
+    write_atomic(path, report_html(res, timeline_layer))
+    return path

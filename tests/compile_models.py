@@ -1,0 +1,90 @@
+"""Tiny ONNX networks for the compiler tests (float and int8 QDQ), built with onnx.helper."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def _init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def tiny_cnn(seed: int = 0, softmax: bool = True) -> onnx.ModelProto:
+    """conv 3x3 + relu, max pool, depthwise conv + residual add, global pool, flatten, gemm, softmax."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], name="dw2", pads=[1, 1, 1, 1], group=8),
+        helper.make_node("Add", ["c2", "p1"], ["a2"], name="add2"),
+        helper.make_node("Clip", ["a2", "lo", "hi"], ["r2"], name="clip2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w3", "b3"], ["fc"], name="fc", transB=1),
+        helper.make_node("Softmax", ["fc"], ["y"], name="softmax", axis=-1),
+    ]
+    if not softmax:
+        nodes[-2].output[0] = "y"
+        del nodes[-1]
+    inits = [_init("w1", w(8, 3, 3, 3)), _init("b1", 0.1 * rng.standard_normal(8).astype(np.float32)),
+             _init("w2", w(8, 1, 3, 3)), _init("b2", 0.1 * rng.standard_normal(8).astype(np.float32)),
+             _init("lo", np.float32(0.0)), _init("hi", np.float32(6.0)),
+             _init("w3", w(10, 8)), _init("b3", 0.1 * rng.standard_normal(10).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_cnn", [helper.make_tensor_value_info("x", F, ["batch", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_attention(seed: int = 0, seq: int = 4, d: int = 16, heads: int = 2) -> onnx.ModelProto:
+    """A transformer block in miniature: projections, heads (reshape/transpose), scores, softmax, context,
+    residual, layer norm, GELU feed-forward."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+    dh = d // heads
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+        helper.make_node("Add", ["q", "bq"], ["qb"], name="q.bias"),
+        helper.make_node("Reshape", ["qb", "heads"], ["qr"], name="q.reshape"),
+        helper.make_node("Transpose", ["qr"], ["qt"], name="q.t", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["k", "heads"], ["kr"], name="k.reshape"),
+        helper.make_node("Transpose", ["kr"], ["kt"], name="k.t", perm=[0, 2, 3, 1]),
+        helper.make_node("Reshape", ["v", "heads"], ["vr"], name="v.reshape"),
+        helper.make_node("Transpose", ["vr"], ["vt"], name="v.t", perm=[0, 2, 1, 3]),
+        helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
+        helper.make_node("Div", ["s", "sqrt_dh"], ["ss"], name="scale"),
+        helper.make_node("Softmax", ["ss"], ["p"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "vt"], ["c"], name="context"),
+        helper.make_node("Transpose", ["c"], ["ct"], name="c.t", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ct", "merged"], ["cm"], name="c.reshape"),
+        helper.make_node("Add", ["cm", "x"], ["res"], name="residual"),
+        helper.make_node("LayerNormalization", ["res", "g", "b"], ["ln"], name="ln", axis=-1),
+        helper.make_node("MatMul", ["ln", "w1"], ["h"], name="ffn1"),
+        helper.make_node("Gelu", ["h"], ["y"], name="gelu"),
+    ]
+    inits = [_init("wq", w(d, d)), _init("wk", w(d, d)), _init("wv", w(d, d)),
+             _init("bq", 0.1 * rng.standard_normal(d).astype(np.float32)),
+             _init("heads", np.array([1, seq, heads, dh], dtype=np.int64)),
+             _init("merged", np.array([1, seq, d], dtype=np.int64)),
+             _init("sqrt_dh", np.float32(np.sqrt(dh))),
+             _init("g", (1 + 0.1 * rng.standard_normal(d)).astype(np.float32)),
+             _init("b", 0.1 * rng.standard_normal(d).astype(np.float32)), _init("w1", w(d, 2 * d))]
+    g = helper.make_graph(nodes, "tiny_attention", [helper.make_tensor_value_info("x", F, [1, seq, d])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+
+
+
+def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: bool = True) -> onnx.ModelProto:
+    """The model in int8 QDQ form (onnxruntime's quantization tools, random calibration inputs)."""
+    from accelmap.compile.graph import load_graph
+    from accelmap.compile.quantize import quantize_qdq as quantize
+
+    return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations)

@@ -1,0 +1,227 @@
+"""accelmap compile: tiny float and int8 QDQ networks to one C program, checked against onnxruntime."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).parent))
+from compile_models import quantize_qdq, tiny_attention, tiny_cnn  # noqa: E402
+
+from accelmap.arch.presets import get_accelerator  # noqa: E402
+from accelmap.compile import compile_model  # noqa: E402
+from accelmap.compile.graph import load_graph  # noqa: E402
+from accelmap.compile.verify import random_inputs, run_program, verify  # noqa: E402
+from accelmap.errors import SpecError  # noqa: E402
+from accelmap.report.compile_report import report_html  # noqa: E402
+
+pytest.importorskip("onnxruntime")
+
+FAST = {"time_limit_per_layer": 0.3}
+
+
+@pytest.fixture(scope="module")
+def cnn_vta(tmp_path_factory):
+    return compile_model(tiny_cnn(), get_accelerator("vta_like"), tmp_path_factory.mktemp("cnn"), **FAST)
+
+
+@pytest.fixture(scope="module")
+def qdq_tpu(tmp_path_factory):
+    q = quantize_qdq(tiny_cnn())
+    return compile_model(q, get_accelerator("tpu_like"), tmp_path_factory.mktemp("qdq"), **FAST)
+
+
+def test_float_cnn_matches_onnxruntime(cnn_vta):
+    r = cnn_vta
+    assert r.verification is not None and r.verification.ok
+    # conv1, dw2 and fc on the accelerator, everything else on the host
+    assert [s.name for s in r.steps if s.placement == "accelerator"] == ["conv1", "dw2", "fc"]
+    assert {s.op_type for s in r.steps if s.placement == "host"} == {
+        "Relu", "MaxPool", "Add", "Clip", "GlobalAveragePool", "Flatten", "Softmax"}
+    # the emitted tile programs moved exactly what the cost model counts
+    assert r.counts_checked == {"conv1": True, "dw2": True, "fc": True}
+    # vta_like has a GEMM intrinsic: the convolution and the FC layer embed (programs equal to NumPy), the
+    # depthwise convolution has no input-channel reduction for the intrinsic's z axis
+    emb = {c.layer: c for c in r.intrinsics}
+    assert {k: (c.found, c.checked) for k, c in emb.items()} == {
+        "conv1": (True, True), "dw2": (False, None), "fc": (True, True)}
+    # one build command, a Makefile, and the program's files
+    names = {p.name for p in r.program.folder.iterdir()}
+    assert {"main.c", "weights.bin", "Makefile", "net", "layer_0.c", "layer_1.c", "layer_2.c"} <= names
+
+
+def test_program_runs_from_the_command_line_on_an_input_file(cnn_vta, tmp_path):
+    r = cnn_vta
+    x = random_inputs(r.graph, 5)["x"]
+    (tmp_path / "in.bin").write_bytes(x.tobytes())
+    subprocess.run([str(r.program.executable), str(r.program.folder / "weights.bin"), str(tmp_path / "in.bin"),
+                    str(tmp_path / "out.bin")], check=True, capture_output=True)
+    y = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
+    import onnxruntime as ort
+
+    want = ort.InferenceSession(r.graph.model.SerializeToString()).run(None, {"x": x})[0].reshape(-1)
+    assert y.shape == want.shape and np.allclose(y, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def test_qdq_int8_is_bit_exact_at_every_quantized_value(qdq_tpu):
+    v = qdq_tpu.verification
+    assert v is not None and v.ok
+    # every Conv/Gemm runs as an integer product with its DequantizeLinear/QuantizeLinear folded in
+    acc = [s for s in qdq_tpu.steps if s.placement == "accelerator"]
+    assert [s.dtype for s in acc] == ["int"] * 3 and all(len(s.fused) == 2 for s in acc)
+    assert len(v.quantized) >= 8 and all(c.ok and c.max_abs_diff == 0 for c in v.quantized)
+    assert "integer form" in v.reference
+    # a different input: still bit-exact
+    assert verify(qdq_tpu.program, qdq_tpu.graph, random_inputs(qdq_tpu.graph, 7)).ok
+
+
+def test_integer_form_states_each_integer_product_as_one_op(qdq_tpu):
+    from accelmap.compile.integer_form import integer_form
+
+    m = integer_form(qdq_tpu.graph, qdq_tpu.steps)
+    ops = [n.op_type for n in m.graph.node]
+    assert ops.count("QLinearConv") == 2 and ops.count("QGemm") == 1 and "Conv" not in ops and "Gemm" not in ops
+    # the QuantizeLinear nodes folded into the products are gone; the others stay
+    folded = {s.qdq_nodes[2].output[0] for s in qdq_tpu.steps if s.dtype == "int"}
+    assert not any(n.op_type == "QuantizeLinear" and n.output[0] in folded for n in m.graph.node)
+    onnx.checker.check_model(m)
+
+
+def test_activation_zero_points_need_a_wide_operand(tmp_path):
+    """Asymmetric int8 activations: exact on eyeriss_like (16-bit operands take x - zero point), refused with
+    one line on vta_like (8-bit operands cannot hold it). Without the final softmax: with zero points,
+    onnxruntime runs the QDQ softmax as its own table-based kernel, which can differ by one step."""
+    q = quantize_qdq(tiny_cnn(softmax=False), symmetric_activations=False)
+    zps = [int(numpy_helper.to_array(t)) for t in q.graph.initializer if t.name.endswith("_zero_point")
+           and numpy_helper.to_array(t).size == 1]
+    assert any(zps)
+    r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path / "e", **FAST, simulate=False)
+    assert r.verification is not None and r.verification.ok and all(c.ok for c in r.verification.quantized)
+    with pytest.raises(SpecError, match="does not fit the accelerator's 8-bit operand"):
+        compile_model(q, get_accelerator("vta_like"), tmp_path / "v", **FAST, run=False, simulate=False)
+
+
+def test_attention_block_float_matches_on_eyeriss(tmp_path):
+    r = compile_model(tiny_attention(), get_accelerator("eyeriss_like"), tmp_path, **FAST)
+    assert r.verification is not None and r.verification.ok, r.verification.summary()
+    kinds = {r.layer_of[s].layer.operator.kind for s in r.layer_of}
+    assert kinds == {"matmul", "batched_matmul"}
+    assert {"Transpose", "Reshape", "Softmax", "LayerNormalization", "Gelu"} <= {s.op_type for s in r.steps}
+
+
+def _quant_model(scale: float, zp: int, elem: int) -> onnx.ModelProto:
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q")]
+    z = np.array(zp, dtype=np.int8 if elem == TensorProto.INT8 else np.uint8)
+    g = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12])],
+                          [helper.make_tensor_value_info("y", elem, [1, 12])],
+                          initializer=[numpy_helper.from_array(np.array(scale, dtype=np.float32), "s"),
+                                       numpy_helper.from_array(z, "z")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_quantize_rounds_half_to_even_and_saturates(tmp_path):
+    """ONNX QuantizeLinear on ties and out-of-range values, against values worked out by hand."""
+    from accelmap.compile.partition import partition
+    from accelmap.compile.program import build_program, emit_program
+
+    x = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49, 1000.0, -1000.0, 63.5, 64.5, 0.0]], dtype=np.float32)
+    for elem, zp, want in [
+        (TensorProto.INT8, 0, [0, 2, 2, 0, -2, -2, 3, 127, -128, 64, 64, 0]),
+        (TensorProto.UINT8, 10, [10, 12, 12, 10, 8, 8, 13, 255, 0, 74, 74, 10]),
+    ]:
+        g = load_graph(_quant_model(1.0, zp, elem))
+        prog = emit_program(g, partition(g, set()), {}, get_accelerator("vta_like"), tmp_path / str(elem))
+        build_program(prog)
+        got = run_program(prog, {"x": x}).outputs["y"]
+        assert got.reshape(-1).tolist() == want
+        assert verify(prog, g, {"x": x}).ok      # onnxruntime agrees
+
+
+def test_mismatch_names_the_first_step_that_differs(cnn_vta, tmp_path):
+    """Corrupt conv1's weights in the weights file: the comparison must fail and name conv1."""
+    import shutil
+
+    from accelmap.compile.program import Program
+
+    folder = tmp_path / "bad"
+    shutil.copytree(cnn_vta.program.folder, folder)
+    raw = bytearray((folder / "weights.bin").read_bytes())
+    w1 = np.frombuffer(bytes(raw[:4]), dtype=np.float32)[0]
+    raw[:4] = np.float32(w1 + 1.0).tobytes()       # the first constant main reads is conv1's weight
+    (folder / "weights.bin").write_bytes(bytes(raw))
+    p = cnn_vta.program
+    bad = Program(folder, p.steps, p.layers, p.values, p.inputs, p.outputs, folder / "net")
+    v = verify(bad, cnn_vta.graph, random_inputs(cnn_vta.graph, 0))
+    assert not v.ok
+    assert v.first_bad_step is not None and v.first_bad_step.startswith("conv1 ")
+
+
+def test_network_timing_adds_simulated_layers_and_host_model(cnn_vta):
+    t = cnn_vta.timing
+    assert t is not None
+    sims = {s.name: s for s in t.steps}
+    for name, lm in cnn_vta.layer_of.items():
+        assert sims[name].simulated == t.sims[lm.name].cycles
+        assert sims[name].modeled == lm.cost.latency
+    # GlobalAveragePool reads 8x4x4 and writes 8 elements: 136 / 4 cycles
+    assert sims["gap"].simulated == (8 * 4 * 4 + 8) / 4
+    assert t.simulated_cycles == pytest.approx(sum(s.simulated for s in t.steps))
+    assert t.energy_pj == pytest.approx(sum(lm.cost.energy_total for lm in cnn_vta.layer_of.values()))
+
+
+def test_report_is_self_contained_and_complete(cnn_vta):
+    page = report_html(cnn_vta)
+    assert 'id="verification" class="pass"' in page
+    for s in cnn_vta.steps:
+        assert f"<td>{s.name}</td>" in page
+    assert "<svg" in page and page.count("data:image/png;base64,") == 3
+    # no resource fetched from the network: only the SVG namespace names a URL
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    for lm in cnn_vta.mapping.layers:
+        assert f"<summary>{lm.name}:" in page          # the loop nest of every layer
+    assert "Simulator timeline of layer" in page
+    assert "Simulator timeline of layer dw2 (chosen" in report_html(cnn_vta, "dw2")
+    with pytest.raises(SpecError, match="no simulated layer 'nope'; the layers are conv1, dw2, fc"):
+        report_html(cnn_vta, "nope")
+    for lm in cnn_vta.mapping.layers:      # energy columns by level and by operand
+        for comp, operand in lm.cost.energy:
+            assert f"<th>E {comp}</th>" in page and f"<th>E {operand}</th>" in page
+
+
+def test_unsupported_host_op_is_one_clear_error(tmp_path):
+    m = tiny_cnn()
+    m.graph.node[1].op_type = "Elu"        # relu1 -> an op the host does not run
+    with pytest.raises(SpecError, match=r"node 'relu1' \(Elu\): no host implementation"):
+        compile_model(m, get_accelerator("vta_like"), tmp_path, run=False, simulate=False, **FAST)
+
+
+def test_cli_compile_and_bad_model(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+
+    p = tmp_path / "att.onnx"
+    onnx.save(tiny_attention(), p)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["compile", str(p), "--arch", "tpu_like", "--out", str(out), "--time-limit", "0.3",
+                                  "--json", str(tmp_path / "s.json")])
+    assert r.exit_code == 0, r.output
+    assert "PASS" in r.output and (out / "report.html").exists() and (out / "net").exists()
+    # given inputs (.npz), and a missing graph input named
+    np.savez(tmp_path / "x.npz", x=np.full((1, 4, 16), 0.5, dtype=np.float32))
+    r = CliRunner().invoke(main, ["compile", str(p), "--arch", "tpu_like", "--out", str(out), "--time-limit", "0.3",
+                                  "--input", str(tmp_path / "x.npz"), "--no-simulate"])
+    assert r.exit_code == 0 and "PASS" in r.output, r.output
+    np.savez(tmp_path / "z.npz", z=np.zeros(3, dtype=np.float32))
+    r = CliRunner().invoke(main, ["compile", str(p), "--arch", "tpu_like", "--out", str(out), "--time-limit", "0.3",
+                                  "--input", str(tmp_path / "z.npz"), "--no-simulate"])
+    assert r.exit_code == 2 and "no value for graph input 'x'" in r.output
+    r = CliRunner().invoke(main, ["compile", str(tmp_path / "missing.onnx"), "--arch", "tpu_like"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "missing.onnx" in r.output
