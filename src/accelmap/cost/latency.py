@@ -534,7 +534,7 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
     return cur
 
 
-def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> np.ndarray:
+def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Compute waits while single-buffered levels change tiles; ``on[c]``: rows where single-buffered
     level c moves data. Per transition class (the loop that advances), the levels below that loop
     move the exact deltas of their operands, timed by ``_transition_time``. The first tiles load
@@ -544,7 +544,9 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> np
     over stacked copies of the rows (block 0: first tiles, block k: class of the k-th temporal
     slot), a move absent from a block being marked not present. The slots above a level are a
     prefix of the slots above any deeper level, and a slot's transitions do not depend on the
-    level, so the deepest level's classes index all."""
+    level, so the deepest level's classes index all.
+
+    Returns the stall per row, and per transition class and row how often it occurs and its stall."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
     deepest = max(on)
     trans, _ = nest.classes(deepest)
@@ -588,7 +590,8 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> np
             present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
             moves.append((c, X.name, p, X.is_output, load, store, present))
     T = _transition_time(moves, nb * n)
-    return T[:n] + last + (trans * T[n:].reshape(K, n)).sum(axis=0)
+    per_class = T[n:].reshape(K, n)
+    return T[:n] + last + (trans * per_class).sum(axis=0), trans, per_class
 
 
 # ---------------------------------------------------------------- the whole run
@@ -691,7 +694,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
     on = {c: ((get(load_unit, c) != 0) | (get(store_unit, c) != 0)) & ~overlapping(nest, keep, c)
           for c in range(1, nlev) if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
-    stall = _single_stall(nest, keep, counts, on) if on else zeros()
+    stall, stall_count, stall_each = _single_stall(nest, keep, counts, on) if on else (zeros(), None, None)
     edge = sum(pro.values(), zeros()) + sum(epi.values(), zeros())
     # A double-buffered level's units overlap compute between its first load and last drain;
     # when they are the bottleneck, the compute of the last tile still follows its load.
@@ -723,9 +726,17 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             if d > c:
                 ring[c] = ring[c] + np.where(overlapping(nest, keep, c),
                                              t / out_tiles[d] * np.maximum(out_tiles[c] - 1, 0), 0.0)
+    # The cycle binds the compute, not the stalls for single-buffered levels: a transition's stall
+    # hides only behind the wait for the halves that the step would have had anyway (the cycle's
+    # excess over compute, per output tile); beyond it, the halves, at most one tile ahead, wait too.
     cycle = zeros()
     for c, r in ring.items():
-        cycle = np.maximum(cycle, busy / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0))
+        bound = compute / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0)
+        hidden = zeros()
+        if stall_count is not None:
+            wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
+            hidden = (stall_count * np.minimum(stall_each, wait[None])).sum(axis=0)
+        cycle = np.maximum(cycle, bound + stall - hidden)
     # A parent's drain that holds its read port blocks the reload of partial sums from it into the
     # double-buffered level below, which waits for it: at every output tile of the parent but its
     # last (in the epilogue), the compute stalls for the drain and the reload beyond the period
@@ -753,16 +764,33 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         above = nest.above(max(tiles_at))
         steps = np.prod(nest.B[:, above], axis=1) if above else np.ones(n, dtype=np.int64)
         step = compute / steps
-        pace = np.maximum(busy, drains) / steps
         last_drain = np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
-            period = np.full(n, np.inf)
+            total = sum(load_time[name].values())
+            periods = {}
             for c, x in held[name]:
                 if nest.above(c):
                     per = _period(nest, op.operand(x).dims, c) * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
-                    period = np.where(counts[(c, x)][0] != 0, np.minimum(period, per), period)
-            period = np.where(np.isfinite(period), period, 1.0)
-            port_max = np.maximum(port_max, sum(load_time[name].values()) + step + (period - 1) * pace + last_drain)
+                    periods[(c, x)] = np.where(counts[(c, x)][0] != 0, per, np.inf)
+            # Every stream on the port bounds the run, the rarer ones too: the loads the first step
+            # of its last tile needs come first, and only the other streams' loads that fall
+            # strictly inside that tile (their share of the run beyond one of their periods) may
+            # run beside its steps. No stream with a period: the port's loads, then one step.
+            tail = total + step
+            for key, per in periods.items():
+                has = np.isfinite(per)
+                p_s = np.where(has, per, 1.0)
+                inside = zeros()
+                for k, q in periods.items():
+                    if k != key:
+                        inside = inside + np.where(np.isfinite(q), load_time[name][k] * np.maximum(
+                            p_s - np.where(np.isfinite(q), q, 0.0), 0.0) / steps, 0.0)
+                # drains pace those steps where more than one output tile falls in that last tile
+                paced = busy
+                for bound, tiles in drain_paces:
+                    paced = np.maximum(paced, np.where(tiles * p_s > steps, bound, 0.0))
+                tail = np.maximum(tail, np.where(has, total - inside + step + (p_s - 1) * paced / steps, 0.0))
+            port_max = np.maximum(port_max, tail + last_drain)
     inner = np.maximum(np.maximum(np.maximum(np.maximum(busy, overlapped), bursty), cycle), chained) + blocked
     latency = np.maximum(inner + edge, port_max)
     parts = {"MAC schedule": macs.astype(np.float64), "compute-side streaming": np.maximum(macs, stream) - macs,
