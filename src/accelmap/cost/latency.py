@@ -733,7 +733,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for c, r in ring.items():
         bound = compute / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0)
         hidden = zeros()
-        if stall_count is not None:
+        if stall_count is not None and stall_each is not None:
             wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
             hidden = (stall_count * np.minimum(stall_each, wait[None])).sum(axis=0)
         cycle = np.maximum(cycle, bound + stall - hidden)
