@@ -702,20 +702,38 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     overlapped = zeros()
     for c in pro:
         overlapped = np.maximum(overlapped, np.where(pro_on[c], get(load_unit, c) - pro[c] + busy / tiles_at[c], 0.0))
-    # ... and its first drain waits for the compute of the first output tile
+    # refills chained through overlapping levels, and drains, stretch the steps every window is made of
+    chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
+    paced = np.maximum(busy, chained)
+
+    def bursts(paces, tiles=None) -> np.ndarray:
+        """``_burst`` over the double-buffered levels; with ``tiles`` (output tiles of the run) only
+        levels some of whose loads recur within an output tile: the others fetch the next tile."""
+        out = zeros()
+        for c in pro:
+            on = pro_on[c]
+            if tiles is not None and nest.above(c):
+                window = np.full(n, np.inf)
+                for X in op.operands:
+                    loads = _stream_loads(nest, keep, counts, c, X)
+                    if loads is not None:
+                        window = np.where(loads[0], np.minimum(window, loads[2]), window)
+                on = on & (window * tiles < np.prod(nest.B[:, nest.above(c)], axis=1))
+            if on.any():
+                out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, paced, held, paces), 0.0))
+        return out
+
+    # ... and its first drain waits for the compute of the first output tile, at the pace the
+    # loads within it allow
     drains = zeros()
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + busy / out_tiles[c], 0.0)
+        first = np.maximum(busy, bursts((), out_tiles[c])) / out_tiles[c]
+        bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + first, 0.0)
         drains = np.maximum(drains, bound)
         drain_paces.append((bound, out_tiles[c]))
     overlapped = np.maximum(overlapped, drains)
-    # refills chained through overlapping levels, and drains, stretch the steps every window is made of
-    chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
-    bursty = zeros()
-    for c in pro:
-        bursty = np.maximum(bursty, np.where(pro_on[c], _burst(nest, keep, counts, c, np.maximum(busy, chained),
-                                                               held, drain_paces), 0.0))
+    bursty = bursts(drain_paces)
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
     # partial sums of the tile two ahead, and only then computed again, so every two tiles take
     # at least compute + drain + reload of one: half the sum over the run.
