@@ -25,8 +25,10 @@ double buffering where the level has it. Terms, all in cycles:
   run one after another (``_chained``); an output half must be computed, drained
   (after the drains below it) and refilled before its next use (two-half cycle);
   and a parent's drain holding its read port blocks the reload below it;
+  single-buffer stalls add to that cycle beyond the wait for the halves a step has anyway;
 * every unit and memory port must also fit its own total work, a port's
-  transfers ending before the last tile of its stream computes.
+  transfers ending before the last tile of each of its streams computes, but for
+  the other streams' loads inside that tile.
 
 latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-half cycle, chained refills)
               + blocked reloads + prologue + epilogue, busiest port).
