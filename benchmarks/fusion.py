@@ -118,6 +118,9 @@ def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
     for grp in fm.groups:
         print(f"  group {' > '.join(grp.names)}: tile {grp.tile_rows}x{grp.tile_cols}, {grp.policies[0]}, "
               f"{grp.counts.buffer_total_bits / 8192:.0f} KiB of buffers")
+    if best_whole is not None:
+        print(f"  one group: {best_whole.counts.buffer_total_bits / 8192:.0f} KiB of buffers, "
+              f"{best_whole.counts.tiles} tiles, {len(whole)} candidates fit")
     return out
 
 
@@ -162,7 +165,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
-    out: dict = {"time_limit_per_layer": a.time_limit, "tile_time_limit": a.tile_time_limit}
+    # A run of some parts keeps the other parts' last results in the same file.
+    previous = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
+    out: dict = {k: v for k, v in previous.items() if k in ("vgg16_conv1_5", "models")}
+    out.update({"time_limit_per_layer": a.time_limit, "tile_time_limit": a.tile_time_limit})
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:

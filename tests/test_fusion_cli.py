@@ -82,3 +82,26 @@ def test_map_fuse_refuses_an_accelerator_without_a_store_before_searching(tmp_pa
                                   "--fuse"])
     assert r.exit_code == 2, r.output
     assert "partitioned per operand class" in r.output and not (tmp_path / "o").exists()
+
+
+def test_map_fuse_time_limits_are_named_options_and_a_reached_limit_is_reported(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--strategy", "heuristic",
+                                  "--time-limit", "1", "--no-cache", "--jobs", "1", "--out", str(out), "--fuse",
+                                  "--fuse-tile-time", "0.2", "--fuse-time-limit", "1e-9", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert "(limit 1e-09 s, reached: 3 groups not fully tried), 0.2 s per tile mapping" in r.output
+    search = json.loads((out / "fusion.json").read_text())["search"]
+    assert search["timed_out"] and search["groups_skipped"] == 3 and search["groups_tried"] == 0
+    assert search["tile_time_limit_s"] == 0.2 and search["time_limit_s"] == 1e-9
+
+
+def test_map_fuse_time_options_need_fuse_and_positive_seconds(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    for args, msg in ((["--fuse-tile-time", "1"], "applies only with --fuse"),
+                      (["--fuse", "--fuse-time-limit", "0"], "must be positive, finite seconds, got 0.0")):
+        r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--no-cache",
+                                      "--out", str(tmp_path / "o"), *args])
+        assert r.exit_code == 2, r.output
+        assert msg in r.output and not (tmp_path / "o").exists()

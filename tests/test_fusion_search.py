@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -99,3 +100,21 @@ def test_a_fused_pair_keeps_its_intermediate_on_chip():
 def test_pareto_keeps_the_non_dominated_points():
     pts = [Point(1, 5, 0, ()), Point(2, 4, 0, ()), Point(3, 4, 0, ()), Point(4, 1, 0, ()), Point(5, 2, 0, ())]
     assert [(p.energy, p.latency) for p in pareto(pts)] == [(1, 5), (2, 4), (4, 1)]
+
+
+def test_past_the_deadline_no_group_is_tried_and_the_search_says_so():
+    rng = random.Random(3)
+    ops = {f"c{i}": conv2d(f"c{i}", c=2, h=6, w=6, k=2, r=3, s=3, padding=1, bits=BITS) for i in range(4)}
+    (chain,) = fusable_chains(tuple(ChainLink(n) for n in ops), ops)
+    singles = singles_of(ops, rng)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    stats = SearchLog()
+    front = chain_front(chain, singles, EYERISS, inner, FusionConfig(), stats, deadline=time.perf_counter() - 1)
+    # Groups of 2..4 of 4 operators: 3 + 2 + 1, none tried; layer by layer is the only plan left.
+    assert stats.timed_out and stats.groups_tried == 0 and stats.groups_skipped == 6 and inner.searched == 0
+    assert [(p.energy, p.latency) for p in front] == [(sum(s.energy for s in singles.values()),
+                                                        sum(s.latency for s in singles.values()))]
+    # Without a deadline the same search tries every group and is not marked.
+    free = SearchLog()
+    chain_front(chain, singles, EYERISS, inner, FusionConfig(row_tiles=2, col_tiles=1, per_mode=1), free)
+    assert not free.timed_out and free.groups_tried == 6 and free.groups_skipped == 0

@@ -27,13 +27,14 @@ from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
 from accelmap.yaml_io import load_yaml
 
 
-def _fuse(mm, time_limit: float | None):
-    """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take a tenth of
-    the per-layer time limit (at least 0.1 s)."""
+def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit: float | None):
+    """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take
+    ``tile_time`` each (default a tenth of the per-layer time limit, at least 0.1 s)."""
     from accelmap.fusion.model_fusion import fuse_model
     from accelmap.report.fusion_report import format_fusion
 
-    fm = fuse_model(mm, tile_time_limit=max(0.1, (time_limit or 20.0) / 10))
+    tile = tile_time if tile_time is not None else max(0.1, (time_limit or 20.0) / 10)
+    fm = fuse_model(mm, tile_time_limit=tile, time_limit=fuse_time_limit)
     click.echo(format_fusion(fm))
     return fm
 
@@ -125,17 +126,29 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
               help="Also fuse chains of layers (a tile loop over output rows or tokens, intermediates kept on "
                    "chip, halos recomputed or cached): groups, tiles and halo policies, fusion.json and a plot "
                    "of off-chip traffic per layer fused vs unfused.")
+@click.option("--fuse-tile-time", type=float, default=None, metavar="SECONDS",
+              help="With --fuse: time limit of each fused tile's mapping search (default: a tenth of --time-limit, "
+                   "at least 0.1 s).")
+@click.option("--fuse-time-limit", type=float, default=None, metavar="SECONDS",
+              help="With --fuse: time limit of the whole fusion search; past it no further group is tried, the "
+                   "plan is the best over the groups tried and the output says so (default: none).")
 @click.option("--verbose", "-v", count=True,
               help="Log the search's decisions to stderr: -v the strategy per layer, the unrollings probed and "
                    "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
-            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, verbose):
+            batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, fuse_tile_time,
+            fuse_time_limit, verbose):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
+    for flag, t in (("--fuse-tile-time", fuse_tile_time), ("--fuse-time-limit", fuse_time_limit)):
+        if t is not None and not fuse:
+            raise SpecError("applies only with --fuse", where=flag)
+        if t is not None and not (0 < t < math.inf):
+            raise SpecError(f"must be positive, finite seconds, got {t}", where=flag)
     acc = resolve_accelerator(arch)
     if fuse:
         from accelmap.fusion.group_cost import store_index
@@ -164,7 +177,7 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
         if handler is not None:
             logging.getLogger("accelmap").removeHandler(handler)
     click.echo(format_summary(mm))
-    fused = _fuse(mm, time_limit) if fuse else None
+    fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit) if fuse else None
     files = write_report(mm, out, plots=not no_plots)
     if fused is not None:
         from accelmap.report.fusion_report import write_fusion

@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from accelmap.errors import SpecError
 
 Mode = Literal["fully-recompute", "H-cached-V-recompute", "fully-cached"]
@@ -97,12 +99,18 @@ class AxisSchedule:
     def max_need(self, tensor: int) -> int:
         return max(t[tensor][1] - t[tensor][0] for t in self.need)
 
-    def max_carry(self, tensor: int) -> int:
-        """Most positions computed at one tile that the next tile needs again (the halo kept)."""
-        best = 0
-        for a, b in zip(self.need, self.need[1:], strict=False):
-            best = max(best, max(0, a[tensor][1] - b[tensor][0]))
-        return best
+    def first_last(self, tensor: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per position of the axis: the first and last tile whose window needs it (-1: none does).
+
+        Windows only move forward, so the tiles needing a position are consecutive."""
+        first = np.full(size, -1, dtype=np.int64)
+        last = np.full(size, -1, dtype=np.int64)
+        for t, windows in enumerate(self.need):
+            lo, hi = windows[tensor]
+            seg = first[lo:hi]
+            seg[seg < 0] = t
+            last[lo:hi] = t
+        return first, last
 
 
 def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size: int, tile: int,
@@ -141,7 +149,7 @@ class FusedCounts:
     macs: tuple[int, ...]                  # per stage: MACs computed, recomputed halos included
     input_fetched: int                     # elements of the group's input read from off-chip memory
     output_written: int                    # elements of the group's output written off-chip (each once)
-    buffer_bits: tuple[int, ...]           # per tensor 0..n: on-chip bits it needs (window + line buffer)
+    buffer_bits: tuple[int, ...]           # per tensor 0..n: most bits of it on chip at one tile
 
     @property
     def buffer_total_bits(self) -> int:
@@ -179,13 +187,54 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
     last = stages[-1]
     depth = [stages[0].in_depth] + [s.out_depth for s in stages]
     bits = [stages[0].in_bits] + [s.out_bits for s in stages]
-    width = [stages[0].in_cols] + [s.out_cols for s in stages]
-    tiled_cols = len(cols.need) > 1
+    heights = [stages[0].in_rows] + [s.out_rows for s in stages]
+    widths = [stages[0].in_cols] + [s.out_cols for s in stages]
     buffers = []
     for j in range(n + 1):
-        window = rows.max_need(j) * cols.max_need(j)
-        # Rows kept for the next tile row must be kept for every column when the columns are tiled.
-        line = rows.max_carry(j) * width[j] if j < n and MODES[policies[j]][0] and tiled_cols else 0
-        buffers.append((window + line) * depth[j] * bits[j])
+        rows_cached, cols_cached = MODES[policies[j]] if j < n else (False, False)
+        live = live_elements(rows, cols, j, heights[j], widths[j], rows_cached, cols_cached)
+        buffers.append(live * depth[j] * bits[j])
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
                        last.out_rows * last.out_cols * last.out_depth, tuple(buffers))
+
+
+def live_elements(rows: AxisSchedule, cols: AxisSchedule, tensor: int, height: int, width: int,
+                  rows_cached: bool, cols_cached: bool) -> int:
+    """Most (row, column) positions of a tensor on chip at one tile (tiles rows outer, columns inner).
+
+    A position is on chip from the tile that computes it to the last tile that needs it. Recomputed
+    along an axis, it lives only in the tiles whose window holds it; cached along both, it is
+    computed at the first tile needing it (first tile row needing its row, first tile column needing
+    its column) and kept to the last, in the tile loop's order. So at tile (y, x), with Y, L the first
+    and last tile rows needing a row and X, Z the same for a column, the positions kept are: rows with
+    Y < y < L over every needed column, rows with Y < y = L over the columns with Z >= x (not yet done
+    in this tile row), rows with Y = y < L over the columns with X <= x (done in this tile row), and
+    rows with Y = y = L over the columns of the window. The line buffer of a cached row is thus exactly
+    the part of the full width not in the window, which is what an over-the-width count added to the
+    window overstated.
+    """
+    if not rows_cached:
+        # Rows recomputed: nothing outlives its tile row, and within it a cached column is kept from
+        # the first to the last tile needing it, i.e. while it is in the window (windows move forward).
+        return rows.max_need(tensor) * cols.max_need(tensor)
+    if not cols_cached:
+        raise SpecError("rows cached with columns recomputed is not a fused halo mode")
+    y0, y1 = rows.first_last(tensor, height)
+    x0, x1 = cols.first_last(tensor, width)
+    ty, tx = np.arange(len(rows.need)), np.arange(len(cols.need))
+    needed_r, needed_c = y0 >= 0, x0 >= 0
+    r0, r1 = y0[needed_r][None, :], y1[needed_r][None, :]
+    yy = ty[:, None]
+    spans = ((r0 < yy) & (r1 > yy)).sum(axis=1)          # carried through this tile row
+    ends = ((r0 < yy) & (r1 == yy)).sum(axis=1)          # carried into it, last needed in it
+    starts = ((r0 == yy) & (r1 > yy)).sum(axis=1)        # first needed in it, carried on
+    only = ((r0 == yy) & (r1 == yy)).sum(axis=1)         # needed in it alone
+    c0, c1 = x0[needed_c][None, :], x1[needed_c][None, :]
+    xx = tx[:, None]
+    not_done = (c1 >= xx).sum(axis=1)
+    done = (c0 <= xx).sum(axis=1)
+    window = ((c0 <= xx) & (c1 >= xx)).sum(axis=1)
+    live = (spans[:, None] * int(needed_c.sum()) + ends[:, None] * not_done[None, :]
+            + starts[:, None] * done[None, :] + only[:, None] * window[None, :])
+    return int(live.max())
+

@@ -8,13 +8,14 @@ and failed layers (which cut a chain), keep their layer-by-layer cost.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.errors import MappingError
+from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, Point, SearchLog, Single, chain_front, combine
@@ -57,6 +58,8 @@ class FusedModel:
     tile_searches: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    time_limit: float | None = None           # of the fusion search as a whole (None: none)
+    tile_time_limit: float | None = None      # of each tile mapping's search
 
     @property
     def groups(self) -> tuple[GroupCost, ...]:
@@ -80,7 +83,9 @@ class FusedModel:
                            for (n, u, f), (_, fu, ff) in zip(self.layer_offchip, self.layer_fmap, strict=True)],
                 "search": {"groups_tried": self.stats.groups_tried, "candidates_costed": self.stats.candidates_costed,
                            "candidates_rejected": self.stats.candidates_rejected,
-                           "tile_searches": self.tile_searches, "seconds": self.seconds},
+                           "tile_searches": self.tile_searches, "seconds": self.seconds,
+                           "time_limit_s": self.time_limit, "tile_time_limit_s": self.tile_time_limit,
+                           "timed_out": self.stats.timed_out, "groups_skipped": self.stats.groups_skipped},
                 "notes": list(self.notes)}
 
 
@@ -97,9 +102,19 @@ def _cut_at_failures(links: tuple[ChainLink, ...], ok: set[str]) -> list[tuple[C
 
 
 def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: FusionConfig = DEFAULT_FUSION,
-               tile_time_limit: float = 2.0, inner: InnerMappings | None = None) -> FusedModel:
-    """Fuse the chains of ``mm``'s model on ``mm``'s accelerator; never worse than ``mm`` itself."""
+               tile_time_limit: float = 2.0, time_limit: float | None = None,
+               inner: InnerMappings | None = None) -> FusedModel:
+    """Fuse the chains of ``mm``'s model on ``mm``'s accelerator; never worse than ``mm`` itself.
+
+    ``tile_time_limit`` bounds each tile mapping's search; ``time_limit`` the fusion search as a
+    whole: past it no further group is tried (a tile search already started finishes, so the search
+    may overrun it by up to ``tile_time_limit``), and the result says so (``stats.timed_out``).
+    """
+    for what, v in (("tile_time_limit", tile_time_limit), ("time_limit", time_limit)):
+        if v is not None and not (0 < v < math.inf):
+            raise SpecError(f"must be positive, finite seconds, got {v}", where=what)
     t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
     arch = mm.arch
     goal = objective or mm.objective
     store_index(arch)                       # refuse an accelerator without a store, with the reason
@@ -132,7 +147,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         notes.append("a layer that occurs several times is fused per occurrence (chain by chain)")
     inner = inner or InnerMappings(mapper_search(goal, tile_time_limit))
     stats = SearchLog()
-    fronts = [chain_front(c, singles, arch, inner, config, stats) for c in chains]
+    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline) for c in chains]
     in_chains = [n for c in chains for n in c.nodes]
     rest = Point(base_e - sum(singles[n].energy for n in in_chains), base_l - sum(singles[n].latency for n in in_chains),
                  base_off - sum(singles[n].offchip_bits for n in in_chains), ())
@@ -150,5 +165,8 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
                     fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
     layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())
     layer_fmap = tuple((n, s.fmap_bits, fused_bits.get(n, (0, s.fmap_bits))[1]) for n, s in singles.items())
+    if stats.timed_out:
+        notes.append(f"the fusion search stopped at its time limit of {time_limit:g} s with {stats.groups_skipped} "
+                     "groups not (fully) tried: the plan is the best over the groups tried, not over all")
     return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
-                      time.perf_counter() - t0, tuple(notes))
+                      time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit)

@@ -90,10 +90,20 @@ class SearchLog:
     candidates_costed: int = 0
     candidates_rejected: int = 0
     seconds: float = 0.0
+    groups_skipped: int = 0     # groups not (fully) tried because the search's time limit had passed
+    timed_out: bool = False
+
+
+def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
+    """Whether the search's deadline (``time.perf_counter()`` seconds) has passed; remembered in ``stats``."""
+    if deadline is not None and time.perf_counter() >= deadline:
+        stats.timed_out = True
+    return stats.timed_out and deadline is not None
 
 
 def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
-                     cfg: FusionConfig, stats: SearchLog) -> list[GroupCost]:
+                     cfg: FusionConfig, stats: SearchLog, deadline: float | None = None) -> list[GroupCost]:
+    """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so)."""
     stages, macs = chain.group(first, last)
     out_last = stages[-1]
     found: list[GroupCost] = []
@@ -112,6 +122,9 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                            if reserved(arch, fused_counts(stages, tr, tc, policies).buffer_total_bits + extra)
                            is not None]
                 for tr in fitting[:cfg.per_mode]:
+                    if out_of_time(deadline, stats):
+                        stats.groups_skipped += 1      # cut short: some of its plans were not costed
+                        return found
                     got = group_cost(stages, macs, arch, tr, tc, policies, inner, resident)
                     if isinstance(got, str):
                         stats.candidates_rejected += 1
@@ -123,8 +136,13 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
 
 
 def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerator, inner: InnerMappings,
-                cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None) -> list[Point]:
-    """The energy-latency front of the chain's plans (cut points, tiles, modes)."""
+                cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None,
+                deadline: float | None = None) -> list[Point]:
+    """The energy-latency front of the chain's plans (cut points, tiles, modes).
+
+    Past ``deadline`` (``time.perf_counter()`` seconds) no further group is tried: every operator
+    alone stays a plan, so the front is still complete over the plans tried, and ``stats`` records
+    how many groups were skipped."""
     stats = stats if stats is not None else SearchLog()
     t0 = time.perf_counter()
     n = len(chain.nodes)
@@ -135,10 +153,13 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
             if k - i == 1:
                 s = singles[chain.nodes[i]]
                 options: list[tuple[float, float, int, Choice]] = [(s.energy, s.latency, s.offchip_bits, s)]
+            elif out_of_time(deadline, stats):
+                stats.groups_skipped += 1
+                options = []
             else:
                 stats.groups_tried += 1
                 options = [(g.energy, g.latency, g.offchip_bits, g)
-                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats)]
+                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline)]
             for p in fronts[i]:
                 for e, lat, off, c in options:
                     pts.append(Point(p.energy + e, p.latency + lat, p.offchip_bits + off, p.choices + (c,)))

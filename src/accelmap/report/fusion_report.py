@@ -39,7 +39,10 @@ def format_fusion(fm: FusedModel) -> str:
                  f"{_ratio(u.offchip_bits, b.offchip_bits)} off-chip traffic)")
     lines.append(f"fusion search: {fm.stats.groups_tried} groups, {fm.stats.candidates_costed} plans costed, "
                  f"{fm.stats.candidates_rejected} rejected, {fm.tile_searches} tile mappings searched, "
-                 f"{fm.seconds:.1f} s")
+                 f"{fm.seconds:.1f} s"
+                 + (f" (limit {fm.time_limit:g} s, reached: {fm.stats.groups_skipped} groups not fully tried)"
+                    if fm.stats.timed_out else f" (limit {fm.time_limit:g} s, not reached)" if fm.time_limit else "")
+                 + (f", {fm.tile_time_limit:g} s per tile mapping" if fm.tile_time_limit else ""))
     for n in fm.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
