@@ -70,16 +70,27 @@ def configs_within(base: Accelerator, levels: tuple[str, ...], choices: tuple[in
             if buffer_area_um2(base, levels, c) <= max_area_um2 * (1 + _TOLERANCE)]
 
 
+Choices = tuple[int, ...] | tuple[tuple[int, ...], ...]   # one set of words for every level, or one per level
+
+
+def per_level(choices: Choices, n: int) -> tuple[tuple[int, ...], ...]:
+    """The choices of each of ``n`` levels."""
+    flat = tuple(c for c in choices if isinstance(c, int))
+    if len(flat) == len(choices):
+        return tuple(flat for _ in range(n))
+    return tuple(tuple(c) for c in choices if not isinstance(c, int))
+
+
 def smallest_config(op: Operator, arch: Accelerator, m: Mapping, levels: tuple[str, ...],
-                    choices: tuple[int, ...]) -> Config | None:
+                    choices: Choices) -> Config | None:
     """The smallest size per searched level that holds the mapping's tiles (None: none does)."""
     use = capacity_usage(op, arch, m)
     out = []
-    for name in levels:
+    for name, level_choices in zip(levels, per_level(choices, len(levels)), strict=True):
         i = arch.level_index(name)
         need = sum(use[i].values())
         width = arch.levels[i].width_bits
-        fit = [w for w in sorted(choices) if w * width >= need]
+        fit = [w for w in sorted(level_choices) if w * width >= need]
         if not fit:
             return None
         out.append(fit[0])
@@ -123,12 +134,16 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
     return res
 
 
-def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: tuple[int, ...],
-              configs: list[Config], map_config: MapConfig, objective: str = "edp") -> MemorySearch:
-    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``)."""
+def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
+              configs: list[Config], map_config: MapConfig, objective: str = "edp",
+              archs: dict[Config, Accelerator] | None = None) -> MemorySearch:
+    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``).
+
+    ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``)."""
     t0 = time.perf_counter()
     res = MemorySearch(configs=len(configs))
-    archs = {c: config_arch(base, levels, c) for c in configs}
+    if archs is None:
+        archs = {c: config_arch(base, levels, c) for c in configs}
     for c in configs:
         res.lower_bounds[c] = lower_bound(op, archs[c], objective)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
