@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -180,3 +181,57 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
                 res.value, res.best, res.mapping = v, cc, mm
     res.seconds = time.perf_counter() - t0
     return res
+
+
+Tile = tuple[int, ...]                   # a tile's extent in each dimension
+
+
+def _next_divisor(n: int, f: int) -> int | None:
+    return next((d for d in range(f + 1, n + 1) if n % d == 0), None)
+
+
+def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
+                          mem_choices: tuple[int, ...]) -> tuple[list[tuple[Tile, int]], list[Tile]]:
+    """Sunstone-arch's tile traversal (the thesis' Algorithm 9, PRUNE_TILES with mem_choices).
+
+    Breadth first from the all-ones tile; a child enlarges one dimension to its next divisor of
+    ``bounds``. Each tile is paired with the smallest memory that holds its ``footprint``. A tile is
+    kept, with that memory, unless a child fits the same memory: that child has at least its reuse
+    at the same energy per access (the thesis' Observation 4 with Observation 6). Children that fit
+    the largest memory are explored either way. Returns the kept (tile, memory) pairs and the
+    visited tiles, in visiting order. (The pseudo-code's ``child_mem`` line says "fits node"; the
+    text and Fig. 5.2 need the child's own smallest memory, which is what is computed here.)"""
+    sizes = sorted(mem_choices)
+
+    def smallest(t: Tile) -> int | None:
+        fp = footprint(t)
+        return next((m for m in sizes if fp <= m), None)
+
+    root = (1,) * len(bounds)
+    if smallest(root) is None:
+        return [], []
+    queue, seen = deque([root]), {root}
+    kept: list[tuple[Tile, int]] = []
+    visited: list[Tile] = []
+    while queue:
+        node = queue.popleft()
+        visited.append(node)
+        mem = smallest(node)
+        assert mem is not None               # only tiles that fit the largest memory are queued
+        all_overflow = True
+        for d, n in enumerate(bounds):
+            f = _next_divisor(n, node[d])
+            if f is None:
+                continue
+            child = node[:d] + (f,) + node[d + 1:]
+            child_mem = smallest(child)
+            if child_mem is None:
+                continue
+            if child_mem == mem:
+                all_overflow = False
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+        if all_overflow:
+            kept.append((node, mem))
+    return kept, visited
