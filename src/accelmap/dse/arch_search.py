@@ -42,7 +42,8 @@ class LayerSearch:
         s = self.search
         return {"layer": self.name, "count": self.count,
                 "best": self.labels.get(s.best) if s.best is not None else None,
-                "best_words": list(s.best) if s.best is not None else None, "value": s.value,
+                "best_words": list(s.best) if s.best is not None else None,
+                "value": s.value if s.best is not None else None,
                 "energy_pj": self.energy_pj, "latency_cycles": self.latency_cycles,
                 "configs": s.configs, "mapped": len(s.mapped), "pruned_by_bound": len(s.pruned_by_bound),
                 "proven_by_incumbent": len(s.proven_by_incumbent), "dominated": len(s.dominated),

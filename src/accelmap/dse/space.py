@@ -11,7 +11,7 @@
         set: [levels.GLB.fanout.axes.X.size, levels.GLB.fanout.axes.Y.size]
         values: [[8, 8], [16, 16]]
     constraints: {max_area: 4 mm2, max_sram: 512 KiB}
-    search: {method: grid}              # or {method: random, samples: 50, seed: 0}
+    search: {method: grid}              # or {method: random, samples: 50, seed: 0}, or {method: sunstone}
     mapper: {strategy: auto, objective: edp, time_limit: 10}
 
 Every value is checked at load time by applying it alone to the base and validating the
