@@ -121,3 +121,56 @@ def test_lower_bound_grows_with_buffer_energy():
     small = lower_bound(op, config_arch(base, LEVELS, (8, 8, 8)), "energy")
     big = lower_bound(op, config_arch(base, LEVELS, (32, 32, 32)), "energy")
     assert 0 < small < big
+
+
+# The thesis' Fig. 5.2 (Ng, UBC 2022, Sec. 5.2.1): the 1-D convolution of its Fig. 4.3 (P = 14, K = 4,
+# C = 4, R = 3) with an L1 of 3, 4 or 8 entries. Written as a conv2d with one row (Q plays P, S plays R).
+FIG_OP = conv2d("fig4_3", c=4, h=1, w=16, k=4, r=1, s=3)
+FIG_DIMS = ("K", "Q", "C", "S")          # the figure's tile order (K, P, C, R)
+FIG_BOUNDS = tuple(dict(FIG_OP.dims)[d] for d in FIG_DIMS)
+
+
+def _fig_footprint(tile):
+    from accelmap.workload.index_sets import tile_size
+    ext = {d: 1 for d, _ in FIG_OP.dims} | dict(zip(FIG_DIMS, tile, strict=True))
+    return sum(tile_size(o, ext) for o in FIG_OP.operands)
+
+
+def test_fig_5_2_footprints_are_the_figures():
+    assert FIG_BOUNDS == (4, 14, 4, 3)
+    fig = {(1, 1, 1, 1): 3, (2, 1, 1, 1): 5, (1, 2, 1, 1): 5, (1, 1, 2, 1): 5, (1, 1, 1, 3): 7,
+           (2, 2, 1, 1): 8, (2, 1, 2, 1): 8, (1, 2, 2, 1): 8, (2, 1, 1, 3): 11, (1, 2, 1, 3): 9, (4, 1, 1, 1): 9,
+           (1, 1, 2, 3): 13, (1, 7, 1, 1): 15, (2, 2, 2, 1): 12, (4, 2, 1, 1): 14, (2, 7, 1, 1): 23,
+           (1, 2, 2, 3): 16, (1, 7, 2, 1): 23, (4, 1, 2, 1): 14, (2, 1, 4, 1): 14, (2, 1, 2, 3): 20}
+    assert {t: _fig_footprint(t) for t in fig} == fig
+
+
+def test_fig_5_2_sunstone_arch_prunes_every_4_entry_design_point():
+    from accelmap.dse.memory_search import tile_tree_with_memory
+    kept, visited = tile_tree_with_memory(FIG_BOUNDS, _fig_footprint, (3, 4, 8))
+    # The figure: root kept with 3 entries; (1,1,1,3) and the three footprint-8 tiles kept with 8; the
+    # root's other children pruned by a larger factor; no design point with a 4-entry L1.
+    assert sorted(kept) == sorted([((1, 1, 1, 1), 3), ((1, 1, 1, 3), 8), ((2, 2, 1, 1), 8),
+                                   ((2, 1, 2, 1), 8), ((1, 2, 2, 1), 8)])
+    assert len(visited) == 8 and all(m != 4 for _, m in kept)
+    # Brute force over every tile: a (tile, smallest memory) pair is kept iff no one-step enlargement
+    # fits that same memory (Fig. 5.1: a 4-entry L1 holds exactly the tiles a 3-entry one does).
+    def divisors(n):
+        return [d for d in range(1, n + 1) if n % d == 0]
+
+    def smallest(t):
+        return next((m for m in (3, 4, 8) if _fig_footprint(t) <= m), None)
+
+    brute = []
+    for t in itertools.product(*(divisors(n) for n in FIG_BOUNDS)):
+        m = smallest(t)
+        if m is None:
+            continue
+        kids = [t[:d] + (min(x for x in divisors(n) if x > t[d]),) + t[d + 1:]
+                for d, n in enumerate(FIG_BOUNDS) if t[d] < n]
+        if all(smallest(k) != m for k in kids):
+            brute.append((t, m))
+    assert sorted(brute) == sorted(kept)
+    fits = {m: {t for t in itertools.product(*(divisors(n) for n in FIG_BOUNDS)) if _fig_footprint(t) <= m}
+            for m in (3, 4)}
+    assert fits[3] == fits[4] == {(1, 1, 1, 1)}

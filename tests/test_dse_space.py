@@ -60,7 +60,7 @@ def test_random_sample_is_distinct_and_seeded():
     ({"constraints": {"max_sram": "unbounded"}}, "s.yaml: constraints.max_sram: must be a size"),
     ({"serach": {}}, "s.yaml: serach: unknown key 'serach'"),
     ({"mapper": {"strategy": "best"}}, "s.yaml: mapper.strategy: unknown strategy 'best'"),
-    ({"search": {"method": "bayes"}}, "s.yaml: search.method: Input should be 'grid' or 'random'"),
+    ({"search": {"method": "bayes"}}, "s.yaml: search.method: Input should be 'grid', 'random' or 'sunstone'"),
 ])
 def test_bad_space_is_one_line_naming_file_field_value(edit, expect):
     with pytest.raises(SpecError) as e:

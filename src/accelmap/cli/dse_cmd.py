@@ -10,6 +10,7 @@ import click
 
 from accelmap.cli import main
 from accelmap.cli.map_cmd import load_workload
+from accelmap.dse.arch_search import format_sunstone, run_sunstone, write_sunstone
 from accelmap.dse.engines import ENGINES
 from accelmap.dse.report import format_summary, write_report
 from accelmap.dse.space import METHODS, OBJECTIVES, load_space
@@ -68,9 +69,24 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     if method or samples or seed is not None:
         space = replace(space, method=method or ("random" if samples else space.method),
                         samples=samples or space.samples, seed=seed if seed is not None else space.seed)
+    if space.method == "sunstone":
+        # The co-search visits configurations in order of their bounds and prunes on what it found so far:
+        # it runs in this process, and its answers are per layer, not designs for the store.
+        for flag, given in (("--engine", engine != "local"), ("--address", address), ("--workers", workers),
+                            ("--store", store_file), ("--samples", samples)):
+            if given:
+                raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
+                                "and stores nothing", where=flag)
     m, _ = load_workload(model, batch, None, None)
     out = Path(out_dir) if out_dir else Path("out") / f"dse-{space.name}-{m.name}"
     check_output_dir(out, "--out")
+    if space.method == "sunstone":
+        sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
+                            seed=seed or 0)
+        click.echo(format_sunstone(sres))
+        files = write_sunstone(sres, out)
+        click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
+        return
     store = None if no_store else (store_file or default_store_path())
     import os
     previous = signal.signal(signal.SIGTERM, _terminate)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -70,16 +71,27 @@ def configs_within(base: Accelerator, levels: tuple[str, ...], choices: tuple[in
             if buffer_area_um2(base, levels, c) <= max_area_um2 * (1 + _TOLERANCE)]
 
 
+Choices = tuple[int, ...] | tuple[tuple[int, ...], ...]   # one set of words for every level, or one per level
+
+
+def per_level(choices: Choices, n: int) -> tuple[tuple[int, ...], ...]:
+    """The choices of each of ``n`` levels."""
+    flat = tuple(c for c in choices if isinstance(c, int))
+    if len(flat) == len(choices):
+        return tuple(flat for _ in range(n))
+    return tuple(tuple(c) for c in choices if not isinstance(c, int))
+
+
 def smallest_config(op: Operator, arch: Accelerator, m: Mapping, levels: tuple[str, ...],
-                    choices: tuple[int, ...]) -> Config | None:
+                    choices: Choices) -> Config | None:
     """The smallest size per searched level that holds the mapping's tiles (None: none does)."""
     use = capacity_usage(op, arch, m)
     out = []
-    for name in levels:
+    for name, level_choices in zip(levels, per_level(choices, len(levels)), strict=True):
         i = arch.level_index(name)
         need = sum(use[i].values())
         width = arch.levels[i].width_bits
-        fit = [w for w in sorted(choices) if w * width >= need]
+        fit = [w for w in sorted(level_choices) if w * width >= need]
         if not fit:
             return None
         out.append(fit[0])
@@ -123,12 +135,16 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
     return res
 
 
-def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: tuple[int, ...],
-              configs: list[Config], map_config: MapConfig, objective: str = "edp") -> MemorySearch:
-    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``)."""
+def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
+              configs: list[Config], map_config: MapConfig, objective: str = "edp",
+              archs: dict[Config, Accelerator] | None = None) -> MemorySearch:
+    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``).
+
+    ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``)."""
     t0 = time.perf_counter()
     res = MemorySearch(configs=len(configs))
-    archs = {c: config_arch(base, levels, c) for c in configs}
+    if archs is None:
+        archs = {c: config_arch(base, levels, c) for c in configs}
     for c in configs:
         res.lower_bounds[c] = lower_bound(op, archs[c], objective)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
@@ -165,3 +181,57 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
                 res.value, res.best, res.mapping = v, cc, mm
     res.seconds = time.perf_counter() - t0
     return res
+
+
+Tile = tuple[int, ...]                   # a tile's extent in each dimension
+
+
+def _next_divisor(n: int, f: int) -> int | None:
+    return next((d for d in range(f + 1, n + 1) if n % d == 0), None)
+
+
+def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
+                          mem_choices: tuple[int, ...]) -> tuple[list[tuple[Tile, int]], list[Tile]]:
+    """Sunstone-arch's tile traversal (the thesis' Algorithm 9, PRUNE_TILES with mem_choices).
+
+    Breadth first from the all-ones tile; a child enlarges one dimension to its next divisor of
+    ``bounds``. Each tile is paired with the smallest memory that holds its ``footprint``. A tile is
+    kept, with that memory, unless a child fits the same memory: that child has at least its reuse
+    at the same energy per access (the thesis' Observation 4 with Observation 6). Children that fit
+    the largest memory are explored either way. Returns the kept (tile, memory) pairs and the
+    visited tiles, in visiting order. (The pseudo-code's ``child_mem`` line says "fits node"; the
+    text and Fig. 5.2 need the child's own smallest memory, which is what is computed here.)"""
+    sizes = sorted(mem_choices)
+
+    def smallest(t: Tile) -> int | None:
+        fp = footprint(t)
+        return next((m for m in sizes if fp <= m), None)
+
+    root = (1,) * len(bounds)
+    if smallest(root) is None:
+        return [], []
+    queue, seen = deque([root]), {root}
+    kept: list[tuple[Tile, int]] = []
+    visited: list[Tile] = []
+    while queue:
+        node = queue.popleft()
+        visited.append(node)
+        mem = smallest(node)
+        assert mem is not None               # only tiles that fit the largest memory are queued
+        all_overflow = True
+        for d, n in enumerate(bounds):
+            f = _next_divisor(n, node[d])
+            if f is None:
+                continue
+            child = node[:d] + (f,) + node[d + 1:]
+            child_mem = smallest(child)
+            if child_mem is None:
+                continue
+            if child_mem == mem:
+                all_overflow = False
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+        if all_overflow:
+            kept.append((node, mem))
+    return kept, visited

@@ -11,7 +11,7 @@
         set: [levels.GLB.fanout.axes.X.size, levels.GLB.fanout.axes.Y.size]
         values: [[8, 8], [16, 16]]
     constraints: {max_area: 4 mm2, max_sram: 512 KiB}
-    search: {method: grid}              # or {method: random, samples: 50, seed: 0}
+    search: {method: grid}              # or {method: random, samples: 50, seed: 0}, or {method: sunstone}
     mapper: {strategy: auto, objective: edp, time_limit: 10}
 
 Every value is checked at load time by applying it alone to the base and validating the
@@ -40,7 +40,7 @@ from accelmap.errors import SpecError
 from accelmap.search.mapper import STRATEGIES
 from accelmap.yaml_io import load_yaml
 
-METHODS = ("grid", "random")
+METHODS = ("grid", "random", "sunstone")
 OBJECTIVES = ("edp", "energy", "latency")
 
 
@@ -60,7 +60,7 @@ class ConstraintsSpec(_Strict):
 
 
 class SearchSpec(_Strict):
-    method: Literal["grid", "random"] = "grid"
+    method: Literal["grid", "random", "sunstone"] = "grid"
     samples: Union[int, None] = Field(default=None, ge=1)
     seed: int = 0
 
@@ -163,7 +163,7 @@ class DesignSpace:
 _TOKEN = re.compile(r"^([^\[\]]+)?((?:\[\d+\])*)$")
 
 
-def _steps(path: str) -> list[str | int]:
+def path_steps(path: str) -> list[str | int]:
     steps: list[str | int] = []
     for tok in path.split("."):
         m = _TOKEN.match(tok)
@@ -180,7 +180,7 @@ def set_path(data: dict, path: str, value: Any) -> None:
 
     In a list, a name step picks the item whose ``name`` it is. Every step but the last must
     exist; the last may be a key the base leaves at its default."""
-    steps = _steps(path)
+    steps = path_steps(path)
     node: Any = data
     for k, step in enumerate(steps):
         last = k == len(steps) - 1
@@ -210,6 +210,42 @@ def set_path(data: dict, path: str, value: Any) -> None:
                 node = node[step]
         else:
             raise ValueError(f"{where} is a value ({node!r}), not a mapping or list")
+
+
+@dataclass(frozen=True)
+class SearchedLevels:
+    levels: tuple[str, ...]                 # one level per parameter, in parameter order
+    words: tuple[tuple[int, ...], ...]      # each parameter value's capacity in words of its level
+
+
+def searched_levels(space: DesignSpace) -> SearchedLevels:
+    """The levels a sunstone space sizes, and each value in words; one clear error if it is not one."""
+    names: list[str] = []
+    words: list[tuple[int, ...]] = []
+    base_levels = [lv.get("name") for lv in space.base.get("levels", []) if isinstance(lv, dict)]
+    for i, p in enumerate(space.parameters):
+        where = f"{space.source}: parameters[{i}].set"
+        path = p.paths[0]
+        st = path_steps(path)
+        if len(p.paths) != 1 or len(st) != 3 or st[0] != "levels" or st[2] != "capacity":
+            raise SpecError(f"{p.paths[0] if len(p.paths) == 1 else list(p.paths)!r}: search method sunstone sizes "
+                            "buffers, so each parameter must set one field levels.NAME.capacity", where=where)
+        level = st[1] if isinstance(st[1], str) else base_levels[st[1]]
+        if level in names:
+            raise SpecError(f"level {level!r} is sized by two parameters", where=where)
+        ws = []
+        for j, v in enumerate(p.values):
+            trial = copy.deepcopy(space.base)
+            set_path(trial, path, v)
+            lv = accelerator_from_dict(trial, f"{space.source}: parameters[{i}].values[{j}]").level(str(level))
+            if lv.capacity_bits is None or lv.capacity_bits % lv.width_bits or lv.partitions:
+                raise SpecError(f"{v!r} is not a whole number of {lv.width_bits}-bit words in one unpartitioned "
+                                "buffer, which search method sunstone needs", where=f"{space.source}: "
+                                f"parameters[{i}].values[{j}]")
+            ws.append(lv.capacity_bits // lv.width_bits)
+        names.append(str(level))
+        words.append(tuple(ws))
+    return SearchedLevels(tuple(names), tuple(words))
 
 
 def _parse_area_mm2(text: str, where: str) -> float:
@@ -307,9 +343,12 @@ def space_from_dict(data: Any, source: str = "<dict>", path: Path | None = None)
         if sram is None:
             raise SpecError("must be a size such as 512 KiB, not unbounded (leave it out for no limit)",
                             where=f"{source}: constraints.max_sram")
-    return DesignSpace(spec.name, source, base_name, base, tuple(params), spec.energy == "derived", area, sram,
-                       spec.search.method, spec.search.samples, spec.search.seed, spec.mapper.strategy,
-                       spec.mapper.objective, spec.mapper.time_limit, spec.description)
+    space = DesignSpace(spec.name, source, base_name, base, tuple(params), spec.energy == "derived", area, sram,
+                        spec.search.method, spec.search.samples, spec.search.seed, spec.mapper.strategy,
+                        spec.mapper.objective, spec.mapper.time_limit, spec.description)
+    if space.method == "sunstone":
+        searched_levels(space)          # the parameters must be buffer sizes: say so now, not mid-run
+    return space
 
 
 def load_space(path: str | Path) -> DesignSpace:

@@ -48,7 +48,8 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
                    time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed)
     layers = []
     for l in mm.layers:
-        ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error}
+        ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error,
+                               "proven_optimal": l.proven_optimal}
         if l.ok:
             ent.update(energy_pj=l.cost.energy_total, latency_cycles=l.cost.latency,
                        mapping=mapping_to_yaml(l.mapping_found, task.accelerator))
