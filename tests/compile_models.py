@@ -88,3 +88,15 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: b
     from accelmap.compile.quantize import quantize_qdq as quantize
 
     return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations)
+
+
+def tiny_classifier(seed: int = 0, batch: int = 6, features: int = 16, classes: int = 300) -> onnx.ModelProto:
+    """gemm + softmax over many classes in several rows: the softmax kernels' sums and tables at length."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["z"], name="fc", transB=1),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    inits = [_init("w", (rng.standard_normal((classes, features)) / np.sqrt(features)).astype(np.float32)),
+             _init("b", 0.1 * rng.standard_normal(classes).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_classifier", [helper.make_tensor_value_info("x", F, [batch, features])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
