@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
 
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
@@ -133,6 +133,15 @@ def test_qdq_softmax_over_long_rows_is_bit_exact(tmp_path):
     r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
     v = r.verification
     assert v is not None and v.ok and v.file_outputs and all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs)
+
+
+@pytest.mark.parametrize("size", [8, 11])
+def test_pooling_with_ceil_mode_matches_onnxruntime(size, tmp_path):
+    """ceil_mode: the last window runs past the padded input; an average that counts padding counts the
+    declared pads only (sizes 8 and 11 end with such a window; counting every window position fails)."""
+    r = compile_model(tiny_pools(size), get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
+    assert r.verification is not None and r.verification.ok, r.verification.summary()
+    assert {o.name for o in r.verification.outputs} == {"a1", "a0"}
 
 
 def test_attention_block_float_matches_on_eyeriss(tmp_path):

@@ -160,17 +160,17 @@ def _pool(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
         raise _problem(g, s, "only 2-D pooling (NCHW) is handled")
     if s.op_type == "GlobalAveragePool":
         return [f"global_avg({buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2] * ishape[3]}L);"]
-    if a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise _problem(g, s, "ceil_mode and SAME padding are not handled")
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise _problem(g, s, "SAME padding is not handled")
     if len([o for o in s.node.output if o]) > 1:
         raise _problem(g, s, "the indices output of MaxPool is not produced")
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     dh, dw = a.get("dilations", [1, 1])
-    pt, pl, _, _ = a.get("pads", [0, 0, 0, 0])
+    pt, pl, pb, pr = a.get("pads", [0, 0, 0, 0])
     kind = 0 if s.op_type == "MaxPool" else 1
     return [f"pool2d({kind}, {buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2]}L, {ishape[3]}L, "
-            f"{oshape[2]}L, {oshape[3]}L, {kh}L, {kw}L, {sh}L, {sw}L, {dh}L, {dw}L, {pt}L, {pl}L, "
+            f"{oshape[2]}L, {oshape[3]}L, {kh}L, {kw}L, {sh}L, {sw}L, {dh}L, {dw}L, {pt}L, {pl}L, {pb}L, {pr}L, "
             f"{int(a.get('count_include_pad', 0))});"]
 
 

@@ -137,8 +137,10 @@ static void layernorm(const float *x, float *y, long outer, long n, const float 
 }
 
 /* 2-D max (kind 0) or average (kind 1) pooling of NCHW; pads top, left, bottom, right */
+/* max (kind 0) or average pooling; with count_pad the divisor counts the declared padding (pt, pl, pb, pr)
+   but not the positions past it that ceil_mode's last window reaches (ONNX, onnxruntime) */
 static void pool2d(int kind, const float *x, float *y, long nc, long h, long w, long p, long q, long kh, long kw,
-                   long sh, long sw, long dh, long dw, long pt, long pl, int count_pad) {
+                   long sh, long sw, long dh, long dw, long pt, long pl, long pb, long pr, int count_pad) {
     for (long c = 0; c < nc; c++)
         for (long i = 0; i < p; i++)
             for (long j = 0; j < q; j++) {
@@ -147,7 +149,7 @@ static void pool2d(int kind, const float *x, float *y, long nc, long h, long w, 
                 for (long r = 0; r < kh; r++)
                     for (long s = 0; s < kw; s++) {
                         long hi = i * sh + r * dh - pt, wi = j * sw + s * dw - pl;
-                        span++;
+                        if (hi < h + pb && wi < w + pr) span++;
                         if (hi < 0 || hi >= h || wi < 0 || wi >= w) continue;
                         float v = x[(c * h + hi) * w + wi];
                         if (kind == 0) { if (v > acc) acc = v; } else acc += v;
