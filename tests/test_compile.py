@@ -78,6 +78,8 @@ def test_qdq_int8_is_bit_exact_at_every_quantized_value(qdq_tpu):
     assert [s.dtype for s in acc] == ["int"] * 3 and all(len(s.fused) == 2 for s in acc)
     assert len(v.quantized) >= 8 and all(c.ok and c.max_abs_diff == 0 for c in v.quantized)
     assert "integer form" in v.reference
+    # every accelerator step's transfer counters equal the cost model's on tpu_like too
+    assert qdq_tpu.counts_checked == {"conv1": True, "dw2": True, "fc": True}
     # a different input: still bit-exact
     assert verify(qdq_tpu.program, qdq_tpu.graph, random_inputs(qdq_tpu.graph, 7)).ok
 
