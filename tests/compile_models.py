@@ -88,3 +88,32 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: b
     from accelmap.compile.quantize import quantize_qdq as quantize
 
     return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations)
+
+
+def tiny_classifier(seed: int = 0, batch: int = 6, features: int = 16, classes: int = 300) -> onnx.ModelProto:
+    """gemm + softmax over many classes in several rows: the softmax kernels' sums and tables at length."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["z"], name="fc", transB=1),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    inits = [_init("w", (rng.standard_normal((classes, features)) / np.sqrt(features)).astype(np.float32)),
+             _init("b", 0.1 * rng.standard_normal(classes).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_classifier", [helper.make_tensor_value_info("x", F, [batch, features])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_pools(size: int = 9, seed: int = 0) -> onnx.ModelProto:
+    """conv, then max and average pooling whose ceil_mode windows run past the padded input."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["c"], ["m"], name="maxpool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["m"], ["a1"], name="avg_pad", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1),
+        helper.make_node("AveragePool", ["m"], ["a0"], name="avg_nopad", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[0, 1, 1, 0], ceil_mode=1, count_include_pad=0),
+    ]
+    inits = [_init("w", (rng.standard_normal((4, 3, 3, 3)) / np.sqrt(27)).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_pools", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
+                          [helper.make_tensor_value_info(o, F, None) for o in ("a1", "a0")], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import quantize_qdq, tiny_attention, tiny_cnn  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
 
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
@@ -78,6 +78,8 @@ def test_qdq_int8_is_bit_exact_at_every_quantized_value(qdq_tpu):
     assert [s.dtype for s in acc] == ["int"] * 3 and all(len(s.fused) == 2 for s in acc)
     assert len(v.quantized) >= 8 and all(c.ok and c.max_abs_diff == 0 for c in v.quantized)
     assert "integer form" in v.reference
+    # every accelerator step's transfer counters equal the cost model's on tpu_like too
+    assert qdq_tpu.counts_checked == {"conv1": True, "dw2": True, "fc": True}
     # a different input: still bit-exact
     assert verify(qdq_tpu.program, qdq_tpu.graph, random_inputs(qdq_tpu.graph, 7)).ok
 
@@ -96,9 +98,8 @@ def test_integer_form_states_each_integer_product_as_one_op(qdq_tpu):
 
 def test_activation_zero_points_need_a_wide_operand(tmp_path):
     """Asymmetric int8 activations: exact on eyeriss_like (16-bit operands take x - zero point), refused with
-    one line on vta_like (8-bit operands cannot hold it). Without the final softmax: with zero points,
-    onnxruntime runs the QDQ softmax as its own table-based kernel, which can differ by one step."""
-    q = quantize_qdq(tiny_cnn(softmax=False), symmetric_activations=False)
+    one line on vta_like (8-bit operands cannot hold it)."""
+    q = quantize_qdq(tiny_cnn(), symmetric_activations=False)
     zps = [int(numpy_helper.to_array(t)) for t in q.graph.initializer if t.name.endswith("_zero_point")
            and numpy_helper.to_array(t).size == 1]
     assert any(zps)
@@ -106,6 +107,43 @@ def test_activation_zero_points_need_a_wide_operand(tmp_path):
     assert r.verification is not None and r.verification.ok and all(c.ok for c in r.verification.quantized)
     with pytest.raises(SpecError, match="does not fit the accelerator's 8-bit operand"):
         compile_model(q, get_accelerator("vta_like"), tmp_path / "v", **FAST, run=False, simulate=False)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_qdq_softmax_and_global_pool_are_onnxruntimes_integer_kernels(seed, tmp_path):
+    """DequantizeLinear -> Softmax / GlobalAveragePool -> QuantizeLinear run as onnxruntime's QLinearSoftmax and
+    QLinearGlobalAveragePool compute them, so the program equals onnxruntime on the file as written, not only
+    on the integer form. With the float softmax (the ONNX reading), seeds 0 and 1 end one step apart."""
+    q = quantize_qdq(tiny_cnn(seed), seed=seed, symmetric_activations=False)
+    r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
+    kinds = {s.op_type: s.placement for s in r.steps}
+    assert kinds["Softmax (QDQ)"] == "host" and kinds["GlobalAveragePool (QDQ)"] == "host"
+    assert "Softmax" not in kinds and "GlobalAveragePool" not in kinds
+    v = r.verification
+    assert v is not None and v.ok and all(c.ok for c in v.quantized), v.summary()
+    assert v.file_outputs and all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs), v.summary()
+    from accelmap.compile.integer_form import integer_form
+    m = integer_form(load_graph(q), r.steps)
+    assert m is not None
+    ops = [(n.domain, n.op_type) for n in m.graph.node]
+    assert ("com.microsoft", "QLinearSoftmax") in ops and ("com.microsoft", "QLinearGlobalAveragePool") in ops
+
+
+def test_qdq_softmax_over_long_rows_is_bit_exact(tmp_path):
+    """300 classes in 6 rows: the kernel's shifted exp table, float sum and floor(1 / y_scale) at length."""
+    q = quantize_qdq(tiny_classifier(), symmetric_activations=False)
+    r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
+    v = r.verification
+    assert v is not None and v.ok and v.file_outputs and all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs)
+
+
+@pytest.mark.parametrize("size", [8, 11])
+def test_pooling_with_ceil_mode_matches_onnxruntime(size, tmp_path):
+    """ceil_mode: the last window runs past the padded input; an average that counts padding counts the
+    declared pads only (sizes 8 and 11 end with such a window; counting every window position fails)."""
+    r = compile_model(tiny_pools(size), get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
+    assert r.verification is not None and r.verification.ok, r.verification.summary()
+    assert {o.name for o in r.verification.outputs} == {"a1", "a0"}
 
 
 def test_attention_block_float_matches_on_eyeriss(tmp_path):

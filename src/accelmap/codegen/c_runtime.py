@@ -178,6 +178,16 @@ static void visit(const bufd_t *b, tstate_t *st, char *bufs, char *pbufs, char *
     long inst = inst_of(b->lvl, V, 0);
     tstate_t *s = &st[inst];
     char *buf = bufs + inst * b->ring * b->esize;
+    if (ne && s->ne && !memcmp(lo, s->lo, sizeof lo) && !memcmp(n, s->n, sizeof n)) {
+        /* the same tile again (a stationary operand): nothing drains, nothing moves, no counter changes;
+           only the group's coverage restarts at a new step, as below */
+        long g = inst_of(b->lvl, V, b->collapsed);
+        for (int l = 0; l < NL; l++) if (b->inner[l]) g = g * L_BOUND[l] + V[l];
+        long long step = step_of(b->lvl, V);
+        if (stamp[g] != step) { stamp[g] = step; cov[g] = 0; }
+        s->drained = 0;
+        return;
+    }
     char *pbase = b->parent_top ? tensor : pbufs + inst_of(b->plvl, V, 0) * b->pring * b->esize;
     if (b->is_out) drain_leaving(b, s, buf, pbase, lo, n, ne);
     int fresh = ne && !s->ne;

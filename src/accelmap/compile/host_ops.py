@@ -160,17 +160,17 @@ def _pool(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
         raise _problem(g, s, "only 2-D pooling (NCHW) is handled")
     if s.op_type == "GlobalAveragePool":
         return [f"global_avg({buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2] * ishape[3]}L);"]
-    if a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise _problem(g, s, "ceil_mode and SAME padding are not handled")
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise _problem(g, s, "SAME padding is not handled")
     if len([o for o in s.node.output if o]) > 1:
         raise _problem(g, s, "the indices output of MaxPool is not produced")
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     dh, dw = a.get("dilations", [1, 1])
-    pt, pl, _, _ = a.get("pads", [0, 0, 0, 0])
+    pt, pl, pb, pr = a.get("pads", [0, 0, 0, 0])
     kind = 0 if s.op_type == "MaxPool" else 1
     return [f"pool2d({kind}, {buf(x)}, {buf(y)}, {ishape[0] * ishape[1]}L, {ishape[2]}L, {ishape[3]}L, "
-            f"{oshape[2]}L, {oshape[3]}L, {kh}L, {kw}L, {sh}L, {sw}L, {dh}L, {dw}L, {pt}L, {pl}L, "
+            f"{oshape[2]}L, {oshape[3]}L, {kh}L, {kw}L, {sh}L, {sw}L, {dh}L, {dw}L, {pt}L, {pl}L, {pb}L, {pr}L, "
             f"{int(a.get('count_include_pad', 0))});"]
 
 
@@ -211,6 +211,35 @@ def _dequantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
             f"{c_floats(q.scale)}, {c_ints(q.zero_point)});"]
 
 
+def _qlinear_softmax(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    """DequantizeLinear -> Softmax -> QuantizeLinear as onnxruntime's QLinearSoftmax computes it."""
+    x, y = s.inputs[0], s.outputs[0]
+    assert s.qin is not None and s.qout is not None
+    shape = g.shape(x)
+    opset = next((o.version for o in g.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    axis = int(attrs(s.node).get("axis", -1 if opset >= 13 else 1)) % len(shape)
+    # before opset 13 Softmax normalizes over all axes from ``axis`` on (the rows of a 2-D view)
+    n = shape[axis] if opset >= 13 else int(np.prod(shape[axis:]))
+    outer = int(np.prod(shape[:axis]))
+    inner = int(np.prod(shape[axis + 1:])) if opset >= 13 else 1
+    return [f"qlinear_softmax({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, "
+            f"{outer}L, {n}L, {inner}L, {c_float(s.qin.scale[0])}, {c_float(s.qout.scale[0])}, "
+            f"{int(s.qout.zero_point[0])}, {q_range(s.qout.elem)[1]});"]
+
+
+def _qlinear_global_avg(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    """DequantizeLinear -> GlobalAveragePool -> QuantizeLinear as onnxruntime's QLinearGlobalAveragePool."""
+    x, y = s.inputs[0], s.outputs[0]
+    assert s.qin is not None and s.qout is not None
+    shape = g.shape(x)
+    if len(shape) < 3:
+        raise _problem(g, s, f"GlobalAveragePool needs an input of rank 3 or more, not {shape}")
+    lo, hi = q_range(s.qout.elem)
+    return [f"qlinear_global_avg({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, "
+            f"{shape[0] * shape[1]}L, {int(np.prod(shape[2:]))}L, {c_float(s.qin.scale[0])}, "
+            f"{int(s.qin.zero_point[0])}, {c_float(s.qout.scale[0])}, {int(s.qout.zero_point[0])}, {lo}, {hi});"]
+
+
 HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
     **{k: _binary for k in ("Add", "Sub", "Mul", "Div", "Pow")},
     **{k: _unary for k in (*_UNARY, "Gelu")},
@@ -218,6 +247,7 @@ HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
     "Transpose": _transpose, "Softmax": _softmax, "LayerNormalization": _layernorm,
     "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "Concat": _concat,
     "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
+    "Softmax (QDQ)": _qlinear_softmax, "GlobalAveragePool (QDQ)": _qlinear_global_avg,
 }
 
 

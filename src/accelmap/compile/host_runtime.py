@@ -14,6 +14,7 @@ the zero point, rounded half to even, plus the zero point.
 
 HOST_C = r"""
 #define _POSIX_C_SOURCE 199309L
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,8 +137,10 @@ static void layernorm(const float *x, float *y, long outer, long n, const float 
 }
 
 /* 2-D max (kind 0) or average (kind 1) pooling of NCHW; pads top, left, bottom, right */
+/* max (kind 0) or average pooling; with count_pad the divisor counts the declared padding (pt, pl, pb, pr)
+   but not the positions past it that ceil_mode's last window reaches (ONNX, onnxruntime) */
 static void pool2d(int kind, const float *x, float *y, long nc, long h, long w, long p, long q, long kh, long kw,
-                   long sh, long sw, long dh, long dw, long pt, long pl, int count_pad) {
+                   long sh, long sw, long dh, long dw, long pt, long pl, long pb, long pr, int count_pad) {
     for (long c = 0; c < nc; c++)
         for (long i = 0; i < p; i++)
             for (long j = 0; j < q; j++) {
@@ -146,7 +149,7 @@ static void pool2d(int kind, const float *x, float *y, long nc, long h, long w, 
                 for (long r = 0; r < kh; r++)
                     for (long s = 0; s < kw; s++) {
                         long hi = i * sh + r * dh - pt, wi = j * sw + s * dw - pl;
-                        span++;
+                        if (hi < h + pb && wi < w + pr) span++;
                         if (hi < 0 || hi >= h || wi < 0 || wi >= w) continue;
                         float v = x[(c * h + hi) * w + wi];
                         if (kind == 0) { if (v > acc) acc = v; } else acc += v;
@@ -208,6 +211,49 @@ static void requantize(const void *acc, int tacc, void *y, int ty, long n, long 
         float f = (float)v * scale[c];
         f = f < lo ? lo : (f > hi ? hi : f);
         put_int(y, ty, i, (long long)nearbyintf(f) + zp);
+    }
+}
+
+/* onnxruntime's QLinearSoftmax (com.microsoft, CPU kernel) over the middle axis of [outer, n, inner]: a
+   table of exp over the 256 steps below the row's maximum, shifted up by log(FLT_MAX / n) - 5 so the float
+   sum keeps its precision; the sum in row order; each output nearbyintf(e * floor(1 / y_scale) / sum) plus
+   the zero point, saturated above (the result is never below the zero point). */
+static void qlinear_softmax(const void *x, int tx, void *y, int ty, long outer, long n, long inner,
+                            float x_scale, float y_scale, int y_zp, int qmax) {
+    float table[256];
+    double shift = log((double)(FLT_MAX / (float)n)) - 5.0;
+    shift = (shift > 0.0 ? shift : 0.0) / (double)x_scale;
+    for (int i = 0; i < 256; i++) table[i] = (float)exp(((double)i - 255.0 + shift) * (double)x_scale);
+    const float ys = floorf(1.0f / y_scale);
+    for (long o = 0; o < outer; o++)
+        for (long j = 0; j < inner; j++) {
+            long base = o * n * inner + j, xmax = (long)get_num(x, tx, base);
+            for (long k = 1; k < n; k++) {
+                long v = (long)get_num(x, tx, base + k * inner);
+                if (v > xmax) xmax = v;
+            }
+            float sum = 0.0f;
+            for (long k = 0; k < n; k++) sum += table[255 - xmax + (long)get_num(x, tx, base + k * inner)];
+            for (long k = 0; k < n; k++) {
+                float e = table[255 - xmax + (long)get_num(x, tx, base + k * inner)];
+                long v = (long)nearbyintf(e * ys / sum) + y_zp;
+                put_int(y, ty, base + k * inner, v > qmax ? qmax : v);
+            }
+        }
+}
+
+/* onnxruntime's QLinearGlobalAveragePool (MLAS): each channel's int32 sum less zero point x size, times the
+   float32 scale x_scale / (y_scale * size), requantized as MlasRequantizeOutput does */
+static void qlinear_global_avg(const void *x, int tx, void *y, int ty, long nc, long size, float x_scale,
+                               int x_zp, float y_scale, int y_zp, int qmin, int qmax) {
+    const float scale = x_scale / (y_scale * (float)size);
+    const float lo = (float)(qmin - y_zp), hi = (float)(qmax - y_zp);
+    for (long c = 0; c < nc; c++) {
+        int32_t acc = -(int32_t)x_zp * (int32_t)size;
+        for (long k = 0; k < size; k++) acc += (int32_t)get_num(x, tx, c * size + k);
+        float f = (float)acc * scale;
+        f = f < lo ? lo : (f > hi ? hi : f);
+        put_int(y, ty, c, (long long)nearbyintf(f) + y_zp);
     }
 }
 

@@ -5,8 +5,11 @@ A QDQ model means float arithmetic between its DequantizeLinear and QuantizeLine
 evaluates some such groups with integer kernels (fused) and others in float, so at a rounding tie its result
 depends on which. The integer form removes that freedom: ``QLinearConv`` and ``QLinearMatMul`` (ONNX) and
 ``com.microsoft.QGemm`` (onnxruntime) multiply the int8 values, accumulate in int32 and requantize with
-rounding half to even and saturation, as the compiled program does. The program must match onnxruntime
-on this form bit for bit.
+rounding half to even and saturation, as the compiled program does. A Softmax or GlobalAveragePool
+between a DequantizeLinear and a QuantizeLinear becomes ``com.microsoft.QLinearSoftmax`` /
+``QLinearGlobalAveragePool``, the kernels onnxruntime's QDQ transformer puts there for the file itself
+(a table-based softmax, an integer sum requantized), which the program computes too. The program must
+match onnxruntime on this form bit for bit.
 """
 
 from __future__ import annotations
@@ -42,10 +45,17 @@ def integer_form(g: NetGraph, steps: list[Step]) -> onnx.ModelProto | None:
         dqx, dqw, q, dqb = s.qdq_nodes
         n = s.node
         x = [dqx.input[0], dqx.input[1], zp_of(dqx, "x")]
-        w = [dqw.input[0], dqw.input[1], zp_of(dqw, "w")]
+        w = [dqw.input[0], dqw.input[1], zp_of(dqw, "w")] if dqw is not None else []
         y = [q.input[1], zp_of(q, "y")]
         a = attrs(n)
-        if n.op_type == "Conv":
+        if n.op_type == "Softmax":
+            opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
+            new = helper.make_node("QLinearSoftmax", x + y, [q.output[0]], name=n.name, domain="com.microsoft",
+                                   axis=int(a.get("axis", -1 if opset >= 13 else 1)), opset=int(opset))
+        elif n.op_type == "GlobalAveragePool":
+            new = helper.make_node("QLinearGlobalAveragePool", x + y, [q.output[0]], name=n.name,
+                                   domain="com.microsoft", channels_last=0)
+        elif n.op_type == "Conv":
             ins = x + w + y + ([dqb.input[0]] if dqb is not None else [])
             new = helper.make_node("QLinearConv", ins, [q.output[0]], name=n.name, **a)
         elif n.op_type == "MatMul":

@@ -22,6 +22,11 @@ from accelmap.workload.onnx_ops import attrs
 
 ACCEL_OPS = ("Conv", "Gemm", "MatMul")
 
+# Host ops that onnxruntime runs as one integer kernel when they sit between a DequantizeLinear and a
+# QuantizeLinear (its QDQ transformer makes them com.microsoft QLinearSoftmax / QLinearGlobalAveragePool):
+# the compiled program computes what those kernels compute, not the float op of the file.
+QLINEAR_HOST_OPS = ("Softmax", "GlobalAveragePool")
+
 
 def node_names(graph: onnx.GraphProto) -> list[str]:
     """Node names as the importer gives them (an unnamed node is OPTYPE_INDEX)."""
@@ -57,7 +62,7 @@ class Step:
     inputs: list[str]                 # values read (constants included)
     outputs: list[str]
     fused: list[str] = field(default_factory=list)    # names of QDQ nodes folded into this step
-    dtype: str = "fp32"               # accelerator steps: "int" (QDQ integer product) or "fp32"
+    dtype: str = "fp32"               # "int": a QDQ integer product or integer host kernel; else "fp32"
     qin: Quant | None = None          # integer product: the data input's quantization
     qw: Quant | None = None           # ... the weight's
     qout: Quant | None = None         # ... the output's
@@ -142,6 +147,11 @@ def partition(g: NetGraph, accel_nodes: set[str]) -> list[Step]:
         if nm in accel_nodes:
             steps.append(_accel_step(g, n, nm, producer, readers, graph_outputs, skip))
             continue
+        if n.op_type in QLINEAR_HOST_OPS:
+            qstep = _qlinear_host_step(g, n, nm, producer, readers, graph_outputs, skip)
+            if qstep is not None:
+                steps.append(qstep)
+                continue
         steps.append(Step(nm, n.op_type, "host", n, [x for x in n.input if x], [o for o in n.output if o]))
     return _live(steps, graph_outputs)
 
@@ -179,6 +189,24 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
     return Step(nm, n.op_type + " (QDQ)", "accelerator", n, [dqx.input[0]], [q.output[0]],
                 fused=[dqx.name, q.name], dtype="int", qin=qin, qw=qw, qout=qout,
                 weight_q=np.asarray(g.consts[dqw.input[0]]), bias_q=bias_q, qdq_nodes=(dqx, dqw, q, dqb))
+
+
+def _qlinear_host_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[str],
+                       skip: set[str]) -> Step | None:
+    """DequantizeLinear -> Softmax / GlobalAveragePool -> QuantizeLinear (per tensor) as one integer host step."""
+    x_prod = producer.get(n.input[0])
+    out = n.output[0]
+    y_readers = readers.get(out, [])
+    if (x_prod is None or x_prod[0].op_type != "DequantizeLinear" or x_prod[0].input[0] in g.consts
+            or len(y_readers) != 1 or y_readers[0].op_type != "QuantizeLinear" or out in graph_outputs):
+        return None
+    dqx, q = x_prod[0], y_readers[0]
+    qin, qout = quant_params(g, dqx, "the data input"), quant_params(g, q, "the output")
+    if qin.scale.size != 1 or qout.scale.size != 1 or qin.elem != qout.elem:
+        return None
+    skip.add(q.output[0])
+    return Step(nm, n.op_type + " (QDQ)", "host", n, [dqx.input[0]], [q.output[0]], fused=[dqx.name, q.name],
+                dtype="int", qin=qin, qout=qout, qdq_nodes=(dqx, None, q, None))
 
 
 def _live(steps: list[Step], graph_outputs: set[str]) -> list[Step]:
