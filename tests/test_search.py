@@ -357,3 +357,36 @@ def test_exact_search_with_spatial_unrolling_equals_exhaustive():
         if compared >= 12:
             break
     assert compared >= 12
+
+
+def test_order_candidates_share_counters_by_operand_signature():
+    """Rule O3 per operand: the orders kept equal those kept when every distinct order builds its own nest."""
+    import itertools
+
+    from accelmap.cost.access_counts import NestInfo, entering_perfect
+    from accelmap.search.orders import _priority_perms, _signature, order_candidates, orders_exact, pareto
+
+    compared = 0
+    for _, arch, op, m in random_perfect_mappings(11, 80):
+        nlev = len(arch.levels)
+        for level in range(nlev - 1):
+            temporal = tuple(sorted((l for l in m.loops if l.level == level and not l.spatial and l.bound > 1),
+                                    key=lambda l: l.dim))
+            if len(temporal) < 2:
+                continue
+            rest = tuple(l for l in m.loops if l.level > level or (l.level == level and l.spatial))
+            pairs = [(X, c) for X in op.operands for c in range(level + 1, nlev) if X.name in m.keep[c]]
+            if not pairs:
+                continue
+            first: dict[tuple, tuple] = {}
+            exact = orders_exact(len(temporal), level, nlev)
+            for p in itertools.permutations(temporal) if exact else dict.fromkeys(_priority_perms(op, temporal)):
+                first.setdefault(_signature(p, op), p)
+            items = []
+            for p in first.values():
+                info = NestInfo(op, Mapping(p + rest, m.keep))
+                items.append((tuple(entering_perfect(info, X, c) for X, c in pairs), p))
+            expected = [p for _, p in pareto(items)]
+            assert order_candidates(op, m.keep, level, temporal, rest, nlev) == expected
+            compared += 1
+    assert compared >= 20

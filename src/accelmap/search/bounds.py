@@ -111,6 +111,30 @@ class BoundContext:
                         ext[l.dim] *= l.bound
             return ext
 
+        # Per node, what every operand_traffic call and every B7 case shares: X's tile at c, the fixed
+        # spatial instances below c, and ``entering`` (the same function of (X, c) for all of them).
+        tiles: dict[tuple[str, int], int] = {}
+        instances: dict[int, int] = {}
+        entered: dict[tuple[str, int], int] = {}
+
+        def tile_at(X: Operand, c: int) -> int:
+            t = tiles.get((X.name, c))
+            if t is None:
+                t = tiles[(X.name, c)] = tile_size(X, inner_extents(c))
+            return t
+
+        def instances_below(c: int) -> int:
+            fi = instances.get(c)
+            if fi is None:
+                fi = instances[c] = math.prod(l.bound for l in spatial if l.level < c)
+            return fi
+
+        def entering_at(X: Operand, c: int) -> int:
+            n = entered.get((X.name, c))
+            if n is None:
+                n = entered[(X.name, c)] = entering(X, c)
+            return n
+
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
             cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
@@ -144,13 +168,13 @@ class BoundContext:
             loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
             for p, c in pairwise(chain):
                 if boost and level <= c <= first_temporal:
-                    t = tile_size(X, inner_extents(c))
-                    fi = math.prod(l.bound for l in spatial if l.level < c)
+                    t = tile_at(X, c)
+                    fi = instances_below(c)
                     member = prod_r * fi * t
                 elif c > level:
-                    t = tile_size(X, inner_extents(c))
-                    fi = math.prod(l.bound for l in spatial if l.level < c)
-                    part = entering(X, c)
+                    t = tile_at(X, c)
+                    fi = instances_below(c)
+                    part = entering_at(X, c)
                     member = prod_r * (part - fi * t) + fi * t
                 else:
                     member = fp

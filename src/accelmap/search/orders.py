@@ -119,16 +119,31 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
         pairs.extend((X, c) for c in chain if c > level)
     if not pairs and order_costs is None:
         return tuple(perms[:1])
-    seen: dict[tuple, tuple[Loop, ...]] = {}
-    for p in perms:
-        seen.setdefault(_signature(p, op), p)
-    if order_costs is not None:
-        seen = {p: p for p in perms}   # tile and pipeline counts are not captured by the signature
+    signed = [(_signature(p, op), p) for p in perms]
+    if order_costs is None:
+        first: dict[tuple, tuple[Loop, ...]] = {}
+        for sig, p in signed:
+            first.setdefault(sig, p)
+        signed = list(first.items())
+    # (else every order is costed: tile and pipeline counts are not captured by the signature)
+    # Rule O3 per operand: X's counter at c depends only on X's own token sequence, so orders that show X
+    # the same sequence share it; the nest is built only for an order that shows some operand a new one.
+    index = {X.name: i for i, X in enumerate(op.operands)}
+    entering_by_sig: dict[tuple, int] = {}
     items = []
-    for p in seen.values():
+    for sig, p in signed:
         m = Mapping(p + rest, keep)
-        info = NestInfo(op, m)
-        vec = tuple(entering_perfect(info, X, c) for X, c in pairs)
+        info: NestInfo | None = None
+        vec_list = []
+        for X, c in pairs:
+            key = (X.name, c, sig[index[X.name]])
+            n = entering_by_sig.get(key)
+            if n is None:
+                if info is None:
+                    info = NestInfo(op, m)
+                n = entering_by_sig[key] = entering_perfect(info, X, c)
+            vec_list.append(n)
+        vec = tuple(vec_list)
         if order_costs is not None:
             vec += tuple(tile_transfers(op, m, X.dims, c) for X, c in pairs)
             vec += pipeline_counts(op, p + rest, order_costs)
