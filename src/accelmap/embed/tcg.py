@@ -30,6 +30,7 @@ import numpy as np
 
 from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator
+from accelmap.workload.text_form import parse_expression
 
 # ---------------------------------------------------------------- the program form
 
@@ -272,6 +273,26 @@ def program_from_operator(op: Operator) -> Program:
     if op.init_output == "read":
         body = Binary("add", Load(out.name, tuple(Iter(d) for d in out_dims)), body)
     return Program(op.name, (Statement(out.name, out_dims, body),), op.dims)
+
+
+def operator_from_statement(program: Program, index: int = 0) -> Operator | None:
+    """The statement as our multiply-accumulate operator (the input of the dataflow embedding), or
+    None when it is not ``out[...] = sum(a[...] * b[...], dims)`` over graph inputs; the inverse of
+    ``program_from_operator`` for that form. Bias, activation and scaling statements have no such form."""
+    st = program.statements[index]
+    body, reduced = st.expr, []
+    while isinstance(body, Reduce) and body.op == "add" and isinstance(body.init, Const) and body.init.value == 0:
+        reduced.append(body.dim)
+        body = body.body
+    produced = {s.out for s in program.statements[:index]}
+    if not (isinstance(body, Binary) and body.op == "mul" and isinstance(body.left, Load)
+            and isinstance(body.right, Load) and body.left.indices and body.right.indices
+            and not {body.left.tensor, body.right.tensor} & produced):
+        return None
+    used = set(st.dims) | set(reduced)
+    sizes = {d: s for d, s in program.sizes if d in used}
+    text = f"{st.out}[{','.join(st.dims)}] += {expr_text(body.left)} * {expr_text(body.right)}"
+    return parse_expression(text, sizes, name=f"{program.name}" + (f".{st.out}" if len(program.statements) > 1 else ""))
 
 
 # The operators of Table 3.3, as programs (Attention is eq. 3.2/3.3; Conv2D is NHWC with unit stride).
