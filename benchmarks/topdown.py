@@ -37,11 +37,12 @@ from accelmap.embed.tcg_match import intrinsic_instruction, table_3_1
 from accelmap.embed.tcg_rewrite import _all_loads, _index_dims_all, search
 
 TABLE_3_3 = {"fc_bias": (16, 24, 4), "fc_bias_sigmoid": (29, 144, 4), "gemm": (11, 35, 4), "attention": (26, 289, 9),
-             "conv2d": (26, 59_503, 682), "conv2d_relu": (56, 440_428, 1_428)}
+             "conv2d": (26, 59_503, 682), "conv2d_relu": (56, 440_428, 1_428),
+             "capsule_routing": (127, 1_023_516, 12)}
 TABLE_3_5 = {"gemm": (73, 5), "conv2d": (1_372_653, 3_810)}
 SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_sigmoid": dict(n=2, j=3, k=4),
          "attention": dict(i=3, j=2, l=4), "conv2d": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2),
-         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2)}
+         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2), "capsule_routing": dict(i=3, j=2, d=2, e=2)}
 
 
 def _inputs(prog, rng):
@@ -56,13 +57,13 @@ def _inputs(prog, rng):
     return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in shapes.items()}
 
 
-def _checked(name: str, isa, config: int, sample: int) -> tuple[int, int]:
+def _checked(name: str, isa, config: int, sample: int, limit: int) -> tuple[int, int]:
     """Run up to ``sample`` solutions (small sizes) as instruction programs; (run, equal)."""
     prog = parse_program(THESIS_OPERATORS[name][0], SMALL[name], name)
     data = _inputs(prog, np.random.default_rng(0))
     out = prog.statements[-1].out
     ref = evaluate(prog, data)[out]
-    sols = search(prog, isa, config, input_transposes=True).solutions
+    sols = search(prog, isa, config, input_transposes=True, limit=limit).solutions
     picked = sols[::max(1, len(sols) // sample)][:sample]
     ok = sum(np.allclose(run_selection(c.program, c.tcg, c.selection, isa, data)[out], ref) for c in picked)
     return len(picked), ok
@@ -121,6 +122,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=100_000, help="candidate limit per search")
     ap.add_argument("--quick", action="store_true", help="configuration 4 only, no execution check")
+    ap.add_argument("--capsule-limit", type=int, default=2_000,
+                    help="candidate limit for Capsule Routing (about 10 ms a candidate: nine statements)")
     ap.add_argument("--compare-only", action="store_true", help="only the top-down vs dataflow table")
     args = ap.parse_args()
     isa = table_3_1()
@@ -129,17 +132,20 @@ def main() -> None:
     if configs:
         print(f"{'operator':<17}{'cfg':>4}{'variant':>22}{'nodes':>7}{'cand.':>9}{'sol.':>7}{'hit':>8}{'trans':>7}"
               f"{'s':>8}   thesis (nodes/cand./sol.)")
+    def limit_for(name: str) -> int:
+        return args.capsule_limit if name == "capsule_routing" else args.limit
+
     for name in THESIS_OPERATORS:
         for config in configs:
             for transposes, layouts in ((False, False), (True, False), (False, True)):
                 r = search(parse_program(*THESIS_OPERATORS[name], name), isa, config,
-                           input_transposes=transposes, layouts=layouts, limit=args.limit)
+                           input_transposes=transposes, layouts=layouts, limit=limit_for(name))
                 variant = "transposes" if transposes else "global layouts" if layouts else "none"
                 med = r.median_transformations()
                 row = dict(operator=name, config=config, variant=variant, nodes=r.nodes,
                            candidates=len(r.candidates), solutions=len(r.solutions), hit_rate=r.hit_rate,
                            median_transformations=med, seconds=round(r.seconds, 3),
-                           limit_reached=len(r.candidates) >= args.limit)
+                           limit_reached=len(r.candidates) >= limit_for(name))
                 rows.append(row)
                 thesis = ""
                 if config == 4 and variant == "none":
@@ -154,7 +160,7 @@ def main() -> None:
     if not args.quick and not args.compare_only:
         print("\nsolutions run as instruction programs (small sizes, input transposes, configuration 4):")
         for name in THESIS_OPERATORS:
-            run, ok = _checked(name, isa, 4, 40)
+            run, ok = _checked(name, isa, 4, 40, limit_for(name))
             checks[name] = dict(run=run, equal=ok)
             print(f"  {name:<17} {ok}/{run} equal to the NumPy reference")
     # fc_bias_sigmoid and conv2d_relu share their multiply-accumulate statement with fc_bias and conv2d.

@@ -104,3 +104,23 @@ def test_operator_from_statement_refuses_what_is_no_multiply_accumulate():
     assert operator_from_statement(thesis_program("attention"), 1) is None   # r = s * t, s a scalar
     assert operator_from_statement(parse_program("y[i] = sum(a[i,k] * b[k] * c[k], k)", dict(i=2, k=3))) is None
     assert operator_from_statement(parse_program("y[i] = sum(max(a[i,k], b[k]), k)", dict(i=2, k=3))) is None
+
+
+def test_capsule_routing_is_one_dynamic_routing_iteration():
+    # Sabour, Frosst and Hinton (2017), procedure 1, written independently with einsum
+    prog = small_program("capsule_routing")
+    data = random_inputs(prog, np.random.default_rng(2))
+    w, u, bl = data["w"], data["u"], data["bl"]
+    uh = np.einsum("ijde,ie->ijd", w, u)
+    c = np.exp(bl) / np.exp(bl).sum(axis=1, keepdims=True)
+    s = np.einsum("ij,ijd->jd", c, uh)
+    n2 = (s * s).sum(axis=1, keepdims=True)
+    v = n2 / (1 + n2) * s / np.sqrt(n2)                 # squash
+    want = bl + np.einsum("ijd,jd->ij", uh, v)
+    got = evaluate(prog, data)
+    np.testing.assert_allclose(got["v"], v, rtol=1e-12)
+    np.testing.assert_allclose(got["bn"], want, rtol=1e-12)
+    # nodes per statement by hand (tensors, reductions with their init, computes, inputs with accesses):
+    # uh 14, eb 6, z 6, c 8, s 12, n2 10, v 14, ag 12, bn 9; algebraic: 2+1+1+1+2+2+4+2+1
+    g = build_tcg(prog)
+    assert (len(g), len(g.algebraic)) == (91, 16)
