@@ -108,11 +108,11 @@ def compare_methods(name: str, intrinsic: str, limit: int) -> dict:
 def print_comparison(rows: list[dict]) -> None:
     print("\nTop-down matching vs the dataflow embedding, same operator (its multiply-accumulate statement),"
           " same intrinsic:")
-    print(f"{'operator':<12}{'intrinsic':<13}{'TD cand.':>9}{'TD sol.':>8}{'TD s':>7}{'TD run=ref':>11}"
+    print(f"{'operator':<16}{'intrinsic':<13}{'TD cand.':>9}{'TD sol.':>8}{'TD s':>7}{'TD run=ref':>11}"
           f"{'DF rel. sol.':>13}{'DF strict':>10}{'DF nodes':>9}{'DF s':>7}{'DF best ok':>11}")
     for r in rows:
         td, rel, st = r["topdown"], r["dataflow_relaxed"], r["dataflow_strict"]
-        print(f"{r['operator']:<12}{r['intrinsic']:<13}{td['candidates']:>8,}{'+' if td['limit_reached'] else ' '}"
+        print(f"{r['operator']:<16}{r['intrinsic']:<13}{td['candidates']:>8,}{'+' if td['limit_reached'] else ' '}"
               f"{td['solutions']:>8,}{td['seconds']:>7.2f}{td['equal_small']:>7}/{td['run_small']:<3}"
               f"{rel['solutions']:>13,}{st['solutions']:>10,}{rel['expanded'] + st['expanded']:>9,}"
               f"{rel['seconds'] + st['seconds']:>7.2f}{str(rel.get('best_verified', '-')):>11}")
