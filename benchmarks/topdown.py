@@ -5,7 +5,12 @@ transformations and search time, with and without input transposes and global la
 sample of solutions run as instruction programs against the NumPy reference. Prints tables and
 writes benchmarks/results/topdown.json. Times are wall-clock on whatever machine runs it.
 
-    python benchmarks/topdown.py [--limit N] [--quick]
+A second table runs the same operators through both methods with our intrinsic library: top-down
+(the intrinsic as the only TCG pattern, configuration 4 with input transposes) and the dataflow
+embedding of chapter 4 (relaxed and strict), on the operator's multiply-accumulate statement (the
+only part the dataflow embedding takes; bias, activation and scaling are left to other units).
+
+    python benchmarks/topdown.py [--limit N] [--quick] [--compare-only]
 """
 
 from __future__ import annotations
@@ -16,17 +21,28 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.embed.tcg import THESIS_OPERATORS, evaluate, parse_program
+from accelmap.arch.intrinsics import get_intrinsic
+from accelmap.embed.program import verify_program
+from accelmap.embed.search import embed
+from accelmap.embed.tcg import (
+    THESIS_OPERATORS,
+    evaluate,
+    operator_from_statement,
+    parse_program,
+    program_from_operator,
+    thesis_program,
+)
 from accelmap.embed.tcg_execute import run_selection
-from accelmap.embed.tcg_match import table_3_1
+from accelmap.embed.tcg_match import intrinsic_instruction, table_3_1
 from accelmap.embed.tcg_rewrite import _all_loads, _index_dims_all, search
 
 TABLE_3_3 = {"fc_bias": (16, 24, 4), "fc_bias_sigmoid": (29, 144, 4), "gemm": (11, 35, 4), "attention": (26, 289, 9),
-             "conv2d": (26, 59_503, 682), "conv2d_relu": (56, 440_428, 1_428)}
+             "conv2d": (26, 59_503, 682), "conv2d_relu": (56, 440_428, 1_428),
+             "capsule_routing": (127, 1_023_516, 12)}
 TABLE_3_5 = {"gemm": (73, 5), "conv2d": (1_372_653, 3_810)}
 SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_sigmoid": dict(n=2, j=3, k=4),
          "attention": dict(i=3, j=2, l=4), "conv2d": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2),
-         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2)}
+         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2), "capsule_routing": dict(i=3, j=2, d=2, e=2)}
 
 
 def _inputs(prog, rng):
@@ -41,39 +57,95 @@ def _inputs(prog, rng):
     return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in shapes.items()}
 
 
-def _checked(name: str, isa, config: int, sample: int) -> tuple[int, int]:
+def _checked(name: str, isa, config: int, sample: int, limit: int) -> tuple[int, int]:
     """Run up to ``sample`` solutions (small sizes) as instruction programs; (run, equal)."""
     prog = parse_program(THESIS_OPERATORS[name][0], SMALL[name], name)
     data = _inputs(prog, np.random.default_rng(0))
     out = prog.statements[-1].out
     ref = evaluate(prog, data)[out]
-    sols = search(prog, isa, config, input_transposes=True).solutions
+    sols = search(prog, isa, config, input_transposes=True, limit=limit).solutions
     picked = sols[::max(1, len(sols) // sample)][:sample]
     ok = sum(np.allclose(run_selection(c.program, c.tcg, c.selection, isa, data)[out], ref) for c in picked)
     return len(picked), ok
+
+
+INTRINSICS = ("vta_gemm", "ascend_cube", "gemv_16x16", "dot_16", "simd2d_16x2")
+
+
+def compare_methods(name: str, intrinsic: str, limit: int) -> dict:
+    """One operator, one intrinsic, both methods on the operator's multiply-accumulate statement.
+
+    Top-down: candidates, solutions, seconds, and every solution run (small sizes) as an instruction
+    program against NumPy. Dataflow: solutions (relaxed, strict), expanded search nodes, seconds, and
+    the best-ranked relaxed program verified exactly on random integers at full size."""
+    op = operator_from_statement(thesis_program(name))
+    if op is None:
+        raise ValueError(f"{name}: the first statement is not a multiply-accumulate")
+    intr = get_intrinsic(intrinsic)
+    isa = (intrinsic_instruction(intr),)
+    td = search(program_from_operator(op), isa, 4, input_transposes=True, limit=limit)
+    small = operator_from_statement(parse_program(THESIS_OPERATORS[name][0], SMALL[name], name))
+    assert small is not None
+    sprog = program_from_operator(small)
+    sdata = _inputs(sprog, np.random.default_rng(0))
+    ref = evaluate(sprog, sdata)[small.output.name]
+    sols = search(sprog, isa, 4, input_transposes=True, limit=limit).solutions
+    td_ok = sum(np.allclose(run_selection(c.program, c.tcg, c.selection, isa, sdata)[small.output.name], ref)
+                for c in sols)
+    row = dict(operator=name, mac_statement=str(op).split("  (")[0].split(": ", 1)[1], intrinsic=intrinsic,
+               topdown=dict(candidates=len(td.candidates), solutions=len(td.solutions), seconds=round(td.seconds, 3),
+                            limit_reached=len(td.candidates) >= limit, run_small=len(sols), equal_small=td_ok))
+    for mode in ("relaxed", "strict"):
+        r = embed(op, intr, mode, processes=1, time_limit=60)
+        entry = dict(solutions=len(r.solutions), expanded=r.stats.expanded, seconds=round(r.stats.seconds, 3),
+                     timed_out=r.stats.timed_out, reason=r.reason)
+        if r.found:
+            entry["best_verified"] = verify_program(r.embeddings[0].program)[0]
+        row[f"dataflow_{mode}"] = entry
+    return row
+
+
+def print_comparison(rows: list[dict]) -> None:
+    print("\nTop-down matching vs the dataflow embedding, same operator (its multiply-accumulate statement),"
+          " same intrinsic:")
+    print(f"{'operator':<16}{'intrinsic':<13}{'TD cand.':>9}{'TD sol.':>8}{'TD s':>7}{'TD run=ref':>11}"
+          f"{'DF rel. sol.':>13}{'DF strict':>10}{'DF nodes':>9}{'DF s':>7}{'DF best ok':>11}")
+    for r in rows:
+        td, rel, st = r["topdown"], r["dataflow_relaxed"], r["dataflow_strict"]
+        print(f"{r['operator']:<16}{r['intrinsic']:<13}{td['candidates']:>8,}{'+' if td['limit_reached'] else ' '}"
+              f"{td['solutions']:>8,}{td['seconds']:>7.2f}{td['equal_small']:>7}/{td['run_small']:<3}"
+              f"{rel['solutions']:>13,}{st['solutions']:>10,}{rel['expanded'] + st['expanded']:>9,}"
+              f"{rel['seconds'] + st['seconds']:>7.2f}{str(rel.get('best_verified', '-')):>11}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=100_000, help="candidate limit per search")
     ap.add_argument("--quick", action="store_true", help="configuration 4 only, no execution check")
+    ap.add_argument("--capsule-limit", type=int, default=2_000,
+                    help="candidate limit for Capsule Routing (about 10 ms a candidate: nine statements)")
+    ap.add_argument("--compare-only", action="store_true", help="only the top-down vs dataflow table")
     args = ap.parse_args()
     isa = table_3_1()
-    rows = []
-    configs = (4,) if args.quick else (1, 2, 3, 4)
-    print(f"{'operator':<17}{'cfg':>4}{'variant':>22}{'nodes':>7}{'cand.':>9}{'sol.':>7}{'hit':>8}{'trans':>7}"
-          f"{'s':>8}   thesis (nodes/cand./sol.)")
+    rows: list[dict] = []
+    configs: tuple[int, ...] = () if args.compare_only else (4,) if args.quick else (1, 2, 3, 4)
+    if configs:
+        print(f"{'operator':<17}{'cfg':>4}{'variant':>22}{'nodes':>7}{'cand.':>9}{'sol.':>7}{'hit':>8}{'trans':>7}"
+              f"{'s':>8}   thesis (nodes/cand./sol.)")
+    def limit_for(name: str) -> int:
+        return args.capsule_limit if name == "capsule_routing" else args.limit
+
     for name in THESIS_OPERATORS:
         for config in configs:
             for transposes, layouts in ((False, False), (True, False), (False, True)):
                 r = search(parse_program(*THESIS_OPERATORS[name], name), isa, config,
-                           input_transposes=transposes, layouts=layouts, limit=args.limit)
+                           input_transposes=transposes, layouts=layouts, limit=limit_for(name))
                 variant = "transposes" if transposes else "global layouts" if layouts else "none"
                 med = r.median_transformations()
                 row = dict(operator=name, config=config, variant=variant, nodes=r.nodes,
                            candidates=len(r.candidates), solutions=len(r.solutions), hit_rate=r.hit_rate,
                            median_transformations=med, seconds=round(r.seconds, 3),
-                           limit_reached=len(r.candidates) >= args.limit)
+                           limit_reached=len(r.candidates) >= limit_for(name))
                 rows.append(row)
                 thesis = ""
                 if config == 4 and variant == "none":
@@ -85,15 +157,19 @@ def main() -> None:
                       f"{len(r.solutions):>7,}{r.hit_rate:>8.1%}{'-' if med is None else f'{med:g}':>7}"
                       f"{r.seconds:>8.2f}   {thesis}")
     checks = {}
-    if not args.quick:
+    if not args.quick and not args.compare_only:
         print("\nsolutions run as instruction programs (small sizes, input transposes, configuration 4):")
         for name in THESIS_OPERATORS:
-            run, ok = _checked(name, isa, 4, 40)
+            run, ok = _checked(name, isa, 4, 40, limit_for(name))
             checks[name] = dict(run=run, equal=ok)
             print(f"  {name:<17} {ok}/{run} equal to the NumPy reference")
-    out = Path(__file__).parent / "results" / "topdown.json"
+    # fc_bias_sigmoid and conv2d_relu share their multiply-accumulate statement with fc_bias and conv2d.
+    mac_ops = [n for n in THESIS_OPERATORS if n not in ("fc_bias_sigmoid", "conv2d_relu")]
+    comparison = [compare_methods(n, i, args.limit) for n in mac_ops for i in INTRINSICS]
+    print_comparison(comparison)
+    out = Path(__file__).parent / "results" / ("topdown_compare.json" if args.compare_only else "topdown.json")
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(dict(rows=rows, execution=checks), indent=1))
+    out.write_text(json.dumps(dict(rows=rows, execution=checks, comparison=comparison), indent=1))
     print(f"\nwrote {out}")
 
 

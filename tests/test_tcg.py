@@ -7,6 +7,7 @@ from accelmap.embed.tcg import (
     THESIS_OPERATORS,
     build_tcg,
     evaluate,
+    operator_from_statement,
     parse_program,
     program_from_operator,
     thesis_program,
@@ -14,6 +15,7 @@ from accelmap.embed.tcg import (
 from accelmap.embed.tcg_rewrite import graph_key
 from accelmap.errors import SpecError
 from accelmap.workload.constructors import gemm
+from tcg_programs import random_inputs, small_program
 
 
 def test_gemm_has_the_11_nodes_of_table_3_3():
@@ -82,3 +84,43 @@ def test_evaluate_matches_numpy_for_conv_fc_and_sigmoid():
     xx, w, b = rng.standard_normal((3, 5)), rng.standard_normal((4, 5)), rng.standard_normal(4)
     np.testing.assert_allclose(evaluate(fc, {"x": xx, "w": w, "b": b})["y"], 1 / (1 + np.exp(-(xx @ w.T + b))),
                                rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gemm", "fc_bias", "attention", "conv2d", "conv2d_relu"])
+def test_operator_from_statement_is_the_inverse_of_program_from_operator(name):
+    prog = small_program(name)
+    op = operator_from_statement(prog)
+    assert op is not None and len(op.inputs) == 2
+    mac = program_from_operator(op)
+    assert str(mac.statements[0]) == str(prog.statements[0])
+    data = random_inputs(prog, np.random.default_rng(1))
+    out = prog.statements[0].out
+    np.testing.assert_allclose(evaluate(mac, {o.name: data[o.name] for o in op.inputs})[out], evaluate(prog, data)[out])
+
+
+def test_operator_from_statement_refuses_what_is_no_multiply_accumulate():
+    fc = thesis_program("fc_bias")
+    assert operator_from_statement(fc, 1) is None          # y = t + b
+    assert operator_from_statement(thesis_program("attention"), 1) is None   # r = s * t, s a scalar
+    assert operator_from_statement(parse_program("y[i] = sum(a[i,k] * b[k] * c[k], k)", dict(i=2, k=3))) is None
+    assert operator_from_statement(parse_program("y[i] = sum(max(a[i,k], b[k]), k)", dict(i=2, k=3))) is None
+
+
+def test_capsule_routing_is_one_dynamic_routing_iteration():
+    # Sabour, Frosst and Hinton (2017), procedure 1, written independently with einsum
+    prog = small_program("capsule_routing")
+    data = random_inputs(prog, np.random.default_rng(2))
+    w, u, bl = data["w"], data["u"], data["bl"]
+    uh = np.einsum("ijde,ie->ijd", w, u)
+    c = np.exp(bl) / np.exp(bl).sum(axis=1, keepdims=True)
+    s = np.einsum("ij,ijd->jd", c, uh)
+    n2 = (s * s).sum(axis=1, keepdims=True)
+    v = n2 / (1 + n2) * s / np.sqrt(n2)                 # squash
+    want = bl + np.einsum("ijd,jd->ij", uh, v)
+    got = evaluate(prog, data)
+    np.testing.assert_allclose(got["v"], v, rtol=1e-12)
+    np.testing.assert_allclose(got["bn"], want, rtol=1e-12)
+    # nodes per statement by hand (tensors, reductions with their init, computes, inputs with accesses):
+    # uh 14, eb 6, z 6, c 8, s 12, n2 10, v 14, ag 12, bn 9; algebraic: 2+1+1+1+2+2+4+2+1
+    g = build_tcg(prog)
+    assert (len(g), len(g.algebraic)) == (91, 16)

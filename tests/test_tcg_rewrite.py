@@ -24,7 +24,11 @@ def test_every_candidate_computes_the_operator(name):
     data = random_inputs(prog, rng)
     out = prog.statements[-1].out
     ref = evaluate(prog, data)[out]
-    cands = search(prog, ISA, 4, input_transposes=True, limit=3000).candidates
+    if name == "capsule_routing":   # nine statements: swaps, fission and inlinings, without the transposes
+        cands = search(prog, ISA, 4, limit=150).candidates
+        assert max(c.transformations for c in cands) >= 3
+    else:
+        cands = search(prog, ISA, 4, input_transposes=True, limit=3000).candidates
     for cand in cands[::max(1, len(cands) // 60)]:
         np.testing.assert_allclose(evaluate(cand.program, data)[out], ref, rtol=1e-10, atol=1e-12)
 

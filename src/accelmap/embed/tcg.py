@@ -30,12 +30,13 @@ import numpy as np
 
 from accelmap.errors import SpecError
 from accelmap.workload.operator import Operator
+from accelmap.workload.text_form import parse_expression
 
 # ---------------------------------------------------------------- the program form
 
 ELEMENTWISE_BINARY = {ast.Add: "add", ast.Mult: "mul", ast.Sub: "sub", ast.Div: "div"}
 COMMUTATIVE = frozenset({"add", "mul", "max"})
-UNARY = frozenset({"exp"})
+UNARY = {"exp": np.exp, "sqrt": np.sqrt}   # element-wise functions and their NumPy meaning
 REDUCTIONS = {"sum": "add", "prod": "mul", "rmax": "max"}
 
 
@@ -147,7 +148,7 @@ def parse_program(text: str, sizes: Mapping[str, int], name: str = "program") ->
     """Read ``t[i,j] = sum(a[i,k]*b[k,j], k); y[i,j] = t[i,j] + c[j]`` (statements split by ``;``).
 
     Reductions nest as written: ``sum(sum(x, kw), kh)`` reduces kh outermost; ``sum(x, kh, kw)`` is
-    the same. ``max(a, b)``, ``exp(x)`` and ``sigmoid(x)`` (= ``1 / (1 + exp(-x))``) are element-wise.
+    the same. ``max(a, b)``, ``exp(x)``, ``sqrt(x)`` and ``sigmoid(x)`` (= ``1 / (1 + exp(-x))``) are element-wise.
     """
     stmts = []
     for part in [p.strip() for p in text.split(";") if p.strip()]:
@@ -216,14 +217,14 @@ def _expr(node: ast.expr, where: str) -> Expr:
             return body
         if fn == "max" and len(args) == 2:
             return Binary("max", _expr(args[0], where), _expr(args[1], where))
-        if fn == "exp" and len(args) == 1:
-            return Unary("exp", _expr(args[0], where))
+        if fn in UNARY and len(args) == 1:
+            return Unary(fn, _expr(args[0], where))
         if fn == "sigmoid" and len(args) == 1:
             x = _expr(args[0], where)
             # 1 / (1 + exp(0 - x)): negation as a subtraction, since Table 3.1 has no negate instruction
             return Binary("div", Const(1.0), Binary("add", Const(1.0), Unary("exp", Binary("sub", Const(0.0), x))))
     raise SpecError(f"statement {where!r}: cannot read {ast.unparse(node)!r}; use loads t[i,j], numbers, + - * /, "
-                    f"max(a,b), exp(x), sigmoid(x) and reductions {', '.join(REDUCTIONS)}(body, dim, ...)")
+                    f"max(a,b), exp(x), sqrt(x), sigmoid(x) and reductions {', '.join(REDUCTIONS)}(body, dim, ...)")
 
 
 def _index_dims(ix: Index) -> set[str]:
@@ -274,6 +275,26 @@ def program_from_operator(op: Operator) -> Program:
     return Program(op.name, (Statement(out.name, out_dims, body),), op.dims)
 
 
+def operator_from_statement(program: Program, index: int = 0) -> Operator | None:
+    """The statement as our multiply-accumulate operator (the input of the dataflow embedding), or
+    None when it is not ``out[...] = sum(a[...] * b[...], dims)`` over graph inputs; the inverse of
+    ``program_from_operator`` for that form. Bias, activation and scaling statements have no such form."""
+    st = program.statements[index]
+    body, reduced = st.expr, []
+    while isinstance(body, Reduce) and body.op == "add" and isinstance(body.init, Const) and body.init.value == 0:
+        reduced.append(body.dim)
+        body = body.body
+    produced = {s.out for s in program.statements[:index]}
+    if not (isinstance(body, Binary) and body.op == "mul" and isinstance(body.left, Load)
+            and isinstance(body.right, Load) and body.left.indices and body.right.indices
+            and not {body.left.tensor, body.right.tensor} & produced):
+        return None
+    used = set(st.dims) | set(reduced)
+    sizes = {d: s for d, s in program.sizes if d in used}
+    text = f"{st.out}[{','.join(st.dims)}] += {expr_text(body.left)} * {expr_text(body.right)}"
+    return parse_expression(text, sizes, name=f"{program.name}" + (f".{st.out}" if len(program.statements) > 1 else ""))
+
+
 # The operators of Table 3.3, as programs (Attention is eq. 3.2/3.3; Conv2D is NHWC with unit stride).
 THESIS_OPERATORS: dict[str, tuple[str, dict[str, int]]] = {
     "gemm": ("c[i,j] = sum(a[i,k] * b[k,j], k)", {"i": 64, "j": 64, "k": 64}),
@@ -285,6 +306,14 @@ THESIS_OPERATORS: dict[str, tuple[str, dict[str, int]]] = {
                {"n": 1, "h": 14, "w": 14, "c": 32, "kh": 3, "kw": 3, "ic": 16}),
     "conv2d_relu": ("t[n,h,w,c] = sum(x[n,h+kh,w+kw,ic] * f[kh,kw,ic,c], kh, kw, ic); y[n,h,w,c] = max(t[n,h,w,c], 0)",
                     {"n": 1, "h": 14, "w": 14, "c": 32, "kh": 3, "kw": 3, "ic": 16}),
+    # One routing iteration of Sabour, Frosst and Hinton's dynamic routing (2017): prediction vectors,
+    # softmax of the logits over the output capsules, weighted sum, squash, agreement, logit update.
+    # Sizes are CapsNet's on MNIST (1152 primary capsules of 8, 10 digit capsules of 16).
+    "capsule_routing": ("uh[i,j,d] = sum(w[i,j,d,e] * u[i,e], e); eb[i,j] = exp(bl[i,j]); z[i] = sum(eb[i,j], j); "
+                        "c[i,j] = eb[i,j] / z[i]; s[j,d] = sum(c[i,j] * uh[i,j,d], i); "
+                        "n2[j] = sum(s[j,d] * s[j,d], d); v[j,d] = s[j,d] * sqrt(n2[j]) / (1 + n2[j]); "
+                        "ag[i,j] = sum(uh[i,j,d] * v[j,d], d); bn[i,j] = bl[i,j] + ag[i,j]",
+                        {"i": 1152, "j": 10, "d": 16, "e": 8}),
 }
 
 
@@ -347,7 +376,7 @@ def evaluate(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np
         if isinstance(e, Const):
             return np.full([1] * len(order), e.value)
         if isinstance(e, Unary):
-            return np.exp(ev(e.x))
+            return UNARY[e.op](ev(e.x))
         if isinstance(e, Binary):
             a, b = ev(e.left), ev(e.right)
             ops = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide, "max": np.maximum}

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from accelmap.embed.tcg import TCG, Node, Program, tensor_array
+from accelmap.embed.tcg import TCG, UNARY, Node, Program, tensor_array
 from accelmap.embed.tcg_match import Instruction, _masked_accesses, _region
 from accelmap.embed.tcg_select import Selection
 from accelmap.errors import SpecError
@@ -123,7 +123,7 @@ def _emulate(p: Node, pairs, at: dict[int, int], sizes: dict[str, int], program:
             return got if got.ndim == len(axes) else got.reshape([1] * len(axes))
         if n.kind == "compute":
             if len(n.children) == 1:
-                return np.exp(ev(n.children[0]))
+                return UNARY[n.label[1:]](ev(n.children[0]))
             a, b = ev(n.children[1]), ev(n.children[0])
             op = n.label[1:]
             return {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from accelmap.embed.tcg import (
@@ -393,12 +394,15 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
         raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
     t0 = time.perf_counter()
     base = canonicalise(prog)
-    graphs = [(g, depth + int(k > 0)) for k, start in enumerate(global_layouts(prog) if layouts else [prog])
-              for g, depth in _graphs(canonicalise(start), config)]
+    # lazily, so that the limit also stops the rewrite search (inlining combinations grow as 2^statements)
+    graphs = ((g, depth + int(k > 0)) for k, start in enumerate(global_layouts(prog) if layouts else [prog])
+              for g, depth in _graphs(canonicalise(start), config))
     matcher = Matcher(isa)
     cands: list[Candidate] = []
     seen_keys: set[tuple] = set()
     for g, depth in graphs:
+        if len(cands) >= limit:
+            break
         variants = [t for sw in operand_swaps(g)
                     for t in (transposes(sw, limit) if input_transposes else [sw])]
         for v in variants:
@@ -414,17 +418,18 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
     return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
 
 
-def _graphs(base: Program, config: int) -> list[tuple[Program, int]]:
+def _graphs(base: Program, config: int) -> Iterator[tuple[Program, int]]:
     """The graphs of one configuration from a canonical program, with the rewrites that made each."""
-    graphs: list[tuple[Program, int]] = [(base, 0)]
+    yield base, 0
+    start = (base, 0)
     if config in (2, 4):
         fissioned = base
         steps = 0
         while (nxt := fission_once(fissioned)) is not None:
             fissioned, steps = nxt, steps + 1
-        graphs.append((canonicalise(fissioned), steps))
+        start = (canonicalise(fissioned), steps)
+        yield start
     if config in (3, 4):
-        start = graphs[-1]
         queue = deque([start])
         seen = {graph_key(build_tcg(start[0]))}
         while queue:
@@ -441,8 +446,7 @@ def _graphs(base: Program, config: int) -> list[tuple[Program, int]]:
                     if key not in seen:
                         seen.add(key)
                         queue.append((h, depth + r))
-                        graphs.append((h, depth + r))
-    return graphs
+                        yield h, depth + r
 
 
 def _differences(a: Program, b: Program) -> int:
