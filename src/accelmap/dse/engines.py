@@ -11,20 +11,12 @@ gives the measurements that chose it); Ray works when it is installed.
 from __future__ import annotations
 
 import importlib
-import multiprocessing
-import signal
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable
 
 from accelmap.errors import SpecError
+from accelmap.worker_pool import run_in_processes
 
 ENGINES = ("local", "dask", "ray")
-
-
-def _ignore_sigint() -> None:
-    # The parent handles Ctrl-C and SIGTERM and owns the store; workers just stop when terminated.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _local(fn: Callable[[Any], Any], tasks: list, workers: int, done: Callable[[Any], None]) -> None:
@@ -32,21 +24,7 @@ def _local(fn: Callable[[Any], Any], tasks: list, workers: int, done: Callable[[
         for t in tasks:
             done(fn(t))
         return
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_ignore_sigint)
-    try:
-        pending = {pool.submit(fn, t) for t in tasks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                done(f.result())
-    except BaseException:
-        for p in list(getattr(pool, "_processes", {}).values()):
-            p.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    run_in_processes(fn, tasks, workers, done)
 
 
 def _dask(fn: Callable[[Any], Any], tasks: list, workers: int, address: str | None,

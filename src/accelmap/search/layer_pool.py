@@ -10,10 +10,7 @@ resumable.
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -23,6 +20,7 @@ from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mapper import map_operator
 from accelmap.search.model_result import LayerMapping
 from accelmap.search.space import Constraints
+from accelmap.worker_pool import run_in_processes
 from accelmap.workload.models.result import Layer
 from accelmap.workload.operator import Operator
 
@@ -81,13 +79,6 @@ def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
     return task.index, out
 
 
-def _ignore_sigint() -> None:
-    # The parent handles Ctrl-C and SIGTERM (it owns the cache); workers just stop when terminated,
-    # so they must not inherit a handler the parent installed for SIGTERM.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def layer_outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[str, ...],
              objective: str) -> LayerMapping:
     lay = replace(layer, operator=op)
@@ -101,20 +92,4 @@ def layer_outcome(layer: Layer, op: Operator, out: dict[str, Any], notes: tuple[
 
 
 def run_pool(tasks: list[LayerTask], workers: int, done: Callable[[int, dict], None]) -> None:
-    # fork starts workers at once without re-importing the package; spawn elsewhere.
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint)
-    try:
-        pending = {pool.submit(search_layer, t) for t in tasks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                done(*f.result())
-    except BaseException:
-        # Interrupted (or a bug): results so far are cached; stop the searches still running.
-        for p in list(getattr(pool, "_processes", {}).values()):
-            p.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    run_in_processes(search_layer, tasks, workers, lambda indexed: done(*indexed))
