@@ -148,3 +148,17 @@ def test_cli_sweep_writes_fronts_mappings_and_plot_and_resumes(tmp_path):
     assert list((out / "designs" / "00").glob("*.mapping.yaml"))
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0 and "2 mapped (0 now, 2 from the store)" in again.output
+
+
+def test_cli_sweep_with_no_mapped_design_exits_1(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    space = {**SPACE, "parameters": SPACE["parameters"][1:], "constraints": {"max_sram": "1 bit"}}
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
+    (tmp_path / "g.yaml").write_text("name: g\ngemm: {m: 2, n: 4, k: 2}\n")
+    r = CliRunner().invoke(main, ["dse", str(tmp_path / "space.yaml"), "--model", str(tmp_path / "g.yaml"),
+                                  "--workers", "1", "--no-store", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    assert "error: no design of the space mapped every layer of the model" in r.output

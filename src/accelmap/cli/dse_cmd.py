@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 import click
 
 from accelmap.cli import main
+from accelmap.cli.interrupt import stop_cleanly
 from accelmap.cli.map_cmd import load_workload
 from accelmap.dse.arch_search import format_sunstone, run_sunstone, write_sunstone
 from accelmap.dse.engines import ENGINES
@@ -19,14 +19,6 @@ from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir
 from accelmap.search.cache import default_cache_path
 from accelmap.search.mapper import STRATEGIES
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread so the sweep unwinds as for Ctrl-C."""
-
-
-def _terminate(signum, frame) -> None:
-    raise _Terminated()
 
 
 def default_store_path() -> Path:
@@ -89,17 +81,14 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         return
     store = None if no_store else (store_file or default_store_path())
     import os
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
+    with stop_cleanly(store, "mapped designs"):
         res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
                         store_path=store, progress=False if no_progress else None, strategy=strategy,
                         objective=objective, time_limit=time_limit, seed=seed or 0)
-    except (KeyboardInterrupt, _Terminated) as e:
-        done = f"; mapped designs are in {store}, run the same command again to resume" if store else ""
-        click.echo(f"{'terminated' if isinstance(e, _Terminated) else 'interrupted'}{done}", err=True)
-        sys.exit(143 if isinstance(e, _Terminated) else 130)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
+    if not any(o.status == "mapped" for o in res.outcomes):
+        # A sweep with no fully mapped design has no front: say so in the exit code, not only in the table.
+        click.echo("error: no design of the space mapped every layer of the model; see the reasons above", err=True)
+        sys.exit(1)

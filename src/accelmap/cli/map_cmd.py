@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import click
 from accelmap.cli import main
 from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cli.import_cmd import parse_dims, parse_precision
+from accelmap.cli.interrupt import stop_cleanly
 from accelmap.cost.model import check_countable
 from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir
@@ -37,14 +37,6 @@ def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit
     fm = fuse_model(mm, tile_time_limit=tile, time_limit=fuse_time_limit)
     click.echo(format_fusion(fm))
     return fm
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that the search unwinds as for Ctrl-C."""
-
-
-def _terminate(signum, frame) -> None:
-    raise _Terminated()
 
 
 def _log_to_stderr(verbosity: int) -> logging.Handler | None:
@@ -160,24 +152,20 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     out = Path(out_dir) if out_dir else Path("out") / f"{m.name}-{acc.name}-{objective}"
     check_output_dir(out, "--out")
     cache = None if no_cache else (cache_file or default_cache_path())
-    # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: the worker processes are stopped
-    # and finished layers stay in the cache. Without this the workers outlived the parent.
-    previous = signal.signal(signal.SIGTERM, _terminate)
     handler = _log_to_stderr(verbose)
     try:
-        mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
-                       jobs=jobs, cache_path=cache, progress=False if no_progress or verbose else None,
-                       keep_precision=keep_bits, seed=seed)
-    except (KeyboardInterrupt, _Terminated) as e:
-        done = f"; finished layers are in {cache}, run the same command again to resume" if cache else ""
-        click.echo(f"{'terminated' if isinstance(e, _Terminated) else 'interrupted'}{done}", err=True)
-        sys.exit(143 if isinstance(e, _Terminated) else 130)
+        with stop_cleanly(cache, "finished layers"):
+            mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
+                           jobs=jobs, cache_path=cache, progress=False if no_progress or verbose else None,
+                           keep_precision=keep_bits, seed=seed)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if handler is not None:
             logging.getLogger("accelmap").removeHandler(handler)
     click.echo(format_summary(mm))
-    fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit) if fuse else None
+    fused = None
+    if fuse:
+        with stop_cleanly(cache, "the layers' mappings"):
+            fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit)
     files = write_report(mm, out, plots=not no_plots)
     if fused is not None:
         from accelmap.report.fusion_report import write_fusion
