@@ -88,12 +88,14 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=2.0, help="mapper seconds per layer")
     ap.add_argument("--out", default=None, help="keep the compiled programs here (default: a temp folder)")
     ap.add_argument("--json", default=str(RESULTS / "compile_e2e.json"))
+    ap.add_argument("--no-intrinsics", action="store_true",
+                    help="every layer as the mapper's tile program, even where the accelerator's intrinsic embeds")
     args = ap.parse_args()
     rows = []
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"{'model':<16} {'form':<9} {'arch':<13} {'compile s':>9} {'run s':>7} {'simulated cyc':>14} "
-          f"{'modeled cyc':>14} {'model err':>9}  verification")
+          f"{'modeled cyc':>14} {'model err':>9} {'intr.':>6}  verification")
     first_report = None
     for name in args.models:
         path, form = model_for(name, args.seq_len, work)
@@ -102,7 +104,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:
                 res = compile_model(path, arch, work / f"{name}-{arch_name}", time_limit_per_layer=args.time_limit,
-                                    jobs=1)
+                                    jobs=1, intrinsics=not args.no_intrinsics)
             except Exception as e:  # noqa: BLE001 - one failing pair is a row of the table, not the end of the run
                 rows.append({"model": name, "form": form, "arch": arch_name, "error": f"{type(e).__name__}: {e}"})
                 print(f"{name:<16} {form:<9} {arch_name:<13} error: {type(e).__name__}: {str(e)[:200]}")
@@ -128,10 +130,12 @@ def main() -> None:
             d.update({"form": form, "compile_s": compile_s, "total_s": total,
                       "accelerator_simulated_cycles": acc_sim, "accelerator_modeled_cycles": acc_mod,
                       "verification_detail": v.summary()})
+            intr = [x for x in t.steps if x.runs == "intrinsic program"]
+            d["intrinsic_steps"] = f"{len(intr)}/{sum(x.placement == 'accelerator' for x in t.steps)}"
             rows.append(d)
             print(f"{name:<16} {form:<9} {arch_name:<13} {compile_s:>9.1f} {res.run.wall_s:>7.2f} "
                   f"{t.simulated_cycles:>14,.0f} {t.modeled_cycles:>14,.0f} "
-                  f"{(acc_mod - acc_sim) / acc_sim if acc_sim else 0:>+9.2%}  {verdict}", flush=True)
+                  f"{(acc_mod - acc_sim) / acc_sim if acc_sim else 0:>+9.2%} {d['intrinsic_steps']:>6}  {verdict}", flush=True)
     browser = chromium_check(first_report, RESULTS / "compile_e2e_report.png") if first_report else {}
     print(f"\nreport in headless Chromium ({first_report}): "
           + ("no console errors, screenshot written" if browser.get("ok") else json.dumps(browser)))

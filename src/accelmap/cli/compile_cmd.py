@@ -44,15 +44,19 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
 @click.option("--no-run", is_flag=True, help="Build only: do not run, verify or report the run.")
 @click.option("--no-verify", is_flag=True, help="Run, but do not compare with onnxruntime.")
 @click.option("--no-simulate", is_flag=True, help="Do not time the layers on the simulator.")
+@click.option("--no-intrinsics", is_flag=True, help="Run every layer as the mapper's tile program, even where the "
+              "accelerator's intrinsic embeds.")
 @click.option("--json", "json_path", default=None, help="Also write a JSON summary to this file.")
 @click.option("--timeline-layer", default=None, help="Layer whose simulator timeline the report draws "
               "(default: the one with the most cycles).")
 def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective, time_limit, jobs, input_path, seed,
-                no_run, no_verify, no_simulate, json_path, timeline_layer):
+                no_run, no_verify, no_simulate, no_intrinsics, json_path, timeline_layer):
     """Compile MODEL (an ONNX file or a bundled model) into one C program for ARCH and verify it.
 
     Writes DIR/main.c, DIR/layer_N.c, DIR/weights.bin, DIR/Makefile, the executable DIR/net and
-    DIR/report.html; runs the program once and compares its outputs with onnxruntime.
+    DIR/report.html; runs the program once and compares its outputs with onnxruntime. A layer runs as
+    the accelerator's intrinsic program where an intrinsic embeds (integer layers), else as the
+    mapper's tile program; the summary says which and why.
     """
     arch = resolve_accelerator(arch_name)
     path = bundled_model_path(model) if model in BUNDLED else Path(model)
@@ -64,7 +68,8 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
     inputs = _load_inputs(input_path) if input_path else None
     res = compile_model(path, arch, out, dims=dict(parse_dims(dim_items)), batch=batch, seq_len=seq_len,
                         objective=objective, time_limit_per_layer=time_limit, jobs=jobs, seed=seed, inputs=inputs,
-                        run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate)
+                        run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate,
+                        intrinsics=not no_intrinsics)
     from accelmap.report.compile_report import write_compile_report
 
     report = write_compile_report(res, out, timeline_layer)

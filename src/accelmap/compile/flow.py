@@ -15,7 +15,7 @@ import onnx
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.graph import NetGraph, load_graph
-from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices
+from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices, selected_programs
 from accelmap.compile.network_timing import NetworkTiming, time_network
 from accelmap.compile.partition import ACCEL_OPS, Step, partition
 from accelmap.compile.program import Program, build_program, emit_program
@@ -37,7 +37,8 @@ class CompileResult:
     run: RunOutput | None
     verification: Verification | None
     timing: NetworkTiming | None
-    counts_checked: dict[str, bool] = field(default_factory=dict)   # step -> counters equal to the model
+    counts_checked: dict[str, bool] = field(default_factory=dict)   # tile-program step -> counters equal to the model
+    calls_checked: dict[str, bool] = field(default_factory=dict)    # intrinsic-program step -> calls as planned
     intrinsics: list[IntrinsicChoice] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -57,7 +58,11 @@ class CompileResult:
                 "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
                 "first_bad_step": v.first_bad_step},
             "intrinsics": [c.line() for c in self.intrinsics],
+            "layer_programs": [{"function": c.function, "layer": c.layer.name, "dtype": c.dtype, "runs": c.runs,
+                                "why": c.reason} for c in {c.function: c for c in self.program.layers.values()}.values()],
             "counters_equal_model": sum(self.counts_checked.values()), "counters_checked": len(self.counts_checked),
+            "intrinsic_calls_as_planned": sum(self.calls_checked.values()),
+            "intrinsic_steps": len(self.calls_checked),
             "simulated_cycles": t.simulated_cycles if t else None, "modeled_cycles": t.modeled_cycles if t else None,
             "host_model_cycles": t.host_cycles if t else None, "energy_pj": t.energy_pj if t else None,
         }
@@ -73,15 +78,28 @@ class CompileResult:
             lines.append(f"  the program ran in {self.run.wall_s:.3f} s on the host")
         if self.counts_checked:
             bad = [k for k, v in self.counts_checked.items() if not v]
-            lines.append(f"  transfer counters of the emitted code: {len(self.counts_checked) - len(bad)} of "
-                         f"{len(self.counts_checked)} accelerator steps equal to the cost model"
+            lines.append(f"  transfer counters of the emitted tile programs: {len(self.counts_checked) - len(bad)} of "
+                         f"{len(self.counts_checked)} tile-program steps equal to the cost model"
                          + (f" (differ: {', '.join(bad)})" if bad else ""))
+        if self.calls_checked:
+            bad = [k for k, v in self.calls_checked.items() if not v]
+            lines.append(f"  intrinsic programs of the emitted code: {len(self.calls_checked) - len(bad)} of "
+                         f"{len(self.calls_checked)} accelerator steps issued the planned number of intrinsic calls"
+                         + (f" (differ: {', '.join(bad)})" if bad else "")
+                         + "; they have no transfer counters (no memory hierarchy in the C)")
         if self.intrinsics:
             found = [c for c in self.intrinsics if c.found]
-            lines.append(f"  intrinsic embedding: {len(found)} of {len(self.intrinsics)} layers embed "
-                         f"({', '.join(sorted({c.intrinsic for c in self.intrinsics}))}); programs checked: "
-                         f"{sum(c.checked is True for c in found)} equal to NumPy, "
-                         f"{sum(c.checked is False for c in found)} differ; the C runs the mappings' tile programs")
+            lines.append(f"  intrinsic embedding ({', '.join(sorted({c.intrinsic for c in self.intrinsics}))}): "
+                         f"{len({c.layer for c in found})} of {len({c.layer for c in self.intrinsics})} layers embed; "
+                         f"programs checked in NumPy: {sum(c.checked is True for c in found)} equal, "
+                         f"{sum(c.checked is False for c in found)} differ, {sum(c.checked is None for c in found)} "
+                         f"too large to run there")
+        codes = list({c.function: c for c in p.layers.values()}.values())
+        if codes:
+            lines.append(f"  layer programs: {sum(c.intrinsic is not None for c in codes)} intrinsic programs, "
+                         f"{sum(c.intrinsic is None for c in codes)} tile programs")
+            for c in codes:
+                lines.append(f"    {c.function} ({c.layer.name}, {c.dtype}): {c.runs}: {c.reason}")
         if self.verification is not None:
             lines.append(self.verification.summary())
         if self.timing is not None:
@@ -100,6 +118,11 @@ def _check_counts(res: CompileResult) -> None:
             continue
         lm = res.layer_of[s.name]
         op = lm.layer.operator
+        code = res.program.layers[s.name]
+        if code.intrinsic is not None:
+            assert code.intrinsic.program is not None
+            res.calls_checked[s.name] = int(res.run.counters[i][0]) == code.intrinsic.program.calls
+            continue
         got = res.run.counters[i].reshape(len(arch.levels), len(op.operands), 4)
         model = access_counts(op, arch, lm.mapping_found)
         ok = True
@@ -113,11 +136,13 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                   dims: dict[str, int] | None = None, batch: int | None = None, seq_len: int | None = None,
                   objective: str = "edp", time_limit_per_layer: float | None = 2.0, jobs: int | None = 1,
                   seed: int = 0, inputs: dict[str, np.ndarray] | None = None, run: bool = True,
-                  check: bool = True, simulate: bool = True) -> CompileResult:
+                  check: bool = True, simulate: bool = True, intrinsics: bool = True) -> CompileResult:
     """Compile ``model`` for ``arch`` into ``out_dir`` (C files, weights, Makefile, the executable).
 
     ``run`` executes the program once on ``inputs`` (random, seeded, when None); ``check``
-    compares it with onnxruntime; ``simulate`` times every accelerator layer on the simulator.
+    compares it with onnxruntime; ``simulate`` times every accelerator layer on the simulator;
+    ``intrinsics`` runs a layer as its intrinsic program where the accelerator's intrinsic embeds
+    (``intrinsic_choice.py``); without it every layer runs its tile program.
     """
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -139,12 +164,12 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
     layer_of_node = {n: lm for lm in mm.layers for n in lm.layer.nodes}
     t0 = time.perf_counter()
-    choices = intrinsic_choices(list(mm.layers), arch)
+    choices = intrinsic_choices(list(mm.layers), arch) if intrinsics else []
     if choices:
         seconds["embed"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     steps = partition(g, set(layer_of_node))
-    prog = emit_program(g, steps, layer_of_node, arch, out_dir)
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir, selected_programs(choices))
     seconds["emit"] = time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s
@@ -168,6 +193,6 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             seconds["verify"] = time.perf_counter() - t0
     if simulate:
         t0 = time.perf_counter()
-        res.timing = time_network(res.steps, res.layer_of, g, arch)
+        res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers)
         seconds["simulate"] = time.perf_counter() - t0
     return res

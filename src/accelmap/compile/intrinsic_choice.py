@@ -1,19 +1,30 @@
 """Which way an accelerator layer runs: the accelerator's intrinsic (embedding) or the mapper's tile program.
 
 For an accelerator with intrinsics, each distinct layer is embedded TVM-style (strict mode: NCHW,
-input channels padded up to the intrinsic; Rieber's 2022 dissertation, ch. 4) and the intrinsic
-program is checked against NumPy for layers up to ``CHECK_MAX_MACS``. The emitted C always runs the
-mapper's tile program (``codegen`` writes tile programs; it has no C form of an intrinsic program),
-so the embedding is reported beside it: whether the intrinsic covers the layer, its calls and
-utilization, and its modeled latency against the mapping's.
+input channels padded up to the intrinsic; Rieber's 2022 dissertation, ch. 4). A layer runs its
+intrinsic program (``codegen.intrinsic_c``) when
+
+- an intrinsic embeds (of several, the one with the fewest modeled cycles),
+- the program has a loop nest on the accelerator (the one the embedding ranking builds: outer
+  loops moved on chip while the tiles fit, the intrinsic on the PE array), which gives it modeled
+  and simulated time and energy,
+- its NumPy execution equals the operator (run for layers up to ``CHECK_MAX_MACS``; larger ones are
+  checked by the whole-network comparison with onnxruntime),
+- the C emitter accepts it,
+- and the layer runs on integers: the intrinsics multiply integers, so a float step of the layer
+  runs the mapper's tile program.
+
+Otherwise it runs the mapper's tile program, and the reason is recorded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.arch.intrinsics import Intrinsic
+from accelmap.codegen.intrinsic_c import generate_intrinsic_c
+from accelmap.embed.program import Program as IntrinsicProgram
 from accelmap.embed.program import verify_program
 from accelmap.embed.search import default_embedding
 from accelmap.errors import AccelmapError
@@ -33,36 +44,73 @@ class IntrinsicChoice:
     latency: float | None = None
     mapping_latency: float = 0.0       # the mapper's modeled cycles, for comparison
     checked: bool | None = None        # intrinsic program equal to NumPy (None: not run, too large)
-    reason: str = ""
+    reason: str = ""                   # why it does not embed, or why the program is not used
+    program: IntrinsicProgram | None = None
+    selected: bool = False             # the layer's integer steps run this intrinsic program
 
     def line(self) -> str:
         if not self.found:
-            return f"{self.layer}: {self.intrinsic} does not embed ({self.reason})"
-        chk = {None: "not run (large layer)", True: "equal to NumPy", False: f"MISMATCH ({self.reason})"}[self.checked]
-        return (f"{self.layer}: {self.intrinsic} embeds with {self.calls:,} calls at {self.utilization:.0%} "
+            return f"{self.layer}: {self.intrinsic} does not embed ({self.reason}); runs the mapper's tile program"
+        chk = {None: "not run in NumPy (large layer; the network comparison checks it)", True: "equal to NumPy",
+               False: "MISMATCH with NumPy"}[self.checked]
+        head = (f"{self.layer}: {self.intrinsic} embeds with {self.calls:,} calls at {self.utilization:.0%} "
                 f"utilization, modeled {'-' if self.latency is None else f'{self.latency:,.0f}'} cycles with the loop "
-                f"nest the embedding builds (the mapper's mapping: {self.mapping_latency:,.0f}); program "
-                f"{chk}; the emitted C runs the mapping's tile program")
+                f"nest the embedding builds (the mapper's tile program: {self.mapping_latency:,.0f}); program {chk}; ")
+        if self.selected:
+            return head + "the emitted C runs the intrinsic program"
+        return head + f"runs the mapper's tile program ({self.reason})"
+
+
+def _usable(lm: LayerMapping, name: str, e, arch: Accelerator) -> IntrinsicChoice:
+    prog = e.program
+    op = lm.layer.operator
+    checked, why = None, ""
+    if op.macs <= CHECK_MAX_MACS:
+        checked, why = verify_program(prog)
+    base = IntrinsicChoice(lm.name, name, True, prog.calls, prog.utilization, e.costs.latency, lm.cost.latency,
+                           checked, "", prog)
+    if checked is False:
+        return _with(base, f"its NumPy execution differs from the operator: {why}")
+    if e.costs.latency is None:
+        return _with(base, f"the program has no loop nest that fits {arch.name}'s buffers, so no time or energy")
+    try:
+        generate_intrinsic_c(prog)
+    except AccelmapError as err:
+        return _with(base, f"no C form: {err}")
+    return base
+
+
+def _with(c: IntrinsicChoice, reason: str) -> IntrinsicChoice:
+    return replace(c, reason=reason, selected=False)
 
 
 def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator) -> list[IntrinsicChoice]:
+    """Every (intrinsic, layer) pair tried; per layer at most one is ``selected`` (the fewest modeled cycles)."""
     out: list[IntrinsicChoice] = []
-    for name, intr in arch.intrinsics:
-        if not isinstance(intr, Intrinsic):
-            continue
-        for lm in layers:
-            op = lm.layer.operator
+    for lm in layers:
+        mine: list[IntrinsicChoice] = []
+        for name, intr in arch.intrinsics:
+            if not isinstance(intr, Intrinsic):
+                continue
             try:
-                e = default_embedding(op, intr, arch)
+                e = default_embedding(lm.layer.operator, intr, arch)
             except AccelmapError as err:
-                out.append(IntrinsicChoice(lm.name, name, False, reason=str(err)))
+                mine.append(IntrinsicChoice(lm.name, name, False, reason=str(err)))
                 continue
             if e is None:
-                out.append(IntrinsicChoice(lm.name, name, False, reason="no strict embedding"))
+                mine.append(IntrinsicChoice(lm.name, name, False, reason="no strict embedding"))
                 continue
-            checked, why = None, ""
-            if op.macs <= CHECK_MAX_MACS:
-                checked, why = verify_program(e.program)
-            out.append(IntrinsicChoice(lm.name, name, True, e.program.calls, e.program.utilization, e.costs.latency,
-                                       lm.cost.latency, checked, "" if checked else why))
+            mine.append(_usable(lm, name, e, arch))
+        usable = [c for c in mine if c.found and not c.reason and c.latency is not None]
+        if usable:
+            best = min(usable, key=lambda c: (c.latency, c.intrinsic))
+            others = [_with(c, f"{best.intrinsic} has fewer modeled cycles") if c in usable and c is not best else c
+                      for c in mine]
+            mine = [replace(c, selected=True) if c is best else c for c in others]
+        out += mine
     return out
+
+
+def selected_programs(choices: list[IntrinsicChoice]) -> dict[str, IntrinsicChoice]:
+    """Layer name -> the intrinsic program its integer steps run."""
+    return {c.layer: c for c in choices if c.selected}

@@ -1,8 +1,9 @@
 """Emit the C program of a whole network and build it.
 
 The program is a folder: ``main.c`` (the host operators, the buffers, the order of the steps and a
-``main``), one ``layer_N.c`` per distinct accelerator layer and data type (the tile program
-``codegen`` writes for the layer's mapping, its entry point renamed ``layer_N``), ``weights.bin``
+``main``), one ``layer_N.c`` per distinct accelerator layer and data type (the intrinsic program
+``codegen.intrinsic_c`` writes for the layer's embedding, or the tile program ``codegen`` writes for
+its mapping, with entry point ``layer_N``), ``weights.bin``
 (every constant the steps read, in the order ``main`` reads them) and a ``Makefile``. One compile
 command builds it with the host's C compiler:
 
@@ -11,7 +12,9 @@ command builds it with the host's C compiler:
 ``./net weights.bin input.bin output.bin [DUMP_DIR]`` reads the graph inputs (concatenated, graph
 order, raw little-endian), runs one inference and writes the graph outputs the same way. It prints
 one line per step: ``step INDEX SECONDS`` and, for an accelerator step, ``counters INDEX`` followed
-by the layer's transfer counters (levels x operands x fills, reads, updates, drains). With
+by the layer's counters: for a tile program its transfer counters (levels x operands x fills, reads,
+updates, drains), for an intrinsic program the intrinsic calls issued and the packed elements per
+operand (it has no memory hierarchy to count transfers in). With
 ``DUMP_DIR`` it also writes every step's output to ``DUMP_DIR/VALUE_INDEX.bin`` for the per-layer
 comparison.
 """
@@ -30,9 +33,11 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
+from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import TYPE_CODES, bcast_strides, c_floats, c_ints, c_longs, host_lines
 from accelmap.compile.host_runtime import HOST_C
+from accelmap.compile.intrinsic_choice import IntrinsicChoice
 from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
 from accelmap.search.model_result import LayerMapping
@@ -45,12 +50,24 @@ CFLAGS = ["-O2", "-std=c99", "-ffp-contract=off"]
 
 @dataclass(frozen=True)
 class LayerCode:
-    """One distinct accelerator layer in one data type: its function and the file it is in."""
+    """One distinct accelerator layer in one data type: its function, the file it is in and which program it is."""
 
     function: str
     layer: LayerMapping
     dtype: str
     file: str
+    intrinsic: IntrinsicChoice | None = None     # the intrinsic program it runs; None: the mapper's tile program
+    reason: str = ""                             # why it runs this program
+
+    @property
+    def runs(self) -> str:
+        return f"intrinsic program ({self.intrinsic.intrinsic})" if self.intrinsic else "tile program (mapper)"
+
+    def counter_count(self, levels: int) -> int:
+        """Length of the counters the function fills: calls and packed elements per operand for an intrinsic
+        program, fills/reads/updates/drains per level and operand for a tile program."""
+        n = len(self.layer.layer.operator.operands)
+        return 1 + n if self.intrinsic else levels * n * 4
 
 
 @dataclass
@@ -177,7 +194,7 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
                 raise SpecError(f"node {s.name!r}: the weight less its zero point does not fit the accelerator's "
                                 f"{X.bits}-bit operand (or its layout differs)", where=g.source)
             args.append(em.constant(ct, wq, f"{X.name} of {s.name}"))
-    ncnt = nlev * len(op.operands) * 4
+    ncnt = code.counter_count(nlev)
     lines.append(f"{{ void *T[] = {{{', '.join(args)}}}; static long long cnt[{ncnt}];")
     lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
     lines += _epilogue(s, g, em, acc, acc_t, y, n_out)
@@ -230,8 +247,10 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
 
 
 def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping], arch: Accelerator,
-                 folder: str | Path) -> Program:
-    """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping."""
+                 folder: str | Path, intrinsics: dict[str, IntrinsicChoice] | None = None) -> Program:
+    """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping,
+    ``intrinsics`` the intrinsic program a layer's integer steps run (the others run their tile program)."""
+    intrinsics = intrinsics or {}
     t0 = time.perf_counter()
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -254,9 +273,17 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
             key = (lm.name, s.dtype)
             if key not in codes:
                 fn = f"layer_{len(codes)}"
-                src = generate_c(lm.layer.operator, arch, lm.mapping, s.dtype)
-                (out / f"{fn}.c").write_text(src.replace("int accelmap_run(", f"int {fn}(", 1))
-                codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c")
+                choice = intrinsics.get(lm.name)
+                if choice is not None and choice.program is not None and s.dtype == "int":
+                    (out / f"{fn}.c").write_text(generate_intrinsic_c(choice.program, fn))
+                    codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", choice,
+                                           f"{choice.intrinsic} embeds; its program is checked and has a loop nest")
+                else:
+                    src = generate_c(lm.layer.operator, arch, lm.mapping, s.dtype)
+                    (out / f"{fn}.c").write_text(src.replace("int accelmap_run(", f"int {fn}(", 1))
+                    why = ("a float step: the intrinsic multiplies integers" if choice is not None else
+                           "no usable intrinsic embedding" if arch.intrinsics else f"{arch.name} has no intrinsics")
+                    codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", None, why)
             step_code[s.name] = codes[key]
             lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels))
         else:

@@ -119,18 +119,22 @@ def _mapping(pop: Operator, prog: Program, arch: Accelerator) -> Mapping | None:
     return best
 
 
-def latency(prog: Program, arch: Accelerator) -> float | None:
-    """Modelled cycles of the program on ``arch``; None when the arch cannot run the intrinsic's precision
-    or the program is too large for the cost model's counts."""
+def program_mapping(prog: Program, arch: Accelerator) -> tuple[Operator, Mapping] | None:
+    """The program as an operator with the loop nest ``latency`` models (None where ``latency`` is None)."""
     pop = program_operator(prog)
     try:
         check_countable(pop)
     except SpecError:
         return None
     m = _mapping(pop, prog, arch)
-    if m is None:
-        return None
-    return float(evaluate(pop, arch, m).latency)
+    return None if m is None else (pop, m)
+
+
+def latency(prog: Program, arch: Accelerator) -> float | None:
+    """Modelled cycles of the program on ``arch``; None when the arch cannot run the intrinsic's precision
+    or the program is too large for the cost model's counts."""
+    pm = program_mapping(prog, arch)
+    return None if pm is None else float(evaluate(pm[0], arch, pm[1]).latency)
 
 
 def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -> float | None:

@@ -15,10 +15,12 @@ import tempfile
 from pathlib import Path
 
 from accelmap.compile.flow import CompileResult
+from accelmap.compile.program import LayerCode
 from accelmap.errors import SpecError
 from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import format_text
 from accelmap.report.model_report import _gap, plot_energy
+from accelmap.search.model_result import LayerMapping
 from accelmap.sim.timeline import plot_timeline
 
 _CSS = """
@@ -72,7 +74,10 @@ def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tu
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = [("Energy by level and operand (cost model)", _png(plot_energy(res.mapping, tmp / "energy.png")))]
+    title = "Energy by level and operand (cost model)"
+    if any(c.intrinsic for c in res.program.layers.values()):
+        title += " of the mapper's mappings; layers that run intrinsic programs have theirs in the layer table"
+    out = [(title, _png(plot_energy(res.mapping, tmp / "energy.png")))]
     if res.timing is not None:
         t = res.timing
         fig, ax = plt.subplots(figsize=(max(7.0, 0.3 * len(t.steps) + 3), 4.0))
@@ -95,7 +100,9 @@ def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tu
             else:
                 name, sim, why = timeline_layer, t.sims[timeline_layer], "chosen"
             plot_timeline(sim.timing, tmp / "timeline.png", f"{name} on {res.arch.name}")
-            out.append((f"Simulator timeline of layer {name} ({why}; first instructions)",
+            out.append((f"Simulator timeline of layer {name} ({why}; first instructions)" if "@" not in name else
+                        f"Simulator timeline of layer {name.split('@')[0]}'s intrinsic program "
+                        f"({name.split('@')[1]}; {why}; first instructions)",
                         _png(tmp / "timeline.png")))
     return out
 
@@ -105,7 +112,7 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     the most simulated cycles)."""
     mm = res.mapping
     if timeline_layer is not None and (res.timing is None or timeline_layer not in res.timing.sims):
-        names = ", ".join(lm.name for lm in mm.layers)
+        names = ", ".join(res.timing.sims) if res.timing else ", ".join(lm.name for lm in mm.layers)
         raise SpecError(f"no simulated layer {timeline_layer!r}; the layers are {names}", where="--timeline-layer")
     p: list[str] = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
                     f"<title>accelmap compile: {_e(mm.model.name)} on {_e(res.arch.name)}</title>",
@@ -121,8 +128,13 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
         p.append("<pre>" + _e(v.summary()) + "</pre>")
     if res.counts_checked:
         good = sum(res.counts_checked.values())
-        p.append(f"<p>Transfer counters of the emitted code equal to the cost model: {good} of "
+        p.append(f"<p>Transfer counters of the emitted tile programs equal to the cost model: {good} of "
                  f"{len(res.counts_checked)} accelerator steps.</p>")
+    if res.calls_checked:
+        good = sum(res.calls_checked.values())
+        p.append(f"<p>Intrinsic programs: {good} of {len(res.calls_checked)} accelerator steps issued the planned "
+                 f"number of intrinsic calls. An intrinsic program has no transfer counters: its C packs the operands "
+                 f"on the host and calls the intrinsic, with no memory hierarchy to count transfers in.</p>")
     if res.timing is not None:
         p.append("<h2>Network time</h2><pre>" + _e(res.timing.summary()) + "</pre>")
         from accelmap.compile.network_timing import HOST_ELEMENTS_PER_CYCLE
@@ -134,14 +146,17 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     p.append("<h2>Model graph and placement</h2>")
     p.append(graph_svg(res))
     times = {s.name: s for s in res.timing.steps} if res.timing else {}
-    p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>layer</th><th>inputs</th>"
-             "<th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>host run s</th></tr>")
+    p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>runs as</th><th>layer</th>"
+             "<th>inputs</th><th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>host run s</th></tr>")
     for i, s in enumerate(res.steps):
         lm = res.layer_of.get(s.name)
         t = times.get(s.name)
+        code = res.program.layers.get(s.name)
+        runs = f"{code.runs}: {code.reason}" if code else "host C"
         secs = res.run.step_seconds[i] if res.run else None
         p.append(f'<tr class="{s.placement}"><td class="n">{i}</td><td>{_e(s.name)}</td><td>{_e(s.op_type)}</td>'
-                 f"<td>{s.placement}</td><td>{_e(lm.name) if lm else ''}</td><td>{_e(', '.join(s.inputs))}</td>"
+                 f"<td>{s.placement}</td><td>{_e(runs)}</td><td>{_e(lm.name) if lm else ''}</td>"
+                 f"<td>{_e(', '.join(s.inputs))}</td>"
                  f"<td>{_e(', '.join(s.outputs))}</td><td>{_e(', '.join(s.fused))}</td>"
                  f'<td class="n">{f"{t.simulated:,.0f}" if t else ""}</td>'
                  f'<td class="n">{f"{secs:.4f}" if secs is not None else ""}</td></tr>')
@@ -149,31 +164,56 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     p.append("<h2>Accelerator layers</h2>")
     levels = list(dict.fromkeys(c for l in mm.mapped for c, _ in l.cost.energy))
     operands = list(dict.fromkeys(o for l in mm.mapped for _, o in l.cost.energy))
-    head = ["layer", "nodes", "how", "certificate", "MACs", "latency (model)", "latency (sim)", "utilization",
-            "energy pJ"] + [f"E {c}" for c in levels] + [f"E {o}" for o in operands]
+    head = ["layer", "nodes", "runs as", "how", "certificate", "MACs", "latency (model)", "latency (sim)",
+            "utilization", "energy pJ"] + [f"E {c}" for c in levels] + [f"E {o}" for o in operands]
+    p.append("<p>A layer that runs its intrinsic program shows that program's numbers: its loop nest is the one the "
+             "embedding ranking builds (intrinsic on the PE array, outer loops on chip while the tiles fit), not a "
+             "searched mapping, so it has no certificate; its MACs and utilization count the padded intrinsic "
+             "calls. Each other layer shows its mapping's.</p>")
     p.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>")
+    codes: dict[str, dict[str, LayerCode]] = {}
+    for code in res.program.layers.values():
+        codes.setdefault(code.layer.name, {})[code.function] = code
+    rows: list[tuple[LayerMapping, LayerCode | None]] = []
     for l in mm.layers:
-        c = l.cost
-        sim = res.timing.sims.get(l.name) if res.timing else None
+        mine: list[LayerCode | None] = list(codes.get(l.name, {}).values()) or [None]
+        for code in mine:
+            rows.append((l, code))
+    for l, code in rows:
+        key = f"{l.name}@{code.intrinsic.intrinsic}" if code is not None and code.intrinsic else l.name
+        c = res.timing.costs.get(key, l.cost) if res.timing else l.cost
+        sim = res.timing.sims.get(key) if res.timing else None
+        intr = code is not None and code.intrinsic is not None
+        runs = code.runs if code else "tile program (mapper)"
+        how = "built by the embedding ranking" if intr else l.how
+        cert = "none (not searched)" if intr else _gap(l)
+        macs = c.macs if intr else l.layer.operator.macs
         by_lv = c.energy_by_level()
         by_op: dict[str, float] = {}
         for (_, o), e in c.energy.items():
             by_op[o] = by_op.get(o, 0.0) + e
-        cells = [_e(l.name), _e(", ".join(l.layer.nodes)), _e(l.how), _e(_gap(l)), f"{l.layer.operator.macs:,}",
+        cells = [_e(l.name), _e(", ".join(l.layer.nodes)), _e(runs), _e(how), _e(cert), f"{macs:,}",
                  f"{c.latency:,.0f}", f"{sim.cycles:,.0f}" if sim else "", f"{c.utilization:.1%}",
                  f"{c.energy_total:,.0f}"] + [f"{by_lv.get(x, 0.0):,.0f}" for x in levels] + \
             [f"{by_op.get(x, 0.0):,.0f}" for x in operands]
-        p.append("<tr>" + "".join(f'<td class="n">{x}</td>' if k >= 4 else f"<td>{x}</td>"
+        p.append("<tr>" + "".join(f'<td class="n">{x}</td>' if k >= 5 else f"<td>{x}</td>"
                                   for k, x in enumerate(cells)) + "</tr>")
     p.append("</table>")
     if res.intrinsics:
         p.append("<h2>Intrinsic embedding</h2><ul>" + "".join(f"<li>{_e(c.line())}</li>" for c in res.intrinsics)
                  + "</ul>")
     p.append("<h2>Loop nests</h2>")
-    for l in mm.layers:
+    for l, code in rows:
         op = l.layer.operator
-        p.append(f"<details><summary>{_e(l.name)}: {_e(op.expression())}</summary><pre>"
-                 + _e(format_text(l.mapping_found, res.arch, op)) + "</pre></details>")
+        if code is not None and code.intrinsic is not None and code.intrinsic.program is not None:
+            prog = code.intrinsic.program
+            text = (prog.text() + "\n\nlayout rewrites (Table 4.1 of Rieber's 2022 dissertation):\n"
+                    + "\n".join(f"  {lay.operand}: {r}" for lay in prog.layouts for r in lay.rewrites))
+            p.append(f"<details><summary>{_e(l.name)}: {_e(op.expression())} (intrinsic program)</summary><pre>"
+                     + _e(text) + "</pre></details>")
+        else:
+            p.append(f"<details><summary>{_e(l.name)}: {_e(op.expression())}</summary><pre>"
+                     + _e(format_text(l.mapping_found, res.arch, op)) + "</pre></details>")
     p.append("<h2>Plots</h2>")
     with tempfile.TemporaryDirectory(prefix="accelmap-report-") as td:
         for title, uri in _plots(res, Path(td), timeline_layer):
