@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).parent))
 from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
 
+from accelmap.arch.intrinsics import get_intrinsic  # noqa: E402
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
 from accelmap.compile.graph import load_graph  # noqa: E402
@@ -47,14 +49,85 @@ def test_float_cnn_matches_onnxruntime(cnn_vta):
         "Relu", "MaxPool", "Add", "Clip", "GlobalAveragePool", "Flatten", "Softmax"}
     # the emitted tile programs moved exactly what the cost model counts
     assert r.counts_checked == {"conv1": True, "dw2": True, "fc": True}
-    # vta_like has a GEMM intrinsic: the convolution and the FC layer embed (programs equal to NumPy), the
-    # depthwise convolution has no input-channel reduction for the intrinsic's z axis
+    # vta_like has a GEMM intrinsic: every layer embeds (programs equal to NumPy); the depthwise convolution has
+    # no input-channel reduction for the intrinsic's z axis, so only the relaxed search (im2col) embeds it
     emb = {c.layer: c for c in r.intrinsics}
-    assert {k: (c.found, c.checked) for k, c in emb.items()} == {
-        "conv1": (True, True), "dw2": (False, None), "fc": (True, True)}
+    assert {k: (c.found, c.checked, c.mode) for k, c in emb.items()} == {
+        "conv1": (True, True, "relaxed"), "dw2": (True, True, "relaxed"), "fc": (True, True, "strict")}
     # one build command, a Makefile, and the program's files
     names = {p.name for p in r.program.folder.iterdir()}
     assert {"main.c", "weights.bin", "Makefile", "net", "layer_0.c", "layer_1.c", "layer_2.c"} <= names
+
+
+@pytest.fixture(scope="module")
+def qdq_vta(tmp_path_factory):
+    return compile_model(quantize_qdq(tiny_cnn()), get_accelerator("vta_like"), tmp_path_factory.mktemp("qvta"),
+                         **FAST)
+
+
+def test_float_layers_run_tile_programs_even_where_the_intrinsic_embeds(cnn_vta):
+    assert {s: (c.runs, c.reason) for s, c in cnn_vta.program.layers.items()} == {
+        "conv1": ("tile program (mapper)", "a float step: the intrinsic multiplies integers"),
+        "dw2": ("tile program (mapper)", "a float step: the intrinsic multiplies integers"),
+        "fc": ("tile program (mapper)", "a float step: the intrinsic multiplies integers")}
+    assert not cnn_vta.calls_checked
+
+
+def test_qdq_on_vta_runs_the_intrinsic_programs_bit_exact(qdq_vta, tmp_path):
+    r = qdq_vta
+    v = r.verification
+    assert v is not None and v.ok and v.quantized and all(c.ok and c.max_abs_diff == 0 for c in v.quantized)
+    # the GEMM intrinsic embeds in every layer: TVM-like (strict) where that fills it, else the relaxed search's
+    # im2col programs (conv1 has 3 input channels; the depthwise dw2 has no channel reduction for the z axis)
+    assert {s: c.runs for s, c in r.program.layers.items()} == dict.fromkeys(["conv1", "dw2", "fc"],
+                                                                            "intrinsic program (vta_gemm)")
+    modes = {c.layer: (c.mode, c.selected) for c in r.intrinsics}
+    assert modes == {"conv1": ("relaxed", True), "dw2": ("relaxed", True), "fc": ("strict", True)}
+    src = (r.program.folder / r.program.layers["conv1"].file).read_text()
+    assert "static void intrinsic_vta_gemm(" in src and "static long long pack_I(" in src
+    assert "stencil unroll (im2col)" in src
+    # the intrinsic programs issued exactly their planned calls; there are no transfer counters to compare
+    assert r.calls_checked == {"conv1": True, "dw2": True, "fc": True} and r.counts_checked == {}
+    assert r.run is not None
+    k = [s.name for s in r.steps].index("conv1")
+    prog = r.program.layers["conv1"].intrinsic.program
+    assert r.run.counters[k][0] == prog.calls and r.run.counters[k].size == 1 + 3
+    # the time and energy of an intrinsic step are its program's, not the unused mapping's
+    t = r.timing
+    assert t is not None
+    st = {s.name: s for s in t.steps}
+    assert st["conv1"].runs == "intrinsic program" and st["conv1"].simulated == t.sims["conv1@vta_gemm"].cycles
+    assert st["conv1"].modeled == t.costs["conv1@vta_gemm"].latency
+    assert st["conv1"].energy_pj == t.costs["conv1@vta_gemm"].energy_total != r.layer_of["conv1"].cost.energy_total
+    assert "3 of 3 accelerator steps run intrinsic programs" in t.summary() and "is not timed" in t.summary()
+    page = report_html(r)
+    assert "<td>intrinsic program (vta_gemm): vta_gemm embeds" in page and "none (not searched)" in page
+    assert "issued the planned number of intrinsic calls" in page and "(intrinsic program)</summary>" in page
+    # the same network with tile programs only computes the same integers
+    # (test_a_layer_the_intrinsic_cannot_embed_falls_back_to_its_tile_program mixes the two)
+    tiles = compile_model(quantize_qdq(tiny_cnn()), get_accelerator("vta_like"), tmp_path, **FAST, simulate=False,
+                          intrinsics=False)
+    assert {c.runs for c in tiles.program.layers.values()} == {"tile program (mapper)"}
+    assert tiles.run is not None and all(np.array_equal(tiles.run.outputs[k], r.run.outputs[k])
+                                         for k in r.run.outputs)
+
+
+def test_a_layer_the_intrinsic_cannot_embed_falls_back_to_its_tile_program(tmp_path):
+    """VTA's 8x8x8 GEMM variant cannot take the depthwise layer (its y axis needs an output dim in the weights
+    but not in the data, and every output channel reads its own input channel): dw2 runs its tile program, says
+    why, and the mixed program is still bit-exact."""
+    arch = dataclasses.replace(get_accelerator("vta_like"),
+                               intrinsics=(("vta_gemm_8x8x8", get_intrinsic("vta_gemm_8x8x8")),))
+    r = compile_model(quantize_qdq(tiny_cnn()), arch, tmp_path, **FAST, simulate=False)
+    assert r.verification is not None and r.verification.ok
+    codes = r.program.layers
+    assert codes["dw2"].runs == "tile program (mapper)"
+    assert codes["dw2"].reason.startswith("vta_gemm_8x8x8: no embedding: axis y of vta_gemm_8x8x8 (size 8) must "
+                                          "walk an output dimension of dw2")
+    assert codes["conv1"].runs == codes["fc"].runs == "intrinsic program (vta_gemm_8x8x8)"
+    assert r.counts_checked == {"dw2": True} and r.calls_checked == {"conv1": True, "fc": True}
+    assert "runs the mapper's tile program (vta_gemm_8x8x8" not in r.summary()
+    assert "layer_1 (dw2, int): tile program (mapper): vta_gemm_8x8x8: no embedding" in r.summary()
 
 
 def test_program_runs_from_the_command_line_on_an_input_file(cnn_vta, tmp_path):

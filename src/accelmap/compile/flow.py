@@ -15,7 +15,7 @@ import onnx
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.graph import NetGraph, load_graph
-from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices, selected_programs
+from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices
 from accelmap.compile.network_timing import NetworkTiming, time_network
 from accelmap.compile.partition import ACCEL_OPS, Step, partition
 from accelmap.compile.program import Program, build_program, emit_program
@@ -169,7 +169,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         seconds["embed"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     steps = partition(g, set(layer_of_node))
-    prog = emit_program(g, steps, layer_of_node, arch, out_dir, selected_programs(choices))
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir, choices)
     seconds["emit"] = time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s

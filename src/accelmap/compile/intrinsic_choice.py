@@ -1,10 +1,12 @@
 """Which way an accelerator layer runs: the accelerator's intrinsic (embedding) or the mapper's tile program.
 
-For an accelerator with intrinsics, each distinct layer is embedded TVM-style (strict mode: NCHW,
-input channels padded up to the intrinsic; Rieber's 2022 dissertation, ch. 4). A layer runs its
-intrinsic program (``codegen.intrinsic_c``) when
+For an accelerator with intrinsics, each distinct layer is embedded TVM-style first (strict mode:
+NCHW, input channels padded up to the intrinsic; Rieber's 2022 dissertation, ch. 4). Where that
+pads the intrinsic (utilization below 1) or finds nothing, the relaxed search runs too (im2col,
+image and dilate packs, fused axes; at most ``RELAXED_SECONDS``), and the embedding with the fewest
+modeled cycles is taken. A layer runs its intrinsic program (``codegen.intrinsic_c``) when
 
-- an intrinsic embeds (of several, the one with the fewest modeled cycles),
+- an intrinsic embeds (of several intrinsics, the one with the fewest modeled cycles),
 - the program has a loop nest on the accelerator (the one the embedding ranking builds: outer
   loops moved on chip while the tiles fit, the intrinsic on the PE array), which gives it modeled
   and simulated time and energy,
@@ -26,11 +28,13 @@ from accelmap.arch.intrinsics import Intrinsic
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.embed.program import Program as IntrinsicProgram
 from accelmap.embed.program import verify_program
-from accelmap.embed.search import default_embedding
+from accelmap.embed.search import Embedding, default_embedding, embed
 from accelmap.errors import AccelmapError
 from accelmap.search.model_result import LayerMapping
+from accelmap.workload.operator import Operator
 
 CHECK_MAX_MACS = 2_000_000
+RELAXED_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -47,13 +51,14 @@ class IntrinsicChoice:
     reason: str = ""                   # why it does not embed, or why the program is not used
     program: IntrinsicProgram | None = None
     selected: bool = False             # the layer's integer steps run this intrinsic program
+    mode: str = ""                     # embedding search mode: strict (TVM-like) or relaxed
 
     def line(self) -> str:
         if not self.found:
             return f"{self.layer}: {self.intrinsic} does not embed ({self.reason}); runs the mapper's tile program"
         chk = {None: "not run in NumPy (large layer; the network comparison checks it)", True: "equal to NumPy",
                False: "MISMATCH with NumPy"}[self.checked]
-        head = (f"{self.layer}: {self.intrinsic} embeds with {self.calls:,} calls at {self.utilization:.0%} "
+        head = (f"{self.layer}: {self.intrinsic} embeds ({self.mode}) with {self.calls:,} calls at {self.utilization:.0%} "
                 f"utilization, modeled {'-' if self.latency is None else f'{self.latency:,.0f}'} cycles with the loop "
                 f"nest the embedding builds (the mapper's tile program: {self.mapping_latency:,.0f}); program {chk}; ")
         if self.selected:
@@ -61,14 +66,32 @@ class IntrinsicChoice:
         return head + f"runs the mapper's tile program ({self.reason})"
 
 
-def _usable(lm: LayerMapping, name: str, e, arch: Accelerator) -> IntrinsicChoice:
+def best_embedding(op: Operator, intr: Intrinsic, arch: Accelerator) -> tuple[Embedding | None, str]:
+    """The strict embedding, or a relaxed one with fewer modeled cycles where strict pads or fails; and its mode
+    (or, with no embedding, why)."""
+    strict = default_embedding(op, intr, arch)
+    if strict is not None and strict.program.utilization >= 1:
+        return strict, "strict"
+    relaxed = embed(op, intr, "relaxed", arch=arch, processes=1, time_limit=RELAXED_SECONDS)
+    found = [(e.costs.latency, e.costs.combined_cost, k, e) for k, e in enumerate(relaxed.embeddings)
+             if e.costs.latency is not None]
+    best = min(found, default=None)
+    if best is None:
+        return (strict, "strict") if strict is not None else (None, f"no embedding: {relaxed.reason}")
+    lat, _, _, e = best
+    if strict is None or strict.costs.latency is None or lat < strict.costs.latency:
+        return e, "relaxed"
+    return strict, "strict"
+
+
+def _usable(lm: LayerMapping, name: str, e: Embedding, arch: Accelerator, mode: str) -> IntrinsicChoice:
     prog = e.program
     op = lm.layer.operator
     checked, why = None, ""
     if op.macs <= CHECK_MAX_MACS:
         checked, why = verify_program(prog)
     base = IntrinsicChoice(lm.name, name, True, prog.calls, prog.utilization, e.costs.latency, lm.cost.latency,
-                           checked, "", prog)
+                           checked, "", prog, mode=mode)
     if checked is False:
         return _with(base, f"its NumPy execution differs from the operator: {why}")
     if e.costs.latency is None:
@@ -93,14 +116,14 @@ def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator) -> list[Int
             if not isinstance(intr, Intrinsic):
                 continue
             try:
-                e = default_embedding(lm.layer.operator, intr, arch)
+                e, mode = best_embedding(lm.layer.operator, intr, arch)
             except AccelmapError as err:
                 mine.append(IntrinsicChoice(lm.name, name, False, reason=str(err)))
                 continue
             if e is None:
-                mine.append(IntrinsicChoice(lm.name, name, False, reason="no strict embedding"))
+                mine.append(IntrinsicChoice(lm.name, name, False, reason=mode))
                 continue
-            mine.append(_usable(lm, name, e, arch))
+            mine.append(_usable(lm, name, e, arch, mode))
         usable = [c for c in mine if c.found and not c.reason and c.latency is not None]
         if usable:
             best = min(usable, key=lambda c: (c.latency, c.intrinsic))
@@ -114,3 +137,8 @@ def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator) -> list[Int
 def selected_programs(choices: list[IntrinsicChoice]) -> dict[str, IntrinsicChoice]:
     """Layer name -> the intrinsic program its integer steps run."""
     return {c.layer: c for c in choices if c.selected}
+
+
+def why_not(choices: list[IntrinsicChoice], layer: str) -> str:
+    """Why a layer runs its tile program although the accelerator has intrinsics."""
+    return "; ".join(f"{c.intrinsic}: {c.reason}" for c in choices if c.layer == layer and not c.selected)

@@ -37,7 +37,7 @@ from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import TYPE_CODES, bcast_strides, c_floats, c_ints, c_longs, host_lines
 from accelmap.compile.host_runtime import HOST_C
-from accelmap.compile.intrinsic_choice import IntrinsicChoice
+from accelmap.compile.intrinsic_choice import IntrinsicChoice, selected_programs, why_not
 from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
 from accelmap.search.model_result import LayerMapping
@@ -247,10 +247,11 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
 
 
 def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping], arch: Accelerator,
-                 folder: str | Path, intrinsics: dict[str, IntrinsicChoice] | None = None) -> Program:
+                 folder: str | Path, choices: list[IntrinsicChoice] | None = None) -> Program:
     """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping,
-    ``intrinsics`` the intrinsic program a layer's integer steps run (the others run their tile program)."""
-    intrinsics = intrinsics or {}
+    ``choices`` the intrinsic embeddings tried (a layer's integer steps run its selected intrinsic program,
+    the other steps their tile program)."""
+    intrinsics = selected_programs(choices or [])
     t0 = time.perf_counter()
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,12 +278,15 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
                 if choice is not None and choice.program is not None and s.dtype == "int":
                     (out / f"{fn}.c").write_text(generate_intrinsic_c(choice.program, fn))
                     codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", choice,
-                                           f"{choice.intrinsic} embeds; its program is checked and has a loop nest")
+                                           f"{choice.intrinsic} embeds ({choice.mode}: {choice.calls:,} calls at "
+                                           f"{choice.utilization:.0%} utilization)")
                 else:
                     src = generate_c(lm.layer.operator, arch, lm.mapping, s.dtype)
                     (out / f"{fn}.c").write_text(src.replace("int accelmap_run(", f"int {fn}(", 1))
                     why = ("a float step: the intrinsic multiplies integers" if choice is not None else
-                           "no usable intrinsic embedding" if arch.intrinsics else f"{arch.name} has no intrinsics")
+                           why_not(choices or [], lm.name) or
+                           ("intrinsics not used (tile programs only)" if arch.intrinsics else
+                            f"{arch.name} has no intrinsics"))
                     codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", None, why)
             step_code[s.name] = codes[key]
             lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels))
