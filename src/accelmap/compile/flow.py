@@ -164,13 +164,18 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
     layer_of_node = {n: lm for lm in mm.layers for n in lm.layer.nodes}
     t0 = time.perf_counter()
-    choices = intrinsic_choices(list(mm.layers), arch) if intrinsics else []
+    steps = partition(g, set(layer_of_node))
+    partition_s = time.perf_counter() - t0
+    # The intrinsics multiply integers: only layers with an integer step are embedded.
+    int_layers = {layer_of_node[s.name].name for s in steps if s.placement == "accelerator" and s.dtype == "int"}
+    t0 = time.perf_counter()
+    choices = (intrinsic_choices([lm for lm in mm.layers if lm.name in int_layers], arch)
+               if intrinsics and arch.intrinsics else [])
     if choices:
         seconds["embed"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    steps = partition(g, set(layer_of_node))
-    prog = emit_program(g, steps, layer_of_node, arch, out_dir, choices)
-    seconds["emit"] = time.perf_counter() - t0
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir, choices if intrinsics else None)
+    seconds["emit"] = partition_s + time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s
     res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps

@@ -250,7 +250,7 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
                  folder: str | Path, choices: list[IntrinsicChoice] | None = None) -> Program:
     """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping,
     ``choices`` the intrinsic embeddings tried (a layer's integer steps run its selected intrinsic program,
-    the other steps their tile program)."""
+    the other steps their tile program; None: tile programs only)."""
     intrinsics = selected_programs(choices or [])
     t0 = time.perf_counter()
     out = Path(folder)
@@ -283,10 +283,14 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
                 else:
                     src = generate_c(lm.layer.operator, arch, lm.mapping, s.dtype)
                     (out / f"{fn}.c").write_text(src.replace("int accelmap_run(", f"int {fn}(", 1))
-                    why = ("a float step: the intrinsic multiplies integers" if choice is not None else
-                           why_not(choices or [], lm.name) or
-                           ("intrinsics not used (tile programs only)" if arch.intrinsics else
-                            f"{arch.name} has no intrinsics"))
+                    if not arch.intrinsics:
+                        why = f"{arch.name} has no intrinsics"
+                    elif choices is None:
+                        why = "intrinsics not used (tile programs only)"
+                    elif s.dtype != "int":
+                        why = "a float step: the intrinsic multiplies integers"
+                    else:
+                        why = why_not(choices, lm.name)
                     codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", None, why)
             step_code[s.name] = codes[key]
             lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels))
