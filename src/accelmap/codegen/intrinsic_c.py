@@ -195,11 +195,11 @@ def _gather_loops(lay: OperandLayout, src: str, dst: str, scatter: bool) -> list
         lines.append(f"{ind}for (long {v} = 0; {v} < {n}; {v}++) {{")
         ind += "    "
     lines += [ind + s for s in stmts]
-    ok = " && ".join(conds) or "1"
+    ok = " && ".join(conds)
     if scatter:
-        lines.append(f"{ind}if ({ok}) {dst}[{off}] = {src}[o];")
+        lines.append(f"{ind}{f'if ({ok}) ' if ok else ''}{dst}[{off}] = {src}[o];")
     else:
-        lines.append(f"{ind}{dst}[o] = ({ok}) ? {src}[{off}] : 0;")
+        lines.append(f"{ind}{dst}[o] = " + (f"({ok}) ? {src}[{off}] : 0;" if ok else f"{src}[{off}];"))
     lines.append(f"{ind}o++;")
     for _ in pv:
         ind = ind[:-4]
@@ -257,6 +257,11 @@ def _broadcast_lines(lay: OperandLayout, src: str, dst: str) -> list[str]:
     return lines
 
 
+def _rewrites_comment(lay: OperandLayout) -> str:
+    body = "\n".join(f"   {r}" for r in lay.rewrites) or "   no rewrite"
+    return f"/* {lay.operand}, stored {list(lay.stored)} -> packed {list(lay.packed)}:\n{body}\n*/"
+
+
 def generate_intrinsic_c(prog: Program, function: str = "accelmap_run") -> str:
     """The C file of an intrinsic program (module docstring); entry point ``function``."""
     _check(prog)
@@ -289,13 +294,13 @@ def generate_intrinsic_c(prog: Program, function: str = "accelmap_run") -> str:
     for lay in (a_lay, b_lay):
         X = op.operand(lay.operand)
         ct = c_type(X, "int")[0]
-        w.append(f"/* {lay.operand}: " + ("; ".join(str(r) for r in lay.rewrites) or "no rewrite") + " */")
+        w.append(_rewrites_comment(lay))
         w.append(f"static long long pack_{lay.operand}(const {ct} *src) {{")
         w += ["    " + ln for ln in _gather_loops(lay, "src", f"pk_{lay.operand}", scatter=False)]
         w.append("    return o;\n}\n")
     X = op.operand(out_lay.operand)
     ct_out = c_type(X, "int")[0]
-    w.append(f"/* {out_lay.operand}: " + ("; ".join(str(r) for r in out_lay.rewrites) or "no rewrite") + " */")
+    w.append(_rewrites_comment(out_lay))
     w.append(f"static long long unpack_{out_lay.operand}({ct_out} *dst) {{")
     w.append(f"    memset(dst, 0, sizeof(*dst) * {math.prod(out_lay.stored)});")
     w += ["    " + ln for ln in _gather_loops(out_lay, f"pk_{out_lay.operand}", "dst", scatter=True)]
