@@ -88,8 +88,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=2.0, help="mapper seconds per layer")
     ap.add_argument("--out", default=None, help="keep the compiled programs here (default: a temp folder)")
     ap.add_argument("--json", default=str(RESULTS / "compile_e2e.json"))
-    ap.add_argument("--no-intrinsics", action="store_true",
-                    help="every layer as the mapper's tile program, even where the accelerator's intrinsic embeds")
+    ap.add_argument("--intrinsics", choices=["always", "faster", "never"], default="always",
+                    help="which layers run intrinsic programs (accelmap compile --intrinsics)")
     args = ap.parse_args()
     rows = []
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
@@ -104,7 +104,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:
                 res = compile_model(path, arch, work / f"{name}-{arch_name}", time_limit_per_layer=args.time_limit,
-                                    jobs=1, intrinsics=not args.no_intrinsics)
+                                    jobs=1, intrinsics=args.intrinsics)
             except Exception as e:  # noqa: BLE001 - one failing pair is a row of the table, not the end of the run
                 rows.append({"model": name, "form": form, "arch": arch_name, "error": f"{type(e).__name__}: {e}"})
                 print(f"{name:<16} {form:<9} {arch_name:<13} error: {type(e).__name__}: {str(e)[:200]}")

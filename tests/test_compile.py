@@ -105,10 +105,28 @@ def test_qdq_on_vta_runs_the_intrinsic_programs_bit_exact(qdq_vta, tmp_path):
     # the same network with tile programs only computes the same integers
     # (test_a_layer_the_intrinsic_cannot_embed_falls_back_to_its_tile_program mixes the two)
     tiles = compile_model(quantize_qdq(tiny_cnn()), get_accelerator("vta_like"), tmp_path, **FAST, simulate=False,
-                          intrinsics=False)
+                          intrinsics="never")
     assert {c.runs for c in tiles.program.layers.values()} == {"tile program (mapper)"}
     assert tiles.run is not None and all(np.array_equal(tiles.run.outputs[k], r.run.outputs[k])
                                          for k in r.run.outputs)
+
+
+def test_policy_faster_keeps_the_intrinsic_only_where_it_is_modeled_faster(qdq_vta):
+    from accelmap.compile.intrinsic_choice import intrinsic_choices
+
+    layers = list(qdq_vta.mapping.layers)
+    always = {c.layer: c for c in qdq_vta.intrinsics}
+    faster = {c.layer: c for c in intrinsic_choices(layers, qdq_vta.arch, "faster")}
+    assert set(faster) == set(always) == {"conv1", "dw2", "fc"}
+    for lm in layers:
+        c = faster[lm.name]
+        assert c.latency == always[lm.name].latency
+        assert c.selected == (c.latency < lm.cost.latency)
+        if not c.selected:
+            assert c.reason.startswith("the mapper's tile program is modeled faster")
+    # on the tiny CNN every tile program is modeled well ahead (conv1: ~300 against ~780 cycles)
+    assert not any(c.selected for c in faster.values())
+    assert intrinsic_choices(layers, qdq_vta.arch, "never") == []
 
 
 def test_a_layer_the_intrinsic_cannot_embed_falls_back_to_its_tile_program(tmp_path):

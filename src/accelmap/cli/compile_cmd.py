@@ -12,6 +12,7 @@ from accelmap.cli import main
 from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cli.import_cmd import parse_dims
 from accelmap.compile.flow import compile_model
+from accelmap.compile.intrinsic_choice import POLICIES
 from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir
 from accelmap.search.objective import OBJECTIVES
@@ -44,13 +45,14 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
 @click.option("--no-run", is_flag=True, help="Build only: do not run, verify or report the run.")
 @click.option("--no-verify", is_flag=True, help="Run, but do not compare with onnxruntime.")
 @click.option("--no-simulate", is_flag=True, help="Do not time the layers on the simulator.")
-@click.option("--no-intrinsics", is_flag=True, help="Run every layer as the mapper's tile program, even where the "
-              "accelerator's intrinsic embeds.")
+@click.option("--intrinsics", "intrinsics", type=click.Choice(POLICIES), default="always", show_default=True,
+              help="always: a layer runs its intrinsic program wherever the accelerator's intrinsic embeds; faster: "
+              "only where that is modeled faster than the mapper's tile program; never: tile programs only.")
 @click.option("--json", "json_path", default=None, help="Also write a JSON summary to this file.")
 @click.option("--timeline-layer", default=None, help="Layer whose simulator timeline the report draws "
               "(default: the one with the most cycles).")
 def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective, time_limit, jobs, input_path, seed,
-                no_run, no_verify, no_simulate, no_intrinsics, json_path, timeline_layer):
+                no_run, no_verify, no_simulate, intrinsics, json_path, timeline_layer):
     """Compile MODEL (an ONNX file or a bundled model) into one C program for ARCH and verify it.
 
     Writes DIR/main.c, DIR/layer_N.c, DIR/weights.bin, DIR/Makefile, the executable DIR/net and
@@ -69,7 +71,7 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
     res = compile_model(path, arch, out, dims=dict(parse_dims(dim_items)), batch=batch, seq_len=seq_len,
                         objective=objective, time_limit_per_layer=time_limit, jobs=jobs, seed=seed, inputs=inputs,
                         run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate,
-                        intrinsics=not no_intrinsics)
+                        intrinsics=intrinsics)
     from accelmap.report.compile_report import write_compile_report
 
     report = write_compile_report(res, out, timeline_layer)

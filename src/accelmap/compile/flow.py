@@ -15,7 +15,7 @@ import onnx
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.graph import NetGraph, load_graph
-from accelmap.compile.intrinsic_choice import IntrinsicChoice, intrinsic_choices
+from accelmap.compile.intrinsic_choice import POLICIES, IntrinsicChoice, intrinsic_choices
 from accelmap.compile.network_timing import NetworkTiming, time_network
 from accelmap.compile.partition import ACCEL_OPS, Step, partition
 from accelmap.compile.program import Program, build_program, emit_program
@@ -136,13 +136,14 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                   dims: dict[str, int] | None = None, batch: int | None = None, seq_len: int | None = None,
                   objective: str = "edp", time_limit_per_layer: float | None = 2.0, jobs: int | None = 1,
                   seed: int = 0, inputs: dict[str, np.ndarray] | None = None, run: bool = True,
-                  check: bool = True, simulate: bool = True, intrinsics: bool = True) -> CompileResult:
+                  check: bool = True, simulate: bool = True, intrinsics: str = "always") -> CompileResult:
     """Compile ``model`` for ``arch`` into ``out_dir`` (C files, weights, Makefile, the executable).
 
     ``run`` executes the program once on ``inputs`` (random, seeded, when None); ``check``
     compares it with onnxruntime; ``simulate`` times every accelerator layer on the simulator;
-    ``intrinsics`` runs a layer as its intrinsic program where the accelerator's intrinsic embeds
-    (``intrinsic_choice.py``); without it every layer runs its tile program.
+    ``intrinsics`` is the policy of ``intrinsic_choice.py``: ``always`` runs a layer as its intrinsic
+    program wherever the accelerator's intrinsic embeds usably, ``faster`` only where that program is
+    modeled faster than the mapper's tile program, ``never`` runs tile programs only.
     """
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -168,13 +169,14 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     partition_s = time.perf_counter() - t0
     # The intrinsics multiply integers: only layers with an integer step are embedded.
     int_layers = {layer_of_node[s.name].name for s in steps if s.placement == "accelerator" and s.dtype == "int"}
+    if intrinsics not in POLICIES:
+        raise SpecError(f"intrinsic policy {intrinsics!r}; valid: {', '.join(POLICIES)}", where="--intrinsics")
     t0 = time.perf_counter()
-    choices = (intrinsic_choices([lm for lm in mm.layers if lm.name in int_layers], arch)
-               if intrinsics and arch.intrinsics else [])
+    choices = intrinsic_choices([lm for lm in mm.layers if lm.name in int_layers], arch, intrinsics)
     if choices:
         seconds["embed"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    prog = emit_program(g, steps, layer_of_node, arch, out_dir, choices if intrinsics else None)
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir, None if intrinsics == "never" else choices)
     seconds["emit"] = partition_s + time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s

@@ -13,8 +13,10 @@ modeled cycles is taken. A layer runs its intrinsic program (``codegen.intrinsic
 - its NumPy execution equals the operator (run for layers up to ``CHECK_MAX_MACS``; larger ones are
   checked by the whole-network comparison with onnxruntime),
 - the C emitter accepts it,
-- and the layer runs on integers: the intrinsics multiply integers, so a float step of the layer
-  runs the mapper's tile program.
+- the layer runs on integers: the intrinsics multiply integers, so a float step of the layer
+  runs the mapper's tile program,
+- and, under the policy ``faster`` (not the default ``always``), the intrinsic program is modeled
+  faster than the mapper's tile program.
 
 Otherwise it runs the mapper's tile program, and the reason is recorded.
 """
@@ -35,6 +37,9 @@ from accelmap.workload.operator import Operator
 
 CHECK_MAX_MACS = 2_000_000
 RELAXED_SECONDS = 5.0
+# always: an intrinsic program wherever one is usable (intrinsic first, then the mapper);
+# faster: only where it is modeled faster than the mapper's tile program; never: tile programs only.
+POLICIES = ("always", "faster", "never")
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,13 @@ def _with(c: IntrinsicChoice, reason: str) -> IntrinsicChoice:
     return replace(c, reason=reason, selected=False)
 
 
-def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator) -> list[IntrinsicChoice]:
+def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator, policy: str = "always") -> list[IntrinsicChoice]:
     """Every (intrinsic, layer) pair tried; per layer at most one is ``selected`` (the fewest modeled cycles)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r}; valid: {', '.join(POLICIES)}")
     out: list[IntrinsicChoice] = []
+    if policy == "never":
+        return out
     for lm in layers:
         mine: list[IntrinsicChoice] = []
         for name, intr in arch.intrinsics:
@@ -125,6 +134,11 @@ def intrinsic_choices(layers: list[LayerMapping], arch: Accelerator) -> list[Int
                 continue
             mine.append(_usable(lm, name, e, arch, mode))
         usable = [c for c in mine if c.found and not c.reason and c.latency is not None]
+        if policy == "faster":
+            slower = [c for c in usable if c.latency is not None and c.latency >= lm.cost.latency]
+            mine = [_with(c, f"the mapper's tile program is modeled faster ({lm.cost.latency:,.0f} against "
+                             f"{c.latency:,.0f} cycles)") if c in slower else c for c in mine]
+            usable = [c for c in usable if c not in slower]
         if usable:
             best = min(usable, key=lambda c: (c.latency, c.intrinsic))
             others = [_with(c, f"{best.intrinsic} has fewer modeled cycles") if c in usable and c is not best else c
