@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.nest_rows import NestRows, cycles, operand_axes, output_bits
+from accelmap.cost.nest_rows import NestRows, axis_sizes, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
@@ -238,6 +238,26 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
             ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
         out[k, r] = max(0, tile_size(X, en) - ov)
     return out
+
+
+def _last_tile(nest: NestRows, X, c: int) -> np.ndarray:
+    """Elements of X's last tile at level c per row (the first instance's, every loop above c at
+    its last position): smaller than the first where an imperfect factor leaves an edge tile last.
+    Rows whose last position holds no data (the program skips it) keep the first tile."""
+    ext = {}
+    empty = np.zeros(nest.n, dtype=bool)
+    for d, e in nest.inner[c].items():
+        base = np.zeros(nest.n, dtype=np.int64)
+        for j in nest.above(c):
+            if nest.structure[j][0] == d:
+                base = base + (nest.B[:, j] - 1) * nest.stride[:, j]
+        ext[d] = np.minimum(e, nest.op.sizes[d] - base)
+        empty |= ext[d] <= 0
+    first = nest.sizes(X, c)[1]
+    if empty.all():
+        return first
+    last = axis_sizes(X, {d: np.maximum(e, 1) for d, e in ext.items()})[1]
+    return np.where(empty, first, last)
 
 
 def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
@@ -651,6 +671,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             if X.is_output:
                 out_tiles[c] = np.maximum(tiles, 1)
             first = nest.sizes(X, c)[1]
+            last = _last_tile(nest, X, c) if X.is_output and not nest.perfect.all() else first
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
             if X.is_output:
                 vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
@@ -681,8 +702,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
-                    share = np.where(child_elems > 0,
-                                     np.minimum(1.0, first / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                    share = np.where(child_elems > 0, np.minimum(
+                        1.0, (first if kind == "load" else last) / np.where(child_elems > 0, child_elems, 1)), 0.0)
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
