@@ -85,3 +85,29 @@ def test_the_last_drain_is_the_edge_tile(m_outer, m_inner, m_size, cycles):
     res = simulate(op, a, m, functional=False)
     assert res.cycles == cycles
     assert res.model_latency == cycles
+
+
+def _chain_arch():
+    return accelerator_from_dict({"name": "chain", "compute": {"mac_energy": "1 pJ", "macs_per_cycle": 4}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "read_bandwidth": "1 words/cycle", "write_bandwidth": "1 words/cycle"},
+        {"name": "Buf", "holds": ["I", "W", "O"], "capacity": "64 KB", "width": "8 bit", "read_bandwidth": "unbounded",
+         "double_buffered": True}]})
+
+
+@pytest.mark.parametrize("k, m_outer, m_size, cycles, before", [
+    (4, 3, 20, 385, -0.057), (4, 3, 18, 377, -0.122), (8, 3, 20, 809, -0.078), (4, 4, 26, 505, -0.033)])
+def test_unequal_output_tiles_chain_drains_across_three_tiles(k, m_outer, m_size, cycles, before):
+    # Buf's output halves are reloaded (partial sums over K) and drained at every tile; M's
+    # imperfect factor makes every third (fourth) tile small. Two large drains run back to back
+    # on the one store unit and the reload after them waits for both: per period of tiles the
+    # run takes load + compute + drain + drain, which the two-half cycle (half of load, compute
+    # and drain per tile) missed (errors `before`). The walk of the output loop's positions
+    # averages the other operands' loads per tile: within 1.3% here, not exact.
+    a = _chain_arch()
+    op = gemm("g", m=m_size, n=1, k=k)
+    m = parse_text(f"DRAM [ O A B ]\n| for K in [0:{k})\n| for M in [0:{m_outer})\nBuf [ O A B ]\n"
+                   f"| for M in [0:8)\n", a)
+    res = simulate(op, a, m, functional=False)
+    assert res.cycles == cycles
+    assert abs(res.model_error) < 0.013 < abs(before)

@@ -23,7 +23,10 @@ double buffering where the level has it. Terms, all in cycles:
   loads and the parent port's share of loads recurring within it, at the pace of
   compute or of drains (``_burst``); refills chained through overlapping levels
   run one after another (``_chained``); an output half must be computed, drained
-  (after the drains below it) and refilled before its next use (two-half cycle);
+  (after the drains below it) and refilled before its next use (two-half cycle); where the
+  output loop leaves an edge tile, unequal tiles do not pair up and drains chain on the one
+  store unit across three tiles: the halves' max-plus recurrence is walked over the loop's
+  positions to its periodic regime (``_unequal_halves``);
   and a parent's drain holding its read port blocks the reload below it;
   single-buffer stalls add to that cycle beyond the wait for the halves a step has anyway;
 * every unit and memory port must also fit its own total work, a port's
@@ -448,6 +451,28 @@ def _position_sums(size, stride, ext, bound):
     return n, even_sum, total
 
 
+def _output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
+    """The innermost temporal loop above c over an output dim (bound above 1) per row: (found,
+    the dim's size, the loop's stride and bound, the tile's extent at c). Consecutive output tiles
+    of c walk its positions."""
+    op, n = nest.op, nest.n
+    found = np.zeros(n, dtype=bool)
+    size, stride, ext, bound = (np.ones(n, dtype=np.int64) for _ in range(4))
+    dim = np.full(n, "", dtype=object)
+    for j in reversed(nest.above(c)):
+        d = nest.structure[j][0]
+        if d not in op.output.dims:
+            continue
+        hit = ~found & (nest.B[:, j] > 1)
+        size = np.where(hit, op.sizes[d], size)
+        stride = np.where(hit, nest.stride[:, j], stride)
+        ext = np.where(hit, nest.inner[c][d], ext)
+        bound = np.where(hit, nest.B[:, j], bound)
+        dim = np.where(hit, d, dim)
+        found |= hit
+    return found, size, stride, bound, ext, dim
+
+
 def _heavier_half(nest: NestRows, c: int) -> np.ndarray:
     """Share of level c's output traffic that falls on the busier of its two buffer halves.
 
@@ -457,23 +482,93 @@ def _heavier_half(nest: NestRows, c: int) -> np.ndarray:
     position of an imperfect factor, smaller) always lands in the same half. Otherwise the
     halves share the traffic equally. (The positions are taken at the first iteration of the
     outer loops.)"""
-    op, n = nest.op, nest.n
-    out_dims = op.output.dims
-    found = np.zeros(n, dtype=bool)
-    size, stride, ext, bound = (np.ones(n, dtype=np.int64) for _ in range(4))
-    for j in reversed(nest.above(c)):
-        d = nest.structure[j][0]
-        if d not in out_dims:
-            continue
-        hit = ~found & (nest.B[:, j] > 1)
-        size = np.where(hit, op.sizes[d], size)
-        stride = np.where(hit, nest.stride[:, j], stride)
-        ext = np.where(hit, nest.inner[c][d], ext)
-        bound = np.where(hit, nest.B[:, j], bound)
-        found |= hit
+    found, size, stride, bound, ext, _ = _output_positions(nest, c)
     cnt, even_sum, total = _position_sums(size, stride, ext, bound)
     even = even_sum / np.where(total > 0, total, 1)
     return np.where(found & (cnt % 2 == 0) & (total > 0), np.maximum(even, 1.0 - even), 0.5)
+
+
+# an unequal-tile chain is followed over at most this many positions of the output loop
+MAX_CHAIN_POSITIONS = 64
+
+
+def _unequal_halves(nest: NestRows, c: int, load, store, inputs: np.ndarray, compute: np.ndarray,
+                    tiles: np.ndarray) -> np.ndarray:
+    """The output halves' steady state where the innermost output loop above c leaves an edge tile:
+    tiles of unequal size do not pair up into the two-half cycle. Tile k's reload waits for the
+    drain of tile k-2 and for the load unit, its compute for its reload and the previous compute,
+    its drain for its compute and the previous drain (one store unit, in order): with a small
+    tile after two large ones, a large drain, the next large drain and the reload after them
+    chain across three tiles. The recurrence of those four end times is max-plus linear; run
+    over the positions of the output loop (each tile's reload and drain its share of the run's by
+    size, plus the DMA setup; its compute the run's mean per output tile) it settles into a
+    periodic regime whose growth per tile, times the output tiles, bounds the run. ``load`` and
+    ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains."""
+    n = nest.n
+    found, size, stride, bound, ext, dim = _output_positions(nest, c)
+    edge = found & (bound * stride > size) & (bound <= MAX_CHAIN_POSITIONS)
+    if not edge.any():
+        return np.zeros(n)
+    rows = np.flatnonzero(edge)
+    size, stride, bound, ext, dim = size[rows], stride[rows], bound[rows], ext[rows], dim[rows]
+    T = tiles[rows].astype(float)
+    P = int(bound.max())
+    k = np.arange(P)[None]
+    w = np.clip(np.minimum(ext[:, None], size[:, None] - k * stride[:, None]), 0, None).astype(float)
+    w = np.where(k < bound[:, None], w, 0.0)
+    live = w > 0
+    mean = w.sum(axis=1) / np.maximum(live.sum(axis=1), 1)
+    # An edge tile of another output dim (an outer loop at its last position, 1/bound of the
+    # tiles) scales whole runs of the walk: each such segment settles at its own rate.
+    segments = [(np.ones(len(rows)), np.ones(len(rows)))]     # (share of the tiles, size scale)
+    for d, kk, b, e in nest.edges(c):
+        if d not in nest.op.output.dims:
+            continue
+        on = (kk[rows] >= 0) & (dim != d)
+        f = np.where(on, 1.0 / b[rows], 0.0)
+        r = e[rows] / nest.inner[c][d][rows]
+        segments = [x for share, sc in segments for x in ((share * (1 - f), sc), (share * f, sc * r))]
+    mean = mean * sum(share * sc for share, sc in segments)
+
+    def per_tile(move, scale) -> np.ndarray:
+        if move is None:
+            return np.zeros_like(w)
+        total, setup = move[0][rows], move[1][rows]
+        data = np.maximum(total / T - setup, 0.0) / mean * scale
+        return np.where(live, setup[:, None] + data[:, None] * w, 0.0)
+
+    total = np.zeros(len(rows))
+    C = compute[rows] / T
+    A = inputs[rows] / T
+    per_period = np.maximum(live.sum(axis=1), 1)
+    for share, scale in segments:
+        if not share.any():
+            continue
+        L, S = per_tile(load, scale), per_tile(store, scale)
+        z = np.zeros(len(rows))
+        # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
+        l, cm, s, c_prev, s_prev = z, z, z, z, z
+        periods = 4
+        first = mark = z
+        for rep in range(periods):
+            if rep == 1:
+                first = s
+            if rep == periods - 2:
+                mark = s
+            for j in range(P):
+                on = live[:, j]
+                # the load unit takes the other operands' loads (after the compute two tiles back)
+                # and then the reload (after the drain two tiles back)
+                nl = np.maximum(np.maximum(l, c_prev) + A, s_prev) + L[:, j]
+                nc = np.maximum(cm, nl) + C
+                ns = np.maximum(s, nc) + S[:, j]
+                l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
+                                            np.where(on, s, s_prev), np.where(on, ns, s))
+        rate = (s - mark) / (2 * per_period)
+        total = total + share * (first + rate * np.maximum(T - per_period, 0.0))
+    out = np.zeros(n)
+    out[rows] = total
+    return out
 
 
 # ---------------------------------------------------------------- single buffering
@@ -652,6 +747,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
+    ring_moves: dict[tuple[int, str], tuple] = {}   # ... apart: (level, load/store) -> (cycles, setup per tile)
+    ring_inputs: dict[int, np.ndarray] = {}          # ... and the other operands' loads into those levels
     drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
     drain_holds: dict[int, np.ndarray] = {}  # ... where the drain holds the level's own read port
     setups = zeros()
@@ -671,7 +768,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             if X.is_output:
                 out_tiles[c] = np.maximum(tiles, 1)
             first = nest.sizes(X, c)[1]
-            last = _last_tile(nest, X, c) if X.is_output and not nest.perfect.all() else first
+            last_tile = _last_tile(nest, X, c) if X.is_output and not nest.perfect.all() else first
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
             if X.is_output:
                 vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
@@ -695,6 +792,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 db = overlapping(nest, keep, c)
                 if db.any() and X.is_output:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                    ring_moves[(c, kind)] = (np.where(db, setup + np.maximum(tc, tp), 0.0),
+                                             np.where(active & db, lc.transfer_setup_cycles, 0.0))
+                elif db.any() and kind == "load":
+                    add(ring_inputs, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
                 if kind == "store":
                     drain_time[c] = setup + np.maximum(tc, tp)
                     # its own read port paces the drain: the reloads of the level below wait for it
@@ -703,7 +804,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
                     share = np.where(child_elems > 0, np.minimum(
-                        1.0, (first if kind == "load" else last) / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                        1.0, (first if kind == "load" else last_tile) / np.where(child_elems > 0, child_elems, 1)), 0.0)
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
@@ -773,6 +874,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     cycle = zeros()
     for c, r in ring.items():
         bound = compute / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0)
+        if (c, "store") in ring_moves:
+            # the chain runs from the first load to the last drain: the prologue and epilogue are added below
+            walk = _unequal_halves(nest, c, ring_moves.get((c, "load")), ring_moves[(c, "store")],
+                                   get(ring_inputs, c) + zeros(), compute, out_tiles[c])
+            bound = np.maximum(bound, walk - get(pro, c) - get(epi, c))
         hidden = zeros()
         if stall_count is not None and stall_each is not None:
             wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
