@@ -979,8 +979,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             periods = {}
             for c, x in held[name]:
                 if nest.above(c):
-                    per = _period(nest, op.operand(x).dims, c) * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
-                    periods[(c, x)] = np.where(counts[(c, x)][0] != 0, per, np.inf)
+                    # a level with no loop of bound above 1 above it gets one tile: no period (the
+                    # loops of bound 1 a batch keeps for its other rows must not give it one)
+                    tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
+                    per = _period(nest, op.operand(x).dims, c) * steps / tiles_c
+                    periods[(c, x)] = np.where((counts[(c, x)][0] != 0) & (tiles_c > 1), per, np.inf)
             # Every stream on the port bounds the run, the rarer ones too: the loads the first step
             # of its last tile needs come first, and only the other streams' loads that fall
             # strictly inside that tile (their share of the run beyond one of their periods) may
