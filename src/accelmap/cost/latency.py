@@ -522,6 +522,16 @@ def _heavier_half(nest: NestRows, c: int, positions: tuple[np.ndarray, ...]) -> 
     return np.where(found & (cnt % 2 == 0) & (total > 0), np.maximum(even, 1.0 - even), 0.5)
 
 
+def _follows_walk(nest: NestRows, c: int, dims, walk_dim: list[str], slot: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Rows (of ``B``) where an operand over ``dims`` changes tile at every output tile of level c:
+    it uses the walked dim (``walk_dim``, the loop at ``slot``), or a loop inside that one above c."""
+    out = np.array([d in dims for d in walk_dim], dtype=bool)
+    for j in nest.above(c):
+        if nest.structure[j][0] in dims:
+            out |= (slot < j) & (B[:, j] > 1)
+    return out
+
+
 # an unequal-tile chain is followed over at most this many positions of the output loop
 MAX_CHAIN_POSITIONS = 64
 
@@ -583,12 +593,9 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         grows = np.array([d in dims for d in walk_dim], dtype=bool)
         # an operand over no dim of the walk nor of a loop inside it changes tile when the walk
         # starts over: its loads fall on the first position
-        inside = np.zeros(len(rows), dtype=bool)
-        for j in nest.above(c):
-            if nest.structure[j][0] in dims:
-                inside |= (slot < j) & (B[:, j] > 1)
+        every = _follows_walk(nest, c, dims, walk_dim, slot, B)
         shape = np.where(grows[:, None], w / mean_w[:, None],
-                         np.where(inside[:, None], 1.0, np.where(k == 0, per_period[:, None], 0.0)))
+                         np.where(every[:, None], 1.0, np.where(k == 0, per_period[:, None], 0.0)))
         mean_seg = sum(share * seg_scale(x, dims) for share, x in segments)
         data = np.maximum(total / T - setup, 0.0) / mean_seg * seg_scale(sc, dims)
         return np.where(live, setup[:, None] + data[:, None] * shape, 0.0)
@@ -599,7 +606,14 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         if not share.any():
             continue
         L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
-        A = sum((per_tile(mv, dims, sc) for dims, mv in inputs), np.zeros_like(w))
+        # the other operands' loads: those whose tile changes with every output tile wait, like the
+        # reload, for the compute of the tile two back; the others (at the first position) for their
+        # own tile two back, long done
+        A_every, A_first = np.zeros_like(w), np.zeros_like(w)
+        for dims, mv in inputs:
+            every = _follows_walk(nest, c, dims, walk_dim, slot, B)
+            t = per_tile(mv, dims, sc)
+            A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
         z = np.zeros(len(rows))
         # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
         l, cm, s, c_prev, s_prev = z, z, z, z, z
@@ -614,7 +628,7 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
                 on = live[:, j]
                 # the load unit takes the other operands' loads (after the compute two tiles back)
                 # and then the reload (after the drain two tiles back)
-                nl = np.maximum(np.maximum(l, c_prev) + A[:, j], s_prev) + L[:, j]
+                nl = np.maximum(np.maximum(l + A_first[:, j], c_prev) + A_every[:, j], s_prev) + L[:, j]
                 nc = np.maximum(cm, nl) + C
                 ns = np.maximum(s, nc) + S[:, j]
                 l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
