@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
-from accelmap.cost.batch import evaluate_batch
+from accelmap.cost.batch import evaluate_batch, structure_mapping
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
-from accelmap.mapping.sampling import prime_factors, random_mapping
+from accelmap.mapping.sampling import prime_factors, random_mapping, slots
+from accelmap.workload.models import load_model
 from strategies import accelerators, random_operator
 
 
@@ -73,7 +74,6 @@ def test_batch_on_a_resnet_layer_matches_scalar_for_many_tilings():
 def test_batch_rows_of_one_structure_equal_scalar_on_every_preset(preset):
     """Many rows of one all-dims-at-every-level structure, every row checked against the scalar model:
     exercises double buffering, DMA setup and pipeline terms where the preset has them."""
-    from accelmap.cost.batch import structure_mapping
     from accelmap.mapping.validate import validate
     from accelmap.workload import conv2d
 
@@ -150,7 +150,6 @@ def test_rows_with_a_holed_window_fall_back_to_the_scalar_model(monkeypatch):
 
     import accelmap.cost.batch as batch
     from accelmap.arch.schema import accelerator_from_dict
-    from accelmap.cost.batch import structure_mapping
     from accelmap.mapping.validate import validate
     from accelmap.workload import parse_expression
     from test_model_mapper import TINY
@@ -190,3 +189,24 @@ def test_rows_with_a_holed_window_fall_back_to_the_scalar_model(monkeypatch):
         ref = evaluate(op, arch, structure_mapping(structure, keep, row))
         assert math.isclose(got["energy"][r], ref.energy_total, rel_tol=1e-9)
         assert math.isclose(got["latency"][r], ref.latency, rel_tol=1e-9)
+
+
+def test_a_row_without_outer_loops_beside_rows_with_them():
+    # A batch keeps loop slots of bound 1 for the rows that use them. On tpu_like's UB (double-
+    # buffered where two tiles fit), a row with no loop above UB gets one tile per stream: the
+    # memory port's tail must not give it a period from its bound-1 DRAM slots (the batch said
+    # 581,279 cycles where the scalar model and the simulator say 581,248).
+    arch = get_accelerator("tpu_like")
+    layer = next(l for l in load_model("resnet18").layers if l.name == "layer4.0.conv2")
+    op = adopt_precision(layer.operator, arch)
+    structure = sorted([(d, lv, ax) for lv, ax, _ in slots(arch) for d in op.dim_names],
+                       key=lambda s: (s[1], s[2] is not None))
+    alone = [1, 1, 1, 1, 1, 1, 1, 1, 32, 128, 7, 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 2, 1, 1, 1, 3, 3, 1, 2, 1, 1, 7, 1, 1]
+    outer = list(alone)
+    outer[1], outer[8] = 2, 16          # K: 2 at DRAM, 16 at UB
+    keep = (frozenset({"O", "I", "W"}), frozenset({"O", "I"}), frozenset({"W"}))
+    got = evaluate_batch(op, arch, structure, keep, np.array([alone, outer]))
+    for r, row in enumerate((alone, outer)):
+        ref = evaluate(op, arch, structure_mapping(structure, keep, np.array(row)), check=False)
+        assert got["latency"][r] == pytest.approx(ref.latency, rel=1e-12)
+    assert got["latency"][0] == 581248

@@ -23,7 +23,10 @@ double buffering where the level has it. Terms, all in cycles:
   loads and the parent port's share of loads recurring within it, at the pace of
   compute or of drains (``_burst``); refills chained through overlapping levels
   run one after another (``_chained``); an output half must be computed, drained
-  (after the drains below it) and refilled before its next use (two-half cycle);
+  (after the drains below it) and refilled before its next use (two-half cycle); where the
+  output loop leaves an edge tile, unequal tiles do not pair up and drains chain on the one
+  store unit across three tiles: the halves' max-plus recurrence is walked over the loop's
+  positions to its periodic regime (``_unequal_halves``);
   and a parent's drain holding its read port blocks the reload below it;
   single-buffer stalls add to that cycle beyond the wait for the halves a step has anyway;
 * every unit and memory port must also fit its own total work, a port's
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.nest_rows import NestRows, cycles, operand_axes, output_bits
+from accelmap.cost.nest_rows import NestRows, axis_sizes, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import axis_overlap, tile_size
 from accelmap.workload.operator import Operator
@@ -120,13 +123,17 @@ def _moving_loops(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
     """Per row and temporal slot above c (rows x slots): does that loop's advance move the tile of
     an operand over ``dims`` (its own dim is one of them, or a loop inside it over one of them has
     a bound above 1 and resets)?"""
+    key = (dims, c)
+    if key in nest._moving:
+        return nest._moving[key]
     above = nest.above(c)
     mine = np.array([nest.structure[j][0] in dims for j in above], dtype=bool).reshape(1, len(above))
     ind = mine & (nest.B[:, above] > 1)
     inner = np.zeros_like(ind)
     if above:
         inner[:, :-1] = np.logical_or.accumulate(ind[:, :0:-1], axis=1)[:, ::-1]
-    return mine | inner
+    nest._moving[key] = mine | inner
+    return nest._moving[key]
 
 
 def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
@@ -153,7 +160,7 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
         if len(js) > 1:
             nest.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
     nest.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
-    nest._classes, nest._all_classes = {}, None
+    nest._classes, nest._all_classes, nest._moving = {}, None, {}
     return int(tile_transfer_rows(nest, dims, level)[0])
 
 
@@ -195,6 +202,10 @@ def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tupl
     (``NestRows.edges``) with its loop g: g sits at its last position (the edge tile) in 1/bound of
     the transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
     first position (full) whenever a loop outside it advances. Perfect rows: one case of weight 1."""
+    key = ("edge cases", c)
+    cached = nest._loads.get(key)
+    if cached is not None:
+        return list(cached)
     cnt, _ = nest.classes(c)
     K = cnt.shape[0]
     kk = np.arange(K)[:, None]
@@ -214,6 +225,7 @@ def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tupl
             split.append((w * p, {**over, d: (old, new)}))
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
+    nest._loads[key] = tuple(cases)
     return cases
 
 
@@ -238,6 +250,26 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
             ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
         out[k, r] = max(0, tile_size(X, en) - ov)
     return out
+
+
+def _last_tile(nest: NestRows, X, c: int) -> np.ndarray:
+    """Elements of X's last tile at level c per row (the first instance's, every loop above c at
+    its last position): smaller than the first where an imperfect factor leaves an edge tile last.
+    Rows whose last position holds no data (the program skips it) keep the first tile."""
+    ext = {}
+    empty = np.zeros(nest.n, dtype=bool)
+    for d, e in nest.inner[c].items():
+        base = np.zeros(nest.n, dtype=np.int64)
+        for j in nest.above(c):
+            if nest.structure[j][0] == d:
+                base = base + (nest.B[:, j] - 1) * nest.stride[:, j]
+        ext[d] = np.minimum(e, nest.op.sizes[d] - base)
+        empty |= ext[d] <= 0
+    first = nest.sizes(X, c)[1]
+    if empty.all():
+        return first
+    last = axis_sizes(X, {d: np.maximum(e, 1) for d, e in ext.items()})[1]
+    return np.where(empty, first, last)
 
 
 def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
@@ -305,6 +337,37 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     above = nest.above(c)
     if not above:
         return np.zeros(n)
+    cnt, _ = nest.classes(c)
+    key = ("burst", c)
+    cached = nest._loads.get(key)
+    if cached is None:
+        cached = nest._loads[key] = _burst_loads(nest, keep, counts, c, held)
+    steps, cases, total_load, any_load, window, moved = cached
+    # Drains that recur within every window (an output tile per window or more) pace its steps too,
+    # from the second window on: a tile drains while the next one computes.
+    first = busy / steps * window
+    for bound, tiles in drain_paces:
+        busy = np.maximum(busy, np.where(tiles * window >= steps, bound, 0.0))
+    # Classes inside the shortest period move no loading stream: their steps are in the windows.
+    span = busy / steps * window
+    # A load starts when the compute of the tile two back ends: at the drains' pace that is the
+    # window's compute plus its wait for the drains before it, so a load longer than that delays
+    # the next window by the rest. The first transition's load waits for no release and no drain:
+    # of T transitions, T - 1 are paced.
+    moves = (cnt * moved).sum(axis=0)
+    paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
+    out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
+        np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
+                      for (w, _), tl in zip(cases, total_load, strict=True))
+    return np.where((steps > 1) & any_load, out, 0.0)
+
+
+def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
+    """What ``_burst`` needs of level c's loads whatever the pace of compute (computed once per
+    nest and level): steps, edge cases, per case the window's loads (classes x rows, with the
+    shared port's), rows that load, the window in steps, classes that move a loading stream."""
+    n = nest.n
+    above = nest.above(c)
     steps = np.prod(nest.B[:, above], axis=1)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
@@ -333,24 +396,8 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
                 if other is not None:   # periods compared as shares of the run
                     o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
-    # Drains that recur within every window (an output tile per window or more) pace its steps too,
-    # from the second window on: a tile drains while the next one computes.
-    first = busy / steps * window
-    for bound, tiles in drain_paces:
-        busy = np.maximum(busy, np.where(tiles * window >= steps, bound, 0.0))
-    # Classes inside the shortest period move no loading stream: their steps are in the windows.
-    span = busy / steps * window
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
-    # A load starts when the compute of the tile two back ends: at the drains' pace that is the
-    # window's compute plus its wait for the drains before it, so a load longer than that delays
-    # the next window by the rest. The first transition's load waits for no release and no drain:
-    # of T transitions, T - 1 are paced.
-    moves = (cnt * moved).sum(axis=0)
-    paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
-    out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
-        np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
-                      for (w, _), tl in zip(cases, total_load, strict=True))
-    return np.where((steps > 1) & any_load, out, 0.0)
+    return steps, cases, total_load, any_load, window, moved
 
 
 def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
@@ -428,7 +475,39 @@ def _position_sums(size, stride, ext, bound):
     return n, even_sum, total
 
 
-def _heavier_half(nest: NestRows, c: int) -> np.ndarray:
+def _output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
+    """The innermost temporal loop above c over an output dim (bound above 1) per row: (found,
+    the dim's size, the loop's stride and bound, the tile's extent at c, the dim's index in the
+    output's dims, its slot). Consecutive output tiles of c walk its positions."""
+    op, n = nest.op, nest.n
+    out_dims = list(op.output.dims)
+    found = np.zeros(n, dtype=bool)
+    size, stride, ext, bound = (np.ones(n, dtype=np.int64) for _ in range(4))
+    dim = np.full(n, -1, dtype=np.int64)
+    slot = np.full(n, -1, dtype=np.int64)
+    for j in reversed(nest.above(c)):
+        d = nest.structure[j][0]
+        if d not in out_dims:
+            continue
+        hit = ~found & (nest.B[:, j] > 1)
+        if n == 1:      # one mapping (the scalar model): plain assignments, no masked copies
+            if hit[0]:
+                size, stride = np.full(1, op.sizes[d]), nest.stride[:, j]
+                ext, bound, dim = nest.inner[c][d], nest.B[:, j], np.full(1, out_dims.index(d))
+                found, slot = hit, np.full(1, j)
+                break
+            continue
+        size = np.where(hit, op.sizes[d], size)
+        stride = np.where(hit, nest.stride[:, j], stride)
+        ext = np.where(hit, nest.inner[c][d], ext)
+        bound = np.where(hit, nest.B[:, j], bound)
+        dim = np.where(hit, out_dims.index(d), dim)
+        slot = np.where(hit, j, slot)
+        found |= hit
+    return found, size, stride, bound, ext, dim, slot
+
+
+def _heavier_half(nest: NestRows, c: int, positions: tuple[np.ndarray, ...]) -> np.ndarray:
     """Share of level c's output traffic that falls on the busier of its two buffer halves.
 
     Consecutive output tiles alternate between the halves. The output tile moves with the
@@ -437,23 +516,128 @@ def _heavier_half(nest: NestRows, c: int) -> np.ndarray:
     position of an imperfect factor, smaller) always lands in the same half. Otherwise the
     halves share the traffic equally. (The positions are taken at the first iteration of the
     outer loops.)"""
-    op, n = nest.op, nest.n
-    out_dims = op.output.dims
-    found = np.zeros(n, dtype=bool)
-    size, stride, ext, bound = (np.ones(n, dtype=np.int64) for _ in range(4))
-    for j in reversed(nest.above(c)):
-        d = nest.structure[j][0]
-        if d not in out_dims:
-            continue
-        hit = ~found & (nest.B[:, j] > 1)
-        size = np.where(hit, op.sizes[d], size)
-        stride = np.where(hit, nest.stride[:, j], stride)
-        ext = np.where(hit, nest.inner[c][d], ext)
-        bound = np.where(hit, nest.B[:, j], bound)
-        found |= hit
+    found, size, stride, bound, ext, _, _ = positions
     cnt, even_sum, total = _position_sums(size, stride, ext, bound)
     even = even_sum / np.where(total > 0, total, 1)
     return np.where(found & (cnt % 2 == 0) & (total > 0), np.maximum(even, 1.0 - even), 0.5)
+
+
+def _follows_walk(nest: NestRows, c: int, dims, walk_dim: list[str], slot: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Rows (of ``B``) where an operand over ``dims`` changes tile at every output tile of level c:
+    it uses the walked dim (``walk_dim``, the loop at ``slot``), or a loop inside that one above c."""
+    out = np.array([d in dims for d in walk_dim], dtype=bool)
+    for j in nest.above(c):
+        if nest.structure[j][0] in dims:
+            out |= (slot < j) & (B[:, j] > 1)
+    return out
+
+
+# an unequal-tile chain is followed over at most this many positions of the output loop
+MAX_CHAIN_POSITIONS = 64
+
+
+def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], load, store, inputs: list,
+                    compute: np.ndarray, tiles: np.ndarray) -> np.ndarray:
+    """The output halves' steady state where the innermost output loop above c leaves an edge tile:
+    tiles of unequal size do not pair up into the two-half cycle. Tile k's reload waits for the
+    drain of tile k-2 and for the load unit, its compute for its reload and the previous compute,
+    its drain for its compute and the previous drain (one store unit, in order): with a small
+    tile after two large ones, a large drain, the next large drain and the reload after them
+    chain across three tiles. The recurrence of those four end times is max-plus linear; run
+    over the positions of the output loop (each tile's reload and drain its share of the run's by
+    size, plus the DMA setup; its compute the run's mean per output tile) it settles into a
+    periodic regime whose growth per tile, times the output tiles, bounds the run. ``load`` and
+    ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains."""
+    n = nest.n
+    found, size, stride, bound, ext, dim, slot = positions
+    edge = found & (bound * stride > size) & (bound <= MAX_CHAIN_POSITIONS)
+    if not edge.any():
+        return np.zeros(n)
+    rows = np.flatnonzero(edge)
+    size, stride, bound, ext, dim, slot = size[rows], stride[rows], bound[rows], ext[rows], dim[rows], slot[rows]
+    B = nest.B[rows]
+    T = tiles[rows].astype(float)
+    P = int(bound.max())
+    k = np.arange(P)[None]
+    w = np.clip(np.minimum(ext[:, None], size[:, None] - k * stride[:, None]), 0, None).astype(float)
+    w = np.where(k < bound[:, None], w, 0.0)
+    live = w > 0
+    per_period = np.maximum(live.sum(axis=1), 1)
+    mean_w = w.sum(axis=1) / per_period
+    out_dims = list(nest.op.output.dims)
+    walk_dim = [out_dims[i] if i >= 0 else "" for i in dim.tolist()]
+    # An edge tile of another output dim (an outer loop at its last position, 1/bound of the
+    # tiles) scales whole runs of the walk: each such segment settles at its own rate.
+    segments: list[tuple[np.ndarray, dict[str, np.ndarray]]] = [(np.ones(len(rows)), {})]   # (share, dim -> scale)
+    for d, kk, b, e in nest.edges(c):
+        if d not in out_dims:
+            continue
+        on = (kk[rows] >= 0) & (dim != out_dims.index(d))
+        f = np.where(on, 1.0 / b[rows], 0.0)
+        r = e[rows] / nest.inner[c][d][rows]
+        segments = [x for share, sc in segments for x in ((share * (1 - f), sc), (share * f, {**sc, d: r}))]
+
+    def seg_scale(sc: dict[str, np.ndarray], dims) -> np.ndarray:
+        out = np.ones(len(rows))
+        for d, r in sc.items():
+            if d in dims:
+                out = out * r
+        return out
+
+    def per_tile(move, dims, sc) -> np.ndarray:
+        """A move's time at each position: its DMA setup, and its data in proportion to the tile
+        where the operand's tile grows with the walked dim (or the segment's), else the mean."""
+        if move is None:
+            return np.zeros_like(w)
+        total, setup = move[0][rows], move[1][rows]
+        grows = np.array([d in dims for d in walk_dim], dtype=bool)
+        # an operand over no dim of the walk nor of a loop inside it changes tile when the walk
+        # starts over: its loads fall on the first position
+        every = _follows_walk(nest, c, dims, walk_dim, slot, B)
+        shape = np.where(grows[:, None], w / mean_w[:, None],
+                         np.where(every[:, None], 1.0, np.where(k == 0, per_period[:, None], 0.0)))
+        mean_seg = sum(share * seg_scale(x, dims) for share, x in segments)
+        data = np.maximum(total / T - setup, 0.0) / mean_seg * seg_scale(sc, dims)
+        return np.where(live, setup[:, None] + data[:, None] * shape, 0.0)
+
+    total = np.zeros(len(rows))
+    C = compute[rows] / T
+    for share, sc in segments:
+        if not share.any():
+            continue
+        L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
+        # the other operands' loads: those whose tile changes with every output tile wait, like the
+        # reload, for the compute of the tile two back; the others (at the first position) for their
+        # own tile two back, long done
+        A_every, A_first = np.zeros_like(w), np.zeros_like(w)
+        for dims, mv in inputs:
+            every = _follows_walk(nest, c, dims, walk_dim, slot, B)
+            t = per_tile(mv, dims, sc)
+            A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
+        z = np.zeros(len(rows))
+        # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
+        l, cm, s, c_prev, s_prev = z, z, z, z, z
+        periods = 4
+        first = mark = z
+        for rep in range(periods):
+            if rep == 1:
+                first = s
+            if rep == periods - 2:
+                mark = s
+            for j in range(P):
+                on = live[:, j]
+                # the load unit takes the other operands' loads (after the compute two tiles back)
+                # and then the reload (after the drain two tiles back)
+                nl = np.maximum(np.maximum(l + A_first[:, j], c_prev) + A_every[:, j], s_prev) + L[:, j]
+                nc = np.maximum(cm, nl) + C
+                ns = np.maximum(s, nc) + S[:, j]
+                l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
+                                            np.where(on, s, s_prev), np.where(on, ns, s))
+        rate = (s - mark) / (2 * per_period)
+        total = total + share * (first + rate * np.maximum(T - per_period, 0.0))
+    out = np.zeros(n)
+    out[rows] = total
+    return out
 
 
 # ---------------------------------------------------------------- single buffering
@@ -536,6 +720,11 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
     return cur
 
 
+def _blocks(x: np.ndarray, nb: int) -> np.ndarray:
+    """``nb`` copies of the rows ``x`` one after another (``np.tile`` without its Python overhead)."""
+    return np.broadcast_to(x, (nb, len(x))).flatten()
+
+
 def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Compute waits while single-buffered levels change tiles; ``on[c]``: rows where single-buffered
     level c moves data. Per transition class (the loop that advances), the levels below that loop
@@ -573,13 +762,13 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             k[0] = full
             k[1:1 + len(dl)] = dl
             k = k.reshape(-1)
-            ld_c, ld_p = np.tile(cc[0] * X.bits / nc / safe, nb), np.tile(pc[1] * X.bits / np_ / safe, nb)
+            ld_c, ld_p = _blocks(cc[0] * X.bits / nc / safe, nb), _blocks(pc[1] * X.bits / np_ / safe, nb)
             tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
             load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
                     tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
             if X.is_output:
                 ob = output_bits(nest, keep, counts)
-                st_c, st_p = np.tile(ob[c][1] / nc / safe, nb), np.tile(ob[p][0] / np_ / safe, nb)
+                st_c, st_p = _blocks(ob[c][1] / nc / safe, nb), _blocks(ob[p][0] / np_ / safe, nb)
                 store = lc.transfer_setup_cycles + np.maximum(cycles(k * st_c, lc.read_bw_bits),
                                                               cycles(k * st_p, lp.write_bw_bits))
                 store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
@@ -587,7 +776,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
                 store = np.zeros(nb * n)
             last = last + np.where(valid, store[:n], 0.0)
             store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
-            present = np.tile(valid, nb)
+            present = _blocks(valid, nb)
             present[(1 + len(dl)) * n:] = False
             present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
             moves.append((c, X.name, p, X.is_output, load, store, present))
@@ -632,6 +821,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
+    ring_moves: dict[tuple[int, str], tuple] = {}   # ... apart: (level, load/store) -> (cycles, setup per tile)
+    ring_inputs: dict[int, list] = {}     # ... and the other operands' loads into them: (dims, (cycles, setup))
     drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
     drain_holds: dict[int, np.ndarray] = {}  # ... where the drain holds the level's own read port
     setups = zeros()
@@ -651,6 +842,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             if X.is_output:
                 out_tiles[c] = np.maximum(tiles, 1)
             first = nest.sizes(X, c)[1]
+            last_tile = _last_tile(nest, X, c) if X.is_output and not nest.perfect.all() else first
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
             if X.is_output:
                 vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
@@ -674,6 +866,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 db = overlapping(nest, keep, c)
                 if db.any() and X.is_output:
                     add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
+                    ring_moves[(c, kind)] = (np.where(db, setup + np.maximum(tc, tp), 0.0),
+                                             np.where(active & db, lc.transfer_setup_cycles, 0.0))
+                elif db.any() and kind == "load":
+                    ring_inputs.setdefault(c, []).append((X.dims, (np.where(db, setup + np.maximum(tc, tp), 0.0),
+                                                                   np.where(active & db, lc.transfer_setup_cycles, 0.0))))
                 if kind == "store":
                     drain_time[c] = setup + np.maximum(tc, tp)
                     # its own read port paces the drain: the reloads of the level below wait for it
@@ -681,8 +878,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 if db.any():
                     # the first tile (load) and the last tile (store) do not overlap compute: their share
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
-                    share = np.where(child_elems > 0,
-                                     np.minimum(1.0, first / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                    share = np.where(child_elems > 0, np.minimum(
+                        1.0, (first if kind == "load" else last_tile) / np.where(child_elems > 0, child_elems, 1)), 0.0)
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
@@ -751,7 +948,13 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # excess over compute, per output tile); beyond it, the halves, at most one tile ahead, wait too.
     cycle = zeros()
     for c, r in ring.items():
-        bound = compute / 2 + _heavier_half(nest, c) * np.maximum(r, 0.0)
+        positions = _output_positions(nest, c)
+        bound = compute / 2 + _heavier_half(nest, c, positions) * np.maximum(r, 0.0)
+        if (c, "store") in ring_moves:
+            # the chain runs from the first load to the last drain: the prologue and epilogue are added below
+            walk = _unequal_halves(nest, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
+                                   ring_inputs.get(c, []), compute, out_tiles[c])
+            bound = np.maximum(bound, walk - get(pro, c) - get(epi, c))
         hidden = zeros()
         if stall_count is not None and stall_each is not None:
             wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
@@ -790,8 +993,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             periods = {}
             for c, x in held[name]:
                 if nest.above(c):
-                    per = _period(nest, op.operand(x).dims, c) * steps / np.prod(nest.B[:, nest.above(c)], axis=1)
-                    periods[(c, x)] = np.where(counts[(c, x)][0] != 0, per, np.inf)
+                    # a level with no loop of bound above 1 above it gets one tile: no period (the
+                    # loops of bound 1 a batch keeps for its other rows must not give it one)
+                    tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
+                    per = _period(nest, op.operand(x).dims, c) * steps / tiles_c
+                    periods[(c, x)] = np.where((counts[(c, x)][0] != 0) & (tiles_c > 1), per, np.inf)
             # Every stream on the port bounds the run, the rarer ones too: the loads the first step
             # of its last tile needs come first, and only the other streams' loads that fall
             # strictly inside that tile (their share of the run beyond one of their periods) may

@@ -167,7 +167,8 @@ class NestRows:
         self._sizes: dict[tuple[str, int], tuple] = {}
         self._fits: dict[int, np.ndarray] = {}   # per level: rows whose tiles fit twice
         self._edges: dict[int, list] = {}
-        self._loads: dict[tuple[int, str], tuple | None] = {}   # (level, operand): loads per class
+        self._loads: dict[tuple, tuple | None] = {}   # (level, operand): loads per class; ("burst", level)
+        self._moving: dict[tuple[frozenset[str], int], np.ndarray] = {}   # (dims, level): loops moving a tile
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
