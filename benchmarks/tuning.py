@@ -320,7 +320,8 @@ def main() -> None:
         spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
         print(f"wrote {spaces_path}")
         return
-    jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
+    # seed-major: an interrupted sweep holds the same number of runs of every layer and tuner
+    jobs = [(lid, t, seed, args.trials) for seed in range(args.runs) for lid in layers for t in tuners]
     t0 = time.perf_counter()
     RESULTS.mkdir(exist_ok=True)
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
