@@ -401,3 +401,41 @@ def test_diana_template_tiles_both_on_chip_levels():
     b = t.build((1, 4, 4, 0))
     assert b.valid
     assert measure_one(t, "sim", (1, 4, 4, 0)).cost == pytest.approx(measure_one(t, "model", (1, 4, 4, 0)).cost)
+
+
+def test_layout_knob_changes_which_tiles_one_dma_transfer_moves():
+    t = ScheduleTemplate(_db(48), VTA, layout_knob=True)
+    assert t.space.knobs[-1].name == "layout" and t.space.knobs[-1].options == ("NCHW", "NHWC")
+    assert t.space.size == 2 * ScheduleTemplate(_db(48), VTA).space.size
+    # 16 channel blocks x 13 x 13 of 14 x 14 rows: three runs channels-first, two with the channels innermost
+    nchw = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7, layout="NCHW"))
+    nhwc = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7, layout="NHWC"))
+    assert not nchw.valid and "3 non-contiguous runs" in nchw.error
+    assert nhwc.valid and nhwc.layout_map == {"I": (0, 2, 3, 1)} and nchw.layout_map == {}
+    # a padded input in NHWC with its channels split is never rows x columns
+    t8 = ScheduleTemplate(_db(8), VTA, layout_knob=True)
+    assert "padded I tile" in t8.build(_point(t8, tile_ci=1, tile_h=12, tile_w=30, layout="NHWC")).error
+    assert t8.build(_point(t8, tile_ci=1, tile_h=12, tile_w=30, layout="NCHW")).valid
+
+
+def test_emitted_c_reads_an_input_stored_channels_last():
+    from accelmap.codegen.build import compile_shared, load_run
+    from accelmap.codegen.c_source import dram_strides, generate_c
+    from accelmap.codegen.c_tensors import random_inputs, reference
+    from accelmap.codegen.execute import run_generated
+
+    assert dram_strides((2, 3, 4, 5), (0, 2, 3, 1)) == [60, 1, 15, 3]
+    assert dram_strides((2, 3, 4, 5), None) == [60, 20, 5, 1]
+    op = adopt_precision(conv2d("c", n=1, k=16, c=32, h=6, w=5, r=3, s=3), VTA)      # 4 x 3 outputs
+    t = ScheduleTemplate(op, VTA, layout_knob=True)
+    point = _point(t, tile_ci=2, tile_h=2, tile_w=3, layout="NHWC")     # channels whole: one run
+    b = t.build(point)
+    assert b.valid and b.layout_map == {"I": (0, 2, 3, 1)}
+    fn = load_run(compile_shared(generate_c(op, b.arch, b.mapping, "int", b.layout_map)))
+    tensors = random_inputs(op, "int", np.random.default_rng(1))
+    got, _ = run_generated(fn, op, tensors, len(b.arch.levels), b.layout_map)
+    assert np.array_equal(got, reference(op, tensors))
+    # the same program reading the declared layout computes something else
+    wrong, _ = run_generated(fn, op, tensors, len(b.arch.levels))
+    assert not np.array_equal(wrong, got)
+    assert measure_one(t, "host", point, repeats=1).valid

@@ -48,11 +48,13 @@ class ProgramLimits:
     dma_2d: bool = False                  # every tile copy is one 2-D strided transfer (conv2d tiles)
 
     def check(self, op: Operator, mapping: Mapping, tile_level: int, outer: list[Loop] | None = None,
-              input_bits: int | None = None, copies: int = 1) -> str | None:
+              input_bits: int | None = None, copies: int = 1,
+              layouts: dict[str, tuple[int, ...]] | None = None) -> str | None:
         """Why the tile program of ``mapping`` cannot be built, or None. ``outer``: the DRAM loops
         that change which output tile is resident, outermost first (virtual-thread loops excluded:
         each thread owns its accumulator tile); ``input_bits``: the input buffer's capacity, which
-        ``copies`` input tiles (one per virtual thread, or two when double-buffered) must share."""
+        ``copies`` input tiles (one per virtual thread, or two when double-buffered) must share;
+        ``layouts``: operand -> the order of its axes in DRAM where it is not the declared one."""
         if self.partial_sums_stay and outer is not None:
             out_dims = set(op.output.dims)
             reduction = next((lp for lp in outer if lp.bound > 1 and lp.dim not in out_dims), None)
@@ -75,7 +77,7 @@ class ProgramLimits:
                     return (f"the input tile is a {box:,}-bit dense box (padding and strided rows included, "
                             f"x{copies}); the input buffer holds {input_bits:,} bits")
         if self.dma_2d and op.kind == "conv2d":
-            problem = _dma_problem(op, mapping, tile_level)
+            problem = _dma_problem(op, mapping, tile_level, layouts or {})
             if problem:
                 return problem
         temporal = [lp for lp in mapping.loops_at(tile_level) if not lp.spatial]
@@ -114,7 +116,8 @@ def dma_runs(extents: list[int], stored: list[int]) -> tuple[int, bool]:
     return runs, away
 
 
-def _dma_problem(op: Operator, mapping: Mapping, tile_level: int) -> str | None:
+def _dma_problem(op: Operator, mapping: Mapping, tile_level: int,
+                 layouts: dict[str, tuple[int, ...]]) -> str | None:
     """Why one of the conv2d tile copies is not a single 2-D DMA transfer, or None."""
     ext = {d: 1 for d in op.dim_names}
     block = {d: 1 for d in op.dim_names}
@@ -125,7 +128,8 @@ def _dma_problem(op: Operator, mapping: Mapping, tile_level: int) -> str | None:
                 block[lp.dim] *= lp.bound
     for X in op.operands:
         tile, stored = [], []
-        for a, ix in enumerate(X.indices):
+        for a in layouts.get(X.name, range(len(X.indices))):
+            ix = X.indices[a]
             if ix.dims == ("N",):
                 continue                       # the batch loop lies outside the copy
             unit = math.prod(block[d] for d, _ in ix.terms) if len(ix.terms) == 1 else 1
