@@ -14,8 +14,9 @@ For each DeepBench layer of Table 5.1:
   per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
   first valid configuration.
 
-``--host`` / ``--host-only``: hardware in the loop on this CPU: three Table 5.1 layers, each tuner once,
-the emitted C timed (median of ``--host-repeats``): trials and wall time to within 5% of the best time.
+``--host`` / ``--host-only``: hardware in the loop on this CPU: Table 5.1 layers (``--host-layers``), each
+tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``): per run and over the
+runs, trials and wall time to within 5% of the best time, and the best time reached.
 
     python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
     python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
