@@ -14,8 +14,9 @@ For each DeepBench layer of Table 5.1:
   per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
   first valid configuration.
 
-``--host`` / ``--host-only``: hardware in the loop on this CPU: three Table 5.1 layers, each tuner once,
-the emitted C timed (median of ``--host-repeats``): trials and wall time to within 5% of the best time.
+``--host`` / ``--host-only``: hardware in the loop on this CPU: Table 5.1 layers (``--host-layers``), each
+tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``): per run and over the
+runs, trials and wall time to within 5% of the best time, and the best time reached.
 
     python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
     python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import statistics
 import time
@@ -175,17 +177,19 @@ def stats(values: list[int]) -> tuple[float, float]:
 HOST_LAYERS = (48, 8, 78)   # the Table 5.1 layers small enough to run as C on the host many times
 
 
-def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int) -> list[dict]:
-    """Each tuner once per layer, measuring the emitted C on this CPU. A configuration is measured once per
-    layer and its measurement shared by the tuners that ask for it (the same noise for all of them); a
-    tuner's wall time is its own time (presampling, model, annealing) plus the measurement time of every
-    configuration it asked for, as if it had measured them itself."""
+def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int,
+                   runs: int = 1) -> list[dict]:
+    """Each tuner ``runs`` times per layer (seeds 0, 1, ...), measuring the emitted C on this CPU. A
+    configuration is measured once per layer and its measurement shared by the tuners and runs that ask
+    for it (the same noise for all of them); a run's wall time is its tuner's own time (presampling,
+    model, annealing) plus the measurement time of every configuration it asked for, as if it had
+    measured them itself."""
     arch = get_accelerator("vta_like")
     out = []
     for lid in layers:
         template = ScheduleTemplate(table_layer(lid, arch), arch)
         shared = Measurer(template, "host", workers=1, repeats=repeats)
-        for name in tuners:
+        for seed, name in ((seed, name) for seed in range(runs) for name in tuners):
             t0 = time.perf_counter()
             inside = [0.0]           # real time spent in shared measurement calls
             charged = [0.0]          # measurement time charged to this tuner
@@ -201,12 +205,12 @@ def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int
                     stamps.append(own + charged[0])
                 return res
 
-            tuner = make_tuner(name, template.space, 0, is_valid=lambda p, t=template: t.build(p).valid,
+            tuner = make_tuner(name, template.space, seed, is_valid=lambda p, t=template: t.build(p).valid,
                                plan_size=batch)
             run = run_tuner(tuner, measure, min(trials, template.space.size), batch)
             out.append({"thesis_id": lid, "space": template.space.size, "macs": template.op.macs, "tuner": name,
-                        "run": run, "stamps": stamps, "own_s": time.perf_counter() - t0 - inside[0]})
-            print(f"  host: layer {lid} {name}: {len(run.history)} trials, best "
+                        "seed": seed, "run": run, "stamps": stamps, "own_s": time.perf_counter() - t0 - inside[0]})
+            print(f"  host: layer {lid} {name} run {seed}: {len(run.history)} trials, best "
                   f"{run.best.cost * 1e3 if run.best else float('nan'):.1f} ms, "
                   f"{shared.measured} configurations measured on this layer so far", flush=True)
         shared.close()
@@ -222,7 +226,7 @@ def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int
         exact = run.trials_to_reach(target)
         noise = [m.noise for m in run.history if m.noise is not None]
         rows.append({"thesis_id": rec["thesis_id"], "space": rec["space"], "macs": rec["macs"], "tuner": rec["tuner"],
-                     "trials": len(run.history), "valid": sum(m.valid for m in run.history),
+                     "seed": rec["seed"], "trials": len(run.history), "valid": sum(m.valid for m in run.history),
                      "best_s": run.best.cost if run.best else None, "layer_best_s": target,
                      "trials_to_best": exact, "trials_to_5pct": hit,
                      "wall_to_5pct_s": rec["stamps"][hit - 1] if hit else None, "wall_s": rec["stamps"][-1],
@@ -230,23 +234,53 @@ def host_benchmark(tuners: list[str], trials: int, layers: list[int], batch: int
     return rows
 
 
+def host_summary(rows: list[dict], trials: int) -> list[dict]:
+    """Per layer and tuner over its runs: how many reached within 5% of the layer's best, the median trials
+    and wall time to it (a run that did not counts ``trials`` and its whole wall time), and the median best."""
+    out = []
+    for lid in dict.fromkeys(r["thesis_id"] for r in rows):
+        for t in dict.fromkeys(r["tuner"] for r in rows):
+            rs = [r for r in rows if r["thesis_id"] == lid and r["tuner"] == t]
+            if not rs:
+                continue
+            out.append({"thesis_id": lid, "tuner": t, "runs": len(rs),
+                        "reached_5pct": sum(r["trials_to_5pct"] is not None for r in rs),
+                        "median_trials_to_5pct": statistics.median(r["trials_to_5pct"] or trials for r in rs),
+                        "median_wall_to_5pct_s": statistics.median(
+                            r["wall_to_5pct_s"] if r["wall_to_5pct_s"] is not None else r["wall_s"] for r in rs),
+                        "median_best_s": statistics.median(r["best_s"] if r["best_s"] is not None else math.inf
+                                                           for r in rs),
+                        "median_noise": statistics.median(r["median_noise"] for r in rs
+                                                          if r["median_noise"] is not None)
+                        if any(r["median_noise"] is not None for r in rs) else None})
+    return out
+
+
 def report_host(tuners: list[str], trials: int, layers: list[int], batch: int, repeats: int,
-                path: Path | None) -> list[dict]:
+                path: Path | None, runs: int = 1) -> list[dict]:
     t0 = time.perf_counter()
-    rows = host_benchmark(tuners, trials, layers, batch, repeats)
+    rows = host_benchmark(tuners, trials, layers, batch, repeats, runs)
     print(f"\nhost CPU in the loop (emitted C, median of {repeats} runs), {trials} trials per tuner in batches of "
           f"{batch}: trials and wall time to within 5% of the best time any tuner measured on the layer")
-    print(f"  {'ID':>4} {'space':>6} {'tuner':<18} {'valid':>5} {'to 5%':>5} {'wall s':>7} {'to best':>7} "
+    print(f"  {'ID':>4} {'space':>6} {'tuner':<18} {'run':>3} {'valid':>5} {'to 5%':>5} {'wall s':>7} {'to best':>7} "
           f"{'best ms':>8} {'noise':>6}")
     for r in rows:
         wall = f"{r['wall_to_5pct_s']:.1f}" if r["wall_to_5pct_s"] is not None else "-"
-        print(f"  {r['thesis_id']:>4} {r['space']:>6} {r['tuner']:<18} {r['valid']:>5} {r['trials_to_5pct'] or '-':>5} "
-              f"{wall:>7} {r['trials_to_best'] or '-':>7} {(r['best_s'] or float('nan')) * 1e3:>8.1f} "
-              f"{r['median_noise'] or 0:>6.1%}")
+        print(f"  {r['thesis_id']:>4} {r['space']:>6} {r['tuner']:<18} {r['seed']:>3} {r['valid']:>5} "
+              f"{r['trials_to_5pct'] or '-':>5} {wall:>7} {r['trials_to_best'] or '-':>7} "
+              f"{(r['best_s'] or float('nan')) * 1e3:>8.1f} {r['median_noise'] or 0:>6.1%}")
+    summary = host_summary(rows, trials)
+    print(f"\n  over {runs} runs (a run that did not reach 5% counts {trials} trials and its whole wall time)")
+    print(f"  {'ID':>4} {'tuner':<18} {'reached':>7} {'med trials':>10} {'med wall s':>10} {'med best ms':>11}")
+    for r in summary:
+        print(f"  {r['thesis_id']:>4} {r['tuner']:<18} {r['reached_5pct']:>3}/{r['runs']:<3} "
+              f"{r['median_trials_to_5pct']:>10.1f} {r['median_wall_to_5pct_s']:>10.1f} "
+              f"{r['median_best_s'] * 1e3:>11.1f}")
     if path is not None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps({"trials": trials, "batch": batch, "repeats": repeats, "layers": layers,
-                                    "wall_s": time.perf_counter() - t0, "rows": rows}, indent=2) + "\n")
+                                    "runs": runs, "wall_s": time.perf_counter() - t0, "rows": rows,
+                                    "summary": summary}, indent=2) + "\n")
         print(f"wrote {path}")
     return rows
 
@@ -263,6 +297,7 @@ def main() -> None:
     ap.add_argument("--host-layers", default=",".join(map(str, HOST_LAYERS)))
     ap.add_argument("--host-batch", type=int, default=10)
     ap.add_argument("--host-repeats", type=int, default=3)
+    ap.add_argument("--host-runs", type=int, default=3, help="runs (seeds) per tuner on the host")
     ap.add_argument("--host-only", action="store_true", help="only the host-in-the-loop part")
     ap.add_argument("--out", default="tuning", help="name of the result files in benchmarks/results/")
     ap.add_argument("--resume", action="store_true",
@@ -277,7 +312,7 @@ def main() -> None:
     host_layers = [int(x) for x in args.host_layers.split(",")]
     if args.host_only:
         report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats,
-                    RESULTS / f"{args.out}_host.json")
+                    RESULTS / f"{args.out}_host.json", args.host_runs)
         return
     if BASELINE not in tuners:
         raise SystemExit(f"--tuners must include the baseline {BASELINE}")
@@ -320,7 +355,8 @@ def main() -> None:
         spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
         print(f"wrote {spaces_path}")
         return
-    jobs = [(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
+    # seed-major: an interrupted sweep holds the same number of runs of every layer and tuner
+    jobs = [(lid, t, seed, args.trials) for seed in range(args.runs) for lid in layers for t in tuners]
     t0 = time.perf_counter()
     RESULTS.mkdir(exist_ok=True)
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
@@ -394,7 +430,8 @@ def main() -> None:
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
-    host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None)
+    host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None,
+                             args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,

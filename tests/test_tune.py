@@ -16,7 +16,7 @@ from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
 from accelmap.tune.annealing import Annealer, AnnealingSettings
 from accelmap.tune.knobs import Knob, KnobSpace, divisors, manhattan, on_edge, regions
-from accelmap.tune.limits import VTA_LIMITS, ProgramLimits
+from accelmap.tune.limits import VTA_LIMITS, ProgramLimits, dma_runs
 from accelmap.tune.loop import run_tuner
 from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.presample import presample, select_spread
@@ -116,9 +116,9 @@ def test_vta_partial_sums_never_leave_the_accumulator():
 
 def test_vta_input_tile_is_a_dense_box_with_the_stride_rows():
     t = ScheduleTemplate(_db(48), VTA)      # 1x1 window at stride 2: 7x7 outputs read 13x13 input rows
-    b = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7))
+    b = t.build(_point(t, tile_co=1, tile_ci=1, tile_h=7, tile_w=7))
     assert b.valid
-    box = 13 * 13 * 256 * 8                  # rows x columns x channels x bits
+    box = 13 * 13 * 16 * 8                   # rows x columns x channels x bits
     assert t.op.operand("I").bits == 8
     limits = ProgramLimits(dense_input_box=True)
     assert limits.check(t.op, b.mapping, 1, input_bits=box) is None
@@ -126,7 +126,32 @@ def test_vta_input_tile_is_a_dense_box_with_the_stride_rows():
     assert f"{2 * box:,}-bit" in limits.check(t.op, b.mapping, 1, input_bits=box, copies=2)
     # the model's footprint counts the 7x7 points a 1x1 window at stride 2 touches
     from accelmap.mapping.validate import capacity_usage
-    assert capacity_usage(t.op, b.arch, b.mapping)[1]["I"] == 7 * 7 * 256 * 8
+    assert capacity_usage(t.op, b.arch, b.mapping)[1]["I"] == 7 * 7 * 16 * 8
+
+
+def test_dma_runs_fold_the_axes_contiguous_in_dram():
+    # (blocks, rows, columns) of a 4 x 14 x 14 tensor: whole rows continue the run of the columns
+    assert dma_runs([4, 14, 14], [4, 14, 14]) == (1, False)
+    assert dma_runs([2, 7, 14], [4, 14, 14]) == (2, False)
+    assert dma_runs([2, 7, 13], [4, 14, 14]) == (3, False)
+    assert dma_runs([1, 7, 13], [4, 14, 14]) == (2, False)
+    # one column of several rows: the run starts away from the element (TVM adds a dummy row)
+    assert dma_runs([1, 7, 1], [4, 14, 14]) == (1, True)
+    assert dma_runs([1, 1, 1], [4, 14, 14]) == (0, False)
+
+
+def test_vta_tiles_move_in_one_2d_dma_transfer():
+    t = ScheduleTemplate(_db(48), VTA)      # unpadded: channel blocks x 13 x 13 input rows of 14 x 14
+    b = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7))
+    assert not b.valid and "3 non-contiguous runs" in b.error and "16x13x13" in b.error
+    t = ScheduleTemplate(_db(8), VTA)       # padded: only rows x columns of one channel block
+    assert t.build(_point(t, tile_co=1, tile_ci=1, tile_h=12, tile_w=30)).valid
+    b = t.build(_point(t, tile_co=1, tile_ci=2, tile_h=12, tile_w=30))
+    assert not b.valid and "padded I tile 2x14x32" in b.error
+    # the output store: 2 channel blocks x 3 rows x 30 of 120 columns is three runs
+    b = t.build(_point(t, tile_co=2, tile_ci=1, tile_h=3, tile_w=30))
+    assert not b.valid and "O tile 2x3x30" in b.error
+    assert ProgramLimits(dma_2d=False).check(t.op, b.mapping, 1) is None
 
 
 def test_vta_tile_loops_follow_the_conv_schedules_order():
@@ -376,3 +401,41 @@ def test_diana_template_tiles_both_on_chip_levels():
     b = t.build((1, 4, 4, 0))
     assert b.valid
     assert measure_one(t, "sim", (1, 4, 4, 0)).cost == pytest.approx(measure_one(t, "model", (1, 4, 4, 0)).cost)
+
+
+def test_layout_knob_changes_which_tiles_one_dma_transfer_moves():
+    t = ScheduleTemplate(_db(48), VTA, layout_knob=True)
+    assert t.space.knobs[-1].name == "layout" and t.space.knobs[-1].options == ("NCHW", "NHWC")
+    assert t.space.size == 2 * ScheduleTemplate(_db(48), VTA).space.size
+    # 16 channel blocks x 13 x 13 of 14 x 14 rows: three runs channels-first, two with the channels innermost
+    nchw = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7, layout="NCHW"))
+    nhwc = t.build(_point(t, tile_co=1, tile_ci=16, tile_h=7, tile_w=7, layout="NHWC"))
+    assert not nchw.valid and "3 non-contiguous runs" in nchw.error
+    assert nhwc.valid and nhwc.layout_map == {"I": (0, 2, 3, 1)} and nchw.layout_map == {}
+    # a padded input in NHWC with its channels split is never rows x columns
+    t8 = ScheduleTemplate(_db(8), VTA, layout_knob=True)
+    assert "padded I tile" in t8.build(_point(t8, tile_ci=1, tile_h=12, tile_w=30, layout="NHWC")).error
+    assert t8.build(_point(t8, tile_ci=1, tile_h=12, tile_w=30, layout="NCHW")).valid
+
+
+def test_emitted_c_reads_an_input_stored_channels_last():
+    from accelmap.codegen.build import compile_shared, load_run
+    from accelmap.codegen.c_source import dram_strides, generate_c
+    from accelmap.codegen.c_tensors import random_inputs, reference
+    from accelmap.codegen.execute import run_generated
+
+    assert dram_strides((2, 3, 4, 5), (0, 2, 3, 1)) == [60, 1, 15, 3]
+    assert dram_strides((2, 3, 4, 5), None) == [60, 20, 5, 1]
+    op = adopt_precision(conv2d("c", n=1, k=16, c=32, h=6, w=5, r=3, s=3), VTA)      # 4 x 3 outputs
+    t = ScheduleTemplate(op, VTA, layout_knob=True)
+    point = _point(t, tile_ci=2, tile_h=2, tile_w=3, layout="NHWC")     # channels whole: one run
+    b = t.build(point)
+    assert b.valid and b.layout_map == {"I": (0, 2, 3, 1)}
+    fn = load_run(compile_shared(generate_c(op, b.arch, b.mapping, "int", b.layout_map)))
+    tensors = random_inputs(op, "int", np.random.default_rng(1))
+    got, _ = run_generated(fn, op, tensors, len(b.arch.levels), b.layout_map)
+    assert np.array_equal(got, reference(op, tensors))
+    # the same program reading the declared layout computes something else
+    wrong, _ = run_generated(fn, op, tensors, len(b.arch.levels))
+    assert not np.array_equal(wrong, got)
+    assert measure_one(t, "host", point, repeats=1).valid

@@ -44,8 +44,12 @@ def _arch_source(arch: str) -> dict | None:
               help="JSON-lines measurement log; an existing one is resumed (default: OUT/measurements.jsonl).")
 @click.option("--out", "-o", "out_dir", default=None, help="Output folder (default: out/tune-WORKLOAD-ARCH-BACKEND).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the tuners.")
+@click.option("--layout-knob", is_flag=True,
+              help="Also tune the input's DRAM layout (NCHW or NHWC, conv2d): it decides which tiles one DMA "
+                   "transfer moves and the host's memory strides; the model and simulator do not price it.")
 @click.option("--no-plots", is_flag=True, help="Skip the convergence plot.")
-def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, log_path, out_dir, seed, no_plots):
+def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, log_path, out_dir, seed, layout_knob,
+             no_plots):
     """Tune tiling, loop order and virtual threads of one operator by measuring configurations."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -65,7 +69,7 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
         log = out.parent / f"{out.name}.measurements.jsonl"
     tuners = tuners or ("validity",)
     workers = workers or (1 if backend == "host" else 2)
-    template = ScheduleTemplate(op, acc)            # refuses an operator the template cannot express, at once
+    template = ScheduleTemplate(op, acc, layout_knob=layout_knob)   # refuses an operator the template cannot express, at once
     # refuses a bad backend, a too-large operator or an unreadable log before the progress bar
     measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

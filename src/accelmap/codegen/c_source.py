@@ -108,10 +108,28 @@ def _pad(vals, n, fill=0) -> list:
     return vals + [fill] * (n - len(vals))
 
 
-def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int") -> str:
-    """The C source; refuses a mapping that does not fit before writing anything."""
+def dram_strides(shape: tuple[int, ...], order: tuple[int, ...] | None) -> list[int]:
+    """Element stride of each axis of a tensor of ``shape`` stored with its axes in ``order`` (outermost
+    first; None: the declared order, row-major)."""
+    order = tuple(range(len(shape))) if order is None else tuple(order)
+    if sorted(order) != list(range(len(shape))):
+        raise SpecError(f"layout {order} is not an order of the {len(shape)} axes of a tensor of shape {shape}")
+    out = [0] * len(shape)
+    step = 1
+    for a in reversed(order):
+        out[a] = step
+        step *= shape[a]
+    return out
+
+
+def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
+               layouts: dict[str, tuple[int, ...]] | None = None) -> str:
+    """The C source; refuses a mapping that does not fit before writing anything. ``layouts``: operand
+    name -> the order of its axes in memory, outermost first (others: the declared order); the tensors
+    passed to the program must be stored that way (``execute.run_generated`` with the same layouts)."""
     if dtype not in DTYPES:
         raise SpecError(f"data type {dtype!r} is not supported; use one of {', '.join(DTYPES)}", where="--dtype")
+    layouts = layouts or {}
     validate(op, arch, m)
     nlev, nops = len(arch.levels), len(op.operands)
     dims = list(op.dim_names)
@@ -183,7 +201,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int") 
         es = c_type(X, dtype)[1]
         tag = f"{arch.levels[p.level].name}_{X.name}"
         shape, pad = stored_shape(op, X)
-        tstride = [math.prod(shape[a + 1:]) for a in range(len(shape))]
+        tstride = dram_strides(shape, layouts.get(X.name))
         pitch = [math.prod(p.box[a + 1:]) for a in range(len(p.box))]
         parent_top = p.parent == 0
         pp = None if parent_top else by_key[(p.operand, p.parent)]

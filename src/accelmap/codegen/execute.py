@@ -48,14 +48,22 @@ class RunReport:
         return "\n".join(lines)
 
 
-def run_generated(fn, op: Operator, tensors: dict[str, np.ndarray], nlev: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run a built operator on copies of ``tensors``; returns (output, counters[level][operand][4])."""
-    bufs = [np.ascontiguousarray(tensors[X.name]).copy() for X in op.operands]
+def run_generated(fn, op: Operator, tensors: dict[str, np.ndarray], nlev: int,
+                  layouts: dict[str, tuple[int, ...]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Run a built operator on copies of ``tensors``; returns (output, counters[level][operand][4]).
+    ``layouts``: the axis orders the program was generated for (``generate_c``): each tensor is passed
+    stored that way, and the output returned in its declared order."""
+    layouts = layouts or {}
+    bufs = [np.ascontiguousarray(np.transpose(tensors[X.name], layouts[X.name]) if X.name in layouts
+                                 else tensors[X.name]).copy() for X in op.operands]
     ptrs = (ctypes.c_void_p * len(bufs))(*[b.ctypes.data for b in bufs])
     counters = np.zeros((nlev, len(op.operands), 4), dtype=np.int64)
     fn(ptrs, counters.ctypes.data_as(ctypes.POINTER(ctypes.c_longlong)))
     k = next(i for i, X in enumerate(op.operands) if X.is_output)
-    return bufs[k], counters
+    out = bufs[k]
+    if op.operands[k].name in layouts:
+        out = np.transpose(out, np.argsort(layouts[op.operands[k].name]))
+    return out, counters
 
 
 def counts_by_name(op: Operator, arch: Accelerator, m: Mapping,

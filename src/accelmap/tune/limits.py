@@ -45,13 +45,16 @@ class ProgramLimits:
     hardware_loops: int = 0               # outermost tile-level loops run by the instruction itself
     partial_sums_stay: bool = False       # the accumulator cannot spill partial sums to DRAM
     dense_input_box: bool = False         # input tiles are loaded as dense boxes, padding included
+    dma_2d: bool = False                  # every tile copy is one 2-D strided transfer (conv2d tiles)
 
     def check(self, op: Operator, mapping: Mapping, tile_level: int, outer: list[Loop] | None = None,
-              input_bits: int | None = None, copies: int = 1) -> str | None:
+              input_bits: int | None = None, copies: int = 1,
+              layouts: dict[str, tuple[int, ...]] | None = None) -> str | None:
         """Why the tile program of ``mapping`` cannot be built, or None. ``outer``: the DRAM loops
         that change which output tile is resident, outermost first (virtual-thread loops excluded:
         each thread owns its accumulator tile); ``input_bits``: the input buffer's capacity, which
-        ``copies`` input tiles (one per virtual thread, or two when double-buffered) must share."""
+        ``copies`` input tiles (one per virtual thread, or two when double-buffered) must share;
+        ``layouts``: operand -> the order of its axes in DRAM where it is not the declared one."""
         if self.partial_sums_stay and outer is not None:
             out_dims = set(op.output.dims)
             reduction = next((lp for lp in outer if lp.bound > 1 and lp.dim not in out_dims), None)
@@ -73,6 +76,10 @@ class ProgramLimits:
                 if box > input_bits:
                     return (f"the input tile is a {box:,}-bit dense box (padding and strided rows included, "
                             f"x{copies}); the input buffer holds {input_bits:,} bits")
+        if self.dma_2d and op.kind == "conv2d":
+            problem = _dma_problem(op, mapping, tile_level, layouts or {})
+            if problem:
+                return problem
         temporal = [lp for lp in mapping.loops_at(tile_level) if not lp.spatial]
         hw, body = temporal[:self.hardware_loops], temporal[self.hardware_loops:]
         if self.loop_extent_max is not None:
@@ -92,9 +99,60 @@ def _box(ix: AffineIndex, ext: dict[str, int]) -> int:
     return sum(c * (ext[d] - 1) for d, c in ix.terms) + 1
 
 
+def dma_runs(extents: list[int], stored: list[int]) -> tuple[int, bool]:
+    """How many contiguous runs TVM folds a tile copy into, and whether the innermost run starts away
+    from the element (``_fold_buffer_dim`` then adds a dummy row). ``extents`` and ``stored``: the tile's
+    and the tensor's extent per axis in DRAM order (outermost first), in elements of one block."""
+    runs, away, whole, seen = 0, False, True, False
+    for ext, size in zip(reversed(extents), reversed(stored), strict=True):
+        if ext == 1:
+            whole = whole and size == 1       # a dropped loop over a longer axis breaks the run
+            continue
+        if not seen:
+            away, runs, seen = not whole, 1, True
+        elif not whole:
+            runs += 1
+        whole = ext == size
+    return runs, away
+
+
+def _dma_problem(op: Operator, mapping: Mapping, tile_level: int,
+                 layouts: dict[str, tuple[int, ...]]) -> str | None:
+    """Why one of the conv2d tile copies is not a single 2-D DMA transfer, or None."""
+    ext = {d: 1 for d in op.dim_names}
+    block = {d: 1 for d in op.dim_names}
+    for lp in mapping.loops:
+        if lp.level >= tile_level:
+            ext[lp.dim] *= lp.bound
+            if lp.spatial:
+                block[lp.dim] *= lp.bound
+    for X in op.operands:
+        tile, stored = [], []
+        for a in layouts.get(X.name, range(len(X.indices))):
+            ix = X.indices[a]
+            if ix.dims == ("N",):
+                continue                       # the batch loop lies outside the copy
+            unit = math.prod(block[d] for d, _ in ix.terms) if len(ix.terms) == 1 else 1
+            full = X.shape[a] if X.shape else _box(ix, dict(op.sizes))
+            tile.append(_box(ix, ext) // unit)
+            stored.append(full // unit)
+        padded = X.cls == "I" and any(X.pad_lo)
+        runs, away = dma_runs(tile, stored)
+        if padded:
+            present = [t for t in tile if t > 1]
+            inner_cut = tile[-1] == 1 and stored[-1] > 1
+            if len(present) != 2 or inner_cut or away:
+                return (f"the padded {X.name} tile {'x'.join(map(str, tile))} (blocks x rows x columns) is not "
+                        f"one 2-D DMA transfer of rows and columns; VTA's padded load needs exactly those two")
+        elif runs + away > 2:
+            return (f"the {X.name} tile {'x'.join(map(str, tile))} is {runs + away} non-contiguous runs in DRAM; "
+                    f"a VTA DMA transfer is 2-D")
+    return None
+
+
 NO_LIMITS = ProgramLimits()
 VTA_LIMITS = ProgramLimits(VTA_UOP_BUFFER_ENTRIES, VTA_LOOP_EXTENT_MAX, VTA_HARDWARE_LOOPS,
-                           partial_sums_stay=True, dense_input_box=True)
+                           partial_sums_stay=True, dense_input_box=True, dma_2d=True)
 
 
 def limits_for(arch: Accelerator) -> ProgramLimits:

@@ -96,16 +96,17 @@ def _host_time(template: ScheduleTemplate, built, repeats: int) -> tuple[float, 
     from accelmap.codegen.execute import run_generated
 
     op = template.op
-    lib = compile_shared(generate_c(op, built.arch, built.mapping, "int"))
+    layouts = built.layout_map
+    lib = compile_shared(generate_c(op, built.arch, built.mapping, "int", layouts))
     fn = load_run(lib)
     tensors = random_inputs(op, "int", np.random.default_rng(0))
-    got, _ = run_generated(fn, op, tensors, len(built.arch.levels))
+    got, _ = run_generated(fn, op, tensors, len(built.arch.levels), layouts)
     if not np.array_equal(got, reference(op, tensors)):
         raise AccelmapError("the configuration's program computes a wrong result")
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        run_generated(fn, op, tensors, len(built.arch.levels))
+        run_generated(fn, op, tensors, len(built.arch.levels), layouts)
         times.append(time.perf_counter() - t0)
     q1, med, q3 = np.percentile(times, [25, 50, 75])
     return float(med), float((q3 - q1) / med) if med else 0.0

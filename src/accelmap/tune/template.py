@@ -62,6 +62,11 @@ class Built:
     arch: Accelerator | None
     mapping: Mapping | None
     error: str | None = None
+    layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()   # operand -> its axis order in DRAM, if not declared
+
+    @property
+    def layout_map(self) -> dict[str, tuple[int, ...]]:
+        return dict(self.layouts)
 
     @property
     def valid(self) -> bool:
@@ -122,11 +127,26 @@ def ordered_factorizations(n: int, parts: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def input_layouts(op: Operator) -> list[tuple[str, tuple[int, ...]]]:
+    """The DRAM layouts of a convolution's input the embedding leaves open: its axes as declared
+    (NCHW; VTA's blocked NCHWnc) or with the channels innermost (NHWC; NHWCnc), the intrinsic's
+    channel block innermost in both. One layout for other operators."""
+    if op.kind != "conv2d":
+        return []
+    X = next(X for X in op.inputs if X.cls == "I")
+    axes = list(range(len(X.indices)))
+    chan = next((a for a, ix in enumerate(X.indices) if ix.dims == ("C",)), None)
+    if chan is None:
+        return []
+    last = [a for a in axes if a != chan] + [chan]
+    return [("NCHW", tuple(axes)), ("NHWC", tuple(last))]
+
+
 class ScheduleTemplate:
     """The knob space of ``op`` on ``arch`` and the program each configuration builds."""
 
     def __init__(self, op: Operator, arch: Accelerator, *, spatial: dict[str, str] | None = None,
-                 limits: ProgramLimits | None = None):
+                 limits: ProgramLimits | None = None, layout_knob: bool = False):
         self.op = op
         self.arch = arch
         self.limits = limits if limits is not None else limits_for(arch)
@@ -159,6 +179,7 @@ class ScheduleTemplate:
         inner = fan
         self.thread_knobs = [(name, dim) for name, dim in THREAD_DIMS.get(op.kind, ())
                              if dim in self.split_dims] if arch.levels[inner].double_buffered else []
+        self.layouts = input_layouts(op) if layout_knob else []
 
     # --- the space -----------------------------------------------------------------------------------
     @cached_property
@@ -175,6 +196,8 @@ class ScheduleTemplate:
             knobs.append(Knob("reorder", tuple(label for label, _ in self.orders), "permutation"))
         for name, _dim in self.thread_knobs:
             knobs.append(Knob(name, THREAD_OPTIONS, "threads"))
+        if len(self.layouts) > 1:
+            knobs.append(Knob("layout", tuple(label for label, _ in self.layouts), "permutation"))
         return KnobSpace(tuple(knobs))
 
     def _tile_factors(self, values: dict) -> dict[str, tuple[int, ...]]:
@@ -238,10 +261,18 @@ class ScheduleTemplate:
         lv = arch.levels[inner]
         input_bits = lv.capacity_for("I")
         copies = max(n_threads, 2 if lv.double_buffered else 1)
-        problem = self.limits.check(self.op, mapping, inner, tile_loops, input_bits, copies)
+        layouts = self._layouts(values)
+        problem = self.limits.check(self.op, mapping, inner, tile_loops, input_bits, copies, dict(layouts))
         if problem:
-            return Built(arch, mapping, problem)
-        return Built(arch, mapping)
+            return Built(arch, mapping, problem, layouts)
+        return Built(arch, mapping, None, layouts)
+
+    def _layouts(self, values: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        if "layout" not in values:
+            return ()
+        order = dict(self.layouts)[str(values["layout"])]
+        X = next(X for X in self.op.inputs if X.cls == "I")
+        return () if order == tuple(range(len(X.indices))) else ((X.name, order),)
 
     def _inner_order(self) -> list[str]:
         """Split and window dims in their order inside a tile: the target schedule's where it has one,
