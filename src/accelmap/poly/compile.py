@@ -148,6 +148,8 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list
             plans.append(plan)
         for s in g:
             owner[s] = plan
+    for p in plans:   # producers run in the scheduler's group order (a fill before the copy that overwrites it)
+        p.fused.sort(key=lambda f: f[0])
     plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
     return plans
 

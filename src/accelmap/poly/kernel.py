@@ -98,7 +98,7 @@ class Iter:
 
 @dataclass(frozen=True)
 class Call:
-    """An operation: binary ``+ - * / max min == < > <= >=``, unary ``neg abs``, ``select``, ``cast``."""
+    """An operation: binary ``+ - * / max min == < > <= >=``, unary ``neg abs sqrt exp``, ``select``, ``cast``."""
 
     op: str
     args: tuple[Expr, ...]
@@ -113,7 +113,7 @@ class Call:
 
 Expr = Union[Access, Const, Iter, Call]
 BINARY_OPS = ("+", "-", "*", "/", "max", "min", "==", "<", ">", "<=", ">=")
-UNARY_OPS = ("neg", "abs")
+UNARY_OPS = ("neg", "abs", "sqrt", "exp")
 
 
 def accesses(e: Expr) -> list[Access]:
@@ -198,6 +198,9 @@ class Kernel:
     inputs: tuple[Tensor, ...]
     computed: tuple[Tensor, ...]
     statements: tuple[Statement, ...]
+    # computed tensors that are results even though a later definition reads them (an ONNX subgraph's
+    # output that is also consumed inside the subgraph)
+    results: tuple[str, ...] = ()
 
     @property
     def tensors(self) -> dict[str, Tensor]:
@@ -211,7 +214,7 @@ class Kernel:
             for a in accesses(s.body):
                 if a.tensor != s.out.tensor:
                     read_by_other.add(a.tensor)
-        return tuple(t for t in self.computed if t.name not in read_by_other)
+        return tuple(t for t in self.computed if t.name not in read_by_other or t.name in self.results)
 
     def writer(self, tensor: str) -> list[Statement]:
         return [s for s in self.statements if s.out.tensor == tensor]
