@@ -234,42 +234,70 @@ def test_tuner_never_loses_to_auto_tiling_and_its_spec_reproduces():
     assert again == r.best_cycles
 
 
-@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1),
+@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1),
                                   dict(N=1, C1=3, H=12, W=7, Co=16, KH=1, KW=3, SH=1, SW=2)])
 def test_img2col_statement_is_the_papers_eq1(args):
-    """Eq. (1) (with '* s_h'), as an isl map from the fractal index of X to the input index, equals our
-    img2col statement's relation seen through the fractal split m = 16*M_o + M_i, kk = 16*K_o + K_i."""
+    """Eq. (1) (with '* s_h'), as an isl map from the fractal index (N, M_o, K_o, M_i, K_i) of X to the input
+    index, equals the relation of our img2col statement from the fractal buffer Xf to X."""
     from accelmap.poly.img2col import conv_fractal_kernel, eq1_map
     from accelmap.poly.program import build_program
     k = conv_fractal_kernel(**args, dtype="int8")
     p = build_program(k)
-    w0 = p.writes.intersect_domain(p.stmt_set(["S0"]))
-    r0 = p.reads.intersect_domain(p.stmt_set(["S0"]))
-    frac = isl.UnionMap("{ Xfrac[a0, a1, a2, a3, a4] -> Xcol[a0, 16*a1 + a3, 16*a2 + a4] : 0 <= a3 < 16 "
-                        "and 0 <= a4 < 16 }", context=p.ctx)
-    ours = frac.apply_range(w0.reverse().apply_range(r0))
+    w1 = p.writes.intersect_domain(p.stmt_set(["S1"]))
+    r1 = p.reads.intersect_domain(p.stmt_set(["S1"]))
     eq1 = eq1_map(*(args[x] for x in ("N", "C1", "H", "W", "KH", "KW", "SH", "SW")), ctx=p.ctx)
-    assert ours.is_equal(isl.UnionMap.from_map(eq1))
+    assert w1.reverse().apply_range(r1).is_equal(isl.UnionMap.from_map(eq1.set_tuple_name(isl.dim_type.in_, "Xf")))
+
+
+def direct_conv_nc1hwc0(x, ho, wo, sh, kh_, kw_):
+    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
+    y = np.zeros((X.shape[0], Wt.shape[0], ho, wo), np.int64)
+    for kh in range(kh_):
+        for kw in range(kw_):
+            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + sh * (ho - 1) + 1:sh, kw:kw + wo, :], Wt[:, :, kh, kw, :])
+    return y
+
+
+def test_fractal_conv_matches_a_direct_convolution():
+    """The fractal GEMM's output Y[N, Co/16, 16*M_o, 16] holds the convolution in its first Ho*Wo rows; the
+    rows that pad M to a multiple of 16 stay zero."""
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1, dtype="int8")
+    x = random_inputs(k, seed=5)
+    y = reference(k, x)["Y"].astype(np.int64)
+    assert y.shape == (2, 2, 48, 16)
+    assert np.array_equal(y[:, :, :40, :].transpose(0, 1, 3, 2).reshape(2, 32, 4, 10),
+                          direct_conv_nc1hwc0(x, 4, 10, 2, 3, 2))
+    assert not y[:, :, 40:, :].any()
 
 
 @pytest.mark.parametrize("fuse", [True, False])
-def test_img2col_conv_matches_a_direct_convolution(fuse):
+def test_fractal_conv_code_is_bit_exact(fuse):
     from accelmap.poly.img2col import conv_fractal_kernel
-    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1, dtype="int8")
-    x = random_inputs(k, seed=5)
-    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
-    ho, wo = 4, 10
-    y = np.zeros((2, 20, ho, wo), np.int64)
-    for kh in range(3):
-        for kw in range(2):
-            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + 2 * (ho - 1) + 1:2, kw:kw + wo, :], Wt[:, :, kh, kw, :])
-    assert np.array_equal(reference(k, x)["Y"].astype(np.int64), y)
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1, dtype="int8")
     c = compile_subgraph(k, ASCEND, fuse=fuse)
     assert run_and_check(c, seed=5).exact
-    # tiles that split the reduction (kk) and the pixels, with img2col fused into every tile
-    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_3: 1@UB, 16@UB, 2@UB, 5@UB, 64@UB"))
-    assert tiled.plans[-1].n_tiles == 2 * 2 * 2 * 2 * 3
+    # tiles of single fractal blocks in N_o and M_o and of 5 blocks of K_o, with img2col and the weight
+    # blocks fused into every tile (the cube's operand tiles built on the fly)
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"))
+    assert tiled.plans[-1].n_tiles == 2 * 2 * 3 * 3
+    if fuse:
+        assert [g for _, g in tiled.plans[0].fused] == [("S0",), ("S1",), ("S2",)]
     assert run_and_check(tiled, seed=5).exact
+
+
+def test_an_illegal_external_schedule_is_refused():
+    from dataclasses import replace
+
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=1, C1=1, H=5, W=5, Co=16, KH=3, KW=3, dtype="int8")
+    tree = k.external_schedule
+    first = tree.index("{ filter")
+    gemm = tree.index('{ filter: "{ S3')
+    # the GEMM moved before img2col reads Xf before it is written
+    bad = tree[:first] + tree[gemm:-6] + ", " + tree[first:gemm - 2] + " ] } }"
+    with pytest.raises(SpecError, match="violates a dependence"):
+        compile_subgraph(replace(k, external_schedule=bad), ASCEND)
 
 
 def test_an_assignment_writing_an_element_twice_is_refused():
@@ -283,7 +311,7 @@ def test_an_assignment_writing_an_element_twice_is_refused():
 
 
 def test_cli_conv_img2col_runs():
-    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--run", "--no-code"])
+    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--size", "C1=2", "--run", "--no-code"])
     assert r.exit_code == 0, r.output
     assert "run on the host: OK" in r.output
 

@@ -334,7 +334,9 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     computation lowest until every buffer fits half its capacity; the innermost tiled member stays a
     multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
     ext = plan.extents
-    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements)
+    # a cube kernel aligns members to the fractal size f, unless its schedule already counts f x f blocks in
+    # the band (the external fractal-GEMM tree keeps the 16 x 16 x 16 block loops below it)
+    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements) and not prog.kernel.external_schedule
     # In a permutable band every member may be tiled, reductions included (the cube's K at L1; a vector
     # reduction's accumulator then stays resident across the reduction's tiles).
     tiled = [i for i, c in enumerate(plan.coincident) if c or band.band_get_permutable()]
@@ -393,7 +395,7 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                      tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None) -> Compiled:
     ctx = make_context(option_set)
     prog = build_program(k, ctx)
-    scheduled = compute_schedule(prog.domain, prog.deps, prog.raw)
+    scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
     caps = _capacities(arch)
     plans = plan_kernels(prog, scheduled, fuse)
     nodes = group_nodes(scheduled)
@@ -429,6 +431,28 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                                + "; ".join(over) + " (half of each buffer is kept for double buffering)")
     schedule = _transform(prog, scheduled, plans)
     return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
+
+
+def external_schedule(prog: PolyProgram) -> isl.Schedule:
+    """The kernel's prebuilt schedule tree, checked: it covers every statement instance exactly and runs
+    the source of every dependence before its sink."""
+    k = prog.kernel
+    try:
+        sched = isl.Schedule.read_from_str(prog.ctx, k.external_schedule)
+    except isl.Error:
+        raise SpecError("the external schedule tree does not parse as an isl schedule", where=k.name) from None
+    if not sched.get_domain().is_equal(prog.domain):
+        raise SpecError("the external schedule tree's domain differs from the statements' domains", where=k.name)
+    smap = sched.get_map()
+    steps = prog.deps.apply_domain(smap).apply_range(smap)
+    maps: list[isl.Map] = []
+    steps.foreach_map(maps.append)
+    for m in maps:
+        bad = m.subtract(isl.Map.lex_lt(m.get_space().domain()))
+        if not bad.is_empty():
+            raise SpecError(f"the external schedule tree violates a dependence, e.g. {bad.wrap().sample_point()}",
+                            where=k.name)
+    return sched
 
 
 def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:

@@ -36,34 +36,66 @@ def dtype_bytes(dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Affine:
-    """An index ``sum(coeff * dim) + const`` over loop dimensions."""
+    """An index ``sum(coeff * atom) + const``; an atom is a loop dimension or a ``FloorDiv`` (a quasi-affine
+    quotient or remainder, as in Eq. 1's fractal index of img2col)."""
 
-    terms: tuple[tuple[str, int], ...]
+    terms: tuple[tuple[str | FloorDiv, int], ...]
     const: int = 0
 
     @property
     def dims(self) -> tuple[str, ...]:
-        return tuple(d for d, _ in self.terms)
+        out: list[str] = []
+        for d, _ in self.terms:
+            out += [d] if isinstance(d, str) else list(d.inner.dims)
+        return tuple(out)
 
     def isl(self) -> str:
-        parts = [d if c == 1 else f"{c}*{d}" for d, c in self.terms if c]
+        parts = [_atom_isl(d) if c == 1 else f"{c}*{_atom_isl(d)}" for d, c in self.terms if c]
         if self.const or not parts:
             parts.append(str(self.const))
         return " + ".join(parts).replace("+ -", "- ")
 
     def c(self, prefix: str = "") -> str:
         """For a C macro body: every dim parenthesized, as the macro's argument may be a sum."""
-        parts = [f"({prefix}{d})" if c == 1 else f"{c} * ({prefix}{d})" for d, c in self.terms if c]
+        parts = [f"({_atom_c(d, prefix)})" if c == 1 else f"{c} * ({_atom_c(d, prefix)})" for d, c in self.terms if c]
         return " + ".join(parts + [str(self.const)] if self.const or not parts else parts)
 
     def evaluate(self, env: dict[str, np.ndarray]) -> np.ndarray | int:
         out: np.ndarray | int = self.const
         for d, c in self.terms:
-            out = out + c * env[d]
+            out = out + c * (env[d] if isinstance(d, str) else d.evaluate(env))
         return out
 
     def __str__(self) -> str:
         return self.isl()
+
+
+@dataclass(frozen=True)
+class FloorDiv:
+    """``floor(inner / divisor)``, or with ``remainder`` ``inner mod divisor``. In a domain the indices it
+    takes are non-negative, so C's ``/`` and ``%`` agree with the floor semantics of isl and NumPy."""
+
+    inner: Affine
+    divisor: int
+    remainder: bool = False
+
+    def evaluate(self, env: dict[str, np.ndarray]) -> np.ndarray | int:
+        v = self.inner.evaluate(env)
+        return v % self.divisor if self.remainder else v // self.divisor
+
+
+def _atom_isl(d: str | FloorDiv) -> str:
+    if isinstance(d, str):
+        return d
+    if d.remainder:
+        return f"(({d.inner.isl()}) mod {d.divisor})"
+    return f"floor(({d.inner.isl()})/{d.divisor})"
+
+
+def _atom_c(d: str | FloorDiv, prefix: str) -> str:
+    if isinstance(d, str):
+        return prefix + d
+    return f"({d.inner.c(prefix)}) {'%' if d.remainder else '/'} {d.divisor}"
 
 
 @dataclass(frozen=True)
@@ -201,6 +233,9 @@ class Kernel:
     # computed tensors that are results even though a later definition reads them (an ONNX subgraph's
     # output that is also consumed inside the subgraph)
     results: tuple[str, ...] = ()
+    # an external schedule tree (isl's text form) used instead of the isl scheduler: the fractal GEMM of
+    # img2col convolution (Sec. 4.5 grafts a prebuilt tree); compile_subgraph checks it against the dependences
+    external_schedule: str = ""
 
     @property
     def tensors(self) -> dict[str, Tensor]:
