@@ -122,7 +122,9 @@ def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, nodes
         click.echo("    buffer use (of half capacity): " + ", ".join(
             f"{b} {n:,}/{caps[b]:,} B" for b, n in p.buffer_bytes.items() if n))
         if p.l0_k_chunk:
-            click.echo(f"    L0 reduction chunk (second-level tiling, timing model only): {p.l0_k_chunk}")
+            where = ("emitted: " + ", ".join(f"{t} -> {b} chunk {list(box)}" for t, (b, box, _) in p.l0_copies.items())
+                     if p.l0_copies else "timing model only (the reduction's loops are inner bands)")
+            click.echo(f"    L0 reduction chunk (second-level tiling) {p.l0_k_chunk} of {p.l0_k_extent}; {where}")
     if code:
         click.echo("\ngenerated C:")
         click.echo(generate_c(c)[0])

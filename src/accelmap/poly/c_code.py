@@ -108,8 +108,16 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
     for name in args:
         lines.append(f"static {DTYPES[k.tensors[name].dtype][0]} *{name};")
 
-    def access_in(kernel: int | None):
+    l0: dict[tuple[int, str], tuple[str, tuple[int, ...], str]] = {
+        (plan.index, t): v for plan in c.plans for t, v in plan.l0_copies.items()}
+    for (idx, name), (buf, box, _) in l0.items():
+        lines.append(f"static {DTYPES[k.tensors[name].dtype][0]} {name}_l0{idx}[{math.prod(box)}];"
+                     f"  /* {buf} chunk of kernel {idx}, box {list(box)} */")
+
+    def access_in(kernel: int | None, cube: bool = False):
         def access(a: Access) -> str:
+            if cube and kernel is not None and (kernel, a.tensor) in l0:
+                return f"{a.tensor}_l0{kernel}[{_flat(a, l0[(kernel, a.tensor)][1], True)}]"
             if a.tensor in promoted:
                 return f"{a.tensor}_local[{_flat(a, promoted[a.tensor], True)}]"
             if kernel is not None and (kernel, a.tensor) in staged:
@@ -124,7 +132,8 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
         if s.kind == "init":
             rhs = "0"
         elif s.kind == "update":
-            rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, access)})"
+            operand = access_in(owner.get(s.name), cube=s.is_cube)   # the cube reads its operands from L0A/L0B
+            rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, operand)})"
         else:
             rhs = _expr(s.body, k, access)
         lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) "
@@ -140,6 +149,11 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
             lines.append(f"#define {copy_name('in', plan, name)}({params}) do {{ {local} = {glob}; }} while (0)")
         if name in plan.copy_out:
             lines.append(f"#define {copy_name('out', plan, name)}({params}) do {{ {glob} = {local}; }} while (0)")
+    for (idx, name), (buf, box, stmt) in l0.items():
+        dims = [f"a{i}" for i in range(len(box))]
+        el = Access(name, tuple(Affine(((d, 1),)) for d in dims))
+        lines.append(f"#define {stmt}({', '.join(DIM + d for d in dims)}) do {{ "
+                     f"{name}_l0{idx}[{_flat(el, box, True)}] = {access_in(idx)(el)}; }} while (0)  /* L1 -> {buf} */")
     lines.append("int accelmap_run(void **bufs, long long *dims) {")
     lines.append("  (void)dims;")
     for i, name in enumerate(args):

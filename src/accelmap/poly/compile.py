@@ -67,6 +67,9 @@ class KernelPlan:
     footprints: dict[str, Footprint] = field(default_factory=dict)
     buffer_bytes: dict[str, int] = field(default_factory=dict)
     l0_k_chunk: int = 0                          # reduction chunk of the second-level (L0) tiling, 0: no cube
+    l0_k_extent: int = 0                         # the tile's reduction extent that the chunk splits
+    # the emitted L1 -> L0 copies: operand tensor -> (L0A or L0B, per-chunk box, copy statement name)
+    l0_copies: dict[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
 
     @property
     def statements(self) -> tuple[str, ...]:
@@ -243,7 +246,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         chunk = _align(kext, CUBE)
         while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
             chunk -= CUBE
-        plan.l0_k_chunk = chunk
+        plan.l0_k_chunk, plan.l0_k_extent = chunk, kext
         for b, r in per_k.items():
             use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
@@ -495,6 +498,7 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         for i, t in enumerate(plan.sizes):
             mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
         point = _distribute(prog, band.band_tile(mv).child(0), plan.group)
+        point = _l0_tiling(prog, plan, point)
         # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
         for rel in plan.copy_in.values():
             point = point.graft_before(_copy_graft(rel))
@@ -511,6 +515,87 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
             inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
             sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
     return sched
+
+
+def _first_band_with(node: isl.ScheduleNode, stmt: isl.UnionSet) -> isl.ScheduleNode | None:
+    """The first band at or below ``node`` (depth first) that the instances ``stmt`` pass through."""
+    if is_type(node, isl.schedule_node_type.band) and stmt.is_subset(node.get_domain()):
+        return node
+    if is_type(node, isl.schedule_node_type.filter) and node.filter_get_filter().intersect(stmt).is_empty():
+        return None
+    for i in range(node.n_children()):
+        found = _first_band_with(node.child(i), stmt)
+        if found is not None:
+            return found
+    return None
+
+
+def l0_copy_name(plan: KernelPlan, tensor: str) -> str:
+    return f"l0{plan.index}_{tensor}"
+
+
+def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Second-level tiling for the cube (Sec. 4.4): inside a tile, split the point band's reduction member into
+    chunks of ``plan.l0_k_chunk`` (the L0A/L0B capacity check's chunk) and graft, before each chunk, copy
+    statements that move the chunk's operand footprints from L1 to L0A / L0B; the cube reads them there.
+    When no point-band member is the reduction (its loops are in inner bands) the whole tile's operands are
+    copied once, which the capacity check allows only when the chunk is the whole reduction.
+    Returns the node at ``point``'s position."""
+    k = prog.kernel
+    depth = point.get_tree_depth()
+    plan.l0_copies = {}
+    node = point
+    for st in (k.statement(s) for s in plan.group if k.statement(s).is_cube):
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        ops = [strip_casts(a) for a in body.args]
+        assert all(isinstance(a, Access) for a in ops)
+        if len({a.tensor for a in ops if isinstance(a, Access)}) < 2:
+            continue   # both operands from one tensor: kept in L1 (one buffer per tensor here)
+        mine = prog.stmt_set([st.name])
+        band = _first_band_with(node, mine)
+        if band is None:
+            continue
+        n = band.band_n_member()
+        sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
+        # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
+        sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
+        if n == len(plan.sizes):
+            sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
+        red = []
+        for i in range(n):
+            only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
+            for d in st.reduce_dims:
+                want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
+                if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
+                    red.append(i)
+        target = band
+        if red and plan.l0_k_chunk < plan.l0_k_extent:
+            i = red[0]
+            per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
+            chunk = max(1, plan.l0_k_chunk // per_step)
+            while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
+                chunk -= 1
+            if chunk < sizes[i]:
+                tile = list(sizes)
+                tile[i] = chunk
+                mv = isl.MultiVal.zero(band.band_get_space())
+                for j, t in enumerate(tile):
+                    mv = mv.set_val(j, isl.Val.int_from_si(prog.ctx, t))
+                target = band.band_tile(mv).child(0)
+        elif plan.l0_k_chunk < plan.l0_k_extent:
+            continue   # the reduction's loops are inner bands: the chunking stays in the model
+        prefix = target.get_prefix_schedule_union_map().intersect_domain(mine)
+        for a, buf in zip(ops, ("L0A", "L0B"), strict=True):
+            assert isinstance(a, Access)
+            acc = prog.reads.intersect_domain(mine).intersect_range(
+                isl.UnionSet(f"{{ {a.tensor}[{', '.join(f'i{j}' for j in range(len(a.index)))}] }}", context=prog.ctx))
+            (rel,) = per_tensor(prefix.reverse().apply_range(acc)).values()
+            name = l0_copy_name(plan, a.tensor)
+            plan.l0_copies[a.tensor] = (buf, box_sizes(rel), name)
+            target = target.graft_before(_copy_graft(rel.set_tuple_name(isl.dim_type.out, name)))
+        node = target.ancestor(target.get_tree_depth() - depth)
+    return node
 
 
 def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:
