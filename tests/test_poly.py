@@ -444,3 +444,33 @@ def test_dp_grouping_trades_delay_for_flags():
     assert (len(flags), cost) == (1, 26) and flags[0].set_after == 1 and flags[0].wait_before == 2
     flags, cost = group_flags(prog, [10, 10, 5, 5], 4)
     assert (len(flags), cost) == (2, 8)
+
+
+def test_sibling_fusion_of_two_reductions_of_one_input():
+    """BatchNorm's statistics: sum(X) and sum(X*X) are independent groups reading X; fused horizontally they
+    share one band and every tile loads X once: half the off-chip traffic of two kernels, same results."""
+    k = parse_subgraph(library_subgraph("bn_reduce", N=4, C=32, H=16, W=16), "bn")
+    apart = compile_subgraph(k, ASCEND, fuse=False)
+    fused = compile_subgraph(k, ASCEND, fuse=True)
+    assert [p.group for p in apart.plans] == [("S0", "S1"), ("S2", "S3")]
+    assert [p.group for p in fused.plans] == [("S0", "S1", "S2", "S3")]
+    x_bytes = 4 * 32 * 16 * 16 * 4
+    ta, tf = time_compiled(apart), time_compiled(fused)
+    assert sum(k_.in_bytes for k_ in ta.kernels) == 2 * x_bytes and sum(k_.in_bytes for k_ in tf.kernels) == x_bytes
+    assert tf.cycles < ta.cycles
+    assert run_and_check(fused).ok
+
+
+def test_dependent_groups_are_not_fused_as_siblings():
+    from accelmap.poly.compile import fuse_siblings
+    from accelmap.poly.program import build_program
+    from accelmap.poly.schedule import compute_schedule, make_context
+    text = """
+        input X[8, 32] float32
+        M[n:8] = sum(X[n, d], d=32)
+        V[n:8] = sum(X[n, d] * M[n], d=32)
+    """
+    k = parse_subgraph(text, "dep")
+    prog = build_program(k, make_context("distribute"))
+    sched = compute_schedule(prog.domain, prog.deps, prog.raw)
+    assert fuse_siblings(prog, sched) is sched   # V reads M: a dependence between the groups

@@ -399,6 +399,8 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
     ctx = make_context(option_set)
     prog = build_program(k, ctx)
     scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
+    if fuse:
+        scheduled = fuse_siblings(prog, scheduled)
     caps = _capacities(arch)
     plans = plan_kernels(prog, scheduled, fuse)
     nodes = group_nodes(scheduled)
@@ -446,6 +448,14 @@ def external_schedule(prog: PolyProgram) -> isl.Schedule:
         raise SpecError("the external schedule tree does not parse as an isl schedule", where=k.name) from None
     if not sched.get_domain().is_equal(prog.domain):
         raise SpecError("the external schedule tree's domain differs from the statements' domains", where=k.name)
+    bad = _violated(prog, sched)
+    if bad:
+        raise SpecError(f"the external schedule tree violates a dependence, e.g. {bad}", where=k.name)
+    return sched
+
+
+def _violated(prog: PolyProgram, sched: isl.Schedule) -> str:
+    """A dependence the schedule runs backwards or at the same time ("" if it respects them all)."""
     smap = sched.get_map()
     steps = prog.deps.apply_domain(smap).apply_range(smap)
     maps: list[isl.Map] = []
@@ -453,9 +463,81 @@ def external_schedule(prog: PolyProgram) -> isl.Schedule:
     for m in maps:
         bad = m.subtract(isl.Map.lex_lt(m.get_space().domain()))
         if not bad.is_empty():
-            raise SpecError(f"the external schedule tree violates a dependence, e.g. {bad.wrap().sample_point()}",
-                            where=k.name)
-    return sched
+            return str(bad.wrap().sample_point())
+    return ""
+
+
+def fuse_siblings(prog: PolyProgram, scheduled: isl.Schedule) -> isl.Schedule:
+    """Sibling (horizontal) fusion: consecutive top-level groups that read a common tensor, do not depend on
+    each other and have bands of equal member extents share one band (the union of their partial
+    schedules) with the groups in a sequence below it, so a tile loads the common tensor once (two
+    reductions of one input, as in BatchNorm's statistics). The result is checked against the dependences;
+    a merge that would violate one is not made."""
+    top = scheduled.get_root().child(0)
+    if not is_type(top, isl.schedule_node_type.sequence, isl.schedule_node_type.set) or any(
+            top.child(i).has_children() and is_type(top.child(i).child(0), isl.schedule_node_type.sequence,
+                                                    isl.schedule_node_type.set) for i in range(top.n_children())):
+        return scheduled
+    k = prog.kernel
+    groups = [top.child(i) for i in range(top.n_children())]
+
+    def reads_of(f: isl.ScheduleNode) -> set[str]:
+        names = statements_of(f.filter_get_filter())
+        written = {k.statement(n).out.tensor for n in names}
+        return {a.tensor for n in names for a in k.statement(n).reads} - written
+
+    def extents(f: isl.ScheduleNode):
+        band = _band_of(f)
+        return member_extents(band) if band is not None else None
+
+    clusters: list[list[isl.ScheduleNode]] = []
+    for f in groups:
+        if clusters:
+            last = clusters[-1]
+            dom = f.filter_get_filter()
+            other = last[0].filter_get_filter()
+            for g in last[1:]:
+                other = other.union(g.filter_get_filter())
+            between = prog.deps.intersect_domain(other).intersect_range(dom).union(
+                prog.deps.intersect_domain(dom).intersect_range(other))
+            if extents(f) is not None and extents(f) == extents(last[0]) and between.is_empty() \
+                    and any(reads_of(f) & reads_of(g) for g in last):
+                last.append(f)
+                continue
+        clusters.append([f])
+    if all(len(cl) == 1 for cl in clusters):
+        return scheduled
+    ctx = prog.ctx
+    filters = isl.UnionSetList.alloc(ctx, len(clusters))
+    for cl in clusters:
+        u = cl[0].filter_get_filter()
+        for g in cl[1:]:
+            u = u.union(g.filter_get_filter())
+        filters = filters.add(u)
+    node = isl.Schedule.from_domain(prog.domain).get_root().child(0).insert_sequence(filters)
+    for ci, cl in enumerate(clusters):
+        leaf = node.child(ci).child(0)
+        if len(cl) == 1:
+            node = _copy_into(leaf, cl[0].child(0)).parent().parent()
+            continue
+        bands = [b for b in (_band_of(g) for g in cl) if b is not None]   # every member has one (equal extents)
+        mupa = bands[0].band_get_partial_schedule()
+        for b in bands[1:]:
+            mupa = mupa.union_add(b.band_get_partial_schedule())
+        band = leaf.insert_partial_schedule(mupa)
+        band = band.band_set_permutable(int(all(b.band_get_permutable() for b in bands)))
+        for i in range(band.band_n_member()):
+            band = band.band_member_set_coincident(i, int(all(b.band_member_get_coincident(i) for b in bands)))
+        parts = isl.UnionSetList.alloc(ctx, len(cl))
+        for g in cl:
+            parts = parts.add(g.filter_get_filter())
+        seq = band.child(0).insert_sequence(parts)
+        for i, b in enumerate(bands):
+            if b.has_children():
+                seq = _copy_into(seq.child(i).child(0), b.child(0)).parent().parent()
+        node = seq.parent().parent().parent()
+    merged = node.get_schedule()
+    return scheduled if _violated(prog, merged) else merged
 
 
 def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
@@ -466,6 +548,9 @@ def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode
     """Rebuild the subtree at ``src`` below the leaf ``dst``; returns the node at ``dst``'s position."""
     if is_type(src, isl.schedule_node_type.band):
         dst = dst.insert_partial_schedule(src.band_get_partial_schedule())
+        dst = dst.band_set_permutable(int(src.band_get_permutable()))
+        for i in range(src.band_n_member()):
+            dst = dst.band_member_set_coincident(i, int(src.band_member_get_coincident(i)))
         if src.has_children():
             dst = _copy_into(dst.child(0), src.child(0)).parent()
         return dst
