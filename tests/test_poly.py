@@ -474,3 +474,16 @@ def test_dependent_groups_are_not_fused_as_siblings():
     prog = build_program(k, make_context("distribute"))
     sched = compute_schedule(prog.domain, prog.deps, prog.raw)
     assert fuse_siblings(prog, sched) is sched   # V reads M: a dependence between the groups
+
+
+def test_img2col_runs_on_the_mte_not_the_vector_unit():
+    """The MTE does img2col and the fractal layout while loading cube operands (Sec. 2): the layout statements
+    sit on the L1->L0 queue of the tile program and add no vector work."""
+    from accelmap.poly.img2col import conv_fractal_kernel
+    from accelmap.poly.sync import tile_program
+    k = conv_fractal_kernel(N=1, C1=1, H=6, W=6, Co=16, KH=3, KW=3, dtype="int8")
+    assert k.layout_statements() == {"S0", "S1", "S2"}
+    c = compile_subgraph(k, ASCEND, fuse=True)
+    queues = {i.text: i.queue for i in tile_program(c, c.plans[0])}
+    assert queues["S1"] == queues["S2"] == "MTE-L1L0" and queues["S4"] == "cube"
+    assert time_compiled(c).kernels[0].busy["vector"] == 1024 // 256   # only the L0C -> UB drain of Y (1 KiB)

@@ -251,6 +251,19 @@ class Kernel:
                     read_by_other.add(a.tensor)
         return tuple(t for t in self.computed if t.name not in read_by_other or t.name in self.results)
 
+    def layout_statements(self) -> set[str]:
+        """Statements the MTE runs, not the vector unit (Sec. 2: the MTE does img2col on the way to the cube):
+        copies of an input tensor, or constant fills, into a tensor that only cube statements read."""
+        cube_read: set[str] = set()
+        other_read: set[str] = set()
+        for s in self.statements:
+            for a in accesses(s.body):
+                (cube_read if s.is_cube else other_read).add(a.tensor)
+        inputs = {t.name for t in self.inputs}
+        return {s.name for s in self.statements if s.kind == "assign" and s.out.tensor in cube_read
+                and s.out.tensor not in other_read
+                and (isinstance(s.body, Const) or (isinstance(s.body, Access) and s.body.tensor in inputs))}
+
     def writer(self, tensor: str) -> list[Statement]:
         return [s for s in self.statements if s.out.tensor == tensor]
 

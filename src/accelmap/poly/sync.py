@@ -43,6 +43,7 @@ def tile_program(c: Compiled, plan: KernelPlan) -> list[Instr]:
     for t in plan.copy_in:
         out.append(Instr("MTE-in", f"copy {t} in", (), (t,)))
     order = sorted(plan.statements, key=lambda n: int(n[1:]))
+    layout = k.layout_statements()
     for name in order:
         st = k.statement(name)
         reads = tuple(sorted({a.tensor for a in st.reads}))
@@ -59,6 +60,8 @@ def tile_program(c: Compiled, plan: KernelPlan) -> list[Instr]:
                              (st.out.tensor,)))
         elif st.kind == "init" and any(k.statement(o).is_cube and k.statement(o).out == st.out for o in order):
             continue   # folded into the cube's first accumulation
+        elif name in layout:
+            out.append(Instr("MTE-L1L0", name, reads, (st.out.tensor,)))   # img2col by the MTE
         else:
             out.append(Instr("vector", name, reads, (st.out.tensor,)))
     for t in plan.copy_out:

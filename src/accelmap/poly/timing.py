@@ -115,6 +115,7 @@ class _TileCosts:
         mine = set(plan.statements)
         self.written = {k.statement(s).out.tensor for s in mine}
         self.read = {a.tensor for s in mine for a in k.statement(s).reads}
+        self.layout = k.layout_statements()
         self.cache: dict[tuple[int, ...], tuple[dict[str, int], dict[str, int], int, dict[str, int]]] = {}
 
     def at(self, key: tuple[int, ...]) -> tuple[dict[str, int], dict[str, int], int, dict[str, int]]:
@@ -163,6 +164,8 @@ class _TileCosts:
             elif st.kind == "init" and any(k.statement(o).is_cube and k.statement(o).out == st.out
                                            for o in per_stmt):
                 continue   # the cube's first accumulation overwrites L0C: no separate clear
+            elif name in self.layout:
+                continue   # img2col / fractal layout: the MTE produces it in the cube operand's L1 -> L0 load
             else:
                 cyc["vector"] += math.ceil(math.prod(box.values()) * dtype_bytes(k.tensors[st.out.tensor].dtype)
                                            / VECTOR_BYTES)
