@@ -64,6 +64,11 @@ CASES = {
          node("Squeeze", ["u", "ax0"], ["y"]), node("Pad", ["y", "pads", "pv"], ["p"])],
         [("x", F, [4, 8]), ("mu", F, [8]), ("two", F, []), ("lo", F, []), ("hi", F, []), ("ax0", I64, [1]),
          ("pads", I64, [4]), ("pv", F, [])], [("p", F), ("var", F)], opset=18),
+    "matmul_residual_layer_norm": model(
+        [node("MatMul", ["x", "w"], ["mm"]), node("Add", ["mm", "bias"], ["ba"]), node("Add", ["ba", "h"], ["res"]),
+         node("LayerNormalization", ["res", "g", "bt"], ["y"], epsilon=1e-5)],
+        [("x", F, [2, 3, 8]), ("w", F, [8, 8]), ("bias", F, [8]), ("h", F, [2, 3, 8]), ("g", F, [8]),
+         ("bt", F, [8])], [("y", F)]),
 }
 # value inputs (axes, exponents, bounds) are given as initializers so the importer can read them
 CONSTS = {
@@ -110,6 +115,7 @@ def test_imported_statements_agree_with_onnx_reference(name):
 
 
 @pytest.mark.parametrize("name,fuse", [("conv_bn_relu_residual", True), ("bn_training", True),
+                                       ("matmul_residual_layer_norm", True),
                                        ("batched_matmul_broadcast_gemm", True), ("one_hot_cast_transpose", False),
                                        ("elementwise_broadcast_mix", True)])
 def test_imported_subgraph_compiles_and_runs(name, fuse):
@@ -172,3 +178,13 @@ def test_a_fused_basic_block_runs_its_producers_in_dependence_order():
     # the second conv's zero fill (S6) must run before the copy of the first conv's result into it (S7)
     assert order.index("S6") < order.index("S7") and order.index("S0") < order.index("S1")
     assert run_and_check(c).ok
+
+
+def test_producers_that_cannot_fit_a_fused_tile_become_kernels_again():
+    """LayerNorm after a 768 x 768 fp32 GEMM: each tile of the normalization needs whole rows, so the fused
+    GEMM's weight block (2.3 MB) cannot fit L1 at any tile size; the GEMM is given back as its own kernel."""
+    m = model([node("MatMul", ["x", "w"], ["mm"]), node("LayerNormalization", ["mm", "g", "bt"], ["y"])],
+              [("x", F, [16, 768]), ("w", F, [768, 768]), ("g", F, [768]), ("bt", F, [768])], [("y", F)])
+    c = compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=True)
+    assert ("S0", "S1") in [p.group for p in c.plans] and all(("S0", "S1") not in [g for _, g in p.fused]
+                                                              for p in c.plans)

@@ -409,31 +409,19 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
                             f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
                             where="--tiles")
-    for plan in plans:
-        band = _band_of(nodes[plan.index])
-        if band is not None:
-            ext = member_extents(band)
-            plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
-            plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
-        spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
-        if band is None:
-            if spec is not None:
-                raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
-                                "them none); drop their tile spec", where="--tiles")
-            _footprints(prog, plan, None, (), caps, plans)
-        elif spec is not None:
-            if len(spec) > len(plan.extents):
-                raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
-                                f"(statements {', '.join(plan.group)})", where="--tiles")
-            sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
-            _footprints(prog, plan, band, sizes, caps, plans)
-        else:
-            elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
-            _auto_sizes(prog, plan, band, caps, plans, elem)
-        over = _fits(plan, caps)
-        if over:
-            raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
-                               + "; ".join(over) + " (half of each buffer is kept for double buffering)")
+    while True:
+        try:
+            _size_plans(prog, plans, nodes, tile_spec, caps)
+            break
+        except _NoFit as e:
+            # Post-tiling fusion is greedy: a kernel whose fused producers cannot fit even with the smallest
+            # tiles (a row reduction needing a whole GEMM row per tile) gives them back as kernels of their own
+            victim = e.plan
+            if not victim.fused:
+                raise MappingError(str(e)) from None
+            plans += [KernelPlan(idx, g) for idx, g in victim.fused]
+            victim.fused = []
+            plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
     schedule = _transform(prog, scheduled, plans)
     return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
 
@@ -538,6 +526,53 @@ def fuse_siblings(prog: PolyProgram, scheduled: isl.Schedule) -> isl.Schedule:
         node = seq.parent().parent().parent()
     merged = node.get_schedule()
     return scheduled if _violated(prog, merged) else merged
+
+
+class _NoFit(MappingError):
+    def __init__(self, message: str, plan: KernelPlan):
+        super().__init__(message)
+        self.plan = plan
+
+
+def _size_plans(prog: PolyProgram, plans: list[KernelPlan], nodes: list[isl.ScheduleNode],
+                tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int]) -> None:
+    """Tile sizes (from the spec or auto-tiling), footprints and buffer use of every kernel."""
+    for plan in plans:
+        plan.footprints, plan.buffer_bytes = {}, {}
+    for plan in plans:
+        try:
+            _size_plan(prog, plan, plans, nodes, tile_spec, caps)
+        except MappingError as e:
+            raise _NoFit(str(e), plan) from None
+
+
+def _size_plan(prog: PolyProgram, plan: KernelPlan, plans: list[KernelPlan], nodes: list[isl.ScheduleNode],
+               tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int]) -> None:
+    k = prog.kernel
+    band = _band_of(nodes[plan.index])
+    if band is not None:
+        ext = member_extents(band)
+        plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
+        plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
+    spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
+    if band is None:
+        if spec is not None:
+            raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
+                            "them none); drop their tile spec", where="--tiles")
+        _footprints(prog, plan, None, (), caps, plans)
+    elif spec is not None:
+        if len(spec) > len(plan.extents):
+            raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
+                            f"(statements {', '.join(plan.group)})", where="--tiles")
+        sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
+        _footprints(prog, plan, band, sizes, caps, plans)
+    else:
+        elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
+        _auto_sizes(prog, plan, band, caps, plans, elem)
+    over = _fits(plan, caps)
+    if over:
+        raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
+                           + "; ".join(over) + " (half of each buffer is kept for double buffering)")
 
 
 def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:

@@ -5,8 +5,8 @@ from the workload layer's shape inference: elementwise ops with ONNX broadcastin
 Max Min Sum Mean Pow-by-2, Relu LeakyRelu Abs Neg Sqrt Exp Sigmoid Clip Identity), Cast, Transpose,
 unit-axis reshapes (Squeeze Unsqueeze, Reshape and Flatten that only add or drop size-1 axes),
 ReduceSum / ReduceMean / ReduceSumSquare, MatMul (batched, broadcast batch dims), Gemm, Conv (groups,
-strides, dilations; zero padding becomes a padded copy), Pad (constant), OneHot, and
-BatchNormalization in inference form and in training form (batch statistics, normalization and the
+strides, dilations; zero padding becomes a padded copy), Pad (constant), OneHot, LayerNormalization
+(Y only), and BatchNormalization in inference form and in training form (batch statistics, normalization and the
 running-statistics update). Tensors read from outside the selection are inputs; scalar constants
 are folded into the expressions. A node of another op type is refused with its name and the list
 of supported ops. Initializers are inputs too: the flow checks code, not a model's weights.
@@ -48,7 +48,8 @@ _UNARY = ("Relu", "LeakyRelu", "Abs", "Neg", "Sqrt", "Exp", "Sigmoid", "Clip", "
 _RESHAPES = ("Squeeze", "Unsqueeze", "Reshape", "Flatten")
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
 SUPPORTED_OPS = tuple(sorted({*_BINARY, "Mean", "Pow", *_UNARY, *_RESHAPES, *_REDUCE, "Cast", "Transpose",
-                              "MatMul", "Gemm", "Conv", "Pad", "OneHot", "BatchNormalization", "Constant"}))
+                              "MatMul", "Gemm", "Conv", "Pad", "OneHot", "BatchNormalization", "LayerNormalization",
+                              "Constant"}))
 # Names isl or the generated C would read as something else; a tensor so named gets a "t_" prefix.
 _RESERVED = re.compile(r"^(S\d+|d\d+|k\d+|in\d+_.*|out\d+_.*|min|max|floord|floor|ceil|mod|and|or|not|exists|"
                        r"infty|int|float|double|char|short|long|void|return|if|else|for|while|do|static|signed)$")
@@ -489,10 +490,41 @@ def _batch_norm(b: _Builder, node) -> None:
                 b.define(out_name, [("d1", xs[1])], upd, dtype)
 
 
+def _layer_norm(b: _Builder, node) -> None:
+    """Mean and variance over the axes from ``axis`` on (two reductions), then the normalization."""
+    a = attrs(node)
+    x, y = node.input[0], node.output[0]
+    if any(o for o in node.output[1:]):
+        raise _Problem("its Mean / InvStdDev outputs are not supported (Y only)")
+    _float_only(b, node, "LayerNormalization")
+    xs = b.shape(x)
+    axis = int(a.get("axis", -1)) % len(xs)
+    eps = float(a.get("epsilon", 1e-5))
+    dtype = b.dtype(y)
+    count = math.prod(xs[axis:])
+    outer = [(f"d{i}", n) for i, n in enumerate(xs[:axis])]
+    red = [(f"k{i}", n) for i, n in enumerate(xs) if i >= axis]
+    xt = b.tensor(x).name
+    xr = Access(xt, tuple(_dim(f"d{i}") if i < axis else _dim(f"k{i}") for i in range(len(xs))))
+    stat = tuple(_dim(d) for d, _ in outer) or (Affine((), 0),)
+    mu = b.define(y + "_mean", outer, Call("*", (xr, Const(1.0 / count))), dtype, red)
+    dev = Call("-", (xr, Access(mu.name, stat)))
+    var = b.define(y + "_var", outer, Call("*", (Call("*", (dev, dev)), Const(1.0 / count))), dtype, red)
+    dims = b.out_dims(xs)
+    names = [d for d, _ in dims]
+    xa = Access(xt, tuple(_dim(d) for d in names))
+    norm = Call("/", (Call("-", (xa, Access(mu.name, stat))),
+                      Call("sqrt", (Call("+", (Access(var.name, stat), Const(eps))),))))
+    body: Expr = Call("*", (norm, b.operand(node.input[1], names, xs)))
+    if len(node.input) > 2 and node.input[2]:
+        body = Call("+", (body, b.operand(node.input[2], names, xs)))
+    b.define(y, dims, body, dtype)
+
+
 _CONVERT = {**{op: _elementwise for op in (*_BINARY, "Mean", "Pow", *_UNARY)},
             **{op: _reshape for op in _RESHAPES}, **{op: _reduce for op in _REDUCE},
             "Cast": _cast, "Transpose": _transpose, "MatMul": _matmul, "Gemm": _gemm, "Conv": _conv, "Pad": _pad,
-            "OneHot": _one_hot, "BatchNormalization": _batch_norm}
+            "OneHot": _one_hot, "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm}
 
 
 def _node_name(node, i: int) -> str:
