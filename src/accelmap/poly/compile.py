@@ -126,7 +126,10 @@ def _stmt_filter(prog: PolyProgram, names) -> isl.UnionSet:
     return prog.stmt_set(names)
 
 
-def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list[KernelPlan]:
+def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool,
+                 apart: frozenset[int] = frozenset()) -> list[KernelPlan]:
+    """Kernels: each live-out group and, without fusion or for groups in ``apart``, every group; with fusion an
+    intermediate group whose consumers all sit in one kernel is fused into that kernel's tiles."""
     k = prog.kernel
     groups = [group_statements(n) for n in group_nodes(scheduled)]
     live = {t.name for t in k.live_out}
@@ -143,7 +146,8 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list
         outs = {writes_tensor[s] for s in g}
         consumers = set().union(*(readers.get(t, set()) for t in outs)) - set(g)
         homes = {id(owner[c]) for c in consumers if c in owner}
-        if fuse and not outs & live and consumers and len(homes) == 1 and all(c in owner for c in consumers):
+        if fuse and idx not in apart and not outs & live and consumers and len(homes) == 1 \
+                and all(c in owner for c in consumers):
             plan = owner[next(iter(consumers))]
             plan.fused.insert(0, (idx, g))
         else:
@@ -409,19 +413,19 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
                             f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
                             where="--tiles")
+    apart: set[int] = set()
     while True:
         try:
             _size_plans(prog, plans, nodes, tile_spec, caps)
             break
         except _NoFit as e:
             # Post-tiling fusion is greedy: a kernel whose fused producers cannot fit even with the smallest
-            # tiles (a row reduction needing a whole GEMM row per tile) gives them back as kernels of their own
-            victim = e.plan
-            if not victim.fused:
+            # tiles (a row reduction needing a whole GEMM row per tile) keeps its direct producers apart
+            direct = _direct_producers(prog, e.plan)
+            if not direct:
                 raise MappingError(str(e)) from None
-            plans += [KernelPlan(idx, g) for idx, g in victim.fused]
-            victim.fused = []
-            plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
+            apart |= direct
+            plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
     return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
 
@@ -526,6 +530,13 @@ def fuse_siblings(prog: PolyProgram, scheduled: isl.Schedule) -> isl.Schedule:
         node = seq.parent().parent().parent()
     merged = node.get_schedule()
     return scheduled if _violated(prog, merged) else merged
+
+
+def _direct_producers(prog: PolyProgram, plan: KernelPlan) -> set[int]:
+    """The fused groups of ``plan`` whose results its own group reads."""
+    k = prog.kernel
+    read = {a.tensor for s in plan.group for a in k.statement(s).reads}
+    return {idx for idx, g in plan.fused if any(k.statement(s).out.tensor in read for s in g)}
 
 
 class _NoFit(MappingError):
