@@ -201,7 +201,8 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
             elsewhere_rw.update(a.tensor for a in st.reads)
     live = {t.name for t in k.live_out}
     inputs = {t.name for t in k.inputs}
-    cube = [k.statement(s) for s in mine if k.statement(s).is_cube]
+    # program order: the buffer check and the L0 chunk must not depend on set iteration order
+    cube = [k.statement(s) for s in sorted(mine, key=lambda n: int(n[1:])) if k.statement(s).is_cube]
     cube_in: dict[str, str] = {}
     cube_out = set()
     for st in cube:
