@@ -247,7 +247,12 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
         inst_box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
         kext = math.prod(inst_box[d] for d in st.reduce_dims)
-        per_k = {b: -(-plan.footprints[t].bytes // kext) for t, b in cube_in.items()}
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        operands = [strip_casts(a) for a in body.args]
+        # this statement's own operands (a kernel with two convolutions has two of each)
+        per_k = {b: -(-plan.footprints[a.tensor].bytes // kext)
+                 for a, b in zip(operands, ("L0A", "L0B"), strict=True) if isinstance(a, Access)}
         chunk = _align(kext, CUBE)
         while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
             chunk -= CUBE
