@@ -234,42 +234,70 @@ def test_tuner_never_loses_to_auto_tiling_and_its_spec_reproduces():
     assert again == r.best_cycles
 
 
-@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1),
+@pytest.mark.parametrize("args", [dict(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1),
                                   dict(N=1, C1=3, H=12, W=7, Co=16, KH=1, KW=3, SH=1, SW=2)])
 def test_img2col_statement_is_the_papers_eq1(args):
-    """Eq. (1) (with '* s_h'), as an isl map from the fractal index of X to the input index, equals our
-    img2col statement's relation seen through the fractal split m = 16*M_o + M_i, kk = 16*K_o + K_i."""
+    """Eq. (1) (with '* s_h'), as an isl map from the fractal index (N, M_o, K_o, M_i, K_i) of X to the input
+    index, equals the relation of our img2col statement from the fractal buffer Xf to X."""
     from accelmap.poly.img2col import conv_fractal_kernel, eq1_map
     from accelmap.poly.program import build_program
     k = conv_fractal_kernel(**args, dtype="int8")
     p = build_program(k)
-    w0 = p.writes.intersect_domain(p.stmt_set(["S0"]))
-    r0 = p.reads.intersect_domain(p.stmt_set(["S0"]))
-    frac = isl.UnionMap("{ Xfrac[a0, a1, a2, a3, a4] -> Xcol[a0, 16*a1 + a3, 16*a2 + a4] : 0 <= a3 < 16 "
-                        "and 0 <= a4 < 16 }", context=p.ctx)
-    ours = frac.apply_range(w0.reverse().apply_range(r0))
+    w1 = p.writes.intersect_domain(p.stmt_set(["S1"]))
+    r1 = p.reads.intersect_domain(p.stmt_set(["S1"]))
     eq1 = eq1_map(*(args[x] for x in ("N", "C1", "H", "W", "KH", "KW", "SH", "SW")), ctx=p.ctx)
-    assert ours.is_equal(isl.UnionMap.from_map(eq1))
+    assert w1.reverse().apply_range(r1).is_equal(isl.UnionMap.from_map(eq1.set_tuple_name(isl.dim_type.in_, "Xf")))
+
+
+def direct_conv_nc1hwc0(x, ho, wo, sh, kh_, kw_):
+    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
+    y = np.zeros((X.shape[0], Wt.shape[0], ho, wo), np.int64)
+    for kh in range(kh_):
+        for kw in range(kw_):
+            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + sh * (ho - 1) + 1:sh, kw:kw + wo, :], Wt[:, :, kh, kw, :])
+    return y
+
+
+def test_fractal_conv_matches_a_direct_convolution():
+    """The fractal GEMM's output Y[N, Co/16, 16*M_o, 16] holds the convolution in its first Ho*Wo rows; the
+    rows that pad M to a multiple of 16 stay zero."""
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1, dtype="int8")
+    x = random_inputs(k, seed=5)
+    y = reference(k, x)["Y"].astype(np.int64)
+    assert y.shape == (2, 2, 48, 16)
+    assert np.array_equal(y[:, :, :40, :].transpose(0, 1, 3, 2).reshape(2, 32, 4, 10),
+                          direct_conv_nc1hwc0(x, 4, 10, 2, 3, 2))
+    assert not y[:, :, 40:, :].any()
 
 
 @pytest.mark.parametrize("fuse", [True, False])
-def test_img2col_conv_matches_a_direct_convolution(fuse):
+def test_fractal_conv_code_is_bit_exact(fuse):
     from accelmap.poly.img2col import conv_fractal_kernel
-    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=20, KH=3, KW=2, SH=2, SW=1, dtype="int8")
-    x = random_inputs(k, seed=5)
-    X, Wt = x["X"].astype(np.int64), x["Wt"].astype(np.int64)
-    ho, wo = 4, 10
-    y = np.zeros((2, 20, ho, wo), np.int64)
-    for kh in range(3):
-        for kw in range(2):
-            y += np.einsum("nchwz,kcz->nkhw", X[:, :, kh:kh + 2 * (ho - 1) + 1:2, kw:kw + wo, :], Wt[:, :, kh, kw, :])
-    assert np.array_equal(reference(k, x)["Y"].astype(np.int64), y)
+    k = conv_fractal_kernel(N=2, C1=2, H=9, W=11, Co=32, KH=3, KW=2, SH=2, SW=1, dtype="int8")
     c = compile_subgraph(k, ASCEND, fuse=fuse)
     assert run_and_check(c, seed=5).exact
-    # tiles that split the reduction (kk) and the pixels, with img2col fused into every tile
-    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_3: 1@UB, 16@UB, 2@UB, 5@UB, 64@UB"))
-    assert tiled.plans[-1].n_tiles == 2 * 2 * 2 * 2 * 3
+    # tiles of single fractal blocks in N_o and M_o and of 5 blocks of K_o, with img2col and the weight
+    # blocks fused into every tile (the cube's operand tiles built on the fly)
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"))
+    assert tiled.plans[-1].n_tiles == 2 * 2 * 3 * 3
+    if fuse:
+        assert [g for _, g in tiled.plans[0].fused] == [("S0",), ("S1",), ("S2",)]
     assert run_and_check(tiled, seed=5).exact
+
+
+def test_an_illegal_external_schedule_is_refused():
+    from dataclasses import replace
+
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=1, C1=1, H=5, W=5, Co=16, KH=3, KW=3, dtype="int8")
+    tree = k.external_schedule
+    first = tree.index("{ filter")
+    gemm = tree.index('{ filter: "{ S3')
+    # the GEMM moved before img2col reads Xf before it is written
+    bad = tree[:first] + tree[gemm:-6] + ", " + tree[first:gemm - 2] + " ] } }"
+    with pytest.raises(SpecError, match="violates a dependence"):
+        compile_subgraph(replace(k, external_schedule=bad), ASCEND)
 
 
 def test_an_assignment_writing_an_element_twice_is_refused():
@@ -283,7 +311,7 @@ def test_an_assignment_writing_an_element_twice_is_refused():
 
 
 def test_cli_conv_img2col_runs():
-    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--run", "--no-code"])
+    r = CliRunner().invoke(main, ["poly", "conv_img2col", "--size", "H=8", "--size", "W=8", "--size", "C1=2", "--run", "--no-code"])
     assert r.exit_code == 0, r.output
     assert "run on the host: OK" in r.output
 
@@ -313,4 +341,149 @@ def test_sync_flags_of_the_fused_fig3_tile():
         ("MTE-in", "copy A in"), ("MTE-in", "copy B in"), ("vector", "S0"), ("MTE-L1L0", "load A1 to L0"),
         ("MTE-L1L0", "load B to L0"), ("cube", "S2"), ("vector", "S3"), ("vector", "S4"), ("MTE-out", "copy E out")]
     assert plan_flags(prog) == (7, 6)
-    assert time_compiled(c).kernels[0].flags == 6 * plan.n_tiles
+    assert time_compiled(c).kernels[0].flags_covered == 6 * plan.n_tiles
+
+
+def test_l0_tiling_is_in_the_emitted_code():
+    """Second-level tiling (Sec. 4.4): a K = 1024 int8 GEMM tile's operands exceed half of L0A/L0B, so the
+    reduction runs in chunks of 512 with the chunk's operand footprints copied from L1 to L0A / L0B before
+    each chunk; the cube reads only the L0 buffers and the result stays bit-exact."""
+    from accelmap.poly.c_code import ast_code
+    k = parse_subgraph(library_subgraph("matmul_int", M=64, N=64, K=1024), "mm")
+    c = compile_subgraph(k, ASCEND, fuse=True)
+    (plan,) = c.plans
+    assert (plan.l0_k_chunk, plan.l0_k_extent) == (512, 1024)
+    assert plan.l0_copies == {"A": ("L0A", (64, 512), "l00_A"), "B": ("L0B", (512, 64), "l00_B")}
+    code = ast_code(c)
+    chunk_loop = code.index("+= 512)")
+    assert chunk_loop < code.index("l00_A(") < code.index("l00_B(") < code.index("S1(")
+    src, _ = generate_c(c)
+    s1 = next(line for line in src.splitlines() if line.startswith("#define S1("))
+    assert "A_l00[" in s1 and "B_l00[" in s1 and "A_s0" not in s1.split("/*")[0]
+    assert run_and_check(c).exact
+
+
+def test_l0_chunks_of_the_fractal_gemm_run_bit_exact():
+    from accelmap.poly.img2col import conv_fractal_kernel
+    k = conv_fractal_kernel(N=1, C1=16, H=6, W=6, Co=16, KH=3, KW=3, dtype="int8")
+    c = compile_subgraph(k, ASCEND, fuse=True, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 144@L0A"))
+    plan = c.plans[-1]
+    buf, box, _ = plan.l0_copies["Xf"]
+    assert buf == "L0A" and box[2] < 144 and 144 % box[2] == 0   # K_o blocks per chunk
+    assert run_and_check(c).exact
+
+
+def _partitions(items):
+    if not items:
+        yield []
+        return
+    for p in _partitions(items[1:]):
+        for i in range(len(p)):
+            yield p[:i] + [[items[0]] + p[i]] + p[i + 1:]
+        yield [[items[0]]] + p
+
+
+def _brute_force_grouping(program, weights, flag_cost):
+    """The cheapest partition of each queue pair's dependences into groups, one flag per group (set after the
+    group's last producer, wait before its first consumer, which must come later in program order), at
+    flag_cost each plus the producer work between what the first consumer needs and what it waits for."""
+    from accelmap.poly.sync import dependences, producer_work
+    pairs: dict = {}
+    for j, i in dependences(program):
+        pairs.setdefault((program[j].queue, program[i].queue), []).append((j, i))
+    total = 0.0
+    for (pq, _), deps in pairs.items():
+        best = float("inf")
+        for part in _partitions(deps):
+            cost = 0.0
+            for g in part:
+                w, s = min(i for _, i in g), max(j for j, _ in g)
+                if s >= w:
+                    cost = float("inf")
+                    break
+                cost += flag_cost + producer_work(program, weights, pq, max(j for j, i in g if i == w), s)
+            best = min(best, cost)
+        total += best
+    return total
+
+
+def test_dp_grouping_of_sync_flags_equals_brute_force():
+    import random
+
+    from accelmap.poly.sync import Instr, dependences, group_flags
+    rng = random.Random(7)
+    checked = merged = 0
+    while checked < 60:
+        n = rng.randint(3, 8)
+        queues = ["MTE-in", "cube", "vector"][:rng.randint(2, 3)]
+        prog = [Instr(rng.choice(queues), f"i{i}",
+                      tuple(sorted({f"t{rng.randrange(i)}" for _ in range(rng.randint(0, 2))})) if i else (), (f"t{i}",))
+                for i in range(n)]
+        deps = dependences(prog)
+        if not deps or len(deps) > 7:
+            continue
+        weights = [rng.randint(1, 10) for _ in range(n)]
+        flag_cost = rng.choice([0.5, 4.0, 12.0, 40.0])
+        flags, cost = group_flags(prog, weights, flag_cost)
+        assert cost == pytest.approx(_brute_force_grouping(prog, weights, flag_cost))
+        for j, i in deps:   # every dependence is covered by a flag of its queue pair, without deadlock
+            assert any(f.producer == prog[j].queue and f.consumer == prog[i].queue and f.set_after >= j
+                       and f.wait_before <= i and f.set_after < f.wait_before for f in flags)
+        merged += len(flags) < len({(j, i) for j, i in deps})
+        checked += 1
+    assert merged > 0
+
+
+def test_dp_grouping_trades_delay_for_flags():
+    """Two loads each feeding the cube: separate flags cost 2 x 16; one flag after the second load delays the
+    cube by that load's 10 cycles: 16 + 10 is cheaper. With 4-cycle flags it is not."""
+    from accelmap.poly.sync import Instr, group_flags
+    prog = [Instr("MTE-in", "load a", (), ("a",)), Instr("MTE-in", "load b", (), ("b",)),
+            Instr("cube", "mul a", ("a",), ("x",)), Instr("cube", "mul b", ("b",), ("y",))]
+    flags, cost = group_flags(prog, [10, 10, 5, 5], 16)
+    assert (len(flags), cost) == (1, 26) and flags[0].set_after == 1 and flags[0].wait_before == 2
+    flags, cost = group_flags(prog, [10, 10, 5, 5], 4)
+    assert (len(flags), cost) == (2, 8)
+
+
+def test_sibling_fusion_of_two_reductions_of_one_input():
+    """BatchNorm's statistics: sum(X) and sum(X*X) are independent groups reading X; fused horizontally they
+    share one band and every tile loads X once: half the off-chip traffic of two kernels, same results."""
+    k = parse_subgraph(library_subgraph("bn_reduce", N=4, C=32, H=16, W=16), "bn")
+    apart = compile_subgraph(k, ASCEND, fuse=False)
+    fused = compile_subgraph(k, ASCEND, fuse=True)
+    assert [p.group for p in apart.plans] == [("S0", "S1"), ("S2", "S3")]
+    assert [p.group for p in fused.plans] == [("S0", "S1", "S2", "S3")]
+    x_bytes = 4 * 32 * 16 * 16 * 4
+    ta, tf = time_compiled(apart), time_compiled(fused)
+    assert sum(k_.in_bytes for k_ in ta.kernels) == 2 * x_bytes and sum(k_.in_bytes for k_ in tf.kernels) == x_bytes
+    assert tf.cycles < ta.cycles
+    assert run_and_check(fused).ok
+
+
+def test_dependent_groups_are_not_fused_as_siblings():
+    from accelmap.poly.compile import fuse_siblings
+    from accelmap.poly.program import build_program
+    from accelmap.poly.schedule import compute_schedule, make_context
+    text = """
+        input X[8, 32] float32
+        M[n:8] = sum(X[n, d], d=32)
+        V[n:8] = sum(X[n, d] * M[n], d=32)
+    """
+    k = parse_subgraph(text, "dep")
+    prog = build_program(k, make_context("distribute"))
+    sched = compute_schedule(prog.domain, prog.deps, prog.raw)
+    assert fuse_siblings(prog, sched) is sched   # V reads M: a dependence between the groups
+
+
+def test_img2col_runs_on_the_mte_not_the_vector_unit():
+    """The MTE does img2col and the fractal layout while loading cube operands (Sec. 2): the layout statements
+    sit on the L1->L0 queue of the tile program and add no vector work."""
+    from accelmap.poly.img2col import conv_fractal_kernel
+    from accelmap.poly.sync import tile_program
+    k = conv_fractal_kernel(N=1, C1=1, H=6, W=6, Co=16, KH=3, KW=3, dtype="int8")
+    assert k.layout_statements() == {"S0", "S1", "S2"}
+    c = compile_subgraph(k, ASCEND, fuse=True)
+    queues = {i.text: i.queue for i in tile_program(c, c.plans[0])}
+    assert queues["S1"] == queues["S2"] == "MTE-L1L0" and queues["S4"] == "cube"
+    assert time_compiled(c).kernels[0].busy["vector"] == 1024 // 256   # only the L0C -> UB drain of Y (1 KiB)

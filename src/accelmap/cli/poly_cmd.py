@@ -13,6 +13,7 @@ from accelmap.errors import SpecError
 from accelmap.poly.c_code import generate_c, run_and_check
 from accelmap.poly.compile import compile_subgraph
 from accelmap.poly.dsl import load_subgraph, parse_subgraph
+from accelmap.poly.from_onnx import kernel_from_onnx, onnx_node_names
 from accelmap.poly.img2col import conv_fractal_kernel
 from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
@@ -39,6 +40,23 @@ def _builder_sizes(sizes: dict[str, int]) -> dict[str, Any]:
     return sizes
 
 
+def _node_selection(path: str, nodes: str | None) -> list[str] | None:
+    if nodes is None:
+        return None
+    if ":" in nodes:
+        names = onnx_node_names(path)
+        first, _, end = nodes.partition(":")
+        try:
+            a, b = int(first or 0), int(end) if end else len(names)
+        except ValueError:
+            raise SpecError(f"expected FIRST:END node positions, got {nodes!r}", where="--nodes") from None
+        if not 0 <= a < b <= len(names):
+            raise SpecError(f"positions {nodes!r} select no nodes; the model has nodes 0..{len(names) - 1}",
+                            where="--nodes")
+        return names[a:b]
+    return [n.strip() for n in nodes.split(",") if n.strip()]
+
+
 @main.command("poly")
 @click.argument("subgraph")
 @click.option("--arch", "-a", default="ascend_like", show_default=True, help="Accelerator preset or YAML.")
@@ -50,15 +68,24 @@ def _builder_sizes(sizes: dict[str, int]) -> dict[str, Any]:
 @click.option("--options", "option_set", default="akg", show_default=True,
               type=click.Choice(sorted(OPTION_SETS)), help="isl scheduler option set.")
 @click.option("--code/--no-code", default=True, show_default=True, help="Print the generated C.")
+@click.option("--nodes", default=None,
+              help="For an ONNX file: the subgraph's nodes, as names 'a,b,c' or positions 'FIRST:END' (END excluded).")
 @click.option("--tune", "tune_rounds", default=0, show_default=True, type=int,
               help="Tune tile sizes for this many rounds of 8 samples (AKG's tuner on simulated cycles).")
-def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, tune_rounds):
-    """Compile SUBGRAPH (a DSL file or a built-in name) with isl: schedule tree, C code, buffers, cycles.
+def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, nodes, tune_rounds):
+    """Compile SUBGRAPH (a DSL file, an ONNX file or a built-in name) with isl: schedule tree, C code, buffers,
+    cycles.
 
     Built-in subgraphs: fig3 (the paper's running example), the Fig. 9 operator kinds, and conv_img2col
     (convolution as img2col + GEMM on the NC1HWC0 layout, Eq. 1)."""
     acc = get_accelerator(arch)
-    if subgraph == "conv_img2col":
+    if nodes is not None and not subgraph.endswith(".onnx"):
+        raise SpecError("--nodes selects nodes of an ONNX file (SUBGRAPH ending in .onnx)", where="--nodes")
+    if subgraph.endswith(".onnx"):
+        if sizes:
+            raise SpecError("--size applies to built-in subgraphs, not to an ONNX file", where="--size")
+        k = kernel_from_onnx(subgraph, _node_selection(subgraph, nodes))
+    elif subgraph == "conv_img2col":
         k = conv_fractal_kernel(**_builder_sizes(_sizes(sizes)))
     elif subgraph in LIBRARY:
         k = parse_subgraph(library_subgraph(subgraph, **_sizes(sizes)), f"built-in {subgraph}")
@@ -95,7 +122,9 @@ def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, tune_
         click.echo("    buffer use (of half capacity): " + ", ".join(
             f"{b} {n:,}/{caps[b]:,} B" for b, n in p.buffer_bytes.items() if n))
         if p.l0_k_chunk:
-            click.echo(f"    L0 reduction chunk (second-level tiling, timing model only): {p.l0_k_chunk}")
+            where = ("emitted: " + ", ".join(f"{t} -> {b} chunk {list(box)}" for t, (b, box, _) in p.l0_copies.items())
+                     if p.l0_copies else "timing model only (the reduction's loops are inner bands)")
+            click.echo(f"    L0 reduction chunk (second-level tiling) {p.l0_k_chunk} of {p.l0_k_extent}; {where}")
     if code:
         click.echo("\ngenerated C:")
         click.echo(generate_c(c)[0])

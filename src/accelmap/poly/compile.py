@@ -67,6 +67,9 @@ class KernelPlan:
     footprints: dict[str, Footprint] = field(default_factory=dict)
     buffer_bytes: dict[str, int] = field(default_factory=dict)
     l0_k_chunk: int = 0                          # reduction chunk of the second-level (L0) tiling, 0: no cube
+    l0_k_extent: int = 0                         # the tile's reduction extent that the chunk splits
+    # the emitted L1 -> L0 copies: operand tensor -> (L0A or L0B, per-chunk box, copy statement name)
+    l0_copies: dict[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
 
     @property
     def statements(self) -> tuple[str, ...]:
@@ -123,7 +126,10 @@ def _stmt_filter(prog: PolyProgram, names) -> isl.UnionSet:
     return prog.stmt_set(names)
 
 
-def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list[KernelPlan]:
+def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool,
+                 apart: frozenset[int] = frozenset()) -> list[KernelPlan]:
+    """Kernels: each live-out group and, without fusion or for groups in ``apart``, every group; with fusion an
+    intermediate group whose consumers all sit in one kernel is fused into that kernel's tiles."""
     k = prog.kernel
     groups = [group_statements(n) for n in group_nodes(scheduled)]
     live = {t.name for t in k.live_out}
@@ -140,7 +146,8 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list
         outs = {writes_tensor[s] for s in g}
         consumers = set().union(*(readers.get(t, set()) for t in outs)) - set(g)
         homes = {id(owner[c]) for c in consumers if c in owner}
-        if fuse and not outs & live and consumers and len(homes) == 1 and all(c in owner for c in consumers):
+        if fuse and idx not in apart and not outs & live and consumers and len(homes) == 1 \
+                and all(c in owner for c in consumers):
             plan = owner[next(iter(consumers))]
             plan.fused.insert(0, (idx, g))
         else:
@@ -148,6 +155,8 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool) -> list
             plans.append(plan)
         for s in g:
             owner[s] = plan
+    for p in plans:   # producers run in the scheduler's group order (a fill before the copy that overwrites it)
+        p.fused.sort(key=lambda f: f[0])
     plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
     return plans
 
@@ -192,7 +201,8 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
             elsewhere_rw.update(a.tensor for a in st.reads)
     live = {t.name for t in k.live_out}
     inputs = {t.name for t in k.inputs}
-    cube = [k.statement(s) for s in mine if k.statement(s).is_cube]
+    # program order: the buffer check and the L0 chunk must not depend on set iteration order
+    cube = [k.statement(s) for s in sorted(mine, key=lambda n: int(n[1:])) if k.statement(s).is_cube]
     cube_in: dict[str, str] = {}
     cube_out = set()
     for st in cube:
@@ -237,11 +247,16 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
         inst_box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
         kext = math.prod(inst_box[d] for d in st.reduce_dims)
-        per_k = {b: -(-plan.footprints[t].bytes // kext) for t, b in cube_in.items()}
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        operands = [strip_casts(a) for a in body.args]
+        # this statement's own operands (a kernel with two convolutions has two of each)
+        per_k = {b: -(-plan.footprints[a.tensor].bytes // kext)
+                 for a, b in zip(operands, ("L0A", "L0B"), strict=True) if isinstance(a, Access)}
         chunk = _align(kext, CUBE)
         while chunk > CUBE and any(_align(r * chunk, ALIGN[b]) > caps[b] for b, r in per_k.items()):
             chunk -= CUBE
-        plan.l0_k_chunk = chunk
+        plan.l0_k_chunk, plan.l0_k_extent = chunk, kext
         for b, r in per_k.items():
             use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
@@ -332,7 +347,9 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     computation lowest until every buffer fits half its capacity; the innermost tiled member stays a
     multiple of 32 bytes (AKG's Auto Tiling, Sec. 4.2, with its 0.5 allocation ratio and alignment)."""
     ext = plan.extents
-    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements)
+    # a cube kernel aligns members to the fractal size f, unless its schedule already counts f x f blocks in
+    # the band (the external fractal-GEMM tree keeps the 16 x 16 x 16 block loops below it)
+    cube = any(prog.kernel.statement(s).is_cube for s in plan.statements) and not prog.kernel.external_schedule
     # In a permutable band every member may be tiled, reductions included (the cube's K at L1; a vector
     # reduction's accumulator then stays resident across the reduction's tiles).
     tiled = [i for i, c in enumerate(plan.coincident) if c or band.band_get_permutable()]
@@ -391,7 +408,9 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                      tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None) -> Compiled:
     ctx = make_context(option_set)
     prog = build_program(k, ctx)
-    scheduled = compute_schedule(prog.domain, prog.deps, prog.raw)
+    scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
+    if fuse:
+        scheduled = fuse_siblings(prog, scheduled)
     caps = _capacities(arch)
     plans = plan_kernels(prog, scheduled, fuse)
     nodes = group_nodes(scheduled)
@@ -400,33 +419,177 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
                             f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
                             where="--tiles")
-    for plan in plans:
-        band = _band_of(nodes[plan.index])
-        if band is not None:
-            ext = member_extents(band)
-            plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
-            plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
-        spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
-        if band is None:
-            if spec is not None:
-                raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
-                                "them none); drop their tile spec", where="--tiles")
-            _footprints(prog, plan, None, (), caps, plans)
-        elif spec is not None:
-            if len(spec) > len(plan.extents):
-                raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
-                                f"(statements {', '.join(plan.group)})", where="--tiles")
-            sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
-            _footprints(prog, plan, band, sizes, caps, plans)
-        else:
-            elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
-            _auto_sizes(prog, plan, band, caps, plans, elem)
-        over = _fits(plan, caps)
-        if over:
-            raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
-                               + "; ".join(over) + " (half of each buffer is kept for double buffering)")
+    apart: set[int] = set()
+    while True:
+        try:
+            _size_plans(prog, plans, nodes, tile_spec, caps)
+            break
+        except _NoFit as e:
+            # Post-tiling fusion is greedy: a kernel whose fused producers cannot fit even with the smallest
+            # tiles (a row reduction needing a whole GEMM row per tile) keeps its direct producers apart
+            direct = _direct_producers(prog, e.plan)
+            if not direct:
+                raise MappingError(str(e)) from None
+            apart |= direct
+            plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
     return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
+
+
+def external_schedule(prog: PolyProgram) -> isl.Schedule:
+    """The kernel's prebuilt schedule tree, checked: it covers every statement instance exactly and runs
+    the source of every dependence before its sink."""
+    k = prog.kernel
+    try:
+        sched = isl.Schedule.read_from_str(prog.ctx, k.external_schedule)
+    except isl.Error:
+        raise SpecError("the external schedule tree does not parse as an isl schedule", where=k.name) from None
+    if not sched.get_domain().is_equal(prog.domain):
+        raise SpecError("the external schedule tree's domain differs from the statements' domains", where=k.name)
+    bad = _violated(prog, sched)
+    if bad:
+        raise SpecError(f"the external schedule tree violates a dependence, e.g. {bad}", where=k.name)
+    return sched
+
+
+def _violated(prog: PolyProgram, sched: isl.Schedule) -> str:
+    """A dependence the schedule runs backwards or at the same time ("" if it respects them all)."""
+    smap = sched.get_map()
+    steps = prog.deps.apply_domain(smap).apply_range(smap)
+    maps: list[isl.Map] = []
+    steps.foreach_map(maps.append)
+    for m in maps:
+        bad = m.subtract(isl.Map.lex_lt(m.get_space().domain()))
+        if not bad.is_empty():
+            return str(bad.wrap().sample_point())
+    return ""
+
+
+def fuse_siblings(prog: PolyProgram, scheduled: isl.Schedule) -> isl.Schedule:
+    """Sibling (horizontal) fusion: consecutive top-level groups that read a common tensor, do not depend on
+    each other and have bands of equal member extents share one band (the union of their partial
+    schedules) with the groups in a sequence below it, so a tile loads the common tensor once (two
+    reductions of one input, as in BatchNorm's statistics). The result is checked against the dependences;
+    a merge that would violate one is not made."""
+    top = scheduled.get_root().child(0)
+    if not is_type(top, isl.schedule_node_type.sequence, isl.schedule_node_type.set) or any(
+            top.child(i).has_children() and is_type(top.child(i).child(0), isl.schedule_node_type.sequence,
+                                                    isl.schedule_node_type.set) for i in range(top.n_children())):
+        return scheduled
+    k = prog.kernel
+    groups = [top.child(i) for i in range(top.n_children())]
+
+    def reads_of(f: isl.ScheduleNode) -> set[str]:
+        names = statements_of(f.filter_get_filter())
+        written = {k.statement(n).out.tensor for n in names}
+        return {a.tensor for n in names for a in k.statement(n).reads} - written
+
+    def extents(f: isl.ScheduleNode):
+        band = _band_of(f)
+        return member_extents(band) if band is not None else None
+
+    clusters: list[list[isl.ScheduleNode]] = []
+    for f in groups:
+        if clusters:
+            last = clusters[-1]
+            dom = f.filter_get_filter()
+            other = last[0].filter_get_filter()
+            for g in last[1:]:
+                other = other.union(g.filter_get_filter())
+            between = prog.deps.intersect_domain(other).intersect_range(dom).union(
+                prog.deps.intersect_domain(dom).intersect_range(other))
+            if extents(f) is not None and extents(f) == extents(last[0]) and between.is_empty() \
+                    and any(reads_of(f) & reads_of(g) for g in last):
+                last.append(f)
+                continue
+        clusters.append([f])
+    if all(len(cl) == 1 for cl in clusters):
+        return scheduled
+    ctx = prog.ctx
+    filters = isl.UnionSetList.alloc(ctx, len(clusters))
+    for cl in clusters:
+        u = cl[0].filter_get_filter()
+        for g in cl[1:]:
+            u = u.union(g.filter_get_filter())
+        filters = filters.add(u)
+    node = isl.Schedule.from_domain(prog.domain).get_root().child(0).insert_sequence(filters)
+    for ci, cl in enumerate(clusters):
+        leaf = node.child(ci).child(0)
+        if len(cl) == 1:
+            node = _copy_into(leaf, cl[0].child(0)).parent().parent()
+            continue
+        bands = [b for b in (_band_of(g) for g in cl) if b is not None]   # every member has one (equal extents)
+        mupa = bands[0].band_get_partial_schedule()
+        for b in bands[1:]:
+            mupa = mupa.union_add(b.band_get_partial_schedule())
+        band = leaf.insert_partial_schedule(mupa)
+        band = band.band_set_permutable(int(all(b.band_get_permutable() for b in bands)))
+        for i in range(band.band_n_member()):
+            band = band.band_member_set_coincident(i, int(all(b.band_member_get_coincident(i) for b in bands)))
+        parts = isl.UnionSetList.alloc(ctx, len(cl))
+        for g in cl:
+            parts = parts.add(g.filter_get_filter())
+        seq = band.child(0).insert_sequence(parts)
+        for i, b in enumerate(bands):
+            if b.has_children():
+                seq = _copy_into(seq.child(i).child(0), b.child(0)).parent().parent()
+        node = seq.parent().parent().parent()
+    merged = node.get_schedule()
+    return scheduled if _violated(prog, merged) else merged
+
+
+def _direct_producers(prog: PolyProgram, plan: KernelPlan) -> set[int]:
+    """The fused groups of ``plan`` whose results its own group reads."""
+    k = prog.kernel
+    read = {a.tensor for s in plan.group for a in k.statement(s).reads}
+    return {idx for idx, g in plan.fused if any(k.statement(s).out.tensor in read for s in g)}
+
+
+class _NoFit(MappingError):
+    def __init__(self, message: str, plan: KernelPlan):
+        super().__init__(message)
+        self.plan = plan
+
+
+def _size_plans(prog: PolyProgram, plans: list[KernelPlan], nodes: list[isl.ScheduleNode],
+                tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int]) -> None:
+    """Tile sizes (from the spec or auto-tiling), footprints and buffer use of every kernel."""
+    for plan in plans:
+        plan.footprints, plan.buffer_bytes = {}, {}
+    for plan in plans:
+        try:
+            _size_plan(prog, plan, plans, nodes, tile_spec, caps)
+        except MappingError as e:
+            raise _NoFit(str(e), plan) from None
+
+
+def _size_plan(prog: PolyProgram, plan: KernelPlan, plans: list[KernelPlan], nodes: list[isl.ScheduleNode],
+               tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int]) -> None:
+    k = prog.kernel
+    band = _band_of(nodes[plan.index])
+    if band is not None:
+        ext = member_extents(band)
+        plan.extents = tuple(hi - lo + 1 for lo, hi in ext)
+        plan.coincident = tuple(bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member()))
+    spec = next((tile_spec[s] for s in plan.group if tile_spec and s in tile_spec), None)
+    if band is None:
+        if spec is not None:
+            raise SpecError(f"statements {', '.join(plan.group)} have no band to tile (the scheduler gave "
+                            "them none); drop their tile spec", where="--tiles")
+        _footprints(prog, plan, None, (), caps, plans)
+    elif spec is not None:
+        if len(spec) > len(plan.extents):
+            raise SpecError(f"{len(spec)} tile sizes for a band of {len(plan.extents)} members "
+                            f"(statements {', '.join(plan.group)})", where="--tiles")
+        sizes = tuple(min(spec[i][0], e) if i < len(spec) else e for i, e in enumerate(plan.extents))
+        _footprints(prog, plan, band, sizes, caps, plans)
+    else:
+        elem = min(dtype_bytes(k.tensors[k.statement(s).out.tensor].dtype) for s in plan.group)
+        _auto_sizes(prog, plan, band, caps, plans, elem)
+    over = _fits(plan, caps)
+    if over:
+        raise MappingError(f"kernel {{{','.join(plan.group)}}} with tile sizes {list(plan.sizes)} does not fit: "
+                           + "; ".join(over) + " (half of each buffer is kept for double buffering)")
 
 
 def _group_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
@@ -437,6 +600,9 @@ def _copy_into(dst: isl.ScheduleNode, src: isl.ScheduleNode) -> isl.ScheduleNode
     """Rebuild the subtree at ``src`` below the leaf ``dst``; returns the node at ``dst``'s position."""
     if is_type(src, isl.schedule_node_type.band):
         dst = dst.insert_partial_schedule(src.band_get_partial_schedule())
+        dst = dst.band_set_permutable(int(src.band_get_permutable()))
+        for i in range(src.band_n_member()):
+            dst = dst.band_member_set_coincident(i, int(src.band_member_get_coincident(i)))
         if src.has_children():
             dst = _copy_into(dst.child(0), src.child(0)).parent()
         return dst
@@ -469,6 +635,7 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         for i, t in enumerate(plan.sizes):
             mv = mv.set_val(i, isl.Val.int_from_si(ctx, t))
         point = _distribute(prog, band.band_tile(mv).child(0), plan.group)
+        point = _l0_tiling(prog, plan, point)
         # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
         for rel in plan.copy_in.values():
             point = point.graft_before(_copy_graft(rel))
@@ -485,6 +652,87 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
             inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
             sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
     return sched
+
+
+def _first_band_with(node: isl.ScheduleNode, stmt: isl.UnionSet) -> isl.ScheduleNode | None:
+    """The first band at or below ``node`` (depth first) that the instances ``stmt`` pass through."""
+    if is_type(node, isl.schedule_node_type.band) and stmt.is_subset(node.get_domain()):
+        return node
+    if is_type(node, isl.schedule_node_type.filter) and node.filter_get_filter().intersect(stmt).is_empty():
+        return None
+    for i in range(node.n_children()):
+        found = _first_band_with(node.child(i), stmt)
+        if found is not None:
+            return found
+    return None
+
+
+def l0_copy_name(plan: KernelPlan, tensor: str) -> str:
+    return f"l0{plan.index}_{tensor}"
+
+
+def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Second-level tiling for the cube (Sec. 4.4): inside a tile, split the point band's reduction member into
+    chunks of ``plan.l0_k_chunk`` (the L0A/L0B capacity check's chunk) and graft, before each chunk, copy
+    statements that move the chunk's operand footprints from L1 to L0A / L0B; the cube reads them there.
+    When no point-band member is the reduction (its loops are in inner bands) the whole tile's operands are
+    copied once, which the capacity check allows only when the chunk is the whole reduction.
+    Returns the node at ``point``'s position."""
+    k = prog.kernel
+    depth = point.get_tree_depth()
+    plan.l0_copies = {}
+    node = point
+    for st in (k.statement(s) for s in plan.group if k.statement(s).is_cube):
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        ops = [strip_casts(a) for a in body.args]
+        assert all(isinstance(a, Access) for a in ops)
+        if len({a.tensor for a in ops if isinstance(a, Access)}) < 2:
+            continue   # both operands from one tensor: kept in L1 (one buffer per tensor here)
+        mine = prog.stmt_set([st.name])
+        band = _first_band_with(node, mine)
+        if band is None:
+            continue
+        n = band.band_n_member()
+        sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
+        # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
+        sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
+        if n == len(plan.sizes):
+            sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
+        red = []
+        for i in range(n):
+            only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
+            for d in st.reduce_dims:
+                want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
+                if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
+                    red.append(i)
+        target = band
+        if red and plan.l0_k_chunk < plan.l0_k_extent:
+            i = red[0]
+            per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
+            chunk = max(1, plan.l0_k_chunk // per_step)
+            while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
+                chunk -= 1
+            if chunk < sizes[i]:
+                tile = list(sizes)
+                tile[i] = chunk
+                mv = isl.MultiVal.zero(band.band_get_space())
+                for j, t in enumerate(tile):
+                    mv = mv.set_val(j, isl.Val.int_from_si(prog.ctx, t))
+                target = band.band_tile(mv).child(0)
+        elif plan.l0_k_chunk < plan.l0_k_extent:
+            continue   # the reduction's loops are inner bands: the chunking stays in the model
+        prefix = target.get_prefix_schedule_union_map().intersect_domain(mine)
+        for a, buf in zip(ops, ("L0A", "L0B"), strict=True):
+            assert isinstance(a, Access)
+            acc = prog.reads.intersect_domain(mine).intersect_range(
+                isl.UnionSet(f"{{ {a.tensor}[{', '.join(f'i{j}' for j in range(len(a.index)))}] }}", context=prog.ctx))
+            (rel,) = per_tensor(prefix.reverse().apply_range(acc)).values()
+            name = l0_copy_name(plan, a.tensor)
+            plan.l0_copies[a.tensor] = (buf, box_sizes(rel), name)
+            target = target.graft_before(_copy_graft(rel.set_tuple_name(isl.dim_type.out, name)))
+        node = target.ancestor(target.get_tree_depth() - depth)
+    return node
 
 
 def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:

@@ -146,6 +146,11 @@ class _Parser:
             if fn == "abs" and len(node.args) == 1:
                 e, t = self.expr(node.args[0], dims)
                 return Call("abs", (e,)), t
+            if fn in ("sqrt", "exp") and len(node.args) == 1:
+                e, t = self.expr(node.args[0], dims)
+                if not is_float(t or "float32"):
+                    raise self.err(f"{fn}() of {t} values in {ast.unparse(node)!r}; cast to float32 first")
+                return Call(fn, (e,)), t
             if fn == "cast" and len(node.args) == 2 and isinstance(node.args[1], ast.Name):
                 target = node.args[1].id
                 if target not in DTYPES:
@@ -158,7 +163,8 @@ class _Parser:
                     raise self.err(f"select's first argument must be a comparison, got {ast.unparse(node.args[0])!r}")
                 (a, ta), (b, tb) = (self.expr(x, dims) for x in node.args[1:])
                 return Call("select", (c, a, b)), self.join(ta, tb)
-            raise self.err(f"unknown call {ast.unparse(node)!r}; use max(a,b), min(a,b), abs(x), cast(x, dtype), "
+            raise self.err(f"unknown call {ast.unparse(node)!r}; use max(a,b), min(a,b), abs(x), sqrt(x), exp(x), "
+                           "cast(x, dtype), "
                            "select(cmp, a, b), or a top-level sum(body, dim=extent, ...)")
         raise self.err(f"unsupported expression {ast.unparse(node)!r}")
 

@@ -36,34 +36,66 @@ def dtype_bytes(dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Affine:
-    """An index ``sum(coeff * dim) + const`` over loop dimensions."""
+    """An index ``sum(coeff * atom) + const``; an atom is a loop dimension or a ``FloorDiv`` (a quasi-affine
+    quotient or remainder, as in Eq. 1's fractal index of img2col)."""
 
-    terms: tuple[tuple[str, int], ...]
+    terms: tuple[tuple[str | FloorDiv, int], ...]
     const: int = 0
 
     @property
     def dims(self) -> tuple[str, ...]:
-        return tuple(d for d, _ in self.terms)
+        out: list[str] = []
+        for d, _ in self.terms:
+            out += [d] if isinstance(d, str) else list(d.inner.dims)
+        return tuple(out)
 
     def isl(self) -> str:
-        parts = [d if c == 1 else f"{c}*{d}" for d, c in self.terms if c]
+        parts = [_atom_isl(d) if c == 1 else f"{c}*{_atom_isl(d)}" for d, c in self.terms if c]
         if self.const or not parts:
             parts.append(str(self.const))
         return " + ".join(parts).replace("+ -", "- ")
 
     def c(self, prefix: str = "") -> str:
         """For a C macro body: every dim parenthesized, as the macro's argument may be a sum."""
-        parts = [f"({prefix}{d})" if c == 1 else f"{c} * ({prefix}{d})" for d, c in self.terms if c]
+        parts = [f"({_atom_c(d, prefix)})" if c == 1 else f"{c} * ({_atom_c(d, prefix)})" for d, c in self.terms if c]
         return " + ".join(parts + [str(self.const)] if self.const or not parts else parts)
 
     def evaluate(self, env: dict[str, np.ndarray]) -> np.ndarray | int:
         out: np.ndarray | int = self.const
         for d, c in self.terms:
-            out = out + c * env[d]
+            out = out + c * (env[d] if isinstance(d, str) else d.evaluate(env))
         return out
 
     def __str__(self) -> str:
         return self.isl()
+
+
+@dataclass(frozen=True)
+class FloorDiv:
+    """``floor(inner / divisor)``, or with ``remainder`` ``inner mod divisor``. In a domain the indices it
+    takes are non-negative, so C's ``/`` and ``%`` agree with the floor semantics of isl and NumPy."""
+
+    inner: Affine
+    divisor: int
+    remainder: bool = False
+
+    def evaluate(self, env: dict[str, np.ndarray]) -> np.ndarray | int:
+        v = self.inner.evaluate(env)
+        return v % self.divisor if self.remainder else v // self.divisor
+
+
+def _atom_isl(d: str | FloorDiv) -> str:
+    if isinstance(d, str):
+        return d
+    if d.remainder:
+        return f"(({d.inner.isl()}) mod {d.divisor})"
+    return f"floor(({d.inner.isl()})/{d.divisor})"
+
+
+def _atom_c(d: str | FloorDiv, prefix: str) -> str:
+    if isinstance(d, str):
+        return prefix + d
+    return f"({d.inner.c(prefix)}) {'%' if d.remainder else '/'} {d.divisor}"
 
 
 @dataclass(frozen=True)
@@ -98,7 +130,7 @@ class Iter:
 
 @dataclass(frozen=True)
 class Call:
-    """An operation: binary ``+ - * / max min == < > <= >=``, unary ``neg abs``, ``select``, ``cast``."""
+    """An operation: binary ``+ - * / max min == < > <= >=``, unary ``neg abs sqrt exp``, ``select``, ``cast``."""
 
     op: str
     args: tuple[Expr, ...]
@@ -113,7 +145,7 @@ class Call:
 
 Expr = Union[Access, Const, Iter, Call]
 BINARY_OPS = ("+", "-", "*", "/", "max", "min", "==", "<", ">", "<=", ">=")
-UNARY_OPS = ("neg", "abs")
+UNARY_OPS = ("neg", "abs", "sqrt", "exp")
 
 
 def accesses(e: Expr) -> list[Access]:
@@ -198,6 +230,12 @@ class Kernel:
     inputs: tuple[Tensor, ...]
     computed: tuple[Tensor, ...]
     statements: tuple[Statement, ...]
+    # computed tensors that are results even though a later definition reads them (an ONNX subgraph's
+    # output that is also consumed inside the subgraph)
+    results: tuple[str, ...] = ()
+    # an external schedule tree (isl's text form) used instead of the isl scheduler: the fractal GEMM of
+    # img2col convolution (Sec. 4.5 grafts a prebuilt tree); compile_subgraph checks it against the dependences
+    external_schedule: str = ""
 
     @property
     def tensors(self) -> dict[str, Tensor]:
@@ -211,7 +249,20 @@ class Kernel:
             for a in accesses(s.body):
                 if a.tensor != s.out.tensor:
                     read_by_other.add(a.tensor)
-        return tuple(t for t in self.computed if t.name not in read_by_other)
+        return tuple(t for t in self.computed if t.name not in read_by_other or t.name in self.results)
+
+    def layout_statements(self) -> set[str]:
+        """Statements the MTE runs, not the vector unit (Sec. 2: the MTE does img2col on the way to the cube):
+        copies of an input tensor, or constant fills, into a tensor that only cube statements read."""
+        cube_read: set[str] = set()
+        other_read: set[str] = set()
+        for s in self.statements:
+            for a in accesses(s.body):
+                (cube_read if s.is_cube else other_read).add(a.tensor)
+        inputs = {t.name for t in self.inputs}
+        return {s.name for s in self.statements if s.kind == "assign" and s.out.tensor in cube_read
+                and s.out.tensor not in other_read
+                and (isinstance(s.body, Const) or (isinstance(s.body, Access) and s.body.tensor in inputs))}
 
     def writer(self, tensor: str) -> list[Statement]:
         return [s for s in self.statements if s.out.tensor == tensor]

@@ -49,6 +49,9 @@ def _eval(e: Expr, env: dict[str, np.ndarray], mem: dict[str, np.ndarray], dtype
         return -a[0]
     if op == "abs":
         return np.abs(a[0])
+    if op in ("sqrt", "exp"):
+        with np.errstate(invalid="ignore", over="ignore"):   # NaN / inf as C gives them
+            return np.sqrt(a[0]) if op == "sqrt" else np.exp(a[0])
     if op == "select":
         return np.where(a[0], a[1], a[2])
     fns = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "max": np.maximum,
