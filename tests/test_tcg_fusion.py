@@ -159,3 +159,26 @@ def test_fusion_adds_candidates_and_solutions_to_the_search():
     ref = evaluate(small_program("fc_bias"), data)["y"]
     for cand in fused:
         np.testing.assert_allclose(run_selection(cand.program, cand.tcg, cand.selection, ISA, data)["y"], ref)
+
+
+def test_output_transposes_reorder_a_result_and_its_readers():
+    from accelmap.embed.tcg_rewrite import output_orders
+
+    # y reduces t over its outer dimension: no pattern reduces across an inner one, and an intermediate
+    # is no graph input, so input transposes cannot help; storing t as t[j,i] does (Sec. 3.3.1)
+    prog = parse_program("t[i,j] = a[i,j] * 2; y[j] = sum(t[i,j], i)", {"i": 3, "j": 4})
+    orders = list(output_orders(prog, 100))
+    assert [str(p) for p in orders] == ["t[i,j] = (a[i,j] * 2); y[j] = sum(t[i,j], i)",
+                                        "t[j,i] = (a[i,j] * 2); y[j] = sum(t[j,i], i)"]
+    assert not search(prog, ISA, 1, input_transposes=True).solutions
+    res = search(prog, ISA, 1, input_transposes=True, output_transposes=True)
+    assert (len(res.candidates), len(res.solutions)) == (4, 1)
+    sol = res.solutions[0]
+    assert str(sol.program) == "t[j,i] = (a^T10[j,i] * 2); y[j] = sum(t[j,i], i)"
+    data = random_inputs(prog, np.random.default_rng(4))
+    np.testing.assert_allclose(run_selection(sol.program, sol.tcg, sol.selection, ISA, data)["y"],
+                               evaluate(prog, data)["y"])
+    # shared loops keep their place: only t's own inner loops of the fused GEMM reorder
+    fused = fuse(full_fission(small_program("gemm")), 1)
+    assert {p.statements[0].dims for p in output_orders(fused, 100)} == {("i", "j", "k"), ("i", "k", "j")}
+    assert all(fusion_problem(p) is None for p in output_orders(fused, 100))

@@ -30,6 +30,18 @@ def _pair(w: Node, p: Node, inside: set[int], pairs: dict[int, tuple[Node, int]]
         _pair(a, b, inside, pairs)
 
 
+def statement_of(tcg: TCG, index: int) -> int:
+    """The statement a node computes: walk up to one of the statement's own tensor nodes (a loop it
+    shares with a neighbour is never a match root: its right-hand subgraph holds the neighbour too)."""
+    prog = tcg.program
+    own = {ix: si for si, lv in enumerate(tcg.levels) for ix in lv[max(prog.shared(si), prog.shared(si + 1)):]}
+    n = tcg.nodes[index]
+    while n.index not in own:
+        assert n.parent is not None
+        n = n.parent
+    return own[n.index]
+
+
 def run_selection(program: Program, tcg: TCG, selection: Selection, isa: tuple[Instruction, ...],
                   inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every statement's result, computed only by the selected instructions, in the program's loop order.
@@ -41,17 +53,9 @@ def run_selection(program: Program, tcg: TCG, selection: Selection, isa: tuple[I
     by_name = {ins.name: ins for ins in isa}
     sizes = dict(program.sizes)
     sizes["_"] = 1
-    # a statement's own tensor nodes (shared loops are never a match root: their right-hand
-    # subgraph holds the preceding statement too, which no instruction covers)
-    owner = {ix: si for si, lv in enumerate(tcg.levels)
-             for ix in lv[max(program.shared(si), program.shared(si + 1)):]}
     calls: dict[int, list] = {}
     for m in selection.matches:
-        n = tcg.nodes[m.root]
-        while n.index not in owner:   # up to one of the statement's own tensor nodes
-            assert n.parent is not None
-            n = n.parent
-        calls.setdefault(owner[n.index], []).append(m)
+        calls.setdefault(statement_of(tcg, m.root), []).append(m)
     env: dict[str, np.ndarray] = {
         st.out: np.full([sizes[d] for d in st.dims], np.nan) if st.dims else np.asarray(np.nan)
         for st in program.statements}

@@ -378,6 +378,31 @@ def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
     return Reduce(e.op, e.dim, body, _permute(e.init, si, perms, counter))
 
 
+def output_orders(prog: Program, limit: int) -> Iterator[Program]:
+    """Every combination of result orders of the statements (Sec. 3.3.1's output transpose: the
+    tensor nodes of a statement reordered), at most ``limit``; readers of a result follow its order.
+
+    Loops a statement shares with a neighbour keep their place (fusion fixed them). The last
+    statement's result may change order too: the operator's output is then stored transposed."""
+    choices = []
+    for si, st in enumerate(prog.statements):
+        fixed = max(prog.shared(si), prog.shared(si + 1))
+        choices.append([tuple(range(fixed)) + tuple(fixed + k for k in p)
+                        for p in itertools.permutations(range(len(st.dims) - fixed))])
+    for count, combo in enumerate(itertools.product(*choices)):
+        if count >= limit:
+            return
+        order = {st.out: pos for st, pos in zip(prog.statements, combo, strict=True)}
+
+        def load(ld: Load, order=order) -> Load:
+            pos = order.get(ld.tensor)
+            return ld if pos is None else Load(ld.tensor, tuple(ld.indices[k] for k in pos))
+
+        yield replace(prog, statements=tuple(
+            Statement(st.out, tuple(st.dims[k] for k in pos), _map_loads(st.expr, load))
+            for st, pos in zip(prog.statements, combo, strict=True)))
+
+
 def global_layouts(prog: Program) -> list[Program]:
     """Table 3.5: one permutation applied to every tensor of the highest rank (graph inputs read a
     transposed copy, statement results are stored permuted and their readers follow)."""
@@ -433,6 +458,7 @@ class SearchResult:
     nodes: int                       # of the canonical graph
     candidates: tuple[Candidate, ...]
     seconds: float
+    timed_out: bool = False          # stopped by the time limit before the candidate limit or the end
 
     @property
     def solutions(self) -> tuple[Candidate, ...]:
@@ -456,13 +482,15 @@ def graph_key(tcg: TCG) -> tuple:
 
 
 def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, input_transposes: bool = False,
-           layouts: bool = False, limit: int = 100_000) -> SearchResult:
+           output_transposes: bool = False, layouts: bool = False, limit: int = 100_000,
+           time_limit: float = float("inf")) -> SearchResult:
     """Generate the candidate graphs of a configuration, match and select on each.
 
     Every graph of the configuration is expanded by all operand swaps and, with
-    ``input_transposes``, all access orders of the graph inputs, and with ``layouts`` the global
-    layout permutations of Table 3.5 (applied to the program before the search); at most ``limit``
-    candidates."""
+    ``output_transposes``, all result orders of its statements, with ``input_transposes`` all
+    access orders of the graph inputs, and with ``layouts`` the global layout permutations of
+    Table 3.5 (applied to the program before the search); at most ``limit`` candidates, and no new
+    one after ``time_limit`` seconds."""
     if config not in CONFIGS:
         raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
     t0 = time.perf_counter()
@@ -476,11 +504,14 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
     for g, depth in graphs:
         if len(cands) >= limit:
             break
-        variants = [t for sw in operand_swaps(g)
-                    for t in (transposes(sw, limit) if input_transposes else [sw])]
+        variants = (t for sw in operand_swaps(g)
+                    for o in (output_orders(sw, limit) if output_transposes else [sw])
+                    for t in (transposes(o, limit) if input_transposes else [o]))
         for v in variants:
             if len(cands) >= limit:
                 break
+            if time.perf_counter() - t0 > time_limit:
+                return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0, True)
             tcg = build_tcg(v)
             key = graph_key(tcg)
             if key in seen_keys:
@@ -526,7 +557,8 @@ def _graphs(base: Program, config: int) -> Iterator[tuple[Program, int]]:
 
 
 def _differences(a: Program, b: Program) -> int:
-    """Swaps and transposes that turn a into b (they keep the statement structure)."""
+    """Swaps and transposes that turn a into b (they keep the statement structure; a load a result
+    order changed counts once more, beside the result itself)."""
     def walk(x: Expr, y: Expr) -> int:
         if isinstance(x, Binary) and isinstance(y, Binary):
             return min(walk(x.left, y.left) + walk(x.right, y.right), 1 + walk(x.left, y.right) + walk(x.right, y.left))
@@ -536,4 +568,4 @@ def _differences(a: Program, b: Program) -> int:
             return walk(x.body, y.body) + walk(x.init, y.init)
         return int(x != y)
 
-    return sum(walk(s.expr, t.expr) for s, t in zip(a.statements, b.statements, strict=True))
+    return sum(walk(s.expr, t.expr) + int(s.dims != t.dims) for s, t in zip(a.statements, b.statements, strict=True))
