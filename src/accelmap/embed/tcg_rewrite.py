@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from accelmap.embed.tcg import (
     COMMUTATIVE,
@@ -39,6 +40,7 @@ from accelmap.embed.tcg import (
     Statement,
     Unary,
     build_tcg,
+    expr_text,
     transposed_name,
     with_fused,
 )
@@ -447,9 +449,14 @@ CONFIGS = {1: "swap + mask", 2: "swap + mask + fission", 3: "swap + mask + fusio
 @dataclass(frozen=True)
 class Candidate:
     program: Program
-    tcg: TCG
     selection: Selection
     transformations: int   # rewrites applied to reach this graph from the canonical one
+
+    @cached_property
+    def tcg(self) -> TCG:
+        """The graph the selection refers to, rebuilt on demand (the same node numbering): a search keeps
+        hundreds of thousands of candidates, and their trees would take gigabytes."""
+        return build_tcg(self.program)
 
 
 @dataclass(frozen=True)
@@ -465,6 +472,13 @@ class SearchResult:
         return tuple(c for c in self.candidates if c.selection.full)
 
     @property
+    def solutions_up_to_swaps(self) -> int:
+        """Solutions that differ by more than the order of a commutative operation's operands, counted
+        once per instruction selection (a swap twin covered by the same instructions is one solution)."""
+        return len({(_operands_sorted(c.program), tuple(sorted(m.instruction for m in c.selection.matches)))
+                    for c in self.solutions})
+
+    @property
     def hit_rate(self) -> float:
         return len(self.solutions) / len(self.candidates) if self.candidates else 0.0
 
@@ -474,6 +488,23 @@ class SearchResult:
             return None
         mid = len(xs) // 2
         return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _operands_sorted(prog: Program) -> Program:
+    """The program with every commutative operation's operands in one fixed order (by their text)."""
+    def srt(e: Expr) -> Expr:
+        if isinstance(e, Binary):
+            a, b = srt(e.left), srt(e.right)
+            if e.op in COMMUTATIVE and expr_text(b) < expr_text(a):
+                a, b = b, a
+            return Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, srt(e.x))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, srt(e.body), srt(e.init))
+        return e
+
+    return replace(prog, statements=tuple(Statement(s.out, s.dims, srt(s.expr)) for s in prog.statements))
 
 
 def graph_key(tcg: TCG) -> tuple:
@@ -518,7 +549,7 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
                 continue
             seen_keys.add(key)
             moved = depth + _differences(g, v)
-            cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
+            cands.append(Candidate(v, select(tcg, matcher.match(tcg)), moved))
     return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
 
 
