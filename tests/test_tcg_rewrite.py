@@ -142,3 +142,19 @@ def test_global_layouts_count():
     plain = search(small_program("gemm"), ISA, 4, input_transposes=True)
     glob = search(small_program("gemm"), ISA, 4, input_transposes=True, layouts=True)
     assert len(glob.candidates) == len(plain.candidates) == 24
+
+
+def test_table_3_3_setting_with_the_thesis_operand_layouts():
+    # Without transposes (Table 3.3) and with the second operand's reduced dimension innermost (eq. 3.2's k^T),
+    # Fig. 3.15's findings hold: configuration 1 covers GEMM natively, Conv2D needs fission, configuration 3
+    # adds nothing to 1 for either, and GEMM's solutions are Table 3.3's 4 once swap twins count once.
+    gemm = parse_program("c[i,j] = sum(a[i,k] * b[j,k], k)", {"i": 3, "j": 4, "k": 5})
+    conv = parse_program("y[n,h,w,c] = sum(x[n,h+kh,w+kw,ic] * f[c,kh,kw,ic], kh, kw, ic)",
+                         {"n": 1, "h": 3, "w": 2, "c": 2, "kh": 2, "kw": 2, "ic": 2})
+    got = {(name, cfg): search(p, ISA, cfg) for name, p in (("gemm", gemm), ("conv2d", conv)) for cfg in (1, 2, 3)}
+    assert [(len(got["gemm", c].candidates), len(got["gemm", c].solutions)) for c in (1, 2, 3)] == [
+        (2, 2), (4, 4), (2, 2)]
+    assert [(len(got["conv2d", c].candidates), len(got["conv2d", c].solutions)) for c in (1, 2, 3)] == [
+        (2, 0), (4, 2), (2, 0)]
+    full = search(gemm, ISA, 4)
+    assert (len(full.candidates), len(full.solutions), full.solutions_up_to_swaps) == (6, 6, 4)

@@ -83,8 +83,10 @@ def match_cmd(workload, sizes, isa, config, transposes, output_transposes, layou
     extra = (", input transposes" if transposes else "") + (", output transposes" if output_transposes else "") + (
         ", global layouts" if layouts else "")
     click.echo(f"config {config} ({CONFIGS[config]}{extra}), "
-               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, {len(res.candidates):,} candidates"
-               f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions, "
+               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, "
+               f"{len(res.candidates):,} candidates"
+               f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions "
+               f"({res.solutions_up_to_swaps:,} with operand-swap twins counted once), "
                f"hit rate {res.hit_rate:.1%}, median transformations {'-' if med is None else f'{med:g}'}, "
                f"{res.seconds:.2f} s")
     for k, cand in enumerate(res.solutions[:show], 1):

@@ -208,7 +208,8 @@ def _index(node: ast.expr, where: str) -> Index:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return IConst(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Mult):
-        return IOp("add" if isinstance(node.op, ast.Add) else "mul", _index(node.left, where), _index(node.right, where))
+        op = "add" if isinstance(node.op, ast.Add) else "mul"
+        return IOp(op, _index(node.left, where), _index(node.right, where))
     raise SpecError(f"statement {where!r}: index {ast.unparse(node)!r} is not an affine expression of dimensions")
 
 

@@ -423,7 +423,8 @@ def global_layouts(prog: Program) -> list[Program]:
             return Load(name, tuple(ld.indices[k] for k in perm))
 
         out.append(replace(prog, statements=tuple(
-            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims, _map_loads(s.expr, load))
+            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims,
+                      _map_loads(s.expr, load))
             for s in prog.statements)))
     return out
 
