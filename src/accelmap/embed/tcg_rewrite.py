@@ -271,8 +271,8 @@ def fusion_problem(prog: Program) -> str | None:
     iteration intervals are identical and no data is consumed before it is computed: a statement
     inside a loop shared with an earlier one reads that one's result, along every shared loop, at
     exactly the current iteration (conservative: a read of an earlier iteration would be safe too,
-    but no operator here needs one). Both keep at least one loop of their own: the grammar of Fig. 3.2 puts the
-    predecessor in a tensor node's left child, which must be a tensor node."""
+    but no operator here needs one). Both keep at least one loop of their own: the grammar of
+    Fig. 3.2 puts the predecessor in a tensor node's left child, which must be a tensor node."""
     sts, sizes = prog.statements, dict(prog.sizes)
     if prog.fused and len(prog.fused) != len(sts):
         return f"{len(prog.fused)} fusion depths for {len(sts)} statements"
