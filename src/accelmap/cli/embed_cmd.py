@@ -9,6 +9,7 @@ from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.embed.program import check_runnable, verify_program
 from accelmap.embed.search import embed
+from accelmap.embed.tcg_embed import topdown_embed, verify
 from accelmap.errors import SpecError
 from accelmap.examples import example_path
 from accelmap.workload.files import load_operator
@@ -16,6 +17,8 @@ from accelmap.workload.files import load_operator
 
 @main.command("embed")
 @click.option("--workload", "-w", default=None, help="Workload YAML (default: the bundled example conv).")
+@click.option("--method", type=click.Choice(["dataflow", "topdown"]), default="dataflow", show_default=True,
+              help="dataflow: the bottom-up embedding of chapter 4; topdown: TCG matching with rewrites (chapter 3).")
 @click.option("--intrinsic", "-i", "intrinsic", default="vta_gemm", show_default=True,
               help="Intrinsic: a library name, a name in --arch, or an intrinsic YAML.")
 @click.option("--arch", "-a", default="vta_like", show_default=True,
@@ -26,8 +29,8 @@ from accelmap.workload.files import load_operator
 @click.option("--run", "run_it", is_flag=True, help="Execute each printed program and compare with the reference.")
 @click.option("--mapper/--no-mapper", "use_mapper", default=True, show_default=True,
               help="Re-cost the printed embeddings through the mapper (latency on --arch; about 1 s each).")
-def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
-    """Embed a hardware intrinsic into an operator (Rieber's 2022 dissertation, ch. 4)."""
+def embed_cmd(workload, method, intrinsic, arch, mode, top, time_limit, run_it, use_mapper):
+    """Embed a hardware intrinsic into an operator (Rieber's 2022 dissertation, ch. 4; ch. 3 with --method topdown)."""
     if top < 1:
         raise SpecError(f"must be at least 1, got {top}", where="--top")
     if not (0 < time_limit < 1e9):   # also refuses nan and inf
@@ -35,6 +38,13 @@ def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapp
     acc = get_accelerator(arch)
     intr = get_intrinsic(intrinsic, acc)
     op = load_operator(workload or example_path("conv_small.yaml"))
+    if method == "topdown":
+        ctx = click.get_current_context()
+        for name, flag in (("mode", "--mode"), ("use_mapper", "--mapper/--no-mapper")):
+            if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT:
+                raise SpecError("applies to the dataflow method only, not to --method topdown", where=flag)
+        _topdown(op, intr, top, time_limit, run_it)
+        return
     if run_it:
         check_runnable(op)
     res = embed(op, intr, mode, arch=acc, time_limit=time_limit, mapper_top=top if use_mapper else 0)
@@ -65,3 +75,27 @@ def embed_cmd(workload, intrinsic, arch, mode, top, time_limit, run_it, use_mapp
             if not ok:
                 raise SystemExit(1)
     del ref
+
+
+def _topdown(op, intr, top: int, time_limit: float, run_it: bool) -> None:
+    res = topdown_embed(op, intr, time_limit=time_limit)
+    click.echo(str(op))
+    click.echo(str(intr))
+    click.echo(res.summary())
+    if not res.found:
+        raise SystemExit(1)
+    for k, e in enumerate(res.embeddings[:top], 1):
+        cand = e.candidate
+        click.echo(f"\n#{k} {cand.program}   [{cand.transformations} transformations]")
+        click.echo(f"   calls {e.call_count:,} (MAC utilization {e.utilization:.1%}), latency n/a (top-down)")
+        click.echo(f"   selection: {cand.selection}")
+        click.echo("   layouts: " + ("; ".join(e.layouts) or "unchanged"))
+        click.echo("   program:")
+        for call in e.calls:
+            for line in call.text():
+                click.echo("     " + line)
+        if run_it:
+            ok, msg = verify(res, e)
+            click.echo(f"   run: {'OK' if ok else 'MISMATCH'} - {msg}")
+            if not ok:
+                raise SystemExit(1)

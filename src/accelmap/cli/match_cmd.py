@@ -60,6 +60,8 @@ def _workload(workload: str, sizes: str | None) -> Program:
               help="Search configuration of Table 3.4: " + "; ".join(f"{k} = {v}" for k, v in CONFIGS.items()))
 @click.option("--transposes/--no-transposes", default=True, show_default=True,
               help="Also try every access order of the graph inputs (input transposes).")
+@click.option("--output-transposes/--no-output-transposes", default=False, show_default=True,
+              help="Also try every result order of every statement (output transposes; grows the search fast).")
 @click.option("--layouts/--no-layouts", default=False, show_default=True,
               help="Also try the global layout permutations of Table 3.5 (one order for all top-rank tensors).")
 @click.option("--limit", default=100_000, show_default=True, type=click.IntRange(1),
@@ -68,19 +70,23 @@ def _workload(workload: str, sizes: str | None) -> Program:
 @click.option("--tree/--no-tree", default=True, show_default=True, help="Print the canonical TCG.")
 @click.option("--lanes", default=None, type=click.IntRange(1),
               help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6).")
-def match_cmd(workload, sizes, isa, config, transposes, layouts, limit, show, tree, lanes):
+def match_cmd(workload, sizes, isa, config, transposes, output_transposes, layouts, limit, show, tree, lanes):
     """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
     prog = _workload(workload, sizes)
     instructions = get_isa(isa)
     click.echo(f"program: {prog}")
     if tree:
         click.echo(build_tcg(canonicalise(prog)).pretty())
-    res = search(prog, instructions, config, input_transposes=transposes, layouts=layouts, limit=limit)
+    res = search(prog, instructions, config, input_transposes=transposes, output_transposes=output_transposes,
+                 layouts=layouts, limit=limit)
     med = res.median_transformations()
-    extra = (", input transposes" if transposes else "") + (", global layouts" if layouts else "")
+    extra = (", input transposes" if transposes else "") + (", output transposes" if output_transposes else "") + (
+        ", global layouts" if layouts else "")
     click.echo(f"config {config} ({CONFIGS[config]}{extra}), "
-               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, {len(res.candidates):,} candidates"
-               f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions, "
+               f"{len(instructions)} instruction{'s' if len(instructions) != 1 else ''}: {res.nodes} nodes, "
+               f"{len(res.candidates):,} candidates"
+               f"{' (limit reached)' if len(res.candidates) >= limit else ''}, {len(res.solutions):,} solutions "
+               f"({res.solutions_up_to_swaps:,} with operand-swap twins counted once), "
                f"hit rate {res.hit_rate:.1%}, median transformations {'-' if med is None else f'{med:g}'}, "
                f"{res.seconds:.2f} s")
     for k, cand in enumerate(res.solutions[:show], 1):

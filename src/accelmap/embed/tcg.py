@@ -23,8 +23,8 @@ With them GEMM has 11 nodes, as in Table 3.3.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Mapping, Union
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -108,12 +108,29 @@ class Statement:
 
 @dataclass(frozen=True)
 class Program:
+    """Statements in program order. ``fused[i]`` is how many outer loops statement i shares with
+    statement i-1 (loop fusion, Fig. 3.12); empty when no statement shares a loop."""
+
     name: str
     statements: tuple[Statement, ...]
     sizes: tuple[tuple[str, int], ...]
+    fused: tuple[int, ...] = ()
+
+    def shared(self, i: int) -> int:
+        """The outer loops statement i shares with statement i-1 (0 for the first and past the last)."""
+        return self.fused[i] if 0 < i < len(self.fused) else 0
 
     def __str__(self) -> str:
-        return "; ".join(str(s) for s in self.statements)
+        parts = []
+        for i, s in enumerate(self.statements):
+            k = self.shared(i)
+            parts.append((f"[fused {','.join(s.dims[:k])}] " if k else "") + str(s))
+        return "; ".join(parts)
+
+
+def with_fused(prog: Program, fused: Sequence[int]) -> Program:
+    """The program with this loop structure (no fusion is stored as an empty tuple, so equal programs compare equal)."""
+    return replace(prog, fused=tuple(fused) if any(fused) else ())
 
 
 def index_text(ix: Index) -> str:
@@ -191,7 +208,8 @@ def _index(node: ast.expr, where: str) -> Index:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return IConst(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Mult):
-        return IOp("add" if isinstance(node.op, ast.Add) else "mul", _index(node.left, where), _index(node.right, where))
+        op = "add" if isinstance(node.op, ast.Add) else "mul"
+        return IOp(op, _index(node.left, where), _index(node.right, where))
     raise SpecError(f"statement {where!r}: index {ast.unparse(node)!r} is not an affine expression of dimensions")
 
 
@@ -420,10 +438,14 @@ class Node:
 
 @dataclass
 class TCG:
-    """A tensor compute graph: ``nodes`` in right-to-left pre-order, ``nodes[0]`` the root."""
+    """A tensor compute graph: ``nodes`` in right-to-left pre-order, ``nodes[0]`` the root.
+
+    ``levels[i]`` are the pre-order indices of statement i's tensor nodes, outermost first (loops
+    it shares with its neighbours included)."""
 
     program: Program
     nodes: list[Node]
+    levels: tuple[tuple[int, ...], ...] = ()
 
     @property
     def root(self) -> Node:
@@ -452,43 +474,59 @@ class TCG:
 
 
 def build_tcg(program: Program) -> TCG:
-    """The TCG of a program (the tree of Fig. 3.2 with iterator references as upward distances)."""
+    """The TCG of a program (the tree of Fig. 3.2 with iterator references as upward distances).
+
+    A statement fused into its predecessor (``program.fused``) reuses the predecessor's outer tensor
+    nodes; below the last shared one its own first tensor node is the right child, with the
+    predecessor's remaining loops as its left child (the preceding computation, Fig. 3.12)."""
     nodes: list[Node] = []
     producers: dict[str, Node] = {}
-    prev: Node | None = None
-    for st in program.statements:
-        scope: dict[str, Node] = {}
-        top: Node | None = None
-        cur: Node | None = None
-        for d in st.dims:
-            t = Node("tensor", "T", f"tensor {st.out}:{d}", defines=d, tensor=st.out)
-            scope[d] = t
-            if cur is None:
-                top = t
-            else:
-                _attach(cur, t, 0)
-            cur = t
+    nest_top: Node | None = None            # outermost tensor node of the current loop nest
+    prev_levels: list[Node] = []
+    all_levels: list[list[Node]] = []
+    for si, st in enumerate(program.statements):
+        k = program.shared(si)
+        if k and not (0 < si and k < len(st.dims) and k < len(program.statements[si - 1].dims)):
+            raise SpecError(f"program {program.name!r}: statement '{st}' cannot share {k} loops with the previous "
+                            f"statement; each must keep a loop of its own below the shared ones")
+        scope: dict[str, Node] = dict(zip(st.dims[:k], prev_levels[:k], strict=True))
+        shared = prev_levels[:k]
+        for shared_node in shared:
+            shared_node.text += f",{st.out}"
+        own = [Node("tensor", "T", f"tensor {st.out}:{d}", defines=d, tensor=st.out)
+               for d in st.dims[k:] or ("_",)]   # a scalar result is a 1-D tensor of length 1
+        if st.dims:
+            scope.update(zip(st.dims[k:], own, strict=True))
         try:
             body = _build_expr(st.expr, scope, producers)
         except SpecError as e:
             raise SpecError(f"program {program.name!r}, statement '{st}': {e}") from None
-        if cur is None:   # a scalar result is a 1-D tensor of length 1
-            top = cur = Node("tensor", "T", f"tensor {st.out}:_", defines="_", tensor=st.out)
-        _attach(cur, body, 0)
-        assert top is not None
-        if prev is not None:
-            _attach(top, prev, 1)
-        producers[st.out] = top
-        prev = top
-    assert prev is not None
-    _number(prev, nodes)
-    return TCG(program, nodes)
+        for outer, inner in zip(own, own[1:] + [body], strict=True):
+            _attach(outer, inner, 0)
+        own_top = own[0]
+        if shared:
+            # under the shared loops the predecessor's remaining loops precede this statement (left child)
+            rest = shared[-1].children[0]
+            shared[-1].children[0] = own_top
+            own_top.parent, own_top.pos = shared[-1], 0
+            _attach(own_top, rest, 1)
+        else:
+            if nest_top is not None:
+                _attach(own_top, nest_top, 1)
+            nest_top = own_top
+        levels = shared + own
+        producers[st.out] = own_top
+        prev_levels = levels
+        all_levels.append(levels)
+    assert nest_top is not None
+    _number(nest_top, nodes)
+    return TCG(program, nodes, tuple(tuple(n.index for n in lv) for lv in all_levels))
 
 
 def _attach(parent: Node, child: Node, pos: int) -> None:
-    while len(parent.children) <= pos:
-        parent.children.append(None)  # type: ignore[arg-type]
-    parent.children[pos] = child
+    if pos != len(parent.children):
+        raise AssertionError(f"children are attached right to left: {pos} after {len(parent.children)}")
+    parent.children.append(child)
     child.parent = parent
     child.pos = pos
 

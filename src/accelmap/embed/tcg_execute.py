@@ -21,13 +21,6 @@ from accelmap.embed.tcg_select import Selection
 from accelmap.errors import SpecError
 
 
-def _statement_top(n: Node) -> Node:
-    while not (n.kind == "tensor" and (n.parent is None or (n.parent.kind == "tensor" and n.pos == 1))):
-        assert n.parent is not None
-        n = n.parent
-    return n
-
-
 def _pair(w: Node, p: Node, inside: set[int], pairs: dict[int, tuple[Node, int]]) -> None:
     """Walk workload and pattern together: pattern node id -> (workload node, masked accesses)."""
     k = _masked_accesses(w, inside) if w.kind == "input" and w.children else 0
@@ -37,45 +30,75 @@ def _pair(w: Node, p: Node, inside: set[int], pairs: dict[int, tuple[Node, int]]
         _pair(a, b, inside, pairs)
 
 
+def statement_of(tcg: TCG, index: int) -> int:
+    """The statement a node computes: walk up to one of the statement's own tensor nodes (a loop it
+    shares with a neighbour is never a match root: its right-hand subgraph holds the neighbour too)."""
+    prog = tcg.program
+    own = {ix: si for si, lv in enumerate(tcg.levels) for ix in lv[max(prog.shared(si), prog.shared(si + 1)):]}
+    n = tcg.nodes[index]
+    while n.index not in own:
+        assert n.parent is not None
+        n = n.parent
+    return own[n.index]
+
+
 def run_selection(program: Program, tcg: TCG, selection: Selection, isa: tuple[Instruction, ...],
                   inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every statement's result, computed only by the selected instructions."""
+    """Every statement's result, computed only by the selected instructions, in the program's loop order.
+
+    Fused statements run interleaved inside their shared loops (Fig. 3.12), and results start as
+    NaN, so a statement that read an element before it was written would show it."""
     if not selection.full:
         raise SpecError("only a fully covered selection can run as an instruction program")
     by_name = {ins.name: ins for ins in isa}
     sizes = dict(program.sizes)
     sizes["_"] = 1
-    by_statement: dict[int, list] = {}
+    calls: dict[int, list] = {}
     for m in selection.matches:
-        top = _statement_top(tcg.nodes[m.root])
-        by_statement.setdefault(top.index, []).append(m)
-    env: dict[str, np.ndarray] = {}
-    for st in program.statements:
-        top = next(n for n in tcg.nodes if n.kind == "tensor" and n.tensor == st.out and n is _statement_top(n))
-        ms = by_statement.get(top.index, [])
+        calls.setdefault(statement_of(tcg, m.root), []).append(m)
+    env: dict[str, np.ndarray] = {
+        st.out: np.full([sizes[d] for d in st.dims], np.nan) if st.dims else np.asarray(np.nan)
+        for st in program.statements}
+    plans = []
+    for si, st in enumerate(program.statements):
+        ms = calls.get(si, [])
         if len(ms) != 1:
             raise SpecError(f"statement {st} is covered by {len(ms)} instructions; expected one")
-        m = ms[0]
-        root = tcg.nodes[m.root]
-        outer: list[Node] = []
-        n = root.parent if root is not top else None
-        while n is not None and n.index >= top.index:
-            if n.kind == "tensor":
-                outer.insert(0, n)
-            n = n.parent if n is not top else None
-        inside = {x.index for x in _region(root)}
+        root = tcg.nodes[ms[0].root]
+        lv = list(tcg.levels[si])
+        outer = lv[:lv.index(root.index)] if root.index in lv else lv   # loops around the instruction
         pairs: dict[int, tuple[Node, int]] = {}
-        ins = by_name[m.instruction]
-        _pair(root, ins.pattern, inside, pairs)
-        out = np.zeros([sizes[d] for d in st.dims] if st.dims else [])
-        for point in itertools.product(*(range(sizes[o.defines or "_"]) for o in outer)):
-            at = {o.index: v for o, v in zip(outer, point, strict=True)}
-            val = _emulate(ins.pattern, pairs, at, sizes, program, inputs, env)
-            if st.dims:
-                out[point] = val
-            else:
-                out = np.asarray(val)
-        env[st.out] = out
+        ins = by_name[ms[0].instruction]
+        _pair(root, ins.pattern, {x.index for x in _region(root)}, pairs)
+        plans.append((ins, pairs, [tcg.nodes[o] for o in outer] if st.dims else []))
+
+    def call(si: int, point: tuple[int, ...]) -> None:
+        ins, pairs, outer = plans[si]
+        at = {o.index: v for o, v in zip(outer, point, strict=True)}
+        val = _emulate(ins.pattern, pairs, at, sizes, program, inputs, env)
+        if program.statements[si].dims:
+            env[program.statements[si].out][point] = val
+        else:
+            env[program.statements[si].out] = np.asarray(val)
+
+    def run(first: int, last: int, depth: int, point: tuple[int, ...]) -> None:
+        """Statements first..last share their outer ``depth`` loops, fixed at ``point``."""
+        si = first
+        while si <= last:
+            group_end = si
+            while group_end < last and program.shared(group_end + 1) > depth:
+                group_end += 1
+            if group_end == si:   # on its own below this depth: all its remaining outer loops at once
+                rest = plans[si][2][depth:]
+                for inner in itertools.product(*(range(sizes[o.defines or "_"]) for o in rest)):
+                    call(si, point + inner)
+            else:                 # the next shared loop, then the group inside it in program order
+                loop = tcg.nodes[tcg.levels[si][depth]]
+                for v in range(sizes[loop.defines or "_"]):
+                    run(si, group_end, depth + 1, point + (v,))
+            si = group_end + 1
+
+    run(0, len(program.statements) - 1, 0, ())
     return env
 
 

@@ -38,6 +38,7 @@ class Instruction:
     text: str
     pattern: Node      # root of the pattern tree
     paths: tuple[tuple[str, ...], ...]
+    sizes: tuple[tuple[str, int], ...] = ()   # a fixed-size instruction's extent per dimension (none: variable)
 
     @property
     def leaves(self) -> int:
@@ -48,12 +49,13 @@ class Instruction:
 
 
 def instruction(name: str, kind: str, text: str, sizes: dict[str, int] | None = None) -> Instruction:
+    """An instruction from its program text; ``sizes`` fixes its extents (none: a variable-size instruction)."""
     g = build_tcg(parse_program(text, sizes or {"i": 16, "j": 16}, name))
     root = g.root
     # A scalar result (reduction, dot) is rooted in the reduction itself, not in a length-1 tensor.
     if root.defines == "_":
         root = root.children[0]
-    return Instruction(name, kind, text, root, tuple(_paths(root)))
+    return Instruction(name, kind, text, root, tuple(_paths(root)), tuple((sizes or {}).items()))
 
 
 def _paths(root: Node) -> Iterable[tuple[str, ...]]:

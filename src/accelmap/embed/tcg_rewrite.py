@@ -5,13 +5,14 @@ The rewrites act on the program form the TCG is built from, so every result is a
 - canonicalisation by operand swap (Table 3.2): constants to the right, dependent values to the left;
 - full fission (Algorithm 2): every compute or reduction nested in another becomes its own statement;
   a reduction's body gets the reduced dimension as an extra tensor dimension (reduction fission);
+- loop fusion (Algorithm 3, Fig. 3.12): a statement shares one more outer loop with its predecessor;
 - inlining (part of Algorithm 3): a load of an intermediate is replaced by its producing expression;
-- input transposes: a load reads a transposed copy of its tensor (a layout transform).
+- input transposes: a load reads a transposed copy of its tensor (a layout transform);
+- output transposes: a statement stores its result in another dimension order, its readers follow.
 
-The search applies them in the thesis' fixed order (canonicalise, fission, then fusion breadth first
-over all combinations) under the four configurations of Table 3.4, deduplicating graphs by their
-labelled tree, and matches every graph. Loop fusion of sibling statements under shared tensor nodes
-is not built: our program form keeps one loop nest per statement.
+The search applies them in the thesis' fixed order (canonicalise, fission, then fusion and inlining
+breadth first) under the four configurations of Table 3.4, deduplicating graphs by their labelled
+tree, and matches every graph.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from accelmap.embed.tcg import (
     COMMUTATIVE,
@@ -38,7 +40,9 @@ from accelmap.embed.tcg import (
     Statement,
     Unary,
     build_tcg,
+    expr_text,
     transposed_name,
+    with_fused,
 )
 from accelmap.embed.tcg_match import Instruction, Matcher
 from accelmap.embed.tcg_select import Selection, select
@@ -128,7 +132,9 @@ def fission_once(prog: Program) -> Program | None:
         new = Statement(name, tuple(dims), inner)
         rest = Statement(st.out, st.dims, rebuild(Load(name, tuple(Iter(d) for d in dims))))
         stmts = prog.statements[:si] + (new, rest) + prog.statements[si + 1:]
-        return replace(prog, statements=stmts)
+        # the moved operation keeps the statement's place in the loop structure; the rest gets a nest of its own
+        depths = list(prog.fused or [0] * len(prog.statements))
+        return with_fused(replace(prog, statements=stmts), depths[:si + 1] + [0] + depths[si + 1:])
     return None
 
 
@@ -248,7 +254,74 @@ def inline(prog: Program, si: int) -> Program:
         return Reduce(e.op, e.dim, put(e.body), put(e.init))
 
     stmts = [Statement(s.out, s.dims, put(s.expr)) for s in prog.statements[si + 1:]]
-    return replace(prog, statements=prog.statements[:si] + tuple(stmts))
+    # the statement after the inlined one now follows its predecessor: it shares what all three shared
+    depths = list(prog.fused or [0] * len(prog.statements))
+    if si + 1 < len(depths):
+        depths[si + 1] = min(depths[si], depths[si + 1])
+    del depths[si]
+    return with_fused(replace(prog, statements=prog.statements[:si] + tuple(stmts)), depths)
+
+
+# ---------------------------------------------------------------- loop fusion (Algorithm 3, Fig. 3.12)
+
+def fusion_problem(prog: Program) -> str | None:
+    """Why the program's loop structure (``prog.fused``) is not a valid fusion, or None.
+
+    Statement i may share its outer ``fused[i]`` loops with statement i-1 when (Sec. 3.3.1) the
+    iteration intervals are identical and no data is consumed before it is computed: a statement
+    inside a loop shared with an earlier one reads that one's result, along every shared loop, at
+    exactly the current iteration (conservative: a read of an earlier iteration would be safe too,
+    but no operator here needs one). Both keep at least one loop of their own: the grammar of
+    Fig. 3.2 puts the predecessor in a tensor node's left child, which must be a tensor node."""
+    sts, sizes = prog.statements, dict(prog.sizes)
+    if prog.fused and len(prog.fused) != len(sts):
+        return f"{len(prog.fused)} fusion depths for {len(sts)} statements"
+    for i, b in enumerate(sts):
+        k = prog.shared(i)
+        if k == 0:
+            continue
+        a = sts[i - 1] if i else None
+        if a is None or not (k < len(a.dims) and k < len(b.dims)):
+            return f"'{b}' cannot share {k} loops with its predecessor and keep one of its own"
+        for lvl in range(k):
+            if sizes[a.dims[lvl]] != sizes[b.dims[lvl]]:
+                return f"loop {lvl} of '{a}' ({a.dims[lvl]}) and of '{b}' ({b.dims[lvl]}) have different sizes"
+    for j, b in enumerate(sts):
+        common = len(b.dims)
+        bound = _reduced_dims(b.expr)
+        for i in range(j - 1, -1, -1):
+            common = min(common, prog.shared(i + 1))
+            if common == 0:
+                break
+            a = sts[i]
+            for ld in _loads_of(b.expr, a.out):
+                if len(ld.indices) != len(a.dims) or any(
+                        ld.indices[lvl] != Iter(b.dims[lvl]) or b.dims[lvl] in bound for lvl in range(common)):
+                    return f"'{b}' reads {a.out} at another iteration of a loop it shares with '{a}'"
+    return None
+
+
+def fusion_options(prog: Program) -> list[int]:
+    """Statements whose next outer loop can fuse with their predecessor's (each option fuses one level)."""
+    out = []
+    depths = list(prog.fused or [0] * len(prog.statements))
+    for i in range(1, len(prog.statements)):
+        trial = depths.copy()
+        trial[i] += 1
+        if fusion_problem(with_fused(prog, trial)) is None:
+            out.append(i)
+    return out
+
+
+def fuse(prog: Program, i: int) -> Program:
+    """Statement i shares one more outer loop with statement i-1."""
+    depths = list(prog.fused or [0] * len(prog.statements))
+    depths[i] += 1
+    out = with_fused(prog, depths)
+    problem = fusion_problem(out)
+    if problem is not None:
+        raise SpecError(f"program {prog.name!r}: cannot fuse statement {i}: {problem}")
+    return out
 
 
 # ---------------------------------------------------------------- input transposes
@@ -307,9 +380,36 @@ def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
     return Reduce(e.op, e.dim, body, _permute(e.init, si, perms, counter))
 
 
+def output_orders(prog: Program, limit: int) -> Iterator[Program]:
+    """Every combination of result orders of the statements (Sec. 3.3.1's output transpose: the
+    tensor nodes of a statement reordered), at most ``limit``; readers of a result follow its order.
+
+    Loops a statement shares with a neighbour keep their place (fusion fixed them). The last
+    statement's result may change order too: the operator's output is then stored transposed."""
+    choices = []
+    for si, st in enumerate(prog.statements):
+        fixed = max(prog.shared(si), prog.shared(si + 1))
+        choices.append([tuple(range(fixed)) + tuple(fixed + k for k in p)
+                        for p in itertools.permutations(range(len(st.dims) - fixed))])
+    for count, combo in enumerate(itertools.product(*choices)):
+        if count >= limit:
+            return
+        order = {st.out: pos for st, pos in zip(prog.statements, combo, strict=True)}
+
+        def load(ld: Load, order=order) -> Load:
+            pos = order.get(ld.tensor)
+            return ld if pos is None else Load(ld.tensor, tuple(ld.indices[k] for k in pos))
+
+        yield replace(prog, statements=tuple(
+            Statement(st.out, tuple(st.dims[k] for k in pos), _map_loads(st.expr, load))
+            for st, pos in zip(prog.statements, combo, strict=True)))
+
+
 def global_layouts(prog: Program) -> list[Program]:
     """Table 3.5: one permutation applied to every tensor of the highest rank (graph inputs read a
     transposed copy, statement results are stored permuted and their readers follow)."""
+    if prog.fused:
+        raise SpecError(f"program {prog.name!r}: global layouts apply before fusion, not to '{prog}'")
     rank = max([len(s.dims) for s in prog.statements] +
                [len(ld.indices) for s in prog.statements for ld in _all_loads(s.expr)])
     produced = {s.out for s in prog.statements if len(s.dims) == rank}
@@ -323,7 +423,8 @@ def global_layouts(prog: Program) -> list[Program]:
             return Load(name, tuple(ld.indices[k] for k in perm))
 
         out.append(replace(prog, statements=tuple(
-            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims, _map_loads(s.expr, load))
+            Statement(s.out, tuple(s.dims[k] for k in perm) if len(s.dims) == rank else s.dims,
+                      _map_loads(s.expr, load))
             for s in prog.statements)))
     return out
 
@@ -349,9 +450,14 @@ CONFIGS = {1: "swap + mask", 2: "swap + mask + fission", 3: "swap + mask + fusio
 @dataclass(frozen=True)
 class Candidate:
     program: Program
-    tcg: TCG
     selection: Selection
     transformations: int   # rewrites applied to reach this graph from the canonical one
+
+    @cached_property
+    def tcg(self) -> TCG:
+        """The graph the selection refers to, rebuilt on demand (the same node numbering): a search keeps
+        hundreds of thousands of candidates, and their trees would take gigabytes."""
+        return build_tcg(self.program)
 
 
 @dataclass(frozen=True)
@@ -360,10 +466,18 @@ class SearchResult:
     nodes: int                       # of the canonical graph
     candidates: tuple[Candidate, ...]
     seconds: float
+    timed_out: bool = False          # stopped by the time limit before the candidate limit or the end
 
     @property
     def solutions(self) -> tuple[Candidate, ...]:
         return tuple(c for c in self.candidates if c.selection.full)
+
+    @property
+    def solutions_up_to_swaps(self) -> int:
+        """Solutions that differ by more than the order of a commutative operation's operands, counted
+        once per instruction selection (a swap twin covered by the same instructions is one solution)."""
+        return len({(_operands_sorted(c.program), tuple(sorted(m.instruction for m in c.selection.matches)))
+                    for c in self.solutions})
 
     @property
     def hit_rate(self) -> float:
@@ -377,19 +491,38 @@ class SearchResult:
         return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
+def _operands_sorted(prog: Program) -> Program:
+    """The program with every commutative operation's operands in one fixed order (by their text)."""
+    def srt(e: Expr) -> Expr:
+        if isinstance(e, Binary):
+            a, b = srt(e.left), srt(e.right)
+            if e.op in COMMUTATIVE and expr_text(b) < expr_text(a):
+                a, b = b, a
+            return Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, srt(e.x))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, srt(e.body), srt(e.init))
+        return e
+
+    return replace(prog, statements=tuple(Statement(s.out, s.dims, srt(s.expr)) for s in prog.statements))
+
+
 def graph_key(tcg: TCG) -> tuple:
     """Structural identity of a TCG (labels and shape, not tensor names): the dedup of Algorithm 3."""
     return tuple((n.label, n.parent.index if n.parent else -1) for n in tcg.nodes)
 
 
 def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, input_transposes: bool = False,
-           layouts: bool = False, limit: int = 100_000) -> SearchResult:
+           output_transposes: bool = False, layouts: bool = False, limit: int = 100_000,
+           time_limit: float = float("inf")) -> SearchResult:
     """Generate the candidate graphs of a configuration, match and select on each.
 
     Every graph of the configuration is expanded by all operand swaps and, with
-    ``input_transposes``, all access orders of the graph inputs, and with ``layouts`` the global
-    layout permutations of Table 3.5 (applied to the program before the search); at most ``limit``
-    candidates."""
+    ``output_transposes``, all result orders of its statements, with ``input_transposes`` all
+    access orders of the graph inputs, and with ``layouts`` the global layout permutations of
+    Table 3.5 (applied to the program before the search); at most ``limit`` candidates, and no new
+    one after ``time_limit`` seconds."""
     if config not in CONFIGS:
         raise SpecError(f"configuration must be one of {sorted(CONFIGS)} (Table 3.4), got {config}", where="config")
     t0 = time.perf_counter()
@@ -403,18 +536,21 @@ def search(prog: Program, isa: tuple[Instruction, ...], config: int = 4, *, inpu
     for g, depth in graphs:
         if len(cands) >= limit:
             break
-        variants = [t for sw in operand_swaps(g)
-                    for t in (transposes(sw, limit) if input_transposes else [sw])]
+        variants = (t for sw in operand_swaps(g)
+                    for o in (output_orders(sw, limit) if output_transposes else [sw])
+                    for t in (transposes(o, limit) if input_transposes else [o]))
         for v in variants:
             if len(cands) >= limit:
                 break
+            if time.perf_counter() - t0 > time_limit:
+                return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0, True)
             tcg = build_tcg(v)
             key = graph_key(tcg)
             if key in seen_keys:
                 continue
             seen_keys.add(key)
             moved = depth + _differences(g, v)
-            cands.append(Candidate(v, tcg, select(tcg, matcher.match(tcg)), moved))
+            cands.append(Candidate(v, select(tcg, matcher.match(tcg)), moved))
     return SearchResult(config, len(build_tcg(base)), tuple(cands), time.perf_counter() - t0)
 
 
@@ -430,27 +566,31 @@ def _graphs(base: Program, config: int) -> Iterator[tuple[Program, int]]:
         start = (canonicalise(fissioned), steps)
         yield start
     if config in (3, 4):
+        # Algorithm 3 breadth first. Its fusion set holds every conflict-free combination of options;
+        # we apply one option per step, which reaches the same graphs: a combination is a sequence of
+        # single options each valid on its own (fewer fused loops only drop constraints, inlinings
+        # are taken from the back as in the combination), and the queue goes on from every result.
+        # The count of rewrites is then the breadth-first depth. A test checks the two closures agree.
         queue = deque([start])
-        seen = {graph_key(build_tcg(start[0]))}
+        seen = {start[0]}
+        seen_keys = {graph_key(build_tcg(start[0]))}
         while queue:
             g, depth = queue.popleft()
-            options = inline_options(g)
-            # the fusion set: every combination of inlinings, applied from the back so indices stay valid
-            for r in range(1, len(options) + 1):
-                for combo in itertools.combinations(options, r):
-                    h = g
-                    for si in sorted(combo, reverse=True):
-                        h = inline(h, si)
-                    h = canonicalise(h)
-                    key = graph_key(build_tcg(h))
-                    if key not in seen:
-                        seen.add(key)
-                        queue.append((h, depth + r))
-                        yield h, depth + r
+            rewritten = [fuse(g, i) for i in fusion_options(g)] + [inline(g, si) for si in inline_options(g)]
+            for h in map(canonicalise, rewritten):
+                if h in seen:
+                    continue
+                seen.add(h)
+                key = graph_key(build_tcg(h))
+                if key not in seen_keys:
+                    seen_keys.add(key)
+                    queue.append((h, depth + 1))
+                    yield h, depth + 1
 
 
 def _differences(a: Program, b: Program) -> int:
-    """Swaps and transposes that turn a into b (they keep the statement structure)."""
+    """Swaps and transposes that turn a into b (they keep the statement structure; a load a result
+    order changed counts once more, beside the result itself)."""
     def walk(x: Expr, y: Expr) -> int:
         if isinstance(x, Binary) and isinstance(y, Binary):
             return min(walk(x.left, y.left) + walk(x.right, y.right), 1 + walk(x.left, y.right) + walk(x.right, y.left))
@@ -460,4 +600,4 @@ def _differences(a: Program, b: Program) -> int:
             return walk(x.body, y.body) + walk(x.init, y.init)
         return int(x != y)
 
-    return sum(walk(s.expr, t.expr) for s, t in zip(a.statements, b.statements, strict=True))
+    return sum(walk(s.expr, t.expr) + int(s.dims != t.dims) for s, t in zip(a.statements, b.statements, strict=True))

@@ -1,0 +1,157 @@
+"""Top-down embedding of one intrinsic into one of our operators (Rieber's 2022 dissertation, ch. 3).
+
+The chapter 3 method behind ``accelmap embed --method topdown``: the operator becomes a TCG, the
+intrinsic a TCG pattern, and the rewrite search of Table 3.4 (configuration 4, input transposes)
+looks for candidate graphs the intrinsic covers completely. Each solution is reported like a
+dataflow embedding: the calls it makes (outer loops times tiles, eq. 3.5/3.6 with the intrinsic's
+own sizes), the MAC utilization, the layout changes (transposed inputs, reordered results) and the
+loop program, and it can be run with NumPy emulations of the intrinsic against the operator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap.arch.intrinsics import Intrinsic
+from accelmap.embed.tcg import Program, evaluate, program_from_operator
+from accelmap.embed.tcg_execute import _pair, run_selection, statement_of
+from accelmap.embed.tcg_match import Instruction, _region, intrinsic_instruction
+from accelmap.embed.tcg_rewrite import Candidate, SearchResult, _all_loads, _index_dims_all, search
+from accelmap.embed.tcg_tiling import padding
+from accelmap.workload.operator import Operator
+
+
+@dataclass(frozen=True)
+class Call:
+    """One statement's instruction: the loops around it and how its dimensions tile the workload's."""
+
+    statement: str
+    instruction: str
+    loops: tuple[tuple[str, int], ...]                   # outer loops (masked or shared dimensions)
+    dims: tuple[tuple[str, str, int, int, int], ...]     # intrinsic dim, workload dim, size, tiles, padding
+
+    @property
+    def count(self) -> int:
+        return math.prod(n for _, n in self.loops) * math.prod(t for *_, t, _ in self.dims)
+
+    def text(self) -> list[str]:
+        lines = [f"# {self.statement}"]
+        indent = ""
+        for d, n in self.loops:
+            lines.append(f"{indent}for {d} in range({n}):")
+            indent += "  "
+        for _, d, _size, tiles, _ in self.dims:
+            if tiles > 1:
+                lines.append(f"{indent}for {d}_tile in range({tiles}):")
+                indent += "  "
+        covered = ", ".join(f"{i}<-{d}" + (f" pad {p}" if p else "") for i, d, _, _, p in self.dims)
+        lines.append(f"{indent}{self.instruction}({covered})")
+        return lines
+
+
+@dataclass(frozen=True)
+class TopDownEmbedding:
+    candidate: Candidate
+    calls: tuple[Call, ...]
+    utilization: float          # operator MACs over the MACs of all calls
+    layouts: tuple[str, ...]    # transposed inputs and reordered results
+
+    @property
+    def call_count(self) -> int:
+        return sum(c.count for c in self.calls)
+
+
+@dataclass(frozen=True)
+class TopDownResult:
+    operator: Operator
+    intrinsic: Intrinsic
+    program: Program
+    search: SearchResult
+    embeddings: tuple[TopDownEmbedding, ...]   # fewest calls first
+
+    @property
+    def found(self) -> bool:
+        return bool(self.embeddings)
+
+    def summary(self) -> str:
+        r = self.search
+        head = (f"{len(self.embeddings)} top-down embedding(s) of {self.intrinsic.name} in {self.operator.name} "
+                f"(configuration 4 with input transposes); {r.nodes} TCG nodes, {len(r.candidates):,} candidate "
+                f"graphs, hit rate {r.hit_rate:.1%}, {r.seconds:.2f} s")
+        if r.timed_out:
+            head += "; the search hit its time limit, showing what it found"
+        if not self.embeddings and r.candidates:
+            best = max(r.candidates, key=lambda c: (c.selection.algebraic_covered, c.selection.covered))
+            head += f"\nno embedding: no candidate graph is fully covered; best: {best.program}\n   {best.selection}"
+        return head
+
+
+def topdown_embed(op: Operator, intr: Intrinsic, time_limit: float = float("inf")) -> TopDownResult:
+    """Every top-down solution of the intrinsic in the operator, fewest calls first."""
+    prog = program_from_operator(op)
+    ins = intrinsic_instruction(intr)
+    res = search(prog, (ins,), 4, input_transposes=True, time_limit=time_limit)
+    found = [_describe(c, ins, intr, op) for c in res.solutions]
+    found.sort(key=lambda e: (e.call_count, e.candidate.transformations))
+    return TopDownResult(op, intr, prog, res, tuple(found))
+
+
+def _describe(cand: Candidate, ins: Instruction, intr: Intrinsic, op: Operator) -> TopDownEmbedding:
+    prog, tcg = cand.program, cand.tcg
+    sizes = dict(prog.sizes)
+    fixed = dict(ins.sizes)
+    calls = []
+    for m in cand.selection.matches:
+        si = statement_of(tcg, m.root)
+        root = tcg.nodes[m.root]
+        lv = list(tcg.levels[si])
+        outer = lv[:lv.index(root.index)] if root.index in lv else lv
+        pairs: dict[int, tuple] = {}
+        _pair(root, ins.pattern, {x.index for x in _region(root)}, pairs)
+        dims = []
+        stack = [ins.pattern]
+        while stack:
+            p = stack.pop()
+            stack.extend(reversed(p.children))
+            if p.kind in ("tensor", "reduction") and p.defines in fixed:
+                w = pairs[id(p)][0].defines
+                n, k = sizes[w], fixed[p.defines]
+                dims.append((p.defines, w, n, -(-n // k), padding(n, k)))
+        loops = tuple((tcg.nodes[o].defines or "_", sizes.get(tcg.nodes[o].defines or "_", 1)) for o in outer)
+        calls.append(Call(str(prog.statements[si]), ins.name, loops, tuple(dims)))
+    total = sum(c.count for c in calls)
+    layouts = sorted({f"{ld.tensor.partition('^T')[0]}: transposed to axes "
+                      f"({', '.join(ld.tensor.partition('^T')[2])})"
+                      for st in prog.statements for ld in _all_loads(st.expr) if "^T" in ld.tensor})
+    layouts += [f"{t.out}: result stored as [{','.join(t.dims)}]" for s, t in
+                zip(program_from_operator(op).statements, prog.statements, strict=False) if s.dims != t.dims]
+    return TopDownEmbedding(cand, tuple(calls), op.macs / (total * intr.macs) if total else 0.0, tuple(layouts))
+
+
+def verify(result: TopDownResult, emb: TopDownEmbedding, seed: int = 0) -> tuple[bool, str]:
+    """Run the embedding with NumPy emulations of the intrinsic on random integers; compare with the operator."""
+    prog = result.program
+    sizes = dict(prog.sizes)
+    produced = {s.out for s in prog.statements}
+    rng = np.random.default_rng(seed)
+    shapes: dict[str, list[int]] = {}
+    for st in prog.statements:
+        for ld in _all_loads(st.expr):
+            if ld.tensor not in produced:
+                ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
+                shapes[ld.tensor] = [max(a, b) for a, b in zip(shapes.get(ld.tensor, ext), ext, strict=True)]
+    data = {k: rng.integers(-8, 8, size=v).astype(np.float64) for k, v in shapes.items()}
+    out = prog.statements[-1]
+    ref = evaluate(prog, data)[out.out]
+    cand = emb.candidate
+    got = run_selection(cand.program, cand.tcg, cand.selection, (intrinsic_instruction(result.intrinsic),),
+                        data)[out.out]
+    final = cand.program.statements[-1].dims
+    got = got.transpose([final.index(d) for d in out.dims]) if final != out.dims else got
+    if got.shape == ref.shape and np.array_equal(got, ref):
+        return True, f"{got.size:,} outputs equal to the operator on random integers"
+    return False, f"differs from the operator in {int(np.sum(got != ref)) if got.shape == ref.shape else got.size:,} " \
+                  f"of {ref.size:,} outputs"
