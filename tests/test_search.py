@@ -414,3 +414,29 @@ def test_level_counter_equals_entering_perfect_for_every_order():
                         assert counter.entering(p) == entering_perfect(info, X, c)
                         compared += 1
     assert compared >= 200
+
+
+def test_open_order_entering_counts_never_exceed_any_order():
+    """Rules B3 and B4 on the counts themselves: ``entering_any_order`` with a level's order open is at most
+    ``entering_perfect`` of the nest under random orders of that level (with the innermost loop given: under the
+    orders that put it innermost), for every operand and boundary below."""
+    from accelmap.cost.access_counts import NestInfo, entering_perfect
+    from accelmap.search.bounds import entering_any_order
+
+    checked = 0
+    for rng, arch, op, m in random_perfect_mappings(23, 200):
+        nlev = len(arch.levels)
+        for level in range(nlev - 1):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            for _ in range(4):
+                other = _permute_level(m, level, rng)
+                nest = tuple(l for l in other.loops if l.level >= level)
+                own = [l for l in nest if l.level == level and not l.spatial and l.bound > 1]
+                info = NestInfo(op, Mapping(nest, m.keep))
+                for innermost in (None, own[-1] if own else None):
+                    counts = entering_any_order(op, fixed, frozenset({level}), m.keep, innermost)
+                    for X in op.operands:
+                        for c in range(level + 1, nlev):
+                            assert counts(X, c) <= entering_perfect(info, X, c) * (1 + 1e-12), (m, other, X.name, c)
+                            checked += 1
+    assert checked > 500

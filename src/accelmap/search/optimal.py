@@ -209,7 +209,16 @@ def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, re
         plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
         if len(candidates) < 2 or best.prunes(*plain):
             return {None: plain}
-    return {l: ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l) for l in candidates}
+    # The bound sees the innermost loop only through the operands that use its dim as a plain index: loops
+    # alike in that share one bound.
+    by_users: dict[frozenset[str], tuple[float, float]] = {}
+    out: dict[Loop | None, tuple[float, float]] = {}
+    for l in candidates:
+        users = frozenset(name for name, dims in ctx.plain.items() if l.dim in dims)
+        if users not in by_users:
+            by_users[users] = ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l)
+        out[l] = by_users[users]
+    return out
 
 
 def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],

@@ -26,9 +26,10 @@ from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
 
-def _signature(order: tuple[Loop, ...], op: Operator) -> tuple:
+def _signature(order: tuple[Loop, ...], op: Operator, operands: tuple[Operand, ...] | None = None) -> tuple:
+    """Per operand (of ``operands``, default all), the token sequence the order shows it (rule O3)."""
     sig = []
-    for X in op.operands:
+    for X in op.operands if operands is None else operands:
         toks: list = []
         run = 1
         for l in order:
@@ -120,7 +121,10 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
         pairs.extend((X, c) for c in chain if c > level)
     if not pairs and order_costs is None:
         return tuple(perms[:1])
-    signed = [(_signature(p, op), p) for p in perms]
+    # Only the operands with a counter below this level tell orders apart: orders that show each of them the
+    # same sequence have the same counters (O3), whatever they show the others.
+    relevant = tuple(X for X in op.operands if any(X is Y for Y, _ in pairs))
+    signed = [(_signature(p, op, relevant), p) for p in perms]
     if order_costs is None:
         first: dict[tuple, tuple[Loop, ...]] = {}
         for sig, p in signed:
@@ -130,7 +134,7 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
     # Rule O3 per operand: X's counter at c depends only on X's own token sequence, so orders that show X
     # the same sequence share it; the nest is built only for an order that shows some operand a new one.
     # Each operand's counter at a boundary is computed from the deeper loops once (``_LevelCounter``).
-    index = {X.name: i for i, X in enumerate(op.operands)}
+    index = {X.name: i for i, X in enumerate(relevant)}
     counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
     entering_by_sig: dict[tuple, int] = {}
     items = []
