@@ -192,8 +192,9 @@ class _LevelCounter:
         self.deeper, self.resets = deeper, resets
 
     def _moved_in(self, dim: str, bound: int, stride: int, resets: dict[str, int]) -> int:
-        """Elements a step of a loop over ``dim`` (``bound`` steps of ``stride``) brings, given the wrap-back ``resets`` of the
-        loops inside it; updates ``resets`` with this loop's own wrap-back (as ``entering_perfect`` walks)."""
+        """Elements a step of a loop over ``dim`` (``bound`` steps of ``stride``) brings, given the wrap-back
+        ``resets`` of the loops inside it; updates ``resets`` with this loop's own wrap-back (as ``entering_perfect``
+        walks)."""
         xdims, ext = self.xdims, self.ext
         new = 0
         if dim in xdims or any(resets.get(d, 0) for d in xdims):
