@@ -390,3 +390,53 @@ def test_order_candidates_share_counters_by_operand_signature():
             assert order_candidates(op, m.keep, level, temporal, rest, nlev) == expected
             compared += 1
     assert compared >= 20
+
+
+def test_level_counter_equals_entering_perfect_for_every_order():
+    """Each operand's counter per order of one level, from the deeper loops walked once, equals the count of the
+    whole nest."""
+    import itertools
+
+    from accelmap.cost.access_counts import NestInfo, entering_perfect
+    from accelmap.search.orders import _LevelCounter
+
+    compared = 0
+    for _, arch, op, m in random_perfect_mappings(12, 60):
+        nlev = len(arch.levels)
+        for level in range(nlev - 1):
+            temporal = tuple(l for l in m.loops if l.level == level and not l.spatial and l.bound > 1)
+            rest = tuple(l for l in m.loops if l.level > level or (l.level == level and l.spatial))
+            for X in op.operands:
+                for c in range(level + 1, nlev):
+                    counter = _LevelCounter(op, X, c, rest)
+                    for p in itertools.islice(itertools.permutations(temporal), 24):
+                        info = NestInfo(op, Mapping(p + rest, m.keep))
+                        assert counter.entering(p) == entering_perfect(info, X, c)
+                        compared += 1
+    assert compared >= 200
+
+
+def test_open_order_entering_counts_never_exceed_any_order():
+    """Rules B3 and B4 on the counts themselves: ``entering_any_order`` with a level's order open is at most
+    ``entering_perfect`` of the nest under random orders of that level (with the innermost loop given: under the
+    orders that put it innermost), for every operand and boundary below."""
+    from accelmap.cost.access_counts import NestInfo, entering_perfect
+    from accelmap.search.bounds import entering_any_order
+
+    checked = 0
+    for rng, arch, op, m in random_perfect_mappings(23, 200):
+        nlev = len(arch.levels)
+        for level in range(nlev - 1):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            for _ in range(4):
+                other = _permute_level(m, level, rng)
+                nest = tuple(l for l in other.loops if l.level >= level)
+                own = [l for l in nest if l.level == level and not l.spatial and l.bound > 1]
+                info = NestInfo(op, Mapping(nest, m.keep))
+                for innermost in (None, own[-1] if own else None):
+                    counts = entering_any_order(op, fixed, frozenset({level}), m.keep, innermost)
+                    for X in op.operands:
+                        for c in range(level + 1, nlev):
+                            assert counts(X, c) <= entering_perfect(info, X, c) * (1 + 1e-12), (m, other, X.name, c)
+                            checked += 1
+    assert checked > 500

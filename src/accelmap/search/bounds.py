@@ -417,11 +417,12 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
         if got is None:
             # Only the open loops above c are taken out; open levels at or below c shape the tile at c.
             own = [l for l in own_all if l.level < c]
-            got = per_boundary[c] = (own, tuple(l for l in fixed if l not in own),
+            mine = {id(l) for l in own}
+            got = per_boundary[c] = (own, tuple(l for l in fixed if id(l) not in mine),
                                      math.prod(l.bound for l in fixed if l.spatial and l.level < c))
         own, deeper, inst = got
         plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
-        tile, deeper_count = _tile_and_entering(op, keep, deeper, X.name, c)
+        tile, deeper_count = _tile_and_entering(op, deeper, X.name, c)
         every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
                     for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)
         tiles, outer = 1, 1
@@ -436,10 +437,11 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
 
 
 @lru_cache(maxsize=200_000)
-def _tile_and_entering(op: Operator, keep, loops: tuple[Loop, ...], name: str, c: int) -> tuple[int, int]:
+def _tile_and_entering(op: Operator, loops: tuple[Loop, ...], name: str, c: int) -> tuple[int, int]:
     """X's tile at c and ``entering_perfect`` of the nest ``loops``: the nest without the open loops is shared
-    by every child of a node (and by every order), so it is counted once."""
-    info = NestInfo(op, Mapping(loops, keep))
+    by every child of a node (and by every order, and every bypass choice: counts do not depend on it), so it is
+    counted once."""
+    info = NestInfo(op, Mapping(loops, ()))
     X = op.operand(name)
     return tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c)
 

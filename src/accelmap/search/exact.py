@@ -15,7 +15,8 @@ which holds for every mapping using it. In bound order:
 * a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
   in ``spatial_padded_open`` when its bound is not cut.
 
-The incumbent comes from the heuristic first (a share of the time limit). The result is proven optimal
+The incumbent comes from the heuristic first (a share of the time limit; when that share finds nothing, half
+of what is left). The result is proven optimal
 over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
 unrolling was cut or searched to the end within the time limit; when moreover no padded unrolling is
 open, no fewest-rounds padded unrolling can beat it either.
@@ -62,9 +63,16 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
 
         share = None if time_limit is None else INCUMBENT_SHARE * time_limit
         found, hstats = search_heuristic(op, arch, objective, k=k, constraints=cons, time_limit=share, seed=seed)
+        stats.evaluated += hstats.evaluated
+        if not found and not incumbents and deadline is not None and deadline > time.perf_counter():
+            # Without an incumbent the tree below rarely reaches a leaf in time (edge_tpu_like's tiny
+            # registers under load): the heuristic again, with half of what is left.
+            stats.extra["incumbent_retry"] = True
+            found, hstats = search_heuristic(op, arch, objective, k=k, constraints=cons, seed=seed,
+                                             time_limit=(deadline - time.perf_counter()) / 2)
+            stats.evaluated += hstats.evaluated
         for f in found:
             best.offer(f.result, f.mapping)
-        stats.evaluated += hstats.evaluated
     stats.extra["seconds_incumbent"] = time.perf_counter() - t0
     chains = chain_options(op, keep_options(op, arch, cons))
     space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)

@@ -105,7 +105,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         inner_ext = {d: 1 for d in op.dim_names}
         for l in fixed:
             inner_ext[l.dim] *= l.bound
-        out = []
+        out: list[tuple[float, float, tuple[Loop, ...], dict[str, int], list[tuple[float, float]] | None]] = []
         for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats):
             if deadline and time.perf_counter() > deadline:
                 stats.extra["timed_out"] = True
@@ -119,11 +119,14 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
             # next level is the last and has no fan-out, its loops are what is left, in any order. (The
             # innermost level has one order to try: its own bound below does the same job.)
-            if level < nlev - 1 and len(t_loops) > 1 and _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
-                stats.nodes += 1
-                stats.pruned += 1
-                stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
-                continue
+            open_bounds: dict[Loop | None, tuple[float, float]] = {}
+            if level < nlev - 1 and len(t_loops) > 1:
+                open_bounds = open_order_bounds(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)
+                if _prunes(best, list(open_bounds.values())):
+                    stats.nodes += 1
+                    stats.pruned += 1
+                    stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
+                    continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
             orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
@@ -134,6 +137,12 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
+                # Rule B4 shared: the bound over the orders with this order's innermost loop holds for this
+                # order; the order's own (tighter) bound is computed only if the node gets its turn.
+                early = open_bounds.get(order[-1] if order else None, open_bounds.get(None))
+                if early is not None:
+                    out.append((early[0], early[1], loops, new_rem, None))
+                    continue
                 alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best)
                 e_lb, l_lb = _least(objective, alts)
                 out.append((e_lb, l_lb, loops, new_rem, alts))
@@ -145,13 +154,18 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             return
         kids = children(ctx, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
-        for n, (_, _, loops, new_rem, alts) in enumerate(kids):
-            if _prunes(best, alts):
+        for n, (e_lb, l_lb, loops, new_rem, alts) in enumerate(kids):
+            if _prunes(best, [(e_lb, l_lb)] if alts is None else alts):
                 # Sorted by the bound of the scalar objective: the rest cannot win either.
                 stats.pruned += len(kids) - n if objective != "pareto" else 1
                 if objective != "pareto":
                     break
                 continue
+            if alts is None:
+                # Its turn: the bound of its own order, which the ranking bound (all orders) cannot cut.
+                if _prunes(best, bound_any_order(ctx, loops, level, new_rem, frozenset(), best)):
+                    stats.pruned += 1
+                    continue
             if level == 0:
                 m = Mapping(loops, keep)
                 stats.evaluated += 1
@@ -176,8 +190,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
     return best.results(), stats
 
 
-def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
+                      free: frozenset[int], best=None) -> dict[Loop | None, tuple[float, float]]:
     """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
     loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
     is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
@@ -188,14 +202,29 @@ def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem:
         fixed = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1) + fixed
         level, rem, free = 0, dict.fromkeys(rem, 1), free | {0}
     if not free:
-        return [ctx.lower_bound(fixed, level, rem)]
+        return {None: ctx.lower_bound(fixed, level, rem)}
     inner = max(free)
     candidates = [l for l in fixed if l.level == inner and not l.spatial and l.bound > 1]
     if len(candidates) < 2 or best is not None:
         plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
         if len(candidates) < 2 or best.prunes(*plain):
-            return [plain]
-    return [ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l) for l in candidates]
+            return {None: plain}
+    # The bound sees the innermost loop only through the operands that use its dim as a plain index: loops
+    # alike in that share one bound.
+    by_users: dict[frozenset[str], tuple[float, float]] = {}
+    out: dict[Loop | None, tuple[float, float]] = {}
+    for l in candidates:
+        users = frozenset(name for name, dims in ctx.plain.items() if l.dim in dims)
+        if users not in by_users:
+            by_users[users] = ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l)
+        out[l] = by_users[users]
+    return out
+
+
+def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
+                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+    """The bounds of ``open_order_bounds``, without saying which innermost loop each covers."""
+    return list(open_order_bounds(ctx, fixed, level, rem, free, best).values())
 
 
 def _prunes(best, bounds: list[tuple[float, float]]) -> bool:

@@ -16,18 +16,20 @@ sequence for every operand give identical terms (rule O3) and are evaluated once
 from __future__ import annotations
 
 import itertools
+import math
 from functools import lru_cache
 from typing import TypeVar
 
-from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.cost.latency import pipeline_counts, tile_transfers
-from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
+from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
 
-def _signature(order: tuple[Loop, ...], op: Operator) -> tuple:
+def _signature(order: tuple[Loop, ...], op: Operator, operands: tuple[Operand, ...] | None = None) -> tuple:
+    """Per operand (of ``operands``, default all), the token sequence the order shows it (rule O3)."""
     sig = []
-    for X in op.operands:
+    for X in op.operands if operands is None else operands:
         toks: list = []
         run = 1
         for l in order:
@@ -119,7 +121,10 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
         pairs.extend((X, c) for c in chain if c > level)
     if not pairs and order_costs is None:
         return tuple(perms[:1])
-    signed = [(_signature(p, op), p) for p in perms]
+    # Only the operands with a counter below this level tell orders apart: orders that show each of them the
+    # same sequence have the same counters (O3), whatever they show the others.
+    relevant = tuple(X for X in op.operands if any(X is Y for Y, _ in pairs))
+    signed = [(_signature(p, op, relevant), p) for p in perms]
     if order_costs is None:
         first: dict[tuple, tuple[Loop, ...]] = {}
         for sig, p in signed:
@@ -128,24 +133,99 @@ def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs
     # (else every order is costed: tile and pipeline counts are not captured by the signature)
     # Rule O3 per operand: X's counter at c depends only on X's own token sequence, so orders that show X
     # the same sequence share it; the nest is built only for an order that shows some operand a new one.
-    index = {X.name: i for i, X in enumerate(op.operands)}
+    # Each operand's counter at a boundary is computed from the deeper loops once (``_LevelCounter``).
+    index = {X.name: i for i, X in enumerate(relevant)}
+    counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
     entering_by_sig: dict[tuple, int] = {}
     items = []
     for sig, p in signed:
-        m = Mapping(p + rest, keep)
-        info: NestInfo | None = None
         vec_list = []
         for X, c in pairs:
             key = (X.name, c, sig[index[X.name]])
             n = entering_by_sig.get(key)
             if n is None:
-                if info is None:
-                    info = NestInfo(op, m)
-                n = entering_by_sig[key] = entering_perfect(info, X, c)
+                n = entering_by_sig[key] = counters[(X.name, c)].entering(p)
             vec_list.append(n)
         vec = tuple(vec_list)
         if order_costs is not None:
+            m = Mapping(p + rest, keep)
             vec += tuple(tile_transfers(op, m, X.dims, c) for X, c in pairs)
             vec += pipeline_counts(op, p + rest, order_costs)
         items.append((vec, p))
     return tuple(p for _, p in pareto(items))
+
+
+class _LevelCounter:
+    """``entering_perfect`` of X at boundary c for the nests ``order + rest``, one per order of a level's temporal
+    loops (each with bound > 1, one per dim, all above c; ``rest`` the level's spatial loops and every deeper
+    loop, in nest order). The deeper loops are walked once: their terms are the same for every order, times the
+    product of the level's loops (every one of which is outside them); only the level's own loops are walked per
+    order, starting from the deeper loops' wrap-back. Equal to ``entering_perfect`` of the whole nest
+    (``tests/test_search.py`` checks it on random nests)."""
+
+    def __init__(self, op: Operator, X: Operand, c: int, rest: tuple[Loop, ...]):
+        self.xdims = X.dims
+        above = [l for l in rest if l.level < c]
+        ext = dict.fromkeys(op.sizes, 1)
+        for l in rest:
+            if l.level >= c:
+                ext[l.dim] *= l.bound
+        self.ext = ext
+        self.axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+        self.tile = math.prod(axis_size(coeffs, tuple(ext[d] for d in dims)) for coeffs, dims in self.axes)
+        self.inst = math.prod(l.bound for l in above if l.spatial)
+        # A level loop's step in its dim: the product of the bounds of every later loop of that dim (rest's, and
+        # the level's after it).
+        self.dim_span = dict.fromkeys(op.sizes, 1)
+        for l in rest:
+            self.dim_span[l.dim] *= l.bound
+        strides = loop_strides(Mapping(rest, ()))
+        temporal = [(l, strides[i]) for i, l in enumerate(rest) if l.level < c and not l.spatial and l.bound > 1]
+        prefix = [1]
+        for l, _ in temporal:
+            prefix.append(prefix[-1] * l.bound)
+        resets: dict[str, int] = {}
+        deeper = 0
+        for n in range(len(temporal) - 1, -1, -1):
+            l, stride = temporal[n]
+            deeper += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, stride, resets)
+        self.deeper, self.resets = deeper, resets
+
+    def _moved_in(self, dim: str, bound: int, stride: int, resets: dict[str, int]) -> int:
+        """Elements a step of a loop over ``dim`` (``bound`` steps of ``stride``) brings, given the wrap-back
+        ``resets`` of the loops inside it; updates ``resets`` with this loop's own wrap-back (as ``entering_perfect``
+        walks)."""
+        xdims, ext = self.xdims, self.ext
+        new = 0
+        if dim in xdims or any(resets.get(d, 0) for d in xdims):
+            overlap = 1
+            for coeffs, dims in self.axes:
+                if len(dims) == 1:
+                    d = dims[0]
+                    if resets.get(d, 0) + (stride if d == dim else 0):
+                        overlap = 0
+                        break
+                    overlap *= ext[d]
+                else:
+                    shifts = tuple(resets.get(d, 0) + (stride if d == dim else 0) for d in dims)
+                    e = tuple(ext[d] for d in dims)
+                    overlap *= axis_overlap(coeffs, e, e, shifts)
+                    if not overlap:
+                        break
+            new = self.tile - overlap
+        if dim in xdims:
+            resets[dim] = resets.get(dim, 0) - (bound - 1) * stride
+        return new
+
+    def entering(self, order: tuple[Loop, ...]) -> int:
+        resets = dict(self.resets)
+        prefix = [1]
+        for l in order:
+            prefix.append(prefix[-1] * l.bound)
+        total = self.tile + prefix[-1] * self.deeper
+        span = dict(self.dim_span)
+        for n in range(len(order) - 1, -1, -1):
+            l = order[n]
+            total += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, span[l.dim], resets)
+            span[l.dim] *= l.bound
+        return self.inst * total
