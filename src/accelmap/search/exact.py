@@ -15,6 +15,11 @@ which holds for every mapping using it. In bound order:
 * a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
   in ``spatial_padded_open`` when its bound is not cut.
 
+With ``imperfect=True`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) every unrolling,
+padded ones included, is searched by the branch and bound over imperfect tiles, and since an imperfect
+unrolling need not be one of the enumerated ones, a last pass runs the branch and bound with the unrolling
+free (rule I5 of docs/mapper.md) unless the certificate's bound already meets the best found.
+
 The incumbent comes from the heuristic first (a share of the time limit). The result is proven optimal
 over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
 unrolling was cut or searched to the end within the time limit; when moreover no padded unrolling is
@@ -43,11 +48,12 @@ INCUMBENT_SHARE = 0.25
 
 def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, time_limit: float | None = None, seed: int = 0,
-                 incumbents: tuple = (), heuristic: bool = True):
+                 incumbents: tuple = (), heuristic: bool = True, imperfect: bool = False):
     """Best mappings of ``op`` by ``objective`` with every spatial unrolling either cut by its bound or
     searched exactly. Returns (results, stats); ``stats.extra["proven"]`` says whether the search closed the
     space (perfect factorizations, any dividing unrolling), ``stats.extra["timed_out"]`` whether it stopped at
-    the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search)."""
+    the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search).
+    ``imperfect``: the space is every imperfect factorization (proven means over that space)."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -80,6 +86,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         order = np.zeros(0, dtype=np.int64)
     sizes = np.array([op.sizes[d] for d in op.dim_names])
     divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
+    if imperfect:
+        divides[:] = True        # padded unrollings are searched too
     searched = cut = padded_open = 0
     timed_out = restricted = False
     for pos, row in enumerate(order):
@@ -99,7 +107,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         assignment = space.assignment(int(row))
         fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
         res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
-                                 incumbents=tuple((f.result, f.mapping) for f in best.results()))
+                                 incumbents=tuple((f.result, f.mapping) for f in best.results()), imperfect=imperfect)
         for f in res:
             best.offer(f.result, f.mapping)
         searched += 1
@@ -111,6 +119,13 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if st.extra.get("timed_out"):
             timed_out = True
             break
+    # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
+    if imperfect and not timed_out:
+        from accelmap.search.imperfect_tiles import search_remaining_unrollings
+
+        timed_out, more = search_remaining_unrollings(op, arch, objective, k, cons, deadline, best, stats)
+        restricted |= more
+    # --- end imperfect ---
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
                        timed_out=timed_out, orders_restricted=restricted,
                        proven=not timed_out and not restricted)

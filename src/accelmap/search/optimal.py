@@ -23,6 +23,13 @@ from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.bounds import BoundContext
+from accelmap.search.imperfect_tiles import (
+    ImperfectBoundContext,
+    every_order,
+    full_positions,
+    imperfect_choices,
+    nest_is_perfect,
+)
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
@@ -41,13 +48,18 @@ class SearchStats:
 
 
 def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: dict[str, int],
-                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats):
-    """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits."""
+                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool = False):
+    """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits. ``imperfect``: any
+    bounds, the last tile partial (``imperfect_tiles``); else bounds that divide what is left."""
     axes = level_axes(arch, level)
     out_dims = op.output.dims
     dims = op.dim_names
     last = level == 0
-    choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
+    if imperfect:
+        choices = {d: imperfect_choices(rem[d], inner_ext[d], op.sizes[d], axes, d, out_dims, cons, last)
+                   for d in dims}
+    else:
+        choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
     axis_size = [a[1] for a in axes]
     axis_used = [1] * len(axes)
     ext = dict(inner_ext)
@@ -63,7 +75,7 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
         for t, sp in choices[d]:
             if any(s * axis_used[a] > axis_size[a] for a, s in enumerate(sp)):
                 continue
-            ext[d] = base * t * math.prod(sp)
+            ext[d] = min(base * t * math.prod(sp), op.sizes[d])    # a partial last tile is clipped
             if not tile_fits(op, arch, keep[level], level, ext):
                 stats.capacity_cut += 1
                 continue
@@ -84,11 +96,12 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
 
 def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                    constraints: Constraints | None = None, time_limit: float | None = None,
-                   incumbents: tuple = ()):
+                   incumbents: tuple = (), imperfect: bool = False):
     """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto').
 
     ``incumbents``: (CostResult, Mapping) pairs already known (e.g. from the heuristic); they enter
-    the best-so-far first, so the bounds prune against them from the first node on."""
+    the best-so-far first, so the bounds prune against them from the first node on. ``imperfect``: search
+    imperfect factorizations too (the last tile partial; rules I1-I4 of docs/mapper.md)."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -106,35 +119,41 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         for l in fixed:
             inner_ext[l.dim] *= l.bound
         out = []
-        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats):
+        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats, imperfect):
             if deadline and time.perf_counter() > deadline:
                 stats.extra["timed_out"] = True
                 break
             t_loops = tuple(Loop(d, b, level) for d, b in temporal.items() if b > 1)
             s_loops = tuple(Loop(d, b, level, ax) for ax, dims in spatial.items() for d, b in dims.items() if b > 1)
             rest = s_loops + fixed
-            new_rem = {d: rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial))
+            # What is left of each dim: ceil(rem / bounds), which is rem / bounds for perfect factors.
+            new_rem = {d: -(-rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial)))
                        for d in rem}
             lvname = arch.levels[level].name
             # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
             # next level is the last and has no fan-out, its loops are what is left, in any order. (The
             # innermost level has one order to try: its own bound below does the same job.)
-            if level < nlev - 1 and len(t_loops) > 1 and _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)):
+            if level < nlev - 1 and len(t_loops) > 1 and _prunes(best, bound_any_order(ctx, t_loops + rest, level, new_rem, frozenset({level}), best,
+                                                                       imperfect)):
                 stats.nodes += 1
                 stats.pruned += 1
                 stats.extra["cut_before_orders"] = stats.extra.get("cut_before_orders", 0) + 1
                 continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
-            orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
-                                      cons.forbid_orders.get(lvname, ()), order_costs(arch))
+            if imperfect and level < nlev - 1 and not nest_is_perfect(op, t_loops + rest):
+                # Rule I4: partial tiles in this nest; the per-level Pareto sets of orders are not proven here.
+                orders = every_order(op, t_loops, cons.orders.get(lvname), cons.forbid_orders.get(lvname, ()))
+            else:
+                orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
+                                          cons.forbid_orders.get(lvname, ()), order_costs(arch))
             for order in orders:
                 loops = order + rest
                 if level == 0 and cons.min_utilization and \
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
-                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best)
+                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)
                 e_lb, l_lb = _least(objective, alts)
                 out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
@@ -163,7 +182,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        ctx = BoundContext(op, arch, keep, cons.spatial)
+        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
         # bypass choice before any tiling is enumerated.
         if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]):
@@ -177,25 +196,27 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
 
 
 def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+                    free: frozenset[int], best=None, imperfect: bool = False) -> list[tuple[float, float]]:
     """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
     loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
     is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
     loops are forced (what is left of each dim), so they join the nest with their order open too, and the
     outermost boundary is bounded by its refetches, not its footprint. Given ``best`` (the collector), the bound
-    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens)."""
+    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens).
+    ``imperfect``: the fixed nest's refetches count only at its whole positions (rule I2)."""
     if level == 1 and ctx.arch.levels[0].fanout is None:
         fixed = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1) + fixed
         level, rem, free = 0, dict.fromkeys(rem, 1), free | {0}
+    full = full_positions(ctx.op, fixed) if imperfect else None
     if not free:
-        return [ctx.lower_bound(fixed, level, rem)]
+        return [ctx.lower_bound(fixed, level, rem, full_positions=full)]
     inner = max(free)
     candidates = [l for l in fixed if l.level == inner and not l.spatial and l.bound > 1]
     if len(candidates) < 2 or best is not None:
-        plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
+        plain = ctx.lower_bound(fixed, level, rem, free_orders=free, full_positions=full)
         if len(candidates) < 2 or best.prunes(*plain):
             return [plain]
-    return [ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l) for l in candidates]
+    return [ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l, full_positions=full) for l in candidates]
 
 
 def _prunes(best, bounds: list[tuple[float, float]]) -> bool:
