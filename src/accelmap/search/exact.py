@@ -48,7 +48,7 @@ INCUMBENT_SHARE = 0.25
 
 def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, time_limit: float | None = None, seed: int = 0,
-                 incumbents: tuple = (), heuristic: bool = True, imperfect: bool = False):
+                 incumbents: tuple = (), heuristic: bool = True, imperfect: bool | str = False):
     """Best mappings of ``op`` by ``objective`` with every spatial unrolling either cut by its bound or
     searched exactly. Returns (results, stats); ``stats.extra["proven"]`` says whether the search closed the
     space (perfect factorizations, any dividing unrolling), ``stats.extra["timed_out"]`` whether it stopped at
@@ -123,7 +123,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     if imperfect and not timed_out:
         from accelmap.search.imperfect_tiles import search_remaining_unrollings
 
-        timed_out, more = search_remaining_unrollings(op, arch, objective, k, cons, deadline, best, stats)
+        timed_out, more = search_remaining_unrollings(op, arch, objective, k, cons, deadline, best, stats,
+                                                      imperfect)
         restricted |= more
     # --- end imperfect ---
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,

@@ -43,16 +43,31 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def imperfect_factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
+def imperfect_factorizations(n: int, parts: int, spatial: tuple[bool, ...] | None = None) -> list[tuple[int, ...]]:
     """Every bound sequence (outermost slot first) of a dimension of size ``n`` over ``parts`` slots that the
     cost model accepts: the product covers ``n`` and every loop's last iteration starts inside it. The
-    outermost slot takes ``ceil(n / inner product)`` (covering needs at least that, validity at most)."""
+    outermost slot takes ``ceil(n / inner product)`` (covering needs at least that, validity at most).
+    ``spatial`` (per slot, outermost first) restricts to Ruby-S: a temporal slot divides what is left."""
     def inner_first(k: int, rem: int) -> list[tuple[int, ...]]:
         if k == 1:
             return [(rem,)]
-        return [rest + (b,) for b in range(1, rem + 1) for rest in inner_first(k - 1, ceil_div(rem, b))]
+        free = spatial is None or spatial[k - 1]
+        return [rest + (b,) for b in range(1, rem + 1) if free or rem % b == 0
+                for rest in inner_first(k - 1, ceil_div(rem, b))]
 
     return inner_first(parts, n)
+
+
+def imperfect_mode(imperfect: bool | str) -> str | None:
+    """``imperfect`` as given to the searches: False (perfect factors), True or "all" (Ruby: any loop's last
+    tile partial) or "spatial" (Ruby-S: only spatial loops imperfect, temporal ones divide what is left)."""
+    if imperfect is False or imperfect is None:
+        return None
+    if imperfect is True or imperfect == "all":
+        return "all"
+    if imperfect == "spatial":
+        return "spatial"
+    raise ValueError(f"imperfect must be False, True, 'all' or 'spatial', got {imperfect!r}")
 
 
 def imperfect_choices(remaining: int, inner: int, size: int, axes: list[tuple[str, int, bool, bool]], dim: str,
@@ -131,7 +146,7 @@ class ImperfectBoundContext(BoundContext):
 
 
 def search_remaining_unrollings(op: Operator, arch, objective: str, k: int, cons: Constraints,
-                                deadline: float | None, best, stats) -> tuple[bool, bool]:
+                                deadline: float | None, best, stats, imperfect: bool | str = True) -> tuple[bool, bool]:
     """Rule I5: the exact search enumerates the dividing and fewest-rounds padded unrollings, but with imperfect
     tiles any bound of an output dim (and any split of a dim over axes) is an unrolling too. Unless the
     certificate's bound (which holds for every mapping) already meets the best found, the branch and bound
@@ -152,7 +167,7 @@ def search_remaining_unrollings(op: Operator, arch, objective: str, k: int, cons
     if left is not None and left <= 0:
         return True, False
     res, st = search_optimal(op, arch, objective, k=k, constraints=cons, time_limit=left,
-                             incumbents=tuple((f.result, f.mapping) for f in found), imperfect=True)
+                             incumbents=tuple((f.result, f.mapping) for f in found), imperfect=imperfect)
     for f in res:
         best.offer(f.result, f.mapping)
     stats.nodes += st.nodes

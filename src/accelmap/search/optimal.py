@@ -28,6 +28,7 @@ from accelmap.search.imperfect_tiles import (
     every_order,
     full_positions,
     imperfect_choices,
+    imperfect_mode,
     nest_is_perfect,
 )
 from accelmap.search.objective import collector
@@ -48,7 +49,7 @@ class SearchStats:
 
 
 def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: dict[str, int],
-                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool = False):
+                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool | str = False):
     """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits. ``imperfect``: any
     bounds, the last tile partial (``imperfect_tiles``); else bounds that divide what is left."""
     axes = level_axes(arch, level)
@@ -56,8 +57,8 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
     dims = op.dim_names
     last = level == 0
     if imperfect:
-        choices = {d: imperfect_choices(rem[d], inner_ext[d], op.sizes[d], axes, d, out_dims, cons, last)
-                   for d in dims}
+        choices = {d: imperfect_choices(rem[d], inner_ext[d], op.sizes[d], axes, d, out_dims, cons, last,
+                                        temporal_divides=imperfect_mode(imperfect) == "spatial") for d in dims}
     else:
         choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
     axis_size = [a[1] for a in axes]
@@ -96,12 +97,14 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
 
 def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                    constraints: Constraints | None = None, time_limit: float | None = None,
-                   incumbents: tuple = (), imperfect: bool = False):
+                   incumbents: tuple = (), imperfect: bool | str = False):
     """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto').
 
     ``incumbents``: (CostResult, Mapping) pairs already known (e.g. from the heuristic); they enter
     the best-so-far first, so the bounds prune against them from the first node on. ``imperfect``: search
-    imperfect factorizations too (the last tile partial; rules I1-I4 of docs/mapper.md)."""
+    imperfect factorizations too (True or "all": any loop's last tile partial; "spatial": only the spatial
+    loops', as Ruby-S; rules I1-I6 of docs/mapper.md)."""
+    imperfect = imperfect_mode(imperfect) or False
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -154,7 +157,11 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                     continue
                 stats.nodes += 1
                 alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)
-                e_lb, l_lb = _least(objective, alts)
+                # Rule I6: a nest with partial tiles is ranked by the bound as if its positions were all whole
+                # (an estimate, not a bound): its valid bound is weaker and would put it first for no reason.
+                ranked = alts if not imperfect or nest_is_perfect(op, loops) else bound_any_order(
+                    ctx, loops, level, new_rem, frozenset())
+                e_lb, l_lb = _least(objective, ranked)
                 out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
 
@@ -164,13 +171,17 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             return
         kids = children(ctx, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
+        # Ranked by valid bounds only when no child has partial tiles (rule I6): only then may a cut end the node.
+        estimated = imperfect and any(not nest_is_perfect(op, c[2]) for c in kids)
         for n, (_, _, loops, new_rem, alts) in enumerate(kids):
             if _prunes(best, alts):
-                # Sorted by the bound of the scalar objective: the rest cannot win either.
-                stats.pruned += len(kids) - n if objective != "pareto" else 1
-                if objective != "pareto":
-                    break
-                continue
+                # Sorted by the bound of the scalar objective: the rest cannot win either (not with imperfect
+                # tiles, whose children are ranked by an estimate, rule I6).
+                if objective == "pareto" or estimated:
+                    stats.pruned += 1
+                    continue
+                stats.pruned += len(kids) - n
+                break
             if level == 0:
                 m = Mapping(loops, keep)
                 stats.evaluated += 1
@@ -196,7 +207,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
 
 
 def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                    free: frozenset[int], best=None, imperfect: bool = False) -> list[tuple[float, float]]:
+                    free: frozenset[int], best=None, imperfect: bool | str = False) -> list[tuple[float, float]]:
     """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
     loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
     is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
