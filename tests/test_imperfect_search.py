@@ -188,3 +188,55 @@ def test_node_bounds_over_imperfect_tiles_never_exceed_the_cost():
                     assert any(below(b) for b in alts), (level, m)
         checked += 1
     assert checked > 80 and partial > 50
+
+
+def test_ruby_s_mode_equals_exhaustive_over_its_space():
+    """imperfect="spatial" (Ruby-S: only spatial loops imperfect, temporal loops divide what is left): the branch
+    and bound equals the exhaustive enumeration of that space, which lies between the perfect and the full one."""
+    checked = 0
+    for arch, op in _small_cases(5):
+        spatial_slots = tuple(axis is not None for _, axis, _ in slots(arch))
+        for _, n in op.dims:
+            got = set(imperfect_factorizations(n, len(spatial_slots), spatial_slots))
+            assert set(ordered_factorizations(n, len(spatial_slots))) <= got <= set(
+                imperfect_factorizations(n, len(spatial_slots)))
+        front, _ = search_exhaustive(op, arch, "pareto", imperfect="spatial", time_limit=60)
+        for objective, f in (("latency", lambda r: r.latency), ("edp", lambda r: r.energy_total * r.latency)):
+            tree, _ = search_optimal(op, arch, objective, imperfect="spatial")
+            if not front:
+                assert not tree
+                continue
+            assert math.isclose(tree[0].value, min(f(x.result) for x in front), rel_tol=1e-9), (arch, op, objective)
+            checked += 1
+    assert checked >= 8
+
+
+def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
+    """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
+    per round (two rounds) and halve the latency. The exact strategy accepts the padded constraint only with
+    imperfect tiles."""
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.search.exact import search_exact
+    from accelmap.search.mapper import map_operator
+
+    arch = accelerator_from_dict({"name": "row", "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
+         "read_energy": "50 pJ", "write_energy": "50 pJ", "fanout": {"axes": [
+             {"name": "X", "size": 4, "multicast": True, "reduce": False}], "transfer_energy": "1 pJ"}},
+        {"name": "RF", "holds": ["I", "W", "O"], "capacity": "64 B", "width": "16 bit",
+         "read_energy": "1 pJ", "write_energy": "1 pJ"}],
+        "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+    op = gemm("g", m=5, n=2, k=2)
+    perfect, st_p = search_exact(op, arch, "latency", heuristic=False)
+    imperfect, st_i = search_exact(op, arch, "latency", heuristic=False, imperfect=True)
+    assert st_p.extra["proven"] and st_i.extra["proven"]
+    assert imperfect[0].value < perfect[0].value
+    assert any(l.spatial and l.dim == "M" and 5 % l.bound for l in imperfect[0].mapping.loops)
+    padded = Constraints(spatial={"X": {"M": 3}})
+    with pytest.raises(SpecError, match="perfect factorizations only"):
+        map_operator(op, arch, "latency", strategy="optimal", constraints=padded)
+    fixed = map_operator(op, arch, "latency", strategy="optimal", constraints=padded, imperfect="spatial",
+                         time_limit=20)
+    assert fixed.best is not None and fixed.proven_optimal

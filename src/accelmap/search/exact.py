@@ -86,8 +86,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         order = np.zeros(0, dtype=np.int64)
     sizes = np.array([op.sizes[d] for d in op.dim_names])
     divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
-    if imperfect:
-        divides[:] = True        # padded unrollings are searched too
+    # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
+    # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
+    searchable = divides | bool(imperfect)
     searched = cut = padded_open = 0
     timed_out = restricted = False
     for pos, row in enumerate(order):
@@ -97,7 +98,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 break
             cut += 1
             continue
-        if not divides[row]:
+        if not searchable[row]:
             padded_open += 1
             continue
         left = None if deadline is None else deadline - time.perf_counter()
@@ -107,7 +108,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         assignment = space.assignment(int(row))
         fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
         res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
-                                 incumbents=tuple((f.result, f.mapping) for f in best.results()), imperfect=imperfect)
+                                 incumbents=tuple((f.result, f.mapping) for f in best.results()),
+                                 imperfect=False if divides[row] else imperfect)
         for f in res:
             best.offer(f.result, f.mapping)
         searched += 1
