@@ -240,3 +240,26 @@ def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_
     fixed = map_operator(op, arch, "latency", strategy="optimal", constraints=padded, imperfect="spatial",
                          time_limit=20)
     assert fixed.best is not None and fixed.proven_optimal
+
+
+def test_map_cli_imperfect_flags_search_again_and_cache_apart(tmp_path):
+    """``accelmap map --imperfect`` is its own search (not the perfect run's cached result), then cached."""
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    from test_map_cli import _setup
+
+    arch, table = _setup(tmp_path)
+    cache = tmp_path / "c.sqlite"
+
+    def run(*flags, n):
+        r = CliRunner().invoke(main, ["map", table, "--arch", arch, "--strategy", "optimal", "--out",
+                                      str(tmp_path / f"out{n}"), "--cache", str(cache), "--jobs", "1",
+                                      "--time-limit", "1", "--no-plots", *flags])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    assert "2 searched, 0 from the cache" in run(n=0)
+    assert "2 searched, 0 from the cache" in run("--imperfect-spatial", n=1)
+    assert "0 searched, 2 from the cache" in run("--imperfect-spatial", n=2)
+    assert "2 searched, 0 from the cache" in run("--imperfect", n=3)

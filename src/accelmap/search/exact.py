@@ -15,10 +15,10 @@ which holds for every mapping using it. In bound order:
 * a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
   in ``spatial_padded_open`` when its bound is not cut.
 
-With ``imperfect=True`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) every unrolling,
-padded ones included, is searched by the branch and bound over imperfect tiles, and since an imperfect
-unrolling need not be one of the enumerated ones, a last pass runs the branch and bound with the unrolling
-free (rule I5 of docs/mapper.md) unless the certificate's bound already meets the best found.
+With ``imperfect`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) a padded unrolling is
+searched too, over imperfect tiles (a dividing one over perfect tiles, quickly), and a last pass runs the
+branch and bound over imperfect tiles with the unrolling free, which covers the whole space (rule I5 of
+docs/mapper.md), unless the certificate's bound already meets the best found.
 
 The incumbent comes from the heuristic first (a share of the time limit). The result is proven optimal
 over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
