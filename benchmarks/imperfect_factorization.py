@@ -4,7 +4,10 @@ Ruby (Horeni et al., ISPASS 2022) reports that imperfect factorization of the sp
 the EDP of ResNet-50 on an Eyeriss-like accelerator by 20% on average (up to 50%) and of DeepBench layers by
 10% on average. Here every distinct ResNet-50 layer and a DeepBench subset (every ``--deepbench-step``-th
 inference-server convolution of the bundled copy) are mapped for EDP on each accelerator by the exact search
-twice, over perfect factorizations and with ``imperfect=True``, under the same time limit. Both start from
+twice, over perfect factorizations and over imperfect ones, under the same time limit. The imperfect side is
+Ruby-S (``imperfect="spatial"``: spatial loops imperfect, temporal ones dividing what is left), the variant
+Ruby's averages are for; ``ACCELMAP_IMPERFECT_MODE=all`` runs the full Ruby space instead (which reaches no
+leaf on full-size layers within seconds). Both start from
 the same incumbent (the heuristic's result, found once per layer with a quarter of the limit, which may
 itself use a padded unrolling), so the difference is what each exact search adds in the rest of the time.
 
@@ -142,7 +145,7 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"command": "python benchmarks/imperfect_factorization.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()
-        if k != "out"), "time_limit": args.time_limit, "jobs": args.jobs, "wall_seconds": wall,
+        if k != "out"), "imperfect_mode": IMPERFECT, "time_limit": args.time_limit, "jobs": args.jobs, "wall_seconds": wall,
         "load_average_end": load, "summary": summary, "layers": rows}, indent=1))
     print(f"wrote {args.out}")
 
