@@ -93,6 +93,13 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
               help="What each layer minimizes; pareto: each layer's energy-latency front and the model's.")
 @click.option("--strategy", default="auto", show_default=True, type=click.Choice(STRATEGIES),
               help="auto: exact search where the space is small enough, else the heuristic.")
+@click.option("--imperfect", is_flag=True,
+              help="Search imperfect factorizations too (Ruby-style: any tile size, the last tile partial) in the "
+                   "exact strategies (optimal, exhaustive) and random; a proof then covers that larger space. "
+                   "Tractable on small layers; see --imperfect-spatial for full-size ones.")
+@click.option("--imperfect-spatial", is_flag=True,
+              help="Imperfect factorization of the spatial loops only (Ruby-S): any unrolling bound, the last "
+                   "round partial; temporal loops divide what is left.")
 @click.option("--constraints", "constraints_file", default=None,
               help="YAML with a 'constraints:' section (spatial, orders, forbid_orders, keep, min_utilization).")
 @click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: every core).")
@@ -129,7 +136,7 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
                    "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
             batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, fuse_tile_time,
-            fuse_time_limit, verbose):
+            fuse_time_limit, verbose, imperfect, imperfect_spatial):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
@@ -157,7 +164,8 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
         with stop_cleanly(cache, "finished layers"):
             mm = map_model(m, acc, objective, constraints=cons, strategy=strategy, time_limit_per_layer=time_limit,
                            jobs=jobs, cache_path=cache, progress=False if no_progress or verbose else None,
-                           keep_precision=keep_bits, seed=seed)
+                           keep_precision=keep_bits, seed=seed,
+                           imperfect=True if imperfect else "spatial" if imperfect_spatial else False)
     finally:
         if handler is not None:
             logging.getLogger("accelmap").removeHandler(handler)

@@ -87,13 +87,18 @@ class BoundContext:
                                      if not lv.refills_during_compute and not lv.double_buffered_when_fits)
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
-                    free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None) -> tuple[float, float]:
+                    free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None,
+                    full_positions: int | None = None) -> tuple[float, float]:
         """(energy, latency) lower bounds with levels >= ``level`` fixed as ``fixed``. The bound holds for every
         order of the temporal loops of the levels in ``free_orders`` (the outermost fixed ones; rule B3),
         whatever order ``fixed`` lists them in, so a tiling can be cut before its orders are enumerated; with
-        ``innermost``, for the orders of the innermost free level that put that loop innermost (rule B4)."""
+        ``innermost``, for the orders of the innermost free level that put that loop innermost (rule B4).
+        ``full_positions``: with imperfect factors, how many positions of the fixed nest lie wholly inside the
+        operator (rule I2 of docs/mapper.md); the fixed nest's refetches are counted only there. Default: every
+        one of the ``prod(rem)`` positions (perfect factors)."""
         op, arch, nlev = self.op, self.arch, self.nlev
         prod_r = math.prod(rem.values())
+        full = prod_r if full_positions is None else full_positions
         if free_orders:
             entering = entering_any_order(op, fixed, free_orders, self.keep, innermost)
         else:
@@ -109,6 +114,9 @@ class BoundContext:
                 for l in fixed:
                     if l.level >= c:
                         ext[l.dim] *= l.bound
+                # An imperfect nest may overshoot a dim (its last tile partial); the tile is clipped to it.
+                for d, size in op.sizes.items():
+                    ext[d] = min(ext[d], size)
             return ext
 
         # Per node, what every operand_traffic call and every B7 case shares: X's tile at c, the fixed
@@ -170,12 +178,12 @@ class BoundContext:
                 if boost and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
-                    member = prod_r * fi * t
+                    member = full * fi * t
                 elif c > level:
                     t = tile_at(X, c)
                     fi = instances_below(c)
                     part = entering_at(X, c)
-                    member = prod_r * (part - fi * t) + fi * t
+                    member = full * (part - fi * t) + fi * t
                 else:
                     member = fp
                 member = max(member, self.n_out if X.is_output else fp)

@@ -84,9 +84,12 @@ def constraints_key(cons: Constraints) -> str:
 
 
 def result_key(op: Operator, arch: Accelerator, objective: str, strategy: str, cons: Constraints,
-               time_limit: float | None, seed: int, heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC) -> str:
+               time_limit: float | None, seed: int, heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC,
+               imperfect: bool | str = False) -> str:
     parts = [operator_key(op), accelerator_key(arch), objective, strategy, constraints_key(cons),
              repr(time_limit), str(seed), heuristic_config.key(), code_fingerprint()]
+    if imperfect:        # searched over imperfect tiles too (absent otherwise: earlier keys stay valid)
+        parts.append(f"imperfect={imperfect}")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

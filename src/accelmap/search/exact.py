@@ -15,6 +15,11 @@ which holds for every mapping using it. In bound order:
 * a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
   in ``spatial_padded_open`` when its bound is not cut.
 
+With ``imperfect`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) a padded unrolling is
+searched too, over imperfect tiles (a dividing one over perfect tiles, quickly), and a last pass runs the
+branch and bound over imperfect tiles with the unrolling free, which covers the whole space (rule I5 of
+docs/mapper.md), unless the certificate's bound already meets the best found.
+
 The incumbent comes from the heuristic first (a share of the time limit; when that share finds nothing, half
 of what is left). The result is proven optimal
 over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
@@ -44,11 +49,12 @@ INCUMBENT_SHARE = 0.25
 
 def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, time_limit: float | None = None, seed: int = 0,
-                 incumbents: tuple = (), heuristic: bool = True):
+                 incumbents: tuple = (), heuristic: bool = True, imperfect: bool | str = False):
     """Best mappings of ``op`` by ``objective`` with every spatial unrolling either cut by its bound or
     searched exactly. Returns (results, stats); ``stats.extra["proven"]`` says whether the search closed the
     space (perfect factorizations, any dividing unrolling), ``stats.extra["timed_out"]`` whether it stopped at
-    the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search)."""
+    the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search).
+    ``imperfect``: the space is every imperfect factorization (proven means over that space)."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -88,6 +94,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         order = np.zeros(0, dtype=np.int64)
     sizes = np.array([op.sizes[d] for d in op.dim_names])
     divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
+    # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
+    # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
+    searchable = divides | bool(imperfect)
     searched = cut = padded_open = 0
     timed_out = restricted = False
     for pos, row in enumerate(order):
@@ -97,7 +106,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 break
             cut += 1
             continue
-        if not divides[row]:
+        if not searchable[row]:
             padded_open += 1
             continue
         left = None if deadline is None else deadline - time.perf_counter()
@@ -107,7 +116,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         assignment = space.assignment(int(row))
         fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
         res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
-                                 incumbents=tuple((f.result, f.mapping) for f in best.results()))
+                                 incumbents=tuple((f.result, f.mapping) for f in best.results()),
+                                 imperfect=False if divides[row] else imperfect)
         for f in res:
             best.offer(f.result, f.mapping)
         searched += 1
@@ -119,6 +129,14 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if st.extra.get("timed_out"):
             timed_out = True
             break
+    # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
+    if imperfect and not timed_out:
+        from accelmap.search.imperfect_tiles import search_remaining_unrollings
+
+        timed_out, more = search_remaining_unrollings(op, arch, objective, k, cons, deadline, best, stats,
+                                                      imperfect)
+        restricted |= more
+    # --- end imperfect ---
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
                        timed_out=timed_out, orders_restricted=restricted,
                        proven=not timed_out and not restricted)

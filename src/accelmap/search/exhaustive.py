@@ -3,7 +3,8 @@
 Enumerates every perfect factorization of every dimension over every slot
 (each level's temporal loops and each fan-out axis), every bypass choice and
 every order of every level's temporal loops, and costs each valid mapping
-with the exact model. It shares no pruning with ``optimal.py``. Use it on
+with the exact model. With ``imperfect``, every imperfect factorization instead
+(any bounds covering the dimension, the last tile partial; ``imperfect_tiles``). It shares no pruning with ``optimal.py``. Use it on
 small operators only: the space is the product of all those choices.
 """
 
@@ -18,6 +19,7 @@ from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors, prime_factors, slots
+from accelmap.search.imperfect_tiles import imperfect_factorizations, imperfect_mode
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.space import Constraints, keep_options
@@ -48,14 +50,17 @@ def space_size(op: Operator, arch: Accelerator) -> int:
 
 def search_exhaustive(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                       constraints: Constraints | None = None, limit: int = 5_000_000,
-                      time_limit: float | None = None):
+                      time_limit: float | None = None, imperfect: bool | str = False):
     cons = constraints or Constraints()
     sl = slots(arch)
     stats = SearchStats()
     t0 = time.perf_counter()
     best = collector(objective, k)
     deadline = None if time_limit is None else t0 + time_limit
-    per_dim = [ordered_factorizations(s, len(sl)) for _, s in op.dims]
+    mode = imperfect_mode(imperfect)
+    spatial_slots = tuple(axis is not None for _, axis, _ in sl) if mode == "spatial" else None
+    per_dim = [imperfect_factorizations(s, len(sl), spatial_slots) if mode else ordered_factorizations(s, len(sl))
+               for _, s in op.dims]
     names = op.dim_names
     for keep in keep_options(op, arch, cons):
         if stats.extra.get("timed_out"):

@@ -40,6 +40,7 @@ class LayerTask:
     key: str
     notes: tuple[str, ...] = field(default=())
     heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC
+    imperfect: bool | str = False
 
 
 def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
@@ -47,7 +48,8 @@ def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
     t0 = time.perf_counter()
     try:
         res = map_operator(task.op, task.arch, task.objective, constraints=task.cons, strategy=task.strategy,
-                           time_limit=task.time_limit, seed=task.seed, heuristic_config=task.heuristic_config)
+                           time_limit=task.time_limit, seed=task.seed, heuristic_config=task.heuristic_config,
+                           imperfect=task.imperfect)
     except AccelmapError as e:
         return task.index, {"error": str(e), "deterministic": True, "strategy": task.strategy,
                             "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": (),

@@ -76,13 +76,17 @@ def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: 
 def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, strategy: str = "auto",
                  time_limit: float | None = None, seed: int = 0,
-                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC) -> MapResult:
+                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC, imperfect: bool | str = False) -> MapResult:
     """Best ``k`` mappings of ``op`` on ``arch`` by ``objective`` (or the Pareto front).
 
     Every strategy stops at ``time_limit`` seconds (``DEFAULT_TIME_LIMITS`` when None). The result
     carries a lower bound of the objective over every mapping the constraints allow (none for the
     Pareto front) and says whether the best is proven optimal. ``heuristic_config`` sets the
-    heuristic's knobs. Raises MappingError when the operator
+    heuristic's knobs. ``imperfect``: the exact searches (``optimal``, ``exhaustive``) and ``random`` cover
+    imperfect factorizations too, Ruby-style (True: any tile size, the last tile partial; "spatial": only the
+    spatial loops, Ruby-S), and a proof of optimality then holds over that larger space; the heuristic
+    already searches padded unrollings.
+    Raises MappingError when the operator
     cannot be mapped at all (precision not supported, a level too small for its smallest footprint),
     which is proven before any search.
     """
@@ -99,12 +103,12 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         raise MappingError(why)
     notes: list[str] = []
     padded = any(op.sizes[d] % b for ax in cons.spatial.values() for d, b in ax.items() if d in op.sizes)
-    if strategy in ("optimal", "exhaustive") and padded:
+    if strategy in ("optimal", "exhaustive") and padded and not imperfect:
         raise SpecError(f"the {strategy} search covers perfect factorizations only, and the spatial constraints "
-                        f"pad {op.name}; use --strategy heuristic", where="--strategy")
+                        f"pad {op.name}; use --strategy heuristic or --imperfect", where="--strategy")
     if strategy == "auto":
         size = space_size(op, arch)
-        strategy = "optimal" if not padded and size <= EXACT_SPACE_LIMIT else "heuristic"
+        strategy = "optimal" if (imperfect or not padded) and size <= EXACT_SPACE_LIMIT else "heuristic"
         if strategy == "optimal" and time_limit is None:
             time_limit = AUTO_EXACT_SECONDS
         log.info("%s: strategy auto -> %s (%s)", op.name, strategy, "the spatial constraints pad it" if padded else
@@ -113,10 +117,12 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     limit = time_limit if time_limit is not None else DEFAULT_TIME_LIMITS[strategy]
     log.info("%s on %s: %s search, %s, time limit %g s", op.name, arch.name, strategy, objective, limit)
     if strategy == "exhaustive":
-        res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit)
+        res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit,
+                                       imperfect=bool(imperfect))
         complete = not stats.extra.get("timed_out", False)
     elif strategy == "optimal":
-        res, stats = search_exact(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed)
+        res, stats = search_exact(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed,
+                                  imperfect=imperfect)
         complete = bool(stats.extra.get("proven"))
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
@@ -133,10 +139,12 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         complete = False
     else:
         from accelmap.search.baselines import search_random
-        res, stats = search_random(op, arch, objective, k=k, constraints=cons, seed=seed, time_limit=limit)
+        res, stats = search_random(op, arch, objective, k=k, constraints=cons, seed=seed, time_limit=limit,
+                                   imperfect=bool(imperfect))
         complete = False
     timed_out = bool(stats.extra.get("timed_out", False))
-    # The exact searches cover perfect factorizations; their completeness proves optimality there.
+    # The exact searches cover perfect factorizations (imperfect ones too when asked); their completeness
+    # proves optimality there.
     proven = complete and strategy in ("optimal", "exhaustive")
     lower = None
     if objective != "pareto":

@@ -41,7 +41,7 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
               cache_path: str | Path | None = None, progress: bool | None = None,
               keep_precision: bool = False, seed: int = 0,
               heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC,
-              on_layer: Callable[[LayerMapping], None] | None = None) -> ModelMapping:
+              on_layer: Callable[[LayerMapping], None] | None = None, imperfect: bool | str = False) -> ModelMapping:
     """Map every distinct layer of ``model`` on ``arch``.
 
     ``keep_precision`` keeps the operand bits the import chose; by default the
@@ -49,7 +49,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     (default: every core); ``cache_path`` None disables the cache; ``progress``
     None shows a bar only when stderr is a terminal. ``on_layer`` is called in
     the parent after each layer is known (cached or searched). ``heuristic_config`` sets the
-    heuristic's knobs; it is part of every cache key.
+    heuristic's knobs; it is part of every cache key. ``imperfect``: the exact searches cover imperfect
+    factorizations too (the last tile partial; ``map_operator``).
     """
     check_objective(objective)
     if strategy not in STRATEGIES:
@@ -68,7 +69,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
         for i, layer in enumerate(model.layers):
             op = layer.operator if keep_precision else adopt_precision(layer.operator, arch)
             lcons, notes = fit_constraints(cons, op, arch)
-            key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed, heuristic_config)
+            key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed, heuristic_config,
+                             imperfect)
             hit = cached_layer(cache, key, layer, op, arch, objective) if cache else None
             if hit is not None:
                 outcomes[i] = hit
@@ -76,7 +78,7 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
                     on_layer(hit)
             else:
                 tasks.append(LayerTask(i, op, arch, objective, strategy, lcons, time_limit_per_layer, seed, key, notes,
-                                       heuristic_config))
+                                       heuristic_config, imperfect))
 
         def record(index: int, out: dict[str, Any]) -> LayerMapping:
             task = tasks_by_index[index]

@@ -23,6 +23,14 @@ from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import check_precision, tile_fits
 from accelmap.search.bounds import BoundContext
+from accelmap.search.imperfect_tiles import (
+    ImperfectBoundContext,
+    every_order,
+    full_positions,
+    imperfect_choices,
+    imperfect_mode,
+    nest_is_perfect,
+)
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
@@ -41,13 +49,18 @@ class SearchStats:
 
 
 def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: dict[str, int],
-                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats):
-    """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits."""
+                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool | str = False):
+    """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits. ``imperfect``: any
+    bounds, the last tile partial (``imperfect_tiles``); else bounds that divide what is left."""
     axes = level_axes(arch, level)
     out_dims = op.output.dims
     dims = op.dim_names
     last = level == 0
-    choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
+    if imperfect:
+        choices = {d: imperfect_choices(rem[d], inner_ext[d], op.sizes[d], axes, d, out_dims, cons, last,
+                                        temporal_divides=imperfect_mode(imperfect) == "spatial") for d in dims}
+    else:
+        choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
     axis_size = [a[1] for a in axes]
     axis_used = [1] * len(axes)
     ext = dict(inner_ext)
@@ -63,7 +76,7 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
         for t, sp in choices[d]:
             if any(s * axis_used[a] > axis_size[a] for a, s in enumerate(sp)):
                 continue
-            ext[d] = base * t * math.prod(sp)
+            ext[d] = min(base * t * math.prod(sp), op.sizes[d])    # a partial last tile is clipped
             if not tile_fits(op, arch, keep[level], level, ext):
                 stats.capacity_cut += 1
                 continue
@@ -84,11 +97,14 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
 
 def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                    constraints: Constraints | None = None, time_limit: float | None = None,
-                   incumbents: tuple = ()):
+                   incumbents: tuple = (), imperfect: bool | str = False):
     """Best mappings by ``objective`` ('energy', 'latency', 'edp' or 'pareto').
 
     ``incumbents``: (CostResult, Mapping) pairs already known (e.g. from the heuristic); they enter
-    the best-so-far first, so the bounds prune against them from the first node on."""
+    the best-so-far first, so the bounds prune against them from the first node on. ``imperfect``: search
+    imperfect factorizations too (True or "all": any loop's last tile partial; "spatial": only the spatial
+    loops', as Ruby-S; rules I1-I6 of docs/mapper.md)."""
+    imperfect = imperfect_mode(imperfect) or False
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -106,14 +122,15 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         for l in fixed:
             inner_ext[l.dim] *= l.bound
         out: list[tuple[float, float, tuple[Loop, ...], dict[str, int], list[tuple[float, float]] | None]] = []
-        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats):
+        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats, imperfect):
             if deadline and time.perf_counter() > deadline:
                 stats.extra["timed_out"] = True
                 break
             t_loops = tuple(Loop(d, b, level) for d, b in temporal.items() if b > 1)
             s_loops = tuple(Loop(d, b, level, ax) for ax, dims in spatial.items() for d, b in dims.items() if b > 1)
             rest = s_loops + fixed
-            new_rem = {d: rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial))
+            # What is left of each dim: ceil(rem / bounds), which is rem / bounds for perfect factors.
+            new_rem = {d: -(-rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial)))
                        for d in rem}
             lvname = arch.levels[level].name
             # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
@@ -121,7 +138,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             # innermost level has one order to try: its own bound below does the same job.)
             open_bounds: dict[Loop | None, tuple[float, float]] = {}
             if level < nlev - 1 and len(t_loops) > 1:
-                open_bounds = open_order_bounds(ctx, t_loops + rest, level, new_rem, frozenset({level}), best)
+                open_bounds = open_order_bounds(ctx, t_loops + rest, level, new_rem, frozenset({level}), best,
+                                                imperfect)
                 if _prunes(best, list(open_bounds.values())):
                     stats.nodes += 1
                     stats.pruned += 1
@@ -129,22 +147,31 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                     continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
-            orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
-                                      cons.forbid_orders.get(lvname, ()), order_costs(arch))
+            if imperfect and level < nlev - 1 and not nest_is_perfect(op, t_loops + rest):
+                # Rule I4: partial tiles in this nest; the per-level Pareto sets of orders are not proven here.
+                orders = every_order(op, t_loops, cons.orders.get(lvname), cons.forbid_orders.get(lvname, ()))
+            else:
+                orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
+                                          cons.forbid_orders.get(lvname, ()), order_costs(arch))
             for order in orders:
                 loops = order + rest
                 if level == 0 and cons.min_utilization and \
                         math.prod(l.bound for l in loops if l.spatial) < cons.min_utilization * pes:
                     continue
                 stats.nodes += 1
+                perfect = not imperfect or nest_is_perfect(op, loops)
                 # Rule B4 shared: the bound over the orders with this order's innermost loop holds for this
-                # order; the order's own (tighter) bound is computed only if the node gets its turn.
-                early = open_bounds.get(order[-1] if order else None, open_bounds.get(None))
+                # order; the order's own (tighter) bound is computed only if the node gets its turn. (Not for a
+                # nest with partial tiles: it is ranked by an estimate, rule I6, so its valid bound is kept too.)
+                early = open_bounds.get(order[-1] if order else None, open_bounds.get(None)) if perfect else None
                 if early is not None:
                     out.append((early[0], early[1], loops, new_rem, None))
                     continue
-                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best)
-                e_lb, l_lb = _least(objective, alts)
+                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)
+                # Rule I6: a nest with partial tiles is ranked by the bound as if its positions were all whole
+                # (an estimate, not a bound): its valid bound is weaker and would put it first for no reason.
+                ranked = alts if perfect else bound_any_order(ctx, loops, level, new_rem, frozenset())
+                e_lb, l_lb = _least(objective, ranked)
                 out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
 
@@ -154,16 +181,20 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             return
         kids = children(ctx, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
+        # Ranked by valid bounds only when no child has partial tiles (rule I6): only then may a cut end the node.
+        estimated = imperfect and any(not nest_is_perfect(op, c[2]) for c in kids)
         for n, (e_lb, l_lb, loops, new_rem, alts) in enumerate(kids):
             if _prunes(best, [(e_lb, l_lb)] if alts is None else alts):
-                # Sorted by the bound of the scalar objective: the rest cannot win either.
-                stats.pruned += len(kids) - n if objective != "pareto" else 1
-                if objective != "pareto":
-                    break
-                continue
+                # Sorted by the bound of the scalar objective: the rest cannot win either (not with imperfect
+                # tiles, whose children are ranked by an estimate, rule I6).
+                if objective == "pareto" or estimated:
+                    stats.pruned += 1
+                    continue
+                stats.pruned += len(kids) - n
+                break
             if alts is None:
                 # Its turn: the bound of its own order, which the ranking bound (all orders) cannot cut.
-                if _prunes(best, bound_any_order(ctx, loops, level, new_rem, frozenset(), best)):
+                if _prunes(best, bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)):
                     stats.pruned += 1
                     continue
             if level == 0:
@@ -177,7 +208,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        ctx = BoundContext(op, arch, keep, cons.spatial)
+        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
         # bypass choice before any tiling is enumerated.
         if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]):
@@ -191,22 +222,25 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
 
 
 def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                      free: frozenset[int], best=None) -> dict[Loop | None, tuple[float, float]]:
+                      free: frozenset[int], best=None,
+                      imperfect: bool | str = False) -> dict[Loop | None, tuple[float, float]]:
     """(energy, latency) bounds of ``ctx.lower_bound`` with the orders of the levels ``free`` left open, one per
     loop the innermost free level may put innermost (rule B4): every order is covered by one of them, so a node
     is cut only when all of them are. When the only level left is the outermost and it has no fan-out, its
     loops are forced (what is left of each dim), so they join the nest with their order open too, and the
     outermost boundary is bounded by its refetches, not its footprint. Given ``best`` (the collector), the bound
-    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens)."""
+    over every order is tried first and returned alone when ``best`` already prunes it (B4 only tightens).
+    ``imperfect``: the fixed nest's refetches count only at its whole positions (rule I2)."""
     if level == 1 and ctx.arch.levels[0].fanout is None:
         fixed = tuple(Loop(d, r, 0) for d, r in rem.items() if r > 1) + fixed
         level, rem, free = 0, dict.fromkeys(rem, 1), free | {0}
+    full = full_positions(ctx.op, fixed) if imperfect else None
     if not free:
-        return {None: ctx.lower_bound(fixed, level, rem)}
+        return {None: ctx.lower_bound(fixed, level, rem, full_positions=full)}
     inner = max(free)
     candidates = [l for l in fixed if l.level == inner and not l.spatial and l.bound > 1]
     if len(candidates) < 2 or best is not None:
-        plain = ctx.lower_bound(fixed, level, rem, free_orders=free)
+        plain = ctx.lower_bound(fixed, level, rem, free_orders=free, full_positions=full)
         if len(candidates) < 2 or best.prunes(*plain):
             return {None: plain}
     # The bound sees the innermost loop only through the operands that use its dim as a plain index: loops
@@ -216,15 +250,15 @@ def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, re
     for l in candidates:
         users = frozenset(name for name, dims in ctx.plain.items() if l.dim in dims)
         if users not in by_users:
-            by_users[users] = ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l)
+            by_users[users] = ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l, full_positions=full)
         out[l] = by_users[users]
     return out
 
 
 def bound_any_order(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
-                    free: frozenset[int], best=None) -> list[tuple[float, float]]:
+                    free: frozenset[int], best=None, imperfect: bool | str = False) -> list[tuple[float, float]]:
     """The bounds of ``open_order_bounds``, without saying which innermost loop each covers."""
-    return list(open_order_bounds(ctx, fixed, level, rem, free, best).values())
+    return list(open_order_bounds(ctx, fixed, level, rem, free, best, imperfect).values())
 
 
 def _prunes(best, bounds: list[tuple[float, float]]) -> bool:
