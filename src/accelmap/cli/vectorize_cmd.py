@@ -74,9 +74,10 @@ def vectorize_cmd(workload, arch, precision, emit, run, seed, paper_schedule):
         click.echo(f"paper's:  {row.paper_schedule[bits]}")
     click.echo(f"program:  {describe_math(prog)}")
     click.echo(f"modeled:  {c.cycles:,} cycles, {c.macs_per_cycle:.2f} MACs/cycle = {c.percent_of_peak:.1f}% of "
-               f"the {c.peak_macs_per_cycle} peak (II {c.ii}, {c.bound}-bound; {c.load_ops} load / {c.store_ops} "
-               f"store slots per iteration; {c.hoisted_bits} loop-invariant bits hoisted; spill {c.spill_bits} bits; "
-               f"code {c.code_bytes:,} B)")
+               f"the {c.peak_macs_per_cycle} peak (II {c.ii}, {c.bound}-bound, resource bound {c.res_mii}; "
+               f"{c.load_ops} load / {c.store_ops} store slots per iteration; {c.reloads} reloads; "
+               f"{c.hoisted_bits} loop-invariant bits hoisted; one iteration {c.length} cycles; kernel unrolled "
+               f"x{c.unroll}; code {c.code_bytes:,} B)")
     click.echo(f"tuner:    {note}")
     if emit is not None:
         write_atomic(Path(emit), emit_cpp(prog, str(conv)))

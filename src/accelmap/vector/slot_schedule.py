@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from accelmap.vector.cycles import hoisted_registers
+from accelmap.vector.cycles import estimate
 from accelmap.vector.machine import LOAD_PORTS, LOAD_TO_USE_CYCLES, MAC_PIPELINE_CYCLES, STORE_CYCLES, Core
 from accelmap.vector.program import Load, Mac, Store, VectorProgram
 
@@ -31,7 +31,7 @@ def scheduled_loop_cycles(prog: VectorProgram, core: Core, trips: int) -> int:
         last_issue[kind] = t
         return t
 
-    hoisted = hoisted_registers(prog, core)
+    hoisted = estimate(prog, core).hoisted
     ready_reg: dict[int, int] = {}
     for trip in range(trips):
         acc_ready: dict[int, int] = {}

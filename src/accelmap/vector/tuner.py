@@ -16,6 +16,7 @@ from accelmap.vector.conv import OUTPUT_DIMS, ConvSpec, Layout
 from accelmap.vector.cycles import CycleEstimate, estimate
 from accelmap.vector.intrinsics import SHAPES
 from accelmap.vector.machine import Core
+from accelmap.vector.modulo import RegisterAllocationError
 from accelmap.vector.program import VectorProgram
 
 UNROLL_FACTORS = (1, 2, 4, 8)
@@ -99,7 +100,12 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
                     for order in itertools.permutations(dims) if dims else [()]:
                         by_dim = {lp.dim: lp for lp in prog.loops}
                         variant = replace(prog, loops=tuple(by_dim[d] for d in order))
-                        cost = estimate(variant, core)
+                        try:
+                            cost = estimate(variant, core)
+                        except RegisterAllocationError as e:
+                            rejected["registers"] += 1
+                            example.setdefault("registers", str(e))
+                            continue
                         if not cost.fits_program_memory:
                             rejected["code size over 16 KB"] += 1
                             continue
