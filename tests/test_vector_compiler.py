@@ -205,3 +205,37 @@ def test_tuner_choice_for_cv3x3_int16_is_pinned():
     # in 2 y-trips, one iteration 64 cycles
     assert (res.cost.ii, res.cost.res_mii, res.cost.length) == (48, 48, 64)
     assert res.cost.cycles == 2 * (15 * 48 + 64 + 4) + 20
+
+
+def _padded_conv_by_loops(conv, inp, wgt):
+    """Brute force: every output, every tap, reading zero outside the stored image."""
+    (xl, _xh), (yl, _yh) = conv.pad
+    out = np.zeros((conv.x, conv.y, conv.k), dtype=np.int64)
+    for x, y, k, c, r, s in np.ndindex(conv.x, conv.y, conv.k, conv.c, conv.r, conv.s):
+        ix, iy = x * conv.stride + r * conv.dilation - xl, y * conv.stride + s * conv.dilation - yl
+        if 0 <= ix < inp.shape[0] and 0 <= iy < inp.shape[1]:
+            out[x, y, k] += int(inp[ix, iy, c]) * int(wgt[r, s, c, k])
+    return out
+
+
+@pytest.mark.parametrize("conv", [
+    ConvSpec("pad1", x=16, y=3, k=8, c=2, r=3, s=3, pad=((1, 1), (1, 1))),
+    ConvSpec("pad_asym", x=16, y=2, k=8, c=2, r=3, s=2, pad=((2, 0), (0, 1)), bits=32),
+    ConvSpec("pad_s2", x=16, y=2, k=16, c=1, r=3, s=3, stride=2, pad=((1, 0), (1, 0)), bits=32),
+])
+def test_padded_convolutions_read_a_zero_halo(conv):
+    core = core_from_accelerator(get_accelerator("aie_like"))
+    res = tune(conv, core)
+    inp, wgt, _ib, _wb = packed_operands(res.program, 5)
+    assert inp.shape == conv.stored_input_shape()
+    assert inp.shape[:2] == (conv.input_extent(conv.x, conv.r) - sum(conv.pad[0]),
+                             conv.input_extent(conv.y, conv.s) - sum(conv.pad[1]))
+    want = _padded_conv_by_loops(conv, inp, wgt)
+    assert np.array_equal(expected_output(res.program, inp, wgt), want)
+    assert _emulated_exact(res.program, seed=5)
+    assert run_kernel(res.program, seed=5).ok
+
+
+def test_padding_that_leaves_no_image_is_refused():
+    with pytest.raises(Exception, match="leaves no stored input along X"):
+        ConvSpec("bad", x=4, y=1, k=1, c=1, r=3, s=1, pad=((3, 3), (0, 0)))

@@ -147,7 +147,8 @@ def packed_operands(prog: VectorProgram, seed: int) -> tuple[np.ndarray, np.ndar
     conv = prog.conv
     inp, wgt = random_operands(conv, seed)
     dt = dtype_of(conv.bits)
-    return inp, wgt, pack(prog.tensor("I"), inp, conv.axes["I"], dt), pack(prog.tensor("W"), wgt, conv.axes["W"], dt)
+    return (inp, wgt, pack(prog.tensor("I"), conv.pad_input(inp), conv.axes["I"], dt),
+            pack(prog.tensor("W"), wgt, conv.axes["W"], dt))
 
 
 def expected_output(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
