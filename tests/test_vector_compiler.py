@@ -142,10 +142,18 @@ def test_cycle_model_exact_for_a_small_program():
     assert c.macs_per_cycle == 36864 / 1716
 
 
-def test_fc_int32_does_not_fit_the_data_memory():
+def test_fc_int32_is_tiled_over_k_and_runs_bit_exact():
     core = core_from_accelerator(get_accelerator("aie_like"))
-    with pytest.raises(TuneError, match="data memory"):
-        tune(paper_workload("FC", 32), core)
+    res = tune(paper_workload("FC", 32), core)
+    # the 4096x8 int32 filter alone is the whole 128 KB: two K tiles of 2048 (64 KB of filter each) fit
+    assert res.tiles == 2 and res.program.conv.k == 2048 and res.conv.k == 4096
+    t = res.tiled
+    assert t is not None and t.kernel_cycles == 2 * res.cost.cycles and t.filter_bits_per_tile == 2048 * 8 * 32
+    # streamed: the first filter tile (8192 cycles at 64 bit/cycle), then the stream of the second one overlaps
+    # the first tile's compute, then the last tile computes
+    assert t.streamed_cycles == 8192 + max(res.cost.cycles, 8192) + res.cost.cycles and t.stream_bound
+    rep = run_kernel(res.program, seed=2, tiles=2)
+    assert rep.exact_cpp and rep.exact_emulator
 
 
 def test_paper_schedules_compile_and_cv2x2_int16_is_modeled_exactly():

@@ -27,7 +27,7 @@ from accelmap.vector.machine import (
     Core,
 )
 from accelmap.vector.modulo import ModuloSchedule, RegisterAllocationError, modulo_schedule
-from accelmap.vector.program import VectorProgram
+from accelmap.vector.program import Load, Mac, Store, VectorProgram
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,21 @@ def invariant_registers(prog: VectorProgram) -> frozenset[int]:
     """Registers of tensors that do not move in the pipelined loop."""
     still = {n for n, d in prog.loops[-1].deltas if d == 0} if prog.loops else set()
     return frozenset(r.id for r in prog.registers if r.tensor in still)
+
+
+def lower_bound_cycles(prog: VectorProgram, core: Core) -> int:
+    """No schedule of the program is faster: every pipelined trip issues its MACs, its loads of moving tensors and
+    its stores at the slot rates, and one iteration is at least that long too (the tuner prunes with it)."""
+    regs = {r.id: r for r in prog.registers}
+    inv = invariant_registers(prog)
+    n_mac = sum(1 for i in prog.body if isinstance(i, Mac))
+    loads = sum(math.ceil(regs[i.reg].bits / core.load_port_bits) for i in prog.body
+                if isinstance(i, Load) and i.reg not in inv)
+    out_slots = math.ceil(prog.shape.lanes * prog.out_bits / core.store_port_bits)
+    stores = sum(out_slots for i in prog.body if isinstance(i, Store))
+    rate = max(1, n_mac, math.ceil(loads / LOAD_PORTS), math.ceil(stores / STORE_PORTS))
+    inner = prog.loops[-1].trips if prog.loops else 1
+    return prog.iterations // inner * (inner * rate + OUTER_LOOP_CYCLES) + CALL_CYCLES
 
 
 def estimate(prog: VectorProgram, core: Core) -> CycleEstimate:

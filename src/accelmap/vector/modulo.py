@@ -360,9 +360,16 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
             hi = (best.ii - 1) if best else cap
             if lo > hi:
                 break
-            top = attempt(cuts, hi, bubble)
+            first = attempt(cuts, lo, bubble)
+            if first is not None:
+                best = first
+                if best.ii == base_mii:      # the resource bound: nothing can be better
+                    return best
+                continue
+            top = attempt(cuts, hi, bubble) if hi > lo else None
             if top is None:
                 continue
+            lo += 1
             while lo < top.ii:
                 mid = (lo + top.ii) // 2
                 got = attempt(cuts, mid, bubble)
