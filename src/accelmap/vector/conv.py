@@ -59,7 +59,8 @@ class ConvSpec:
         if self.pad:
             axes = 3 if self.is_3d else 2
             if len(self.pad) != axes or any(lo < 0 or hi < 0 for lo, hi in self.pad):
-                raise SpecError(f"{self.name}: padding {self.pad} needs {axes} (lo, hi) pairs >= 0 (X, Y{', Z' if axes == 3 else ''})")
+                names = "X, Y, Z" if axes == 3 else "X, Y"
+                raise SpecError(f"{self.name}: padding {self.pad} needs {axes} (lo, hi) pairs >= 0 ({names})")
             ext = self.extents("I")
             for (lo, hi), ax in zip(self.pad, "XYZ", strict=False):
                 if lo + hi >= ext[ax]:

@@ -8,12 +8,14 @@ pipeline). No value is carried from one iteration to the next (every iteration s
 the resource bound ResMII (Rau, "Iterative modulo scheduling").
 
 At a given II, MACs are placed in program order on consecutive cycles (optionally with a bubble of idle cycles
-wherever the X register or the accumulator changes, which shortens how long two registers overlap), stores as early as their accumulator is ready, and load parts as late as their first use allows (ALAP: short
+wherever the X register or the accumulator changes, which shortens how long two registers overlap), stores as
+early as their accumulator is ready, and load parts as late as their first use allows (ALAP: short
 register lifetimes). The register allocator then assigns every value of the flat kernel to physical registers:
 
 * vector registers: the 16 x 128-bit file; a grouped register of 2^n x 128 bits is an aligned group of 2^n
-  physical registers (the AI Engine builds its 256/512/1024-bit registers from aligned 128-bit halves and
-  quarters, AM009). A value occupies its registers from the cycle its first part arrives to its last use.
+  physical registers (the AI Engine composes its 256/512/1024-bit registers from 128-bit ones, AM009; the
+  aligned-group rule is our simplification). Each 256-bit part of a value holds its registers from the cycle it
+  arrives to the value's last use.
 * accumulators: the accumulator file in 384-bit units; a 16-lane 48-bit or an 8-lane 80-bit accumulator takes
   an aligned pair. A value occupies them from its first MAC to its store.
 
@@ -21,10 +23,9 @@ A value that lives longer than II overlaps its own next instance; modulo variabl
 u = max ceil(lifetime / II) times so the copies get distinct registers, and each value's copies are circular arcs
 over u x II cycles, allocated greedily (in start order, packing narrow values beside busy registers, then widest
 first if that fails). When allocation fails, the search inserts bubbles, raises II (fewer overlapping
-iterations) or splits vector values at their long idle gaps between uses into
-separate loads (rematerialization: every vector value is a copy of data memory, so a spill is one more load and
-no store), keeping the feasible schedule of smallest II. A body that fits at no II up to the length of
-one unpipelined iteration is rejected.
+iterations) or splits vector values at their long idle gaps between uses into separate loads (rematerialization:
+every vector value is a copy of data memory, so a spill is one more load and no store), keeping the feasible
+schedule of smallest II. A body that fits at no II up to the length of one unpipelined iteration is rejected.
 """
 
 from __future__ import annotations
@@ -344,7 +345,8 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
                               store_t, length, u, tuple(values), assignment, pinned, bubble)
 
     # MAC times do not depend on II, so neither does the split sequence. For each bubble (0, then 1, 2 and 4 idle
-    # cycles at X-register and accumulator switches) and split level, bisect the smallest feasible II below the best found so far
+    # cycles at X-register and accumulator switches) and split level, bisect the smallest feasible II below the best
+    # found so far
     # (feasibility is taken as monotone in II for the bisection; every returned schedule is an allocated one).
     best: ModuloSchedule | None = None
     ii_cap = 0

@@ -151,7 +151,8 @@ def packed_operands(prog: VectorProgram, seed: int) -> tuple[np.ndarray, np.ndar
 def pack_operands(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     conv = prog.conv
     dt = dtype_of(conv.bits)
-    return pack(prog.tensor("I"), conv.pad_input(inp), conv.axes["I"], dt), pack(prog.tensor("W"), wgt, conv.axes["W"], dt)
+    return (pack(prog.tensor("I"), conv.pad_input(inp), conv.axes["I"], dt),
+            pack(prog.tensor("W"), wgt, conv.axes["W"], dt))
 
 
 def expected_output(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray, conv: ConvSpec | None = None) -> np.ndarray:
