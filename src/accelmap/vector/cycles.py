@@ -26,7 +26,7 @@ from accelmap.vector.machine import (
     STORE_PORTS,
     Core,
 )
-from accelmap.vector.modulo import ModuloSchedule, RegisterAllocationError, modulo_schedule
+from accelmap.vector.modulo import ModuloSchedule, RegisterAllocationError, kernel_bundles, modulo_schedule
 from accelmap.vector.program import Load, Mac, Store, VectorProgram
 
 
@@ -104,7 +104,8 @@ def estimate(prog: VectorProgram, core: Core) -> CycleEstimate:
 
 
 def _estimate(prog: VectorProgram, core: Core, hoisted: frozenset[int]) -> CycleEstimate:
-    ms = modulo_schedule(prog, core, hoisted)
+    loop_bundles = OUTER_LOOP_CYCLES * len(prog.loops)
+    ms = modulo_schedule(prog, core, hoisted, PROGRAM_MEMORY_BYTES // BUNDLE_BYTES - loop_bundles)
     regs = {r.id: r for r in prog.registers}
     n_mac = len(ms.mac_times)
     hoisted_bits = sum(regs[r].bits for r in hoisted)
@@ -121,8 +122,7 @@ def _estimate(prog: VectorProgram, core: Core, hoisted: frozenset[int]) -> Cycle
     inner = prog.loops[-1].trips if prog.loops else 1
     outer = prog.iterations // inner
     cycles = outer * (ms.loop_cycles(inner) + preheader + OUTER_LOOP_CYCLES) + CALL_CYCLES
-    prologue_epilogue = 2 * max(0, ms.length - ms.ii)
-    code = (ms.unroll * ms.ii + prologue_epilogue + OUTER_LOOP_CYCLES * len(prog.loops)) * BUNDLE_BYTES
+    code = (kernel_bundles(ms) + loop_bundles) * BUNDLE_BYTES
     peak = prog.shape.lanes * prog.shape.cols
     return CycleEstimate(n_mac, ms.load_parts, stores, ms.reloads, hoisted_bits, hoisted, ms.res_mii, ms.ii, bound,
                          ms.length, ms.unroll, inner, outer, cycles, code, prog.conv.macs, peak, ms)

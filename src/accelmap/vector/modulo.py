@@ -307,15 +307,17 @@ def _split_sequence(body: _Body, mac_t: tuple[int, ...]) -> list[dict[int, tuple
     return out
 
 
-def modulo_schedule(prog: VectorProgram, core: Core, hoisted: frozenset[int]) -> ModuloSchedule:
-    """The smallest-II schedule whose values fit the register files (see the module docstring)."""
-    return _modulo_schedule(prog.body, prog.registers, prog.shape, prog.out_bits, core, hoisted)
+def modulo_schedule(prog: VectorProgram, core: Core, hoisted: frozenset[int], max_bundles: int) -> ModuloSchedule:
+    """The smallest-II schedule whose values fit the register files (see the module docstring). When its kernel,
+    unrolled by modulo variable expansion, with prologue and epilogue exceeds ``max_bundles``, II is raised to the
+    longest lifetime instead, so the kernel needs no unrolling."""
+    return _modulo_schedule(prog.body, prog.registers, prog.shape, prog.out_bits, core, hoisted, max_bundles)
 
 
 # Loop orders of one compiled body share it (only the pipelined loop's invariant registers differ): cache by body.
 @lru_cache(maxsize=4096)
 def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacShape, out_bits: int, core: Core,
-                     hoisted: frozenset[int]) -> ModuloSchedule:
+                     hoisted: frozenset[int], max_bundles: int) -> ModuloSchedule:
     body = _body(instrs, registers, hoisted)
     vec_regs = core.vrf_bits // REGISTER_BITS
     acc_regs = core.acc_bits // ACC_UNIT_BITS
@@ -349,6 +351,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     # found so far
     # (feasibility is taken as monotone in II for the bisection; every returned schedule is an allocated one).
     best: ModuloSchedule | None = None
+    best_level: tuple[dict[int, tuple[int, ...]], int] = ({}, 0)
     ii_cap = 0
     for bubble in MAC_BUBBLES:
         mac_t0 = _mac_times(body, bubble)
@@ -364,9 +367,9 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
                 break
             first = attempt(cuts, lo, bubble)
             if first is not None:
-                best = first
+                best, best_level = first, (cuts, bubble)
                 if best.ii == base_mii:      # the resource bound: nothing can be better
-                    return best
+                    return _fit_code(best, best_level, attempt, max_bundles)
                 continue
             top = attempt(cuts, hi, bubble) if hi > lo else None
             if top is None:
@@ -379,12 +382,25 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
                     lo = mid + 1
                 else:
                     top = got
-            best = top
+            best, best_level = top, (cuts, bubble)
     if best is None:
         raise RegisterAllocationError(f"the loop body does not fit {vec_regs} x {REGISTER_BITS}-bit vector and "
                                       f"{acc_regs} x {ACC_UNIT_BITS}-bit accumulator registers at any II up to "
                                       f"{ii_cap}" + (f" ({pinned} registers held by hoisted values)" if pinned else ""))
-    return best
+    return _fit_code(best, best_level, attempt, max_bundles)
+
+
+def kernel_bundles(ms: ModuloSchedule) -> int:
+    """The unrolled kernel plus prologue and epilogue, in VLIW bundles."""
+    return ms.unroll * ms.ii + 2 * max(0, ms.length - ms.ii)
+
+
+def _fit_code(best: ModuloSchedule, level, attempt, max_bundles: int) -> ModuloSchedule:
+    if best.unroll == 1 or kernel_bundles(best) <= max_bundles:
+        return best
+    longest = max(v.end - v.start + 1 for v in best.values)
+    got = attempt(level[0], max(best.ii, longest), level[1])
+    return got if got is not None and kernel_bundles(got) < kernel_bundles(best) else best
 
 
 def check_schedule(ms: ModuloSchedule, core: Core, trips: int) -> None:
