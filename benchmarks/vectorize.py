@@ -66,7 +66,11 @@ def main() -> None:
             rec.update(modeled_macs_per_cycle=c.macs_per_cycle, modeled_percent_of_peak=c.percent_of_peak,
                        modeled_cycles=c.cycles, bound=c.bound, ii=c.ii, code_bytes=c.code_bytes,
                        schedule=str(res.schedule), evaluated=res.evaluated, rejected=dict(res.rejected),
-                       tune_s=res.seconds)
+                       tune_s=res.seconds, res_mii=c.res_mii, reloads=c.reloads, bubble=c.schedule.bubble,
+                       tiles=res.tiles)
+            if res.tiled is not None:
+                rec.update(tiled_kernel_cycles=res.tiled.kernel_cycles, streamed_cycles=res.tiled.streamed_cycles,
+                           streamed_macs_per_cycle=conv.macs / res.tiled.streamed_cycles)
             theirs = paper_schedule(row, bits)
             paper_model = "-"
             if theirs is not None:
@@ -79,7 +83,7 @@ def main() -> None:
                     paper_model = "rejected"
             verdict = "skipped"
             if not args.no_run:
-                rep = run_kernel(res.program, seed=0)
+                rep = run_kernel(res.program, seed=0, tiles=res.tiles)
                 rec.update(bit_exact=rep.ok, compile_s=None if rep.reused_build else rep.compile_s)
                 took = "cached" if rep.reused_build else f"{rep.compile_s:5.2f}s"
                 verdict = f"exact {took}" if rep.ok else "MISMATCH"

@@ -15,6 +15,7 @@ from accelmap.vector.compiler import compile_conv, describe_math
 from accelmap.vector.cycles import estimate
 from accelmap.vector.emit_cpp import emit_cpp, run_kernel
 from accelmap.vector.machine import core_from_accelerator
+from accelmap.vector.tiling import tiled_cycles
 from accelmap.vector.tuner import tune
 from accelmap.vector.workloads import conv_from_operator, paper_rows, paper_workload
 from accelmap.vector.workloads import paper_schedule as paper_schedule_of
@@ -61,10 +62,11 @@ def vectorize_cmd(workload, arch, precision, emit, run, seed, paper_schedule):
                             where="--paper-schedule")
         t0 = time.perf_counter()
         prog = compile_conv(conv, sched, core.data_mem_bits)
+        tiles = 1
         note = f"the paper's schedule, compiled in {time.perf_counter() - t0:.2f} s (not tuned)"
     else:
         res = tune(conv, core)
-        sched, prog = res.schedule, res.program
+        sched, prog, tiles = res.schedule, res.program, res.tiles
         rej = ", ".join(f"{k} {n}" for k, n in res.rejected) or "none"
         note = f"{res.evaluated} variants compiled in {res.seconds:.2f} s; rejected: {rej}"
     c = estimate(prog, core)
@@ -74,15 +76,22 @@ def vectorize_cmd(workload, arch, precision, emit, run, seed, paper_schedule):
         click.echo(f"paper's:  {row.paper_schedule[bits]}")
     click.echo(f"program:  {describe_math(prog)}")
     click.echo(f"modeled:  {c.cycles:,} cycles, {c.macs_per_cycle:.2f} MACs/cycle = {c.percent_of_peak:.1f}% of "
-               f"the {c.peak_macs_per_cycle} peak (II {c.ii}, {c.bound}-bound; {c.load_ops} load / {c.store_ops} "
-               f"store slots per iteration; {c.hoisted_bits} loop-invariant bits hoisted; spill {c.spill_bits} bits; "
-               f"code {c.code_bytes:,} B)")
+               f"the {c.peak_macs_per_cycle} peak (II {c.ii}, {c.bound}-bound, resource bound {c.res_mii}; "
+               f"{c.load_ops} load / {c.store_ops} store slots per iteration; {c.reloads} reloads; "
+               f"{c.hoisted_bits} loop-invariant bits hoisted; one iteration {c.length} cycles; kernel unrolled "
+               f"x{c.unroll}; code {c.code_bytes:,} B)")
+    if tiles > 1:
+        tc = tiled_cycles(conv, tiles, c.cycles)
+        click.echo(f"tiles:    the tensors exceed the data memory: K in {tiles} tiles of {conv.k // tiles}, the "
+                   f"kernel above once per tile: {tc.kernel_cycles:,} cycles with each tile's data preloaded "
+                   f"(the paper's method); {tc.streamed_cycles:,} cycles ({conv.macs / tc.streamed_cycles:.2f} "
+                   f"MACs/cycle) with each next {tc.filter_bits_per_tile // 8:,} B filter tile streamed in by DMA")
     click.echo(f"tuner:    {note}")
     if emit is not None:
         write_atomic(Path(emit), emit_cpp(prog, str(conv)))
         click.echo(f"wrote {emit}")
     if run:
-        rep = run_kernel(prog, seed=seed, cpp_path=emit)
+        rep = run_kernel(prog, seed=seed, cpp_path=emit, tiles=tiles)
         click.echo(f"run:      C++ kernel {'bit-exact' if rep.exact_cpp else 'MISMATCH'}, NumPy emulator "
                    f"{'bit-exact' if rep.exact_emulator else 'MISMATCH'} vs NumPy reference "
                    + ("(build reused)" if rep.reused_build else f"(compiled in {rep.compile_s:.2f} s)"))

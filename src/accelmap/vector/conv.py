@@ -44,6 +44,9 @@ class ConvSpec:
     dilation: int = 1
     depthwise: bool = False
     bits: int = 16          # operand precision: 16 (int16) or 32 (int32)
+    # Zero padding (lo, hi) of the input per spatial axis, in the order X, Y (, Z); () is none. The kernel reads a
+    # zero halo laid out around the stored image in its input buffer (the producer writes the image inside it).
+    pad: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("x", "y", "k", "c", "r", "s", "z", "t", "stride", "dilation"):
@@ -53,6 +56,16 @@ class ConvSpec:
             raise SpecError(f"{self.name}: precision int{self.bits} is not supported; allowed: int16, int32")
         if self.depthwise and self.c != 1:
             raise SpecError(f"{self.name}: a depthwise convolution has c=1 per filter, got c={self.c}")
+        if self.pad:
+            axes = 3 if self.is_3d else 2
+            if len(self.pad) != axes or any(lo < 0 or hi < 0 for lo, hi in self.pad):
+                names = "X, Y, Z" if axes == 3 else "X, Y"
+                raise SpecError(f"{self.name}: padding {self.pad} needs {axes} (lo, hi) pairs >= 0 ({names})")
+            ext = self.extents("I")
+            for (lo, hi), ax in zip(self.pad, "XYZ", strict=False):
+                if lo + hi >= ext[ax]:
+                    raise SpecError(f"{self.name}: padding {lo}+{hi} leaves no stored input along {ax} "
+                                    f"(the convolution reads {ext[ax]} positions)")
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -86,6 +99,19 @@ class ConvSpec:
             w_axes.append(Axis("C", (("c", 1),)))
         return {"I": (*i_axes, ch), "W": (*w_axes, Axis("K", (("k", 1),))), "O": (*o_axes, Axis("K", (("k", 1),)))}
 
+    def stored_input_shape(self) -> tuple[int, ...]:
+        """The input without its zero halo, natural order."""
+        ext = self.extents("I")
+        pads = dict(zip("XYZ", self.pad, strict=False))
+        return tuple(n - sum(pads.get(a, (0, 0))) for a, n in ext.items())
+
+    def pad_input(self, inp: np.ndarray) -> np.ndarray:
+        """The stored input with its zero halo: the array the kernel's input buffer holds."""
+        if not self.pad:
+            return inp
+        widths = [*self.pad, *[(0, 0)] * (inp.ndim - len(self.pad))]
+        return np.pad(inp, widths)
+
     def extents(self, tensor: str) -> dict[str, int]:
         sz = self.sizes
         return {a.name: sum(c * (sz[d] - 1) for d, c in a.terms) + 1 for a in self.axes[tensor]}
@@ -96,6 +122,8 @@ class ConvSpec:
         f3 = f"x{self.t}" if self.is_3d else ""
         extra = f", stride {self.stride}" if self.stride > 1 else ""
         extra += f", dilation {self.dilation}" if self.dilation > 1 else ""
+        extra += f", padding {'/'.join(f'{lo},{hi}' for lo, hi in self.pad)} (X/Y lo,hi)" if any(
+            lo or hi for lo, hi in self.pad) else ""
         return (f"{self.name}: {kind}CONV{'3' if self.is_3d else '2'}D output {self.x}x{self.y}{d3}x{self.k}, "
                 f"filter {self.r}x{self.s}{f3}x{self.c}x{self.k}, int{self.bits}{extra}, {self.macs:,} MACs")
 
@@ -203,17 +231,18 @@ def random_operands(conv: ConvSpec, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     lim = 8 if conv.bits == 16 else 1 << 10
     dt = np.int16 if conv.bits == 16 else np.int32
-    ie, we = conv.extents("I"), conv.extents("W")
-    return (rng.integers(-lim, lim, size=tuple(ie.values())).astype(dt),
+    we = conv.extents("W")
+    return (rng.integers(-lim, lim, size=conv.stored_input_shape()).astype(dt),
             rng.integers(-lim, lim, size=tuple(we.values())).astype(dt))
 
 
 def reference(conv: ConvSpec, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
-    """O in natural order, exact int64 sums (the emulated kernel wraps and saturates; callers apply that)."""
+    """O in natural order, exact int64 sums (the emulated kernel wraps and saturates; callers apply that). ``inp``
+    is the stored input; padding is applied here."""
     st, dl = conv.stride, conv.dilation
     oshape = tuple(conv.extents("O").values())
     out = np.zeros(oshape, dtype=np.int64)
-    i64, w64 = inp.astype(np.int64), wgt.astype(np.int64)
+    i64, w64 = conv.pad_input(inp).astype(np.int64), wgt.astype(np.int64)
     for r in range(conv.r):
         for s in range(conv.s):
             for t in range(conv.t):

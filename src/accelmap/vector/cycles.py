@@ -1,14 +1,14 @@
-"""Analytical VLIW cycle model of a vector program on the core (a model, not the AI Engine simulator).
+"""VLIW cycle model of a vector program on the core (a model, not the AI Engine simulator).
 
-Per body iteration the slots bound the initiation interval of the software-pipelined innermost loop:
-one vector MAC, two 256-bit loads and one 256-bit store per cycle (Vyasa: 6-way VLIW with two vector loads,
-one vector store and one vector operation; 96 B/cycle scratchpad). Registers live beyond the vector register
-file spill: each spilled 256 bits cost one store and one reload per iteration. The innermost loop pays its
-pipeline depth (prologue and epilogue) once per outer trip; outer trips pay pointer updates and a branch.
-Loads of a tensor that does not move in the pipelined loop (the filter of an x-vectorized kernel) are hoisted
-out of it, as loop-invariant code motion does, when their registers fit beside the body's peak; they are then
-issued in the prologue's free load slots.
-Code size (kernel plus prologue and epilogue bundles) must fit the 16 KB program memory.
+The innermost loop is software-pipelined by the modulo scheduler (``modulo``): the initiation interval II starts
+at the resource bound (one vector MAC, two 256-bit loads and one 256-bit store per cycle; Vyasa: 6-way VLIW with
+two vector loads, one vector store and one vector operation, 96 B/cycle scratchpad) and rises until the kernel's
+values fit the 16 x 128-bit vector register file and the accumulator registers, splitting long-lived vector values
+into reloads where that reaches a smaller II. A loop of N trips takes (N - 1) x II + the length of one iteration.
+Loads of a tensor that does not move in the pipelined loop (the filter of an x-vectorized kernel) are hoisted out
+of it when that gives fewer cycles: their registers are then held for the whole loop, and they are loaded before
+it. Outer trips pay pointer updates and a branch. Code size (the kernel, unrolled by modulo variable expansion,
+plus prologue and epilogue bundles) must fit the 16 KB program memory.
 """
 
 from __future__ import annotations
@@ -21,32 +21,40 @@ from accelmap.vector.machine import (
     CALL_CYCLES,
     LOAD_PORTS,
     LOAD_TO_USE_CYCLES,
-    MAC_PIPELINE_CYCLES,
     OUTER_LOOP_CYCLES,
     PROGRAM_MEMORY_BYTES,
-    STORE_CYCLES,
     STORE_PORTS,
     Core,
 )
+from accelmap.vector.modulo import ModuloSchedule, RegisterAllocationError, kernel_bundles, modulo_schedule
 from accelmap.vector.program import Load, Mac, Store, VectorProgram
 
 
 @dataclass(frozen=True)
 class CycleEstimate:
     macs_per_body: int
-    load_ops: int                # 256-bit load slots per iteration, spill reloads included
+    load_ops: int                # 256-bit load slots per iteration, reloads included
     store_ops: int
-    spill_bits: int
+    reloads: int                 # load instances added by splitting long-lived values (the cost of spilling)
     hoisted_bits: int            # loop-invariant registers loaded once per execution of the pipelined loop
-    ii: int                      # initiation interval of the pipelined loop (cycles per iteration)
-    bound: str                   # which slot sets ii: mac, load or store
-    depth: int                   # prologue + epilogue cycles of one pipelined loop execution
+    hoisted: frozenset[int]      # their register ids
+    res_mii: int                 # resource bound on the initiation interval
+    ii: int                      # initiation interval the modulo schedule and register allocation reach
+    bound: str                   # what sets ii: mac, load, store (the resource bound) or registers
+    length: int                  # cycles of one iteration, first issue to last completion
+    unroll: int                  # modulo variable expansion of the kernel
     inner_trips: int
     outer_trips: int
     cycles: int
     code_bytes: int
     useful_macs: int
     peak_macs_per_cycle: int
+    schedule: ModuloSchedule
+
+    @property
+    def depth(self) -> int:
+        """Cycles a loop execution adds to inner_trips x II (prologue and epilogue)."""
+        return self.length - self.ii
 
     @property
     def macs_per_cycle(self) -> float:
@@ -61,41 +69,60 @@ class CycleEstimate:
         return self.code_bytes <= PROGRAM_MEMORY_BYTES
 
 
-def hoisted_registers(prog: VectorProgram, core: Core) -> set[int]:
-    """Registers of tensors that do not move in the pipelined loop, if they all fit beside the body's peak."""
+def invariant_registers(prog: VectorProgram) -> frozenset[int]:
+    """Registers of tensors that do not move in the pipelined loop."""
     still = {n for n, d in prog.loops[-1].deltas if d == 0} if prog.loops else set()
-    invariant = [r for r in prog.registers if r.tensor in still]
-    if not invariant or prog.peak_live_bits + sum(r.bits for r in invariant) > core.vrf_bits:
-        return set()
-    return {r.id for r in invariant}
+    return frozenset(r.id for r in prog.registers if r.tensor in still)
+
+
+def lower_bound_cycles(prog: VectorProgram, core: Core) -> int:
+    """No schedule of the program is faster: every pipelined trip issues its MACs, its loads of moving tensors and
+    its stores at the slot rates, and one iteration is at least that long too (the tuner prunes with it)."""
+    regs = {r.id: r for r in prog.registers}
+    inv = invariant_registers(prog)
+    n_mac = sum(1 for i in prog.body if isinstance(i, Mac))
+    loads = sum(math.ceil(regs[i.reg].bits / core.load_port_bits) for i in prog.body
+                if isinstance(i, Load) and i.reg not in inv)
+    out_slots = math.ceil(prog.shape.lanes * prog.out_bits / core.store_port_bits)
+    stores = sum(out_slots for i in prog.body if isinstance(i, Store))
+    rate = max(1, n_mac, math.ceil(loads / LOAD_PORTS), math.ceil(stores / STORE_PORTS))
+    inner = prog.loops[-1].trips if prog.loops else 1
+    return prog.iterations // inner * (inner * rate + OUTER_LOOP_CYCLES) + CALL_CYCLES
 
 
 def estimate(prog: VectorProgram, core: Core) -> CycleEstimate:
+    """Modeled cycles; raises ``RegisterAllocationError`` when the body fits the registers at no II."""
+    options = []
+    invariant = invariant_registers(prog)
+    for hoisted in ([invariant, frozenset()] if invariant else [frozenset()]):
+        try:
+            options.append(_estimate(prog, core, hoisted))
+        except RegisterAllocationError:
+            if not hoisted:
+                raise
+    return min(options, key=lambda c: (c.cycles, -c.hoisted_bits))
+
+
+def _estimate(prog: VectorProgram, core: Core, hoisted: frozenset[int]) -> CycleEstimate:
+    loop_bundles = OUTER_LOOP_CYCLES * len(prog.loops)
+    ms = modulo_schedule(prog, core, hoisted, PROGRAM_MEMORY_BYTES // BUNDLE_BYTES - loop_bundles)
     regs = {r.id: r for r in prog.registers}
-    n_mac = sum(1 for i in prog.body if isinstance(i, Mac))
-    load_regs = [regs[i.reg] for i in prog.body if isinstance(i, Load)]
-    inv_ids = hoisted_registers(prog, core)
-    invariant = [r for r in load_regs if r.id in inv_ids]
-    hoisted = sum(r.bits for r in invariant)
-    depth = LOAD_TO_USE_CYCLES + MAC_PIPELINE_CYCLES + STORE_CYCLES
-    hoisted_slots = sum(math.ceil(r.bits / core.load_port_bits) for r in invariant)
-    preheader = max(0, math.ceil(hoisted_slots / LOAD_PORTS) - depth)   # beyond the prologue's free load slots
-    loads = sum(math.ceil(r.bits / core.load_port_bits) for r in load_regs if r.id not in inv_ids)
-    out_bits = prog.shape.lanes * prog.out_bits
-    stores = sum(math.ceil(out_bits / core.store_port_bits) for i in prog.body if isinstance(i, Store))
-    spill = max(0, prog.peak_live_bits + hoisted - core.vrf_bits)
-    # One lazy-store group's accumulator is live at a time; a wider one than the accumulator file spills too.
-    spill += max(0, prog.shape.lanes * prog.shape.acc_bits - core.acc_bits)
-    spill_ops = math.ceil(spill / core.load_port_bits)
-    loads += spill_ops
-    stores += spill_ops
-    slots = {"mac": n_mac, "load": math.ceil(loads / LOAD_PORTS), "store": math.ceil(stores / STORE_PORTS)}
-    bound = max(slots, key=lambda k: slots[k])
-    ii = max(1, slots[bound])
+    n_mac = len(ms.mac_times)
+    hoisted_bits = sum(regs[r].bits for r in hoisted)
+    hoisted_slots = sum(math.ceil(regs[r].bits / core.load_port_bits) for r in hoisted)
+    preheader = 0
+    if hoisted_slots:
+        # Issued before the loop; the loop's own first loads cover their latency unless it has none that early.
+        starts = [t for _n, t in ms.load_times] + list(ms.mac_times)
+        lead = min(ms.mac_times) - min(starts)
+        preheader = math.ceil(hoisted_slots / LOAD_PORTS) + max(0, LOAD_TO_USE_CYCLES - lead)
+    stores = len(ms.store_times)
+    slots = {"mac": n_mac, "load": math.ceil(ms.load_parts / LOAD_PORTS), "store": math.ceil(stores / STORE_PORTS)}
+    bound = max(slots, key=lambda k: slots[k]) if ms.ii == ms.res_mii else "registers"
     inner = prog.loops[-1].trips if prog.loops else 1
     outer = prog.iterations // inner
-    cycles = outer * (inner * ii + depth + preheader + OUTER_LOOP_CYCLES) + CALL_CYCLES
-    code = (ii + 2 * depth + OUTER_LOOP_CYCLES * len(prog.loops)) * BUNDLE_BYTES
+    cycles = outer * (ms.loop_cycles(inner) + preheader + OUTER_LOOP_CYCLES) + CALL_CYCLES
+    code = (kernel_bundles(ms) + loop_bundles) * BUNDLE_BYTES
     peak = prog.shape.lanes * prog.shape.cols
-    return CycleEstimate(n_mac, loads, stores, spill, hoisted, ii, bound, depth, inner, outer, cycles, code,
-                         prog.conv.macs, peak)
+    return CycleEstimate(n_mac, ms.load_parts, stores, ms.reloads, hoisted_bits, hoisted, ms.res_mii, ms.ii, bound,
+                         ms.length, ms.unroll, inner, outer, cycles, code, prog.conv.macs, peak, ms)

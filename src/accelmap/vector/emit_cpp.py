@@ -7,7 +7,7 @@ import ctypes
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ import numpy as np
 from accelmap.codegen.build import BuildError, build_library
 from accelmap.vector import intrinsics as it
 from accelmap.vector.aie_header import AIE_EMULATION_HEADER
+from accelmap.vector.conv import random_operands
 from accelmap.vector.program import (
     Load,
     Mac,
@@ -23,9 +24,10 @@ from accelmap.vector.program import (
     dtype_of,
     expected_output,
     output_of,
-    packed_operands,
+    pack_operands,
     run_emulated,
 )
+from accelmap.vector.tiling import weight_tile
 
 _ACC_TYPE = {"mac16": "v16acc48", "mac8": "v8acc48", "lmac8": "v8acc80"}
 ENTRY = "accelmap_vector_kernel"
@@ -122,19 +124,27 @@ class RunReport:
         return self.exact_cpp and self.exact_emulator
 
 
-def run_kernel(prog: VectorProgram, seed: int = 0, cpp_path: str | Path | None = None) -> RunReport:
-    inp, wgt, ib, wb = packed_operands(prog, seed)
-    want = expected_output(prog, inp, wgt)
-    emu = output_of(prog, run_emulated(prog, ib, wb))
+def run_kernel(prog: VectorProgram, seed: int = 0, cpp_path: str | Path | None = None, tiles: int = 1) -> RunReport:
+    """Build and run the kernel; with ``tiles`` > 1 it is one K tile's kernel, run once per tile with that tile's
+    filter, and the concatenated outputs are compared with the whole workload's reference."""
+    whole = replace(prog.conv, name=prog.conv.name.split("[")[0], k=prog.conv.k * tiles)
+    inp, wgt = random_operands(whole, seed)
+    want = expected_output(prog, inp, wgt, whole)
     t0 = time.perf_counter()
     lib, reused = build_kernel(emit_cpp(prog), cpp_path)
     t1 = time.perf_counter()
-    out = np.zeros(prog.tensor("O").size, dtype=dtype_of(prog.out_bits))
     dll = ctypes.CDLL(str(lib))
     fn = getattr(dll, ENTRY)
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p] * 3
-    fn(ib.ctypes.data, wb.ctypes.data, out.ctypes.data)
+    got, emu = [], []
+    for t in range(tiles):
+        ib, wb = pack_operands(prog, inp, weight_tile(whole, wgt, tiles, t))
+        emu.append(output_of(prog, run_emulated(prog, ib, wb)))
+        out = np.zeros(prog.tensor("O").size, dtype=dtype_of(prog.out_bits))
+        fn(ib.ctypes.data, wb.ctypes.data, out.ctypes.data)
+        got.append(output_of(prog, out))
     t2 = time.perf_counter()
-    got = output_of(prog, out)
-    return RunReport(bool(np.array_equal(got, want)), bool(np.array_equal(emu, want)), t1 - t0, t2 - t1, lib, reused)
+    exact_cpp = bool(np.array_equal(np.concatenate(got, axis=-1), want))
+    exact_emu = bool(np.array_equal(np.concatenate(emu, axis=-1), want))
+    return RunReport(exact_cpp, exact_emu, t1 - t0, t2 - t1, lib, reused)

@@ -18,6 +18,7 @@ STORE_PORTS = 1
 LOAD_TO_USE_CYCLES = 7
 MAC_PIPELINE_CYCLES = 6
 STORE_CYCLES = 2
+ACC_UNIT_BITS = 384                  # one accumulator register (AM009); 768-bit accumulators are aligned pairs
 OUTER_LOOP_CYCLES = 4                # pointer updates and the branch of a non-pipelined outer loop trip (assumed)
 CALL_CYCLES = 20                     # kernel entry and exit (assumed)
 

@@ -144,15 +144,21 @@ def _widen(reg: np.ndarray, n: int) -> np.ndarray:
 
 def packed_operands(prog: VectorProgram, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Random input and filter (natural order) and their packed buffers."""
+    inp, wgt = random_operands(prog.conv, seed)
+    return (inp, wgt, *pack_operands(prog, inp, wgt))
+
+
+def pack_operands(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     conv = prog.conv
-    inp, wgt = random_operands(conv, seed)
     dt = dtype_of(conv.bits)
-    return inp, wgt, pack(prog.tensor("I"), inp, conv.axes["I"], dt), pack(prog.tensor("W"), wgt, conv.axes["W"], dt)
+    return (pack(prog.tensor("I"), conv.pad_input(inp), conv.axes["I"], dt),
+            pack(prog.tensor("W"), wgt, conv.axes["W"], dt))
 
 
-def expected_output(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
-    """The reference result as the datapath produces it: accumulator wrap, then srs(0) saturation."""
-    ref = reference(prog.conv, inp, wgt)
+def expected_output(prog: VectorProgram, inp: np.ndarray, wgt: np.ndarray, conv: ConvSpec | None = None) -> np.ndarray:
+    """The reference result as the datapath produces it: accumulator wrap, then srs(0) saturation (of ``conv``,
+    the whole workload of a tiled kernel, or by default the program's)."""
+    ref = reference(conv or prog.conv, inp, wgt)
     if prog.shape.acc_bits < 64:
         ref = it.wrap_signed(ref, prog.shape.acc_bits)
     return it.srs(ref, 0, prog.out_bits)

@@ -1,15 +1,15 @@
-"""A cycle-level check of the cycle model: list-schedule the instructions of consecutive trips of the pipelined
-loop onto the VLIW slots (one vector MAC, two 256-bit loads, one 256-bit store per cycle) with the model's
-latencies, and count cycles. Instructions issue in program order per slot class at the earliest cycle their
-operands are ready and their slot is free, which overlaps trips the way a software pipeliner does (registers are
-not allocated: pressure is the model's spill term; the model's hoisted loads issue in the first trip only). The analytical model's ``trips * II + depth`` should match
-this schedule closely; tests compare them."""
+"""A cycle-level cross-check of the modulo schedule: list-schedule the instructions of consecutive trips of the
+pipelined loop onto the VLIW slots (one vector MAC, two 256-bit loads, one 256-bit store per cycle) with the same
+latencies, and count cycles. Instructions issue in program order per slot class at the earliest cycle their operands
+are ready and their slot is free, which overlaps trips the way a software pipeliner does. Registers are not
+allocated here (the modulo scheduler's allocation is checked cycle by cycle by ``modulo.check_schedule``); hoisted
+loads, as the cycle model chose them, issue in the first trip only. Tests compare the two schedules."""
 
 from __future__ import annotations
 
 import math
 
-from accelmap.vector.cycles import hoisted_registers
+from accelmap.vector.cycles import estimate
 from accelmap.vector.machine import LOAD_PORTS, LOAD_TO_USE_CYCLES, MAC_PIPELINE_CYCLES, STORE_CYCLES, Core
 from accelmap.vector.program import Load, Mac, Store, VectorProgram
 
@@ -31,7 +31,7 @@ def scheduled_loop_cycles(prog: VectorProgram, core: Core, trips: int) -> int:
         last_issue[kind] = t
         return t
 
-    hoisted = hoisted_registers(prog, core)
+    hoisted = estimate(prog, core).hoisted
     ready_reg: dict[int, int] = {}
     for trip in range(trips):
         acc_ready: dict[int, int] = {}

@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 from accelmap.errors import AccelmapError
 from accelmap.vector.compiler import CompileError, Schedule, compile_conv
 from accelmap.vector.conv import OUTPUT_DIMS, ConvSpec, Layout
-from accelmap.vector.cycles import CycleEstimate, estimate
+from accelmap.vector.cycles import CycleEstimate, estimate, lower_bound_cycles
 from accelmap.vector.intrinsics import SHAPES
 from accelmap.vector.machine import Core
+from accelmap.vector.modulo import RegisterAllocationError
 from accelmap.vector.program import VectorProgram
+from accelmap.vector.tiling import TiledCycles, tile_conv, tile_counts, tiled_cycles
 
 UNROLL_FACTORS = (1, 2, 4, 8)
 MAX_GROUPS = 8          # unroll-and-jam product bound (the paper bounds it for code size and compile time)
@@ -29,11 +31,22 @@ class TuneError(AccelmapError):
 @dataclass(frozen=True)
 class TuneResult:
     schedule: Schedule
-    program: VectorProgram
-    cost: CycleEstimate
+    program: VectorProgram       # the kernel of one K tile when ``tiles`` > 1
+    cost: CycleEstimate          # of that kernel
     evaluated: int
     rejected: tuple[tuple[str, int], ...]
     seconds: float
+    tiles: int = 1               # K tiles run one after another (the tensors exceed the data memory)
+    pruned: int = 0              # loop orders whose cycle lower bound exceeded the best found (not scheduled)
+
+    @property
+    def tiled(self) -> TiledCycles | None:
+        return tiled_cycles(self.conv, self.tiles, self.cost.cycles) if self.tiles > 1 else None
+
+    @property
+    def conv(self) -> ConvSpec:
+        return replace(self.program.conv, name=self.program.conv.name.split("[")[0],
+                       k=self.program.conv.k * self.tiles)
 
 
 def shapes_for(bits: int) -> tuple[str, ...]:
@@ -68,12 +81,31 @@ def layout_candidates(conv: ConvSpec, vector_dim: str, lanes: int, cols: int) ->
 
 
 def tune(conv: ConvSpec, core: Core) -> TuneResult:
+    """The best schedule; when no variant fits the data memory, the fewest K tiles whose kernel does."""
     t0 = time.perf_counter()
+    try:
+        return _tune(conv, core, t0)
+    except TuneError as e:
+        if "data memory" not in str(e):
+            raise
+        for tiles in tile_counts(conv, tuple(SHAPES[s].lanes for s in shapes_for(conv.bits))):
+            try:
+                res = _tune(tile_conv(conv, tiles), core, t0)
+            except TuneError as e2:
+                if "data memory" in str(e2):
+                    continue
+                raise
+            return replace(res, tiles=tiles)
+        raise
+
+
+def _tune(conv: ConvSpec, core: Core, t0: float) -> TuneResult:
     sizes = conv.sizes
     best: tuple | None = None
     rejected: Counter[str] = Counter()
     example: dict[str, str] = {}           # the first full message of each rejection reason
     evaluated = 0
+    pruned = 0
     for shape_name in shapes_for(conv.bits):
         shape = SHAPES[shape_name]
         for v in ("x", "k"):
@@ -99,7 +131,15 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
                     for order in itertools.permutations(dims) if dims else [()]:
                         by_dim = {lp.dim: lp for lp in prog.loops}
                         variant = replace(prog, loops=tuple(by_dim[d] for d in order))
-                        cost = estimate(variant, core)
+                        if best is not None and lower_bound_cycles(variant, core) > best[0][0]:
+                            pruned += 1
+                            continue
+                        try:
+                            cost = estimate(variant, core)
+                        except RegisterAllocationError as e:
+                            rejected["registers"] += 1
+                            example.setdefault("registers", str(e))
+                            continue
                         if not cost.fits_program_memory:
                             rejected["code size over 16 KB"] += 1
                             continue
@@ -113,7 +153,7 @@ def tune(conv: ConvSpec, core: Core) -> TuneResult:
         why = "; ".join(f"{n} x {example.get(k, k)}" for k, n in sorted(rejected.items()))
         raise TuneError(f"{conv.name}: no schedule compiles ({evaluated} tried): {why}")
     return TuneResult(best[1], best[2], best[3], evaluated, tuple(sorted(rejected.items())),
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, pruned=pruned)
 
 
 def _reason(msg: str) -> str:

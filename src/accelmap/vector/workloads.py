@@ -79,24 +79,32 @@ def paper_workload(name: str, bits: int) -> ConvSpec:
 
 
 def conv_from_operator(op: Operator, bits: int, where: str) -> ConvSpec:
-    """An accelmap conv2d operator (N=1, no padding, equal strides and dilations) as a vectorizer workload."""
+    """An accelmap conv2d operator (N=1, equal strides and dilations, any zero padding) as a vectorizer workload."""
     attrs: dict[str, Any] = dict(op.attrs)
     if op.kind not in ("conv2d", "depthwise_conv2d"):
         raise SpecError(f"vectorize takes a conv2d or depthwise conv2d workload, got {op.kind}", where=where)
     sz = op.sizes
     if sz.get("N", 1) != 1:
         raise SpecError(f"batch N={sz['N']}: vectorize compiles single-image kernels (N=1)", where=where)
-    if any(attrs.get("padding", (0, 0, 0, 0))):
-        raise SpecError(f"padding {attrs['padding']}: vectorize needs the padded input materialized (padding 0)",
-                        where=where)
     (sh, sw), (dh, dw) = attrs.get("stride", (1, 1)), attrs.get("dilation", (1, 1))
     if sh != sw or dh != dw:
         raise SpecError(f"stride {sh}x{sw} / dilation {dh}x{dw}: vectorize takes equal height and width values",
                         where=where)
     dw_kind = op.kind == "depthwise_conv2d"
     k = sz["G"] if dw_kind else sz["K"]
-    return ConvSpec(op.name, x=sz["Q"], y=sz["P"], k=k, c=1 if dw_kind else sz["C"], r=sz.get("S", 1),
+    conv = ConvSpec(op.name, x=sz["Q"], y=sz["P"], k=k, c=1 if dw_kind else sz["C"], r=sz.get("S", 1),
                     s=sz.get("R", 1), stride=sh, dilation=dh, depthwise=dw_kind, bits=bits)
+    top, left, bottom, right = attrs.get("padding", (0, 0, 0, 0))
+    if not (top or left or bottom or right):
+        return conv
+    # The halo the kernel reads: lo as given; hi only as far as the last output reaches (floor in P and Q).
+    inp = next(o for o in op.inputs if o.name == "I")
+    stored_h, stored_w = inp.shape[-2:] if inp.shape else (None, None)
+    ext = conv.extents("I")
+    pads = []
+    for lo, hi, n, stored in ((left, right, ext["X"], stored_w), (top, bottom, ext["Y"], stored_h)):
+        pads.append((lo, min(hi, max(0, n - lo - stored)) if stored is not None else hi))
+    return replace(conv, pad=tuple(pads))
 
 
 # The paper's layout strings (outermost first; primes mark input extents) in our layout notation. "(K/8)(C/8)SR(8)(8)"
