@@ -325,6 +325,8 @@ CAUSES = {
         lambda arch: replace(arch, levels=tuple(replace(lv, double_buffered_when_fits=False) for lv in arch.levels)),
     "registers written at the clock edge (written_at_clock_edge)":
         lambda arch: replace(arch, levels=tuple(replace(lv, written_at_clock_edge=False) for lv in arch.levels)),
+    "access granularity (access_granularity: bandwidth_min)":
+        lambda arch: replace(arch, levels=tuple(replace(lv, access_granularity_bits=None) for lv in arch.levels)),
 }
 
 

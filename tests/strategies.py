@@ -78,6 +78,10 @@ def accelerators(draw):
             else:
                 lv["double_buffered"] = buffering
             lv["transfer_setup_cycles"] = draw(st.sampled_from([0, 0, 1, 5]))
+            # access granularity: the compute side's accesses are rounded up to whole granules
+            granularity = draw(st.sampled_from([None, None, 4, 8, 16]))
+            if granularity is not None:
+                lv["access_granularity"] = f"{granularity} bit"
         naxes = draw(st.integers(0, 2))
         if naxes:
             axes = []

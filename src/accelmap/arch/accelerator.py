@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from accelmap.arch.units import format_bits
 
 
@@ -65,6 +67,22 @@ class Level:
     # Double-buffered only when two of the mapping's tiles fit (ZigZag decides per mapping so);
     # otherwise single-buffered. A tile must fit the whole capacity.
     double_buffered_when_fits: bool = False
+    # Access granularity: the port moves whole granules of this many bits, so an access of w bits
+    # costs ceil(w / granularity) granules (ZigZag's bandwidth_min); None = charged by the bit.
+    access_granularity_bits: int | None = None
+
+    def charged_bits(self, elements, bits: int, stream, accesses):
+        """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
+        ``stream`` elements in ``accesses`` equal accesses (numbers or NumPy arrays of whole numbers):
+        an access of w bits costs ``ceil(w / granularity)`` granules; by the bit without a granularity."""
+        g = self.access_granularity_bits
+        if g is None:
+            return elements * bits
+        acc = np.maximum(np.asarray(accesses, dtype=np.float64), 1.0)
+        per = np.maximum(np.asarray(stream, dtype=np.float64), 1.0)
+        # exact: a correctly rounded quotient of whole numbers below 2**53 is exact when it is whole
+        granules = np.ceil(per * bits / (acc * g))
+        return np.asarray(elements, dtype=np.float64) * acc / per * granules * g
 
     @property
     def refills_during_compute(self) -> bool:
@@ -178,7 +196,9 @@ class Accelerator:
                          f"BW R {bw(lv.read_bw_bits)} W {bw(lv.write_bw_bits)}"
                          + (", double-buffered" if lv.double_buffered else "")
                          + (", double-buffered when two tiles fit" if lv.double_buffered_when_fits else "")
-                         + (", written at the clock edge" if lv.written_at_clock_edge else ""))
+                         + (", written at the clock edge" if lv.written_at_clock_edge else "")
+                         + (f", accessed in {lv.access_granularity_bits}-bit granules"
+                            if lv.access_granularity_bits is not None else ""))
             if lv.fanout:
                 lines.append(f"  {'':8} fan-out {lv.fanout}"
                              f" (multicast: {','.join(a.name for a in lv.fanout.axes if a.multicast) or 'none'};"

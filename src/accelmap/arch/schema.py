@@ -53,6 +53,7 @@ class LevelSpec(_Strict):
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
+    access_granularity: Quantity | None = None
     comment: str | None = None
 
     @field_validator("double_buffered", mode="before")
@@ -202,6 +203,13 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         rbw = _conv(parse_bandwidth_bits, ls.read_bandwidth, f"{where}.read_bandwidth", width)
         wbw = rbw if ls.write_bandwidth is None else _conv(parse_bandwidth_bits, ls.write_bandwidth,
                                                            f"{where}.write_bandwidth", width)
+        gran = None
+        if ls.access_granularity is not None:
+            gran = _conv(parse_width_bits, ls.access_granularity, f"{where}.access_granularity",
+                         "an access granularity")
+            if gran > width:
+                raise SpecError(f"{ls.access_granularity!r} is wider than the level's width ({width} bit); "
+                                f"valid: 1 bit up to the width", where=f"{where}.access_granularity")
         fan = None
         if ls.fanout is not None:
             axes: list[FanoutAxis] = []
@@ -215,7 +223,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             fan = Fanout(tuple(axes), te)
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
                             ls.double_buffered is True, ls.bypass, fan, instances, ls.transfer_setup_cycles,
-                            ls.written_at_clock_edge, ls.double_buffered == "when_fits"))
+                            ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran))
         if fan:
             instances *= fan.size
     top = levels[0]

@@ -58,14 +58,14 @@ def parse_size_bits(value, word_bits: int | None) -> int | None:
     return _whole(x * SIZE_UNITS[unit], value)
 
 
-def parse_width_bits(value) -> int:
+def parse_width_bits(value, what: str = "a word width") -> int:
     allowed = "bit or B"
-    x, unit = _split(value, "a word width", allowed)
+    x, unit = _split(value, what, allowed)
     if unit not in ("bit", "bits", "b", "B", "byte", "bytes"):
-        raise UnitError(f"{value!r}: unknown unit {unit!r} for a word width; allowed: {allowed}")
+        raise UnitError(f"{value!r}: unknown unit {unit!r} for {what}; allowed: {allowed}")
     bits = _whole(x * SIZE_UNITS[unit], value)
     if bits < 1:
-        raise UnitError(f"{value!r}: a word width must be at least 1 bit")
+        raise UnitError(f"{value!r}: {what} must be at least 1 bit")
     return bits
 
 

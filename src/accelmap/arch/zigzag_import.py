@@ -16,9 +16,9 @@ We convert that into our accelerator dictionary (the YAML format of
   outer one serves and the inner one does not;
 * word width = the read ports' largest ``bandwidth_max``: ZigZag charges ``r_cost`` per access of
   that many bits (tpu_like's sram_2MB: 2048 bits; taking ``bandwidth_min``, as earlier versions
-  did, priced its reads 32x too high); bandwidth = the largest ``bandwidth_max``. ZigZag also
-  rounds each access up to ``bandwidth_min`` bits; we charge by the bit, so a transfer smaller
-  than ``bandwidth_min`` costs less here than there.
+  did, priced its reads 32x too high); bandwidth = the largest ``bandwidth_max``;
+  access granularity = the ports' smallest ``bandwidth_min``: ZigZag rounds each transfer up to
+  whole ``bandwidth_min`` accesses (tpu_like's sram_2MB charges an 8-bit read as 64 bits).
 
 Where ZigZag can say something a chain of levels cannot (two memories that
 serve crossing sets of dimensions, an outer memory serving fewer dimensions
@@ -75,6 +75,7 @@ class _Memory:
     write_bw: int
     double_buffered: bool
     register: bool                  # written whole in one access: a register, written at the clock edge
+    granularity: int                # smallest bandwidth_min of its ports: ZigZag rounds each transfer up to it
 
 
 def _num(v, where: str, what: str, integer: bool = False):
@@ -132,7 +133,8 @@ def _memory(name: str, mem: Any, index: int, dims: list[str], links: dict[str, s
     w_energy = w_cost * width / w_word
     return _Memory(name, index, size, classes, frozenset(served), width, float(r_cost), float(w_energy),
                    max(b for _, b in reads), max(b for _, b in writes),
-                   bool(mem.get("force_double_buffering", False)), size <= w_word)
+                   bool(mem.get("force_double_buffering", False)), size <= w_word,
+                   min(b for b, _ in reads + writes))
 
 
 def _fmt(x: float) -> str:
@@ -156,6 +158,7 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
         "write_energy": f"{_fmt(m0.write_energy)} pJ",
         "read_bandwidth": f"{m0.read_bw} bit/cycle",
         "write_bandwidth": f"{m0.write_bw} bit/cycle",
+        "access_granularity": f"{m0.granularity} bit",
         "comment": f"ZigZag memor{'ies' if len(group) > 1 else 'y'} {', '.join(m.name for m in group)}; "
                    f"serves {', '.join(served) if served else 'one multiplier'}",
     })
@@ -176,8 +179,9 @@ def _mergeable(group: list[_Memory], m: _Memory) -> bool:
     taken = {c for x in group for c in x.classes}
     return (len(m.classes) == 1 and all(len(x.classes) == 1 for x in group) and m.classes[0] not in taken
             and m.served == g.served and (m.width, m.read_energy, m.write_energy, m.read_bw, m.write_bw,
-                                          m.double_buffered, m.register) ==
-            (g.width, g.read_energy, g.write_energy, g.read_bw, g.write_bw, g.double_buffered, g.register))
+                                          m.double_buffered, m.register, m.granularity) ==
+            (g.width, g.read_energy, g.write_energy, g.read_bw, g.write_bw, g.double_buffered, g.register,
+             g.granularity))
 
 
 def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -259,7 +263,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         left.remove(nxt.name)
     placed = [_Memory(m.name, m.index, m.size_bits, m.classes,
                       frozenset(order[len(order) - pos[m.name]:]), m.width, m.read_energy, m.write_energy,
-                      m.read_bw, m.write_bw, m.double_buffered, m.register) for m in placed]
+                      m.read_bw, m.write_bw, m.double_buffered, m.register, m.granularity) for m in placed]
     groups: list[list[_Memory]] = []
     for m in placed:
         if groups and _mergeable(groups[-1], m):

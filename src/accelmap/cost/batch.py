@@ -22,8 +22,9 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import latency_rows
+from accelmap.cost.level_energy import compute_accesses, innermost_level, level_energy
 from accelmap.cost.model import check_countable, evaluate
-from accelmap.cost.nest_rows import NestRows, Structure, output_bits, tile_sizes
+from accelmap.cost.nest_rows import NestRows, Structure, final_outputs, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operand, Operator
 
@@ -88,12 +89,14 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
 def batch_energy(nest: NestRows, keep, counts) -> np.ndarray:
     op, arch, nlev = nest.op, nest.arch, nest.nlev
     energy = np.full(nest.n, float(op.macs * arch.compute.mac_energy_pj))
-    out_bits = output_bits(nest, keep, counts)
-    for (i, name), (fills, reads, updates, drains) in counts.items():
+    fb = arch.compute.final_output_bits
+    finals = final_outputs(nest, keep) if fb is not None else {}
+    for (i, name), c in counts.items():
         lv = arch.levels[i]
-        bits = op.operand(name).bits
-        upd, drn = out_bits[i] if name == op.output.name else (updates * bits, drains * bits)
-        energy += ((reads * bits + drn) * lv.read_energy_pj + (fills * bits + upd) * lv.write_energy_pj) / lv.width_bits
+        out = name == op.output.name
+        acc = (compute_accesses(nest, i) if lv.access_granularity_bits is not None
+               and i == innermost_level(name, keep) else None)
+        energy += level_energy(lv, op.operand(name).bits, c, finals.get(i) if out else None, fb, out, acc)
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
         for p, c in pairwise(chain):

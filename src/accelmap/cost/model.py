@@ -7,8 +7,9 @@ Counters per (level, operand), in elements:
   drains   output values read from the level to send to its parent
 
 Energy: reads+drains at the level's read energy, fills+updates at its write
-energy, each scaled by operand bits / word width; MACs at the MAC energy; and
-every element crossing a fan-out pays that fan-out's transfer energy.
+energy, each scaled by operand bits / word width, the compute side's accesses
+rounded up to the level's access granularity (``level_energy``); MACs at the MAC
+energy; and every element crossing a fan-out pays that fan-out's transfer energy.
 
 Latency: see ``latency.py``.
 """
@@ -20,12 +21,11 @@ import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-import numpy as np
-
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
-from accelmap.cost.nest_rows import NestRows, output_bits
+from accelmap.cost.level_energy import compute_accesses, innermost_level, level_energy
+from accelmap.cost.nest_rows import NestRows, final_outputs
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
@@ -225,18 +225,19 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     bits = {o.name: o.bits for o in op.operands}
     energy: dict[tuple[str, str], float] = {}
     counts_out: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-    out_bits = {}
-    if arch.compute.final_output_bits is not None:
-        # finished outputs move at the output stage's precision, partial sums at the operand's
-        one = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in raw.items()}
-        out_bits = {i: (float(u[0]), float(d[0]))
-                    for i, (u, d) in output_bits(NestRows.of_mapping(op, arch, m), m.keep, one).items()}
+    fb = arch.compute.final_output_bits
+    granular = any(lv.access_granularity_bits is not None for lv in arch.levels)
+    nest = NestRows.of_mapping(op, arch, m) if fb is not None or granular else None
+    # finished outputs move at the output stage's precision, partial sums at the operand's
+    finals = {i: (int(u[0]), int(d[0])) for i, (u, d) in final_outputs(nest, m.keep).items()} \
+        if nest is not None and fb is not None else {}
     for (i, name), cnt in raw.items():
         lv = arch.levels[i]
-        b = bits[name]
-        upd, drn = out_bits[i] if name == op.output.name and out_bits else (cnt.updates * b, cnt.drains * b)
-        e = ((cnt.reads * b + drn) * lv.read_energy_pj + (cnt.fills * b + upd) * lv.write_energy_pj) / lv.width_bits
-        energy[(lv.name, name)] = e
+        out = name == op.output.name
+        acc = (int(compute_accesses(nest, i)[0]) if nest is not None and lv.access_granularity_bits is not None
+               and i == innermost_level(name, m.keep) else None)
+        energy[(lv.name, name)] = float(level_energy(lv, bits[name], cnt.as_tuple(), finals.get(i) if out else None,
+                                                     fb, out, acc))
         counts_out[(lv.name, name)] = cnt.as_tuple()
     # Network energy: every element delivered across a fan-out, down or up.
     for X in op.operands:
