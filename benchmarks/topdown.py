@@ -34,7 +34,7 @@ from accelmap.embed.tcg import (
 )
 from accelmap.embed.tcg_execute import run_selection
 from accelmap.embed.tcg_match import intrinsic_instruction, table_3_1
-from accelmap.embed.tcg_rewrite import _all_loads, _index_dims_all, search
+from accelmap.embed.tcg_rewrite import input_shapes, search
 
 TABLE_3_3 = {"fc_bias": (16, 24, 4), "fc_bias_sigmoid": (29, 144, 4), "gemm": (11, 35, 4), "attention": (26, 289, 9),
              "conv2d": (26, 59_503, 682), "conv2d_relu": (56, 440_428, 1_428),
@@ -46,14 +46,7 @@ SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_s
 
 
 def _inputs(prog, rng):
-    sizes = dict(prog.sizes)
-    produced = {s.out for s in prog.statements}
-    shapes: dict[str, list[int]] = {}
-    for st in prog.statements:
-        for ld in _all_loads(st.expr):
-            if ld.tensor not in produced:
-                ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
-                shapes[ld.tensor] = [max(a, b) for a, b in zip(shapes.get(ld.tensor, ext), ext, strict=True)]
+    shapes = input_shapes(prog)
     return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in shapes.items()}
 
 

@@ -19,7 +19,7 @@ from accelmap.arch.intrinsics import Intrinsic
 from accelmap.embed.tcg import Program, evaluate, program_from_operator
 from accelmap.embed.tcg_execute import _pair, run_selection, statement_of
 from accelmap.embed.tcg_match import Instruction, _region, intrinsic_instruction
-from accelmap.embed.tcg_rewrite import Candidate, SearchResult, _all_loads, _index_dims_all, search
+from accelmap.embed.tcg_rewrite import Candidate, SearchResult, _all_loads, input_shapes, search
 from accelmap.embed.tcg_tiling import padding
 from accelmap.workload.operator import Operator
 
@@ -134,16 +134,8 @@ def _describe(cand: Candidate, ins: Instruction, intr: Intrinsic, op: Operator) 
 def verify(result: TopDownResult, emb: TopDownEmbedding, seed: int = 0) -> tuple[bool, str]:
     """Run the embedding with NumPy emulations of the intrinsic on random integers; compare with the operator."""
     prog = result.program
-    sizes = dict(prog.sizes)
-    produced = {s.out for s in prog.statements}
     rng = np.random.default_rng(seed)
-    shapes: dict[str, list[int]] = {}
-    for st in prog.statements:
-        for ld in _all_loads(st.expr):
-            if ld.tensor not in produced:
-                ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
-                shapes[ld.tensor] = [max(a, b) for a, b in zip(shapes.get(ld.tensor, ext), ext, strict=True)]
-    data = {k: rng.integers(-8, 8, size=v).astype(np.float64) for k, v in shapes.items()}
+    data = {k: rng.integers(-8, 8, size=v).astype(np.float64) for k, v in input_shapes(prog).items()}
     out = prog.statements[-1]
     ref = evaluate(prog, data)[out.out]
     cand = emb.candidate

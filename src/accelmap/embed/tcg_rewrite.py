@@ -361,6 +361,19 @@ def _all_loads(e: Expr) -> list[Load]:
     return _all_loads(e.body) + _all_loads(e.init)
 
 
+def input_shapes(prog: Program) -> dict[str, list[int]]:
+    """The shape of every tensor the program reads but does not produce: the largest index each load reaches, + 1."""
+    sizes = dict(prog.sizes)
+    produced = {s.out for s in prog.statements}
+    shapes: dict[str, list[int]] = {}
+    for st in prog.statements:
+        for ld in _all_loads(st.expr):
+            if ld.tensor not in produced:
+                ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
+                shapes[ld.tensor] = [max(a, b) for a, b in zip(shapes.get(ld.tensor, ext), ext, strict=True)]
+    return shapes
+
+
 def _permute(e: Expr, si: int, perms: dict, counter: list[int]) -> Expr:
     # walks loads in the same order as _all_loads
     if isinstance(e, Load):
