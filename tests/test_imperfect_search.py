@@ -240,6 +240,19 @@ def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_
     fixed = map_operator(op, arch, "latency", strategy="optimal", constraints=padded, imperfect="spatial",
                          time_limit=20)
     assert fixed.best is not None and fixed.proven_optimal
+    heuristic = map_operator(op, arch, "latency", strategy="heuristic", imperfect=True, time_limit=2)
+    assert any("not searched by the heuristic" in note for note in heuristic.notes)
+
+
+def test_map_cli_refuses_both_imperfect_flags(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    from test_map_cli import _setup
+
+    arch, table = _setup(tmp_path)
+    r = CliRunner().invoke(main, ["map", table, "--arch", arch, "--imperfect", "--imperfect-spatial"])
+    assert r.exit_code == 2 and "exclude each other" in r.output
 
 
 def test_map_cli_imperfect_flags_search_again_and_cache_apart(tmp_path):

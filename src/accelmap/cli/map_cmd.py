@@ -138,6 +138,9 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, fuse_tile_time,
             fuse_time_limit, verbose, imperfect, imperfect_spatial):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
+    if imperfect and imperfect_spatial:
+        raise SpecError("--imperfect and --imperfect-spatial exclude each other (--imperfect already covers the "
+                        "spatial-only space); give one", where="--imperfect")
     for flag, v in (("--batch", batch), ("--seq-len", seq_len), ("--jobs", jobs)):
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)

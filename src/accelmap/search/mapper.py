@@ -114,6 +114,9 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         log.info("%s: strategy auto -> %s (%s)", op.name, strategy, "the spatial constraints pad it" if padded else
                  f"{size} tilings x bypass choices, {'within' if size <= EXACT_SPACE_LIMIT else 'over'} "
                  f"the exact search's {EXACT_SPACE_LIMIT}")
+    if imperfect and strategy == "heuristic":
+        notes.append("imperfect factorization is not searched by the heuristic (it covers perfect factors and padded "
+                     "unrollings); use --strategy optimal or random for it")
     limit = time_limit if time_limit is not None else DEFAULT_TIME_LIMITS[strategy]
     log.info("%s on %s: %s search, %s, time limit %g s", op.name, arch.name, strategy, objective, limit)
     if strategy == "exhaustive":
