@@ -5,11 +5,13 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from accelmap.arch.schema import load_accelerator
 from accelmap.arch.zigzag_import import load_zigzag_accelerator
+from accelmap.cost.batch import evaluate_batch
 from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
 from accelmap.mapping import Loop, Mapping
@@ -39,15 +41,16 @@ def load(tmp_path, data, name="a.yaml"):
 # O[M,N] += A[M,K] * B[K,N], M=2, N=2, K=3, every loop at buf, one MAC per cycle: 12 cycles, each
 # reading one 8-bit A and one 8-bit B and updating one 16-bit O. Counts at buf: A and B 6 fills,
 # 12 reads; O 12 updates, 8 reads (first touches start from zero), 4 drains. DRAM: A and B 6 reads,
-# O 4 updates: 6*8 + 6*8 + 4*16 = 160 pJ at 1 pJ/bit. At buf, per operand:
+# O 4 updates: 6*8 + 6*8 + 4*16 = 160 pJ at 1 pJ/bit. No loop above buf: each operand moves between
+# DRAM and buf in one transfer (A, B: 48 bits; O: 64 bits), rounded up to whole granules too.
+# At buf, per operand:
 #   granularity   A (= B): reads + fills          O: reads + drains + updates
-#   none          12*8 + 6*8/2 = 120              8*16 + 4*16 + 12*16/2 = 288
-#   16 bit        12*16 + 24 = 216                288 (16-bit accesses are whole granules)
-#   32 bit        12*32 + 24 = 408                8*32 + 64 + 12*32/2 = 512
-#   64 bit        12*64 + 24 = 792                8*64 + 64 + 12*64/2 = 960
-# (tile transfers, the fills and drains, are charged by the bit)
+#   none          12*8 + 48/2 = 120               8*16 + 64 + 12*16/2 = 288
+#   16 bit        12*16 + 48/2 = 216              288 (16-bit accesses are whole granules)
+#   32 bit        12*32 + 64/2 = 416              8*32 + 64 + 12*32/2 = 512
+#   64 bit        12*64 + 64/2 = 800              8*64 + 64 + 12*64/2 = 960
 @pytest.mark.parametrize("granularity, a_pj, o_pj", [(None, 120, 288), ("16 bit", 216, 288),
-                                                      ("32 bit", 408, 512), ("8 B", 792, 960)])
+                                                      ("32 bit", 416, 512), ("8 B", 800, 960)])
 def test_compute_side_accesses_round_up_to_whole_granules(tmp_path, granularity, a_pj, o_pj):
     arch = load(tmp_path, two_levels(granularity))
     op = gemm("g", m=2, n=2, k=3, bits={"O": 16})
@@ -56,6 +59,31 @@ def test_compute_side_accesses_round_up_to_whole_granules(tmp_path, granularity,
     assert r.energy[("buf", "A")] == a_pj and r.energy[("buf", "B")] == a_pj and r.energy[("buf", "O")] == o_pj
     assert r.energy[("DRAM", "A")] == 48 and r.energy[("DRAM", "O")] == 64
     assert r.energy_total == 160 + 2 * a_pj + o_pj
+
+
+def test_tile_transfers_between_levels_round_up_to_whole_granules(tmp_path):
+    """M at DRAM, N and K at buf, a 64-bit granularity at both levels. buf holds one row of A (3
+    elements, 24 bits) moved twice, all of B (48 bits) moved once, one row of O (2 elements, 32 bits)
+    drained twice: each transfer is one 64-bit granule at either end (ZigZag 3.9.1 rounds every data
+    movement so, ``_calc_memory_access``)."""
+    data = two_levels("64 bit")
+    data["levels"][0]["access_granularity"] = "64 bit"
+    arch = load(tmp_path, data)
+    op = gemm("g", m=2, n=2, k=3, bits={"O": 16})
+    m = Mapping((Loop("M", 2, 0), Loop("N", 2, 1), Loop("K", 3, 1)), (frozenset("OAB"), frozenset("OAB")))
+    r = evaluate(op, arch, m)
+    # DRAM at 1 pJ/bit either way: A 2 reads of 64, B 1 read of 64, O 2 updates of 64 (by the bit: 48, 48, 64).
+    assert (r.energy[("DRAM", "A")], r.energy[("DRAM", "B")], r.energy[("DRAM", "O")]) == (128, 64, 128)
+    # buf: 12 compute reads of one 64-bit granule at 1 pJ/bit; fills at 0.5 pJ/bit: A 2 x 64, B 64.
+    assert r.energy[("buf", "A")] == 12 * 64 + 2 * 64 / 2
+    assert r.energy[("buf", "B")] == 12 * 64 + 64 / 2
+    # O: 8 partial-sum reads and 12 updates of one granule each, 2 drains of one granule.
+    assert r.energy[("buf", "O")] == 8 * 64 + 12 * 64 / 2 + 2 * 64
+    by_bit = evaluate(op, load(tmp_path, two_levels(), "b.yaml"), m)
+    assert (by_bit.energy[("DRAM", "A")], by_bit.energy[("buf", "A")]) == (48, 12 * 8 + 48 / 2)
+    structure = [(l.dim, l.level, l.axis) for l in m.loops]
+    batch = evaluate_batch(op, arch, structure, m.keep, np.array([[l.bound for l in m.loops]]))
+    assert batch["energy"][0] == r.energy_total
 
 
 def test_one_access_carries_what_the_array_reads_in_a_cycle(tmp_path):
@@ -118,6 +146,11 @@ def test_mobilenetv2_first_depthwise_on_tpu_like_matches_zigzag(tmp_path):
     assert math.isclose(r.energy[("sram_2MB", "I")], reads * 64 / 2048 * 416.16 + fill, rel_tol=1e-12)
     # by the bit the reads cost one eighth: 6.49 uJ instead of 47.6
     assert math.isclose(r.energy[("sram_2MB", "I")] - fill, 8 * reads * 8 / 2048 * 416.16, rel_tol=1e-12)
+    # O: each finished 8-bit output comes up from rf_2B in its own transfer, charged as one 64-bit
+    # granule (401408 of them); the whole output drains to DRAM in one transfer, by the bit.
+    outs = 32 * 112 * 112
+    o_sram = outs * 64 / 2048 * 378.4 + outs * 8 / 2048 * 416.16
+    assert math.isclose(r.energy[("sram_2MB", "O")], o_sram, rel_tol=1e-12)
     raw = RAW / "mobilenetv2-tpu_like-EDP.json"
     if not raw.exists():
         pytest.skip(f"{raw} not present")
@@ -125,6 +158,7 @@ def test_mobilenetv2_first_depthwise_on_tpu_like_matches_zigzag(tmp_path):
     # ZigZag fills only the real 112x112 input, we the padded 114x114 one (our convention): the rest is equal.
     halo = (padded - 32 * 112 * 112) * 8 / 2048 * 378.4
     assert math.isclose(r.energy[("sram_2MB", "I")] - halo, zl["mem_energy"]["I"][0], rel_tol=1e-9)
+    assert math.isclose(r.energy[("sram_2MB", "O")], zl["mem_energy"]["O"][1], rel_tol=1e-12)
 
 
 @pytest.mark.parametrize("value, match", [

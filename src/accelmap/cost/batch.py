@@ -22,7 +22,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import latency_rows
-from accelmap.cost.level_energy import compute_accesses, innermost_level, level_energy
+from accelmap.cost.level_energy import level_energy, stream_accesses
 from accelmap.cost.model import check_countable, evaluate
 from accelmap.cost.nest_rows import NestRows, Structure, final_outputs, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
@@ -94,8 +94,7 @@ def batch_energy(nest: NestRows, keep, counts) -> np.ndarray:
     for (i, name), c in counts.items():
         lv = arch.levels[i]
         out = name == op.output.name
-        acc = (compute_accesses(nest, i) if lv.access_granularity_bits is not None
-               and i == innermost_level(name, keep) else None)
+        acc = stream_accesses(nest, keep, op.operand(name), i) if lv.access_granularity_bits is not None else None
         energy += level_energy(lv, op.operand(name).bits, c, finals.get(i) if out else None, fb, out, acc)
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]

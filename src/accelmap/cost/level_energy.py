@@ -5,12 +5,19 @@ Reads and drains cost the level's read energy, fills and updates its write energ
 of the level's width and scaled by the bits moved; finished outputs move at the output stage's
 ``final_output_bits``. A level with an access granularity moves whole granules: an access of w
 bits is charged ``ceil(w / granularity)`` granules (ZigZag 3.9.1 rounds each transfer up to its
-port's ``bandwidth_min``, ``CostModelEvaluation._calc_memory_access``). The accesses priced so
-are the compute side's: at the innermost level that keeps an operand, each instance of the level
-makes one access per cycle of the MAC schedule, carrying the elements its compute units read
-that cycle (for the output: the elements they update, a partial-sum read being an access of as
-many elements). Tile transfers between levels (fills, drains, and the parent's reads and updates
-that serve them) are still charged by the bit.
+port's ``bandwidth_min``, ``CostModelEvaluation._calc_memory_access``), through
+``Level.charged_bits``. Two streams of accesses cross a level, and each is rounded at its own
+access size:
+- towards the compute side (reads, and updates for the output): at the innermost level that keeps
+  the operand, one access per cycle of the MAC schedule per instance, carrying the elements its
+  compute units read that cycle; at a level above it, one access per tile transfer of the next
+  level down per instance of this level, carrying the elements that transfer moves (the
+  children's tiles, multicast once);
+- from the parent (fills, and drains for the output): one access per tile transfer into each
+  instance, carrying the elements that enter it (``tile_transfers``).
+A partial-sum read is an access of as many elements as the update (drain) it precedes. Where
+transfers of one stream differ in size (a sliding window's first tile and its deltas), the stream's
+mean access is rounded.
 """
 
 from __future__ import annotations
@@ -19,13 +26,9 @@ import numpy as np
 
 from accelmap.arch.accelerator import Level
 from accelmap.cost.nest_rows import NestRows
+from accelmap.workload.operator import Operand
 
-__all__ = ["compute_accesses", "innermost_level", "level_energy"]
-
-
-def innermost_level(name: str, keep) -> int:
-    """The innermost level that keeps operand ``name``: the one the compute unit reads and updates."""
-    return max(i for i, k in enumerate(keep) if name in k)
+__all__ = ["compute_accesses", "level_energy", "stream_accesses", "tile_transfers"]
 
 
 def compute_accesses(nest: NestRows, level: int) -> np.ndarray:
@@ -35,21 +38,51 @@ def compute_accesses(nest: NestRows, level: int) -> np.ndarray:
     return -(-nest.temporal // per) * nest.used(level)
 
 
+def tile_transfers(nest: NestRows, X: Operand, c: int) -> np.ndarray:
+    """Tile transfers of X into one instance of level c per row: the first tile, then every
+    transition of a loop above c that changes some of the tile's elements."""
+    cnt, _ = nest.classes(c)
+    _, dl, _ = nest.deltas(X, c)
+    return 1 + (cnt * (dl > 0)).sum(axis=0)
+
+
+def stream_accesses(nest: NestRows, keep, X: Operand, level: int) -> tuple:
+    """Accesses of X's two streams at ``level`` per row, (from the parent, towards the compute
+    side): None where the level has no such stream."""
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    k = chain.index(level)
+    parent = nest.used(level) * tile_transfers(nest, X, level) if k > 0 else None
+    if k + 1 < len(chain):
+        below = nest.used(level) * tile_transfers(nest, X, chain[k + 1])
+    else:
+        below = compute_accesses(nest, level)
+    return parent, below
+
+
 def level_energy(lv: Level, bits: int, counts, finished=None, final_bits: int | None = None,
                  is_output: bool = False, accesses=None):
     """pJ of one operand at level ``lv``. ``counts``: (fills, reads, updates, drains) in elements of
     ``bits`` bits (numbers or NumPy rows); ``finished``: the (updates, drains) among them that carry
-    finished outputs at ``final_bits``; ``accesses``: the compute side's accesses per stream when
-    ``lv`` is the operand's innermost level (its reads and updates are then the compute unit's)."""
+    finished outputs at ``final_bits``; ``accesses``: ``stream_accesses`` of the operand at ``lv``,
+    needed when ``lv`` has an access granularity (without one every stream is charged by the bit)."""
     fills, reads, updates, drains = counts
     fu, fd = finished if finished is not None else (0, 0)
     fb = bits if final_bits is None else final_bits
-    drain_bits = (drains - fd) * bits + fd * fb
     if accesses is None or lv.access_granularity_bits is None:
         read_bits, update_bits = reads * bits, (updates - fu) * bits + fu * fb
+        fill_bits, drain_bits = fills * bits, (drains - fd) * bits + fd * fb
     else:
+        from_parent, towards_compute = accesses
+
+        def charged(elements, b, stream, acc):
+            return elements * b if acc is None else lv.charged_bits(elements, b, stream, acc)
+
         stream = updates if is_output else reads
-        read_bits = lv.charged_bits(reads, bits, stream, accesses)
-        update_bits = lv.charged_bits(updates - fu, bits, stream, accesses) + lv.charged_bits(fu, fb, stream, accesses)
-    return ((read_bits + drain_bits) * lv.read_energy_pj + (fills * bits + update_bits) * lv.write_energy_pj) \
+        read_bits = charged(reads, bits, stream, towards_compute)
+        update_bits = (charged(updates - fu, bits, stream, towards_compute)
+                       + charged(fu, fb, stream, towards_compute))
+        stream = drains if is_output else fills
+        fill_bits = charged(fills, bits, stream, from_parent)
+        drain_bits = charged(drains - fd, bits, stream, from_parent) + charged(fd, fb, stream, from_parent)
+    return ((read_bits + drain_bits) * lv.read_energy_pj + (fill_bits + update_bits) * lv.write_energy_pj) \
         / lv.width_bits

@@ -7,9 +7,10 @@ Counters per (level, operand), in elements:
   drains   output values read from the level to send to its parent
 
 Energy: reads+drains at the level's read energy, fills+updates at its write
-energy, each scaled by operand bits / word width, the compute side's accesses
-rounded up to the level's access granularity (``level_energy``); MACs at the MAC
-energy; and every element crossing a fan-out pays that fan-out's transfer energy.
+energy, each scaled by operand bits / word width, every access (the compute side's
+and each tile transfer) rounded up to the level's access granularity (``level_energy``);
+MACs at the MAC energy; and every element crossing a fan-out pays that fan-out's
+transfer energy.
 
 Latency: see ``latency.py``.
 """
@@ -24,7 +25,7 @@ from itertools import pairwise
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
-from accelmap.cost.level_energy import compute_accesses, innermost_level, level_energy
+from accelmap.cost.level_energy import level_energy, stream_accesses
 from accelmap.cost.nest_rows import NestRows, final_outputs
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
@@ -234,8 +235,8 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     for (i, name), cnt in raw.items():
         lv = arch.levels[i]
         out = name == op.output.name
-        acc = (int(compute_accesses(nest, i)[0]) if nest is not None and lv.access_granularity_bits is not None
-               and i == innermost_level(name, m.keep) else None)
+        acc = (tuple(None if a is None else int(a[0]) for a in stream_accesses(nest, m.keep, op.operand(name), i))
+               if nest is not None and lv.access_granularity_bits is not None else None)
         energy[(lv.name, name)] = float(level_energy(lv, bits[name], cnt.as_tuple(), finals.get(i) if out else None,
                                                      fb, out, acc))
         counts_out[(lv.name, name)] = cnt.as_tuple()
