@@ -12,6 +12,9 @@ which holds for every mapping using it. In bound order:
   every later one;
 * a dividing unrolling is searched exactly by ``optimal.search_optimal`` with the unrolling fixed and
   the best found as incumbent, so its bounds prune from the first node;
+* the mirror of an unrolling searched to the end (P<->Q and R<->S of a convolution symmetric in them, when
+  neither accelerator nor constraints tell them apart: rule S4, ``mirror.py``) has the same optimum and is
+  skipped, counted in ``spatial_mirror_skipped``;
 * a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
   in ``spatial_padded_open`` when its bound is not cut.
 
@@ -37,6 +40,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options, spatial_bounds
+from accelmap.search.mirror import dim_symmetry, mirror_rows
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, keep_options
@@ -97,7 +101,14 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
     # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
     searchable = divides | bool(imperfect)
-    searched = cut = padded_open = 0
+    # Rule S4 (mirror unrollings): when relabelling dims (P<->Q, R<->S) changes neither the operator, the
+    # accelerator nor the constraints, an unrolling's mirror has the same optimum; with one best mapping kept,
+    # the mirror of an unrolling searched to the end is skipped (a top-k list or a front would hold the mirror's
+    # mappings too, so it is used only then).
+    swap = dim_symmetry(op, arch, cons) if k == 1 and objective != "pareto" else None
+    mirror = mirror_rows(space, swap) if swap else np.full(n, -1, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
+    searched = cut = padded_open = mirror_skipped = 0
     timed_out = restricted = False
     for pos, row in enumerate(order):
         if best.prunes(float(e_lb[row]), float(l_lb[row])):
@@ -108,6 +119,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
             continue
         if not searchable[row]:
             padded_open += 1
+            continue
+        if mirror[row] >= 0 and done[mirror[row]]:
+            mirror_skipped += 1
             continue
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
@@ -129,6 +143,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if st.extra.get("timed_out"):
             timed_out = True
             break
+        done[row] = True
     # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
     if imperfect and not timed_out:
         from accelmap.search.imperfect_tiles import search_remaining_unrollings
@@ -137,7 +152,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                                                       imperfect)
         restricted |= more
     # --- end imperfect ---
+    swapped = ", ".join(f"{a}<->{b}" for a, b in swap.items() if a < b) if swap else ""
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
+                       spatial_mirror_skipped=mirror_skipped, mirror_swap=swapped,
                        timed_out=timed_out, orders_restricted=restricted,
                        proven=not timed_out and not restricted)
     stats.seconds = time.perf_counter() - t0
