@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -51,26 +51,33 @@ from accelmap.errors import SpecError
 # ---------------------------------------------------------------- canonicalisation (Table 3.2)
 
 
+def _swap_commutative(prog: Program, swap: Callable[[Expr, Expr], bool]) -> Program:
+    """The program with the operands of every commutative operation swapped where ``swap(left, right)`` says so
+    (operands first rewritten the same way, innermost first)."""
+    def walk(e: Expr) -> Expr:
+        if isinstance(e, Binary):
+            a, b = walk(e.left), walk(e.right)
+            if e.op in COMMUTATIVE and swap(a, b):
+                a, b = b, a
+            return Binary(e.op, a, b)
+        if isinstance(e, Unary):
+            return Unary(e.op, walk(e.x))
+        if isinstance(e, Reduce):
+            return Reduce(e.op, e.dim, walk(e.body), walk(e.init))
+        return e
+
+    return replace(prog, statements=tuple(Statement(s.out, s.dims, walk(s.expr)) for s in prog.statements))
+
+
 def canonicalise(prog: Program) -> Program:
     produced = {s.out for s in prog.statements}
 
     def dependent(e: Expr) -> bool:
         return not isinstance(e, (Load, Const)) or (isinstance(e, Load) and e.tensor in produced)
 
-    def canon(e: Expr) -> Expr:
-        if isinstance(e, Binary):
-            a, b = canon(e.left), canon(e.right)
-            if e.op in COMMUTATIVE and (
-                    (isinstance(a, Const) and not isinstance(b, Const)) or (dependent(b) and not dependent(a))):
-                a, b = b, a
-            return Binary(e.op, a, b)
-        if isinstance(e, Unary):
-            return Unary(e.op, canon(e.x))
-        if isinstance(e, Reduce):
-            return Reduce(e.op, e.dim, canon(e.body), canon(e.init))
-        return e
-
-    return replace(prog, statements=tuple(Statement(s.out, s.dims, canon(s.expr)) for s in prog.statements))
+    # Table 3.2: constants go right, operands that depend on an earlier statement go left.
+    return _swap_commutative(prog, lambda a, b: (isinstance(a, Const) and not isinstance(b, Const))
+                             or (dependent(b) and not dependent(a)))
 
 
 def operand_swaps(prog: Program) -> list[Program]:
@@ -506,19 +513,7 @@ class SearchResult:
 
 def _operands_sorted(prog: Program) -> Program:
     """The program with every commutative operation's operands in one fixed order (by their text)."""
-    def srt(e: Expr) -> Expr:
-        if isinstance(e, Binary):
-            a, b = srt(e.left), srt(e.right)
-            if e.op in COMMUTATIVE and expr_text(b) < expr_text(a):
-                a, b = b, a
-            return Binary(e.op, a, b)
-        if isinstance(e, Unary):
-            return Unary(e.op, srt(e.x))
-        if isinstance(e, Reduce):
-            return Reduce(e.op, e.dim, srt(e.body), srt(e.init))
-        return e
-
-    return replace(prog, statements=tuple(Statement(s.out, s.dims, srt(s.expr)) for s in prog.statements))
+    return _swap_commutative(prog, lambda a, b: expr_text(b) < expr_text(a))
 
 
 def graph_key(tcg: TCG) -> tuple:
