@@ -188,3 +188,5 @@ def test_producers_that_cannot_fit_a_fused_tile_become_kernels_again():
     c = compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=True)
     assert ("S0", "S1") in [p.group for p in c.plans] and all(("S0", "S1") not in [g for _, g in p.fused]
                                                               for p in c.plans)
+    assert c.kept_apart == {"S0", "S1", "S2", "S3", "S4", "S5"}     # said in `accelmap poly`'s kernel list
+    assert compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=False).kept_apart == frozenset()

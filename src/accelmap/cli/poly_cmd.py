@@ -113,6 +113,9 @@ def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, nodes
     click.echo(f"\nschedule after tiling{' and post-tiling fusion' if fuse else ''}:")
     click.echo(str(c.schedule.get_root()))
     click.echo("\nkernels:")
+    if c.kept_apart:
+        click.echo(f"  not fused: {', '.join(sorted(c.kept_apart))} (the fused kernel fits the buffers at no tile "
+                   "size; kept as separate kernels)")
     for p in c.plans:
         click.echo("  " + p.describe())
         for f in p.footprints.values():

@@ -92,6 +92,8 @@ class Compiled:
     plans: list[KernelPlan]
     arch: Accelerator
     fuse: bool
+    # statements fusion left apart because the fused kernel fit the buffers at no tile size
+    kept_apart: frozenset[str] = frozenset()
 
     def ast_schedule(self) -> isl.Schedule:
         """The final tree with the skipped subtrees emptied, ready for AST generation."""
@@ -420,6 +422,7 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                             f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
                             where="--tiles")
     apart: set[int] = set()
+    apart_names: set[str] = set()
     while True:
         try:
             _size_plans(prog, plans, nodes, tile_spec, caps)
@@ -431,9 +434,10 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             if not direct:
                 raise MappingError(str(e)) from None
             apart |= direct
+            apart_names |= {name for idx, group in e.plan.fused if idx in direct for name in group}
             plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
-    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse)
+    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names))
 
 
 def external_schedule(prog: PolyProgram) -> isl.Schedule:
