@@ -21,6 +21,13 @@ def _stall_arch(dram_words: float, mid_words: int):
          "written_at_clock_edge": True}]})
 
 
+def _assert_simulated(op, arch, mapping, cycles):
+    """The simulator's cycles are exactly ``cycles`` and the model is within 1% of them."""
+    res = simulate(op, arch, mapping, functional=False)
+    assert res.cycles == cycles
+    assert abs(res.model_error) < 0.01
+
+
 @pytest.mark.parametrize("dram_words, mid_words, k_outer, k_inner, m_, cycles", [
     (0.125, 1, 4, 8, 2, 1104.5), (0.25, 2, 4, 8, 2, 568.25), (0.125, 2, 2, 8, 4, 922.25)])
 def test_single_buffer_stalls_add_to_the_output_halves_cycle(dram_words, mid_words, k_outer, k_inner, m_, cycles):
@@ -33,9 +40,7 @@ def test_single_buffer_stalls_add_to_the_output_halves_cycle(dram_words, mid_wor
     op = gemm("g", m=m_, n=1, k=k_outer * k_inner)
     m = parse_text(f"DRAM [ O A B ]\nMid [ O A ]\n| for K in [0:{k_outer})\nBufW [ B ]\n| for K in [0:{k_inner})\n"
                    f"| for M in [0:{m_})\nReg [ O ]\n", a)
-    res = simulate(op, a, m, functional=False)
-    assert res.cycles == cycles
-    assert abs(res.model_error) < 0.01
+    _assert_simulated(op, a, m, cycles)
 
 
 def _rare_stream_arch():
@@ -59,9 +64,7 @@ def test_a_rare_stream_bounds_the_end_of_its_port(m_outer, k, cycles):
     op = gemm("g", m=m_outer * 8, n=4, k=k)
     m = parse_text(f"DRAM [ O A B ]\n| for M in [0:{m_outer})\nBufA [ A ]\n| for N in [0:4)\nBufW [ O B ]\n"
                    f"| for M in [0:8)\n| for K in [0:{k})\n", a)
-    res = simulate(op, a, m, functional=False)
-    assert res.cycles == cycles
-    assert abs(res.model_error) < 0.01
+    _assert_simulated(op, a, m, cycles)
 
 
 def _edge_last_arch():
