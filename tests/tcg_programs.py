@@ -7,9 +7,10 @@ from accelmap.embed.tcg_rewrite import _all_loads, _index_dims_all
 
 SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_sigmoid": dict(n=2, j=3, k=4),
          "attention": dict(i=3, j=2, l=4), "conv2d": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2),
-         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2), "capsule_routing": dict(i=3, j=2, d=2, e=2)}
-# Operators with no solution under Table 3.1: Capsule Routing's squash needs a square root.
-NO_SOLUTION = {"capsule_routing"}
+         "conv2d_relu": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2), "capsule_routing": dict(i=3, j=2, d=2, e=2),
+         "capsule_routing_sqrt": dict(i=3, j=2, d=2, e=2)}
+# Operators with no solution under Table 3.1: Sabour et al.'s squash needs a square root.
+NO_SOLUTION = {"capsule_routing_sqrt"}
 
 
 def small_program(name):

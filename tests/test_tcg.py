@@ -10,6 +10,7 @@ from accelmap.embed.tcg import (
     operator_from_statement,
     parse_program,
     program_from_operator,
+    routing_host_inputs,
     thesis_program,
 )
 from accelmap.embed.tcg_rewrite import graph_key
@@ -106,17 +107,20 @@ def test_operator_from_statement_refuses_what_is_no_multiply_accumulate():
     assert operator_from_statement(parse_program("y[i] = sum(max(a[i,k], b[k]), k)", dict(i=2, k=3))) is None
 
 
-def test_capsule_routing_is_one_dynamic_routing_iteration():
-    # Sabour, Frosst and Hinton (2017), procedure 1, written independently with einsum
-    prog = small_program("capsule_routing")
-    data = random_inputs(prog, np.random.default_rng(2))
-    w, u, bl = data["w"], data["u"], data["bl"]
+def _routing(w, u, bl):
+    """Sabour, Frosst and Hinton (2017), procedure 1, one iteration, written independently with einsum."""
     uh = np.einsum("ijde,ie->ijd", w, u)
     c = np.exp(bl) / np.exp(bl).sum(axis=1, keepdims=True)
     s = np.einsum("ij,ijd->jd", c, uh)
     n2 = (s * s).sum(axis=1, keepdims=True)
     v = n2 / (1 + n2) * s / np.sqrt(n2)                 # squash
-    want = bl + np.einsum("ijd,jd->ij", uh, v)
+    return v, bl + np.einsum("ijd,jd->ij", uh, v)
+
+
+def test_capsule_routing_is_one_dynamic_routing_iteration():
+    prog = small_program("capsule_routing_sqrt")
+    data = random_inputs(prog, np.random.default_rng(2))
+    v, want = _routing(data["w"], data["u"], data["bl"])
     got = evaluate(prog, data)
     np.testing.assert_allclose(got["v"], v, rtol=1e-12)
     np.testing.assert_allclose(got["bn"], want, rtol=1e-12)
@@ -124,3 +128,19 @@ def test_capsule_routing_is_one_dynamic_routing_iteration():
     # uh 14, eb 6, z 6, c 8, s 12, n2 10, v 14, ag 12, bn 9; algebraic: 2+1+1+1+2+2+4+2+1
     g = build_tcg(prog)
     assert (len(g), len(g.algebraic)) == (91, 16)
+
+
+def test_capsule_routing_in_table_3_3_setting_is_the_same_iteration_with_the_host_norm():
+    prog = small_program("capsule_routing")
+    data = random_inputs(prog, np.random.default_rng(4))
+    host = routing_host_inputs(prog, data)
+    # w is stored [j,d,i,e] for the prediction vectors' layouts; the routing reads it as [i,j,d,e]
+    v, want = _routing(host["w"].transpose(2, 0, 1, 3), host["u"], host["bl"])
+    got = evaluate(prog, host)
+    np.testing.assert_allclose(got["v"], v, rtol=1e-12)
+    np.testing.assert_allclose(got["bn"], want, rtol=1e-12)
+    assert not np.allclose(evaluate(prog, dict(host, nr=host["nr"] + 1))["bn"], want)   # nr is really read
+    # the nodes of the square-root form (91) plus ut (14) and ec (6), c and sc/v in place of c and v
+    # (8 and 8 + 5 against 8 and 14)
+    g = build_tcg(prog)
+    assert (len(g), len(g.algebraic)) == (113, 18)
