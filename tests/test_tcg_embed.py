@@ -1,5 +1,7 @@
 """``accelmap embed --method topdown``: chapter 3's method through the embed command, beside the default."""
 
+import dataclasses
+
 from click.testing import CliRunner
 
 from accelmap.arch.intrinsics import get_intrinsic
@@ -23,6 +25,9 @@ def test_topdown_counts_calls_with_the_intrinsic_sizes(tmp_path):
     best = res.embeddings[0]
     # i and j stay loops around the dot product, k = 48 is three 16-wide calls: 8 * 32 * 3
     assert best.call_count == 768 and best.utilization == 1.0
+    assert best.cycles == 768   # one call an issue cycle (dot_16 has no cycles key)
+    slow = topdown_embed(op, dataclasses.replace(get_intrinsic("dot_16"), cycles=3)).embeddings[0]
+    assert (slow.call_count, slow.cycles) == (768, 2304)
     assert best.layouts == ("b: transposed to axes (1, 0)",)
     assert all(verify(res, e)[0] for e in res.embeddings)
 
@@ -33,7 +38,7 @@ def test_cli_embed_method_topdown_prints_like_the_default(tmp_path):
     assert top.exit_code == 0, top.output
     assert "1 top-down embedding(s) of vta_gemm in gemm_small" in top.output
     # x = 1, y = 16, z = 16: j = 32 is two calls wide, k = 48 three deep, i = 8 a loop around them
-    assert "calls 48 (MAC utilization 100.0%)" in top.output
+    assert "calls 48 (MAC utilization 100.0%), 48 issue cycles" in top.output
     assert "vta_gemm(y<-j, z<-k)" in top.output and "run: OK" in top.output
     default = CliRunner().invoke(main, ["embed", "-w", wl, "-i", "vta_gemm", "--run", "--no-mapper", "--top", "1"])
     assert default.exit_code == 0, default.output

@@ -57,7 +57,7 @@ def test_a_partial_selection_does_not_run():
 
 def test_tiling_and_padding_follow_eq_3_5_and_3_6():
     from accelmap.embed.tcg import parse_program
-    from accelmap.embed.tcg_tiling import annotate, padding, tiling
+    from accelmap.embed.tcg_tiling import annotate, cycle_estimate, padding, tiling
 
     assert [padding(n, 16) for n in (16, 20, 40, 5, 32)] == [0, 12, 8, 11, 0]
     assert [tiling(n, 16) for n in (16, 20, 40, 5, 32)] == [0, 2, 3, 0, 2]
@@ -66,6 +66,13 @@ def test_tiling_and_padding_follow_eq_3_5_and_3_6():
                 if [m.instruction for m in c.selection.matches] == ["mv_mul_add"])
     got = [(t.dim, t.tiles, t.padding) for t in annotate(cand.program, cand.tcg, cand.selection, ISA, 16)]
     assert got == [("j", 2, 12), ("k", 3, 8)]
+    # issue cycles: n = 3 outer points x 2 x 3 tiles, one cycle a call (Table 3.1 gives no timing)
+    assert cycle_estimate(cand.program, cand.tcg, cand.selection, ISA, 16) == 18
+    assert cycle_estimate(cand.program, cand.tcg, cand.selection, ISA, 64) == 3
+    slow = tuple(dataclasses.replace(i, cycles=5) if i.name == "mv_mul_add" else i for i in ISA)
+    assert cycle_estimate(cand.program, cand.tcg, cand.selection, slow, 16) == 90
+    with pytest.raises(SpecError, match="lanes"):
+        cycle_estimate(cand.program, cand.tcg, cand.selection, ISA)   # a variable-size instruction needs lanes
 
 
 def test_intrinsic_solutions_run_to_the_reference():

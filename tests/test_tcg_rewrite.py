@@ -117,6 +117,8 @@ def test_cli_match_bad_input_is_one_line(args, message):
 def test_cli_match_lanes_and_sizes():
     r = CliRunner().invoke(main, ["match", "-w", "gemm", "--sizes", "j=20,k=40", "--lanes", "16", "--no-tree"])
     assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output
+    # i = 64 and j = 20 stay loops around the dot product, k = 40 is three 16-lane calls, one cycle each
+    assert "cycles: 3,840 issue cycles (dot_mul_add 3,840 x 1)" in r.output
 
 
 @pytest.mark.parametrize("name", ["fc_bias", "conv2d_relu"])
@@ -158,3 +160,16 @@ def test_table_3_3_setting_with_the_thesis_operand_layouts():
         (2, 0), (4, 2), (2, 0)]
     full = search(gemm, ISA, 4)
     assert (len(full.candidates), len(full.solutions), full.solutions_up_to_swaps) == (6, 6, 4)
+
+
+def test_capsule_routing_in_table_3_3_setting_follows_fig_3_15():
+    # no solution without fission (configurations 1 and 3, Fig. 3.15: only GEMM and Attention are covered
+    # natively, fusion alone does not help Capsule Routing), one instruction program after full fission
+    # (its 16 operand orders), and fused solutions in configuration 4
+    prog = small_program("capsule_routing")
+    got = {cfg: search(prog, ISA, cfg, limit=200) for cfg in (1, 2, 3)}
+    assert (len(got[1].candidates), len(got[1].solutions)) == (32, 0)
+    assert (len(got[2].candidates), len(got[2].solutions), got[2].solutions_up_to_swaps) == (64, 16, 1)
+    assert len(got[3].candidates) == 200 and not got[3].solutions
+    assert {m.instruction for m in got[2].solutions[0].selection.matches} == {
+        "vv_mul", "red_add", "vexp", "vv_div", "vs_add_imm", "vs_mul", "vv_add"}

@@ -87,7 +87,8 @@ def _topdown(op, intr, top: int, time_limit: float, run_it: bool) -> None:
     for k, e in enumerate(res.embeddings[:top], 1):
         cand = e.candidate
         click.echo(f"\n#{k} {cand.program}   [{cand.transformations} transformations]")
-        click.echo(f"   calls {e.call_count:,} (MAC utilization {e.utilization:.1%}), latency n/a (top-down)")
+        click.echo(f"   calls {e.call_count:,} (MAC utilization {e.utilization:.1%}), {e.cycles:,} issue cycles "
+                   f"(calls x {intr.name}'s issue interval {intr.cycles}; compute only, no memory model)")
         click.echo(f"   selection: {cand.selection}")
         click.echo("   layouts: " + ("; ".join(e.layouts) or "unchanged"))
         click.echo("   program:")

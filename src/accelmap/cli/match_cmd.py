@@ -16,7 +16,7 @@ from accelmap.embed.tcg import (
 )
 from accelmap.embed.tcg_match import get_isa
 from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
-from accelmap.embed.tcg_tiling import annotate
+from accelmap.embed.tcg_tiling import instruction_calls
 from accelmap.errors import SpecError
 from accelmap.workload.files import load_operator
 
@@ -69,7 +69,8 @@ def _workload(workload: str, sizes: str | None) -> Program:
 @click.option("--show", default=3, show_default=True, type=click.IntRange(0), help="How many solutions to print.")
 @click.option("--tree/--no-tree", default=True, show_default=True, help="Print the canonical TCG.")
 @click.option("--lanes", default=None, type=click.IntRange(1),
-              help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6).")
+              help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6) and "
+                   "issue cycles (calls x issue interval, 1 for a Table 3.1 instruction).")
 def match_cmd(workload, sizes, isa, config, transposes, output_transposes, layouts, limit, show, tree, lanes):
     """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
     prog = _workload(workload, sizes)
@@ -93,8 +94,10 @@ def match_cmd(workload, sizes, isa, config, transposes, output_transposes, layou
         click.echo(f"\n#{k} ({cand.transformations} transformations) {cand.program}")
         click.echo(f"   {cand.selection}")
         if lanes:
-            click.echo("   tiling: " + "; ".join(str(t) for t in annotate(cand.program, cand.tcg, cand.selection,
-                                                                      instructions, lanes)))
+            issued = instruction_calls(cand.program, cand.tcg, cand.selection, instructions, lanes)
+            click.echo("   tiling: " + "; ".join(str(t) for c in issued for t in c.dims))
+            click.echo(f"   cycles: {sum(c.cycles for c in issued):,} issue cycles (" + " + ".join(
+                f"{c.instruction} {c.calls:,} x {c.cycles_per_call}" for c in issued) + ")")
     if not res.solutions:
         best = max(res.candidates, key=lambda c: (c.selection.algebraic_covered, c.selection.covered))
         click.echo(f"\nno candidate is fully covered; best: {best.program}\n   {best.selection}")

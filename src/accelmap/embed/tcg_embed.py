@@ -10,17 +10,16 @@ loop program, and it can be run with NumPy emulations of the intrinsic against t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from accelmap.arch.intrinsics import Intrinsic
 from accelmap.embed.tcg import Program, evaluate, program_from_operator
-from accelmap.embed.tcg_execute import _pair, run_selection, statement_of
-from accelmap.embed.tcg_match import Instruction, _region, intrinsic_instruction
+from accelmap.embed.tcg_execute import run_selection
+from accelmap.embed.tcg_match import Instruction, intrinsic_instruction
 from accelmap.embed.tcg_rewrite import Candidate, SearchResult, _all_loads, input_shapes, search
-from accelmap.embed.tcg_tiling import padding
+from accelmap.embed.tcg_tiling import InstructionCalls, instruction_calls
 from accelmap.workload.operator import Operator
 
 
@@ -29,26 +28,29 @@ class Call:
     """One statement's instruction: the loops around it and how its dimensions tile the workload's."""
 
     statement: str
-    instruction: str
-    loops: tuple[tuple[str, int], ...]                   # outer loops (masked or shared dimensions)
-    dims: tuple[tuple[str, str, int, int, int], ...]     # intrinsic dim, workload dim, size, tiles, padding
+    issued: InstructionCalls
 
     @property
     def count(self) -> int:
-        return math.prod(n for _, n in self.loops) * math.prod(t for *_, t, _ in self.dims)
+        return self.issued.calls
+
+    @property
+    def cycles(self) -> int:
+        return self.issued.cycles
 
     def text(self) -> list[str]:
         lines = [f"# {self.statement}"]
         indent = ""
-        for d, n in self.loops:
+        for d, n in self.issued.loops:
             lines.append(f"{indent}for {d} in range({n}):")
             indent += "  "
-        for _, d, _size, tiles, _ in self.dims:
-            if tiles > 1:
-                lines.append(f"{indent}for {d}_tile in range({tiles}):")
+        for t in self.issued.dims:
+            if t.calls > 1:
+                lines.append(f"{indent}for {t.dim}_tile in range({t.calls}):")
                 indent += "  "
-        covered = ", ".join(f"{i}<-{d}" + (f" pad {p}" if p else "") for i, d, _, _, p in self.dims)
-        lines.append(f"{indent}{self.instruction}({covered})")
+        covered = ", ".join(f"{t.instruction_dim}<-{t.dim}" + (f" pad {t.padding}" if t.padding else "")
+                            for t in self.issued.dims)
+        lines.append(f"{indent}{self.issued.instruction}({covered})")
         return lines
 
 
@@ -62,6 +64,11 @@ class TopDownEmbedding:
     @property
     def call_count(self) -> int:
         return sum(c.count for c in self.calls)
+
+    @property
+    def cycles(self) -> int:
+        """Issue cycles: calls times the intrinsic's issue interval (compute only, as ``cycle_estimate``)."""
+        return sum(c.cycles for c in self.calls)
 
 
 @dataclass(frozen=True)
@@ -100,35 +107,16 @@ def topdown_embed(op: Operator, intr: Intrinsic, time_limit: float = float("inf"
 
 
 def _describe(cand: Candidate, ins: Instruction, intr: Intrinsic, op: Operator) -> TopDownEmbedding:
-    prog, tcg = cand.program, cand.tcg
-    sizes = dict(prog.sizes)
-    fixed = dict(ins.sizes)
-    calls = []
-    for m in cand.selection.matches:
-        si = statement_of(tcg, m.root)
-        root = tcg.nodes[m.root]
-        lv = list(tcg.levels[si])
-        outer = lv[:lv.index(root.index)] if root.index in lv else lv
-        pairs: dict[int, tuple] = {}
-        _pair(root, ins.pattern, {x.index for x in _region(root)}, pairs)
-        dims = []
-        stack = [ins.pattern]
-        while stack:
-            p = stack.pop()
-            stack.extend(reversed(p.children))
-            if p.kind in ("tensor", "reduction") and p.defines in fixed:
-                w = pairs[id(p)][0].defines
-                n, k = sizes[w], fixed[p.defines]
-                dims.append((p.defines, w, n, -(-n // k), padding(n, k)))
-        loops = tuple((tcg.nodes[o].defines or "_", sizes.get(tcg.nodes[o].defines or "_", 1)) for o in outer)
-        calls.append(Call(str(prog.statements[si]), ins.name, loops, tuple(dims)))
+    prog = cand.program
+    calls = tuple(Call(str(prog.statements[c.statement]), c)
+                  for c in instruction_calls(prog, cand.tcg, cand.selection, (ins,)))
     total = sum(c.count for c in calls)
     layouts = sorted({f"{ld.tensor.partition('^T')[0]}: transposed to axes "
                       f"({', '.join(ld.tensor.partition('^T')[2])})"
                       for st in prog.statements for ld in _all_loads(st.expr) if "^T" in ld.tensor})
     layouts += [f"{t.out}: result stored as [{','.join(t.dims)}]" for s, t in
                 zip(program_from_operator(op).statements, prog.statements, strict=False) if s.dims != t.dims]
-    return TopDownEmbedding(cand, tuple(calls), op.macs / (total * intr.macs) if total else 0.0, tuple(layouts))
+    return TopDownEmbedding(cand, calls, op.macs / (total * intr.macs) if total else 0.0, tuple(layouts))
 
 
 def verify(result: TopDownResult, emb: TopDownEmbedding, seed: int = 0) -> tuple[bool, str]:

@@ -39,6 +39,7 @@ class Instruction:
     pattern: Node      # root of the pattern tree
     paths: tuple[tuple[str, ...], ...]
     sizes: tuple[tuple[str, int], ...] = ()   # a fixed-size instruction's extent per dimension (none: variable)
+    cycles: int = 1    # issue interval of one call (an intrinsic's ``cycles``; Table 3.1 gives no timing: 1)
 
     @property
     def leaves(self) -> int:
@@ -48,14 +49,14 @@ class Instruction:
         return f"{self.name} ({self.kind}): {self.text}"
 
 
-def instruction(name: str, kind: str, text: str, sizes: dict[str, int] | None = None) -> Instruction:
+def instruction(name: str, kind: str, text: str, sizes: dict[str, int] | None = None, cycles: int = 1) -> Instruction:
     """An instruction from its program text; ``sizes`` fixes its extents (none: a variable-size instruction)."""
     g = build_tcg(parse_program(text, sizes or {"i": 16, "j": 16}, name))
     root = g.root
     # A scalar result (reduction, dot) is rooted in the reduction itself, not in a length-1 tensor.
     if root.defines == "_":
         root = root.children[0]
-    return Instruction(name, kind, text, root, tuple(_paths(root)), tuple((sizes or {}).items()))
+    return Instruction(name, kind, text, root, tuple(_paths(root)), tuple((sizes or {}).items()), cycles)
 
 
 def _paths(root: Node) -> Iterable[tuple[str, ...]]:
@@ -113,7 +114,7 @@ def intrinsic_instruction(intr: Intrinsic) -> Instruction:
     body = " * ".join(load(o) for o in op.inputs)
     expr = f"sum({body}, {', '.join(reduced)})" if reduced else body
     target = f"{op.output.name}[{','.join(out)}]" if out else op.output.name
-    return instruction(intr.name, intr.kind, f"{target} = {expr}", {d: n for d, n in op.dims if n != 1})
+    return instruction(intr.name, intr.kind, f"{target} = {expr}", {d: n for d, n in op.dims if n != 1}, intr.cycles)
 
 
 def get_isa(name: str) -> tuple[Instruction, ...]:
