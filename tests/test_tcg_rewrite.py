@@ -114,6 +114,18 @@ def test_cli_match_bad_input_is_one_line(args, message):
     assert len(err) == 1 and message in err[0]
 
 
+def test_cli_match_an_onnx_layer():
+    # ResNet-18's classifier (ONNX Gemm, 512 -> 1000) as a TCG: the dot product covers it natively
+    r = CliRunner().invoke(main, ["match", "-w", "resnet18", "--layer", "fc", "--config", "1", "--no-tree"])
+    assert r.exit_code == 0, r.output
+    assert "program: O[N,K] = sum((I[N,C] * W[K,C]), C)" in r.output and "11 nodes" in r.output
+    assert "dot_mul_add@2 (7 nodes, masked N,K)" in r.output
+    bad = CliRunner().invoke(main, ["match", "-w", "resnet18", "--layer", "nope", "--no-tree"])
+    assert bad.exit_code == 2 and "--layer: resnet18 has no layer 'nope'; its layers (" in bad.output
+    alone = CliRunner().invoke(main, ["match", "-w", "gemm", "--layer", "fc", "--no-tree"])
+    assert alone.exit_code == 2 and "--layer: --layer NAME goes with a model" in alone.output
+
+
 def test_cli_match_lanes_and_sizes():
     r = CliRunner().invoke(main, ["match", "-w", "gemm", "--sizes", "j=20,k=40", "--lanes", "16", "--no-tree"])
     assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output

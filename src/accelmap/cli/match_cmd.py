@@ -19,6 +19,7 @@ from accelmap.embed.tcg_rewrite import CONFIGS, canonicalise, search
 from accelmap.embed.tcg_tiling import instruction_calls
 from accelmap.errors import SpecError
 from accelmap.workload.files import load_operator
+from accelmap.workload.models.bundled import BUNDLED, load_model
 
 
 def _sizes(text: str | None) -> dict[str, int]:
@@ -33,7 +34,27 @@ def _sizes(text: str | None) -> dict[str, int]:
     return out
 
 
-def _workload(workload: str, sizes: str | None) -> Program:
+def _model_layer(model: str, layer: str) -> Program:
+    """One layer of an ONNX model (a bundled name or an .onnx file) as a program: its operator's
+    multiply-accumulate (a bias is an epilogue of the import, not part of the operator)."""
+    m = load_model(model, allow_unknown=True)
+    for lay in m.layers:
+        if layer == lay.name or layer in lay.nodes:
+            return program_from_operator(lay.operator)
+    names = [lay.name for lay in m.layers]
+    raise SpecError(f"{model} has no layer {layer!r}; its layers ({len(names)}): {', '.join(names[:12])}"
+                    + (", ..." if len(names) > 12 else ""), where="--layer")
+
+
+def _workload(workload: str, sizes: str | None, layer: str | None = None) -> Program:
+    is_model = workload in BUNDLED or workload.endswith(".onnx")
+    if layer is not None or is_model:
+        if not (is_model and layer):
+            raise SpecError("--layer NAME goes with a model (a bundled name or an .onnx file) as --workload, "
+                            f"got --workload {workload!r}" + ("" if layer else " without --layer"), where="--layer")
+        if sizes:
+            raise SpecError("a model layer has its own sizes", where="--sizes")
+        return _model_layer(workload, layer)
     given = _sizes(sizes)
     if workload in THESIS_OPERATORS:
         text, default = THESIS_OPERATORS[workload]
@@ -52,8 +73,12 @@ def _workload(workload: str, sizes: str | None) -> Program:
 
 @main.command("match")
 @click.option("--workload", "-w", required=True,
-              help=f"An operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), a program text, or a workload YAML.")
+              help=f"An operator of Table 3.3 ({', '.join(THESIS_OPERATORS)}), a program text, a workload YAML, "
+                   "or a model with --layer.")
 @click.option("--sizes", default=None, help="Dimension sizes for a program text, e.g. i=16,j=16,k=16.")
+@click.option("--layer", default=None,
+              help="With a model as --workload (a bundled name such as resnet18, or an .onnx file): the layer to "
+                   "match, by operator or ONNX node name (`accelmap import MODEL` lists them).")
 @click.option("--isa", default="table3.1", show_default=True,
               help="table3.1 (Rieber's Table 3.1), library (our intrinsics), or one intrinsic (name or YAML).")
 @click.option("--config", "config", default=4, show_default=True, type=click.IntRange(1, 4),
@@ -71,9 +96,9 @@ def _workload(workload: str, sizes: str | None) -> Program:
 @click.option("--lanes", default=None, type=click.IntRange(1),
               help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6) and "
                    "issue cycles (calls x issue interval, 1 for a Table 3.1 instruction).")
-def match_cmd(workload, sizes, isa, config, transposes, output_transposes, layouts, limit, show, tree, lanes):
+def match_cmd(workload, sizes, layer, isa, config, transposes, output_transposes, layouts, limit, show, tree, lanes):
     """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
-    prog = _workload(workload, sizes)
+    prog = _workload(workload, sizes, layer)
     instructions = get_isa(isa)
     click.echo(f"program: {prog}")
     if tree:
