@@ -3,7 +3,7 @@
 import numpy as np
 
 from accelmap.embed.tcg import THESIS_OPERATORS, parse_program
-from accelmap.embed.tcg_rewrite import _all_loads, _index_dims_all
+from accelmap.embed.tcg_rewrite import input_shapes
 
 SMALL = {"gemm": dict(i=3, j=4, k=5), "fc_bias": dict(n=2, j=3, k=4), "fc_bias_sigmoid": dict(n=2, j=3, k=4),
          "attention": dict(i=3, j=2, l=4), "conv2d": dict(n=1, h=3, w=2, c=2, kh=2, kw=2, ic=2),
@@ -19,14 +19,4 @@ def small_program(name):
 
 def random_inputs(prog, rng):
     """Random arrays for every graph input, shaped by the largest index each axis reaches."""
-    produced = {s.out for s in prog.statements}
-    sizes = dict(prog.sizes)
-    shapes: dict[str, list[int]] = {}
-    for st in prog.statements:
-        for ld in _all_loads(st.expr):
-            if ld.tensor in produced:
-                continue
-            ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
-            old = shapes.get(ld.tensor, ext)
-            shapes[ld.tensor] = [max(a, b) for a, b in zip(old, ext, strict=True)]
-    return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in shapes.items()}
+    return {k: rng.standard_normal(v) if v else np.array(rng.standard_normal()) for k, v in input_shapes(prog).items()}

@@ -91,3 +91,24 @@ def test_intrinsic_solutions_run_to_the_reference():
     # workload dimension to one intrinsic dimension, so kh and kw stay uncovered (the thesis' conclusion)
     # (configuration 2; fusing loops around the statements does not change which reductions a pattern covers)
     assert not search(small_program("conv2d"), isa, 2, input_transposes=True).solutions
+
+
+def test_a_strided_convolution_runs_to_a_direct_loop_nest():
+    # stride 2 windows (ONNX layers such as ResNet-18's layer2.0.conv1 read x[2*P+R]): evaluate against
+    # a plain loop nest, then every configuration-2 solution as an instruction program
+    from accelmap.embed.tcg import parse_program
+
+    sizes = dict(n=1, h=2, w=3, c=2, kh=3, kw=2, ic=2)
+    prog = parse_program("y[n,h,w,c] = sum(x[n,2*h+kh,2*w+kw,ic] * f[c,kh,kw,ic], kh, kw, ic)", sizes)
+    data = random_inputs(prog, np.random.default_rng(9))
+    x, f = data["x"], data["f"]
+    assert x.shape == (1, 5, 6, 2)
+    want = np.zeros((1, 2, 3, 2))
+    for h, w, c, kh, kw, ic in np.ndindex(2, 3, 2, 3, 2, 2):
+        want[0, h, w, c] += x[0, 2 * h + kh, 2 * w + kw, ic] * f[c, kh, kw, ic]
+    np.testing.assert_allclose(evaluate(prog, data)["y"], want, rtol=1e-12)
+    sols = search(prog, ISA, 2).solutions
+    assert len(sols) == 2
+    for cand in sols:
+        np.testing.assert_allclose(run_selection(cand.program, cand.tcg, cand.selection, ISA, data)["y"], want,
+                                   rtol=1e-10, atol=1e-12)

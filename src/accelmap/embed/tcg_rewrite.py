@@ -373,10 +373,19 @@ def input_shapes(prog: Program) -> dict[str, list[int]]:
     sizes = dict(prog.sizes)
     produced = {s.out for s in prog.statements}
     shapes: dict[str, list[int]] = {}
+
+    def largest(ix: Index) -> int:   # affine indices with non-negative coefficients: largest at the last points
+        if isinstance(ix, Iter):
+            return sizes[ix.dim] - 1
+        if isinstance(ix, IConst):
+            return ix.value
+        a, b = largest(ix.left), largest(ix.right)
+        return a + b if ix.op == "add" else a * b
+
     for st in prog.statements:
         for ld in _all_loads(st.expr):
             if ld.tensor not in produced:
-                ext = [sum(sizes[d] - 1 for d in _index_dims_all((ix,))) + 1 for ix in ld.indices]
+                ext = [largest(ix) + 1 for ix in ld.indices]
                 shapes[ld.tensor] = [max(a, b) for a, b in zip(shapes.get(ld.tensor, ext), ext, strict=True)]
     return shapes
 
