@@ -178,7 +178,7 @@ def print_comparison(rows: list[dict], limit: int) -> None:
               f"{rel['seconds'] + st['seconds']:>7.2f}{str(rel.get('best_verified', '-')):>11}")
 
 
-DEFAULT_CAPS = dict(limit=10_000, capsule_limit=2_000, compare_limit=2_000)
+DEFAULT_CAPS = dict(limit=10_000, capsule_limit=2_000, compare_limit=3_000)
 FULL_CAPS = dict(limit=100_000, capsule_limit=20_000, compare_limit=5_000)
 
 
