@@ -131,6 +131,10 @@ def test_cli_match_lanes_and_sizes():
     assert r.exit_code == 0 and "tiling: dot_mul_add.k=40: 3 tiles, pad 8" in r.output
     # i = 64 and j = 20 stay loops around the dot product, k = 40 is three 16-lane calls, one cycle each
     assert "cycles: 3,840 issue cycles (dot_mul_add 3,840 x 1)" in r.output
+    # an intrinsic keeps its own sizes (VTA's 16x16 along j and k), whatever --lanes says: 64 x 4 x 4 calls
+    vta = CliRunner().invoke(main, ["match", "-w", "gemm", "--isa", "vta_gemm", "--lanes", "8", "--no-tree"])
+    assert "tiling: vta_gemm.j=64: 4 tiles; vta_gemm.k=64: 4 tiles" in vta.output
+    assert "cycles: 1,024 issue cycles (vta_gemm 1,024 x 1)" in vta.output
 
 
 @pytest.mark.parametrize("name", ["fc_bias", "conv2d_relu"])

@@ -94,8 +94,8 @@ def _workload(workload: str, sizes: str | None, layer: str | None = None) -> Pro
 @click.option("--show", default=3, show_default=True, type=click.IntRange(0), help="How many solutions to print.")
 @click.option("--tree/--no-tree", default=True, show_default=True, help="Print the canonical TCG.")
 @click.option("--lanes", default=None, type=click.IntRange(1),
-              help="Instruction size along each of its dimensions: print tiling and padding (eq. 3.5/3.6) and "
-                   "issue cycles (calls x issue interval, 1 for a Table 3.1 instruction).")
+              help="Size of a Table 3.1 instruction along each of its dimensions (an intrinsic keeps its own): print "
+                   "tiling and padding (eq. 3.5/3.6) and issue cycles (calls x issue interval, 1 for Table 3.1).")
 def match_cmd(workload, sizes, layer, isa, config, transposes, output_transposes, layouts, limit, show, tree, lanes):
     """Match hardware instructions top-down on a tensor compute graph and search rewrites (Rieber, ch. 3)."""
     prog = _workload(workload, sizes, layer)
