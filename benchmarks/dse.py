@@ -232,22 +232,29 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
         co = co_search(op, base, levels, choices, configs, mapper)
         co_map_s = spent[0]
         grid = grid_search(op, base, levels, configs, mapper)
+        # Rule T (the thesis' Observation 4), opt-in and uncertified: does it lose the grid's optimum?
+        tiles = co_search(op, base, levels, choices, configs, mapper, tile_dominance=True)
         row = {"layer": name, "configs_in_budget": len(configs), "grid_best": grid.best, "grid_edp": grid.value,
                "co_best": co.best, "co_edp": co.value, "same_result": co.value == grid.value,
                "co_mapped": len(co.mapped), "pruned_by_bound": len(co.pruned_by_bound),
                "proven_by_incumbent": len(co.proven_by_incumbent), "dominated": len(co.dominated),
                "pruned_fraction": co.pruned_fraction, "co_seconds": co.seconds,
                "co_mapper_seconds": co_map_s, "grid_mapper_seconds": spent[0],
-               "bound_gap_at_best": co.value / co.lower_bounds[co.best] - 1 if co.best else None}
+               "bound_gap_at_best": co.value / co.lower_bounds[co.best] - 1 if co.best else None,
+               "tiles_pruned": len(tiles.pruned_by_tiles), "tiles_pruned_fraction": tiles.pruned_fraction,
+               "tiles_mapped": len(tiles.mapped), "tiles_best": tiles.best, "tiles_edp": tiles.value,
+               "tiles_lost_optimum": tiles.value > grid.value,
+               "grid_best_pruned_by_tiles": grid.best in tiles.pruned_by_tiles}
         rows.append(row)
         print(f"{name}: {row}", flush=True)
     print("\nSunstone-arch L1 split (16x16 PEs, 128 KiB L2, L1 I/W/O in {8..128} words, area <= one 128-word "
           f"buffer: {len(configs)} configurations)")
     print(f"{'layer':<6} {'grid best (I,W,O)':>18} {'co best':>14} {'same':>5} {'mapped':>7} {'pruned':>7} "
-          f"{'dominated':>9} {'bound gap':>9}")
+          f"{'dominated':>9} {'bound gap':>9} {'T pruned':>9} {'T best':>14} {'T lost':>6}")
     for r in rows:
         print(f"{r['layer']:<6} {str(r['grid_best']):>18} {str(r['co_best']):>14} {str(r['same_result']):>5} "
-              f"{r['co_mapped']:>7} {r['pruned_fraction']:7.0%} {r['dominated']:>9} {r['bound_gap_at_best']:9.1%}")
+              f"{r['co_mapped']:>7} {r['pruned_fraction']:7.0%} {r['dominated']:>9} {r['bound_gap_at_best']:9.1%} "
+              f"{r['tiles_pruned_fraction']:9.0%} {str(r['tiles_best']):>14} {str(r['tiles_lost_optimum']):>6}")
     print("thesis (Table 7.1 text): same configuration as the grid for conv2-conv4, conv1 within 0.1%; up to 30% "
           "of memory configurations pruned (conv4), few to none for the earlier layers")
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
