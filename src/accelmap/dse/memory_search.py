@@ -208,9 +208,10 @@ def promising_configs(op: Operator, arch: Accelerator, levels: tuple[str, ...],
 
     One L1 tile per PE (an extent per dimension, each a divisor of the operator's size, as the thesis'
     tile tree has it), whose operands each go to the searched level that holds them; its memory is the
-    smallest size per level that holds its part, and it fits when that memory is an ``allowed``
-    configuration (the area budget is monotone in the sizes, so a tile whose smallest memory is over
-    budget fits none within it). A tile is kept unless a one-step larger tile has the same memory
+    smallest size per level that holds its part. The traversal walks every tile the largest sizes hold
+    (as Algorithm 9 does), and a kept tile counts only when its memory is an ``allowed`` configuration
+    (under an area budget, which grows with every size, a tile whose smallest memory is over budget fits
+    no configuration within it). A tile is kept unless a one-step larger tile has the same memory
     (Observation 4: assumed never worse). The split into per-level tiles that nested levels really
     have, the spatial unrolling and the latency are ignored, which is why this is a heuristic."""
     held = []
@@ -229,11 +230,10 @@ def promising_configs(op: Operator, arch: Accelerator, levels: tuple[str, ...],
             if fit is None:
                 return None
             mem.append(fit)
-        c = tuple(mem)
-        return c if c in allowed else None
+        return tuple(mem)
 
     kept, _ = _prune_tiles(sizes, smallest)
-    return {m for _, m in kept}
+    return {m for _, m in kept if m in allowed}
 
 
 def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
@@ -272,7 +272,7 @@ def _prune_tiles(bounds: Tile, smallest: Callable[[Tile], M | None]) -> tuple[li
         node = queue.popleft()
         visited.append(node)
         mem = mems[node]
-        assert mem is not None               # only tiles that fit some memory are queued
+        assert mem is not None               # only tiles that fit the largest memory are queued
         all_overflow = True
         for d, n in enumerate(bounds):
             f = _next_divisor(n, node[d])
