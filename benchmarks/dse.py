@@ -138,8 +138,10 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
                      "layers_proven_optimal": sum(proven), "layers_mapped": len(proven),
                      "edp_per_design": {o.design.label: o.edp for o in res.outcomes if o.ok}})
     rate = store_rate()
-    # CPU seconds, not wall: the machine this ran on may be shared, a cluster's cores are not.
-    per_design = rows[0]["cpu_seconds_per_design"] or rows[0]["seconds_per_design"]
+    # Wall seconds per design: a time-limited search runs to its limit in wall time whatever CPU share it gets,
+    # so the CPU seconds a loaded machine gives it understate what an idle core spends (on an unloaded machine
+    # the two agree for searches that finish early; under load the wall figure is the conservative one).
+    per_design = rows[0]["seconds_per_design"]
     cores = 100 * 2
     est = {"machines": 100, "cores_each": 2, "seconds_per_design_one_core": per_design,
            "designs_per_minute_compute_bound": 60 * cores / per_design,
