@@ -1,7 +1,7 @@
 """Design-space exploration: sweep throughput, engine overhead, an Eyeriss-like Pareto front, and
 Sunstone-arch's L1-split study (Ng's 2022 UBC thesis, Ch. 7, Table 7.1) beside a grid.
 
-    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone] [--designs 4]
+    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone] [--designs 4] [--engines local:2]
                              [--eyeriss-samples 12] [--time-limit 2] [--ray-python PATH]
 
 Prints a table per part and writes benchmarks/results/dse.json (and dse_eyeriss.png). Timings are
@@ -116,13 +116,12 @@ def store_rate(n: int = 300) -> float:
     return n / dt
 
 
-def throughput(n_designs: int, strategy: str, time_limit: float | None, with_dask: bool) -> dict:
+def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_runs: list[tuple[str, int]]) -> dict:
     space = load_space(str(SPACE))
     model = load_model("resnet18")
     pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
     rows = []
-    configs = [("local", 1), ("local", 2)] + ([("dask", 2)] if with_dask else [])
-    for engine, workers in configs:
+    for engine, workers in engine_runs:
         with tempfile.TemporaryDirectory() as d:
             res = run_sweep(space, model, points=pts, engine=engine, workers=workers, store_path=Path(d) / "s.sqlite",
                             progress=False, strategy=strategy, time_limit=time_limit)
@@ -139,8 +138,10 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, with_das
                      "layers_proven_optimal": sum(proven), "layers_mapped": len(proven),
                      "edp_per_design": {o.design.label: o.edp for o in res.outcomes if o.ok}})
     rate = store_rate()
-    # CPU seconds, not wall: the machine this ran on may be shared, a cluster's cores are not.
-    per_design = rows[0]["cpu_seconds_per_design"] or rows[0]["seconds_per_design"]
+    # Wall seconds per design: a time-limited search runs to its limit in wall time whatever CPU share it gets,
+    # so the CPU seconds a loaded machine gives it understate what an idle core spends (on an unloaded machine
+    # the two agree for searches that finish early; under load the wall figure is the conservative one).
+    per_design = rows[0]["seconds_per_design"]
     cores = 100 * 2
     est = {"machines": 100, "cores_each": 2, "seconds_per_design_one_core": per_design,
            "designs_per_minute_compute_bound": 60 * cores / per_design,
@@ -232,22 +233,31 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
         co = co_search(op, base, levels, choices, configs, mapper)
         co_map_s = spent[0]
         grid = grid_search(op, base, levels, configs, mapper)
+        # Rule T (the thesis' Observation 4), opt-in and uncertified: does it lose the grid's optimum?
+        tiles = co_search(op, base, levels, choices, configs, mapper, tile_dominance=True)
         row = {"layer": name, "configs_in_budget": len(configs), "grid_best": grid.best, "grid_edp": grid.value,
                "co_best": co.best, "co_edp": co.value, "same_result": co.value == grid.value,
                "co_mapped": len(co.mapped), "pruned_by_bound": len(co.pruned_by_bound),
                "proven_by_incumbent": len(co.proven_by_incumbent), "dominated": len(co.dominated),
                "pruned_fraction": co.pruned_fraction, "co_seconds": co.seconds,
                "co_mapper_seconds": co_map_s, "grid_mapper_seconds": spent[0],
-               "bound_gap_at_best": co.value / co.lower_bounds[co.best] - 1 if co.best else None}
+               "bound_gap_at_best": co.value / co.lower_bounds[co.best] - 1 if co.best else None,
+               "tiles_pruned": len(tiles.pruned_by_tiles), "tiles_pruned_fraction": tiles.pruned_fraction,
+               "tiles_mapped": len(tiles.mapped), "tiles_best": tiles.best, "tiles_edp": tiles.value,
+               # Lost: worse than the best either certified search found (the co-search may beat the grid: rule S
+               # re-prices a mapping on the smallest configuration holding it, which the heuristic can miss there).
+               "tiles_lost_optimum": tiles.value > min(grid.value, co.value),
+               "grid_best_pruned_by_tiles": grid.best in tiles.pruned_by_tiles}
         rows.append(row)
         print(f"{name}: {row}", flush=True)
     print("\nSunstone-arch L1 split (16x16 PEs, 128 KiB L2, L1 I/W/O in {8..128} words, area <= one 128-word "
           f"buffer: {len(configs)} configurations)")
     print(f"{'layer':<6} {'grid best (I,W,O)':>18} {'co best':>14} {'same':>5} {'mapped':>7} {'pruned':>7} "
-          f"{'dominated':>9} {'bound gap':>9}")
+          f"{'dominated':>9} {'bound gap':>9} {'T pruned':>9} {'T best':>14} {'T lost':>6}")
     for r in rows:
         print(f"{r['layer']:<6} {str(r['grid_best']):>18} {str(r['co_best']):>14} {str(r['same_result']):>5} "
-              f"{r['co_mapped']:>7} {r['pruned_fraction']:7.0%} {r['dominated']:>9} {r['bound_gap_at_best']:9.1%}")
+              f"{r['co_mapped']:>7} {r['pruned_fraction']:7.0%} {r['dominated']:>9} {r['bound_gap_at_best']:9.1%} "
+              f"{r['tiles_pruned_fraction']:9.0%} {str(r['tiles_best']):>14} {str(r['tiles_lost_optimum']):>6}")
     print("thesis (Table 7.1 text): same configuration as the grid for conv2-conv4, conv1 within 0.1%; up to 30% "
           "of memory configurations pruned (conv4), few to none for the earlier layers")
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
@@ -258,6 +268,8 @@ def main() -> None:
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
     ap.add_argument("--designs", type=int, default=4, help="designs per engine in the throughput part")
     ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--engines", default="local:1,local:2,dask:2",
+                    help="engine:workers runs of the throughput part, comma-separated")
     ap.add_argument("--time-limit", type=float, default=None, help="mapper seconds per layer (sweeps)")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
@@ -274,8 +286,10 @@ def main() -> None:
             out["engines"] = engines(args.ray_python)
         elif part == "throughput":
             import importlib.util
-            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit,
-                                           importlib.util.find_spec("distributed") is not None)
+            runs = [(e, int(w)) for e, w in (x.split(":") for x in args.engines.split(","))]
+            if importlib.util.find_spec("distributed") is None:
+                runs = [r for r in runs if r[0] != "dask"]
+            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
         elif part == "sunstone":

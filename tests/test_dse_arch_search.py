@@ -105,3 +105,19 @@ def test_sunstone_refuses_sweep_only_flags(files):
     r = CliRunner().invoke(main, ["dse", str(files / "space.yaml"), "--model", str(files / "g.yaml"),
                                   "--engine", "dask"])
     assert r.exit_code == 2 and r.output.startswith("error: --engine: applies to grid and random"), r.output
+
+
+def test_cli_tile_dominance_is_opt_in_and_sunstone_only(files):
+    out = files / "out"
+    r = CliRunner().invoke(main, ["dse", str(files / "space.yaml"), "--model", str(files / "g.yaml"),
+                                  "--out", str(out), "--tile-dominance"])
+    assert r.exit_code == 0, r.output
+    assert "with the uncertified tile-dominance rule" in r.output
+    summary = json.loads((out / "summary.json").read_text())
+    (layer,) = summary["layers"]
+    assert summary["tile_dominance"] is True
+    assert layer["mapped"] + layer["pruned_by_bound"] + layer["proven_by_incumbent"] + layer["pruned_by_tiles"] \
+        == layer["configs"] == 3
+    r = CliRunner().invoke(main, ["dse", str(files / "space.yaml"), "--model", str(files / "g.yaml"),
+                                  "--method", "grid", "--tile-dominance"])
+    assert r.exit_code == 2 and r.output.startswith("error: --tile-dominance: applies to search method sunstone")

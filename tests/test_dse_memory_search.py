@@ -174,3 +174,82 @@ def test_fig_5_2_sunstone_arch_prunes_every_4_entry_design_point():
     fits = {m: {t for t in itertools.product(*(divisors(n) for n in FIG_BOUNDS)) if _fig_footprint(t) <= m}
             for m in (3, 4)}
     assert fits[3] == fits[4] == {(1, 1, 1, 1)}
+
+
+# Rule T (the thesis' Observation 4 at the configuration level): opt-in, not certified.
+
+def _tile_brute_force(op, base, choices, allowed):
+    """Every tile of the divisor lattice: its smallest memory, kept iff no one-step larger tile has it."""
+    from accelmap.workload.index_sets import tile_size
+    dims = list(op.dim_names)
+    divs = [[d for d in range(1, op.sizes[n] + 1) if op.sizes[n] % d == 0] for n in dims]
+
+    def mem(t):
+        ext = dict(zip(dims, t, strict=True))
+        out = []
+        for name in LEVELS:
+            lv = base.level(name)
+            bits = sum(tile_size(o, ext) * o.bits for o in op.operands if o.cls in lv.holds)
+            fit = [w for w in sorted(choices) if w * lv.width_bits >= bits]
+            if not fit:
+                return None
+            out.append(fit[0])
+        return tuple(out) if tuple(out) in allowed else None
+
+    kept = set()
+    for t in itertools.product(*divs):
+        m = mem(t)
+        if m is None:
+            continue
+        children = [t[:i] + (next(d for d in divs[i] if d > t[i]),) + t[i + 1:]
+                    for i in range(len(t)) if t[i] < divs[i][-1]]
+        if all(mem(ch) != m for ch in children):
+            kept.add(m)
+    return kept
+
+
+def test_tile_dominance_keeps_what_a_brute_force_over_every_tile_keeps():
+    from accelmap.dse.memory_search import per_level, promising_configs
+    base = _base()
+    op = adopt_precision(conv2d("c", c=2, h=4, w=4, k=4, r=3, s=3, padding=1), base)
+    allowed = set(itertools.product(CHOICES, repeat=3))
+    got = promising_configs(op, base, LEVELS, per_level(CHOICES, 3), allowed)
+    assert got == _tile_brute_force(op, base, CHOICES, allowed)
+    assert 0 < len(got) < len(allowed)
+
+
+def test_tile_dominance_is_opt_in_and_reports_what_it_dropped(setup):
+    from accelmap.dse.memory_search import per_level, promising_configs
+    base, op, mapper, _ = setup
+    configs = list(itertools.product(CHOICES, repeat=3))
+    co = co_search(op, base, LEVELS, CHOICES, configs, mapper, tile_dominance=True)
+    keep = promising_configs(op, base, LEVELS, per_level(CHOICES, 3), set(configs))
+    assert co.pruned_by_tiles == [c for c in configs if c not in keep] and co.pruned_by_tiles
+    assert not set(co.pruned_by_tiles) & set(co.mapped + co.proven_by_incumbent + co.pruned_by_bound)
+    assert sorted(co.pruned_by_tiles + co.mapped + co.proven_by_incumbent + co.pruned_by_bound) == sorted(configs)
+    # Measured, not guaranteed (the rule is a heuristic): on this space it keeps the grid's optimum.
+    assert co.value == min(v[0] for c in configs if (v := mapper(c, config_arch(base, LEVELS, c))) is not None)
+
+
+def _table_7_1_base():
+    lv = [{"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
+           "read_bandwidth": "16 words/cycle"},
+          {"name": "L2", "holds": ["I", "W", "O"], "capacity": "128 KiB", "width": "16 bit",
+           "read_bandwidth": "16 words/cycle",
+           "fanout": {"axes": [{"name": "X", "size": 16}, {"name": "Y", "size": 16}]}}]
+    lv += [{"name": f"L1{c}", "holds": [c], "capacity": "128 words", "width": "16 bit"} for c in "IWO"]
+    return accelerator_from_dict({"name": "sunstone_16x16", "compute": {
+        "mac_energy": "1 pJ", "precision": {"I": 16, "W": 16, "O": 16}}, "levels": lv})
+
+
+@pytest.mark.parametrize("hw, ck, pruned", [(56, 64, 0), (28, 128, 0), (14, 256, 0), (7, 512, 16)])
+def test_tile_dominance_on_table_7_1_prunes_like_the_thesis(hw, ck, pruned):
+    # Ng's thesis, Ch. 7: "up to 30% pruned for conv4", "few to no configurations" for conv1-conv3.
+    from accelmap.dse.memory_search import per_level, promising_configs
+    base = _table_7_1_base()
+    choices = (8, 16, 32, 64, 128)
+    configs = configs_within(base, LEVELS, choices, components.sram(128 * 16, 16)[2])
+    assert len(configs) == 51
+    op = adopt_precision(conv2d("c", c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+    keep = promising_configs(op, base, LEVELS, per_level(choices, 3), set(configs))
+    assert keep <= set(configs) and len(configs) - len(keep) == pruned

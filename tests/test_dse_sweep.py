@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import os
 
 import pytest
 import yaml
@@ -125,6 +126,25 @@ def test_dask_cluster_on_loopback_runs_a_sweep(tmp_path, space):
     # Everything is in the store now: the sweep needs no cluster to answer again.
     again = run_sweep(space, model, points=pts, engine="dask", address=cluster.scheduler_address,
                       store_path=tmp_path / "s.sqlite", progress=False)
+    assert again.mapped_now == 0 and [o.energy for o in again.outcomes] == [o.energy for o in res.outcomes]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="the ray engine needs Ray (pip install 'accelmap[ray]')")
+def test_ray_local_instance_on_loopback_runs_a_sweep(tmp_path, space):
+    model = _model()
+    pts = [p for p in space.grid() if p[0][1] == "1 KiB"]
+    local = run_sweep(space, model, points=pts, progress=False)
+    # No address: the engine starts a Ray instance of its own on 127.0.0.1 with two worker processes.
+    res = run_sweep(space, model, points=pts, engine="ray", workers=2, store_path=tmp_path / "s.sqlite",
+                    progress=False)
+    assert res.mapped_now == 2
+    assert [o.energy for o in res.outcomes] == [o.energy for o in local.outcomes]
+    assert [o.latency for o in res.outcomes] == [o.latency for o in local.outcomes]
+    # The two designs ran in Ray's worker processes, not in this one.
+    assert all(o.run is not None and not o.run.worker.endswith(f":{os.getpid()}") for o in res.outcomes)
+    again = run_sweep(space, model, points=pts, engine="ray", workers=2, store_path=tmp_path / "s.sqlite",
+                      progress=False)
     assert again.mapped_now == 0 and [o.energy for o in again.outcomes] == [o.energy for o in res.outcomes]
 
 

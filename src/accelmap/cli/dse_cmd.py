@@ -46,8 +46,11 @@ def default_store_path() -> Path:
 @click.option("--out", "out_dir", default=None, help="Output folder (default out/dse-SPACE-MODEL); replaced whole.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (it is off anyway when not on a terminal).")
 @click.option("--no-plots", is_flag=True, help="Skip the plot.")
+@click.option("--tile-dominance", is_flag=True,
+              help="Sunstone co-search only: also drop configurations by the thesis' Observation 4 (a larger tile "
+                   "that fits the same memory is assumed never worse). Not certified: it may lose the optimum.")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
         if v is not None and v < 1:
@@ -69,12 +72,14 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
+    if tile_dominance and space.method != "sunstone":
+        raise SpecError("applies to search method sunstone only (--method sunstone)", where="--tile-dominance")
     m, _ = load_workload(model, batch, None, None)
     out = Path(out_dir) if out_dir else Path("out") / f"dse-{space.name}-{m.name}"
     check_output_dir(out, "--out")
     if space.method == "sunstone":
         sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
-                            seed=seed or 0)
+                            seed=seed or 0, tile_dominance=tile_dominance)
         click.echo(format_sunstone(sres))
         files = write_sunstone(sres, out)
         click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

@@ -47,7 +47,8 @@ class LayerSearch:
                 "energy_pj": self.energy_pj, "latency_cycles": self.latency_cycles,
                 "configs": s.configs, "mapped": len(s.mapped), "pruned_by_bound": len(s.pruned_by_bound),
                 "proven_by_incumbent": len(s.proven_by_incumbent), "dominated": len(s.dominated),
-                "pruned_fraction": s.pruned_fraction, "seconds": s.seconds}
+                "pruned_by_tiles": len(s.pruned_by_tiles), "pruned_fraction": s.pruned_fraction,
+                "seconds": s.seconds}
 
 
 @dataclass
@@ -59,24 +60,29 @@ class SunstoneResult:
     layers: list[LayerSearch] = field(default_factory=list)
     excluded: list[tuple[str, str]] = field(default_factory=list)    # (design, reason) outside rule B
     wall_seconds: float = 0.0
+    tile_dominance: bool = False            # rule T (uncertified) was applied
 
     def to_dict(self) -> dict[str, Any]:
         return {"space": self.space, "model": self.model, "method": "sunstone", "levels": list(self.levels),
                 "objective": self.objective, "wall_seconds": self.wall_seconds,
+                "tile_dominance": self.tile_dominance,
                 "excluded": [{"design": d, "reason": r} for d, r in self.excluded],
                 "layers": [ly.to_dict() for ly in self.layers]}
 
 
 def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None = None,
                  objective: str | None = None, time_limit: float | None = None, seed: int = 0,
+                 tile_dominance: bool = False,
                  on_layer: Callable[[LayerSearch], None] | None = None) -> SunstoneResult:
-    """Co-search every distinct layer of ``model`` over the buffer sizes of ``space`` (in this process)."""
+    """Co-search every distinct layer of ``model`` over the buffer sizes of ``space`` (in this process).
+
+    ``tile_dominance`` adds rule T (the thesis' Observation 4), which is not certified: it may lose the optimum."""
     t0 = time.perf_counter()
     sl = searched_levels(space)
     strategy = strategy or space.strategy
     objective = objective or space.objective
     time_limit = time_limit if time_limit is not None else space.time_limit
-    res = SunstoneResult(space.name, model.name, sl.levels, objective)
+    res = SunstoneResult(space.name, model.name, sl.levels, objective, tile_dominance=tile_dominance)
     archs: dict[Config, Accelerator] = {}
     labels: dict[Config, str] = {}
     for pt in space.grid():
@@ -100,7 +106,8 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
             r = map_operator(op, arch, objective, strategy=strategy, time_limit=time_limit, seed=seed)
             return (r.best.value, r.best.mapping) if r.best is not None else None
 
-        s = co_search(op, first, sl.levels, sl.words, configs, mapper, objective, archs=archs)
+        s = co_search(op, first, sl.levels, sl.words, configs, mapper, objective, archs=archs,
+                      tile_dominance=tile_dominance)
         ly = LayerSearch(layer.name, layer.count, s, labels)
         if s.best is not None and s.mapping is not None:
             cost = evaluate(op, archs[s.best], s.mapping)
@@ -115,13 +122,15 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
 
 def format_sunstone(res: SunstoneResult) -> str:
     head = (f"Sunstone-arch co-search of {', '.join(res.levels)} on {res.space}, {res.model} "
-            f"({len(res.excluded)} designs outside the constraints), objective {res.objective}:")
+            f"({len(res.excluded)} designs outside the constraints), objective {res.objective}"
+            f"{' (with the uncertified tile-dominance rule)' if res.tile_dominance else ''}:")
     lines = [head, f"{'layer':<24} {'best':>12} {'mapped':>7} {'of':>4} {'pruned':>7} {'dominated':>9}  design"]
     for ly in res.layers:
         s = ly.search
         val = f"{s.value:.4g}" if s.best is not None else "not mapped"
         lines.append(f"{ly.name[:24]:<24} {val:>12} {len(s.mapped):>7} {s.configs:>4} "
-                     f"{len(s.pruned_by_bound) + len(s.proven_by_incumbent):>7} {len(s.dominated):>9}  "
+                     f"{len(s.pruned_by_bound) + len(s.proven_by_incumbent) + len(s.pruned_by_tiles):>7} "
+                     f"{len(s.dominated):>9}  "
                      f"{ly.labels.get(s.best, '-') if s.best is not None else '-'}")
     return "\n".join(lines)
 

@@ -17,6 +17,10 @@ co-search reaches the same answer mapping fewer of them, by three rules (docs/ds
   and marks the first one dominated when they differ. A configuration whose incumbent already
   meets its lower bound is proven without mapping it.
 
+An opt-in fourth rule, T (tile dominance, the thesis' Observation 4 with Observation 6), drops every
+configuration that is not the smallest memory of some maximal tile before any mapping. It is *not*
+certified under this cost model (docs/dse.md says why) and is off unless asked for.
+
 A split L1 is written as one level per operand class with no fan-out between them (an operand
 passes through levels that do not hold it at no cost), so each buffer has its own energy per
 access, priced by CACTI for its size (``dse.design.derive``).
@@ -28,7 +32,7 @@ import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
@@ -40,6 +44,7 @@ from accelmap.mapping.validate import capacity_usage
 from accelmap.search.bounds import chain_options
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import certified_lower_bound
+from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operator
 
 Config = tuple[int, ...]                 # words of each searched level, in the order of ``levels``
@@ -108,6 +113,7 @@ class MemorySearch:
     pruned_by_bound: list[Config] = field(default_factory=list)
     proven_by_incumbent: list[Config] = field(default_factory=list)
     dominated: list[Config] = field(default_factory=list)   # best mapping fits a smaller configuration
+    pruned_by_tiles: list[Config] = field(default_factory=list)  # rule T (opt-in, not certified)
     lower_bounds: dict[Config, float] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -137,14 +143,20 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
-              archs: dict[Config, Accelerator] | None = None) -> MemorySearch:
+              archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``).
 
-    ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``)."""
+    ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
+    ``tile_dominance``: also apply rule T (the thesis' Observation 4), an uncertified heuristic that may
+    lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``."""
     t0 = time.perf_counter()
     res = MemorySearch(configs=len(configs))
     if archs is None:
         archs = {c: config_arch(base, levels, c) for c in configs}
+    if tile_dominance:
+        keep = promising_configs(op, archs[configs[0]], levels, per_level(choices, len(levels)), set(configs))
+        res.pruned_by_tiles = [c for c in configs if c not in keep]
+        configs = [c for c in configs if c in keep]
     for c in configs:
         res.lower_bounds[c] = lower_bound(op, archs[c], objective)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
@@ -190,6 +202,40 @@ def _next_divisor(n: int, f: int) -> int | None:
     return next((d for d in range(f + 1, n + 1) if n % d == 0), None)
 
 
+def promising_configs(op: Operator, arch: Accelerator, levels: tuple[str, ...],
+                      choices: tuple[tuple[int, ...], ...], allowed: set[Config]) -> set[Config]:
+    """Rule T: the configurations that are the smallest memory of some tile kept by Algorithm 9.
+
+    One L1 tile per PE (an extent per dimension, each a divisor of the operator's size, as the thesis'
+    tile tree has it), whose operands each go to the searched level that holds them; its memory is the
+    smallest size per level that holds its part. The traversal walks every tile the largest sizes hold
+    (as Algorithm 9 does), and a kept tile counts only when its memory is an ``allowed`` configuration
+    (under an area budget, which grows with every size, a tile whose smallest memory is over budget fits
+    no configuration within it). A tile is kept unless a one-step larger tile has the same memory
+    (Observation 4: assumed never worse). The split into per-level tiles that nested levels really
+    have, the spatial unrolling and the latency are ignored, which is why this is a heuristic."""
+    held = []
+    for name in levels:
+        lv = arch.level(name)
+        held.append((lv.width_bits, [o for o in op.operands if o.cls in lv.holds]))
+    dims = list(op.dim_names)
+    sizes = tuple(op.sizes[d] for d in dims)
+
+    def smallest(t: Tile) -> Config | None:
+        ext = dict(zip(dims, t, strict=True))
+        mem = []
+        for (width, ops), level_choices in zip(held, choices, strict=True):
+            bits = sum(tile_size(o, ext) * o.bits for o in ops)
+            fit = next((w for w in sorted(level_choices) if w * width >= bits), None)
+            if fit is None:
+                return None
+            mem.append(fit)
+        return tuple(mem)
+
+    kept, _ = _prune_tiles(sizes, smallest)
+    return {m for _, m in kept if m in allowed}
+
+
 def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
                           mem_choices: tuple[int, ...]) -> tuple[list[tuple[Tile, int]], list[Tile]]:
     """Sunstone-arch's tile traversal (the thesis' Algorithm 9, PRUNE_TILES with mem_choices).
@@ -207,16 +253,25 @@ def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
         fp = footprint(t)
         return next((m for m in sizes if fp <= m), None)
 
+    return _prune_tiles(bounds, smallest)
+
+
+M = TypeVar("M")
+
+
+def _prune_tiles(bounds: Tile, smallest: Callable[[Tile], M | None]) -> tuple[list[tuple[Tile, M]], list[Tile]]:
+    """Algorithm 9's breadth-first traversal with ``smallest`` giving a tile's memory (None: fits none)."""
     root = (1,) * len(bounds)
     if smallest(root) is None:
         return [], []
     queue, seen = deque([root]), {root}
-    kept: list[tuple[Tile, int]] = []
+    kept: list[tuple[Tile, M]] = []
     visited: list[Tile] = []
+    mems: dict[Tile, M | None] = {root: smallest(root)}
     while queue:
         node = queue.popleft()
         visited.append(node)
-        mem = smallest(node)
+        mem = mems[node]
         assert mem is not None               # only tiles that fit the largest memory are queued
         all_overflow = True
         for d, n in enumerate(bounds):
@@ -224,7 +279,9 @@ def tile_tree_with_memory(bounds: Tile, footprint: Callable[[Tile], int],
             if f is None:
                 continue
             child = node[:d] + (f,) + node[d + 1:]
-            child_mem = smallest(child)
+            if child not in mems:
+                mems[child] = smallest(child)
+            child_mem = mems[child]
             if child_mem is None:
                 continue
             if child_mem == mem:
