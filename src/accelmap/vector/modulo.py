@@ -65,6 +65,8 @@ class Value:
     start: int              # first cycle it occupies (iteration-relative)
     end: int                # last cycle it occupies
     arrivals: tuple[int, ...] = ()   # vector values: the cycle each 256-bit part arrives (occupies its half)
+    reg: int = -1           # the program's register id (vector) or lazy-store group (accumulator)
+    uses: tuple[int, ...] = ()       # vector values: indices of the MACs (program order) that read this instance
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ModuloSchedule:
     load_times: tuple[tuple[str, int], ...]    # (value name, issue cycle) per 256-bit load part
     store_times: tuple[int, ...]
     length: int                     # one iteration, first issue to last completion
+    issue_span: int                 # one iteration, first issue to last issue (both included)
+    drain: int                      # cycles after the last issue until the last store has written memory
     unroll: int                     # modulo variable expansion factor
     values: tuple[Value, ...]
     assignment: tuple[tuple[int, ...], ...]     # per value, per copy: its first physical register
@@ -89,8 +93,9 @@ class ModuloSchedule:
         return math.ceil(self.length / self.ii)
 
     def loop_cycles(self, trips: int) -> int:
-        """A modulo-scheduled loop of ``trips`` iterations: one every II, plus the last one's drain."""
-        return (trips - 1) * self.ii + self.length if trips else 0
+        """Cycles from the first issue of a modulo-scheduled loop of ``trips`` iterations (one every II) to its last
+        issue: the next code issues in the cycle after (nothing waits for the last stores but the kernel's end)."""
+        return (trips - 1) * self.ii + self.issue_span if trips else 0
 
 
 def _load_units(bits: int) -> int:
@@ -195,16 +200,19 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
             load_times.append((name, t))
             arrivals.append(t + LOAD_TO_USE_CYCLES)
         values.append(Value("vec", name, _load_units(body.reg_bits[r]), min(arrivals), max(mac_t[m] for m in uses),
-                            tuple(arrivals)))
+                            tuple(arrivals), r, uses))
     first_mac: dict[int, int] = {}
     for (acc, _x, _z), t in zip(body.macs, mac_t, strict=True):
         first_mac.setdefault(acc, t)
     for (acc, _last), t in zip(body.stores, store_t, strict=True):
-        values.append(Value("acc", f"acc{acc}", acc_u, first_mac[acc], t))
+        values.append(Value("acc", f"acc{acc}", acc_u, first_mac[acc], t, reg=acc))
     starts = [t for _n, t in load_times] + mac_t
     ends = [t + STORE_CYCLES for t in store_t] + [t + MAC_PIPELINE_CYCLES for t in mac_t]
     length = max(ends) - min(starts) + 1 if starts else 1
-    return tuple(mac_t), tuple(load_times), tuple(store_t), length, values
+    last_issue = max(starts + store_t) if starts else 0
+    span = last_issue - min(starts) + 1 if starts else 1
+    drain = max([0] + [t + STORE_CYCLES - last_issue - 1 for t in store_t])
+    return tuple(mac_t), tuple(load_times), tuple(store_t), (length, span, drain), values
 
 
 def _allocate(values: list[Value], ii: int, vec_regs: int, acc_regs: int, pinned_units: int):
@@ -336,7 +344,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
 
     def attempt(cuts, ii, bubble):
         insts = _instances(body, cuts)
-        mac_t, load_t, store_t, length, values = _schedule(body, insts, ii, core, acc_u, bubble)
+        mac_t, load_t, store_t, (length, span, drain), values = _schedule(body, insts, ii, core, acc_u, bubble)
         if _max_live(values, ii, "vec") > vec_regs - pinned or _max_live(values, ii, "acc") > acc_regs:
             return None
         got = _allocate(values, ii, vec_regs, acc_regs, pinned)
@@ -344,7 +352,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
             return None
         u, assignment = got
         return ModuloSchedule(ii, base_mii, 1, res_mii(cuts)[1], len(insts) - len(body.uses), mac_t, load_t,
-                              store_t, length, u, tuple(values), assignment, pinned, bubble)
+                              store_t, length, span, drain, u, tuple(values), assignment, pinned, bubble)
 
     # MAC times do not depend on II, so neither does the split sequence. For each bubble (0, then 1, 2 and 4 idle
     # cycles at X-register and accumulator switches) and split level, bisect the smallest feasible II below the best
@@ -356,7 +364,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     for bubble in MAC_BUBBLES:
         mac_t0 = _mac_times(body, bubble)
         first_ii = res_mii({}, bubble)[0]
-        solo_len = _schedule(body, _instances(body, {}), first_ii, core, acc_u, bubble)[3]
+        solo_len = _schedule(body, _instances(body, {}), first_ii, core, acc_u, bubble)[3][0]
         # With II past one whole iteration's length no two iterations overlap: raising II further cannot help.
         cap = max(first_ii, solo_len) + 1
         ii_cap = max(ii_cap, cap)
