@@ -154,9 +154,14 @@ def _mac_times(body: _Body, bubble: int) -> tuple[int, ...]:
     """MACs in program order, back to back, with ``bubble`` idle cycles before each MAC that switches to another
     X register or starts another accumulator (time for the next grouped register to arrive while the previous one
     is still held, or for an accumulator to be stored and freed)."""
+    return _mac_times_of(body.macs, bubble)
+
+
+@lru_cache(maxsize=1024)
+def _mac_times_of(macs: tuple[tuple[int, int, int], ...], bubble: int) -> tuple[int, ...]:
     out: list[int] = []
-    for n, (acc, x, _z) in enumerate(body.macs):
-        switch = n and (x != body.macs[n - 1][1] or acc != body.macs[n - 1][0])
+    for n, (acc, x, _z) in enumerate(macs):
+        switch = n and (x != macs[n - 1][1] or acc != macs[n - 1][0])
         out.append(0 if not n else out[-1] + 1 + (bubble if switch else 0))
     return tuple(out)
 
@@ -171,7 +176,8 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
     for (acc, _x, _z), t in zip(body.macs, mac_t, strict=True):
         assert t > prev.get(acc, -1)        # the chain order is program order
         prev[acc] = t
-    store_row = np.zeros(ii, dtype=np.int64)
+    # Python lists, not arrays: the reservation tables are probed one cell at a time (the tuner's hot loop).
+    store_row = [0] * ii
     store_t = []
     for _acc, last in body.stores:
         t = mac_t[last] + MAC_PIPELINE_CYCLES
@@ -179,19 +185,19 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
             t += 1
         store_row[t % ii] += 1
         store_t.append(t)
-    load_row = np.zeros(ii, dtype=np.int64)
+    load_row = [0] * ii
     load_times: list[tuple[str, int]] = []
     values: list[Value] = []
     seen: dict[int, int] = {}
     # Latest deadline first, so the loads of late uses take the late slots and earlier ones move up.
-    order = sorted(range(len(insts)), key=lambda n: -min(mac_t[m] for m in insts[n][1]))
+    # (a use list is sorted and MAC times increase in program order: its first use is its earliest)
+    order = sorted(range(len(insts)), key=lambda n: -mac_t[insts[n][1][0]])
     for n in order:
         r, uses = insts[n]
         k = seen.get(r, 0)
         seen[r] = k + 1
         name = f"r{r}" + "'" * k
-        deadline = min(mac_t[m] for m in uses) - LOAD_TO_USE_CYCLES
-        t = deadline
+        t = mac_t[uses[0]] - LOAD_TO_USE_CYCLES
         arrivals = []
         for _p in range(_parts(body.reg_bits[r], core)):
             while load_row[t % ii] >= LOAD_PORTS:
@@ -199,7 +205,7 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
             load_row[t % ii] += 1
             load_times.append((name, t))
             arrivals.append(t + LOAD_TO_USE_CYCLES)
-        values.append(Value("vec", name, _load_units(body.reg_bits[r]), min(arrivals), max(mac_t[m] for m in uses),
+        values.append(Value("vec", name, _load_units(body.reg_bits[r]), min(arrivals), mac_t[uses[-1]],
                             tuple(arrivals), r, uses))
     first_mac: dict[int, int] = {}
     for (acc, _x, _z), t in zip(body.macs, mac_t, strict=True):
@@ -246,16 +252,19 @@ def _allocate_in_order(values: list[Value], order: list[int], ii: int, u: int, v
         width = grid.shape[1]
         got = []
         pieces = _pieces(v)
+        block = min(width, 8)
         for copy in range(u):
             cells = [((np.arange(a, v.end + 1) + copy * ii) % span, lo, hi) for a, lo, hi in pieces]
+            # Per piece, the registers taken at any of its cycles; per register, its busy cycles in the first piece.
+            taken = [(grid[cyc].any(axis=0).tolist(), lo, hi) for cyc, lo, hi in cells]
+            busy_cycles = grid[cells[0][0]].sum(axis=0).tolist()
             best = None
             for g in range(0, width - v.units + 1, v.units):
-                if any(grid[cyc, g + lo:g + hi].any() for cyc, lo, hi in cells):
+                if any(any(t[g + lo:g + hi]) for t, lo, hi in taken):
                     continue
                 # Pack narrow values beside busy registers: keep the widest aligned groups free for wide ones.
-                block = min(width, 8)
                 b0 = g // block * block
-                busy = int(grid[cells[0][0], b0:b0 + block].sum())
+                busy = sum(busy_cycles[b0:b0 + block])
                 if best is None or busy > best[0]:
                     best = (busy, g)
             if best is None:
@@ -279,23 +288,19 @@ def _pieces(v: Value) -> list[tuple[int, int, int]]:
 
 def _max_live(values: list[Value], ii: int, kind: str) -> int:
     """Registers the kernel needs at its busiest modulo cycle (a lower bound on any allocation)."""
-    count = np.zeros(ii, dtype=np.int64)
-    for v in values:
-        if v.kind != kind:
-            continue
-        for a0, lo, hi in _pieces(v):
-            units = hi - lo
-            n = v.end - a0 + 1
-            count += (n // ii) * units
-            r = n % ii
-            if r:
-                a = a0 % ii
-                if a + r <= ii:
-                    count[a:a + r] += units
-                else:
-                    count[a:] += units
-                    count[:a + r - ii] += units
-    return int(count.max(initial=0))
+    pieces = [(a0, hi - lo, v.end - a0 + 1) for v in values if v.kind == kind for a0, lo, hi in _pieces(v)]
+    if not pieces:
+        return 0
+    a0, units, n = (np.array(c, dtype=np.int64) for c in zip(*pieces, strict=True))
+    # Every piece covers n // ii whole turns of the modulo table, then n % ii cycles from a0 mod ii (a circular
+    # range): summed with a difference array over two turns, folded back onto one.
+    diff = np.zeros(2 * ii + 1, dtype=np.int64)
+    a = a0 % ii
+    np.add.at(diff, a, units)
+    np.add.at(diff, a + n % ii, -units)
+    twice = np.cumsum(diff)[:2 * ii]
+    count = twice[:ii] + twice[ii:] + int(((n // ii) * units).sum())
+    return int(count.max())
 
 
 def _split_sequence(body: _Body, mac_t: tuple[int, ...]) -> list[dict[int, tuple[int, ...]]]:
@@ -334,8 +339,16 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     out_slots = math.ceil(shape.lanes * out_bits / core.store_port_bits)
     n_store = len(body.stores) * out_slots
 
+    inst_memo: dict[tuple, list[tuple[int, tuple[int, ...]]]] = {}
+
+    def instances(cuts):
+        key = tuple(sorted(cuts.items()))
+        if key not in inst_memo:
+            inst_memo[key] = _instances(body, cuts)
+        return inst_memo[key]
+
     def res_mii(cuts, bubble=0):
-        parts = sum(_parts(body.reg_bits[r], core) for r, _u in _instances(body, cuts))
+        parts = sum(_parts(body.reg_bits[r], core) for r, _u in instances(cuts))
         macs = _mac_times(body, bubble)
         span = macs[-1] + 1 if macs else 0
         return max(1, span, math.ceil(parts / LOAD_PORTS), math.ceil(n_store / STORE_PORTS)), parts
@@ -343,7 +356,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     base_mii, _ = res_mii({})
 
     def attempt(cuts, ii, bubble):
-        insts = _instances(body, cuts)
+        insts = instances(cuts)
         mac_t, load_t, store_t, (length, span, drain), values = _schedule(body, insts, ii, core, acc_u, bubble)
         if _max_live(values, ii, "vec") > vec_regs - pinned or _max_live(values, ii, "acc") > acc_regs:
             return None
@@ -364,7 +377,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     for bubble in MAC_BUBBLES:
         mac_t0 = _mac_times(body, bubble)
         first_ii = res_mii({}, bubble)[0]
-        solo_len = _schedule(body, _instances(body, {}), first_ii, core, acc_u, bubble)[3][0]
+        solo_len = _schedule(body, instances({}), first_ii, core, acc_u, bubble)[3][0]
         # With II past one whole iteration's length no two iterations overlap: raising II further cannot help.
         cap = max(first_ii, solo_len) + 1
         ii_cap = max(ii_cap, cap)
