@@ -256,8 +256,8 @@ def _allocate_in_order(values: list[Value], order: list[int], ii: int, u: int, v
         for copy in range(u):
             cells = [((np.arange(a, v.end + 1) + copy * ii) % span, lo, hi) for a, lo, hi in pieces]
             # Per piece, the registers taken at any of its cycles; per register, its busy cycles in the first piece.
-            taken = [(grid[cyc].any(axis=0).tolist(), lo, hi) for cyc, lo, hi in cells]
-            busy_cycles = grid[cells[0][0]].sum(axis=0).tolist()
+            taken = [(np.asarray(grid[cyc].any(axis=0)).tolist(), lo, hi) for cyc, lo, hi in cells]
+            busy_cycles = np.asarray(grid[cells[0][0]].sum(axis=0)).tolist()
             best = None
             for g in range(0, width - v.units + 1, v.units):
                 if any(any(t[g + lo:g + hi]) for t, lo, hi in taken):
