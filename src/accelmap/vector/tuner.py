@@ -38,6 +38,9 @@ class TuneResult:
     seconds: float
     tiles: int = 1               # K tiles run one after another (the tensors exceed the data memory)
     pruned: int = 0              # loop orders whose cycle lower bound exceeded the best found (not scheduled)
+    # The best on the first intrinsic tried (mac16 at int16: the 16 x 2 datapath of Vyasa's evaluation, Table V,
+    # before mac8's 8 x 4 is tried); None when that intrinsic compiles nothing.
+    first_shape_best: tuple[Schedule, CycleEstimate] | None = None
 
     @property
     def tiled(self) -> TiledCycles | None:
@@ -106,7 +109,10 @@ def _tune(conv: ConvSpec, core: Core, t0: float) -> TuneResult:
     example: dict[str, str] = {}           # the first full message of each rejection reason
     evaluated = 0
     pruned = 0
-    for shape_name in shapes_for(conv.bits):
+    first_shape_best: tuple[Schedule, CycleEstimate] | None = None
+    for n_shape, shape_name in enumerate(shapes_for(conv.bits)):
+        if n_shape == 1 and best is not None:
+            first_shape_best = (best[1], best[3])
         shape = SHAPES[shape_name]
         for v in ("x", "k"):
             if sizes[v] % shape.lanes:
@@ -152,8 +158,10 @@ def _tune(conv: ConvSpec, core: Core, t0: float) -> TuneResult:
                             f"of the lane counts {sorted({SHAPES[s].lanes for s in shapes_for(conv.bits)})}")
         why = "; ".join(f"{n} x {example.get(k, k)}" for k, n in sorted(rejected.items()))
         raise TuneError(f"{conv.name}: no schedule compiles ({evaluated} tried): {why}")
+    if len(shapes_for(conv.bits)) == 1:
+        first_shape_best = (best[1], best[3])
     return TuneResult(best[1], best[2], best[3], evaluated, tuple(sorted(rejected.items())),
-                      time.perf_counter() - t0, pruned=pruned)
+                      time.perf_counter() - t0, pruned=pruned, first_shape_best=first_shape_best)
 
 
 def _reason(msg: str) -> str:
