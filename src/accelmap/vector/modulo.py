@@ -289,6 +289,11 @@ def _pieces(v: Value) -> list[tuple[int, int, int]]:
 def _max_live(values: list[Value], ii: int, kind: str) -> int:
     """Registers the kernel needs at its busiest modulo cycle (a lower bound on any allocation)."""
     pieces = [(a0, hi - lo, v.end - a0 + 1) for v in values if v.kind == kind for a0, lo, hi in _pieces(v)]
+    return _circular_max(pieces, ii)
+
+
+def _circular_max(pieces: list[tuple[int, int, int]], ii: int) -> int:
+    """The most units live in one cycle of the modulo table, for pieces (first cycle, units, cycles live)."""
     if not pieces:
         return 0
     a0, units, n = (np.array(c, dtype=np.int64) for c in zip(*pieces, strict=True))
@@ -301,6 +306,13 @@ def _max_live(values: list[Value], ii: int, kind: str) -> int:
     twice = np.cumsum(diff)[:2 * ii]
     count = twice[:ii] + twice[ii:] + int(((n // ii) * units).sum())
     return int(count.max())
+
+
+def _least_vec_live(body: _Body, insts: list[tuple[int, tuple[int, ...]]], mac_t: tuple[int, ...], ii: int) -> int:
+    """A lower bound on the vector registers any placement of the loads needs at this II: every load instance
+    holds its registers at least from its first use to its last (its data arrives no later than the first use)."""
+    return _circular_max([(mac_t[u[0]], _load_units(body.reg_bits[r]), mac_t[u[-1]] - mac_t[u[0]] + 1)
+                          for r, u in insts], ii)
 
 
 def _split_sequence(body: _Body, mac_t: tuple[int, ...]) -> list[dict[int, tuple[int, ...]]]:
@@ -357,6 +369,11 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
 
     def attempt(cuts, ii, bubble):
         insts = instances(cuts)
+        mac_t = _mac_times(body, bubble)
+        # Most attempts fail for the vector registers: a bound from the MAC times alone rejects many without placing
+        # the loads (the same attempts fail either way, so the search and its result do not change).
+        if mac_t and mac_t[-1] < ii and _least_vec_live(body, insts, mac_t, ii) > vec_regs - pinned:
+            return None
         mac_t, load_t, store_t, (length, span, drain), values = _schedule(body, insts, ii, core, acc_u, bubble)
         if _max_live(values, ii, "vec") > vec_regs - pinned or _max_live(values, ii, "acc") > acc_regs:
             return None
