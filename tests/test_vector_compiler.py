@@ -136,10 +136,11 @@ def test_cycle_model_exact_for_a_small_program():
     assert (c.hoisted_bits, c.reloads, c.length, c.unroll) == (0, 0, 28, 1)
     assert c.schedule.mac_times == tuple(range(12)) and c.schedule.store_times == (11, 17)
     assert min(t for _n, t in c.schedule.load_times) == -8
-    # y: 8 outer trips, x: 16 pipelined trips: 15 x II + 28 each; outer trip 4; call 20
-    assert (c.inner_trips, c.outer_trips) == (16, 8)
-    assert c.cycles == 8 * (15 * 12 + 28 + 4) + 20 == 1716
-    assert c.macs_per_cycle == 36864 / 1716
+    # y: 8 outer trips, x: 16 pipelined trips: 15 x II + 26 each (first issue at -8 to the last store at 17); outer
+    # trip 4; call 20; the last store writes memory 1 cycle after the last issue
+    assert (c.inner_trips, c.outer_trips, c.schedule.issue_span, c.schedule.drain) == (16, 8, 26, 1)
+    assert c.cycles == 8 * (15 * 12 + 26 + 4) + 20 + 1 == 1701
+    assert c.macs_per_cycle == 36864 / 1701
 
 
 def test_fc_int32_is_tiled_over_k_and_runs_bit_exact():
@@ -179,7 +180,7 @@ def test_paper_schedules_compile_and_cv2x2_int16_is_modeled_exactly():
     assert (c.macs_per_body, c.load_ops, c.store_ops, c.res_mii, c.ii, c.bound) == (16, 18, 8, 16, 46, "registers")
     assert (c.inner_trips, c.outer_trips, c.hoisted_bits, c.schedule.bubble, c.length) == (16, 2, 256, 2, 61)
     # preheader: the 2 hoisted 128-bit loads take 1 cycle; the loop's own loads lead its first MAC by > 7 cycles
-    assert c.cycles == 2 * (15 * 46 + 61 + 1 + 4) + 20 == 1532
+    assert c.cycles == 2 * (15 * 46 + 59 + 1 + 4) + 20 + 1 == 1529
 
 
 def test_random_convolutions_tune_to_exact_kernels():
@@ -210,9 +211,9 @@ def test_tuner_choice_for_cv3x3_int16_is_pinned():
     assert str(res.schedule) == "vec x mac16 U&J x1,y8,z1,k1 order yx O:KYX W:KCSR I:CYX"
     assert (res.evaluated, res.rejected) == (20, (("widest register", 4),))
     # 8 groups x 3 rows x 2 mac16 (3 taps padded to 4 columns) = II 48 at the resource bound; 16 pipelined x-trips
-    # in 2 y-trips, one iteration 64 cycles
-    assert (res.cost.ii, res.cost.res_mii, res.cost.length) == (48, 48, 64)
-    assert res.cost.cycles == 2 * (15 * 48 + 64 + 4) + 20
+    # in 2 y-trips, one iteration 64 cycles to the last store's completion, 62 from first to last issue
+    assert (res.cost.ii, res.cost.res_mii, res.cost.length, res.cost.schedule.issue_span) == (48, 48, 64, 62)
+    assert res.cost.cycles == 2 * (15 * 48 + 62 + 4) + 20 + 1
 
 
 def _padded_conv_by_loops(conv, inp, wgt):

@@ -12,6 +12,7 @@ from accelmap.cli import main
 from accelmap.errors import AccelmapError, SpecError
 from accelmap.file_io import check_output_file, write_atomic
 from accelmap.vector.compiler import compile_conv, describe_math
+from accelmap.vector.cycle_sim import simulate
 from accelmap.vector.cycles import estimate
 from accelmap.vector.emit_cpp import emit_cpp, run_kernel
 from accelmap.vector.machine import core_from_accelerator
@@ -97,4 +98,11 @@ def vectorize_cmd(workload, arch, precision, emit, run, seed, paper_schedule):
                    + ("(build reused)" if rep.reused_build else f"(compiled in {rep.compile_s:.2f} s)"))
         if not rep.ok:
             raise AccelmapError(f"{conv.name}: the vectorized kernel disagrees with NumPy ({rep.library})")
+        sim = simulate(prog, core, c, seed=seed)
+        click.echo(f"simulated: {sim.cycles:,} cycles cycle by cycle (the model: {c.cycles:,}); every operand read in "
+                   f"time and unclobbered: {'yes' if not sim.errors else 'NO'}; output "
+                   f"{'bit-exact' if sim.exact else 'MISMATCH'}")
+        if not sim.ok or sim.cycles != c.cycles:
+            raise AccelmapError(f"{conv.name}: the cycle-level simulation disagrees with the model: "
+                                f"{sim.cycles} against {c.cycles} cycles; {'; '.join(sim.errors[:3])}")
 

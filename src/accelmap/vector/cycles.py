@@ -4,7 +4,8 @@ The innermost loop is software-pipelined by the modulo scheduler (``modulo``): t
 at the resource bound (one vector MAC, two 256-bit loads and one 256-bit store per cycle; Vyasa: 6-way VLIW with
 two vector loads, one vector store and one vector operation, 96 B/cycle scratchpad) and rises until the kernel's
 values fit the 16 x 128-bit vector register file and the accumulator registers, splitting long-lived vector values
-into reloads where that reaches a smaller II. A loop of N trips takes (N - 1) x II + the length of one iteration.
+into reloads where that reaches a smaller II. A loop of N trips issues for (N - 1) x II + one iteration's issue span
+cycles; the kernel's end also waits for its last stores (``cycle_sim`` checks these counts by execution).
 Loads of a tensor that does not move in the pipelined loop (the filter of an x-vectorized kernel) are hoisted out
 of it when that gives fewer cycles: their registers are then held for the whole loop, and they are loaded before
 it. Outer trips pay pointer updates and a branch. Code size (the kernel, unrolled by modulo variable expansion,
@@ -112,16 +113,21 @@ def _estimate(prog: VectorProgram, core: Core, hoisted: frozenset[int]) -> Cycle
     hoisted_slots = sum(math.ceil(regs[r].bits / core.load_port_bits) for r in hoisted)
     preheader = 0
     if hoisted_slots:
-        # Issued before the loop; the loop's own first loads cover their latency unless it has none that early.
-        starts = [t for _n, t in ms.load_times] + list(ms.mac_times)
-        lead = min(ms.mac_times) - min(starts)
-        preheader = math.ceil(hoisted_slots / LOAD_PORTS) + max(0, LOAD_TO_USE_CYCLES - lead)
+        # Issued before the loop, two parts a cycle; the loop starts after them, or later if a hoisted value would
+        # not have arrived by its first use (the last part issues in the preheader's last cycle).
+        macs = [i for i in prog.body if isinstance(i, Mac)]
+        first = min([t for _n, t in ms.load_times] + list(ms.mac_times))
+        first_use = min(t for ins, t in zip(macs, ms.mac_times, strict=True)
+                        if ins.xreg in hoisted or ins.zreg in hoisted) - first
+        issue = math.ceil(hoisted_slots / LOAD_PORTS)
+        preheader = max(issue, issue - 1 + LOAD_TO_USE_CYCLES - first_use)
     stores = len(ms.store_times)
     slots = {"mac": n_mac, "load": math.ceil(ms.load_parts / LOAD_PORTS), "store": math.ceil(stores / STORE_PORTS)}
     bound = max(slots, key=lambda k: slots[k]) if ms.ii == ms.res_mii else "registers"
     inner = prog.loops[-1].trips if prog.loops else 1
     outer = prog.iterations // inner
-    cycles = outer * (ms.loop_cycles(inner) + preheader + OUTER_LOOP_CYCLES) + CALL_CYCLES
+    # Outer trips issue back to back; only the kernel's end waits for the last stores to write memory.
+    cycles = outer * (ms.loop_cycles(inner) + preheader + OUTER_LOOP_CYCLES) + CALL_CYCLES + ms.drain
     code = (kernel_bundles(ms) + loop_bundles) * BUNDLE_BYTES
     peak = prog.shape.lanes * prog.shape.cols
     return CycleEstimate(n_mac, ms.load_parts, stores, ms.reloads, hoisted_bits, hoisted, ms.res_mii, ms.ii, bound,

@@ -65,6 +65,8 @@ class Value:
     start: int              # first cycle it occupies (iteration-relative)
     end: int                # last cycle it occupies
     arrivals: tuple[int, ...] = ()   # vector values: the cycle each 256-bit part arrives (occupies its half)
+    reg: int = -1           # the program's register id (vector) or lazy-store group (accumulator)
+    uses: tuple[int, ...] = ()       # vector values: indices of the MACs (program order) that read this instance
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ModuloSchedule:
     load_times: tuple[tuple[str, int], ...]    # (value name, issue cycle) per 256-bit load part
     store_times: tuple[int, ...]
     length: int                     # one iteration, first issue to last completion
+    issue_span: int                 # one iteration, first issue to last issue (both included)
+    drain: int                      # cycles after the last issue until the last store has written memory
     unroll: int                     # modulo variable expansion factor
     values: tuple[Value, ...]
     assignment: tuple[tuple[int, ...], ...]     # per value, per copy: its first physical register
@@ -89,8 +93,9 @@ class ModuloSchedule:
         return math.ceil(self.length / self.ii)
 
     def loop_cycles(self, trips: int) -> int:
-        """A modulo-scheduled loop of ``trips`` iterations: one every II, plus the last one's drain."""
-        return (trips - 1) * self.ii + self.length if trips else 0
+        """Cycles from the first issue of a modulo-scheduled loop of ``trips`` iterations (one every II) to its last
+        issue: the next code issues in the cycle after (nothing waits for the last stores but the kernel's end)."""
+        return (trips - 1) * self.ii + self.issue_span if trips else 0
 
 
 def _load_units(bits: int) -> int:
@@ -149,9 +154,14 @@ def _mac_times(body: _Body, bubble: int) -> tuple[int, ...]:
     """MACs in program order, back to back, with ``bubble`` idle cycles before each MAC that switches to another
     X register or starts another accumulator (time for the next grouped register to arrive while the previous one
     is still held, or for an accumulator to be stored and freed)."""
+    return _mac_times_of(body.macs, bubble)
+
+
+@lru_cache(maxsize=1024)
+def _mac_times_of(macs: tuple[tuple[int, int, int], ...], bubble: int) -> tuple[int, ...]:
     out: list[int] = []
-    for n, (acc, x, _z) in enumerate(body.macs):
-        switch = n and (x != body.macs[n - 1][1] or acc != body.macs[n - 1][0])
+    for n, (acc, x, _z) in enumerate(macs):
+        switch = n and (x != macs[n - 1][1] or acc != macs[n - 1][0])
         out.append(0 if not n else out[-1] + 1 + (bubble if switch else 0))
     return tuple(out)
 
@@ -166,7 +176,8 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
     for (acc, _x, _z), t in zip(body.macs, mac_t, strict=True):
         assert t > prev.get(acc, -1)        # the chain order is program order
         prev[acc] = t
-    store_row = np.zeros(ii, dtype=np.int64)
+    # Python lists, not arrays: the reservation tables are probed one cell at a time (the tuner's hot loop).
+    store_row = [0] * ii
     store_t = []
     for _acc, last in body.stores:
         t = mac_t[last] + MAC_PIPELINE_CYCLES
@@ -174,19 +185,19 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
             t += 1
         store_row[t % ii] += 1
         store_t.append(t)
-    load_row = np.zeros(ii, dtype=np.int64)
+    load_row = [0] * ii
     load_times: list[tuple[str, int]] = []
     values: list[Value] = []
     seen: dict[int, int] = {}
     # Latest deadline first, so the loads of late uses take the late slots and earlier ones move up.
-    order = sorted(range(len(insts)), key=lambda n: -min(mac_t[m] for m in insts[n][1]))
+    # (a use list is sorted and MAC times increase in program order: its first use is its earliest)
+    order = sorted(range(len(insts)), key=lambda n: -mac_t[insts[n][1][0]])
     for n in order:
         r, uses = insts[n]
         k = seen.get(r, 0)
         seen[r] = k + 1
         name = f"r{r}" + "'" * k
-        deadline = min(mac_t[m] for m in uses) - LOAD_TO_USE_CYCLES
-        t = deadline
+        t = mac_t[uses[0]] - LOAD_TO_USE_CYCLES
         arrivals = []
         for _p in range(_parts(body.reg_bits[r], core)):
             while load_row[t % ii] >= LOAD_PORTS:
@@ -194,17 +205,20 @@ def _schedule(body: _Body, insts: list[tuple[int, tuple[int, ...]]], ii: int, co
             load_row[t % ii] += 1
             load_times.append((name, t))
             arrivals.append(t + LOAD_TO_USE_CYCLES)
-        values.append(Value("vec", name, _load_units(body.reg_bits[r]), min(arrivals), max(mac_t[m] for m in uses),
-                            tuple(arrivals)))
+        values.append(Value("vec", name, _load_units(body.reg_bits[r]), min(arrivals), mac_t[uses[-1]],
+                            tuple(arrivals), r, uses))
     first_mac: dict[int, int] = {}
     for (acc, _x, _z), t in zip(body.macs, mac_t, strict=True):
         first_mac.setdefault(acc, t)
     for (acc, _last), t in zip(body.stores, store_t, strict=True):
-        values.append(Value("acc", f"acc{acc}", acc_u, first_mac[acc], t))
+        values.append(Value("acc", f"acc{acc}", acc_u, first_mac[acc], t, reg=acc))
     starts = [t for _n, t in load_times] + mac_t
     ends = [t + STORE_CYCLES for t in store_t] + [t + MAC_PIPELINE_CYCLES for t in mac_t]
     length = max(ends) - min(starts) + 1 if starts else 1
-    return tuple(mac_t), tuple(load_times), tuple(store_t), length, values
+    last_issue = max(starts + store_t) if starts else 0
+    span = last_issue - min(starts) + 1 if starts else 1
+    drain = max([0] + [t + STORE_CYCLES - last_issue - 1 for t in store_t])
+    return tuple(mac_t), tuple(load_times), tuple(store_t), (length, span, drain), values
 
 
 def _allocate(values: list[Value], ii: int, vec_regs: int, acc_regs: int, pinned_units: int):
@@ -238,16 +252,19 @@ def _allocate_in_order(values: list[Value], order: list[int], ii: int, u: int, v
         width = grid.shape[1]
         got = []
         pieces = _pieces(v)
+        block = min(width, 8)
         for copy in range(u):
             cells = [((np.arange(a, v.end + 1) + copy * ii) % span, lo, hi) for a, lo, hi in pieces]
+            # Per piece, the registers taken at any of its cycles; per register, its busy cycles in the first piece.
+            taken = [(np.asarray(grid[cyc].any(axis=0)).tolist(), lo, hi) for cyc, lo, hi in cells]
+            busy_cycles = np.asarray(grid[cells[0][0]].sum(axis=0)).tolist()
             best = None
             for g in range(0, width - v.units + 1, v.units):
-                if any(grid[cyc, g + lo:g + hi].any() for cyc, lo, hi in cells):
+                if any(any(t[g + lo:g + hi]) for t, lo, hi in taken):
                     continue
                 # Pack narrow values beside busy registers: keep the widest aligned groups free for wide ones.
-                block = min(width, 8)
                 b0 = g // block * block
-                busy = int(grid[cells[0][0], b0:b0 + block].sum())
+                busy = sum(busy_cycles[b0:b0 + block])
                 if best is None or busy > best[0]:
                     best = (busy, g)
             if best is None:
@@ -271,23 +288,31 @@ def _pieces(v: Value) -> list[tuple[int, int, int]]:
 
 def _max_live(values: list[Value], ii: int, kind: str) -> int:
     """Registers the kernel needs at its busiest modulo cycle (a lower bound on any allocation)."""
-    count = np.zeros(ii, dtype=np.int64)
-    for v in values:
-        if v.kind != kind:
-            continue
-        for a0, lo, hi in _pieces(v):
-            units = hi - lo
-            n = v.end - a0 + 1
-            count += (n // ii) * units
-            r = n % ii
-            if r:
-                a = a0 % ii
-                if a + r <= ii:
-                    count[a:a + r] += units
-                else:
-                    count[a:] += units
-                    count[:a + r - ii] += units
-    return int(count.max(initial=0))
+    pieces = [(a0, hi - lo, v.end - a0 + 1) for v in values if v.kind == kind for a0, lo, hi in _pieces(v)]
+    return _circular_max(pieces, ii)
+
+
+def _circular_max(pieces: list[tuple[int, int, int]], ii: int) -> int:
+    """The most units live in one cycle of the modulo table, for pieces (first cycle, units, cycles live)."""
+    if not pieces:
+        return 0
+    a0, units, n = (np.array(c, dtype=np.int64) for c in zip(*pieces, strict=True))
+    # Every piece covers n // ii whole turns of the modulo table, then n % ii cycles from a0 mod ii (a circular
+    # range): summed with a difference array over two turns, folded back onto one.
+    diff = np.zeros(2 * ii + 1, dtype=np.int64)
+    a = a0 % ii
+    np.add.at(diff, a, units)
+    np.add.at(diff, a + n % ii, -units)
+    twice = np.cumsum(diff)[:2 * ii]
+    count = twice[:ii] + twice[ii:] + int(((n // ii) * units).sum())
+    return int(count.max())
+
+
+def _least_vec_live(body: _Body, insts: list[tuple[int, tuple[int, ...]]], mac_t: tuple[int, ...], ii: int) -> int:
+    """A lower bound on the vector registers any placement of the loads needs at this II: every load instance
+    holds its registers at least from its first use to its last (its data arrives no later than the first use)."""
+    return _circular_max([(mac_t[u[0]], _load_units(body.reg_bits[r]), mac_t[u[-1]] - mac_t[u[0]] + 1)
+                          for r, u in insts], ii)
 
 
 def _split_sequence(body: _Body, mac_t: tuple[int, ...]) -> list[dict[int, tuple[int, ...]]]:
@@ -326,8 +351,16 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     out_slots = math.ceil(shape.lanes * out_bits / core.store_port_bits)
     n_store = len(body.stores) * out_slots
 
+    inst_memo: dict[tuple, list[tuple[int, tuple[int, ...]]]] = {}
+
+    def instances(cuts):
+        key = tuple(sorted(cuts.items()))
+        if key not in inst_memo:
+            inst_memo[key] = _instances(body, cuts)
+        return inst_memo[key]
+
     def res_mii(cuts, bubble=0):
-        parts = sum(_parts(body.reg_bits[r], core) for r, _u in _instances(body, cuts))
+        parts = sum(_parts(body.reg_bits[r], core) for r, _u in instances(cuts))
         macs = _mac_times(body, bubble)
         span = macs[-1] + 1 if macs else 0
         return max(1, span, math.ceil(parts / LOAD_PORTS), math.ceil(n_store / STORE_PORTS)), parts
@@ -335,8 +368,13 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     base_mii, _ = res_mii({})
 
     def attempt(cuts, ii, bubble):
-        insts = _instances(body, cuts)
-        mac_t, load_t, store_t, length, values = _schedule(body, insts, ii, core, acc_u, bubble)
+        insts = instances(cuts)
+        mac_t = _mac_times(body, bubble)
+        # Most attempts fail for the vector registers: a bound from the MAC times alone rejects many without placing
+        # the loads (the same attempts fail either way, so the search and its result do not change).
+        if mac_t and mac_t[-1] < ii and _least_vec_live(body, insts, mac_t, ii) > vec_regs - pinned:
+            return None
+        mac_t, load_t, store_t, (length, span, drain), values = _schedule(body, insts, ii, core, acc_u, bubble)
         if _max_live(values, ii, "vec") > vec_regs - pinned or _max_live(values, ii, "acc") > acc_regs:
             return None
         got = _allocate(values, ii, vec_regs, acc_regs, pinned)
@@ -344,7 +382,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
             return None
         u, assignment = got
         return ModuloSchedule(ii, base_mii, 1, res_mii(cuts)[1], len(insts) - len(body.uses), mac_t, load_t,
-                              store_t, length, u, tuple(values), assignment, pinned, bubble)
+                              store_t, length, span, drain, u, tuple(values), assignment, pinned, bubble)
 
     # MAC times do not depend on II, so neither does the split sequence. For each bubble (0, then 1, 2 and 4 idle
     # cycles at X-register and accumulator switches) and split level, bisect the smallest feasible II below the best
@@ -356,7 +394,7 @@ def _modulo_schedule(instrs: tuple, registers: tuple[Register, ...], shape: MacS
     for bubble in MAC_BUBBLES:
         mac_t0 = _mac_times(body, bubble)
         first_ii = res_mii({}, bubble)[0]
-        solo_len = _schedule(body, _instances(body, {}), first_ii, core, acc_u, bubble)[3]
+        solo_len = _schedule(body, instances({}), first_ii, core, acc_u, bubble)[3][0]
         # With II past one whole iteration's length no two iterations overlap: raising II further cannot help.
         cap = max(first_ii, solo_len) + 1
         ii_cap = max(ii_cap, cap)

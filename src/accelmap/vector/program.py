@@ -119,20 +119,23 @@ def run_emulated(prog: VectorProgram, inp_buf: np.ndarray, wgt_buf: np.ndarray) 
             r = by_id[ins.reg]
             regs[r.id] = it.aligned_load(mem[r.tensor], bases[r.tensor] + r.start, r.elems)
         elif isinstance(ins, Mac):
-            x = _widen(regs[ins.xreg], ins.xlen)
-            zr = _widen(regs[ins.zreg], ins.zwin + shape.z_elems)
-            z = zr[:, ins.zwin:ins.zwin + shape.z_elems]
-            acc = None if ins.first else accs[ins.acc]
-            xp, (zs, zo, zhi, zst) = ins.xparams, ins.zparams
-            if shape is it.MAC16:
-                accs[ins.acc] = it.mac16(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zhi, zst)
-            elif shape is it.MAC8:
-                accs[ins.acc] = it.mac8(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zst)
-            else:
-                accs[ins.acc] = it.lmac8(acc, x, xp[0], xp[1], z, zs, zo)
+            accs[ins.acc] = execute_mac(shape, ins, regs[ins.xreg], regs[ins.zreg],
+                                        None if ins.first else accs[ins.acc])
         else:
             it.aligned_store(out, bases["O"] + ins.offset, it.srs(accs.pop(ins.acc), 0, prog.out_bits))
     return out
+
+
+def execute_mac(shape: it.MacShape, ins: Mac, xreg: np.ndarray, zreg: np.ndarray, acc: np.ndarray | None) -> np.ndarray:
+    """One vector MAC (``mul`` when ``acc`` is None) on the X and Z register contents, with its select parameters."""
+    x = _widen(xreg, ins.xlen)
+    z = _widen(zreg, ins.zwin + shape.z_elems)[:, ins.zwin:ins.zwin + shape.z_elems]
+    xp, (zs, zo, zhi, zst) = ins.xparams, ins.zparams
+    if shape is it.MAC16:
+        return it.mac16(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zhi, zst)
+    if shape is it.MAC8:
+        return it.mac8(acc, x, xp[0], xp[1], xp[2], xp[3], z, zs, zo, zst)
+    return it.lmac8(acc, x, xp[0], xp[1], z, zs, zo)
 
 
 def _widen(reg: np.ndarray, n: int) -> np.ndarray:
