@@ -70,6 +70,10 @@ class Level:
     # Access granularity: the port moves whole granules of this many bits, so an access of w bits
     # costs ceil(w / granularity) granules (ZigZag's bandwidth_min); None = charged by the bit.
     access_granularity_bits: int | None = None
+    # An input tile that stays for the whole run (no temporal loop above the level moves it) streams
+    # in while compute runs, in pieces in the order the level below takes its tiles (ZigZag's
+    # loading within spare port bandwidth); False: loaded whole before the first compute.
+    stream_single_tile: bool = False
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
@@ -197,6 +201,7 @@ class Accelerator:
                          + (", double-buffered" if lv.double_buffered else "")
                          + (", double-buffered when two tiles fit" if lv.double_buffered_when_fits else "")
                          + (", written at the clock edge" if lv.written_at_clock_edge else "")
+                         + (", a tile kept for the whole run streams in" if lv.stream_single_tile else "")
                          + (f", accessed in {lv.access_granularity_bits}-bit granules"
                             if lv.access_granularity_bits is not None else ""))
             if lv.fanout:

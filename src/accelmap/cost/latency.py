@@ -196,6 +196,38 @@ def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, .
     return tuple(bool(overlapping(nest, m.keep, c)[0]) for c in range(len(arch.levels)))
 
 
+def streamed_tile(nest: NestRows, keep, X, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in which input X's only tile at level c streams in during compute (``stream_single_tile``),
+    and per row the first piece's share of it and the number of pieces. The pieces follow the
+    *driver*, the first level below c in X's chain whose tile moves: one piece per tile the driver
+    receives, each the driver's load of that tile's share of the whole (the first instance's deltas,
+    as the simulator's), and the driver's tile waits only for its piece. A level in between streams
+    too, or c does not. Only a level that overlaps its transfers with compute streams: a
+    single-buffered one keeps the loaded-whole rule. Cached on the nest."""
+    key = ("streamed", X.name, c)
+    cached = nest._loads.get(key)
+    if cached is not None:
+        return cached[0], cached[1], cached[2]
+    n = nest.n
+    off = (np.zeros(n, dtype=bool), np.ones(n), np.ones(n))
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    lv = nest.arch.levels[c]
+    if X.is_output or not lv.stream_single_tile or c not in chain[1:-1]:
+        nest._loads[key] = off
+        return off
+    d = chain[chain.index(c) + 1]
+    on = overlapping(nest, keep, c) & (tile_transfer_rows(nest, X.dims, c) == 1)
+    moves = tile_transfer_rows(nest, X.dims, d)
+    full, _, counted = nest.deltas(X, d)
+    below_on, below_share, below_pieces = streamed_tile(nest, keep, X, d)
+    drives = (moves > 1) & (counted > 0)
+    share = np.where(below_on, below_share, full / np.where(drives, counted, 1))
+    pieces = np.where(below_on, below_pieces, moves)
+    out = (on & (below_on | drives), np.where(on, share, 1.0), np.where(on, pieces, 1))
+    nest._loads[key] = out
+    return out
+
+
 def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
     """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
     new) extents where they differ from the full tile). Per transition class j and per edge dim
@@ -880,6 +912,12 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
                     share = np.where(child_elems > 0, np.minimum(
                         1.0, (first if kind == "load" else last_tile) / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                    if kind == "load":
+                        # a streamed tile: only its first piece comes before compute; the last piece's
+                        # compute follows the last load (the overlapped bound below)
+                        streams, piece, pieces = streamed_tile(nest, keep, X, c)
+                        share = np.where(streams, piece, share)
+                        tiles_at[c] = np.where(streams, np.maximum(tiles_at[c], pieces), tiles_at[c])
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)

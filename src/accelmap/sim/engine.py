@@ -318,14 +318,15 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                 j = tile_idx[k] = tile_idx[k] + 1
                 nxt[k] = st_steps[k][j + 1] if j + 1 < len(st_steps[k]) else -1
                 ready = 0.0
-                if j - back[k] >= 0:
+                if j - back[k] >= 0 and not streams[k].streamed:
                     ready = max(last_compute[k][j - back[k]], store_end[k][j - back[k]])
                 if parent[k] >= 0:
                     ready = max(ready, cur_load[parent[k]])
                 if lb[k][j] > 0 or lpb[k][j] > 0:
                     pa, bwa, pb, bwb = pr_load[k]
+                    su = 0.0 if streams[k].streamed and j else setup[k]
                     end = transfer(u_load[k], ready, pa, _port_time(lpb[k][j], bwa), pb, _port_time(lb[k][j], bwb),
-                                   setup[k], f"load {streams[k].operand} tile {j}")
+                                   su, f"load {streams[k].operand} tile {j}")
                 else:
                     end = ready
                 load_end[k][j] = cur_load[k] = end

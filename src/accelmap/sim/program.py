@@ -20,7 +20,7 @@ from itertools import pairwise
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.latency import pipeline_overhead, used_instances
+from accelmap.cost.latency import pipeline_overhead, streamed_tile, used_instances
 from accelmap.cost.model import access_counts
 from accelmap.cost.nest_rows import NestRows, output_bits
 from accelmap.mapping.loopnest import Mapping, loop_strides
@@ -42,6 +42,9 @@ class TransferStream:
     store_bits: np.ndarray        # per child tile: bits drained from the child when it leaves (outputs)
     store_parent_bits: np.ndarray # ... and written into the parent (per parent instance)
     scale: float = 1.0            # model total / first-instance total (1 for perfect mappings)
+    # the child's only tile, streamed in pieces at its driver's tiles (``stream_single_tile``): a
+    # piece overwrites nothing, so it waits for no release, and the pieces are one DMA (one setup)
+    streamed: bool = False
 
 
 @dataclass
@@ -194,8 +197,9 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     bits = {X.name: X.bits for X in op.operands}
     # the output's updates and drains in bits per level: finished outputs may move at fewer bits
     one = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in counts.items()}
-    out_bits = {i: (float(u[0]), float(d[0]))
-                for i, (u, d) in output_bits(NestRows.of_mapping(op, arch, m), m.keep, one).items()}
+    nest = NestRows.of_mapping(op, arch, m)
+    out_bits = {i: (float(u[0]), float(d[0])) for i, (u, d) in output_bits(nest, m.keep, one).items()}
+    shapes: dict[tuple[int, str], np.ndarray] = {}     # (level, operand) -> share of each tile's load
     prog = TileProgram(op, arch, m, n_steps, L, mac_cycles, pipe, {})
     for X, p, c in pairs:
         # c starts a new tile where a temporal loop above c advanced (or at the start)
@@ -228,6 +232,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         moved[0] = True
         steps, delta = steps[moved], delta[moved]
         shape = delta / total if total else delta
+        shapes[(c, X.name)] = shape
         b = bits[X.name]
         # an output tile is drained when the next tile of the level starts (or at the end)
         ts = TransferStream(c, p, X.name, X.is_output, steps,
@@ -235,6 +240,23 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
                             shape * store_c_bits / n_c, shape * store_p_bits / n_p,
                             scale=(store_c if X.is_output else load_c) / (total * inst_c) if total else 1.0)
         prog.transfers.append(ts)
+
+    # A streamed tile moves in pieces at the tiles of its driver (the first level below in the
+    # operand's chain that does not stream), each the driver's share of the whole tile.
+    for ts in prog.transfers:
+        X = op.operand(ts.operand)
+        if not streamed_tile(nest, m.keep, X, ts.level)[0][0]:
+            continue
+        chain = chains[X.name]
+        d = chain[chain.index(ts.level) + 1]
+        while streamed_tile(nest, m.keep, X, d)[0][0]:
+            d = chain[chain.index(d) + 1]
+        drv = next(t for t in prog.transfers if t.level == d and t.operand == X.name)
+        share = shapes[(d, X.name)]
+        ts.step = drv.step
+        ts.load_bits, ts.load_parent_bits = ts.load_bits.sum() * share, ts.load_parent_bits.sum() * share
+        ts.store_bits = ts.store_parent_bits = np.zeros(len(share))
+        ts.streamed = True
 
     # compute-side traffic: reads and updates at the last level of every operand, spread over steps
     for X in op.operands:

@@ -1,0 +1,77 @@
+"""Tiles streamed in during compute (``stream_single_tile``) against tiles loaded whole before it:
+the simulator's cycles on small cases, derived by hand, and the model equal to them."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelmap.arch import accelerator_from_dict
+from accelmap.errors import SpecError
+from accelmap.mapping import parse_text
+from accelmap.sim import simulate
+from accelmap.workload import gemm
+
+
+def _arch(stream: bool, big_buffering=True, reg: dict | None = None, big_write="1 words/cycle"):
+    # B (the W operand) goes DRAM -> Big (1 word/cycle write port, one tile for the whole run) -> Reg;
+    # A goes DRAM -> Big and is read by the compute from there; C accumulates in DRAM.
+    return accelerator_from_dict({"name": "streamed", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit"},
+        {"name": "Big", "holds": ["W", "I"], "capacity": "1 KB", "width": "8 bit", "read_bandwidth": "unbounded",
+         "write_bandwidth": big_write, "double_buffered": big_buffering, "stream_single_tile": stream},
+        {"name": "Reg", "holds": ["W"], "capacity": "4 B", "width": "8 bit", "read_bandwidth": "1 words/cycle",
+         **(reg if reg is not None else {"written_at_clock_edge": True})}]})
+
+
+def _run(arch, m_: int):
+    op = gemm("g", m=m_, n=2, k=8)
+    m = parse_text(f"DRAM [ O A B ]\nBig [ A B ]\n| for N in [0:2)\n| for K in [0:8)\nReg [ B ]\n"
+                   f"| for M in [0:{m_})\n", arch)
+    return simulate(op, arch, m, functional=False)
+
+
+@pytest.mark.parametrize("m_", [1, 3, 8])
+def test_a_tile_kept_for_the_whole_run_streams_in_at_the_pace_its_child_takes_it(m_):
+    # Big receives A (M x K = 8m words) and B (K x N = 16 words) once, through its 1 word/cycle write
+    # port, A first. Loaded whole: 8m + 16 cycles before the first MAC, Reg's first weight (1 cycle),
+    # then 16 steps of m cycles (Reg, written at the clock edge, takes each next weight from Big in
+    # 1 cycle while the step runs): 24m + 17. Streamed: B arrives in 16 one-word pieces, one per tile
+    # of Reg, each waited for by that tile only, so the first MAC waits for A (read by the compute
+    # straight from Big, it has no level below to stream to: loaded whole), B's first piece and Reg's
+    # load: 8m + 2 + 16m. The later pieces run ahead of the steps.
+    loaded, streamed = _run(_arch(False), m_), _run(_arch(True), m_)
+    assert loaded.cycles == 24 * m_ + 17
+    assert streamed.cycles == 24 * m_ + 2
+    assert loaded.model_latency == loaded.cycles
+    assert streamed.model_latency == streamed.cycles
+
+
+@pytest.mark.parametrize("m_", [1, 3, 8])
+def test_streamed_pieces_are_paced_by_the_port_when_it_is_slower_than_compute(m_):
+    # Big's write port at 2 bit/cycle: 4 cycles a word, A takes 32m, B 64. Streamed, the run ends
+    # after A and either B's first piece, Reg's load and 16 steps (compute-bound) or all 16 pieces,
+    # Reg's last load and one step (port-bound).
+    loaded, streamed = (_run(_arch(s, big_write="2 bit/cycle"), m_) for s in (False, True))
+    assert loaded.cycles == 32 * m_ + 64 + 1 + 16 * m_
+    assert streamed.cycles == 32 * m_ + max(4 + 1 + 16 * m_, 64 + 1 + m_)
+    assert (loaded.model_latency, streamed.model_latency) == (loaded.cycles, streamed.cycles)
+
+
+@pytest.mark.parametrize("reg", [{"double_buffered": True}, {}])
+def test_streaming_with_other_buffers_below_matches_the_simulator(reg):
+    for stream in (False, True):
+        res = _run(_arch(stream, reg=reg), 3)
+        assert res.model_latency == res.cycles
+
+
+def test_a_single_buffered_level_loads_its_tile_whole():
+    # streaming is a property of levels that overlap transfers with compute: a single-buffered
+    # level keeps the loaded-whole rule, so the flag changes nothing there
+    assert _run(_arch(True, big_buffering=False), 3).cycles == _run(_arch(False, big_buffering=False), 3).cycles
+
+
+def test_stream_single_tile_must_be_a_bool():
+    with pytest.raises(SpecError, match="stream_single_tile"):
+        accelerator_from_dict({"name": "x", "compute": {"mac_energy": "1 pJ"}, "levels": [
+            {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "stream_single_tile": "sometimes"}]})
+
