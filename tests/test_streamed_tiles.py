@@ -75,3 +75,36 @@ def test_stream_single_tile_must_be_a_bool():
         accelerator_from_dict({"name": "x", "compute": {"mac_energy": "1 pJ"}, "levels": [
             {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "stream_single_tile": "sometimes"}]})
 
+
+
+def _acc_arch(stream: bool, dram_write: str, reg: dict):
+    # C (the output) accumulates in Reg over K, and Acc keeps all of it for the whole run; DRAM's
+    # write port takes the finished outputs.
+    return accelerator_from_dict({"name": "drains", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "write_bandwidth": dram_write},
+        {"name": "Acc", "holds": ["O"], "capacity": "1 KB", "width": "8 bit", "read_bandwidth": "unbounded",
+         "double_buffered": True, "stream_single_tile": stream},
+        {"name": "Reg", "holds": ["O"], "capacity": "8 B", "width": "8 bit", "read_bandwidth": "unbounded", **reg}]})
+
+
+@pytest.mark.parametrize("reg", [{"written_at_clock_edge": True}, {"double_buffered": True}, {}])
+@pytest.mark.parametrize("split_k, loaded, streamed", [(False, 192, 136), (True, 192, 164), (False, 96, 68)])
+def test_a_tile_kept_for_the_whole_run_drains_in_pieces_as_outputs_finish(reg, split_k, loaded, streamed):
+    # 8 outputs of 32 bits, 8 MACs each (64 one-cycle steps of compute). Loaded whole: the 256 bits
+    # drain after the last MAC, 128 cycles at 2 bit/cycle (32 at 8 bit/cycle): 64 + 128 = 192.
+    # Streamed: each output leaves when Reg drains it finished, a 16-cycle piece; the first leaves
+    # after 8 cycles of compute, so the port is the bottleneck: 8 + 8 x 16 = 136. With K split in two
+    # around the output loops, outputs finish only in the second half: the first at 36 cycles, and
+    # 36 + 128 = 164. At 8 bit/cycle a piece takes 4 cycles, hidden behind the next output's 8:
+    # only the last one follows compute, 64 + 4 = 68.
+    a = _acc_arch(False, "8 bit/cycle" if loaded == 96 else "2 bit/cycle", reg)
+    b = _acc_arch(True, "8 bit/cycle" if loaded == 96 else "2 bit/cycle", reg)
+    op = gemm("g", m=2, n=4, k=8)
+    text = ("DRAM [ O A B ]\nAcc [ O ]\n| for K in [0:2)\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n"
+            "| for K in [0:4)\n") if split_k else \
+        "DRAM [ O A B ]\nAcc [ O ]\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n| for K in [0:8)\n"
+    for arch, cycles in ((a, loaded), (b, streamed)):
+        res = simulate(op, arch, parse_text(text, arch), functional=False)
+        assert res.cycles == cycles
+        assert res.model_latency == cycles

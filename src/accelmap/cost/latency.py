@@ -228,6 +228,45 @@ def streamed_tile(nest: NestRows, keep, X, c: int) -> tuple[np.ndarray, np.ndarr
     return out
 
 
+def streamed_drain(nest: NestRows, keep, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in which the output's only tile at level c drains to its parent during compute
+    (``stream_single_tile``); per row the number of equal pieces it drains in, one after each drain
+    of the driver (the first level below c in the output's chain whose tile moves) that leaves
+    finished outputs (every loop above the driver that does not index the output at its last
+    position), i.e. one per position of the loops above the driver over the output's dims; and the
+    share of the run computed when the first finished drain leaves. As for inputs, a level in
+    between streams too, and only a level that overlaps its transfers with compute streams. Cached
+    on the nest."""
+    X = nest.op.output
+    key = ("streamed drain", c)
+    cached = nest._loads.get(key)
+    if cached is not None:
+        return cached[0], cached[1], cached[2]
+    n = nest.n
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    if not nest.arch.levels[c].stream_single_tile or c not in chain[1:-1]:
+        out = (np.zeros(n, dtype=bool), np.ones(n), np.ones(n))
+        nest._loads[key] = out
+        return out
+    d = chain[chain.index(c) + 1]
+    on = overlapping(nest, keep, c) & (tile_transfer_rows(nest, X.dims, c) == 1)
+    below_on, below_pieces, below_lead = streamed_drain(nest, keep, d)
+    above = nest.above(d)
+    finished, tiles, first = np.ones(n), np.ones(n), np.zeros(n)
+    for j in reversed(above):            # innermost first: the position of the first finished tile
+        b = nest.B[:, j]
+        if nest.structure[j][0] in X.dims:
+            finished = finished * b
+        else:
+            first = first + (b - 1) * tiles
+        tiles = tiles * b
+    pieces = np.where(below_on, below_pieces, finished)
+    lead = np.where(below_on, below_lead, (first + 1) / tiles)
+    out = (on & (below_on | (finished > 1)), np.where(on, pieces, 1.0), np.where(on, lead, 1.0))
+    nest._loads[key] = out
+    return out
+
+
 def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
     """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
     new) extents where they differ from the full tile). Per transition class j and per edge dim
@@ -848,6 +887,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     store_unit: dict[int, np.ndarray] = {}
     tiles_at: dict[int, np.ndarray] = {}
     out_tiles: dict[int, np.ndarray] = {}   # output tiles a level receives
+    drain_pieces: dict[int, np.ndarray] = {}   # ... the drains they leave in (streamed: the pieces)
+    drain_lead: dict[int, np.ndarray] = {}     # ... the share of the run computed before the first
     pro: dict[int, np.ndarray] = {}      # double-buffered levels: first loads, before any compute
     pro_on: dict[int, np.ndarray] = {}
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
@@ -896,10 +937,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
                 db = overlapping(nest, keep, c)
+                # a streamed drain leaves the level's one tile in pieces: no half is drained for reuse
+                streamed_out, pieces_out, lead_out = streamed_drain(nest, keep, c) if kind == "store" \
+                    else (None, None, None)
+                ringed = db & ~streamed_out if streamed_out is not None else db
                 if db.any() and X.is_output:
-                    add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
-                    ring_moves[(c, kind)] = (np.where(db, setup + np.maximum(tc, tp), 0.0),
-                                             np.where(active & db, lc.transfer_setup_cycles, 0.0))
+                    add(ring, c, np.where(ringed, setup + np.maximum(tc, tp), 0.0))
+                    ring_moves[(c, kind)] = (np.where(ringed, setup + np.maximum(tc, tp), 0.0),
+                                             np.where(active & ringed, lc.transfer_setup_cycles, 0.0))
                 elif db.any() and kind == "load":
                     ring_inputs.setdefault(c, []).append((X.dims, (np.where(db, setup + np.maximum(tc, tp), 0.0),
                                                                    np.where(active & db, lc.transfer_setup_cycles, 0.0))))
@@ -918,6 +963,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         streams, piece, pieces = streamed_tile(nest, keep, X, c)
                         share = np.where(streams, piece, share)
                         tiles_at[c] = np.where(streams, np.maximum(tiles_at[c], pieces), tiles_at[c])
+                    elif streamed_out is not None and pieces_out is not None and lead_out is not None:
+                        # ... and only the last piece of a streamed drain comes after compute
+                        share = np.where(streamed_out, 1.0 / pieces_out, share)
+                        drain_pieces[c] = np.where(streamed_out, pieces_out, out_tiles[c])
+                        drain_lead[c] = np.where(streamed_out, lead_out, 1.0 / out_tiles[c])
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
@@ -927,7 +977,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         orr(epi_on, c, active & db)
                     if X.is_output:
                         # the first reload and the last drain are in the prologue and epilogue
-                        add(ring, c, -edge)
+                        add(ring, c, -np.where(ringed, edge, 0.0))
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
     on = {c: ((get(load_unit, c) != 0) | (get(store_unit, c) != 0)) & ~overlapping(nest, keep, c)
           for c in range(1, nlev) if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
@@ -965,10 +1015,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     drains = zeros()
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        first = np.maximum(busy, bursts((), out_tiles[c])) / out_tiles[c]
+        pieces = drain_pieces.get(c, out_tiles[c])
+        first = np.maximum(busy, bursts((), pieces)) * drain_lead.get(c, 1.0 / out_tiles[c])
         bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + first, 0.0)
         drains = np.maximum(drains, bound)
-        drain_paces.append((bound, out_tiles[c]))
+        drain_paces.append((bound, pieces))
     overlapped = np.maximum(overlapped, drains)
     bursty = bursts(drain_paces)
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the

@@ -250,7 +250,8 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
         output index is a plain dim), so that is the whole tile, an edge tile's included."""
         pa, bwa, pb, bwb = pr_store[k]
         ta, tb = _port_time(sb[k][j], bwa), _port_time(spb[k][j], bwb)
-        su = setup[k] if sb[k][j] > 0 else 0.0
+        # a streamed drain's pieces are one DMA: its setup goes with the last piece
+        su = setup[k] if sb[k][j] > 0 and (not streams[k].streamed or j == len(sb[k]) - 1) else 0.0
         end = transfer(u_store[k], max(after, last_compute[k][j]), pa, ta, pb, tb, su,
                        f"store {streams[k].operand} tile {j}")
         store_end[k][j] = end
@@ -332,7 +333,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                 load_end[k][j] = cur_load[k] = end
         need = max(cur_load, default=0.0)
         for k in range(ns):
-            if act[k] and out[k] and tile_idx[k] - back[k] >= 0:
+            if act[k] and out[k] and tile_idx[k] - back[k] >= 0 and not streams[k].streamed:
                 # the output half this tile accumulates into must have been drained
                 need = max(need, store_end[k][tile_idx[k] - back[k]])
         if not compute_dur:

@@ -20,7 +20,7 @@ from itertools import pairwise
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.latency import pipeline_overhead, streamed_tile, used_instances
+from accelmap.cost.latency import pipeline_overhead, streamed_drain, streamed_tile, used_instances
 from accelmap.cost.model import access_counts
 from accelmap.cost.nest_rows import NestRows, output_bits
 from accelmap.mapping.loopnest import Mapping, loop_strides
@@ -245,6 +245,8 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     # operand's chain that does not stream), each the driver's share of the whole tile.
     for ts in prog.transfers:
         X = op.operand(ts.operand)
+        if X.is_output:
+            continue
         if not streamed_tile(nest, m.keep, X, ts.level)[0][0]:
             continue
         chain = chains[X.name]
@@ -256,6 +258,30 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         ts.step = drv.step
         ts.load_bits, ts.load_parent_bits = ts.load_bits.sum() * share, ts.load_parent_bits.sum() * share
         ts.store_bits = ts.store_parent_bits = np.zeros(len(share))
+        ts.streamed = True
+    # A streamed drain leaves in equal pieces, one after each drain of its driver that leaves
+    # finished outputs (every loop above the driver that does not index the output at its last
+    # position): the piece goes when the driver's next tile starts, after the driver's drain.
+    for ts in prog.transfers:
+        X = op.operand(ts.operand)
+        if not X.is_output or not streamed_drain(nest, m.keep, ts.level)[0][0]:
+            continue
+        chain = chains[X.name]
+        d = chain[chain.index(ts.level) + 1]
+        while streamed_drain(nest, m.keep, d)[0][0]:
+            d = chain[chain.index(d) + 1]
+        drv = next(t for t in prog.transfers if t.level == d and t.operand == X.name)
+        if digits is None:
+            digits = _digits(n_steps, bounds)
+        final = np.ones(len(drv.step), dtype=bool)
+        for k, i in enumerate(above):
+            if loops[i].level < d and loops[i].dim not in X.dims and loops[i].bound > 1:
+                final &= digits[drv.step, k] == loops[i].bound - 1
+        piece = final / max(int(final.sum()), 1)
+        ts.step = drv.step
+        ts.load_bits, ts.load_parent_bits = (np.r_[v.sum(), np.zeros(len(piece) - 1)]
+                                             for v in (ts.load_bits, ts.load_parent_bits))
+        ts.store_bits, ts.store_parent_bits = ts.store_bits.sum() * piece, ts.store_parent_bits.sum() * piece
         ts.streamed = True
 
     # compute-side traffic: reads and updates at the last level of every operand, spread over steps
