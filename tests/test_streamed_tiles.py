@@ -64,10 +64,13 @@ def test_streaming_with_other_buffers_below_matches_the_simulator(reg):
         assert res.model_latency == res.cycles
 
 
-def test_a_single_buffered_level_loads_its_tile_whole():
-    # streaming is a property of levels that overlap transfers with compute: a single-buffered
-    # level keeps the loaded-whole rule, so the flag changes nothing there
-    assert _run(_arch(True, big_buffering=False), 3).cycles == _run(_arch(False, big_buffering=False), 3).cycles
+def test_a_single_buffered_level_streams_when_it_keeps_one_tile_of_everything():
+    # a level that never changes tiles needs no second buffer to stream them: single-buffered, it
+    # streams as a double buffer does (and without the flag loads whole as one does)
+    for stream in (False, True):
+        single, double = _run(_arch(stream, big_buffering=False), 3), _run(_arch(stream), 3)
+        assert single.cycles == double.cycles == (74 if stream else 89)
+        assert single.model_latency == single.cycles
 
 
 def test_stream_single_tile_must_be_a_bool():
@@ -89,7 +92,8 @@ def _acc_arch(stream: bool, dram_write: str, reg: dict):
 
 
 @pytest.mark.parametrize("reg", [{"written_at_clock_edge": True}, {"double_buffered": True}, {}])
-@pytest.mark.parametrize("split_k, loaded, streamed", [(False, 192, 136), (True, 192, 164), (False, 96, 68)])
+@pytest.mark.parametrize("split_k, loaded, streamed", [(None, 192, 136), ("outer", 192, 164), (None, 96, 68),
+                                                       ("inner", 192, 136)])
 def test_a_tile_kept_for_the_whole_run_drains_in_pieces_as_outputs_finish(reg, split_k, loaded, streamed):
     # 8 outputs of 32 bits, 8 MACs each (64 one-cycle steps of compute). Loaded whole: the 256 bits
     # drain after the last MAC, 128 cycles at 2 bit/cycle (32 at 8 bit/cycle): 64 + 128 = 192.
@@ -97,13 +101,16 @@ def test_a_tile_kept_for_the_whole_run_drains_in_pieces_as_outputs_finish(reg, s
     # after 8 cycles of compute, so the port is the bottleneck: 8 + 8 x 16 = 136. With K split in two
     # around the output loops, outputs finish only in the second half: the first at 36 cycles, and
     # 36 + 128 = 164. At 8 bit/cycle a piece takes 4 cycles, hidden behind the next output's 8:
-    # only the last one follows compute, 64 + 4 = 68.
+    # only the last one follows compute, 64 + 4 = 68. With K split inside the output loops, Reg keeps
+    # an output over two steps and drains it finished after the second: as without the split.
     a = _acc_arch(False, "8 bit/cycle" if loaded == 96 else "2 bit/cycle", reg)
     b = _acc_arch(True, "8 bit/cycle" if loaded == 96 else "2 bit/cycle", reg)
     op = gemm("g", m=2, n=4, k=8)
-    text = ("DRAM [ O A B ]\nAcc [ O ]\n| for K in [0:2)\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n"
-            "| for K in [0:4)\n") if split_k else \
-        "DRAM [ O A B ]\nAcc [ O ]\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n| for K in [0:8)\n"
+    text = {"outer": "DRAM [ O A B ]\nAcc [ O ]\n| for K in [0:2)\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n"
+                     "| for K in [0:4)\n",
+            "inner": "DRAM [ O A B ]\nAcc [ O ]\n| for N in [0:4)\n| for M in [0:2)\n| for K in [0:2)\nReg [ O ]\n"
+                     "| for K in [0:4)\n",
+            None: "DRAM [ O A B ]\nAcc [ O ]\n| for N in [0:4)\n| for M in [0:2)\nReg [ O ]\n| for K in [0:8)\n"}[split_k]
     for arch, cycles in ((a, loaded), (b, streamed)):
         res = simulate(op, arch, parse_text(text, arch), functional=False)
         assert res.cycles == cycles

@@ -168,13 +168,22 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
 
 def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
-    register written at the clock edge, or a level double-buffered when two of the mapping's tiles
-    fit (in its capacity, or in each class's partition)."""
+    register written at the clock edge, a level double-buffered when two of the mapping's tiles
+    fit (in its capacity, or in each class's partition), or a level that streams its tiles
+    (``stream_single_tile``) and keeps one tile of every operand for the whole run: it never
+    changes tiles, so it needs no second buffer to stream them."""
     lv = nest.arch.levels[c]
     if lv.refills_during_compute:
         return np.ones(nest.n, dtype=bool)
+    if lv.stream_single_tile and ("one tile", c) not in nest._fits:
+        one = np.ones(nest.n, dtype=bool)
+        for X in nest.op.operands:
+            if X.name in keep[c]:
+                one &= tile_transfer_rows(nest, X.dims, c) == 1
+        nest._fits[("one tile", c)] = one
+    one_tile = nest._fits.get(("one tile", c), np.zeros(nest.n, dtype=bool))
     if not lv.double_buffered_when_fits:
-        return np.zeros(nest.n, dtype=bool)
+        return one_tile
     if c not in nest._fits:
         use: dict[str | None, np.ndarray] = {}
         for X in nest.op.operands:
@@ -187,7 +196,7 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
             if cap is not None:
                 fits &= 2 * bits <= cap
         nest._fits[c] = fits
-    return nest._fits[c]
+    return nest._fits[c] | one_tile
 
 
 def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:

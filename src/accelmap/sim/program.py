@@ -274,9 +274,10 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         if digits is None:
             digits = _digits(n_steps, bounds)
         final = np.ones(len(drv.step), dtype=bool)
+        last_step = np.r_[drv.step[1:], n_steps] - 1          # a driver tile's outputs as it leaves
         for k, i in enumerate(above):
             if loops[i].level < d and loops[i].dim not in X.dims and loops[i].bound > 1:
-                final &= digits[drv.step, k] == loops[i].bound - 1
+                final &= digits[last_step, k] == loops[i].bound - 1
         piece = final / max(int(final.sum()), 1)
         ts.step = drv.step
         ts.load_bits, ts.load_parent_bits = (np.r_[v.sum(), np.zeros(len(piece) - 1)]
