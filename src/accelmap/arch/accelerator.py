@@ -88,6 +88,26 @@ class Level:
         granules = np.ceil(per * bits / (acc * g))
         return np.asarray(elements, dtype=np.float64) * acc / per * granules * g
 
+    def charged_bits_per_transfer(self, elements, bits: int, stream, counts, shares):
+        """Bits charged for ``elements`` elements of ``bits`` bits moving as part of a stream of ``stream``
+        elements whose transfers differ in size: ``counts[k]`` transfers each carry ``shares[k]`` parts of
+        the stream (K x rows arrays; a transfer's elements are ``shares[k] x stream / sum(counts x
+        shares)``). Each transfer is rounded up to whole granules on its own, as ZigZag rounds every
+        transfer period; by the bit without a granularity."""
+        g = self.access_granularity_bits
+        if g is None:
+            return elements * bits
+        counts = np.asarray(counts, dtype=np.float64)
+        shares = np.asarray(shares, dtype=np.float64)
+        total = (counts * shares).sum(axis=0)
+        st = np.asarray(stream, dtype=np.float64)
+        ok = (total > 0) & (st > 0)
+        # elements per share: a whole number wherever every instance moves the same (exact then)
+        per_share = np.where(ok, st, 1.0) / np.where(ok, total, 1.0)
+        granules = (counts * np.ceil(shares * per_share * bits / g)).sum(axis=0)
+        return np.where(ok, np.asarray(elements, dtype=np.float64) / np.where(ok, st, 1.0) * granules * g,
+                        np.asarray(elements, dtype=np.float64) * bits)
+
     @property
     def refills_during_compute(self) -> bool:
         """Do this level's transfers overlap the compute that reads it (double buffer or register)?"""
