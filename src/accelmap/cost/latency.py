@@ -1090,12 +1090,28 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             total = sum(load_time[name].values())
             periods = {}
             for c, x in held[name]:
+                X = op.operand(x)
                 if nest.above(c):
                     # a level with no loop of bound above 1 above it gets one tile: no period (the
                     # loops of bound 1 a batch keeps for its other rows must not give it one)
                     tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
-                    per = _period(nest, op.operand(x).dims, c) * steps / tiles_c
+                    per = _period(nest, X.dims, c) * steps / tiles_c
                     periods[(c, x)] = np.where((counts[(c, x)][0] != 0) & (tiles_c > 1), per, np.inf)
+                streams = streamed_tile(nest, keep, X, c)[0]
+                if streams.any():
+                    # a streamed tile's pieces recur with its driver's tiles (the first level below
+                    # that does not stream in that row)
+                    chain = [i for i in range(nlev) if x in keep[i]]
+                    d, per_d = chain[chain.index(c) + 1], np.full(n, np.inf)
+                    pending = streams.copy()
+                    while pending.any():
+                        tiles_d = np.prod(nest.B[:, nest.above(d)], axis=1)
+                        here = pending & ~streamed_tile(nest, keep, X, d)[0] & (tiles_d > 1)
+                        per_d = np.where(here, _period(nest, X.dims, d) * steps / tiles_d, per_d)
+                        pending &= streamed_tile(nest, keep, X, d)[0]
+                        d = chain[chain.index(d) + 1] if pending.any() else d
+                    periods[(c, x)] = np.where(streams & (counts[(c, x)][0] != 0), per_d,
+                                               periods.get((c, x), np.full(n, np.inf)))
             # Every stream on the port bounds the run, the rarer ones too: the loads the first step
             # of its last tile needs come first, and only the other streams' loads that fall
             # strictly inside that tile (their share of the run beyond one of their periods) may
