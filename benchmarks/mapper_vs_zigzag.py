@@ -34,6 +34,7 @@ level that holds their class (ZigZag has no bypass choice).
 
     python benchmarks/mapper_vs_zigzag.py [--objective edp] [--models resnet18 mobilenetv2]
         [--hardware tpu_like edge_tpu_like ascend_like] [--jobs 2] [--time-limit 10]
+    python benchmarks/mapper_vs_zigzag.py --model-only [--simulate]   # both cost models on ZigZag's mappings
 
 Prints a summary table and the per-layer disagreements; writes
 benchmarks/results/mapper_vs_zigzag.json.
@@ -382,13 +383,19 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def model_only(models: list[str], hardware: list[str], opt: str) -> dict:
+# --simulate: our simulator on ZigZag's mappings up to this many tile steps (its time grows with them)
+SIM_MAX_STEPS = 200_000
+
+
+def model_only(models: list[str], hardware: list[str], opt: str, sim: bool = False) -> dict:
     """Both cost models on ZigZag's own mappings (round-tripped into ours), per layer, and the share of
     every conversion property (the converted machine without it); no search on our side."""
     from accelmap.arch.accelerator import adopt_precision
     from accelmap.arch.zigzag_import import ZIGZAG_DIMS, load_zigzag_accelerator
     from accelmap.cost.model import evaluate
     from accelmap.errors import AccelmapError
+    from accelmap.sim import simulate
+    from accelmap.sim.program import tile_steps
     from accelmap.workload.models import load_model
 
     py = ensure_venv()
@@ -429,6 +436,8 @@ def model_only(models: list[str], hardware: list[str], opt: str) -> dict:
                     row["halo_ratio"] = 1.0 if X is None else math.prod(op.index_extent(X)) / math.prod(
                         min(e, n) for e, n in zip(op.index_extent(X), X.shape, strict=True))
                     row["causes"] = classify(row, import_notes)
+                    if sim and tile_steps(op, base, m) <= SIM_MAX_STEPS:
+                        row["simulator_cycles"] = simulate(op, base, m, functional=False).cycles
                 except (AccelmapError, KeyError, ValueError, StopIteration) as e:
                     row["status"] = f"not convertible: {e}"
                 rows.append(row)
@@ -470,6 +479,15 @@ def model_only(models: list[str], hardware: list[str], opt: str) -> dict:
             print(f"    [{cls}] {text}")
             by_class[cls] = by_class.get(cls, 0) + 1
     print("  causes per class: " + ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())))
+    simmed = [r for r in ok if "simulator_cycles" in r]
+    if simmed:
+        errs = sorted((r["ours"]["as converted"]["latency"] / r["simulator_cycles"] - 1, r["model"], r["hardware"],
+                       r["layer"]) for r in simmed)
+        within = sum(abs(e[0]) <= 0.02 for e in errs)
+        print(f"\nour model against our simulator on ZigZag's mappings ({len(simmed)} layers of at most "
+              f"{SIM_MAX_STEPS:,} tile steps): within 2% on {within}; largest errors:")
+        for e, mo, hw, lay in sorted(errs, key=lambda t: -abs(t[0]))[:5]:
+            print(f"  {e:+.2%}  {mo} {hw} {lay}")
     return {"rows": rows, "summary": summary, "causes_per_class": by_class}
 
 
@@ -482,13 +500,15 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
     ap.add_argument("--reuse-zigzag", action="store_true",
                     help="use ZigZag's results (and wall times) stored by an earlier run in results/zigzag_raw/")
+    ap.add_argument("--simulate", action="store_true",
+                    help="with --model-only: our simulator on ZigZag's mappings too (up to 200,000 tile steps)")
     ap.add_argument("--model-only", action="store_true",
                     help="no search: both cost models on ZigZag's stored mappings, per layer and per conversion "
                          "property (needs results/zigzag_raw/ from an earlier run)")
     a = ap.parse_args()
     if a.model_only:
         zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
-        out = model_only(a.models, a.hardware, zz_opt)
+        out = model_only(a.models, a.hardware, zz_opt, a.simulate)
         path = RESULTS.parent / "zigzag_model_agreement.json"
         path.write_text(json.dumps(out, indent=1) + "\n")
         print(f"wrote {path}")
