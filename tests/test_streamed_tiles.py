@@ -115,3 +115,31 @@ def test_a_tile_kept_for_the_whole_run_drains_in_pieces_as_outputs_finish(reg, s
         res = simulate(op, arch, parse_text(text, arch), functional=False)
         assert res.cycles == cycles
         assert res.model_latency == cycles
+
+
+@pytest.mark.parametrize("read, loaded, streamed", [("2 bit/cycle", 256, 180), ("4 bit/cycle", 176, 124),
+                                                    ("8 bit/cycle", 136, 96)])
+def test_outputs_that_finish_late_wait_for_the_loads_before_them(read, loaded, streamed):
+    # Big keeps A (8 words, loaded whole: read by the compute from Big), B (32 words, streamed in 8
+    # pieces at Reg's tiles) and C (4 outputs of 32 bits, streamed out at 2 bit/cycle, 16 cycles each)
+    # for the whole run. K is split around N, so outputs finish from the fifth of 8 steps (4 cycles
+    # each) on, and that step needs B's fifth piece. At 4 bit/cycle (A 16 cycles, a piece 8): the fifth
+    # piece arrives at 16 + 40 = 56, Reg's load and the step end at 61, and the four drains take
+    # 64 cycles more: 124 (the model took 5/8 of the run's compute for the first finished output:
+    # 108, before it counted the loads that step needs).
+    def arch(stream):
+        return accelerator_from_dict({"name": "late", "compute": {"mac_energy": "1 pJ"}, "levels": [
+            {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+             "read_bandwidth": read, "write_bandwidth": "2 bit/cycle"},
+            {"name": "Big", "holds": ["I", "W", "O"], "capacity": "1 KB", "width": "8 bit",
+             "read_bandwidth": "unbounded", "double_buffered": True, "stream_single_tile": stream},
+            {"name": "Reg", "holds": ["W", "O"], "capacity": "8 B", "width": "8 bit", "read_bandwidth": "unbounded",
+             "written_at_clock_edge": True}]})
+    op = gemm("g", m=1, n=4, k=8)
+    for stream, cycles in ((False, loaded), (True, streamed)):
+        a = arch(stream)
+        m = parse_text("DRAM [ O A B ]\nBig [ O A B ]\n| for K in [0:2)\n| for N in [0:4)\nReg [ O B ]\n"
+                       "| for K in [0:4)\n", a)
+        res = simulate(op, a, m, functional=False)
+        assert res.cycles == cycles
+        assert res.model_latency == cycles
