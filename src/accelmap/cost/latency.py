@@ -1055,7 +1055,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
         pieces = drain_pieces.get(c, out_tiles[c])
-        first = np.maximum(busy, bursts((), pieces)) * drain_lead.get(c, 1.0 / out_tiles[c])
+        first = paced_first = np.maximum(busy, bursts((), pieces)) * drain_lead.get(c, 1.0 / out_tiles[c])
         if c in drain_streamed and load_ports:
             # Outputs that finish late (a reduction loop outermost) need the loads before them: the
             # step that finishes the first needs every stream's tile of that step, so on each port the
@@ -1073,7 +1073,9 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             first = np.where(drain_streamed[c], np.maximum(first, needed - sum(pro.values(), zeros()) + step), first)
         bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + first, 0.0)
         drains = np.maximum(drains, bound)
-        drain_paces.append((bound, pieces))
+        # as the pace of the run's steps, the drains count from the compute before them: a wait for
+        # loads before the first finished output is no pace
+        drain_paces.append((np.where(epi_on[c], get(store_unit, c) - epi[c] + paced_first, 0.0), pieces))
     overlapped = np.maximum(overlapped, drains)
     bursty = bursts(drain_paces)
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
