@@ -78,6 +78,8 @@ def accelerators(draw):
             else:
                 lv["double_buffered"] = buffering
             lv["transfer_setup_cycles"] = draw(st.sampled_from([0, 0, 1, 5]))
+            # a tile kept for the whole run streams in during compute, or is loaded whole before it
+            lv["stream_single_tile"] = draw(st.booleans())
             # access granularity: the compute side's accesses are rounded up to whole granules
             granularity = draw(st.sampled_from([None, None, 4, 8, 16]))
             if granularity is not None:

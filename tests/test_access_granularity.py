@@ -171,3 +171,24 @@ def test_bad_granularity_is_one_clear_error(tmp_path, value, match):
     with pytest.raises(SpecError, match=match) as e:
         load(tmp_path, two_levels(value))
     assert "a.yaml" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_transfers_of_unequal_size_round_each_on_its_own(tmp_path):
+    """A 1-D sliding window (conv2d with H = 1: P over 4 outputs at DRAM, S = 3 at buf): buf's input
+    tile is 3 elements (24 bits) first, then one new element (8 bits) at each of the 3 steps. With a
+    16-bit granularity at DRAM each transfer is rounded on its own, as ZigZag rounds every transfer
+    period: 2 + 1 + 1 + 1 = 5 granules = 80 bits read from DRAM at 1 pJ/bit. Rounding the mean
+    transfer (6 elements in 4 transfers, 12 bits) would charge 4 granules, 64 pJ."""
+    from accelmap.workload.constructors import conv2d
+
+    data = two_levels()
+    data["levels"][0]["access_granularity"] = "16 bit"
+    arch = load(tmp_path, data)
+    op = conv2d("c", c=1, h=1, w=6, k=1, r=1, s=3, bits={"O": 16})
+    m = Mapping((Loop("Q", 4, 0), Loop("S", 3, 1)), (frozenset("IWO"), frozenset("IWO")))
+    r = evaluate(op, arch, m)
+    assert r.counts[("DRAM", "I")][1] == 6
+    assert r.energy[("DRAM", "I")] == 80
+    structure = [(l.dim, l.level, l.axis) for l in m.loops]
+    batch = evaluate_batch(op, arch, structure, m.keep, np.array([[l.bound for l in m.loops]]))
+    assert batch["energy"][0] == r.energy_total

@@ -115,6 +115,8 @@ def test_crossing_served_dims_are_placed_with_notes(tmp_path):
     assert [lv.written_at_clock_edge for lv in acc.levels] == [False, False, False, True, True]
     # the SRAMs double-buffer when two of a mapping's tiles fit (ZigZag's rule); the top receives no tiles
     assert [lv.double_buffered_when_fits for lv in acc.levels] == [False, True, True, False, False]
+    # ZigZag loads a tile kept for the whole run within the port's spare bandwidth during compute
+    assert all(lv.stream_single_tile for lv in acc.levels)
 
 
 def test_operand_links_from_the_mapping_file_decide_which_is_the_weight(tmp_path):

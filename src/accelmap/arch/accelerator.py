@@ -70,6 +70,10 @@ class Level:
     # Access granularity: the port moves whole granules of this many bits, so an access of w bits
     # costs ceil(w / granularity) granules (ZigZag's bandwidth_min); None = charged by the bit.
     access_granularity_bits: int | None = None
+    # An input tile that stays for the whole run (no temporal loop above the level moves it) streams
+    # in while compute runs, in pieces in the order the level below takes its tiles (ZigZag's
+    # loading within spare port bandwidth); False: loaded whole before the first compute.
+    stream_single_tile: bool = False
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
@@ -83,6 +87,26 @@ class Level:
         # exact: a correctly rounded quotient of whole numbers below 2**53 is exact when it is whole
         granules = np.ceil(per * bits / (acc * g))
         return np.asarray(elements, dtype=np.float64) * acc / per * granules * g
+
+    def charged_bits_per_transfer(self, elements, bits: int, stream, counts, shares):
+        """Bits charged for ``elements`` elements of ``bits`` bits moving as part of a stream of ``stream``
+        elements whose transfers differ in size: ``counts[k]`` transfers each carry ``shares[k]`` parts of
+        the stream (K x rows arrays; a transfer's elements are ``shares[k] x stream / sum(counts x
+        shares)``). Each transfer is rounded up to whole granules on its own, as ZigZag rounds every
+        transfer period; by the bit without a granularity."""
+        g = self.access_granularity_bits
+        if g is None:
+            return elements * bits
+        counts = np.asarray(counts, dtype=np.float64)
+        shares = np.asarray(shares, dtype=np.float64)
+        total = (counts * shares).sum(axis=0)
+        st = np.asarray(stream, dtype=np.float64)
+        ok = (total > 0) & (st > 0)
+        # elements per share: a whole number wherever every instance moves the same (exact then)
+        per_share = np.where(ok, st, 1.0) / np.where(ok, total, 1.0)
+        granules = (counts * np.ceil(shares * per_share * bits / g)).sum(axis=0)
+        return np.where(ok, np.asarray(elements, dtype=np.float64) / np.where(ok, st, 1.0) * granules * g,
+                        np.asarray(elements, dtype=np.float64) * bits)
 
     @property
     def refills_during_compute(self) -> bool:
@@ -197,6 +221,7 @@ class Accelerator:
                          + (", double-buffered" if lv.double_buffered else "")
                          + (", double-buffered when two tiles fit" if lv.double_buffered_when_fits else "")
                          + (", written at the clock edge" if lv.written_at_clock_edge else "")
+                         + (", a tile kept for the whole run streams in" if lv.stream_single_tile else "")
                          + (f", accessed in {lv.access_granularity_bits}-bit granules"
                             if lv.access_granularity_bits is not None else ""))
             if lv.fanout:

@@ -54,6 +54,7 @@ class LevelSpec(_Strict):
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
     access_granularity: Quantity | None = None
+    stream_single_tile: bool = False
     comment: str | None = None
 
     @field_validator("double_buffered", mode="before")
@@ -223,7 +224,8 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             fan = Fanout(tuple(axes), te)
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
                             ls.double_buffered is True, ls.bypass, fan, instances, ls.transfer_setup_cycles,
-                            ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran))
+                            ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
+                            ls.stream_single_tile))
         if fan:
             instances *= fan.size
     top = levels[0]

@@ -170,6 +170,9 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
     else:
         # ZigZag double-buffers a memory whenever two of the mapping's tiles fit in it
         d["double_buffered"] = "when_fits"
+    # ZigZag loads a tile that stays for the whole run (period count 1) within the port's spare
+    # bandwidth during compute (CostModelEvaluation.calc_loading_single_port_period_count_1)
+    d["stream_single_tile"] = True
     return d
 
 

@@ -168,13 +168,22 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
 
 def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
-    register written at the clock edge, or a level double-buffered when two of the mapping's tiles
-    fit (in its capacity, or in each class's partition)."""
+    register written at the clock edge, a level double-buffered when two of the mapping's tiles
+    fit (in its capacity, or in each class's partition), or a level that streams its tiles
+    (``stream_single_tile``) and keeps one tile of every operand for the whole run: it never
+    changes tiles, so it needs no second buffer to stream them."""
     lv = nest.arch.levels[c]
     if lv.refills_during_compute:
         return np.ones(nest.n, dtype=bool)
+    if lv.stream_single_tile and ("one tile", c) not in nest._fits:
+        one = np.ones(nest.n, dtype=bool)
+        for X in nest.op.operands:
+            if X.name in keep[c]:
+                one &= tile_transfer_rows(nest, X.dims, c) == 1
+        nest._fits[("one tile", c)] = one
+    one_tile = nest._fits.get(("one tile", c), np.zeros(nest.n, dtype=bool))
     if not lv.double_buffered_when_fits:
-        return np.zeros(nest.n, dtype=bool)
+        return one_tile
     if c not in nest._fits:
         use: dict[str | None, np.ndarray] = {}
         for X in nest.op.operands:
@@ -187,13 +196,109 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
             if cap is not None:
                 fits &= 2 * bits <= cap
         nest._fits[c] = fits
-    return nest._fits[c]
+    return nest._fits[c] | one_tile
 
 
 def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
     """Per level, does it overlap its transfers with compute under mapping ``m`` (``overlapping``)?"""
     nest = NestRows.of_mapping(op, arch, m)
     return tuple(bool(overlapping(nest, m.keep, c)[0]) for c in range(len(arch.levels)))
+
+
+def streamed_tile(nest: NestRows, keep, X, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in which input X's only tile at level c streams in during compute (``stream_single_tile``),
+    and per row the first piece's share of it and the number of pieces. The pieces follow the
+    *driver*, the first level below c in X's chain whose tile moves: one piece per tile the driver
+    receives, each the driver's load of that tile's share of the whole (the first instance's deltas,
+    as the simulator's), and the driver's tile waits only for its piece. A level in between streams
+    too, or c does not. Only a level that overlaps its transfers with compute streams: a
+    single-buffered one keeps the loaded-whole rule. Cached on the nest."""
+    key = ("streamed", X.name, c)
+    cached = nest._loads.get(key)
+    if cached is not None:
+        return cached[0], cached[1], cached[2]
+    n = nest.n
+    off = (np.zeros(n, dtype=bool), np.ones(n), np.ones(n))
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    lv = nest.arch.levels[c]
+    if X.is_output or not lv.stream_single_tile or c not in chain[1:-1]:
+        nest._loads[key] = off
+        return off
+    d = chain[chain.index(c) + 1]
+    on = overlapping(nest, keep, c) & (tile_transfer_rows(nest, X.dims, c) == 1)
+    moves = tile_transfer_rows(nest, X.dims, d)
+    full, _, counted = nest.deltas(X, d)
+    below_on, below_share, below_pieces = streamed_tile(nest, keep, X, d)
+    drives = (moves > 1) & (counted > 0)
+    share = np.where(below_on, below_share, full / np.where(drives, counted, 1))
+    pieces = np.where(below_on, below_pieces, moves)
+    out = (on & (below_on | drives), np.where(on, share, 1.0), np.where(on, pieces, 1))
+    nest._loads[key] = out
+    return out
+
+
+def streamed_drain(nest: NestRows, keep, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in which the output's only tile at level c drains to its parent during compute
+    (``stream_single_tile``); per row the number of equal pieces it drains in, one after each drain
+    of the driver (the first level below c in the output's chain whose tile moves) that leaves
+    finished outputs (every loop above the driver that does not index the output at its last
+    position), i.e. one per position of the loops above the driver over the output's dims; the
+    share of the run computed when the first finished drain leaves; and the share before the step
+    that finishes it. As for inputs, a level in
+    between streams too, and only a level that overlaps its transfers with compute streams. Cached
+    on the nest."""
+    X = nest.op.output
+    key = ("streamed drain", c)
+    cached = nest._loads.get(key)
+    if cached is not None:
+        return cached[0], cached[1], cached[2], cached[3]
+    n = nest.n
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    if not nest.arch.levels[c].stream_single_tile or c not in chain[1:-1]:
+        out = (np.zeros(n, dtype=bool), np.ones(n), np.ones(n), np.zeros(n))
+        nest._loads[key] = out
+        return out
+    d = chain[chain.index(c) + 1]
+    on = overlapping(nest, keep, c) & (tile_transfer_rows(nest, X.dims, c) == 1)
+    below_on, below_pieces, below_lead, below_start = streamed_drain(nest, keep, d)
+    above = nest.above(d)
+    finished, tiles, first = np.ones(n), np.ones(n), np.zeros(n)
+    for j in reversed(above):            # innermost first: the position of the first finished tile
+        b = nest.B[:, j]
+        if nest.structure[j][0] in X.dims:
+            finished = finished * b
+        else:
+            first = first + (b - 1) * tiles
+        tiles = tiles * b
+    pieces = np.where(below_on, below_pieces, finished)
+    lead = np.where(below_on, below_lead, (first + 1) / tiles)
+    start = np.where(below_on, below_start, first / tiles)
+    out = (on & (below_on | (finished > 1)), np.where(on, pieces, 1.0), np.where(on, lead, 1.0),
+           np.where(on, start, 0.0))
+    nest._loads[key] = out
+    return out
+
+
+def _period_share(nest: NestRows, keep, X, c: int) -> np.ndarray:
+    """The share of the run one of X's tiles at level c stays (its period over the run's tiles), per
+    row; for a streamed tile its driver's; infinite where the tile never changes."""
+    n = nest.n
+    share = np.full(n, np.inf)
+    if nest.above(c):
+        tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
+        share = np.where(tiles_c > 1, _period(nest, X.dims, c) / tiles_c, np.inf)
+    streams = streamed_tile(nest, keep, X, c)[0]
+    if streams.any():
+        chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+        d, per_d, pending = chain[chain.index(c) + 1], np.full(n, np.inf), streams.copy()
+        while pending.any():
+            tiles_d = np.prod(nest.B[:, nest.above(d)], axis=1)
+            here = pending & ~streamed_tile(nest, keep, X, d)[0] & (tiles_d > 1)
+            per_d = np.where(here, _period(nest, X.dims, d) / tiles_d, per_d)
+            pending &= streamed_tile(nest, keep, X, d)[0]
+            d = chain[chain.index(d) + 1] if pending.any() else d
+        share = np.where(streams, per_d, share)
+    return share
 
 
 def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
@@ -816,6 +921,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     store_unit: dict[int, np.ndarray] = {}
     tiles_at: dict[int, np.ndarray] = {}
     out_tiles: dict[int, np.ndarray] = {}   # output tiles a level receives
+    drain_pieces: dict[int, np.ndarray] = {}   # ... the drains they leave in (streamed: the pieces)
+    drain_lead: dict[int, np.ndarray] = {}     # ... the share of the run computed before the first
+    drain_streamed: dict[int, np.ndarray] = {}   # ... rows where the level's output tile drains streamed
+    drain_start: dict[int, np.ndarray] = {}      # ... the share of the run before the first finished step
     pro: dict[int, np.ndarray] = {}      # double-buffered levels: first loads, before any compute
     pro_on: dict[int, np.ndarray] = {}
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
@@ -864,10 +973,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
                 db = overlapping(nest, keep, c)
+                # a streamed drain leaves the level's one tile in pieces: no half is drained for reuse
+                streamed_out, pieces_out, lead_out, start_out = streamed_drain(nest, keep, c) if kind == "store" \
+                    else (None, None, None, None)
+                ringed = db & ~streamed_out if streamed_out is not None else db
                 if db.any() and X.is_output:
-                    add(ring, c, np.where(db, setup + np.maximum(tc, tp), 0.0))
-                    ring_moves[(c, kind)] = (np.where(db, setup + np.maximum(tc, tp), 0.0),
-                                             np.where(active & db, lc.transfer_setup_cycles, 0.0))
+                    add(ring, c, np.where(ringed, setup + np.maximum(tc, tp), 0.0))
+                    ring_moves[(c, kind)] = (np.where(ringed, setup + np.maximum(tc, tp), 0.0),
+                                             np.where(active & ringed, lc.transfer_setup_cycles, 0.0))
                 elif db.any() and kind == "load":
                     ring_inputs.setdefault(c, []).append((X.dims, (np.where(db, setup + np.maximum(tc, tp), 0.0),
                                                                    np.where(active & db, lc.transfer_setup_cycles, 0.0))))
@@ -880,6 +993,20 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     # of the elements moved (finished outputs may move at fewer bits than the rest)
                     share = np.where(child_elems > 0, np.minimum(
                         1.0, (first if kind == "load" else last_tile) / np.where(child_elems > 0, child_elems, 1)), 0.0)
+                    if kind == "load":
+                        # a streamed tile: only its first piece comes before compute; the last piece's
+                        # compute follows the last load (the overlapped bound below)
+                        streams, piece, pieces = streamed_tile(nest, keep, X, c)
+                        share = np.where(streams, piece, share)
+                        tiles_at[c] = np.where(streams, np.maximum(tiles_at[c], pieces), tiles_at[c])
+                    elif streamed_out is not None and pieces_out is not None and lead_out is not None \
+                            and start_out is not None:
+                        # ... and only the last piece of a streamed drain comes after compute
+                        share = np.where(streamed_out, 1.0 / pieces_out, share)
+                        drain_pieces[c] = np.where(streamed_out, pieces_out, out_tiles[c])
+                        drain_lead[c] = np.where(streamed_out, lead_out, 1.0 / out_tiles[c])
+                        drain_streamed[c] = streamed_out
+                        drain_start[c] = np.where(streamed_out, start_out, 0.0)
                     edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
@@ -889,7 +1016,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         orr(epi_on, c, active & db)
                     if X.is_output:
                         # the first reload and the last drain are in the prologue and epilogue
-                        add(ring, c, -edge)
+                        add(ring, c, -np.where(ringed, edge, 0.0))
     get = lambda d, c: d.get(c, 0.0)  # noqa: E731
     on = {c: ((get(load_unit, c) != 0) | (get(store_unit, c) != 0)) & ~overlapping(nest, keep, c)
           for c in range(1, nlev) if not levels[c].refills_during_compute and (c in load_unit or c in store_unit)}
@@ -927,10 +1054,28 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     drains = zeros()
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
-        first = np.maximum(busy, bursts((), out_tiles[c])) / out_tiles[c]
+        pieces = drain_pieces.get(c, out_tiles[c])
+        first = paced_first = np.maximum(busy, bursts((), pieces)) * drain_lead.get(c, 1.0 / out_tiles[c])
+        if c in drain_streamed and load_ports:
+            # Outputs that finish late (a reduction loop outermost) need the loads before them: the
+            # step that finishes the first needs every stream's tile of that step, so on each port the
+            # loads up to one period beyond the steps before it (the first loads are in the prologue).
+            start = drain_start[c]
+            needed = zeros()
+            for name in load_ports:
+                on_port = zeros()
+                for (lvl, x), t in load_time[name].items():
+                    share = _period_share(nest, keep, op.operand(x), lvl)
+                    on_port = on_port + t * np.minimum(1.0, start + np.where(np.isfinite(share), share, 1.0))
+                needed = np.maximum(needed, on_port)
+            # ... and then computes
+            step = busy * (drain_lead[c] - start)
+            first = np.where(drain_streamed[c], np.maximum(first, needed - sum(pro.values(), zeros()) + step), first)
         bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + first, 0.0)
         drains = np.maximum(drains, bound)
-        drain_paces.append((bound, out_tiles[c]))
+        # as the pace of the run's steps, the drains count from the compute before them: a wait for
+        # loads before the first finished output is no pace
+        drain_paces.append((np.where(epi_on[c], get(store_unit, c) - epi[c] + paced_first, 0.0), pieces))
     overlapped = np.maximum(overlapped, drains)
     bursty = bursts(drain_paces)
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
@@ -992,12 +1137,11 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             total = sum(load_time[name].values())
             periods = {}
             for c, x in held[name]:
-                if nest.above(c):
-                    # a level with no loop of bound above 1 above it gets one tile: no period (the
-                    # loops of bound 1 a batch keeps for its other rows must not give it one)
-                    tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
-                    per = _period(nest, op.operand(x).dims, c) * steps / tiles_c
-                    periods[(c, x)] = np.where((counts[(c, x)][0] != 0) & (tiles_c > 1), per, np.inf)
+                # a level with no loop of bound above 1 above it gets one tile: no period (the loops of
+                # bound 1 a batch keeps for its other rows must not give it one); a streamed tile's
+                # pieces recur with its driver's tiles
+                share = _period_share(nest, keep, op.operand(x), c)
+                periods[(c, x)] = np.where((counts[(c, x)][0] != 0) & np.isfinite(share), share * steps, np.inf)
             # Every stream on the port bounds the run, the rarer ones too: the loads the first step
             # of its last tile needs come first, and only the other streams' loads that fall
             # strictly inside that tile (their share of the run beyond one of their periods) may

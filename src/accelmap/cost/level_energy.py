@@ -16,8 +16,9 @@ access size:
 - from the parent (fills, and drains for the output): one access per tile transfer into each
   instance, carrying the elements that enter it (``tile_transfers``).
 A partial-sum read is an access of as many elements as the update (drain) it precedes. Where
-transfers of one stream differ in size (a sliding window's first tile and its deltas), the stream's
-mean access is rounded.
+transfers of one stream differ in size (a sliding window's first tile and its deltas), each is
+rounded on its own, as ZigZag rounds every transfer period: the first tile and each transition
+class's delta (the first instance's) carry their share of the stream.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from accelmap.arch.accelerator import Level
 from accelmap.cost.nest_rows import NestRows
 from accelmap.workload.operator import Operand
 
-__all__ = ["compute_accesses", "level_energy", "stream_accesses", "tile_transfers"]
+__all__ = ["compute_accesses", "level_energy", "stream_accesses", "tile_transfers", "transfer_sizes"]
 
 
 def compute_accesses(nest: NestRows, level: int) -> np.ndarray:
@@ -46,16 +47,25 @@ def tile_transfers(nest: NestRows, X: Operand, c: int) -> np.ndarray:
     return 1 + (cnt * (dl > 0)).sum(axis=0)
 
 
+def transfer_sizes(nest: NestRows, X: Operand, c: int, instances) -> tuple[np.ndarray, np.ndarray]:
+    """X's tile transfers into level c as (counts, shares), classes x rows: the first tile once per
+    instance, then each transition class whose delta is not empty as often as it occurs per instance,
+    each carrying its elements (the first instance's tile and deltas)."""
+    cnt, _ = nest.classes(c)
+    full, dl, _ = nest.deltas(X, c)
+    counts = np.vstack([np.ones((1, nest.n)), cnt * (dl > 0)]) * instances
+    return counts, np.vstack([full[None, :], dl]).astype(np.float64)
+
+
 def stream_accesses(nest: NestRows, keep, X: Operand, level: int) -> tuple:
     """Accesses of X's two streams at ``level`` per row, (from the parent, towards the compute
-    side): None where the level has no such stream."""
+    side): None where the level has no such stream. A stream of tile transfers is given as
+    ``transfer_sizes`` (counts, shares); the compute side's as a count of equal accesses."""
     chain = [i for i in range(nest.nlev) if X.name in keep[i]]
     k = chain.index(level)
-    parent = nest.used(level) * tile_transfers(nest, X, level) if k > 0 else None
-    if k + 1 < len(chain):
-        below = nest.used(level) * tile_transfers(nest, X, chain[k + 1])
-    else:
-        below = compute_accesses(nest, level)
+    parent = transfer_sizes(nest, X, level, nest.used(level)) if k > 0 else None
+    below: tuple | np.ndarray = (transfer_sizes(nest, X, chain[k + 1], nest.used(level)) if k + 1 < len(chain)
+                                 else compute_accesses(nest, level))
     return parent, below
 
 
@@ -75,7 +85,11 @@ def level_energy(lv: Level, bits: int, counts, finished=None, final_bits: int | 
         from_parent, towards_compute = accesses
 
         def charged(elements, b, stream, acc):
-            return elements * b if acc is None else lv.charged_bits(elements, b, stream, acc)
+            if acc is None:
+                return elements * b
+            if isinstance(acc, tuple):
+                return lv.charged_bits_per_transfer(elements, b, stream, *acc)
+            return lv.charged_bits(elements, b, stream, acc)
 
         stream = updates if is_output else reads
         read_bits = charged(reads, bits, stream, towards_compute)

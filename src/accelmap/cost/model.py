@@ -235,7 +235,8 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     for (i, name), cnt in raw.items():
         lv = arch.levels[i]
         out = name == op.output.name
-        acc = (tuple(None if a is None else int(a[0]) for a in stream_accesses(nest, m.keep, op.operand(name), i))
+        acc = (tuple(None if a is None else (a[0][:, 0], a[1][:, 0]) if isinstance(a, tuple) else int(a[0])
+                     for a in stream_accesses(nest, m.keep, op.operand(name), i))
                if nest is not None and lv.access_granularity_bits is not None else None)
         energy[(lv.name, name)] = float(level_energy(lv, bits[name], cnt.as_tuple(), finals.get(i) if out else None,
                                                      fb, out, acc))

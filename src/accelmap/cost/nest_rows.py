@@ -165,7 +165,7 @@ class NestRows:
         self._all_classes: tuple | None = None
         self._deltas: dict[tuple[str, int], tuple] = {}
         self._sizes: dict[tuple[str, int], tuple] = {}
-        self._fits: dict[int, np.ndarray] = {}   # per level: rows whose tiles fit twice
+        self._fits: dict[int | tuple, np.ndarray] = {}   # per level: rows whose tiles fit twice (and one-tile rows)
         self._edges: dict[int, list] = {}
         self._loads: dict[tuple, tuple | None] = {}   # (level, operand): loads per class; ("burst", level)
         self._moving: dict[tuple[frozenset[str], int], np.ndarray] = {}   # (dims, level): loops moving a tile

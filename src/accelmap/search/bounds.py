@@ -81,10 +81,12 @@ class BoundContext:
         self.scale = {(i, o.name): fewest_bits(o, arch) / lv.width_bits
                       for i, lv in enumerate(arch.levels) for o in op.operands}
         self._open_floor: dict[int, float] = {}
-        # Rule B9: levels that load with compute stopped under every mapping (single-buffered, and not
-        # double-buffered when two tiles fit), whose fills add to the MAC schedule.
+        # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
+        # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
+        # fills add to the MAC schedule.
         self.serial_fill = frozenset(i for i, lv in enumerate(arch.levels)
-                                     if not lv.refills_during_compute and not lv.double_buffered_when_fits)
+                                     if not lv.refills_during_compute and not lv.double_buffered_when_fits
+                                     and not lv.stream_single_tile)
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
                     free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None,

@@ -250,7 +250,8 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
         output index is a plain dim), so that is the whole tile, an edge tile's included."""
         pa, bwa, pb, bwb = pr_store[k]
         ta, tb = _port_time(sb[k][j], bwa), _port_time(spb[k][j], bwb)
-        su = setup[k] if sb[k][j] > 0 else 0.0
+        # a streamed drain's pieces are one DMA: its setup goes with the last piece
+        su = setup[k] if sb[k][j] > 0 and (not streams[k].streamed or j == len(sb[k]) - 1) else 0.0
         end = transfer(u_store[k], max(after, last_compute[k][j]), pa, ta, pb, tb, su,
                        f"store {streams[k].operand} tile {j}")
         store_end[k][j] = end
@@ -318,20 +319,21 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                 j = tile_idx[k] = tile_idx[k] + 1
                 nxt[k] = st_steps[k][j + 1] if j + 1 < len(st_steps[k]) else -1
                 ready = 0.0
-                if j - back[k] >= 0:
+                if j - back[k] >= 0 and not streams[k].streamed:
                     ready = max(last_compute[k][j - back[k]], store_end[k][j - back[k]])
                 if parent[k] >= 0:
                     ready = max(ready, cur_load[parent[k]])
                 if lb[k][j] > 0 or lpb[k][j] > 0:
                     pa, bwa, pb, bwb = pr_load[k]
+                    su = 0.0 if streams[k].streamed and j else setup[k]
                     end = transfer(u_load[k], ready, pa, _port_time(lpb[k][j], bwa), pb, _port_time(lb[k][j], bwb),
-                                   setup[k], f"load {streams[k].operand} tile {j}")
+                                   su, f"load {streams[k].operand} tile {j}")
                 else:
                     end = ready
                 load_end[k][j] = cur_load[k] = end
         need = max(cur_load, default=0.0)
         for k in range(ns):
-            if act[k] and out[k] and tile_idx[k] - back[k] >= 0:
+            if act[k] and out[k] and tile_idx[k] - back[k] >= 0 and not streams[k].streamed:
                 # the output half this tile accumulates into must have been drained
                 need = max(need, store_end[k][tile_idx[k] - back[k]])
         if not compute_dur:

@@ -20,7 +20,7 @@ from itertools import pairwise
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.latency import pipeline_overhead, used_instances
+from accelmap.cost.latency import pipeline_overhead, streamed_drain, streamed_tile, used_instances
 from accelmap.cost.model import access_counts
 from accelmap.cost.nest_rows import NestRows, output_bits
 from accelmap.mapping.loopnest import Mapping, loop_strides
@@ -42,6 +42,9 @@ class TransferStream:
     store_bits: np.ndarray        # per child tile: bits drained from the child when it leaves (outputs)
     store_parent_bits: np.ndarray # ... and written into the parent (per parent instance)
     scale: float = 1.0            # model total / first-instance total (1 for perfect mappings)
+    # the child's only tile, streamed in pieces at its driver's tiles (``stream_single_tile``): a
+    # piece overwrites nothing, so it waits for no release, and the pieces are one DMA (one setup)
+    streamed: bool = False
 
 
 @dataclass
@@ -194,8 +197,9 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     bits = {X.name: X.bits for X in op.operands}
     # the output's updates and drains in bits per level: finished outputs may move at fewer bits
     one = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in counts.items()}
-    out_bits = {i: (float(u[0]), float(d[0]))
-                for i, (u, d) in output_bits(NestRows.of_mapping(op, arch, m), m.keep, one).items()}
+    nest = NestRows.of_mapping(op, arch, m)
+    out_bits = {i: (float(u[0]), float(d[0])) for i, (u, d) in output_bits(nest, m.keep, one).items()}
+    shapes: dict[tuple[int, str], np.ndarray] = {}     # (level, operand) -> share of each tile's load
     prog = TileProgram(op, arch, m, n_steps, L, mac_cycles, pipe, {})
     for X, p, c in pairs:
         # c starts a new tile where a temporal loop above c advanced (or at the start)
@@ -228,6 +232,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
         moved[0] = True
         steps, delta = steps[moved], delta[moved]
         shape = delta / total if total else delta
+        shapes[(c, X.name)] = shape
         b = bits[X.name]
         # an output tile is drained when the next tile of the level starts (or at the end)
         ts = TransferStream(c, p, X.name, X.is_output, steps,
@@ -235,6 +240,50 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
                             shape * store_c_bits / n_c, shape * store_p_bits / n_p,
                             scale=(store_c if X.is_output else load_c) / (total * inst_c) if total else 1.0)
         prog.transfers.append(ts)
+
+    # A streamed tile moves in pieces at the tiles of its driver (the first level below in the
+    # operand's chain that does not stream), each the driver's share of the whole tile.
+    for ts in prog.transfers:
+        X = op.operand(ts.operand)
+        if X.is_output:
+            continue
+        if not streamed_tile(nest, m.keep, X, ts.level)[0][0]:
+            continue
+        chain = chains[X.name]
+        d = chain[chain.index(ts.level) + 1]
+        while streamed_tile(nest, m.keep, X, d)[0][0]:
+            d = chain[chain.index(d) + 1]
+        drv = next(t for t in prog.transfers if t.level == d and t.operand == X.name)
+        share = shapes[(d, X.name)]
+        ts.step = drv.step
+        ts.load_bits, ts.load_parent_bits = ts.load_bits.sum() * share, ts.load_parent_bits.sum() * share
+        ts.store_bits = ts.store_parent_bits = np.zeros(len(share))
+        ts.streamed = True
+    # A streamed drain leaves in equal pieces, one after each drain of its driver that leaves
+    # finished outputs (every loop above the driver that does not index the output at its last
+    # position): the piece goes when the driver's next tile starts, after the driver's drain.
+    for ts in prog.transfers:
+        X = op.operand(ts.operand)
+        if not X.is_output or not streamed_drain(nest, m.keep, ts.level)[0][0]:
+            continue
+        chain = chains[X.name]
+        d = chain[chain.index(ts.level) + 1]
+        while streamed_drain(nest, m.keep, d)[0][0]:
+            d = chain[chain.index(d) + 1]
+        drv = next(t for t in prog.transfers if t.level == d and t.operand == X.name)
+        if digits is None:
+            digits = _digits(n_steps, bounds)
+        final = np.ones(len(drv.step), dtype=bool)
+        last_step = np.r_[drv.step[1:], n_steps] - 1          # a driver tile's outputs as it leaves
+        for k, i in enumerate(above):
+            if loops[i].level < d and loops[i].dim not in X.dims and loops[i].bound > 1:
+                final &= digits[last_step, k] == loops[i].bound - 1
+        piece = final / max(int(final.sum()), 1)
+        ts.step = drv.step
+        ts.load_bits, ts.load_parent_bits = (np.r_[v.sum(), np.zeros(len(piece) - 1)]
+                                             for v in (ts.load_bits, ts.load_parent_bits))
+        ts.store_bits, ts.store_parent_bits = ts.store_bits.sum() * piece, ts.store_parent_bits.sum() * piece
+        ts.streamed = True
 
     # compute-side traffic: reads and updates at the last level of every operand, spread over steps
     for X in op.operands:
