@@ -279,7 +279,9 @@ def test_fractal_conv_code_is_bit_exact(fuse):
     assert run_and_check(c, seed=5).exact
     # tiles of single fractal blocks in N_o and M_o and of 5 blocks of K_o, with img2col and the weight
     # blocks fused into every tile (the cube's operand tiles built on the fly)
-    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"))
+    # (greedy fusion: at these tiny tiles the cost model would keep the layout statements apart)
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"),
+                             fusion="greedy")
     assert tiled.plans[-1].n_tiles == 2 * 2 * 3 * 3
     if fuse:
         assert [g for _, g in tiled.plans[0].fused] == [("S0",), ("S1",), ("S2",)]
@@ -483,7 +485,47 @@ def test_img2col_runs_on_the_mte_not_the_vector_unit():
     from accelmap.poly.sync import tile_program
     k = conv_fractal_kernel(N=1, C1=1, H=6, W=6, Co=16, KH=3, KW=3, dtype="int8")
     assert k.layout_statements() == {"S0", "S1", "S2"}
-    c = compile_subgraph(k, ASCEND, fuse=True)
+    c = compile_subgraph(k, ASCEND, fuse=True, fusion="greedy")   # all in one kernel's tile program
     queues = {i.text: i.queue for i in tile_program(c, c.plans[0])}
     assert queues["S1"] == queues["S2"] == "MTE-L1L0" and queues["S4"] == "cube"
     assert time_compiled(c).kernels[0].busy["vector"] == 1024 // 256   # only the L0C -> UB drain of Y (1 KiB)
+
+
+TWO_GEMMS = """name mm2
+input A[32, 1024] int8
+input B[1024, 64] int8
+input D[64, 256] int8
+C[i:32, j:64] = sum(cast(A[i, k], int32) * cast(B[k, j], int32), k=1024)
+E[i:32, p:256] = sum(C[i, j] * cast(D[j, p], int32), j=64)
+"""
+
+
+def test_cost_driven_fusion_keeps_a_recomputed_gemm_apart():
+    """E = (A B) D with tiles of 16 columns of E: greedy post-tiling fusion recomputes the K = 1024 GEMM in
+    each of E's 16 tiles; the cost-driven choice keeps it as its own kernel, is faster than both greedy
+    fusion and one kernel per statement, and its note's numbers are the two groupings' simulated totals
+    (a kernel's cost does not depend on how the other kernels are grouped, so the sums are exact)."""
+    k = parse_subgraph(TWO_GEMMS, "mm2")
+    spec = parse_tile_spec("S_3: 32@UB, 16@UB")
+    cost = compile_subgraph(k, ASCEND, tile_spec=spec)
+    greedy = compile_subgraph(k, ASCEND, tile_spec=spec, fusion="greedy")
+    per_op = compile_subgraph(k, ASCEND, tile_spec=spec, fuse=False, option_set="distribute")
+    assert [p.group for p in greedy.plans] == [("S2", "S3")] and greedy.plans[0].fused == [(0, ("S0", "S1"))]
+    assert [(p.group, p.fused) for p in cost.plans] == [(("S0", "S1"), []), (("S2", "S3"), [])]
+    t_cost, t_greedy, t_per_op = (time_compiled(c).cycles for c in (cost, greedy, per_op))
+    assert t_cost < t_per_op < t_greedy
+    assert cost.fusion_notes == (f"{{S0,S1}} not fused: fused {t_greedy:,} vs apart {t_cost:,} cycles (simulated)",)
+    assert cost.kept_apart == {"S0", "S1"}
+    assert run_and_check(cost, seed=2).exact
+
+
+def test_cost_driven_fusion_fuses_what_pays():
+    """Without the tile spec one tile holds everything: fusing the first GEMM saves its off-chip round trip."""
+    k = parse_subgraph(TWO_GEMMS, "mm2")
+    cost = compile_subgraph(k, ASCEND)
+    greedy = compile_subgraph(k, ASCEND, fusion="greedy")
+    assert [(p.group, p.fused) for p in cost.plans] == [(("S2", "S3"), [(0, ("S0", "S1"))])]
+    assert time_compiled(cost).cycles == time_compiled(greedy).cycles \
+        < time_compiled(compile_subgraph(k, ASCEND, fuse=False, option_set="distribute")).cycles
+    with pytest.raises(SpecError, match="fusion mode 'eager'"):
+        compile_subgraph(k, ASCEND, fusion="eager")

@@ -185,8 +185,11 @@ def test_producers_that_cannot_fit_a_fused_tile_become_kernels_again():
     GEMM's weight block (2.3 MB) cannot fit L1 at any tile size; the GEMM is given back as its own kernel."""
     m = model([node("MatMul", ["x", "w"], ["mm"]), node("LayerNormalization", ["mm", "g", "bt"], ["y"])],
               [("x", F, [16, 768]), ("w", F, [768, 768]), ("g", F, [768]), ("bt", F, [768])], [("y", F)])
-    c = compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=True)
-    assert ("S0", "S1") in [p.group for p in c.plans] and all(("S0", "S1") not in [g for _, g in p.fused]
-                                                              for p in c.plans)
-    assert c.kept_apart == {"S0", "S1", "S2", "S3", "S4", "S5"}     # said in `accelmap poly`'s kernel list
+    for fusion, apart in (("greedy", {"S0", "S1", "S2", "S3", "S4", "S5"}), ("cost", {"S0", "S1"})):
+        c = compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=True, fusion=fusion)
+        assert ("S0", "S1") in [p.group for p in c.plans] and all(("S0", "S1") not in [g for _, g in p.fused]
+                                                                  for p in c.plans)
+        # said in `accelmap poly`'s kernel list; greedy fusion gives back all the direct producers of the
+        # kernel that does not fit, the cost-driven one refuses only the GEMM
+        assert c.kept_apart == apart
     assert compile_subgraph(kernel_from_onnx(m), ASCEND, fuse=False).kept_apart == frozenset()

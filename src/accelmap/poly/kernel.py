@@ -15,6 +15,8 @@ import numpy as np
 
 from accelmap.errors import SpecError
 
+CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
+
 # dtype name -> (C type, bytes, NumPy dtype). fp16 is computed in C float and compared with a tolerance.
 DTYPES: dict[str, tuple[str, int, str]] = {
     "int8": ("signed char", 1, "int8"),

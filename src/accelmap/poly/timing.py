@@ -19,12 +19,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from accelmap.poly.compile import CUBE, Compiled, KernelPlan
-from accelmap.poly.kernel import Access, Call, dtype_bytes, strip_casts
+from accelmap.poly.kernel import CUBE, Access, Call, dtype_bytes, strip_casts
 from accelmap.poly.sync import group_flags, plan_flags, tile_program
+
+if TYPE_CHECKING:   # compile.py costs its fusion choices with this model
+    from accelmap.poly.compile import Compiled, KernelPlan
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
@@ -234,22 +237,24 @@ def simulate_kernel(work: TileWork | list[dict[str, int]], n_tiles: int, double_
     return total, busy, len(edges) * len(per_tile)
 
 
+def time_kernel(c: Compiled, plan: KernelPlan, double_buffer: bool = True, serialize: bool = False) -> KernelTiming:
+    """The simulated cycles, traffic and flags of one kernel of ``c`` (kernels run one after another)."""
+    costs = _TileCosts(c, plan)
+    per_tile, bin_, bout, blocks = [], 0, 0, 0
+    for cyc, i, o, b in costs.tiles():
+        per_tile.append(cyc)
+        bin_, bout, blocks = bin_ + i, bout + o, blocks + b
+    cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
+    program = tile_program(c, plan)
+    direct, kept = plan_flags(program)
+    # the DP weighs a flag against the producer work a merged wait adds: a queue's mean cycles per tile,
+    # shared evenly by its instructions in the tile program
+    count = {q: sum(1 for ins in program if ins.queue == q) for q in QUEUES}
+    weights = [busy[ins.queue] / len(per_tile) / count[ins.queue] for ins in program]
+    grouped, _ = group_flags(program, weights, SYNC_FLAG_CYCLES)
+    n = len(per_tile)
+    return KernelTiming(plan, bin_, bout, blocks, cycles, busy, len(grouped) * n, direct * n, kept * n)
+
+
 def time_compiled(c: Compiled, double_buffer: bool = True, serialize: bool = False) -> Timing:
-    out = Timing()
-    for plan in c.plans:
-        costs = _TileCosts(c, plan)
-        per_tile, bin_, bout, blocks = [], 0, 0, 0
-        for cyc, i, o, b in costs.tiles():
-            per_tile.append(cyc)
-            bin_, bout, blocks = bin_ + i, bout + o, blocks + b
-        cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
-        program = tile_program(c, plan)
-        direct, kept = plan_flags(program)
-        # the DP weighs a flag against the producer work a merged wait adds: a queue's mean cycles per tile,
-        # shared evenly by its instructions in the tile program
-        count = {q: sum(1 for ins in program if ins.queue == q) for q in QUEUES}
-        weights = [busy[ins.queue] / len(per_tile) / count[ins.queue] for ins in program]
-        grouped, _ = group_flags(program, weights, SYNC_FLAG_CYCLES)
-        n = len(per_tile)
-        out.kernels.append(KernelTiming(plan, bin_, bout, blocks, cycles, busy, len(grouped) * n, direct * n, kept * n))
-    return out
+    return Timing([time_kernel(c, plan, double_buffer, serialize) for plan in c.plans])
