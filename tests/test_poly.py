@@ -529,3 +529,16 @@ def test_cost_driven_fusion_fuses_what_pays():
         < time_compiled(compile_subgraph(k, ASCEND, fuse=False, option_set="distribute")).cycles
     with pytest.raises(SpecError, match="fusion mode 'eager'"):
         compile_subgraph(k, ASCEND, fusion="eager")
+
+
+def test_dsl_max_reduction_is_a_vector_reduction_and_bit_exact():
+    k = parse_subgraph("input X[6, 40] int16\nM[n:6] = max(X[n, d] * 3, d=40)\nY[n:6, d:40] = X[n, d] - M[n]\n", "mx")
+    init, update = k.statements[:2]
+    assert init.body.value == -32768 and update.combine == "max" and not update.is_cube
+    assert update.text().startswith("S1: M[n] max= ")
+    x = random_inputs(k, seed=1)
+    assert np.array_equal(reference(k, x)["Y"], x["X"] - (3 * x["X"].astype(np.int64)).max(axis=1, keepdims=True))
+    for fuse in (True, False):
+        assert run_and_check(compile_subgraph(k, ASCEND, fuse=fuse)).exact
+    with pytest.raises(SpecError, match="max takes the body and its reduction dims"):
+        parse_subgraph("input X[6, 4] int16\nM[n:6] = max(X[n, d], X[n, 0], d=4)\n", "bad")

@@ -47,6 +47,8 @@ def _wide(dtype: str) -> str:
 
 def _expr(e: Expr, k: Kernel, access) -> str:
     if isinstance(e, Const):
+        if isinstance(e.value, float) and math.isinf(e.value):
+            return "INFINITY" if e.value > 0 else "(-INFINITY)"
         return repr(float(e.value)) if isinstance(e.value, float) else f"{e.value}LL"
     if isinstance(e, Iter):
         return f"((long long)({DIM}{e.dim}))"
@@ -130,10 +132,11 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
         out_t = k.tensors[s.out.tensor]
         ctype = DTYPES[out_t.dtype][0]
         if s.kind == "init":
-            rhs = "0"
+            rhs = _expr(s.body, k, access)   # the reduction's identity
         elif s.kind == "update":
             operand = access_in(owner.get(s.name), cube=s.is_cube)   # the cube reads its operands from L0A/L0B
-            rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, operand)})"
+            acc, body = f"(({_wide(out_t.dtype)}){access(s.out)})", _expr(s.body, k, operand)
+            rhs = f"vmax({acc}, {body})" if s.combine == "max" else f"({acc} + {body})"
         else:
             rhs = _expr(s.body, k, access)
         lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) "
