@@ -26,6 +26,7 @@ from accelmap.poly.schedule import (
     make_context,
     statements_of,
 )
+from accelmap.poly.simd import contiguous_inner, sink_fast_dims
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 from accelmap.poly.timing import time_compiled, time_kernel
 
@@ -96,6 +97,8 @@ class Compiled:
     kept_apart: frozenset[str] = frozenset()
     # why each producer that could have been fused was not (cost-driven fusion)
     fusion_notes: tuple[str, ...] = ()
+    # per vector statement: its innermost loop walks its dominant tensor contiguously (full vector repeats)
+    vector_contiguous: dict[str, bool] = field(default_factory=dict)
 
     def ast_schedule(self) -> isl.Schedule:
         """The final tree with the skipped subtrees emptied, ready for AST generation."""
@@ -205,6 +208,7 @@ def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, 
     groups = [group_statements(n) for n in nodes]
     live = {t.name for t in k.live_out}
     deps = _statement_deps(prog)
+    contiguous = contiguous_inner(prog, scheduled)
     owner = {s: plan for plan in (KernelPlan(i, g) for i, g in enumerate(groups)) for s in plan.group}
     # id(plan) -> (plan, (cycles or inf, off-chip bytes), why it does not fit)
     costs: dict[int, tuple[KernelPlan, tuple[float, int], str]] = {}
@@ -217,7 +221,8 @@ def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, 
         if id(plan) not in costs:
             try:
                 _size_plan(prog, plan, plans, nodes, tile_spec, caps)
-                probe = Compiled(k, prog, option_set, scheduled, scheduled, [plan], arch, True)
+                probe = Compiled(k, prog, option_set, scheduled, scheduled, [plan], arch, True,
+                                 vector_contiguous=contiguous)
                 t = time_kernel(probe, plan)
                 costs[id(plan)] = (plan, (t.cycles, t.in_bytes + t.out_bytes), "")
             except SpecError:
@@ -508,13 +513,14 @@ FUSION_MODES = ("cost", "greedy")
 
 def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_set: str = "akg",
                      tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None,
-                     fusion: str = "cost") -> Compiled:
+                     fusion: str = "cost", sink: bool = True) -> Compiled:
     """Schedule, tile and (with ``fuse``) fuse the subgraph. ``fusion="greedy"`` fuses every producer whose
     consumers share a kernel, as the paper does, giving back only producers that cannot fit. ``"cost"`` (the
     default) chooses by simulated cycles among three groupings: ``plan_by_cost`` (fuse a producer only when
     the timing model says it pays) on the groups of ``option_set``'s schedule and on one statement per group
     (the ``distribute`` schedule), and the greedy one. So it is never slower than the greedy grouping nor
-    than one kernel per statement."""
+    than one kernel per statement. ``sink`` makes the contiguous loop of vector bands innermost
+    (``simd.sink_fast_dims``)."""
     if fusion not in FUSION_MODES:
         raise SpecError(f"fusion mode {fusion!r} is not one of {', '.join(FUSION_MODES)}", where="fusion")
     for spec_stmt in tile_spec or {}:
@@ -524,7 +530,7 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                             where="--tiles")
     caps = _capacities(arch)
     if not fuse or fusion == "greedy":
-        return _compile_greedy(k, arch, fuse, option_set, tile_spec, caps)
+        return _compile_greedy(k, arch, fuse, option_set, tile_spec, caps, sink)
     best: Compiled | None = None
     best_cycles = 0
     error: MappingError | None = None
@@ -533,6 +539,8 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
         prog = build_program(k, make_context(opts))
         scheduled = external_schedule(prog) if k.external_schedule \
             else fuse_siblings(prog, compute_schedule(prog.domain, prog.deps, prog.raw))
+        if sink and not k.external_schedule:
+            scheduled = sink_fast_dims(prog, scheduled)
         groups = [group_statements(n) for n in group_nodes(scheduled)]
         if groups in seen:
             continue   # the same grouping gives the same plans
@@ -545,10 +553,10 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
         if best is None or cycles < best_cycles:
             kept = frozenset(s for g, _why in notes for s in g)
             best = Compiled(k, prog, opts, scheduled, _transform(prog, scheduled, plans), plans, arch, True, kept,
-                            tuple("{" + ",".join(g) + "} " + why for g, why in notes))
+                            tuple("{" + ",".join(g) + "} " + why for g, why in notes), contiguous_inner(prog, scheduled))
             best_cycles = cycles
     try:   # the paper's greedy grouping is a candidate too (cost-driven choices are greedy themselves)
-        greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps)
+        greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps, sink)
     except MappingError as e:
         error = error or e
     else:
@@ -563,12 +571,15 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
 
 
 def _compile_greedy(k: Kernel, arch: Accelerator, fuse: bool, option_set: str,
-                    tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int]) -> Compiled:
+                    tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int],
+                    sink: bool = True) -> Compiled:
     ctx = make_context(option_set)
     prog = build_program(k, ctx)
     scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
     if fuse:
         scheduled = fuse_siblings(prog, scheduled)
+    if sink and not k.external_schedule:
+        scheduled = sink_fast_dims(prog, scheduled)
     plans = plan_kernels(prog, scheduled, fuse)
     nodes = group_nodes(scheduled)
     apart: set[int] = set()
@@ -587,7 +598,8 @@ def _compile_greedy(k: Kernel, arch: Accelerator, fuse: bool, option_set: str,
             apart_names |= {name for idx, group in e.plan.fused if idx in direct for name in group}
             plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
-    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names))
+    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names),
+                    vector_contiguous=contiguous_inner(prog, scheduled))
 
 
 def external_schedule(prog: PolyProgram) -> isl.Schedule:

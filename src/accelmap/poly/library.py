@@ -59,6 +59,17 @@ LIBRARY: dict[str, tuple[dict[str, int], str]] = {
         input Scale[C] float32
         input Shift[C] float32
         Y[n:N, c:C, h:H, w:W] = (X[n, c, h, w] - Mean[c]) * Scale[c] + Shift[c]"""),
+    # Reductions over a non-last axis: the scheduler runs the reduction loop innermost, strided in memory;
+    # sinking the fast dimension (AKG's SinkLastAxis) makes the contiguous axis innermost instead.
+    "col_sum": ({"N": 64, "D": 256}, """
+        input X[N, D] float16
+        S[d:D] = sum(X[n, d], n=N)"""),
+    "softmax_mid": ({"N": 16, "C": 64, "W": 32}, """
+        input X[N, C, W] float32
+        M[n:N, w:W] = max(X[n, c, w], c=C)
+        E[n:N, c:C, w:W] = exp(X[n, c, w] - M[n, w])
+        S[n:N, w:W] = sum(E[n, c, w], c=C)
+        Y[n:N, c:C, w:W] = E[n, c, w] / S[n, w]"""),
     # A Table-1-like elementwise chain (bias, ReLU, scale, residual add): 4 ops, one fused kernel.
     "chain": ({"N": 64, "D": 512}, """
         input X[N, D] float16

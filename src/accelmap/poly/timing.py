@@ -31,6 +31,7 @@ if TYPE_CHECKING:   # compile.py costs its fusion choices with this model
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
+VECTOR_BLOCKS = 8   # blocks of 32 contiguous bytes per vector repeat (AKG's kVBlockNum)
 # Fixed cycles to start one DMA transfer (one tensor's tile) when the accelerator file gives none for
 # its DRAM level (transfer_setup_cycles). An assumption of this model: without it a tile of 32 bytes
 # would look as cheap per byte as a tile of 32 KiB.
@@ -169,9 +170,11 @@ class _TileCosts:
                 continue   # the cube's first accumulation overwrites L0C: no separate clear
             elif name in self.layout:
                 continue   # img2col / fractal layout: the MTE produces it in the cube operand's L1 -> L0 load
-            else:
+            elif c.vector_contiguous.get(name, True):
                 cyc["vector"] += math.ceil(math.prod(box.values()) * dtype_bytes(k.tensors[st.out.tensor].dtype)
                                            / VECTOR_BYTES)
+            else:   # the innermost loop is strided in memory: one element per 32-byte block of a repeat
+                cyc["vector"] += math.ceil(math.prod(box.values()) / VECTOR_BLOCKS)
         # L0C -> UB (on the vector queue), once the accumulation of an output tile is complete
         drain = {t: math.ceil(nbytes[t] / VECTOR_BYTES) for t in cube_outs if "UB" in plan.footprints[t].buffers}
         cyc["MTE-L1L0"] = math.ceil(l0 / self.l1_bw)
