@@ -344,7 +344,22 @@ def test_sync_flags_of_the_fused_fig3_tile():
         ("MTE-in", "copy A in"), ("MTE-in", "copy B in"), ("vector", "S0"), ("MTE-L1L0", "load A1 to L0"),
         ("MTE-L1L0", "load B to L0"), ("cube", "S2"), ("vector", "S3"), ("vector", "S4"), ("MTE-out", "copy E out")]
     assert plan_flags(prog) == (7, 6)
-    assert time_compiled(c).kernels[0].flags_covered == 6 * plan.n_tiles
+    t = time_compiled(c)
+    assert t.kernels[0].flags_covered == 6 * plan.n_tiles
+    # the flags left after the DP are issued every tile: SYNC_FLAG_CYCLES per set/wait pair, in the cycles
+    assert t.kernels[0].flag_cycles == 16 * t.kernels[0].flags > 0
+
+
+def test_sync_flags_cost_cycles(monkeypatch):
+    import accelmap.poly.timing as timing
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True)
+    with_flags = time_compiled(c)
+    monkeypatch.setattr(timing, "SYNC_FLAG_CYCLES", 0)
+    free = time_compiled(c)
+    assert free.kernels[0].flag_cycles == 0 and free.cycles < with_flags.cycles
+    # per queue the busy cycles grow by exactly the flags' issue cycles
+    assert sum(with_flags.kernels[0].busy.values()) - sum(free.kernels[0].busy.values()) \
+        == with_flags.kernels[0].flag_cycles
 
 
 def test_l0_tiling_is_in_the_emitted_code():
