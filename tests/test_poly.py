@@ -578,3 +578,36 @@ def test_sinking_the_fast_dimension_makes_a_column_sum_contiguous():
     sched = isl.Map("{ S[n, d] -> [d, n] : 0 <= n < 4 and 0 <= d < 3 }")
     acc = isl.Map("{ S[n, d] -> X[n, d] : 0 <= n < 4 and 0 <= d < 3 }")
     assert not contiguous_along(sched, acc, 1) and contiguous_along(sched, acc, 0)
+
+
+def test_sync_flags_are_emitted_in_the_c_and_checked_when_it_runs():
+    """The six DP-grouped flags of the fused Fig. 3 tile are set/wait statements in the code, each set after
+    its producer's loops and the wait before its consumer's; the emulation counts a wait that finds its flag
+    unset, so dropping a set makes every tile report one."""
+    import ctypes
+
+    from accelmap.codegen.build import compile_shared, load_run
+    from accelmap.poly.c_code import with_flags
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"),
+                         fusion="greedy")
+    _, flags, skipped = with_flags(c)
+    assert skipped == 0 and [(f.producer_instr, f.consumer_instr) for f in flags] == [
+        ("copy A in", "S0"), ("S0", "load A1 to L0"), ("copy B in", "load B to L0"), ("load B to L0", "S2"),
+        ("S2", "S3"), ("S4", "copy E out")]
+    assert len(flags) == time_compiled(c).kernels[0].flags // c.plans[0].n_tiles
+    src, args = generate_c(c)
+    body = src[src.index("int accelmap_run"):]
+    for f in flags:
+        assert body.index(f"{f.set_stmt}();") < body.index(f"{f.wait_stmt}();")
+    assert body.index("in1_B(") < body.index("set1_2();") < body.index("wait1_2();") < body.index("l01_B(")
+    assert run_and_check(c).exact
+
+    def run(code):
+        fn = load_run(compile_shared(code))
+        x = random_inputs(c.kernel, seed=0)
+        arrays = [np.ascontiguousarray(x[n]) if n in x else np.zeros(c.kernel.tensors[n].shape, np.int32)
+                  for n in args]
+        return fn((ctypes.c_void_p * len(args))(*[a.ctypes.data for a in arrays]), (ctypes.c_longlong * 1)(0))
+
+    assert run(src) == 0
+    assert run(src.replace("      set1_2();\n", "", 1)) == c.plans[0].n_tiles == 4
