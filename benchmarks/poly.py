@@ -62,7 +62,9 @@ FIG9 = {
     "bn_update": [dict(N=16, C=64, H=32, W=32), dict(N=16, C=128, H=16, W=16), dict(N=16, C=256, H=8, W=8)],
 }
 GEMM = [64, 128, 256, 512, 1024, 2048, 4608]
-TABLE1 = {"t1_p1": dict(N=2, C=16, H=64, W=64), "t1_p4": dict(N=256, D=1024)}
+# Table 1: (16,16,512,512), (256,512,16,16), (30522,1024), (1024,1024), (64,1,16,16); scaled except pattern 5
+TABLE1 = {"t1_p1": dict(N=2, C=16, H=64, W=64), "t1_p2": dict(N=16, C=64, H=16, W=16),
+          "t1_p3": dict(V=2048, D=1024), "t1_p4": dict(N=256, D=1024), "t1_p5": dict(N=64, H=16, W=16)}
 TUNE_CASES = {"matmul": dict(M=512, N=512, K=512), "t1_p4": dict(N=256, D=1024)}
 TUNE_ROUNDS = 4
 SIMD = {"col_sum": dict(N=1024, D=512), "softmax_mid": dict(N=16, C=64, W=32)}

@@ -111,7 +111,7 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
         spec = parse_tile_spec(tr.spec) if tr.spec else None
     c = compile_subgraph(k, acc, fuse=fuse, option_set=option_set, tile_spec=spec, fusion=fusion)
     click.echo(str(k))
-    click.echo(f"\nschedule after the isl scheduler (option set {option_set}):")
+    click.echo(f"\nschedule after the isl scheduler (option set {c.option_set}):")
     click.echo(str(c.scheduled.get_root()))
     click.echo(f"\nschedule after tiling{' and post-tiling fusion' if fuse else ''}:")
     click.echo(str(c.schedule.get_root()))
