@@ -63,7 +63,8 @@ def test_akg_option_set_gives_fig3c_groups():
     c = compile_subgraph(fig3(), ASCEND, fuse=False)
     assert [group_statements(n) for n in group_nodes(c.scheduled)] == [("S0",), ("S1", "S2", "S3", "S4")]
     # the default isl options fuse everything into one skewed band instead
-    assert len(group_nodes(compile_subgraph(fig3(), ASCEND, option_set="pluto").scheduled)) == 1
+    # (without fusion: cost-driven fusion may pick another option set's grouping)
+    assert len(group_nodes(compile_subgraph(fig3(), ASCEND, option_set="pluto", fuse=False).scheduled)) == 1
 
 
 def test_overlapped_producer_tile_of_the_3x3_stencil():
@@ -279,7 +280,9 @@ def test_fractal_conv_code_is_bit_exact(fuse):
     assert run_and_check(c, seed=5).exact
     # tiles of single fractal blocks in N_o and M_o and of 5 blocks of K_o, with img2col and the weight
     # blocks fused into every tile (the cube's operand tiles built on the fly)
-    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"))
+    # (greedy fusion: at these tiny tiles the cost model would keep the layout statements apart)
+    tiled = compile_subgraph(k, ASCEND, fuse=fuse, tile_spec=parse_tile_spec("S_4: 1@UB, 1@L0B, 1@L0A, 5@L0A"),
+                             fusion="greedy")
     assert tiled.plans[-1].n_tiles == 2 * 2 * 3 * 3
     if fuse:
         assert [g for _, g in tiled.plans[0].fused] == [("S0",), ("S1",), ("S2",)]
@@ -341,7 +344,22 @@ def test_sync_flags_of_the_fused_fig3_tile():
         ("MTE-in", "copy A in"), ("MTE-in", "copy B in"), ("vector", "S0"), ("MTE-L1L0", "load A1 to L0"),
         ("MTE-L1L0", "load B to L0"), ("cube", "S2"), ("vector", "S3"), ("vector", "S4"), ("MTE-out", "copy E out")]
     assert plan_flags(prog) == (7, 6)
-    assert time_compiled(c).kernels[0].flags_covered == 6 * plan.n_tiles
+    t = time_compiled(c)
+    assert t.kernels[0].flags_covered == 6 * plan.n_tiles
+    # the flags left after the DP are issued every tile: SYNC_FLAG_CYCLES per set/wait pair, in the cycles
+    assert t.kernels[0].flag_cycles == 16 * t.kernels[0].flags > 0
+
+
+def test_sync_flags_cost_cycles(monkeypatch):
+    import accelmap.poly.timing as timing
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True)
+    with_flags = time_compiled(c)
+    monkeypatch.setattr(timing, "SYNC_FLAG_CYCLES", 0)
+    free = time_compiled(c)
+    assert free.kernels[0].flag_cycles == 0 and free.cycles < with_flags.cycles
+    # per queue the busy cycles grow by exactly the flags' issue cycles
+    assert sum(with_flags.kernels[0].busy.values()) - sum(free.kernels[0].busy.values()) \
+        == with_flags.kernels[0].flag_cycles
 
 
 def test_l0_tiling_is_in_the_emitted_code():
@@ -483,7 +501,113 @@ def test_img2col_runs_on_the_mte_not_the_vector_unit():
     from accelmap.poly.sync import tile_program
     k = conv_fractal_kernel(N=1, C1=1, H=6, W=6, Co=16, KH=3, KW=3, dtype="int8")
     assert k.layout_statements() == {"S0", "S1", "S2"}
-    c = compile_subgraph(k, ASCEND, fuse=True)
+    c = compile_subgraph(k, ASCEND, fuse=True, fusion="greedy")   # all in one kernel's tile program
     queues = {i.text: i.queue for i in tile_program(c, c.plans[0])}
     assert queues["S1"] == queues["S2"] == "MTE-L1L0" and queues["S4"] == "cube"
     assert time_compiled(c).kernels[0].busy["vector"] == 1024 // 256   # only the L0C -> UB drain of Y (1 KiB)
+
+
+TWO_GEMMS = """name mm2
+input A[32, 1024] int8
+input B[1024, 64] int8
+input D[64, 256] int8
+C[i:32, j:64] = sum(cast(A[i, k], int32) * cast(B[k, j], int32), k=1024)
+E[i:32, p:256] = sum(C[i, j] * cast(D[j, p], int32), j=64)
+"""
+
+
+def test_cost_driven_fusion_keeps_a_recomputed_gemm_apart():
+    """E = (A B) D with tiles of 16 columns of E: greedy post-tiling fusion recomputes the K = 1024 GEMM in
+    each of E's 16 tiles; the cost-driven choice keeps it as its own kernel, is faster than both greedy
+    fusion and one kernel per statement, and its note's numbers are the two groupings' simulated totals
+    (a kernel's cost does not depend on how the other kernels are grouped, so the sums are exact)."""
+    k = parse_subgraph(TWO_GEMMS, "mm2")
+    spec = parse_tile_spec("S_3: 32@UB, 16@UB")
+    cost = compile_subgraph(k, ASCEND, tile_spec=spec)
+    greedy = compile_subgraph(k, ASCEND, tile_spec=spec, fusion="greedy")
+    per_op = compile_subgraph(k, ASCEND, tile_spec=spec, fuse=False, option_set="distribute")
+    assert [p.group for p in greedy.plans] == [("S2", "S3")] and greedy.plans[0].fused == [(0, ("S0", "S1"))]
+    assert [(p.group, p.fused) for p in cost.plans] == [(("S0", "S1"), []), (("S2", "S3"), [])]
+    t_cost, t_greedy, t_per_op = (time_compiled(c).cycles for c in (cost, greedy, per_op))
+    assert t_cost < t_per_op < t_greedy
+    assert cost.fusion_notes == (f"{{S0,S1}} not fused: fused {t_greedy:,} vs apart {t_cost:,} cycles (simulated)",)
+    assert cost.kept_apart == {"S0", "S1"}
+    assert run_and_check(cost, seed=2).exact
+
+
+def test_cost_driven_fusion_fuses_what_pays():
+    """Without the tile spec one tile holds everything: fusing the first GEMM saves its off-chip round trip."""
+    k = parse_subgraph(TWO_GEMMS, "mm2")
+    cost = compile_subgraph(k, ASCEND)
+    greedy = compile_subgraph(k, ASCEND, fusion="greedy")
+    assert [(p.group, p.fused) for p in cost.plans] == [(("S2", "S3"), [(0, ("S0", "S1"))])]
+    assert time_compiled(cost).cycles == time_compiled(greedy).cycles \
+        < time_compiled(compile_subgraph(k, ASCEND, fuse=False, option_set="distribute")).cycles
+    with pytest.raises(SpecError, match="fusion mode 'eager'"):
+        compile_subgraph(k, ASCEND, fusion="eager")
+
+
+def test_dsl_max_reduction_is_a_vector_reduction_and_bit_exact():
+    k = parse_subgraph("input X[6, 40] int16\nM[n:6] = max(X[n, d] * 3, d=40)\nY[n:6, d:40] = X[n, d] - M[n]\n", "mx")
+    init, update = k.statements[:2]
+    assert init.body.value == -32768 and update.combine == "max" and not update.is_cube
+    assert update.text().startswith("S1: M[n] max= ")
+    x = random_inputs(k, seed=1)
+    assert np.array_equal(reference(k, x)["Y"], x["X"] - (3 * x["X"].astype(np.int64)).max(axis=1, keepdims=True))
+    for fuse in (True, False):
+        assert run_and_check(compile_subgraph(k, ASCEND, fuse=fuse)).exact
+    with pytest.raises(SpecError, match="max takes the body and its reduction dims"):
+        parse_subgraph("input X[6, 4] int16\nM[n:6] = max(X[n, d], X[n, 0], d=4)\n", "bad")
+
+
+def test_sinking_the_fast_dimension_makes_a_column_sum_contiguous():
+    """S[d] = sum over n of X[n, d]: the scheduler runs n innermost, a stride of D elements through X; sinking
+    puts d innermost (the band is permutable), so the vector repeats are full, and the code stays exact."""
+    import islpy as isl
+
+    from accelmap.poly.simd import contiguous_along
+    k = parse_subgraph("input X[256, 128] int32\nS[d:128] = sum(X[n, d], n=256)\n", "colsum")
+    sunk, plain = compile_subgraph(k, ASCEND), compile_subgraph(k, ASCEND, sink=False)
+    assert sunk.vector_contiguous == {"S0": True, "S1": True} and plain.vector_contiguous == {"S0": True, "S1": False}
+    assert "S1[d, n] -> [(n)]" in str(sunk.scheduled.get_root()).split("S1[d, n] -> [(d)]")[0]
+    t_sunk, t_plain = time_compiled(sunk), time_compiled(plain)
+    vector = [sum(kt.busy["vector"] for kt in t.kernels) for t in (t_sunk, t_plain)]
+    # int32: 64 elements per 256-byte repeat when contiguous, 8 (one per 32-byte block) when strided
+    assert t_sunk.cycles < t_plain.cycles and vector[0] * 4 < vector[1]
+    assert run_and_check(sunk).exact and run_and_check(plain).exact
+    sched = isl.Map("{ S[n, d] -> [d, n] : 0 <= n < 4 and 0 <= d < 3 }")
+    acc = isl.Map("{ S[n, d] -> X[n, d] : 0 <= n < 4 and 0 <= d < 3 }")
+    assert not contiguous_along(sched, acc, 1) and contiguous_along(sched, acc, 0)
+
+
+def test_sync_flags_are_emitted_in_the_c_and_checked_when_it_runs():
+    """The six DP-grouped flags of the fused Fig. 3 tile are set/wait statements in the code, each set after
+    its producer's loops and the wait before its consumer's; the emulation counts a wait that finds its flag
+    unset, so dropping a set makes every tile report one."""
+    import ctypes
+
+    from accelmap.codegen.build import compile_shared, load_run
+    from accelmap.poly.c_code import with_flags
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 32@UB, 32@UB"),
+                         fusion="greedy")
+    _, flags, skipped = with_flags(c)
+    assert skipped == 0 and [(f.producer_instr, f.consumer_instr) for f in flags] == [
+        ("copy A in", "S0"), ("S0", "load A1 to L0"), ("copy B in", "load B to L0"), ("load B to L0", "S2"),
+        ("S2", "S3"), ("S4", "copy E out")]
+    assert len(flags) == time_compiled(c).kernels[0].flags // c.plans[0].n_tiles
+    src, args = generate_c(c)
+    body = src[src.index("int accelmap_run"):]
+    for f in flags:
+        assert body.index(f"{f.set_stmt}();") < body.index(f"{f.wait_stmt}();")
+    assert body.index("in1_B(") < body.index("set1_2();") < body.index("wait1_2();") < body.index("l01_B(")
+    assert run_and_check(c).exact
+
+    def run(code):
+        fn = load_run(compile_shared(code))
+        x = random_inputs(c.kernel, seed=0)
+        arrays = [np.ascontiguousarray(x[n]) if n in x else np.zeros(c.kernel.tensors[n].shape, np.int32)
+                  for n in args]
+        return fn((ctypes.c_void_p * len(args))(*[a.ctypes.data for a in arrays]), (ctypes.c_longlong * 1)(0))
+
+    assert run(src) == 0
+    assert run(src.replace("      set1_2();\n", "", 1)) == c.plans[0].n_tiles == 4

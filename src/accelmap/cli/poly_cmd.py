@@ -62,6 +62,9 @@ def _node_selection(path: str, nodes: str | None) -> list[str] | None:
 @click.option("--arch", "-a", default="ascend_like", show_default=True, help="Accelerator preset or YAML.")
 @click.option("--fuse/--no-fuse", default=False, show_default=True,
               help="Post-tiling fusion of intermediate groups into the live-out tiles.")
+@click.option("--fusion", type=click.Choice(["cost", "greedy"]), default="cost", show_default=True,
+              help="With --fuse: fuse a producer only when the simulated cycles drop (cost), or every producer "
+                   "whose consumers share a kernel, as the paper does (greedy).")
 @click.option("--run", "run_it", is_flag=True, help="Compile the C with the host compiler, run, compare with NumPy.")
 @click.option("--tiles", default=None, help="Tile spec (Fig. 4), e.g. 'S_2: 32@UB, 32@UB'; default: auto-tiling.")
 @click.option("--size", "sizes", multiple=True, help="A size of a built-in subgraph, e.g. --size M=128 (repeatable).")
@@ -72,7 +75,7 @@ def _node_selection(path: str, nodes: str | None) -> list[str] | None:
               help="For an ONNX file: the subgraph's nodes, as names 'a,b,c' or positions 'FIRST:END' (END excluded).")
 @click.option("--tune", "tune_rounds", default=0, show_default=True, type=int,
               help="Tune tile sizes for this many rounds of 8 samples (AKG's tuner on simulated cycles).")
-def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, nodes, tune_rounds):
+def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, code, nodes, tune_rounds):
     """Compile SUBGRAPH (a DSL file, an ONNX file or a built-in name) with isl: schedule tree, C code, buffers,
     cycles.
 
@@ -106,14 +109,16 @@ def poly_cmd(subgraph, arch, fuse, run_it, tiles, sizes, option_set, code, nodes
         click.echo(f"tuner: {len(tr.history)} samples, best {tr.best_cycles:,} simulated cycles "
                    f"(auto-tiling {tr.auto_cycles:,}); tile spec {tr.spec or 'auto'}")
         spec = parse_tile_spec(tr.spec) if tr.spec else None
-    c = compile_subgraph(k, acc, fuse=fuse, option_set=option_set, tile_spec=spec)
+    c = compile_subgraph(k, acc, fuse=fuse, option_set=option_set, tile_spec=spec, fusion=fusion)
     click.echo(str(k))
-    click.echo(f"\nschedule after the isl scheduler (option set {option_set}):")
+    click.echo(f"\nschedule after the isl scheduler (option set {c.option_set}):")
     click.echo(str(c.scheduled.get_root()))
     click.echo(f"\nschedule after tiling{' and post-tiling fusion' if fuse else ''}:")
     click.echo(str(c.schedule.get_root()))
     click.echo("\nkernels:")
-    if c.kept_apart:
+    if c.fusion_notes:
+        click.echo(f"  fusion (schedule {c.option_set}): " + "; ".join(c.fusion_notes))
+    elif c.kept_apart:
         click.echo(f"  not fused: {', '.join(sorted(c.kept_apart))} (the fused kernel fits the buffers at no tile "
                    "size; kept as separate kernels)")
     for p in c.plans:

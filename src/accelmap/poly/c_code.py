@@ -18,9 +18,12 @@ import islpy as isl
 import numpy as np
 
 from accelmap.codegen.build import compile_shared, load_run
-from accelmap.poly.compile import Compiled, copy_name
+from accelmap.poly.compile import Compiled, KernelPlan, copy_name
 from accelmap.poly.kernel import DTYPES, Access, Affine, Call, Const, Expr, Iter, Kernel, is_float
 from accelmap.poly.reference import random_inputs, reference
+from accelmap.poly.schedule import group_nodes, is_type, statements_of
+from accelmap.poly.sync import Flag, Instr, tile_program
+from accelmap.poly.timing import QUEUES, _TileCosts, kernel_flags
 
 _PRELUDE = """#include <math.h>
 #include <stdlib.h>
@@ -30,15 +33,121 @@ _PRELUDE = """#include <math.h>
 /* max/min of values propagate NaN as NumPy's maximum/minimum do (loop bounds use the plain ones) */
 #define vmax(a, b) ((((a) != (a)) || ((a) > (b))) ? (a) : (b))
 #define vmin(a, b) ((((a) != (a)) || ((a) < (b))) ? (a) : (b))
+/* set/wait flags between the pipelines (MTE-in 0, MTE L1->L0 1, cube 2, vector 3, MTE-out 4), emulated: the
+   queues run in program order here, so a wait must find its flag set by an earlier instruction */
+static int accelmap_flags[5][5];
+static int accelmap_flag_errors;
+#define set_flag(p, q) (accelmap_flags[p][q]++)
+#define wait_flag(p, q) do { if (accelmap_flags[p][q]-- <= 0) accelmap_flag_errors++; } while (0)
 """
 
 
 DIM = "d_"   # macro parameters get a prefix so a dim never shadows a tensor of the same name
 
 
-def ast_code(c: Compiled) -> str:
+def ast_code(c: Compiled, schedule: isl.Schedule | None = None) -> str:
     build = isl.AstBuild.from_context(isl.Set("{ : }", context=c.program.ctx))
-    return build.node_from_schedule(c.ast_schedule()).to_C_str()
+    return build.node_from_schedule(schedule or c.ast_schedule()).to_C_str()
+
+
+@dataclass(frozen=True)
+class EmittedFlag:
+    """A set/wait pair of the DP grouping placed in the code: ``set_stmt`` after ``producer_instr``'s loops,
+    ``wait_stmt`` before ``consumer_instr``'s, once per tile."""
+
+    flag: Flag
+    set_stmt: str
+    wait_stmt: str
+    producer_instr: str
+    consumer_instr: str
+
+
+def _instr_statement(c: Compiled, plan: KernelPlan, ins: Instr) -> str:
+    """The statement whose loops carry an instruction of the tile program in the code."""
+    words = ins.text.split()
+    if words[0] == "copy":
+        return copy_name(words[2], plan, words[1])
+    if words[0] == "load":
+        return plan.l0_copies[words[1]][2] if words[1] in plan.l0_copies else ""
+    return ins.text
+
+
+def _subtree_statements(node: isl.ScheduleNode) -> set[str]:
+    """The statements a subtree runs: its filters' and its extensions' (the grafted copies)."""
+    out: set[str] = set()
+    if is_type(node, isl.schedule_node_type.filter):
+        out.update(statements_of(node.filter_get_filter()))
+    if is_type(node, isl.schedule_node_type.extension):
+        out.update(statements_of(node.extension_get_extension().range()))
+    for i in range(node.n_children()):
+        out |= _subtree_statements(node.child(i))
+    return out
+
+
+def _next_sequence(node: isl.ScheduleNode, bands: int) -> isl.ScheduleNode | None:
+    """The first sequence at or below ``node`` with at most ``bands`` band nodes on the way (single children)."""
+    while not is_type(node, isl.schedule_node_type.sequence):
+        if is_type(node, isl.schedule_node_type.band):
+            bands -= 1
+        if node.n_children() != 1 or bands < 0:
+            return None
+        node = node.child(0)
+    return node
+
+
+def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str) -> tuple[isl.ScheduleNode, int, int] | None:
+    """The sequence inside ``plan``'s tiles whose children separate the loops of statements ``x`` and ``w``, and
+    the two children, if no band lies between it and the tile band (so one flag per tile suffices)."""
+    seq = _next_sequence(group_nodes(schedule)[plan.index], 1)   # below the tile band
+    while seq is not None:
+        where = [_subtree_statements(seq.child(i)) for i in range(seq.n_children())]
+        ix = [i for i, names in enumerate(where) if x in names]
+        iw = [i for i, names in enumerate(where) if w in names]
+        if not ix or not iw:
+            return None
+        if ix[-1] < iw[0]:
+            return seq, ix[-1], iw[0]
+        if ix != iw or len(ix) != 1:
+            return None
+        seq = _next_sequence(seq.child(ix[0]).child(0), 0)
+    return None
+
+
+def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
+    """The AST schedule with the DP-grouped flags of every tiled kernel grafted as statements: the set after the
+    producer instruction's loops, the wait before the consumer's, in the tile's sequence of instruction loops
+    (an extension from the tile coordinates, like the DMA copies). Also the number of flags not placed: those
+    between two instructions that share one loop nest in the code (an L1 -> L0 load inside the cube's
+    reduction-chunk loop), which the timing model still counts."""
+    sched = c.ast_schedule()
+    placed: list[EmittedFlag] = []
+    skipped = 0
+    for plan in c.plans:
+        if not plan.sizes or plan.tile_instances is None:
+            continue
+        program = tile_program(c, plan)
+        per_tile = [cyc for cyc, _i, _o, _b in _TileCosts(c, plan).tiles()]
+        flags, _direct, _kept = kernel_flags(c, plan, per_tile)
+        tiles = plan.tile_instances.domain()
+        for j, f in enumerate(flags):
+            x = _instr_statement(c, plan, program[f.set_after])
+            w = _instr_statement(c, plan, program[f.wait_before])
+            found = _flag_position(sched, plan, x, w) if x and w else None
+            if found is None:
+                skipped += 1
+                continue
+            names = (f"set{plan.index}_{j}", f"wait{plan.index}_{j}")
+            for name, after in ((names[1], False), (names[0], True)):
+                found = _flag_position(sched, plan, x, w)
+                assert found is not None
+                seq, ix, iw = found
+                rel = isl.UnionMap.from_domain_and_range(tiles, isl.UnionSet(f"{{ {name}[] }}", context=c.program.ctx))
+                graft = isl.ScheduleNode.from_extension(rel).root()
+                target = seq.child(ix if after else iw).child(0)
+                sched = (target.graft_after(graft) if after else target.graft_before(graft)).get_schedule()
+            placed.append(EmittedFlag(f, names[0], names[1], program[f.set_after].text,
+                                      program[f.wait_before].text))
+    return sched, placed, skipped
 
 
 def _wide(dtype: str) -> str:
@@ -47,6 +156,8 @@ def _wide(dtype: str) -> str:
 
 def _expr(e: Expr, k: Kernel, access) -> str:
     if isinstance(e, Const):
+        if isinstance(e.value, float) and math.isinf(e.value):
+            return "INFINITY" if e.value > 0 else "(-INFINITY)"
         return repr(float(e.value)) if isinstance(e.value, float) else f"{e.value}LL"
     if isinstance(e, Iter):
         return f"((long long)({DIM}{e.dim}))"
@@ -130,10 +241,11 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
         out_t = k.tensors[s.out.tensor]
         ctype = DTYPES[out_t.dtype][0]
         if s.kind == "init":
-            rhs = "0"
+            rhs = _expr(s.body, k, access)   # the reduction's identity
         elif s.kind == "update":
             operand = access_in(owner.get(s.name), cube=s.is_cube)   # the cube reads its operands from L0A/L0B
-            rhs = f"(({_wide(out_t.dtype)}){access(s.out)} + {_expr(s.body, k, operand)})"
+            acc, body = f"(({_wide(out_t.dtype)}){access(s.out)})", _expr(s.body, k, operand)
+            rhs = f"vmax({acc}, {body})" if s.combine == "max" else f"({acc} + {body})"
         else:
             rhs = _expr(s.body, k, access)
         lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) "
@@ -158,8 +270,19 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
     lines.append("  (void)dims;")
     for i, name in enumerate(args):
         lines.append(f"  {name} = ({DTYPES[k.tensors[name].dtype][0]} *)bufs[{i}];")
-    lines += ["  " + ln for ln in ast_code(c).splitlines()]
-    lines += ["  return 0;", "}", ""]
+    sched, flags, _skipped = with_flags(c)
+    defs = []
+    for ef in flags:
+        p, q = QUEUES.index(ef.flag.producer), QUEUES.index(ef.flag.consumer)
+        defs.append(f"#define {ef.set_stmt}() set_flag({p}, {q})  /* {ef.flag.producer} -> {ef.flag.consumer}: "
+                    f"after {ef.producer_instr} */")
+        defs.append(f"#define {ef.wait_stmt}() wait_flag({p}, {q})  /* before {ef.consumer_instr} */")
+    start = lines.index("int accelmap_run(void **bufs, long long *dims) {")
+    lines[start:start + 1] = defs + [lines[start], "  accelmap_flag_errors = 0;",
+                                     "  for (int p = 0; p < 25; p++) accelmap_flags[p / 5][p % 5] = 0;"]
+    lines += ["  " + ln for ln in ast_code(c, sched).splitlines()]
+    # a wait that finds its flag not set (the emulation runs the queues in program order) is counted and returned
+    lines += ["  return accelmap_flag_errors;", "}", ""]
     return "\n".join(lines), args
 
 
@@ -189,7 +312,7 @@ def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
         arrays[name] = np.ascontiguousarray(inputs[name] if name in inputs else np.zeros(t.shape), dtype=host)
     ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in arrays.values()])
     dims = (ctypes.c_longlong * 1)(0)
-    fn(ptrs, dims)
+    flag_errors = fn(ptrs, dims)
     t2 = time.perf_counter()
     worst, exact, bad = 0.0, True, []
     for t in k.live_out:
@@ -211,5 +334,7 @@ def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
         worst = max(worst, err)
         if not same:
             bad.append(f"{t.name}: max |error| {err:g}")
+    if flag_errors:
+        bad.append(f"{flag_errors} wait_flag calls found their flag not set")
     detail = "; ".join(bad) if bad else ("bit-exact" if exact else f"within tolerance (max |error| {worst:.3g})")
     return RunResult(not bad, worst, exact, t1 - t0, t2 - t1, detail)

@@ -10,13 +10,13 @@ the tile band with an extension node and its original subtree is marked "skipped
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
-from accelmap.poly.kernel import Access, Call, Kernel, dtype_bytes, strip_casts
+from accelmap.poly.kernel import CUBE, Access, Call, Kernel, dtype_bytes, strip_casts
 from accelmap.poly.program import PolyProgram, build_program
 from accelmap.poly.schedule import (
     compute_schedule,
@@ -26,12 +26,13 @@ from accelmap.poly.schedule import (
     make_context,
     statements_of,
 )
+from accelmap.poly.simd import contiguous_inner, sink_fast_dims
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
+from accelmap.poly.timing import time_compiled, time_kernel
 
 # Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
 # L0 buffers hold 16x16 fp16 fractals, 512 B).
 ALIGN = {"UB": 32, "L1": 512, "L0A": 512, "L0B": 512, "L0C": 512}
-CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
 # Auto Tiling's fixed warm-up cost per tile (Sec. 4.2 names it, gives no value), in bytes of data movement:
 # our assumption, one 512-byte L1 block per tile; it breaks ties toward fewer, larger tiles.
 WARMUP_BYTES = 512
@@ -94,6 +95,10 @@ class Compiled:
     fuse: bool
     # statements fusion left apart because the fused kernel fit the buffers at no tile size
     kept_apart: frozenset[str] = frozenset()
+    # why each producer that could have been fused was not (cost-driven fusion)
+    fusion_notes: tuple[str, ...] = ()
+    # per vector statement: its innermost loop walks its dominant tensor contiguously (full vector repeats)
+    vector_contiguous: dict[str, bool] = field(default_factory=dict)
 
     def ast_schedule(self) -> isl.Schedule:
         """The final tree with the skipped subtrees emptied, ready for AST generation."""
@@ -135,18 +140,11 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool,
     k = prog.kernel
     groups = [group_statements(n) for n in group_nodes(scheduled)]
     live = {t.name for t in k.live_out}
-    writes_tensor = {st.name: st.out.tensor for st in k.statements}
-    readers: dict[str, set[str]] = {}
-    for st in k.statements:
-        for a in st.reads:
-            if a.tensor != st.out.tensor:
-                readers.setdefault(a.tensor, set()).add(st.name)
     plans: list[KernelPlan] = []
     owner: dict[str, KernelPlan] = {}
-    for idx in sorted(range(len(groups)), key=lambda i: -min(int(s[1:]) for s in groups[i])):
+    for idx in _consumers_first(groups):
         g = groups[idx]
-        outs = {writes_tensor[s] for s in g}
-        consumers = set().union(*(readers.get(t, set()) for t in outs)) - set(g)
+        outs, consumers = _outputs_and_consumers(prog, g)
         homes = {id(owner[c]) for c in consumers if c in owner}
         if fuse and idx not in apart and not outs & live and consumers and len(homes) == 1 \
                 and all(c in owner for c in consumers):
@@ -161,6 +159,109 @@ def plan_kernels(prog: PolyProgram, scheduled: isl.Schedule, fuse: bool,
         p.fused.sort(key=lambda f: f[0])
     plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
     return plans
+
+
+def _consumers_first(groups: list[tuple[str, ...]]) -> list[int]:
+    """Group positions, consumers before their producers (statements are numbered in program order)."""
+    return sorted(range(len(groups)), key=lambda i: -min(int(s[1:]) for s in groups[i]))
+
+
+def _outputs_and_consumers(prog: PolyProgram, group: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """The tensors ``group`` writes and the statements outside it that read a value it wrote (flow
+    dependences: a reduction's init feeds its update, not the update's readers)."""
+    k = prog.kernel
+    outs = {k.statement(s).out.tensor for s in group}
+    consumers = {b for a, b in _statement_deps(prog, prog.raw) if a in group and b not in group}
+    if not consumers:   # every value it writes is overwritten (a padding fill the copy covers): its readers
+        consumers = {st.name for st in k.statements if st.name not in group
+                     and any(a.tensor in outs and a.tensor != st.out.tensor for a in st.reads)}
+    return outs, consumers
+
+
+def _statement_deps(prog: PolyProgram, deps: isl.UnionMap | None = None) -> set[tuple[str, str]]:
+    """(source, sink) statement pairs of every dependence (or of ``deps``) between two different statements."""
+    maps: list[isl.Map] = []
+    (prog.deps if deps is None else deps).foreach_map(maps.append)
+    pairs = {(m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)) for m in maps}
+    return {(a, b) for a, b in pairs if a != b}
+
+
+def _in_order(deps: set[tuple[str, str]], plans: list[KernelPlan]) -> bool:
+    """Kernels run in the order of their tiled groups, a fused producer inside its kernel: every dependence
+    between two kernels must point from an earlier kernel to a later one."""
+    pos = {s: p.index for p in plans for s in p.statements}
+    return all(pos[a] <= pos[b] for a, b in deps)
+
+
+def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, option_set: str,
+                 tile_spec: dict[str, tuple[tuple[int, str], ...]] | None,
+                 caps: dict[str, int]) -> tuple[list[KernelPlan], int, list[tuple[tuple[str, ...], str]]]:
+    """Cost-driven post-tiling fusion: start from one kernel per group and, consumers first, fuse a group into
+    the kernel holding all its consumers only when the timing model says the fused kernel takes fewer
+    cycles than the two apart (and the kernels still run in dependence order). The total is a sum over
+    kernels and a kernel's sizing depends only on which tensors other kernels touch, which a merge elsewhere
+    does not change, so each comparison is exact for the whole subgraph: the result is never slower than
+    one kernel per group. Returns the sized kernels, their total cycles and each refused fusion's group and
+    reason."""
+    k = prog.kernel
+    nodes = group_nodes(scheduled)
+    groups = [group_statements(n) for n in nodes]
+    live = {t.name for t in k.live_out}
+    deps = _statement_deps(prog)
+    contiguous = contiguous_inner(prog, scheduled)
+    owner = {s: plan for plan in (KernelPlan(i, g) for i, g in enumerate(groups)) for s in plan.group}
+    # id(plan) -> (plan, (cycles or inf, off-chip bytes), why it does not fit)
+    costs: dict[int, tuple[KernelPlan, tuple[float, int], str]] = {}
+
+    def current() -> list[KernelPlan]:
+        return list({id(p): p for p in owner.values()}.values())
+
+    def cost(plan: KernelPlan, plans: list[KernelPlan]) -> tuple[float, int]:
+        """Simulated cycles, then off-chip bytes (fusion breaks a tie in cycles if it saves traffic)."""
+        if id(plan) not in costs:
+            try:
+                _size_plan(prog, plan, plans, nodes, tile_spec, caps)
+                probe = Compiled(k, prog, option_set, scheduled, scheduled, [plan], arch, True,
+                                 vector_contiguous=contiguous)
+                t = time_kernel(probe, plan)
+                costs[id(plan)] = (plan, (t.cycles, t.in_bytes + t.out_bytes), "")
+            except SpecError:
+                raise
+            except MappingError as e:
+                costs[id(plan)] = (plan, (math.inf, 0), str(e))
+        return costs[id(plan)][1]
+
+    notes: list[tuple[tuple[str, ...], str]] = []
+    for idx in _consumers_first(groups):
+        g = groups[idx]
+        plans = current()
+        alone = owner[g[0]]
+        apart = cost(alone, plans)
+        outs, consumers = _outputs_and_consumers(prog, g)
+        homes = {id(owner[c]) for c in consumers}
+        if outs & live or len(homes) != 1:
+            continue
+        home = owner[next(iter(consumers))]
+        merged = KernelPlan(home.index, home.group, sorted(home.fused + [(idx, g)]))
+        trial = [p for p in plans if p is not home and p is not alone] + [merged]
+        if not _in_order(deps, trial):
+            notes.append((g, "not fused: its kernel would run after a statement that depends on it"))
+            continue
+        home_cost = cost(home, plans)
+        separate = (apart[0] + home_cost[0], apart[1] + home_cost[1])
+        fused = cost(merged, trial)
+        if fused < separate:
+            for s in merged.statements:
+                owner[s] = merged
+        else:
+            notes.append((g, f"not fused: fused {fused[0]:,.0f} vs apart {separate[0]:,.0f} cycles (simulated)"
+                          if fused[0] < math.inf else "not fused: the fused kernel fits the buffers at no tile size"))
+    plans = current()
+    for p in plans:
+        if costs[id(p)][1][0] == math.inf:
+            raise MappingError(costs[id(p)][2])
+    plans.sort(key=lambda p: min(int(s[1:]) for s in p.statements))
+    return plans, int(sum(costs[id(p)][1][0] for p in plans)), notes
 
 
 def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
@@ -233,7 +334,9 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
             bufs.append("L0C")
         if name not in cube_in and (name not in cube_out or name in vector_reads or not local):
             bufs.append("UB")
-        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs), _run(m, tiles, plan))
+        # the run matters only for what moves off chip and for the cube's L0C drain
+        run = _run(m, tiles, plan) if not local or name in cube_out else 1
+        plan.footprints[name] = Footprint(name, box, nbytes, local, tuple(bufs), run)
         if not local and sizes:
             if name in reads:
                 plan.copy_in[name] = reads[name].set_tuple_name(isl.dim_type.out, copy_name("in", plan, name))
@@ -319,12 +422,11 @@ def _run(tile_to_data: isl.Map, tiles: isl.UnionSet, plan: KernelPlan) -> int:
     (tset,) = _sets(tiles)
     n = len(plan.tile_values)
     run = 1
+    m = tile_to_data.intersect_domain(tset)
     for i in reversed(range(n)):
-        same = ", ".join(f"t{j}" for j in range(n))
-        other = ", ".join("u" if j == i else f"t{j}" for j in range(n))
-        line = isl.Map(f"{{ [{same}] -> [{other}] }}", context=tset.get_ctx()).intersect_domain(tset) \
-            .intersect_range(tset)
-        if not line.apply_range(tile_to_data).is_equal(tile_to_data.intersect_domain(tset)):
+        # the data does not depend on tile loop i: forgetting t_i and taking every t_i back gives the same map
+        spread = m.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1).intersect_domain(tset)
+        if not spread.is_equal(m):
             break
         run *= len(plan.tile_values[i])
     return run
@@ -406,21 +508,80 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
     return tuple(sizes)
 
 
+FUSION_MODES = ("cost", "greedy")
+
+
 def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_set: str = "akg",
-                     tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None) -> Compiled:
-    ctx = make_context(option_set)
-    prog = build_program(k, ctx)
-    scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
-    if fuse:
-        scheduled = fuse_siblings(prog, scheduled)
-    caps = _capacities(arch)
-    plans = plan_kernels(prog, scheduled, fuse)
-    nodes = group_nodes(scheduled)
+                     tile_spec: dict[str, tuple[tuple[int, str], ...]] | None = None,
+                     fusion: str = "cost", sink: bool = True) -> Compiled:
+    """Schedule, tile and (with ``fuse``) fuse the subgraph. ``fusion="greedy"`` fuses every producer whose
+    consumers share a kernel, as the paper does, giving back only producers that cannot fit. ``"cost"`` (the
+    default) chooses by simulated cycles among three groupings: ``plan_by_cost`` (fuse a producer only when
+    the timing model says it pays) on the groups of ``option_set``'s schedule and on one statement per group
+    (the ``distribute`` schedule), and the greedy one. So it is never slower than the greedy grouping nor
+    than one kernel per statement. ``sink`` makes the contiguous loop of vector bands innermost
+    (``simd.sink_fast_dims``)."""
+    if fusion not in FUSION_MODES:
+        raise SpecError(f"fusion mode {fusion!r} is not one of {', '.join(FUSION_MODES)}", where="fusion")
     for spec_stmt in tile_spec or {}:
         if spec_stmt not in {s.name for s in k.statements}:
             raise SpecError(f"tile spec names {spec_stmt.replace('S', 'S_')}, which is not a statement "
                             f"(statements: {', '.join(s.name.replace('S', 'S_') for s in k.statements)})",
                             where="--tiles")
+    caps = _capacities(arch)
+    if not fuse or fusion == "greedy":
+        return _compile_greedy(k, arch, fuse, option_set, tile_spec, caps, sink)
+    best: Compiled | None = None
+    best_cycles = 0
+    error: MappingError | None = None
+    seen: list[list[tuple[str, ...]]] = []
+    for opts in dict.fromkeys([option_set] if k.external_schedule else [option_set, "distribute"]):
+        prog = build_program(k, make_context(opts))
+        scheduled = external_schedule(prog) if k.external_schedule \
+            else fuse_siblings(prog, compute_schedule(prog.domain, prog.deps, prog.raw))
+        if sink and not k.external_schedule:
+            scheduled = sink_fast_dims(prog, scheduled)
+        groups = [group_statements(n) for n in group_nodes(scheduled)]
+        if groups in seen:
+            continue   # the same grouping gives the same plans
+        seen.append(groups)
+        try:
+            plans, cycles, notes = plan_by_cost(prog, scheduled, arch, opts, tile_spec, caps)
+        except MappingError as e:
+            error = error or e
+            continue
+        if best is None or cycles < best_cycles:
+            kept = frozenset(s for g, _why in notes for s in g)
+            best = Compiled(k, prog, opts, scheduled, _transform(prog, scheduled, plans), plans, arch, True, kept,
+                            tuple("{" + ",".join(g) + "} " + why for g, why in notes), contiguous_inner(prog, scheduled))
+            best_cycles = cycles
+    try:   # the paper's greedy grouping is a candidate too (cost-driven choices are greedy themselves)
+        greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps, sink)
+    except MappingError as e:
+        error = error or e
+    else:
+        cycles = time_compiled(greedy).cycles
+        if best is None or cycles < best_cycles:
+            best = replace(greedy, fusion_notes=(f"greedy fusion ({cycles:,} cycles, simulated) beat the cost-driven "
+                                                 f"groupings ({best_cycles:,})" if best else "greedy fusion",))
+    if best is None:
+        assert error is not None
+        raise error
+    return best
+
+
+def _compile_greedy(k: Kernel, arch: Accelerator, fuse: bool, option_set: str,
+                    tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int],
+                    sink: bool = True) -> Compiled:
+    ctx = make_context(option_set)
+    prog = build_program(k, ctx)
+    scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
+    if fuse:
+        scheduled = fuse_siblings(prog, scheduled)
+    if sink and not k.external_schedule:
+        scheduled = sink_fast_dims(prog, scheduled)
+    plans = plan_kernels(prog, scheduled, fuse)
+    nodes = group_nodes(scheduled)
     apart: set[int] = set()
     apart_names: set[str] = set()
     while True:
@@ -437,7 +598,8 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
             apart_names |= {name for idx, group in e.plan.fused if idx in direct for name in group}
             plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
-    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names))
+    return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names),
+                    vector_contiguous=contiguous_inner(prog, scheduled))
 
 
 def external_schedule(prog: PolyProgram) -> isl.Schedule:

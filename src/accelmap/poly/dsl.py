@@ -32,6 +32,7 @@ from accelmap.poly.kernel import (
     Tensor,
     check_kernel,
     is_float,
+    reduction_statements,
 )
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -139,7 +140,7 @@ class _Parser:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
             if node.keywords:
-                raise self.err(f"{fn}() takes no keywords here (only a top-level sum(...) reduces)")
+                raise self.err(f"{fn}() takes no keywords here (only a top-level sum(...) or max(...) reduces)")
             if fn in ("max", "min") and len(node.args) == 2:
                 (a, ta), (b, tb) = (self.expr(x, dims) for x in node.args)
                 return Call(fn, (a, b)), self.join(ta, tb)
@@ -246,9 +247,15 @@ class _Parser:
             dims[s.lower.id] = self.positive(s.upper, f"extent of {s.lower.id}")
         value = node.value
         reduce: dict[str, int] = {}
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "sum":
+        combine = "+"
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.keywords \
+                and value.func.id == "max":   # max(body, k=K): a max reduction
+            combine = "max"
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and (value.func.id == "sum"
+                                                                               or combine == "max"):
             if len(value.args) != 1 or not value.keywords:
-                raise self.err("sum takes the body and its reduction dims: sum(body, k=K, ...)")
+                raise self.err(f"{value.func.id} takes the body and its reduction dims: "
+                               f"{value.func.id}(body, k=K, ...)")
             for kw in value.keywords:
                 if kw.arg is None or kw.arg in dims or kw.arg in reduce:
                     raise self.err(f"reduction dim {kw.arg!r} repeats another dim")
@@ -266,9 +273,8 @@ class _Parser:
         out_access = Access(out_name, tuple(Affine(((d, 1),)) for d in dims))
         n = len(self.statements)
         if reduce:
-            self.statements.append(Statement(f"S{n}", tuple(dims.items()), out_access, Const(0), "init"))
-            self.statements.append(Statement(f"S{n + 1}", tuple(all_dims.items()), out_access, body, "update",
-                                             tuple(reduce)))
+            self.statements += reduction_statements(out_name, tuple(dims.items()), out_access, body, dtype,
+                                                    tuple(reduce.items()), n, combine)
         else:
             self.statements.append(Statement(f"S{n}", tuple(dims.items()), out_access, body, "assign"))
 

@@ -3,8 +3,8 @@
 The nodes of a model (all of them, or the ones named) become tensor definitions over static shapes
 from the workload layer's shape inference: elementwise ops with ONNX broadcasting (Add Sub Mul Div
 Max Min Sum Mean Pow-by-2, Relu LeakyRelu Abs Neg Sqrt Exp Sigmoid Clip Identity), Cast, Transpose,
-unit-axis reshapes (Squeeze Unsqueeze, Reshape and Flatten that only add or drop size-1 axes),
-ReduceSum / ReduceMean / ReduceSumSquare, MatMul (batched, broadcast batch dims), Gemm, Conv (groups,
+Squeeze Unsqueeze Reshape Flatten (regrouped axes read with floor division and modulo),
+ReduceSum / ReduceMean / ReduceSumSquare / ReduceMax, Softmax (max, exp, sum, divide), MatMul (batched, broadcast batch dims), Gemm, Conv (groups,
 strides, dilations; zero padding becomes a padded copy), Pad (constant), OneHot, LayerNormalization
 (Y only), and BatchNormalization in inference form and in training form (batch statistics, normalization and the
 running-statistics update). Tensors read from outside the selection are inputs; scalar constants
@@ -30,12 +30,14 @@ from accelmap.poly.kernel import (
     Call,
     Const,
     Expr,
+    FloorDiv,
     Iter,
     Kernel,
     Statement,
     Tensor,
     check_kernel,
     is_float,
+    reduction_statements,
 )
 from accelmap.workload.onnx_ops import attrs, op_key
 from accelmap.workload.onnx_read import read_onnx, strip_payloads
@@ -46,10 +48,10 @@ ELEM_TYPES = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", Tens
 _BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Max": "max", "Min": "min", "Sum": "+"}
 _UNARY = ("Relu", "LeakyRelu", "Abs", "Neg", "Sqrt", "Exp", "Sigmoid", "Clip", "Identity")
 _RESHAPES = ("Squeeze", "Unsqueeze", "Reshape", "Flatten")
-_REDUCE = ("ReduceSum", "ReduceMean", "ReduceSumSquare")
+_REDUCE = ("ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceMax")
 SUPPORTED_OPS = tuple(sorted({*_BINARY, "Mean", "Pow", *_UNARY, *_RESHAPES, *_REDUCE, "Cast", "Transpose",
                               "MatMul", "Gemm", "Conv", "Pad", "OneHot", "BatchNormalization", "LayerNormalization",
-                              "Constant"}))
+                              "Softmax", "Constant"}))
 # Names isl or the generated C would read as something else; a tensor so named gets a "t_" prefix.
 _RESERVED = re.compile(r"^(S\d+|d\d+|k\d+|in\d+_.*|out\d+_.*|min|max|floord|floor|ceil|mod|and|or|not|exists|"
                        r"infty|int|float|double|char|short|long|void|return|if|else|for|while|do|static|signed)$")
@@ -68,8 +70,9 @@ def _dim(d: str) -> Affine:
 
 
 class _Builder:
-    def __init__(self, shapes: Shapes, produced: set[str]):
+    def __init__(self, shapes: Shapes, produced: set[str], opset: int = 17):
         self.shapes = shapes
+        self.opset = opset                # of the default domain: Softmax changed its axis semantics at 13
         self.produced = produced          # ONNX names computed inside the selection
         self.names: dict[str, str] = {}   # ONNX name -> tensor name
         self.tensors: dict[str, Tensor] = {}
@@ -129,7 +132,7 @@ class _Builder:
     # ---- definitions --------------------------------------------------
     def define(self, onnx_name: str | None, dims: Sequence[tuple[str, int]], body: Expr, dtype: str,
                reduce: Sequence[tuple[str, int]] = (), out_index: tuple[Affine, ...] | None = None,
-               shape: tuple[int, ...] | None = None) -> Tensor:
+               shape: tuple[int, ...] | None = None, combine: str = "+") -> Tensor:
         """A new computed tensor (named after ``onnx_name``, or a temporary) written by ``body`` over ``dims``
         (summed over ``reduce``); ``out_index`` and ``shape`` for a write that is not the identity on ``dims``."""
         if onnx_name is not None and onnx_name in self.names:
@@ -143,9 +146,7 @@ class _Builder:
         acc = Access(t.name, out_index or tuple(_dim(d) for d, _ in dims) or (Affine((), 0),))
         n = len(self.statements)
         if reduce:
-            self.statements.append(Statement(f"S{n}", tuple(dims), acc, Const(0), "init"))
-            self.statements.append(Statement(f"S{n + 1}", tuple(dims) + tuple(reduce), acc, body, "update",
-                                             tuple(d for d, _ in reduce)))
+            self.statements += reduction_statements(t.name, tuple(dims), acc, body, dtype, tuple(reduce), n, combine)
         else:
             self.statements.append(Statement(f"S{n}", tuple(dims), acc, body, "assign"))
         return t
@@ -255,19 +256,39 @@ def _transpose(b: _Builder, node) -> None:
     b.define(y, dims, Access(b.tensor(x).name, tuple(idx)), b.dtype(y))
 
 
+def reshape_index(xs: Sequence[int], ys: Sequence[int], names: Sequence[str]) -> tuple[Affine, ...]:
+    """The index into a tensor of shape ``xs`` that a reshape to ``ys`` reads at the output point ``names``.
+
+    Both shapes are cut where their prefix products agree; inside a segment the output point's row-major
+    offset ``L`` gives input axis k as ``floor(L / stride_k) mod xs[k]`` (no floor for stride 1, no modulo
+    for a segment's first axis), quasi-affine as img2col's indices. Axes that keep their size stay plain."""
+    px = [math.prod(xs[:i]) for i in range(len(xs) + 1)]
+    py = [math.prod(ys[:i]) for i in range(len(ys) + 1)]
+    cuts = sorted(set(px) & set(py))
+    idx: list[Affine] = []
+    for k, n in enumerate(xs):
+        if n == 1:
+            idx.append(Affine((), 0))
+            continue
+        lo = max(c for c in cuts if c <= px[k])
+        hi = min(c for c in cuts if c >= px[k + 1])
+        offset = Affine(tuple((names[j], hi // py[j + 1]) for j in range(len(ys))
+                              if ys[j] != 1 and lo <= py[j] and py[j + 1] <= hi))
+        stride = hi // px[k + 1]
+        ix = offset if stride == 1 else Affine(((FloorDiv(offset, stride), 1),))
+        if px[k] != lo:   # not the segment's leading axis: wrap
+            ix = Affine(((FloorDiv(ix, n, remainder=True), 1),))
+        idx.append(ix)
+    return tuple(idx) or (Affine((), 0),)
+
+
 def _reshape(b: _Builder, node) -> None:
-    """A reshape that only adds or drops size-1 axes keeps an affine (identity-like) access."""
+    """Squeeze, Unsqueeze, Reshape, Flatten: a copy whose read index is ``reshape_index`` (affine when only
+    size-1 axes come or go, with floor division and modulo when axes are regrouped)."""
     x, y = node.input[0], node.output[0]
     xs, ys = b.shape(x), b.shape(y)
-    if [n for n in xs if n != 1] != [n for n in ys if n != 1]:
-        raise _Problem(f"it regroups axes ({list(xs)} -> {list(ys)}): the index map needs division and modulo, "
-                       "which is not affine; only reshapes that add or drop size-1 axes are supported")
     dims = b.out_dims(ys)
-    big = [d for d, n in dims if n != 1]
-    idx = []
-    for n in xs:
-        idx.append(_dim(big.pop(0)) if n != 1 else Affine((), 0))
-    b.define(y, dims, Access(b.tensor(x).name, tuple(idx) or (Affine((), 0),)), b.dtype(y))
+    b.define(y, dims, Access(b.tensor(x).name, reshape_index(xs, ys, [d for d, _ in dims])), b.dtype(y))
 
 
 def _axes(b: _Builder, node, rank: int) -> list[int]:
@@ -299,6 +320,7 @@ def _reduce(b: _Builder, node) -> None:
             dims.append((f"d{i}", n))
             idx.append(_dim(f"d{i}"))
     v: Expr = Access(b.tensor(x).name, tuple(idx))
+    combine = "max" if node.op_type == "ReduceMax" else "+"
     if node.op_type == "ReduceSumSquare":
         v = Call("*", (v, v))
     if node.op_type == "ReduceMean":
@@ -307,7 +329,36 @@ def _reduce(b: _Builder, node) -> None:
     if not reduce:
         b.define(y, dims, v, b.dtype(y))
     else:
-        b.define(y, dims, v, b.dtype(y), reduce)
+        b.define(y, dims, v, b.dtype(y), reduce, combine=combine)
+
+
+def _softmax(b: _Builder, node) -> None:
+    """Softmax as the numerically safe sequence of its definition: a max reduction, x - max, exp, a sum
+    reduction, a division. Opset 13 normalizes along ``axis`` (default -1); earlier opsets along every axis
+    from ``axis`` (default 1) on, the input seen as a 2-D matrix."""
+    x, y = node.input[0], node.output[0]
+    xs = b.shape(x)
+    rank = len(xs)
+    _float_only(b, node, "Softmax")
+    a = attrs(node)
+    axes = [a.get("axis", -1) % rank] if b.opset >= 13 else list(range(a.get("axis", 1) % rank, rank))
+    dtype = b.dtype(y)
+    dims = b.out_dims(xs)
+    kept = [(d, 1) if i in axes else (d, n) for i, (d, n) in enumerate(dims)]
+    red = [(f"k{i}", xs[i]) for i in axes]
+
+    def over(t: str, reduced: bool) -> Access:   # t at the output point, or at its reduction point
+        return Access(t, tuple(_dim(f"k{i}") if reduced and i in axes else Affine((), 0) if i in axes
+                               else _dim(d) for i, (d, _) in enumerate(dims)))
+
+    def point(t: str) -> Access:
+        return Access(t, tuple(_dim(d) for d, _ in dims))
+
+    xt = b.tensor(x).name
+    mx = b.define(None, kept, over(xt, True), dtype, red, combine="max")
+    ex = b.define(None, dims, Call("exp", (Call("-", (point(xt), over(mx.name, False))),)), dtype)
+    sm = b.define(None, kept, over(ex.name, True), dtype, red)
+    b.define(y, dims, Call("/", (point(ex.name), over(sm.name, False))), dtype)
 
 
 def _matmul_into(b: _Builder, name: str | None, a_name: str, b_name: str, trans_a: bool = False,
@@ -524,7 +575,8 @@ def _layer_norm(b: _Builder, node) -> None:
 _CONVERT = {**{op: _elementwise for op in (*_BINARY, "Mean", "Pow", *_UNARY)},
             **{op: _reshape for op in _RESHAPES}, **{op: _reduce for op in _REDUCE},
             "Cast": _cast, "Transpose": _transpose, "MatMul": _matmul, "Gemm": _gemm, "Conv": _conv, "Pad": _pad,
-            "OneHot": _one_hot, "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm}
+            "OneHot": _one_hot, "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm,
+            "Softmax": _softmax}
 
 
 def _node_name(node, i: int) -> str:
@@ -563,7 +615,8 @@ def kernel_from_onnx(model: str | Path | onnx.ModelProto, nodes: Sequence[str] |
     if not chosen:
         raise SpecError("the selection has no node to compile (only constants)", where=source)
     produced = {o for n in chosen for o in n.output if o}
-    b = _Builder(shapes, produced)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 17)
+    b = _Builder(shapes, produced, opset)
     for node in chosen:
         i = graph_nodes.index(node)
         key = op_key(node)

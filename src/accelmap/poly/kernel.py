@@ -15,6 +15,8 @@ import numpy as np
 
 from accelmap.errors import SpecError
 
+CUBE = 16   # fractal size f: the cube multiplies 16x16 by 16x16 blocks
+
 # dtype name -> (C type, bytes, NumPy dtype). fp16 is computed in C float and compared with a tolerance.
 DTYPES: dict[str, tuple[str, int, str]] = {
     "int8": ("signed char", 1, "int8"),
@@ -181,7 +183,8 @@ class Statement:
     """One polyhedral statement: ``out[dims of out] (=|+=) body`` over the box ``dims``.
 
     ``kind`` is "assign" (elementwise, broadcast, transpose, ...), "init" (a reduction's
-    zero) or "update" (a reduction step; ``reduce_dims`` are the dims not indexing ``out``).
+    zero, or the lowest value for a max) or "update" (a reduction step ``out = combine(out, body)``;
+    ``reduce_dims`` are the dims not indexing ``out``; ``combine`` is "+" or "max").
     """
 
     name: str
@@ -190,6 +193,7 @@ class Statement:
     body: Expr
     kind: str
     reduce_dims: tuple[str, ...] = ()
+    combine: str = "+"
 
     @property
     def dim_names(self) -> tuple[str, ...]:
@@ -204,13 +208,13 @@ class Statement:
         return f"{self.name}[{', '.join(self.dim_names)}] : {cons}" if self.dims else f"{self.name}[]"
 
     def text(self) -> str:
-        eq = "+=" if self.kind == "update" else "="
+        eq = ("+=" if self.combine == "+" else f"{self.combine}=") if self.kind == "update" else "="
         return f"{self.name}: {self.out} {eq} {self.body}   for {', '.join(f'{d}<{n}' for d, n in self.dims)}"
 
     @property
     def is_cube(self) -> bool:
         """A dot-product reduction of two tensors: AKG sends these to the cube unit (Sec. 2)."""
-        if self.kind != "update":
+        if self.kind != "update" or self.combine != "+":
             return False
         b = strip_casts(self.body)
         if not (isinstance(b, Call) and b.op == "*" and self.reduce_dims):
@@ -220,6 +224,22 @@ class Statement:
             return False   # a square (sum of X*X) is a vector reduction, not a matrix product
         # a contraction: some reduction dim indexes both operands
         return bool(set(self.reduce_dims) & set(x.dims_used()) & set(y.dims_used()))
+
+
+REDUCTIONS = ("+", "max")
+
+
+def reduction_statements(name: str, dims: tuple[tuple[str, int], ...], out: Access, body: Expr, dtype: str,
+                         reduce: tuple[tuple[str, int], ...], first: int, combine: str = "+") -> list[Statement]:
+    """A reduction's init (the combine's identity: 0, or the dtype's lowest value for a max) and update,
+    numbered ``S<first>`` and ``S<first + 1>``."""
+    if combine not in REDUCTIONS:
+        raise SpecError(f"reduction {combine!r} is not one of {', '.join(REDUCTIONS)}", where=name)
+    identity: int | float = 0
+    if combine == "max":
+        identity = float("-inf") if is_float(dtype) else int(np.iinfo(DTYPES[dtype][2]).min)
+    return [Statement(f"S{first}", dims, out, Const(identity), "init"),
+            Statement(f"S{first + 1}", dims + reduce, out, body, "update", tuple(d for d, _ in reduce), combine)]
 
 
 @dataclass(frozen=True)

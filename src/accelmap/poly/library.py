@@ -59,6 +59,17 @@ LIBRARY: dict[str, tuple[dict[str, int], str]] = {
         input Scale[C] float32
         input Shift[C] float32
         Y[n:N, c:C, h:H, w:W] = (X[n, c, h, w] - Mean[c]) * Scale[c] + Shift[c]"""),
+    # Reductions over a non-last axis: the scheduler runs the reduction loop innermost, strided in memory;
+    # sinking the fast dimension (AKG's SinkLastAxis) makes the contiguous axis innermost instead.
+    "col_sum": ({"N": 64, "D": 256}, """
+        input X[N, D] float16
+        S[d:D] = sum(X[n, d], n=N)"""),
+    "softmax_mid": ({"N": 16, "C": 64, "W": 32}, """
+        input X[N, C, W] float32
+        M[n:N, w:W] = max(X[n, c, w], c=C)
+        E[n:N, c:C, w:W] = exp(X[n, c, w] - M[n, w])
+        S[n:N, w:W] = sum(E[n, c, w], c=C)
+        Y[n:N, c:C, w:W] = E[n, c, w] / S[n, w]"""),
     # A Table-1-like elementwise chain (bias, ReLU, scale, residual add): 4 ops, one fused kernel.
     "chain": ({"N": 64, "D": 512}, """
         input X[N, D] float16
@@ -88,6 +99,38 @@ LIBRARY: dict[str, tuple[dict[str, int], str]] = {
         Sq[n:N] = sum(Xc[n, d] * Xc[n, d], d=D)
         Rs[n:N] = 1.0 / (Sq[n] * (1.0 / D) + 0.00001)
         Y[n:N, d:D] = Xc[n, d] * Rs[n] * G[d] + Bt[d]"""),
+    # Table 1's pattern 2 (21 ops, FP16, (256, 512, 16, 16) in and out, ResNet-50): ours is BatchNorm in training
+    # form with ReLU (batch mean and variance as reductions, normalization, scale and shift, ReLU), 8 definitions.
+    "t1_p2": ({"N": 2, "C": 16, "H": 8, "W": 8}, """
+        input X[N, C, H, W] float16
+        input G[C] float16
+        input Bt[C] float16
+        Sm[c:C] = sum(X[n, c, h, w], n=N, h=H, w=W)
+        Mu[c:C] = Sm[c] * (1.0 / (N * H * W))
+        Xc[n:N, c:C, h:H, w:W] = X[n, c, h, w] - Mu[c]
+        Sq[c:C] = sum(Xc[n, c, h, w] * Xc[n, c, h, w], n=N, h=H, w=W)
+        Rs[c:C] = 1.0 / sqrt(Sq[c] * (1.0 / (N * H * W)) + 0.001)
+        Y[n:N, c:C, h:H, w:W] = max(Xc[n, c, h, w] * Rs[c] * G[c] + Bt[c], 0.0)"""),
+    # Table 1's pattern 3 (15 ops, FP32, (30522, 1024): BERT's vocabulary x hidden): ours is an Adam update of
+    # the embedding table (moments, bias correction, step, weight decay), 15 arithmetic ops in 4 definitions.
+    "t1_p3": ({"V": 64, "D": 256}, """
+        input Wt[V, D] float32
+        input Gr[V, D] float32
+        input M1[V, D] float32
+        input M2[V, D] float32
+        Mn[v:V, d:D] = 0.9 * M1[v, d] + 0.1 * Gr[v, d]
+        Vn[v:V, d:D] = 0.999 * M2[v, d] + 0.001 * Gr[v, d] * Gr[v, d]
+        Up[v:V, d:D] = 0.001 * (Mn[v, d] * 10.0) / (sqrt(Vn[v, d] * 1000.0) + 0.000001)
+        Wn[v:V, d:D] = Wt[v, d] - Up[v, d] - 0.0001 * Wt[v, d]"""),
+    # Table 1's pattern 5 (9 ops, FP16, (64, 1, 16, 16), MobileNets): ours is a 3x3 depthwise convolution (one
+    # channel; the input comes padded, as AKG requires) with BatchNorm folded to scale and shift, and ReLU6.
+    "t1_p5": ({"N": 8, "H": 16, "W": 16}, """
+        input Xp[N, H+2, W+2] float16
+        input K[3, 3] float16
+        input Sc[1] float16
+        input Bi[1] float16
+        Y[n:N, h:H, w:W] = sum(Xp[n, h + kh, w + kw] * K[kh, kw], kh=3, kw=3)
+        Z[n:N, h:H, w:W] = min(max(Y[n, h, w] * Sc[0] + Bi[0], 0.0), 6.0)"""),
 }
 
 

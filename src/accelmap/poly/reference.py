@@ -74,15 +74,17 @@ def run_statement(s: Statement, mem: dict[str, np.ndarray], dtypes: dict[str, st
     out = mem[s.out.tensor]
     dtype = dtypes[s.out.tensor]
     idx = tuple(np.broadcast_to(np.asarray(ix.evaluate(env)), shape) for ix in s.out.index)
-    if s.kind == "init":
-        out[idx] = 0
+    if s.kind == "init":   # the reduction's identity
+        assert isinstance(s.body, Const)
+        out[idx] = s.body.value
         return
     val = np.broadcast_to(_eval(s.body, env, mem, dtypes), shape)
     if s.kind == "assign":
         out[idx] = _store_cast(val, dtype)
         return
     acc: np.ndarray = out.astype(_wide(dtype))
-    np.add.at(acc, idx, val)   # the reduction dims map to the same output element
+    # the reduction dims map to the same output element
+    (np.maximum if s.combine == "max" else np.add).at(acc, idx, val)
     out[...] = _store_cast(acc, dtype)
 
 

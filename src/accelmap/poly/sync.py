@@ -24,9 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accelmap.poly.compile import Compiled, KernelPlan
 from accelmap.poly.kernel import Access, Call, strip_casts
+
+if TYPE_CHECKING:   # compile.py costs its fusion choices with the timing model, which uses this module
+    from accelmap.poly.compile import Compiled, KernelPlan
 
 
 @dataclass(frozen=True)

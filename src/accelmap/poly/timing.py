@@ -19,15 +19,19 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from accelmap.poly.compile import CUBE, Compiled, KernelPlan
-from accelmap.poly.kernel import Access, Call, dtype_bytes, strip_casts
-from accelmap.poly.sync import group_flags, plan_flags, tile_program
+from accelmap.poly.kernel import CUBE, Access, Call, dtype_bytes, strip_casts
+from accelmap.poly.sync import Flag, group_flags, plan_flags, tile_program
+
+if TYPE_CHECKING:   # compile.py costs its fusion choices with this model
+    from accelmap.poly.compile import Compiled, KernelPlan
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
 VECTOR_BYTES = 256
+VECTOR_BLOCKS = 8   # blocks of 32 contiguous bytes per vector repeat (AKG's kVBlockNum)
 # Fixed cycles to start one DMA transfer (one tensor's tile) when the accelerator file gives none for
 # its DRAM level (transfer_setup_cycles). An assumption of this model: without it a tile of 32 bytes
 # would look as cheap per byte as a tile of 32 KiB.
@@ -55,6 +59,7 @@ class KernelTiming:
     flags: int                    # set/wait pairs between queues after the DP grouping
     flags_direct: int = 0         # one pair per cross-queue dependence
     flags_covered: int = 0        # after eliminating only the waits another flag covers at no delay
+    flag_cycles: int = 0          # issue cycles of the flags' sets and waits, summed over the queues
 
 
 @dataclass
@@ -83,7 +88,8 @@ class Timing:
             lines.append(f"{name:<28}{kt.plan.n_tiles:>8}" + "".join(f"{kt.busy[q]:>11,}" for q in QUEUES)
                          + f"{kt.flags:>8,}{kt.cycles:>12,}")
         lines.append(f"total (simulated): {self.cycles:,} cycles, off-chip traffic {self.offchip_bytes:,} B; "
-                     f"set/wait flags {sum(k.flags for k in self.kernels):,} after the DP grouping "
+                     f"set/wait flags {sum(k.flags for k in self.kernels):,} after the DP grouping, "
+                     f"{sum(k.flag_cycles for k in self.kernels):,} queue cycles issuing them "
                      f"({sum(k.flags_covered for k in self.kernels):,} eliminating only covered waits, "
                      f"{sum(k.flags_direct for k in self.kernels):,} one per dependence)")
         return "\n".join(lines)
@@ -166,9 +172,11 @@ class _TileCosts:
                 continue   # the cube's first accumulation overwrites L0C: no separate clear
             elif name in self.layout:
                 continue   # img2col / fractal layout: the MTE produces it in the cube operand's L1 -> L0 load
-            else:
+            elif c.vector_contiguous.get(name, True):
                 cyc["vector"] += math.ceil(math.prod(box.values()) * dtype_bytes(k.tensors[st.out.tensor].dtype)
                                            / VECTOR_BYTES)
+            else:   # the innermost loop is strided in memory: one element per 32-byte block of a repeat
+                cyc["vector"] += math.ceil(math.prod(box.values()) / VECTOR_BLOCKS)
         # L0C -> UB (on the vector queue), once the accumulation of an output tile is complete
         drain = {t: math.ceil(nbytes[t] / VECTOR_BYTES) for t in cube_outs if "UB" in plan.footprints[t].buffers}
         cyc["MTE-L1L0"] = math.ceil(l0 / self.l1_bw)
@@ -234,22 +242,39 @@ def simulate_kernel(work: TileWork | list[dict[str, int]], n_tiles: int, double_
     return total, busy, len(edges) * len(per_tile)
 
 
+def kernel_flags(c: Compiled, plan: KernelPlan, per_tile: list[dict[str, int]]) -> tuple[list[Flag], int, int]:
+    """The set/wait flags of one tile of ``plan`` after the DP grouping, and the counts one per dependence and
+    after covered-wait elimination. The DP weighs a flag against the producer work a merged wait adds: a
+    queue's mean cycles per tile, shared evenly by its instructions in the tile program."""
+    program = tile_program(c, plan)
+    direct, kept = plan_flags(program)
+    count = {q: sum(1 for ins in program if ins.queue == q) for q in QUEUES}
+    mean = {q: sum(w[q] for w in per_tile) / max(1, len(per_tile)) for q in QUEUES}
+    weights = [mean[ins.queue] / count[ins.queue] for ins in program]
+    grouped, _ = group_flags(program, weights, SYNC_FLAG_CYCLES)
+    return grouped, direct, kept
+
+
+def time_kernel(c: Compiled, plan: KernelPlan, double_buffer: bool = True, serialize: bool = False) -> KernelTiming:
+    """The simulated cycles, traffic and flags of one kernel of ``c`` (kernels run one after another). Every
+    tile issues its flags: a set costs SYNC_FLAG_CYCLES / 2 on the producer's queue, a wait as much on the
+    consumer's (the pair's SYNC_FLAG_CYCLES, which the DP grouping minimizes)."""
+    costs = _TileCosts(c, plan)
+    per_tile, bin_, bout, blocks = [], 0, 0, 0
+    for cyc, i, o, b in costs.tiles():
+        per_tile.append(cyc)
+        bin_, bout, blocks = bin_ + i, bout + o, blocks + b
+    grouped, direct, kept = kernel_flags(c, plan, per_tile)
+    issue = dict.fromkeys(QUEUES, 0)
+    for f in grouped:
+        issue[f.producer] += SYNC_FLAG_CYCLES // 2
+        issue[f.consumer] += SYNC_FLAG_CYCLES // 2
+    per_tile = [{q: w[q] + issue[q] if w[q] or issue[q] else 0 for q in QUEUES} for w in per_tile]
+    cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
+    n = len(per_tile)
+    return KernelTiming(plan, bin_, bout, blocks, cycles, busy, len(grouped) * n, direct * n, kept * n,
+                        sum(issue.values()) * n)
+
+
 def time_compiled(c: Compiled, double_buffer: bool = True, serialize: bool = False) -> Timing:
-    out = Timing()
-    for plan in c.plans:
-        costs = _TileCosts(c, plan)
-        per_tile, bin_, bout, blocks = [], 0, 0, 0
-        for cyc, i, o, b in costs.tiles():
-            per_tile.append(cyc)
-            bin_, bout, blocks = bin_ + i, bout + o, blocks + b
-        cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
-        program = tile_program(c, plan)
-        direct, kept = plan_flags(program)
-        # the DP weighs a flag against the producer work a merged wait adds: a queue's mean cycles per tile,
-        # shared evenly by its instructions in the tile program
-        count = {q: sum(1 for ins in program if ins.queue == q) for q in QUEUES}
-        weights = [busy[ins.queue] / len(per_tile) / count[ins.queue] for ins in program]
-        grouped, _ = group_flags(program, weights, SYNC_FLAG_CYCLES)
-        n = len(per_tile)
-        out.kernels.append(KernelTiming(plan, bin_, bout, blocks, cycles, busy, len(grouped) * n, direct * n, kept * n))
-    return out
+    return Timing([time_kernel(c, plan, double_buffer, serialize) for plan in c.plans])
