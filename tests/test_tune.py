@@ -439,3 +439,17 @@ def test_emitted_c_reads_an_input_stored_channels_last():
     wrong, _ = run_generated(fn, op, tensors, len(b.arch.levels))
     assert not np.array_equal(wrong, got)
     assert measure_one(t, "host", point, repeats=1).valid
+
+
+def test_dense_tiles_are_checked_as_one_2d_dma_transfer_and_always_are_one():
+    # VTA's packed dense: data (batch blocks, input blocks), weights (output blocks, input blocks), both
+    # copied as a box of the two outer axes: every tiling of a 2-D blocked matrix is one 2-D transfer
+    from accelmap.tune.limits import DMA_OUTSIDE_COPY
+    from accelmap.workload.constructors import dense
+
+    assert DMA_OUTSIDE_COPY["dense"] == () and DMA_OUTSIDE_COPY["conv2d"] == ("N",)
+    op = adopt_precision(dense("fc", n=4, c=256, k=64), VTA)
+    t = ScheduleTemplate(op, VTA)
+    built = [t.build(tuple(int(v) for v in p)) for p in t.space.all_points()]
+    assert sum(b.valid for b in built) > 0
+    assert not any("DMA" in b.error for b in built if b.error)
