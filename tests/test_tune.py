@@ -453,3 +453,54 @@ def test_dense_tiles_are_checked_as_one_2d_dma_transfer_and_always_are_one():
     built = [t.build(tuple(int(v) for v in p)) for p in t.space.all_points()]
     assert sum(b.valid for b in built) > 0
     assert not any("DMA" in b.error for b in built if b.error)
+
+
+def test_cores_knob_splits_an_output_dim_over_the_cores():
+    from dataclasses import replace
+
+    from accelmap.tune.template import core_share, shared_outer_bandwidth
+
+    assert "cores" not in ScheduleTemplate(_db(3), VTA).space.names        # one core: the dissertation's space
+    quad = replace(VTA, cores=4)
+    t = ScheduleTemplate(adopt_precision(_db(3), quad), quad)
+    # batch 1: only the 2 output-channel blocks split (rows and columns reach the input through the window)
+    assert t.core_dims == ["K"] and t.space.knobs[-1].options == (1, 2, 4)
+    assert t.space.size == 3 * 768
+    b = t.build(_point(t, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2))
+    assert b.valid and b.cores == 2 and b.share is not None and b.share.sizes["K"] == 16
+    assert b.share.index_extent("W")[0] == 16 and b.share == core_share(t.op, "K", 2)
+    padded = adopt_precision(conv2d("c", n=4, k=32, c=16, h=6, w=6, r=3, s=3, padding=1), quad)
+    assert ScheduleTemplate(padded, quad).core_dims == ["N", "K"]
+    assert core_share(padded, "N", 2).operand("I").shape == (2, 16, 6, 6)
+    assert "2 blocks of 16 cannot be split evenly over 4 cores" in t.build(_point(t, cores=4)).error
+    assert "tile_co=2 does not divide the 1 blocks of K" in t.build(_point(t, tile_co=2, cores=2)).error
+    assert "oc_nthread=2: one of 2 cores has no loop over K" in t.build(_point(t, oc_nthread=2, cores=2)).error
+    # the cores run their shares at once on an equal share of DRAM's bandwidth: simulator and model agree,
+    # and with unbounded bandwidth two cores take exactly the time one core takes for half the channels
+    point = _point(t, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2)
+    assert measure_one(t, "sim", point).cost == pytest.approx(measure_one(t, "model", point).cost)
+    half = shared_outer_bandwidth(b.arch, 2)
+    assert half.levels[0].read_bw_bits == VTA.levels[0].read_bw_bits / 2
+    free = replace(quad, levels=(replace(quad.levels[0], read_bw_bits=None, write_bw_bits=None),) + quad.levels[1:])
+    tf = ScheduleTemplate(adopt_precision(_db(3), free), free)
+    one = _point(tf, tile_co=1, tile_ci=1, tile_h=1, tile_w=1)
+    share = ScheduleTemplate(core_share(tf.op, "K", 2), replace(free, cores=1))
+    assert measure_one(tf, "model", _point(tf, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2)).cost == \
+        measure_one(share, "model", _point(share, tile_ci=1, tile_h=1, tile_w=1)).cost
+    assert measure_one(tf, "model", one).cost > measure_one(share, "model", _point(share, tile_ci=1, tile_h=1,
+                                                                                      tile_w=1)).cost
+    with pytest.raises(SpecError, match="4 cores; the host backend runs one program"):
+        Measurer(t, "host")
+
+
+def test_accelerator_file_states_its_cores():
+    import yaml
+
+    from accelmap.arch.presets import preset_path
+    from accelmap.arch.schema import accelerator_from_dict
+
+    data = yaml.safe_load(preset_path("vta_like").read_text())
+    assert accelerator_from_dict(data).cores == 1
+    assert accelerator_from_dict({**data, "cores": 2}).cores == 2
+    with pytest.raises(SpecError, match="cores"):
+        accelerator_from_dict({**data, "cores": 0}, "x.yaml")

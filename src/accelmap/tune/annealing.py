@@ -34,6 +34,9 @@ class AnnealingSettings:
     early_stop: int = 50
     temp_start: float = 1.0
     temp_end: float = 0.0
+    # AutoTVM's SA returns only points scored at least 0 (the rest of a batch is then drawn at random);
+    # None returns the best ``num`` whatever their sign (a variant measured in the tuning benchmark).
+    min_score: float | None = 0.0
 
 
 class Annealer:
@@ -108,4 +111,5 @@ class Annealer:
             temp -= cool
         self.chains = points
         heap.sort(key=lambda item: -item[0])
-        return [f for s, f in heap if s >= 0 and f >= 0]
+        floor = st.min_score if st.min_score is not None else float("-inf")
+        return [f for s, f in heap if s >= floor and s > float("-inf") and f >= 0]
