@@ -43,7 +43,15 @@ from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
 from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
-from accelmap.tune.tuners import DEFAULT_ANNEALING, TUNERS, ModelTuner, ValiditySettings, ValidityTuner, make_tuner
+from accelmap.tune.tuners import (
+    DEFAULT_ANNEALING,
+    TUNERS,
+    ModelSettings,
+    ModelTuner,
+    ValiditySettings,
+    ValidityTuner,
+    make_tuner,
+)
 from accelmap.workload.constructors import conv2d
 from accelmap.workload.models.bundled import load_model
 
@@ -160,9 +168,15 @@ _JOB: dict = {}
 # the command): AutoTVM's annealer returns only configurations the model scores at least 0 and fills
 # the rest of a batch at random; "-sa-all" takes the annealer's best 50 whatever their sign.
 SA_ALL = replace(DEFAULT_ANNEALING, min_score=None)
+XGB1 = ModelSettings(base_score=0.5)
 VARIANTS = {
     "autotvm-sa-all": lambda space, seed, is_valid: ModelTuner(space, seed, annealing=SA_ALL),
     "validity-sa-all": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, annealing=SA_ALL),
+    # XGBoost before 2.0 (AutoTVM's time, the dissertation's) started every model at base_score 0.5; since
+    # 2.0 it estimates the intercept (about 0 for rank:pairwise), which moves every score the annealer's
+    # ">= 0" filter sees by -0.5
+    "autotvm-xgb1": lambda space, seed, is_valid: ModelTuner(space, seed, model=XGB1),
+    "validity-xgb1": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, model=XGB1),
     "validity-parallel-1": lambda space, seed, is_valid: ValidityTuner(
         space, seed, is_valid, validity=replace(ValiditySettings(), parallel=1)),
     "validity-parallel-64": lambda space, seed, is_valid: ValidityTuner(
@@ -354,6 +368,7 @@ def main() -> None:
                     help="keep the runs the runs file already holds and append the missing ones")
     ap.add_argument("--from-runs", action="store_true",
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
+    ap.add_argument("--baseline", default=BASELINE, help="the tuner the others are relative to")
     ap.add_argument("--baseline-runs", help="a runs file of an earlier sweep to take the baseline's runs from")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
@@ -365,8 +380,9 @@ def main() -> None:
         report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats,
                     RESULTS / f"{args.out}_host.json", args.host_runs)
         return
-    if BASELINE not in tuners:
-        raise SystemExit(f"--tuners must include the baseline {BASELINE}")
+    baseline = args.baseline
+    if baseline not in tuners:
+        raise SystemExit(f"--tuners must include the baseline {baseline}")
     arch = get_accelerator("vta_like")
     rng = np.random.default_rng(0)
     spaces = {}
@@ -435,12 +451,12 @@ def main() -> None:
         if args.baseline_runs:
             # the baseline's runs of an earlier sweep with the same seeds, instead of running them again
             base = [r for r in (tuple(json.loads(line)) for line in Path(args.baseline_runs).read_text().splitlines()
-                                if line.strip()) if r[1] == BASELINE and (r[0], r[1], r[2]) in
+                                if line.strip()) if r[1] == baseline and (r[0], r[1], r[2]) in
                     {(lid, t, seed) for lid, t, seed, _ in jobs}]
             have = {(r[0], r[1], r[2]) for r in base}
             jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
             results += base
-            print(f"{len(base)} {BASELINE} runs from {args.baseline_runs}")
+            print(f"{len(base)} {baseline} runs from {args.baseline_runs}")
         with ctx.Pool(args.jobs) as pool, runs_path.open("a" if args.resume else "w") as partial:
             for rec in base:
                 partial.write(json.dumps(rec) + "\n")
@@ -455,11 +471,11 @@ def main() -> None:
         by.setdefault((lid, t), []).append((hit, near, first_valid, secs, *extra))
     per_layer = []
     print(f"\nconvergence (trials to the best; a run that never finds it counts {args.trials}), "
-          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {BASELINE} baseline's")
+          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
     print(f"{'ID':>4} {'tuner':<18} {'median':>7} {'IQR':>6} {'missed':>6} {'<1%':>5} {'rel med':>7} "
           f"{'rel IQR':>7} {'thesis':>13}")
     for lid in layers:
-        base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, BASELINE)]])
+        base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, baseline)]])
         for t in tuners:
             rows = by[(lid, t)]
             med, iqr = stats([h or args.trials for h, *_ in rows])
@@ -490,7 +506,7 @@ def main() -> None:
         recs = [r for r in per_layer if r["tuner"] == t]
         med = [r["rel_median"] for r in recs if r["rel_median"] is not None]
         iqr = [r["rel_iqr"] for r in recs if r["rel_iqr"] is not None]
-        ci = bootstrap_means({lid: [h or args.trials for h, *_ in by[(lid, BASELINE)]] for lid in layers},
+        ci = bootstrap_means({lid: [h or args.trials for h, *_ in by[(lid, baseline)]] for lid in layers},
                              {lid: [h or args.trials for h, *_ in by[(lid, t)]] for lid in layers})
         means[t] = {"rel_median": statistics.mean(med) if med else None,
                     "rel_iqr": statistics.mean(iqr) if iqr else None,
@@ -505,7 +521,7 @@ def main() -> None:
                              args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
-    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
+    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": baseline,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},

@@ -276,6 +276,16 @@ def test_biased_annealing_never_proposes_a_known_invalid_point():
     assert set(plain.find_maximums(predict, 10, exclude=set())) & set(invalid)
 
 
+def test_annealer_returns_only_non_negative_scores_as_autotvm_does_unless_told():
+    space = KnobSpace((Knob("x", tuple(range(1, 9)), "split"), Knob("y", tuple(range(1, 9)), "split")))
+    predict = lambda pts: (pts[:, 0] + pts[:, 1]).astype(float) - 12.0      # >= 0 only where x + y >= 12
+    top = Annealer(space, AnnealingSettings(), np.random.default_rng(0)).find_maximums(predict, 10, set())
+    assert sorted(sum(space.point(f)) for f in top) == [12, 12, 12, 13, 13, 14]     # all six such points
+    every = Annealer(space, AnnealingSettings(min_score=None), np.random.default_rng(0)).find_maximums(
+        predict, 10, set())
+    assert len(every) == 10 and set(top) <= set(every)
+
+
 def test_validity_tuner_scores_and_first_batch():
     space, is_valid = _blob_space()
     tuner = ValidityTuner(space, 0, is_valid, plan_size=10)
