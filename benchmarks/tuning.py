@@ -46,7 +46,6 @@ from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
     TUNERS,
-    ModelSettings,
     ModelTuner,
     ValiditySettings,
     ValidityTuner,
@@ -168,15 +167,9 @@ _JOB: dict = {}
 # the command): AutoTVM's annealer returns only configurations the model scores at least 0 and fills
 # the rest of a batch at random; "-sa-all" takes the annealer's best 50 whatever their sign.
 SA_ALL = replace(DEFAULT_ANNEALING, min_score=None)
-XGB1 = ModelSettings(base_score=0.5)
 VARIANTS = {
     "autotvm-sa-all": lambda space, seed, is_valid: ModelTuner(space, seed, annealing=SA_ALL),
     "validity-sa-all": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, annealing=SA_ALL),
-    # XGBoost before 2.0 (AutoTVM's time, the dissertation's) started every model at base_score 0.5; since
-    # 2.0 it estimates the intercept (about 0 for rank:pairwise), which moves every score the annealer's
-    # ">= 0" filter sees by -0.5
-    "autotvm-xgb1": lambda space, seed, is_valid: ModelTuner(space, seed, model=XGB1),
-    "validity-xgb1": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, model=XGB1),
     "validity-parallel-1": lambda space, seed, is_valid: ValidityTuner(
         space, seed, is_valid, validity=replace(ValiditySettings(), parallel=1)),
     "validity-parallel-64": lambda space, seed, is_valid: ValidityTuner(
@@ -476,6 +469,7 @@ def main() -> None:
           f"{'rel IQR':>7} {'thesis':>13}")
     for lid in layers:
         base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, baseline)]])
+        base_near, _ = stats([n or args.trials for _, n, *_ in by[(lid, baseline)]])
         for t in tuners:
             rows = by[(lid, t)]
             med, iqr = stats([h or args.trials for h, *_ in rows])
@@ -487,6 +481,7 @@ def main() -> None:
                    "median_first_valid": first_valid_med,
                    "rel_median": med / base_med if base_med else None,
                    "rel_iqr": iqr / base_iqr if base_iqr else None,
+                   "rel_median_within_1pct": near_med / base_near,
                    "median_seconds_per_run": statistics.median(r[3] for r in rows),
                    "median_valid_trials": statistics.median(e[0] for e in extra) if extra else None,
                    "median_first_batch_valid": statistics.median(e[1] for e in extra) if extra else None,
@@ -510,11 +505,13 @@ def main() -> None:
                              {lid: [h or args.trials for h, *_ in by[(lid, t)]] for lid in layers})
         means[t] = {"rel_median": statistics.mean(med) if med else None,
                     "rel_iqr": statistics.mean(iqr) if iqr else None,
+                    "rel_median_within_1pct": statistics.mean(r["rel_median_within_1pct"] for r in recs),
                     "layers_iqr_defined": len(iqr),
                     "rel_median_95ci": ci[0], "rel_iqr_95ci": ci[1]}
         print(f"  {t:<18} {means[t]['rel_median']:.3f} / "
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
               + f"   95% bootstrap over runs: [{ci[0][0]:.3f}, {ci[0][1]:.3f}] / [{ci[1][0]:.3f}, {ci[1][1]:.3f}]"
+              + f"; to within 1% of the best {means[t]['rel_median_within_1pct']:.3f}"
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
     host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None,

@@ -44,9 +44,6 @@ class ModelSettings:
     eta: float = 0.3
     gamma: float = 1e-4
     epsilon_greedy: float = 0.05  # share of a batch drawn at random
-    # XGBoost's intercept; None: XGBoost's own default (estimated since XGBoost 2.0, about 0 for this
-    # objective; 0.5 before, when AutoTVM and the dissertation used it)
-    base_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -192,8 +189,6 @@ class ModelTuner(Tuner):
                   "subsample": 1.0, "eta": self.model.eta, "lambda": 1.0, "alpha": 0.0,
                   "objective": "rank:pairwise", "nthread": 1, "seed": int(self.rng.integers(2 ** 31)),
                   "verbosity": 0}
-        if self.model.base_score is not None:
-            params["base_score"] = self.model.base_score
         booster = xgb.train(params, dtrain, num_boost_round=self.model.boost_rounds)
         return lambda points: booster.inplace_predict(self.space.features(points))
 
