@@ -11,8 +11,11 @@ For each DeepBench layer of Table 5.1:
   the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
   measured (a run that never finds it counts ``--trials``, and how many did is reported);
 * median and IQR of convergence relative to AutoTVM with random initialisation (the baseline),
-  per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
-  first valid configuration.
+  per layer and mean, next to Table 5.4's columns, with 95% bootstrap intervals of the means over the
+  runs. Also trials to within 1% of the best and to the first valid configuration; per run, the valid
+  trials, the first batch's valid count and how many points of model-guided batches were random.
+* ``VARIANTS``: tuner variants for finding what separates the results from Table 5.4 (``--baseline`` and
+  ``--baseline-runs`` compare them with a baseline of their own or an earlier sweep's).
 
 ``--host`` / ``--host-only``: hardware in the loop on this CPU: Table 5.1 layers (``--host-layers``), each
 tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``): per run and over the

@@ -5,8 +5,8 @@ Programs", NeurIPS 2018): ``parallel_size`` chains; each step moves every chain 
 random knob set to another random option), accepts with probability ``exp(min((new - old) / t, 1))``
 under a temperature cooled linearly from 1 to 0 over ``n_iter`` steps, and keeps a heap of the ``num``
 best-scored points not yet measured; it stops ``early_stop`` steps after the heap last changed. Chains
-persist from one call to the next. Points with a negative score are not returned (as in AutoTVM; the
-caller fills its batch with random points).
+persist from one call to the next. Points scored below ``min_score`` (0, as in AutoTVM) are not
+returned; the caller fills its batch with random points.
 
 The score of a point is the model's prediction plus a per-point ``bias`` (the dissertation's biased
 SA: -1e6 for configurations known to be invalid, +1 for those known to be valid). When the space is
@@ -62,7 +62,7 @@ class Annealer:
 
     def find_maximums(self, predict: Callable[[np.ndarray], np.ndarray], num: int, exclude: set[int],
                       bias: np.ndarray | None = None) -> list[int]:
-        """Flat indices of up to ``num`` unmeasured points with the highest non-negative scores."""
+        """Flat indices of up to ``num`` unmeasured points with the highest scores of at least ``min_score``."""
         st = self.settings
         table = None
         if self.space.size <= TABLE_MAX_POINTS:
