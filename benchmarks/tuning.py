@@ -11,8 +11,11 @@ For each DeepBench layer of Table 5.1:
   the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
   measured (a run that never finds it counts ``--trials``, and how many did is reported);
 * median and IQR of convergence relative to AutoTVM with random initialisation (the baseline),
-  per layer and mean, next to Table 5.4's columns. Also trials to within 1% of the best and to the
-  first valid configuration.
+  per layer and mean, next to Table 5.4's columns, with 95% bootstrap intervals of the means over the
+  runs. Also trials to within 1% of the best and to the first valid configuration; per run, the valid
+  trials, the first batch's valid count and how many points of model-guided batches were random.
+* ``VARIANTS``: tuner variants for finding what separates the results from Table 5.4 (``--baseline`` and
+  ``--baseline-runs`` compare them with a baseline of their own or an earlier sweep's).
 
 ``--host`` / ``--host-only``: hardware in the loop on this CPU: Table 5.1 layers (``--host-layers``), each
 tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``): per run and over the
@@ -32,6 +35,7 @@ import math
 import multiprocessing
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +46,14 @@ from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
 from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
 from accelmap.tune.template import ScheduleTemplate
-from accelmap.tune.tuners import TUNERS, make_tuner
+from accelmap.tune.tuners import (
+    DEFAULT_ANNEALING,
+    TUNERS,
+    ModelTuner,
+    ValiditySettings,
+    ValidityTuner,
+    make_tuner,
+)
 from accelmap.workload.constructors import conv2d
 from accelmap.workload.models.bundled import load_model
 
@@ -155,23 +166,72 @@ def simulator_check(template, table, rng) -> dict:
 
 _JOB: dict = {}
 
+# Variants of the tuners, for finding what separates our results from the dissertation's (not tuners of
+# the command): AutoTVM's annealer returns only configurations the model scores at least 0 and fills
+# the rest of a batch at random; "-sa-all" takes the annealer's best 50 whatever their sign.
+SA_ALL = replace(DEFAULT_ANNEALING, min_score=None)
+VARIANTS = {
+    "autotvm-sa-all": lambda space, seed, is_valid: ModelTuner(space, seed, annealing=SA_ALL),
+    "validity-sa-all": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, annealing=SA_ALL),
+    "validity-parallel-1": lambda space, seed, is_valid: ValidityTuner(
+        space, seed, is_valid, validity=replace(ValiditySettings(), parallel=1)),
+    "validity-parallel-64": lambda space, seed, is_valid: ValidityTuner(
+        space, seed, is_valid, validity=replace(ValiditySettings(), parallel=64)),
+}
+
+
+def _make(name: str, space, seed: int, is_valid):
+    if name in VARIANTS:
+        return VARIANTS[name](space, seed, is_valid)
+    return make_tuner(name, space, seed, is_valid=is_valid)
+
 
 def _run_job(args):
+    """One run; besides convergence it records how many trials were valid and how many of the
+    model-guided batches' points were drawn at random (the annealer found no more scored >= 0)."""
     thesis_id, tuner_name, seed, trials = args
     template, table, best = _JOB[thesis_id]
     # validity by lookup too: the ground truth holds every configuration's build result
-    tuner = make_tuner(tuner_name, template.space, seed, is_valid=lambda p: table[p].valid)
+    tuner = _make(tuner_name, template.space, seed, lambda p: table[p].valid)
     t0 = time.perf_counter()
     run = run_tuner(tuner, lookup_measurer(table), trials, 50)
     hit = run.trials_to_reach(best)
     near = run.trials_to_reach(best, NEAR)
     first_valid = next((i for i, m in enumerate(run.history, 1) if m.valid), None)
-    return thesis_id, tuner_name, seed, hit, near, first_valid, time.perf_counter() - t0
+    valid = sum(m.valid for m in run.history)
+    first_batch_valid = sum(m.valid for m in run.history[:50])
+    random_fill = getattr(tuner, "random_fill", None)
+    return (thesis_id, tuner_name, seed, hit, near, first_valid, time.perf_counter() - t0, valid,
+            first_batch_valid, random_fill)
 
 
 def stats(values: list[int]) -> tuple[float, float]:
     q1, med, q3 = np.percentile(values, [25, 50, 75])
     return float(med), float(q3 - q1)
+
+
+def bootstrap_means(base: dict[int, list[int]], tuner: dict[int, list[int]], reps: int = 2000,
+                    seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """95% intervals of the mean over layers of the relative median and IQR, resampling each layer's
+    runs of the tuner and of the baseline with replacement: how far the protocol's means can move
+    with another draw of the same number of runs."""
+    rng = np.random.default_rng(seed)
+    meds, iqrs = [], []
+    for _ in range(reps):
+        m, q = [], []
+        for lid, b in base.items():
+            bb = np.array(b)[rng.integers(0, len(b), len(b))]
+            tt = np.array(tuner[lid])[rng.integers(0, len(tuner[lid]), len(tuner[lid]))]
+            bm, bi = stats(list(bb))
+            tm, ti = stats(list(tt))
+            m.append(tm / bm)
+            if bi:
+                q.append(ti / bi)
+        meds.append(statistics.mean(m))
+        iqrs.append(statistics.mean(q) if q else math.nan)
+    lo_m, hi_m = np.percentile(meds, [2.5, 97.5])
+    lo_q, hi_q = np.nanpercentile(iqrs, [2.5, 97.5])
+    return (float(lo_m), float(hi_m)), (float(lo_q), float(hi_q))
 
 
 HOST_LAYERS = (48, 8, 78)   # the Table 5.1 layers small enough to run as C on the host many times
@@ -304,6 +364,8 @@ def main() -> None:
                     help="keep the runs the runs file already holds and append the missing ones")
     ap.add_argument("--from-runs", action="store_true",
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
+    ap.add_argument("--baseline", default=BASELINE, help="the tuner the others are relative to")
+    ap.add_argument("--baseline-runs", help="a runs file of an earlier sweep to take the baseline's runs from")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -314,8 +376,9 @@ def main() -> None:
         report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats,
                     RESULTS / f"{args.out}_host.json", args.host_runs)
         return
-    if BASELINE not in tuners:
-        raise SystemExit(f"--tuners must include the baseline {BASELINE}")
+    baseline = args.baseline
+    if baseline not in tuners:
+        raise SystemExit(f"--tuners must include the baseline {baseline}")
     arch = get_accelerator("vta_like")
     rng = np.random.default_rng(0)
     spaces = {}
@@ -372,7 +435,7 @@ def main() -> None:
         print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
     else:
         ctx = multiprocessing.get_context("fork")
-        results = []
+        results, base = [], []
         if args.resume and runs_path.exists():
             # keep the runs an interrupted sweep finished (a run is deterministic in its seed) and do the rest
             wanted = {(lid, t, seed) for lid, t, seed, _ in jobs}
@@ -381,7 +444,18 @@ def main() -> None:
             have = {(r[0], r[1], r[2]) for r in results}
             jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
             print(f"\nresuming: {len(results)} runs from {runs_path}, {len(jobs)} to do")
+        if args.baseline_runs:
+            # the baseline's runs of an earlier sweep with the same seeds, instead of running them again
+            base = [r for r in (tuple(json.loads(line)) for line in Path(args.baseline_runs).read_text().splitlines()
+                                if line.strip()) if r[1] == baseline and (r[0], r[1], r[2]) in
+                    {(lid, t, seed) for lid, t, seed, _ in jobs}]
+            have = {(r[0], r[1], r[2]) for r in base}
+            jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
+            results += base
+            print(f"{len(base)} {baseline} runs from {args.baseline_runs}")
         with ctx.Pool(args.jobs) as pool, runs_path.open("a" if args.resume else "w") as partial:
+            for rec in base:
+                partial.write(json.dumps(rec) + "\n")
             # each run as it ends, so a long sweep can be read before it finishes
             for rec in pool.imap_unordered(_run_job, jobs, chunksize=1):
                 results.append(rec)
@@ -389,26 +463,33 @@ def main() -> None:
                 partial.flush()
     wall = time.perf_counter() - t0
     by: dict = {}
-    for lid, t, _seed, hit, near, first_valid, secs in results:
-        by.setdefault((lid, t), []).append((hit, near, first_valid, secs))
+    for lid, t, _seed, hit, near, first_valid, secs, *extra in results:
+        by.setdefault((lid, t), []).append((hit, near, first_valid, secs, *extra))
     per_layer = []
     print(f"\nconvergence (trials to the best; a run that never finds it counts {args.trials}), "
-          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {BASELINE} baseline's")
+          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
     print(f"{'ID':>4} {'tuner':<18} {'median':>7} {'IQR':>6} {'missed':>6} {'<1%':>5} {'rel med':>7} "
           f"{'rel IQR':>7} {'thesis':>13}")
     for lid in layers:
-        base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, BASELINE)]])
+        base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, baseline)]])
+        base_near, _ = stats([n or args.trials for _, n, *_ in by[(lid, baseline)]])
         for t in tuners:
             rows = by[(lid, t)]
             med, iqr = stats([h or args.trials for h, *_ in rows])
             near_med, _ = stats([n or args.trials for _, n, *_ in rows])
-            first_valid_med, _ = stats([f or args.trials for _, _, f, _ in rows])
+            first_valid_med, _ = stats([r[2] or args.trials for r in rows])
+            extra = [r[4:] for r in rows if len(r) > 4]       # runs files before these fields lack them
             rec = {"thesis_id": lid, "tuner": t, "median": med, "iqr": iqr,
                    "missed": sum(1 for h, *_ in rows if h is None), "median_within_1pct": near_med,
                    "median_first_valid": first_valid_med,
                    "rel_median": med / base_med if base_med else None,
                    "rel_iqr": iqr / base_iqr if base_iqr else None,
-                   "median_seconds_per_run": statistics.median(r[3] for r in rows)}
+                   "rel_median_within_1pct": near_med / base_near,
+                   "median_seconds_per_run": statistics.median(r[3] for r in rows),
+                   "median_valid_trials": statistics.median(e[0] for e in extra) if extra else None,
+                   "median_first_batch_valid": statistics.median(e[1] for e in extra) if extra else None,
+                   "median_random_fill": statistics.median(e[2] for e in extra)
+                   if extra and all(e[2] is not None for e in extra) else None}
             per_layer.append(rec)
             table = TABLE_5_4.get(t)
             rec["thesis_rel_median"], rec["thesis_rel_iqr"] = table[lid] if table else (None, None)
@@ -423,18 +504,24 @@ def main() -> None:
         recs = [r for r in per_layer if r["tuner"] == t]
         med = [r["rel_median"] for r in recs if r["rel_median"] is not None]
         iqr = [r["rel_iqr"] for r in recs if r["rel_iqr"] is not None]
+        ci = bootstrap_means({lid: [h or args.trials for h, *_ in by[(lid, baseline)]] for lid in layers},
+                             {lid: [h or args.trials for h, *_ in by[(lid, t)]] for lid in layers})
         means[t] = {"rel_median": statistics.mean(med) if med else None,
                     "rel_iqr": statistics.mean(iqr) if iqr else None,
-                    "layers_iqr_defined": len(iqr)}
+                    "rel_median_within_1pct": statistics.mean(r["rel_median_within_1pct"] for r in recs),
+                    "layers_iqr_defined": len(iqr),
+                    "rel_median_95ci": ci[0], "rel_iqr_95ci": ci[1]}
         print(f"  {t:<18} {means[t]['rel_median']:.3f} / "
               + (f"{means[t]['rel_iqr']:.3f}" if means[t]["rel_iqr"] is not None else "-")
+              + f"   95% bootstrap over runs: [{ci[0][0]:.3f}, {ci[0][1]:.3f}] / [{ci[1][0]:.3f}, {ci[1][1]:.3f}]"
+              + f"; to within 1% of the best {means[t]['rel_median_within_1pct']:.3f}"
               + (f" (IQR over {len(iqr)} layers: the baseline's IQR is 0 on the others)"
                  if len(iqr) < len(recs) else ""))
     host_rows = (report_host(tuners, args.host_trials, host_layers, args.host_batch, args.host_repeats, None,
                              args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
-    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": BASELINE,
+    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": baseline,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},

@@ -276,6 +276,16 @@ def test_biased_annealing_never_proposes_a_known_invalid_point():
     assert set(plain.find_maximums(predict, 10, exclude=set())) & set(invalid)
 
 
+def test_annealer_returns_only_non_negative_scores_as_autotvm_does_unless_told():
+    space = KnobSpace((Knob("x", tuple(range(1, 9)), "split"), Knob("y", tuple(range(1, 9)), "split")))
+    predict = lambda pts: (pts[:, 0] + pts[:, 1]).astype(float) - 12.0      # >= 0 only where x + y >= 12
+    top = Annealer(space, AnnealingSettings(), np.random.default_rng(0)).find_maximums(predict, 10, set())
+    assert sorted(sum(space.point(f)) for f in top) == [12, 12, 12, 13, 13, 14]     # all six such points
+    every = Annealer(space, AnnealingSettings(min_score=None), np.random.default_rng(0)).find_maximums(
+        predict, 10, set())
+    assert len(every) == 10 and set(top) <= set(every)
+
+
 def test_validity_tuner_scores_and_first_batch():
     space, is_valid = _blob_space()
     tuner = ValidityTuner(space, 0, is_valid, plan_size=10)
@@ -439,3 +449,68 @@ def test_emitted_c_reads_an_input_stored_channels_last():
     wrong, _ = run_generated(fn, op, tensors, len(b.arch.levels))
     assert not np.array_equal(wrong, got)
     assert measure_one(t, "host", point, repeats=1).valid
+
+
+def test_dense_tiles_are_checked_as_one_2d_dma_transfer_and_always_are_one():
+    # VTA's packed dense: data (batch blocks, input blocks), weights (output blocks, input blocks), both
+    # copied as a box of the two outer axes: every tiling of a 2-D blocked matrix is one 2-D transfer
+    from accelmap.tune.limits import DMA_OUTSIDE_COPY
+    from accelmap.workload.constructors import dense
+
+    assert DMA_OUTSIDE_COPY["dense"] == () and DMA_OUTSIDE_COPY["conv2d"] == ("N",)
+    op = adopt_precision(dense("fc", n=4, c=256, k=64), VTA)
+    t = ScheduleTemplate(op, VTA)
+    built = [t.build(tuple(int(v) for v in p)) for p in t.space.all_points()]
+    assert sum(b.valid for b in built) > 0
+    assert not any("DMA" in b.error for b in built if b.error)
+
+
+def test_cores_knob_splits_an_output_dim_over_the_cores():
+    from dataclasses import replace
+
+    from accelmap.tune.template import core_share, shared_outer_bandwidth
+
+    assert "cores" not in ScheduleTemplate(_db(3), VTA).space.names        # one core: the dissertation's space
+    quad = replace(VTA, cores=4)
+    t = ScheduleTemplate(adopt_precision(_db(3), quad), quad)
+    # batch 1: only the 2 output-channel blocks split (rows and columns reach the input through the window)
+    assert t.core_dims == ["K"] and t.space.knobs[-1].options == (1, 2, 4)
+    assert t.space.size == 3 * 768
+    b = t.build(_point(t, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2))
+    assert b.valid and b.cores == 2 and b.share is not None and b.share.sizes["K"] == 16
+    assert b.share.index_extent("W")[0] == 16 and b.share == core_share(t.op, "K", 2)
+    padded = adopt_precision(conv2d("c", n=4, k=32, c=16, h=6, w=6, r=3, s=3, padding=1), quad)
+    assert ScheduleTemplate(padded, quad).core_dims == ["N", "K"]
+    assert core_share(padded, "N", 2).operand("I").shape == (2, 16, 6, 6)
+    assert "2 blocks of 16 cannot be split evenly over 4 cores" in t.build(_point(t, cores=4)).error
+    assert "tile_co=2 does not divide the 1 blocks of K" in t.build(_point(t, tile_co=2, cores=2)).error
+    assert "oc_nthread=2: one of 2 cores has no loop over K" in t.build(_point(t, oc_nthread=2, cores=2)).error
+    # the cores run their shares at once on an equal share of DRAM's bandwidth: simulator and model agree,
+    # and with unbounded bandwidth two cores take exactly the time one core takes for half the channels
+    point = _point(t, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2)
+    assert measure_one(t, "sim", point).cost == pytest.approx(measure_one(t, "model", point).cost)
+    half = shared_outer_bandwidth(b.arch, 2)
+    assert half.levels[0].read_bw_bits == VTA.levels[0].read_bw_bits / 2
+    free = replace(quad, levels=(replace(quad.levels[0], read_bw_bits=None, write_bw_bits=None),) + quad.levels[1:])
+    tf = ScheduleTemplate(adopt_precision(_db(3), free), free)
+    one = _point(tf, tile_co=1, tile_ci=1, tile_h=1, tile_w=1)
+    share = ScheduleTemplate(core_share(tf.op, "K", 2), replace(free, cores=1))
+    assert measure_one(tf, "model", _point(tf, tile_co=1, tile_ci=1, tile_h=1, tile_w=1, cores=2)).cost == \
+        measure_one(share, "model", _point(share, tile_ci=1, tile_h=1, tile_w=1)).cost
+    assert measure_one(tf, "model", one).cost > measure_one(share, "model", _point(share, tile_ci=1, tile_h=1,
+                                                                                      tile_w=1)).cost
+    with pytest.raises(SpecError, match="4 cores; the host backend runs one program"):
+        Measurer(t, "host")
+
+
+def test_accelerator_file_states_its_cores():
+    import yaml
+
+    from accelmap.arch.presets import preset_path
+    from accelmap.arch.schema import accelerator_from_dict
+
+    data = yaml.safe_load(preset_path("vta_like").read_text())
+    assert accelerator_from_dict(data).cores == 1
+    assert accelerator_from_dict({**data, "cores": 2}).cores == 2
+    with pytest.raises(SpecError, match="cores"):
+        accelerator_from_dict({**data, "cores": 0}, "x.yaml")

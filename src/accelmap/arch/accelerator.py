@@ -172,6 +172,10 @@ class Accelerator:
     description: str = ""
     source: str = ""                               # file it came from, for messages
     intrinsics: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    # Identical copies of everything below the outermost level, sharing it and its bandwidth. Only the
+    # tuner's cores knob uses it (it splits an outer loop over them); the model, simulator and mapper
+    # describe one core.
+    cores: int = 1
 
     def level(self, name: str) -> Level:
         for lv in self.levels:

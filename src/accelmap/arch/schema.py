@@ -92,6 +92,7 @@ class AcceleratorSpec(_Strict):
     compute: ComputeSpec
     levels: list[LevelSpec] = Field(min_length=1)
     intrinsics: list[dict[str, Any]] = []
+    cores: int = Field(default=1, ge=1)
 
 
 def _loc(loc: tuple) -> str:
@@ -258,7 +259,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                         tuple(comp.pipeline.streamed_dims))
     return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe,
                                                          comp.final_output_bits),
-                       spec.description, source, intr)
+                       spec.description, source, intr, spec.cores)
 
 
 def accelerator_from_dict(data: Any, source: str = "<dict>") -> Accelerator:

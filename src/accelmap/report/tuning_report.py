@@ -87,6 +87,9 @@ def write_tuning_folder(rep: TuneReport, out: Path, arch_source: dict | None, pl
             assert built.arch is not None and built.mapping is not None
             mapping = {"mapping": mapping_to_yaml(built.mapping, built.arch)["mapping"]}
             comment = f"# tuned by accelmap tune ({rep.backend}): {rep.template.describe(best.point)}\n"
+            if built.share is not None:
+                comment += (f"# split over {built.cores} cores: the mapping of one core's share, "
+                            f"{built.share.expression()} with {dict(built.share.sizes)}\n")
             write_atomic(folder / "best.mapping.yaml", comment + yaml.safe_dump(mapping, sort_keys=False))
             names.append("best.mapping.yaml")
             if arch_source is not None:

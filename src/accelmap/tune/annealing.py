@@ -5,8 +5,8 @@ Programs", NeurIPS 2018): ``parallel_size`` chains; each step moves every chain 
 random knob set to another random option), accepts with probability ``exp(min((new - old) / t, 1))``
 under a temperature cooled linearly from 1 to 0 over ``n_iter`` steps, and keeps a heap of the ``num``
 best-scored points not yet measured; it stops ``early_stop`` steps after the heap last changed. Chains
-persist from one call to the next. Points with a negative score are not returned (as in AutoTVM; the
-caller fills its batch with random points).
+persist from one call to the next. Points scored below ``min_score`` (0, as in AutoTVM) are not
+returned; the caller fills its batch with random points.
 
 The score of a point is the model's prediction plus a per-point ``bias`` (the dissertation's biased
 SA: -1e6 for configurations known to be invalid, +1 for those known to be valid). When the space is
@@ -34,6 +34,9 @@ class AnnealingSettings:
     early_stop: int = 50
     temp_start: float = 1.0
     temp_end: float = 0.0
+    # AutoTVM's SA returns only points scored at least 0 (the rest of a batch is then drawn at random);
+    # None returns the best ``num`` whatever their sign (a variant measured in the tuning benchmark).
+    min_score: float | None = 0.0
 
 
 class Annealer:
@@ -59,7 +62,7 @@ class Annealer:
 
     def find_maximums(self, predict: Callable[[np.ndarray], np.ndarray], num: int, exclude: set[int],
                       bias: np.ndarray | None = None) -> list[int]:
-        """Flat indices of up to ``num`` unmeasured points with the highest non-negative scores."""
+        """Flat indices of up to ``num`` unmeasured points with the highest scores of at least ``min_score``."""
         st = self.settings
         table = None
         if self.space.size <= TABLE_MAX_POINTS:
@@ -108,4 +111,5 @@ class Annealer:
             temp -= cool
         self.chains = points
         heap.sort(key=lambda item: -item[0])
-        return [f for s, f in heap if s >= 0 and f >= 0]
+        floor = st.min_score if st.min_score is not None else float("-inf")
+        return [f for s, f in heap if s >= floor and s > float("-inf") and f >= 0]

@@ -45,7 +45,7 @@ class ProgramLimits:
     hardware_loops: int = 0               # outermost tile-level loops run by the instruction itself
     partial_sums_stay: bool = False       # the accumulator cannot spill partial sums to DRAM
     dense_input_box: bool = False         # input tiles are loaded as dense boxes, padding included
-    dma_2d: bool = False                  # every tile copy is one 2-D strided transfer (conv2d tiles)
+    dma_2d: bool = False                  # every tile copy is one 2-D strided transfer (conv2d, dense, matmul)
 
     def check(self, op: Operator, mapping: Mapping, tile_level: int, outer: list[Loop] | None = None,
               input_bits: int | None = None, copies: int = 1,
@@ -76,7 +76,7 @@ class ProgramLimits:
                 if box > input_bits:
                     return (f"the input tile is a {box:,}-bit dense box (padding and strided rows included, "
                             f"x{copies}); the input buffer holds {input_bits:,} bits")
-        if self.dma_2d and op.kind == "conv2d":
+        if self.dma_2d and op.kind in DMA_OUTSIDE_COPY:
             problem = _dma_problem(op, mapping, tile_level, layouts or {})
             if problem:
                 return problem
@@ -116,9 +116,17 @@ def dma_runs(extents: list[int], stored: list[int]) -> tuple[int, bool]:
     return runs, away
 
 
+# Dims whose loop lies outside every tile copy in VTA's schedule of the operator kind (Apache TVM,
+# ``vta/top``): conv2d's batch (``schedule_packed_conv2d`` copies (channel blocks, rows, columns) per batch
+# element). ``packed_dense`` packs data as (batch blocks, input blocks, BATCH, BLOCK_IN) and weights as
+# (output blocks, input blocks, BLOCK_OUT, BLOCK_IN), and ``schedule_packed_dense`` copies a box of both
+# outer axes: no dim outside. Matrix products have no VTA schedule; they are copied like dense.
+DMA_OUTSIDE_COPY: dict[str, tuple[str, ...]] = {"conv2d": ("N",), "dense": (), "matmul": ()}
+
+
 def _dma_problem(op: Operator, mapping: Mapping, tile_level: int,
                  layouts: dict[str, tuple[int, ...]]) -> str | None:
-    """Why one of the conv2d tile copies is not a single 2-D DMA transfer, or None."""
+    """Why one of the operator's tile copies is not a single 2-D DMA transfer, or None."""
     ext = {d: 1 for d in op.dim_names}
     block = {d: 1 for d in op.dim_names}
     for lp in mapping.loops:
@@ -130,8 +138,8 @@ def _dma_problem(op: Operator, mapping: Mapping, tile_level: int,
         tile, stored = [], []
         for a in layouts.get(X.name, range(len(X.indices))):
             ix = X.indices[a]
-            if ix.dims == ("N",):
-                continue                       # the batch loop lies outside the copy
+            if len(ix.dims) == 1 and ix.dims[0] in DMA_OUTSIDE_COPY[op.kind]:
+                continue                       # that loop lies outside the copy
             unit = math.prod(block[d] for d, _ in ix.terms) if len(ix.terms) == 1 else 1
             full = X.shape[a] if X.shape else _box(ix, dict(op.sizes))
             tile.append(_box(ix, ext) // unit)

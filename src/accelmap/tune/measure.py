@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from accelmap.errors import AccelmapError, SpecError
-from accelmap.tune.template import ScheduleTemplate
+from accelmap.tune.template import ScheduleTemplate, shared_outer_bandwidth
 
 BACKENDS = ("model", "sim", "host")
 HOST_REPEATS = 7          # timed runs per configuration on the host (median and IQR over them)
@@ -72,16 +72,22 @@ def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...]
     if not built.valid:
         return Measurement(point, False, None, built.error, time.perf_counter() - t0)
     assert built.arch is not None and built.mapping is not None
+    # split over cores: every core runs its share at the same time, on its share of the DRAM bandwidth
+    op = built.share if built.share is not None else template.op
+    arch = shared_outer_bandwidth(built.arch, built.cores)
     try:
         if backend == "model":
             from accelmap.cost.model import evaluate
-            cost = float(evaluate(template.op, built.arch, built.mapping, check=False).latency)
+            cost = float(evaluate(op, arch, built.mapping, check=False).latency)
             return Measurement(point, True, cost, None, time.perf_counter() - t0)
         if backend == "sim":
             from accelmap.sim.simulate import simulate
-            cost = float(simulate(template.op, built.arch, built.mapping, functional=False).cycles)
+            cost = float(simulate(op, arch, built.mapping, functional=False).cycles)
             return Measurement(point, True, cost, None, time.perf_counter() - t0)
         if backend == "host":
+            if built.cores > 1:
+                raise SpecError("the host backend runs one program on one CPU thread; a configuration split "
+                                "over cores needs --backend sim or model")
             cost, noise = _host_time(template, built, repeats)
             return Measurement(point, True, cost, None, time.perf_counter() - t0, noise)
     except AccelmapError as e:
@@ -176,6 +182,9 @@ class Measurer:
                  log: str | Path | None = None, repeats: int = HOST_REPEATS):
         if backend not in BACKENDS:
             raise SpecError(f"backend {backend!r} unknown; use one of {', '.join(BACKENDS)}")
+        if backend == "host" and len(template.core_counts) > 1:
+            raise SpecError(f"{template.arch.name} has {template.arch.cores} cores; the host backend runs one "
+                            f"program on one CPU thread (use --backend sim or model)")
         if backend == "host" and template.op.macs > HOST_MAX_MACS:
             raise SpecError(f"{template.op.name} has {template.op.macs:,} MACs; the host backend times operators "
                             f"up to {HOST_MAX_MACS:,} (use --backend sim or model)")

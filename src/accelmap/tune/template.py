@@ -15,6 +15,10 @@ schedule, as extended with loop permutations in Rieber's dissertation, ch. 5):
 * **virtual-thread knobs** (``oc_nthread``, ``h_nthread`` in {1, 2}) where the innermost tile level
   can double-buffer: the threads take turns on the buffers, so loads overlap compute; each thread
   owns its tile, so ``threads x tile`` must fit, and the outer loop a thread splits must divide.
+* **core knobs** (``cores``, ``core_dim``) on an accelerator with several cores (its ``cores`` field):
+  how many cores the operator is split over, and along which output dim. Each core runs the tile
+  program of its share (the operator with that dim divided by the cores) with the same tile knobs; the
+  cores run the same program in lockstep, so they share the outermost level's bandwidth equally.
 
 A configuration is *valid* when its program can be built: the mapping passes the capacity and
 structure checks of ``mapping.validate`` and the target's program limits (``tune.limits``: micro-op
@@ -63,6 +67,8 @@ class Built:
     mapping: Mapping | None
     error: str | None = None
     layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()   # operand -> its axis order in DRAM, if not declared
+    cores: int = 1                    # cores the operator is split over; the mapping is one core's share
+    share: Operator | None = None     # that share (the operator with the split dim divided), when cores > 1
 
     @property
     def layout_map(self) -> dict[str, tuple[int, ...]]:
@@ -91,6 +97,42 @@ def default_spatial(op: Operator, arch: Accelerator) -> dict[str, str]:
                                 f"pass spatial={{axis: dim}} for axes {sorted(axes)}")
         out[axis] = table[axis]
     return out
+
+
+def core_dims(op: Operator, spatial_bound: dict[str, int]) -> list[str]:
+    """Dims an operator can be split along over cores without the cores exchanging data: output dims that
+    every operand indexes plainly (no window or stride: a core's share reads its own slice), of size 2 or
+    more in blocks of the compute unit."""
+    out = []
+    for d in op.output.dims:
+        plain = all(ix.dims != (d,) or ix.terms == ((d, 1),) for X in op.operands for ix in X.indices)
+        mixed = any(d in ix.dims and len(ix.dims) > 1 for X in op.operands for ix in X.indices)
+        if plain and not mixed and op.sizes[d] // spatial_bound.get(d, 1) >= 2:
+            out.append(d)
+    return [d for d in op.dim_names if d in out]
+
+
+def core_share(op: Operator, dim: str, cores: int) -> Operator:
+    """The part of ``op`` one of ``cores`` cores computes when ``dim`` is split evenly over them."""
+    size = op.sizes[dim] // cores
+    operands = []
+    for X in op.operands:
+        shape = tuple(size if ix.dims == (dim,) else n for ix, n in zip(X.indices, X.shape, strict=True)) \
+            if X.shape else X.shape
+        operands.append(replace(X, shape=shape))
+    return replace(op, name=f"{op.name}/{cores}", dims=tuple((d, size if d == dim else n) for d, n in op.dims),
+                   operands=tuple(operands))
+
+
+def shared_outer_bandwidth(arch: Accelerator, cores: int) -> Accelerator:
+    """One core's view of ``arch`` when ``cores`` cores run the same program in lockstep: every transfer of
+    the outermost level happens on all of them at once, so each gets an equal share of its bandwidth."""
+    if cores == 1:
+        return arch
+    top = arch.levels[0]
+    share = replace(top, read_bw_bits=None if top.read_bw_bits is None else top.read_bw_bits / cores,
+                    write_bw_bits=None if top.write_bw_bits is None else top.write_bw_bits / cores)
+    return replace(arch, levels=(share,) + arch.levels[1:])
 
 
 def stationary_orders(op: Operator, dims: list[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -180,6 +222,12 @@ class ScheduleTemplate:
         self.thread_knobs = [(name, dim) for name, dim in THREAD_DIMS.get(op.kind, ())
                              if dim in self.split_dims] if arch.levels[inner].double_buffered else []
         self.layouts = input_layouts(op) if layout_knob else []
+        self.layout_knob = layout_knob
+        self.core_counts = divisors(arch.cores) if arch.cores > 1 else (1,)
+        self.core_dims = core_dims(op, self.spatial_bound) if arch.cores > 1 else []
+        if not self.core_dims:
+            self.core_counts = (1,)
+        self._shares: dict[tuple[str, int], ScheduleTemplate | str] = {}
 
     # --- the space -----------------------------------------------------------------------------------
     @cached_property
@@ -198,6 +246,10 @@ class ScheduleTemplate:
             knobs.append(Knob(name, THREAD_OPTIONS, "threads"))
         if len(self.layouts) > 1:
             knobs.append(Knob("layout", tuple(label for label, _ in self.layouts), "permutation"))
+        if len(self.core_counts) > 1:
+            knobs.append(Knob("cores", self.core_counts, "threads"))
+            if len(self.core_dims) > 1:
+                knobs.append(Knob("core_dim", tuple(self.core_dims), "permutation"))
         return KnobSpace(tuple(knobs))
 
     def _tile_factors(self, values: dict) -> dict[str, tuple[int, ...]]:
@@ -211,6 +263,9 @@ class ScheduleTemplate:
     # --- building a configuration ----------------------------------------------------------------------
     def build(self, point: tuple[int, ...]) -> Built:
         values = self.space.values(point)
+        cores = int(values.get("cores", 1))
+        if cores > 1:
+            return self._build_share(values, str(values.get("core_dim", self.core_dims[0])), cores)
         factors = self._tile_factors(values)
         order = dict(self.orders)[str(values["reorder"])] if "reorder" in values else tuple(self.split_dims)
         threads: dict[str, int] = {dim: int(values[name]) for name, dim in self.thread_knobs}
@@ -266,6 +321,47 @@ class ScheduleTemplate:
         if problem:
             return Built(arch, mapping, problem, layouts)
         return Built(arch, mapping, None, layouts)
+
+    def _share_template(self, dim: str, cores: int) -> ScheduleTemplate | str:
+        """The template of one core's share of the operator, or why the split does not divide."""
+        key = (dim, cores)
+        if key not in self._shares:
+            blocks = self.op.sizes[dim] // self.spatial_bound.get(dim, 1)
+            if blocks % cores:
+                self._shares[key] = (f"{dim}: {blocks} blocks of {self.spatial_bound.get(dim, 1)} cannot be split "
+                                     f"evenly over {cores} cores")
+            else:
+                self._shares[key] = ScheduleTemplate(core_share(self.op, dim, cores), replace(self.arch, cores=1),
+                                                     spatial=self.spatial, limits=self.limits,
+                                                     layout_knob=self.layout_knob)
+        return self._shares[key]
+
+    def _build_share(self, values: dict, dim: str, cores: int) -> Built:
+        """A configuration split over cores: one core's share built with the same knob values."""
+        share = self._share_template(dim, cores)
+        if isinstance(share, str):
+            return Built(None, None, share)
+        for d in self.split_dims:
+            name = SPLIT_NAMES.get(d, f"tile_{d}")
+            blocks = share.op.sizes[d] // self.spatial_bound.get(d, 1)
+            tile = math.prod(self._tile_factors(values)[d])
+            if blocks % tile:
+                return Built(None, None, f"{name}={values[name]} does not divide the {blocks} blocks of {d} one of "
+                                         f"{cores} cores computes")
+        for name, d in self.thread_knobs:
+            if int(values[name]) > 1 and (name, d) not in share.thread_knobs:
+                return Built(None, None, f"{name}={values[name]}: one of {cores} cores has no loop over {d} to "
+                                         f"split among virtual threads")
+        point = []
+        for knob in share.space.knobs:
+            v = values[knob.name]
+            if knob.name == "reorder":
+                # the share may have fewer distinct orders (a dim of one block drops out): the same order
+                order = [d for d in dict(self.orders)[str(v)] if d in share.split_dims]
+                v = next(label for label, o in share.orders if list(o) == order)
+            point.append(knob.options.index(v))
+        built = share.build(tuple(point))
+        return replace(built, cores=cores, share=share.op)
 
     def _layouts(self, values: dict) -> tuple[tuple[str, tuple[int, ...]], ...]:
         if "layout" not in values:

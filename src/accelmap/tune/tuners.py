@@ -130,6 +130,7 @@ class ModelTuner(Tuner):
         self.first: list[Point] = []
         self.measured = 0                 # trials told to the tuner (the retraining schedule counts these)
         self.prior_xs: list[int] = []     # training rows that were never measured (known-invalid, throughput 0)
+        self.random_fill = 0              # points of model-guided batches drawn at random (SA had no more)
 
     def first_batch(self, n: int) -> list[Point]:
         return self._random_unvisited(n)
@@ -155,6 +156,7 @@ class ModelTuner(Tuner):
                 if not extra:
                     break
                 p = extra[0]
+                self.random_fill += 1
             else:
                 p = self.space.point(self.trials[self.trial_pt])
                 self.trial_pt += 1
