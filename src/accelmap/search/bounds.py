@@ -89,6 +89,12 @@ class BoundContext:
         # double-buffered when two tiles fit), whose fills add to the MAC schedule.
         self.serial_fill = frozenset(i for i, lv in enumerate(arch.levels)
                                      if not lv.refills_during_compute and not lv.double_buffered_when_fits)
+        # Rule B12: single-buffered levels whose loads from parent p are paced by p's read port (the child's write
+        # port is no slower), so that they queue on it at every tile change.
+        self.port_paced = frozenset((p, c) for X in op.operands for p, c in pairwise(self.chains[X.name])
+                                    if c in self.serial_fill and arch.levels[p].read_bw_bits is not None
+                                    and (arch.levels[c].write_bw_bits is None
+                                         or arch.levels[c].write_bw_bits >= arch.levels[p].read_bw_bits))
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -235,18 +241,22 @@ class BoundContext:
                 energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
                 bits.append((lv, kind, v * fewest_bits(X, arch)))
             serial = {}
+            queued: dict[int, float] = {}
             w = fewest_bits(X, arch)
             for p, c, into, out in loads:
                 if c in self.serial_fill:
                     P, C = arch.levels[p], arch.levels[c]
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
+                if (p, c) in self.port_paced:
+                    P = arch.levels[p]
+                    queued[p] = queued.get(p, 0.0) + out * w / P.instances / P.read_bw_bits
             # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
             # compute.
             served = [(last, True, per[(last, "reads")] * w)]
             if X.is_output:
                 served.append((last, False, per[(last, "updates")] * w))
-            return energy, bits, serial, served
+            return energy, bits, serial, served, queued
 
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
@@ -268,18 +278,24 @@ class BoundContext:
             energy = op.macs * arch.compute.mac_energy_pj + open_floor
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
+            port_queue: dict[int, float] = {}
             for X in op.operands:
-                e, bits, loads, _ = (boosted if X.name in alt else base)[X.name]
+                e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
                     port[key] = port.get(key, 0.0) + b
                 for lv, t in loads.items():
                     serial[lv] += t
+                for lv, t in queued.items():
+                    port_queue[lv] = port_queue.get(lv, 0.0) + t
             # Rule B9: a level that never overlaps its loads with compute stalls it while it loads; its loads
             # run one after another, each at least its data over the child's write port and over the parent's
             # read port (other levels' loads run in parallel: the longest counts).
             stall = max(serial.values(), default=0.0)
+            # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
+            # (other operands' and other levels' alike), so the stall is at least their sum.
+            stall = max(stall, max(port_queue.values(), default=0.0))
             # Latency is at least the MAC schedule and at least every port's traffic over its
             # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
             transfer = 0.0

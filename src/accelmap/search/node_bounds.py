@@ -192,15 +192,19 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
             bits.append((lv, kind, v * w))
         serial = {}
+        queued: dict[int, np.ndarray] = {}
         for p, c, into, out in loads:
             if c in ctx.serial_fill:
                 P, C = arch.levels[p], arch.levels[c]
                 serial[c] = np.maximum(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                        0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
+            if (p, c) in ctx.port_paced:
+                P = arch.levels[p]
+                queued[p] = queued.get(p, 0.0) + out * w / P.instances / P.read_bw_bits
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        return energy, bits, serial, served
+        return energy, bits, serial, served, queued
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -230,15 +234,20 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         energy = np.full(n, op.macs * arch.compute.mac_energy_pj + open_floor)
         port: dict[tuple[int, bool], np.ndarray] = {}
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
+        port_queue: dict[int, np.ndarray] = {}
         for X in op.operands:
-            e, bits, loads, _ = (boosted if X.name in alt else base)[X.name]
+            e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
             energy = energy + e
             for lv, kind, b in bits:
                 key = (lv, kind in ("reads", "drains"))
                 port[key] = port.get(key, 0.0) + b
             for lv, t in loads.items():
                 serial[lv] = serial[lv] + t
+            for lv, t in queued.items():
+                port_queue[lv] = port_queue.get(lv, 0.0) + t
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
+        if port_queue:
+            stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():
             L = arch.levels[lv]
