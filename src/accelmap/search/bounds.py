@@ -19,6 +19,7 @@ import itertools
 import math
 from functools import lru_cache
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -91,10 +92,13 @@ class BoundContext:
                                      if not lv.refills_during_compute and not lv.double_buffered_when_fits)
         # Rule B12: single-buffered levels whose loads from parent p are paced by p's read port (the child's write
         # port is no slower), so that they queue on it at every tile change.
-        self.port_paced = frozenset((p, c) for X in op.operands for p, c in pairwise(self.chains[X.name])
-                                    if c in self.serial_fill and arch.levels[p].read_bw_bits is not None
-                                    and (arch.levels[c].write_bw_bits is None
-                                         or arch.levels[c].write_bw_bits >= arch.levels[p].read_bw_bits))
+        # (parent, child) -> the parent's read bandwidth.
+        self.port_paced: dict[tuple[int, int], float] = {}
+        for o in op.operands:
+            for p, c in pairwise(self.chains[o.name]):
+                read_bw, write_bw = arch.levels[p].read_bw_bits, arch.levels[c].write_bw_bits
+                if c in self.serial_fill and read_bw is not None and (write_bw is None or write_bw >= read_bw):
+                    self.port_paced[(p, c)] = read_bw
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -193,7 +197,8 @@ class BoundContext:
         first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
         alternatives = self._innermost_alternatives(rem, level)
 
-        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float]]:
+        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float],
+                                                              list[tuple[int, bool, float]], dict[int, float]]:
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
@@ -249,8 +254,7 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
                 if (p, c) in self.port_paced:
-                    P = arch.levels[p]
-                    queued[p] = queued.get(p, 0.0) + out * w / P.instances / P.read_bw_bits
+                    queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / self.port_paced[(p, c)]
             # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
             # compute.
             served = [(last, True, per[(last, "reads")] * w)]
@@ -312,10 +316,10 @@ class BoundContext:
         """Rule B11: the model's compute takes at least the MACs' streaming through each last level's port
         (every operand whose last level it is: its reads, and the output's updates), over the port's bandwidth
         spread over all instances. ``served``: (level, is read, bits), numbers or arrays of rows."""
-        port: dict[tuple[int, bool], object] = {}
+        port: dict[tuple[int, bool], Any] = {}
         for lv, is_read, b in served:
             port[(lv, is_read)] = port.get((lv, is_read), 0.0) + b
-        out: object = 0.0
+        out: Any = 0.0
         for (lv, is_read), b in port.items():
             L = self.arch.levels[lv]
             bw = L.read_bw_bits if is_read else L.write_bw_bits
@@ -328,11 +332,11 @@ class BoundContext:
         overlaps its transfers with compute, the output's last drain from it), at least. ``tile_at(X, c)``: X's
         tile at c with the fixed loops (exact for c >= ``level``, a lower bound above: tiles only grow), a number
         or an array of rows (``node_bounds``); the same arithmetic serves both."""
-        total = 0.0
-        fits: dict[int, object] = {}
+        total: Any = 0.0
+        fits: dict[int, Any] = {}
         for X, c, setup, per, least in self.edge_terms:
             lv = self.arch.levels[c]
-            ok: object = True
+            ok: Any = True
             if not lv.refills_during_compute:
                 # Double-buffered only when two of the mapping's tiles fit: known once c's tile is fixed.
                 if c < level or not self.whole_tiles:
@@ -350,12 +354,12 @@ class BoundContext:
     def _two_tiles_fit(self, tile_at, c: int):
         """``cost.latency.overlapping`` of a level double-buffered when two tiles fit, from the fixed tiles at c."""
         lv = self.arch.levels[c]
-        use: dict[str | None, object] = {}
+        use: dict[str | None, Any] = {}
         for X in self.op.operands:
             if X.name in self.keep[c]:
                 part = X.cls if lv.partitioned else None
                 use[part] = use.get(part, 0) + tile_at(X, c) * X.bits
-        ok: object = True
+        ok: Any = True
         for part, bits in use.items():
             cap = lv.capacity_bits if part is None else lv.capacity_for(part)
             if cap is not None:

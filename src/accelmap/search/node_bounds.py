@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp
-        per: list[tuple[int, str, np.ndarray]] = []
+        per: list[tuple[int, str, Any]] = []
         loads = []
         for p, c in pairwise(chain):
             if c > level:
@@ -199,8 +200,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 serial[c] = np.maximum(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                        0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             if (p, c) in ctx.port_paced:
-                P = arch.levels[p]
-                queued[p] = queued.get(p, 0.0) + out * w / P.instances / P.read_bw_bits
+                queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / ctx.port_paced[(p, c)]
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))

@@ -304,9 +304,9 @@ def open_order_bounds_batch(ctx: BoundContext, fixed: tuple[Loop, ...], level: i
             continue
         need: dict[frozenset[str], list[int]] = {}
         for r, i in enumerate(rows):
-            e, l = float(plain[0][r]), float(plain[1][r])
-            if best.prunes(e, l):
-                out[i] = {None: (e, l)}
+            e_lb, l_lb = float(plain[0][r]), float(plain[1][r])
+            if best.prunes(e_lb, l_lb):
+                out[i] = {None: (e_lb, l_lb)}
                 continue
             for loop in tilings[i][0]:
                 users = frozenset(name for name, ds in ctx.plain.items() if loop.dim in ds)
