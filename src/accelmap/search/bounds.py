@@ -19,6 +19,7 @@ import itertools
 import math
 from functools import lru_cache
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from accelmap.workload.operator import Operand, Operator
 
 class BoundContext:
     """What stays the same for every node of one search: operator, accelerator, bypass."""
+
+    # Every tile of a level is as large as its first (perfect factors): rule B10 bounds the output's last drain by
+    # the first tile. Not so with imperfect tiles (``ImperfectBoundContext``), whose last tile may be partial.
+    whole_tiles = True
 
     def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...],
                  spatial: dict[str, dict[str, int]] | None = None):
@@ -87,6 +92,31 @@ class BoundContext:
         self.serial_fill = frozenset(i for i, lv in enumerate(arch.levels)
                                      if not lv.refills_during_compute and not lv.double_buffered_when_fits
                                      and not lv.stream_single_tile)
+        # Rule B12: single-buffered levels whose loads from parent p are paced by p's read port (the child's write
+        # port is no slower), so that they queue on it at every tile change.
+        # (parent, child) -> the parent's read bandwidth.
+        self.port_paced: dict[tuple[int, int], float] = {}
+        for o in op.operands:
+            for p, c in pairwise(self.chains[o.name]):
+                read_bw, write_bw = arch.levels[p].read_bw_bits, arch.levels[c].write_bw_bits
+                if c in self.serial_fill and read_bw is not None and (write_bw is None or write_bw >= read_bw):
+                    self.port_paced[(p, c)] = read_bw
+        # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
+        # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
+        # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
+        # and the parent's port, the fewest elements per instance that level moves in all).
+        self.edge_terms: list[tuple[Operand, int, int, float, float]] = []
+        for o in op.operands:
+            w = fewest_bits(o, arch)
+            for p, c in pairwise(self.chains[o.name]):
+                P, C = arch.levels[p], arch.levels[c]
+                # A streamed single tile (stream_single_tile) enters in pieces: its prologue is one piece, not
+                # the tile, so the level gets no term here (leaving it out keeps the bound a lower bound).
+                if not (C.refills_during_compute or C.double_buffered_when_fits) or C.stream_single_tile:
+                    continue
+                child, parent = (C.read_bw_bits, P.write_bw_bits) if o.is_output else (C.write_bw_bits, P.read_bw_bits)
+                per = w * max(0.0 if child is None else 1 / child, 0.0 if parent is None else 1 / parent)
+                self.edge_terms.append((o, c, C.transfer_setup_cycles, per, self.footprint[o.name] / C.instances))
 
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
                     free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None,
@@ -171,7 +201,8 @@ class BoundContext:
         first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
         alternatives = self._innermost_alternatives(rem, level)
 
-        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float]]:
+        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float],
+                                                              list[tuple[int, bool, float]], dict[int, float]]:
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
@@ -219,13 +250,21 @@ class BoundContext:
                 energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
                 bits.append((lv, kind, v * fewest_bits(X, arch)))
             serial = {}
+            queued: dict[int, float] = {}
             w = fewest_bits(X, arch)
             for p, c, into, out in loads:
                 if c in self.serial_fill:
                     P, C = arch.levels[p], arch.levels[c]
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
-            return energy, bits, serial
+                if (p, c) in self.port_paced:
+                    queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / self.port_paced[(p, c)]
+            # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
+            # compute.
+            served = [(last, True, per[(last, "reads")] * w)]
+            if X.is_output:
+                served.append((last, False, per[(last, "updates")] * w))
+            return energy, bits, serial, served, queued
 
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
@@ -239,24 +278,32 @@ class BoundContext:
         boosted = {X.name: operand_traffic(X, True) for X in op.operands
                    if any(X.name in alt for alt in alternatives)}
         energy_lb = latency_lb = math.inf
+        edge = float(self.edge_cycles(tile_at, level))
+        busy = max(compute, float(self.stream_cycles([t for X in op.operands for t in base[X.name][3]])))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
         for alt in alternatives:
             energy = op.macs * arch.compute.mac_energy_pj + open_floor
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
+            port_queue: dict[int, float] = {}
             for X in op.operands:
-                e, bits, loads = (boosted if X.name in alt else base)[X.name]
+                e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
                     port[key] = port.get(key, 0.0) + b
                 for lv, t in loads.items():
                     serial[lv] += t
+                for lv, t in queued.items():
+                    port_queue[lv] = port_queue.get(lv, 0.0) + t
             # Rule B9: a level that never overlaps its loads with compute stalls it while it loads; its loads
             # run one after another, each at least its data over the child's write port and over the parent's
             # read port (other levels' loads run in parallel: the longest counts).
             stall = max(serial.values(), default=0.0)
+            # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
+            # (other operands' and other levels' alike), so the stall is at least their sum.
+            stall = max(stall, max(port_queue.values(), default=0.0))
             # Latency is at least the MAC schedule and at least every port's traffic over its
             # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
             transfer = 0.0
@@ -266,8 +313,62 @@ class BoundContext:
                 if bw is not None:
                     transfer = max(transfer, b / L.instances / bw)
             energy_lb = min(energy_lb, energy)
-            latency_lb = min(latency_lb, max(compute + stall, transfer))
+            latency_lb = min(latency_lb, max(busy + stall + edge, transfer))
         return energy_lb, latency_lb
+
+    def stream_cycles(self, served):
+        """Rule B11: the model's compute takes at least the MACs' streaming through each last level's port
+        (every operand whose last level it is: its reads, and the output's updates), over the port's bandwidth
+        spread over all instances. ``served``: (level, is read, bits), numbers or arrays of rows."""
+        port: dict[tuple[int, bool], Any] = {}
+        for lv, is_read, b in served:
+            port[(lv, is_read)] = port.get((lv, is_read), 0.0) + b
+        out: Any = 0.0
+        for (lv, is_read), b in port.items():
+            L = self.arch.levels[lv]
+            bw = L.read_bw_bits if is_read else L.write_bw_bits
+            if bw is not None:
+                out = np.maximum(out, b / L.instances / bw)
+        return out
+
+    def edge_cycles(self, tile_at, level: int):
+        """Rule B10: cycles of the prologue and epilogue (the first load of each operand into a level that
+        overlaps its transfers with compute, the output's last drain from it), at least. ``tile_at(X, c)``: X's
+        tile at c with the fixed loops (exact for c >= ``level``, a lower bound above: tiles only grow), a number
+        or an array of rows (``node_bounds``); the same arithmetic serves both."""
+        total: Any = 0.0
+        fits: dict[int, Any] = {}
+        for X, c, setup, per, least in self.edge_terms:
+            lv = self.arch.levels[c]
+            ok: Any = True
+            if not lv.refills_during_compute:
+                # Double-buffered only when two of the mapping's tiles fit: known once c's tile is fixed.
+                if c < level or not self.whole_tiles:
+                    continue
+                if c not in fits:
+                    fits[c] = self._two_tiles_fit(tile_at, c)
+                ok = fits[c]
+            # The model charges a transfer its time times its first (last) tile's share of the elements it moves,
+            # no more than all of them: at least min(tile, elements per instance) at the slower port.
+            data = 0.0 if X.is_output and not self.whole_tiles else np.minimum(tile_at(X, c), least) * per
+            term = setup + data
+            total = total + (term if ok is True else np.where(ok, term, 0.0))
+        return total
+
+    def _two_tiles_fit(self, tile_at, c: int):
+        """``cost.latency.overlapping`` of a level double-buffered when two tiles fit, from the fixed tiles at c."""
+        lv = self.arch.levels[c]
+        use: dict[str | None, Any] = {}
+        for X in self.op.operands:
+            if X.name in self.keep[c]:
+                part = X.cls if lv.partitioned else None
+                use[part] = use.get(part, 0) + tile_at(X, c) * X.bits
+        ok: Any = True
+        for part, bits in use.items():
+            cap = lv.capacity_bits if part is None else lv.capacity_for(part)
+            if cap is not None:
+                ok = np.logical_and(ok, 2 * bits <= cap)
+        return ok
 
     def open_level_floor(self, c: int) -> float:
         """Rule B8: energy that the boundaries into level ``c`` cost beyond what B1 charges them while no loop

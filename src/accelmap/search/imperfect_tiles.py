@@ -139,7 +139,10 @@ def every_order(op: Operator, temporal: tuple[Loop, ...], fixed: tuple[str, ...]
 class ImperfectBoundContext(BoundContext):
     """The node bounds of ``BoundContext`` for a search whose tiles may be partial. Rule B8 (an open level's
     least refill over every tile that fits it) ranges over tiles whose extents divide each dim; a partial
-    tile can fit where no divisor tile does, so B8 is not a bound there and is left out (rule I3)."""
+    tile can fit where no divisor tile does, so B8 is not a bound there and is left out (rule I3). A level's last
+    tile may be partial, so rule B10 counts no data for the output's last drain."""
+
+    whole_tiles = False
 
     def open_level_floor(self, c: int) -> float:
         return 0.0

@@ -18,6 +18,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
@@ -31,6 +33,7 @@ from accelmap.search.imperfect_tiles import (
     imperfect_mode,
     nest_is_perfect,
 )
+from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
@@ -122,24 +125,32 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         for l in fixed:
             inner_ext[l.dim] *= l.bound
         out: list[tuple[float, float, tuple[Loop, ...], dict[str, int], list[tuple[float, float]] | None]] = []
+        tilings: list[tuple[tuple[Loop, ...], tuple[Loop, ...], dict[str, int]]] = []
         for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats, imperfect):
             if deadline and time.perf_counter() > deadline:
                 stats.extra["timed_out"] = True
                 break
             t_loops = tuple(Loop(d, b, level) for d, b in temporal.items() if b > 1)
             s_loops = tuple(Loop(d, b, level, ax) for ax, dims in spatial.items() for d, b in dims.items() if b > 1)
-            rest = s_loops + fixed
             # What is left of each dim: ceil(rem / bounds), which is rem / bounds for perfect factors.
             new_rem = {d: -(-rem[d] // (temporal[d] * math.prod(spatial[ax].get(d, 1) for ax in spatial)))
                        for d in rem}
-            lvname = arch.levels[level].name
-            # Rule B3: cut the tiling before its orders are enumerated, by a bound over all of them; when the
-            # next level is the last and has no fan-out, its loops are what is left, in any order. (The
-            # innermost level has one order to try: its own bound below does the same job.)
+            tilings.append((t_loops, s_loops, new_rem))
+        # Rule B3: cut a tiling before its orders are enumerated, by a bound over all of them; when the next level
+        # is the last and has no fan-out, its loops are what is left, in any order. (The innermost level has one
+        # order to try: its own bound below does the same job.) Computed for all tilings of the node at once.
+        b3 = open_order_bounds_batch(ctx, fixed, level, tilings, best) if level < nlev - 1 and not imperfect \
+            else [None] * len(tilings)
+        lvname = arch.levels[level].name
+        for (t_loops, s_loops, new_rem), batched in zip(tilings, b3, strict=True):
+            if deadline and time.perf_counter() > deadline:
+                stats.extra["timed_out"] = True
+                break
+            rest = s_loops + fixed
             open_bounds: dict[Loop | None, tuple[float, float]] = {}
             if level < nlev - 1 and len(t_loops) > 1:
-                open_bounds = open_order_bounds(ctx, t_loops + rest, level, new_rem, frozenset({level}), best,
-                                                imperfect)
+                open_bounds = batched if batched is not None else \
+                    open_order_bounds(ctx, t_loops + rest, level, new_rem, frozenset({level}), best, imperfect)
                 if _prunes(best, list(open_bounds.values())):
                     stats.nodes += 1
                     stats.pruned += 1
@@ -252,6 +263,69 @@ def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, re
         if users not in by_users:
             by_users[users] = ctx.lower_bound(fixed, level, rem, free_orders=free, innermost=l, full_positions=full)
         out[l] = by_users[users]
+    return out
+
+
+# Fewer tilings than this share one spatial assignment: the scalar bound is cheaper than NumPy's per-call overhead
+# (the outermost level's single forced tiling, most often).
+BATCH_ROWS = 4
+
+
+def open_order_bounds_batch(ctx: BoundContext, fixed: tuple[Loop, ...], level: int,
+                            tilings: list[tuple[tuple[Loop, ...], tuple[Loop, ...], dict[str, int]]],
+                            best) -> list[dict[Loop | None, tuple[float, float]] | None]:
+    """``open_order_bounds(ctx, t_loops + s_loops + fixed, level, rem, {level}, best)`` for every tiling
+    (t_loops, s_loops, rem) of a node with more than one temporal loop, computed over all of them at once
+    (``node_bounds.open_bounds_rows``, equal values); None for the others, for groups of fewer than BATCH_ROWS
+    tilings, and where the batch does not apply."""
+    out: list[dict[Loop | None, tuple[float, float]] | None] = [None] * len(tilings)
+    dims = ctx.op.dim_names
+    groups: dict[tuple[Loop, ...], list[int]] = {}
+    for i, (t_loops, s_loops, _) in enumerate(tilings):
+        if len(t_loops) > 1:
+            groups.setdefault(s_loops, []).append(i)
+    forced = level == 1 and ctx.arch.levels[0].fanout is None
+    for s_loops, rows in groups.items():
+        if len(rows) < BATCH_ROWS:
+            continue
+        T = np.ones((len(rows), len(dims)), dtype=np.int64)
+        for r, i in enumerate(rows):
+            for l in tilings[i][0]:
+                T[r, dims.index(l.dim)] = l.bound
+        rem = np.array([[tilings[i][2][d] for d in dims] for i in rows], dtype=np.int64)
+        if forced:
+            # The outermost level's loops are what is left, in any order (as ``open_order_bounds``).
+            free, low, left = {level: T, 0: rem}, 0, np.ones_like(rem)
+        else:
+            free, low, left = {level: T}, level, rem
+        shared = s_loops + fixed
+        plain = open_bounds_rows(ctx, shared, free, low, left)
+        if plain is None:
+            continue
+        need: dict[frozenset[str], list[int]] = {}
+        for r, i in enumerate(rows):
+            e_lb, l_lb = float(plain[0][r]), float(plain[1][r])
+            if best.prunes(e_lb, l_lb):
+                out[i] = {None: (e_lb, l_lb)}
+                continue
+            for loop in tilings[i][0]:
+                users = frozenset(name for name, ds in ctx.plain.items() if loop.dim in ds)
+                if not need.get(users) or need[users][-1] != r:
+                    need.setdefault(users, []).append(r)
+        by_users: dict[frozenset[str], dict[int, tuple[float, float]]] = {}
+        for users, sub in need.items():
+            rep = next(l.dim for r in sub[:1] for l in tilings[rows[r]][0]
+                       if frozenset(name for name, ds in ctx.plain.items() if l.dim in ds) == users)
+            idx = np.array(sub)
+            got = open_bounds_rows(ctx, shared, {f: a[idx] for f, a in free.items()}, low, left[idx], rep)
+            if got is None:
+                break
+            by_users[users] = {r: (float(got[0][k]), float(got[1][k])) for k, r in enumerate(sub)}
+        else:
+            for r, i in enumerate(rows):
+                if out[i] is None:
+                    out[i] = {loop: by_users[frozenset(name for name, ds in ctx.plain.items() if loop.dim in ds)][r]
+                              for loop in tilings[i][0]}
     return out
 
 

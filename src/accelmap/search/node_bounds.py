@@ -1,0 +1,280 @@
+"""Rule B3's bound for every tiling of one level at once, NumPy over the tilings.
+
+The branch and bound bounds each tiling of a level over every order of that level before enumerating its
+orders (``BoundContext.lower_bound`` with ``free_orders``). The tilings of one node share everything but the
+level's temporal bounds: the fixed levels below, the level's spatial loops (fixed per unrolling in the exact
+search), the tile at every inner boundary. So the bound of all of them is the same arithmetic over rows of
+temporal bounds. ``open_bounds_rows`` is that arithmetic; it gives exactly the values of the scalar bound
+(the same operations in the same order; ``tests/test_search_node_bounds.py`` asserts equality on random nodes)
+for perfect nests, and returns None where it does not apply (the caller then uses the scalar bound).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.nest_rows import fewest_bits
+from accelmap.mapping.loopnest import Loop
+from accelmap.search.bounds import BoundContext, _tile_and_entering
+from accelmap.workload.index_sets import axis_size
+from accelmap.workload.operator import Operand
+
+
+def tile_rows(X: Operand, ext: np.ndarray, dims: tuple[str, ...]) -> np.ndarray:
+    """``tile_size`` of X per row of extents (rows x dims, int64): plain axes multiply, compound ones (sliding
+    windows) are sized once per distinct combination of their extents."""
+    col = {d: i for i, d in enumerate(dims)}
+    out = np.ones(len(ext), dtype=np.int64)
+    for ix in X.indices:
+        names = [d for d, _ in ix.terms]
+        if len(names) == 1:
+            out = out * np.maximum(ext[:, col[names[0]]], 0)
+            continue
+        coeffs = tuple(c for _, c in ix.terms)
+        combos, inverse = np.unique(ext[:, [col[d] for d in names]], axis=0, return_inverse=True)
+        sz = np.array([axis_size(coeffs, tuple(int(v) for v in row)) for row in combos], dtype=np.int64)
+        out = out * sz[inverse.reshape(-1)]
+    return out
+
+
+def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int, np.ndarray], level: int,
+                     rem: np.ndarray, innermost: str | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row, ``ctx.lower_bound(fixed, level, rem_row, free_orders=frozenset(free), innermost=...)`` where
+    ``fixed`` is the row's temporal loops at the free levels (``free[f]``: rows x dims bounds at level f, 1 for no
+    loop) plus ``shared`` (every other fixed loop, the same for all rows, no temporal loop at a free level), and
+    ``innermost`` the dim of the loop assumed innermost at the innermost free level (rule B4). ``rem``: rows x dims
+    left below ``level``, the lowest fixed level. Perfect nests only. None when a boundary's count would need the
+    nest per row (a shared temporal loop above a boundary whose tile a free level shapes; the exact search never
+    asks for one)."""
+    op, arch, nlev = ctx.op, ctx.arch, ctx.nlev
+    dims = op.dim_names
+    n = len(rem)
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    levels = sorted(free)
+    top_free = levels[-1]
+    prod_r = np.prod(rem, axis=1)
+    full = prod_r
+    spatial = [l for l in shared if l.spatial]
+
+    ext_cache: dict[int, np.ndarray] = {}
+
+    def inner_ext(c: int) -> np.ndarray:
+        got = ext_cache.get(c)
+        if got is None:
+            base = np.ones(len(dims), dtype=np.int64)
+            for l in shared:
+                if l.level >= c:
+                    base[dims.index(l.dim)] *= l.bound
+            got = np.broadcast_to(base, (n, len(dims))).copy()
+            for f in levels:
+                if f >= c:
+                    got *= free[f]
+            got = ext_cache[c] = np.minimum(got, sizes)
+        return got
+
+    tiles: dict[tuple[str, int], np.ndarray] = {}
+
+    def tile_at(X: Operand, c: int) -> np.ndarray:
+        t = tiles.get((X.name, c))
+        if t is None:
+            t = tiles[(X.name, c)] = tile_rows(X, inner_ext(c), dims)
+        return t
+
+    def instances_below(c: int) -> int:
+        return math.prod(l.bound for l in spatial if l.level < c)
+
+    own_prod = {f: np.prod(free[f], axis=1) for f in levels}
+    entered: dict[tuple[str, int], np.ndarray] = {}
+
+    def entering_at(X: Operand, c: int) -> np.ndarray | None:
+        got = entered.get((X.name, c))
+        if got is not None:
+            return got
+        inst = instances_below(c)
+        plain = ctx.plain[X.name]
+        if c <= top_free:
+            # A free level shapes the tile at c: the count of the deeper nest is its first tile per instance only
+            # when no shared temporal loop runs above c.
+            if any(not l.spatial and l.bound > 1 and l.level < c for l in shared):
+                return None
+            tile = tile_at(X, c)
+            deeper = inst * tile
+        else:
+            t, d = _tile_and_entering(op, shared, X.name, c)
+            tile, deeper = np.full(n, t, dtype=np.int64), np.full(n, d, dtype=np.int64)
+        every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
+                    for l in shared) or (innermost is not None and top_free < c and innermost in plain)
+        sel = [i for i, d in enumerate(dims) if every or d in plain]
+        count = np.ones(n, dtype=np.int64)
+        outer = np.ones(n, dtype=np.int64)
+        for f in levels:
+            if f >= c:
+                break
+            count = count + outer * (np.prod(free[f][:, sel], axis=1) - 1)
+            outer = outer * own_prod[f]
+        got = entered[(X.name, c)] = inst * tile * count + outer * (deeper - inst * tile)
+        return got
+
+    def unfixed_merge(X: Operand, lo: int, hi: int) -> np.ndarray | int:
+        cap = math.prod(ctx.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+        if cap == 1:
+            return 1
+        outside = [i for i, d in enumerate(dims) if d not in X.dims]
+        return np.minimum(cap, np.prod(rem[:, outside], axis=1))
+
+    def fixed_merge(X: Operand, lo: int, hi: int) -> int:
+        out = 1
+        for l in spatial:
+            if lo <= l.level < hi and l.dim not in X.dims:
+                ax = arch.fanout_axis(l.level, l.axis)
+                if X.is_output or ax.multicast:
+                    out *= l.bound
+        return out
+
+    def lineage_max(X: Operand, p: int):
+        fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
+        return fixed_part * unfixed_merge(X, 0, p)
+
+    inner_first = min((l.level for l in shared if not l.spatial and l.bound > 1), default=nlev)
+    first_temporal = np.full(n, inner_first, dtype=np.int64)
+    for f in reversed(levels):
+        first_temporal = np.where((free[f] > 1).any(axis=1), np.minimum(first_temporal, f), first_temporal)
+
+    def operand_traffic(X: Operand, boost: bool):
+        chain = ctx.chains[X.name]
+        fp = ctx.footprint[X.name]
+        floor = ctx.n_out if X.is_output else fp
+        per: list[tuple[int, str, Any]] = []
+        loads = []
+        for p, c in pairwise(chain):
+            if c > level:
+                t = tile_at(X, c)
+                fi = instances_below(c)
+                part = entering_at(X, c)
+                if part is None:
+                    return None
+                member = full * (part - fi * t) + fi * t
+                if boost and level <= c:
+                    member = np.where(c <= first_temporal, full * fi * t, member)
+            elif boost and level <= c:
+                t = tile_at(X, c)
+                member = np.where(c <= first_temporal, full * instances_below(c) * t, fp)
+            else:
+                member = np.full(n, fp, dtype=np.int64)
+            member = np.maximum(member, floor)
+            group = np.maximum(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)),
+                               fp if not X.is_output else 0)
+            if X.is_output:
+                group = np.maximum(group, ctx.n_out)
+                down = np.maximum(0.0, group - ctx.n_out * (lineage_max(X, p) - ctx.init_read))
+                per += [(c, "fills", down), (p, "reads", down), (c, "drains", member), (p, "updates", group)]
+                loads.append((p, c, down, down))
+            else:
+                per += [(c, "fills", member), (p, "reads", group)]
+                loads.append((p, c, member, group))
+        last = chain[-1]
+        merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
+        g = op.macs / merge
+        if X.is_output:
+            per += [(last, "updates", 0 + g),
+                    (last, "reads", 0 + np.maximum(0.0, g - ctx.n_out * (lineage_max(X, last) - ctx.init_read)))]
+        else:
+            per.append((last, "reads", 0 + g))
+        energy = np.zeros(n)
+        bits = []
+        w = fewest_bits(X, arch)
+        for lv, kind, v in per:
+            L = arch.levels[lv]
+            s = ctx.scale[(lv, X.name)]
+            energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
+            bits.append((lv, kind, v * w))
+        serial = {}
+        queued: dict[int, np.ndarray] = {}
+        for p, c, into, out in loads:
+            if c in ctx.serial_fill:
+                P, C = arch.levels[p], arch.levels[c]
+                serial[c] = np.maximum(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
+                                       0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
+            if (p, c) in ctx.port_paced:
+                queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / ctx.port_paced[(p, c)]
+        served = [(last, True, per[-1][2] * w)]
+        if X.is_output:
+            served.append((last, False, per[-2][2] * w))
+        return energy, bits, serial, served, queued
+
+    spatial_fixed = math.prod(l.bound for l in spatial)
+    open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
+                          for l, cap in enumerate(ctx.spatial_cap[:level]))
+    spatial_max = spatial_fixed * np.minimum(prod_r, open_fans)
+    compute = np.ceil(np.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
+    alternatives = _alternative_masks(ctx, rem, level)
+    base = {}
+    for X in op.operands:
+        got = operand_traffic(X, False)
+        if got is None:
+            return None
+        base[X.name] = got
+    boosted = {}
+    for X in op.operands:
+        if any(X.name in alt for alt in alternatives):
+            got = operand_traffic(X, True)
+            if got is None:
+                return None
+            boosted[X.name] = got
+    energy_lb = np.full(n, np.inf)
+    latency_lb = np.full(n, np.inf)
+    edge = ctx.edge_cycles(tile_at, level) + np.zeros(n)
+    busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
+    open_floor = sum(ctx.open_level_floor(c) for c in range(1, level))
+    for alt, mask in alternatives.items():
+        energy = np.full(n, op.macs * arch.compute.mac_energy_pj + open_floor)
+        port: dict[tuple[int, bool], np.ndarray] = {}
+        serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
+        port_queue: dict[int, np.ndarray] = {}
+        for X in op.operands:
+            e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
+            energy = energy + e
+            for lv, kind, b in bits:
+                key = (lv, kind in ("reads", "drains"))
+                port[key] = port.get(key, 0.0) + b
+            for lv, t in loads.items():
+                serial[lv] = serial[lv] + t
+            for lv, t in queued.items():
+                port_queue[lv] = port_queue.get(lv, 0.0) + t
+        stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
+        if port_queue:
+            stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
+        transfer = np.zeros(n)
+        for (lv, is_read), b in port.items():
+            L = arch.levels[lv]
+            bw = L.read_bw_bits if is_read else L.write_bw_bits
+            if bw is not None:
+                transfer = np.maximum(transfer, b / L.instances / bw)
+        energy_lb = np.where(mask, np.minimum(energy_lb, energy), energy_lb)
+        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(busy + stall + edge, transfer)), latency_lb)
+    return energy_lb, latency_lb
+
+
+def _alternative_masks(ctx: BoundContext, rem: np.ndarray, level: int) -> dict[frozenset[str], np.ndarray]:
+    """``BoundContext._innermost_alternatives`` per row: each case (the operands a plain dim serves; the empty set
+    for "no temporal loop left") with the rows that have it. A row with the empty case has it alone."""
+    caps = ctx.spatial_cap[:level]
+    exact = all(cap is not None for cap in caps)
+    n = len(rem)
+    forced = np.zeros(n, dtype=bool)
+    out: dict[frozenset[str], np.ndarray] = {}
+    for i, d in enumerate(ctx.op.dim_names):
+        most = math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+        r = rem[:, i]
+        possible = (r != 1) & ~(exact & (r <= most))
+        forced |= r > most
+        alt = frozenset(X.name for X in ctx.op.operands if d in ctx.plain[X.name])
+        out[alt] = out.get(alt, np.zeros(n, dtype=bool)) | possible
+    empty = out.get(frozenset(), np.zeros(n, dtype=bool)) | ~forced
+    out = {alt: m & ~empty for alt, m in out.items() if alt}
+    out[frozenset()] = empty
+    return {alt: m for alt, m in out.items() if m.any()}
