@@ -120,6 +120,19 @@ def group_merges(op: Operator, nlev: int, groups: list[tuple[int, bool, np.ndarr
     return out
 
 
+def fanout_products(space: SpatialSpace) -> np.ndarray:
+    """[row, group x dim]: per fan-out level and multicast flag (the groups, in sorted order), the product of
+    each dim's bounds over that level's axes with that flag. The cost model reads an unrolling through nothing
+    else (rule S5 of docs/mapper.md), so rows with equal products are one tiling problem with one optimum."""
+    groups = sorted({(lvl, a.multicast) for lvl, a in space.axes})
+    D = space.used.shape[1]
+    out = np.ones((len(space.pes), len(groups) * D), dtype=np.int64)
+    for k, (lvl, a) in enumerate(space.axes):
+        g = groups.index((lvl, a.multicast))
+        out[:, g * D:(g + 1) * D] *= space.per_axis[k]
+    return out
+
+
 def dims_used(op: Operator) -> dict[str, np.ndarray]:
     return {X.name: np.array([d in X.dims for d in op.dim_names]) for X in op.operands}
 
