@@ -44,7 +44,14 @@ from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.spatial import SpatialSpace, dims_used, enumerate_spatial, fanout_products, group_merges
+from accelmap.search.spatial import (
+    SpatialSpace,
+    dims_used,
+    enumerate_spatial,
+    fanout_products,
+    group_merges,
+    row_classes,
+)
 from accelmap.workload.operator import Operator
 
 # Share of the time limit the heuristic gets to find the first incumbent.
@@ -87,7 +94,11 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     chains = chain_options(op, keep_options(op, arch, cons))
     # Rules S4 and S5 keep one best mapping: a top-k list or a front would hold the skipped unrollings' mappings
     # as distinct entries, so they are used only then.
-    unrollings = ranked_unrollings(op, arch, cons, objective, chains, skip_equivalent=k == 1 and objective != "pareto")
+    # Past the deadline already (the heuristic's retry used it up): enumerating and bounding 10^5 unrollings would
+    # only overrun the limit further.
+    late = deadline is not None and time.perf_counter() >= deadline
+    unrollings = ranked_unrollings(op, arch, cons, objective, chains, skip_equivalent=k == 1 and objective != "pareto",
+                                   enumerate_space=not late)
     space, order, e_lb, l_lb, divides = (unrollings.space, unrollings.order, unrollings.energy, unrollings.latency,
                                          unrollings.divides)
     swap = unrollings.swap
@@ -98,7 +109,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     searchable = divides | bool(imperfect)
     done = np.zeros(unrollings.classes, dtype=bool)
     searched = cut = padded_open = mirror_skipped = equivalent_skipped = 0
-    timed_out = restricted = False
+    timed_out, restricted = late, False
     for pos, row in enumerate(order):
         if best.prunes(float(e_lb[row]), float(l_lb[row])):
             if objective != "pareto":
@@ -174,9 +185,14 @@ class RankedUnrollings:
 
 
 def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, objective: str,
-                      chains: dict[str, list[list[int]]], *, skip_equivalent: bool = True) -> RankedUnrollings:
-    """The unrollings of the exact search, bounded by rule S1 (+S3) and in the order E1 visits them."""
+                      chains: dict[str, list[list[int]]], *, skip_equivalent: bool = True,
+                      enumerate_space: bool = True) -> RankedUnrollings:
+    """The unrollings of the exact search, bounded by rule S1 (+S3) and in the order E1 visits them
+    (``enumerate_space=False``: none of them; enumerating alone is cheap, bounding 10^5 rows is not)."""
     space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+    if not enumerate_space:
+        space = dataclasses.replace(space, choice=space.choice[:0], used=space.used[:0], pes=space.pes[:0],
+                                    per_axis=[B[:0] for B in space.per_axis])
     n = len(space.pes)
     if n:
         groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
@@ -192,11 +208,6 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
     swap = dim_symmetry(op, arch, cons) if skip_equivalent else None
     products = fanout_products(space)
     mirrored = mirror_products(products, op.dim_names, swap) if swap else products
-    if n:
-        _, inverse = np.unique(np.concatenate([products, mirrored]), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    else:
-        inverse = np.zeros(0, dtype=np.int64)
+    inverse, classes = row_classes(np.concatenate([products, mirrored]))
     cls, mirror_cls = inverse[:n], inverse[n:]
-    classes = int(inverse.max()) + 1 if n else 0
     return RankedUnrollings(space, order, e_lb, l_lb, divides, cls, mirror_cls, classes, swap, skip_equivalent)
