@@ -124,6 +124,16 @@ def test_exact_search_skipping_equivalent_unrollings_equals_exhaustive():
         assert st.extra["spatial_equivalent_skipped"] > 0 or objective == "latency"
 
 
+def test_no_unrollings_are_ranked_past_the_deadline():
+    arch = get_accelerator("eyeriss_like")
+    op = adopt_precision(conv2d(c=8, h=8, w=8, k=6, r=3, s=3, padding=1), arch)     # symmetric: rule S4 applies
+    cons = Constraints()
+    u = ranked_unrollings(op, arch, cons, "edp", chain_options(op, keep_options(op, arch, cons)), enumerate_space=False)
+    assert u.swap is not None and len(u.order) == len(u.cls) == len(u.mirror_cls) == u.classes == 0
+    res, st = search_exact(op, arch, "edp", heuristic=False, time_limit=1e-9)
+    assert res == [] and st.extra["timed_out"] and not st.extra["proven"] and st.extra["spatial_candidates"] == 0
+
+
 @pytest.mark.parametrize("name,op", [
     ("eyeriss_like", gemm(m=2, n=2, k=2)),
     ("tpu_like", gemm(m=2, n=4, k=2)),

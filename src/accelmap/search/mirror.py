@@ -96,5 +96,5 @@ def mirror_products(products: np.ndarray, dims: Sequence[str], swap: dict[str, s
     assignment (rule S5 makes any unrolling with those products equivalent)."""
     D = len(dims)
     perm = [list(dims).index(swap.get(d, d)) for d in dims]
-    n = len(products)
-    return products.reshape(n, -1, D)[:, :, perm].reshape(n, -1)
+    n, groups = len(products), products.shape[1] // D
+    return products.reshape(n, groups, D)[:, :, perm].reshape(n, groups * D)
