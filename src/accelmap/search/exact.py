@@ -40,11 +40,18 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options, spatial_bounds
-from accelmap.search.mirror import dim_symmetry, mirror_rows
+from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.spatial import dims_used, enumerate_spatial, group_merges
+from accelmap.search.spatial import (
+    SpatialSpace,
+    dims_used,
+    enumerate_spatial,
+    fanout_products,
+    group_merges,
+    row_classes,
+)
 from accelmap.workload.operator import Operator
 
 # Share of the time limit the heuristic gets to find the first incumbent.
@@ -85,31 +92,24 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
             best.offer(f.result, f.mapping)
     stats.extra["seconds_incumbent"] = time.perf_counter() - t0
     chains = chain_options(op, keep_options(op, arch, cons))
-    space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
-    n = len(space.pes)
+    # Rules S4 and S5 keep one best mapping: a top-k list or a front would hold the skipped unrollings' mappings
+    # as distinct entries, so they are used only then.
+    # Past the deadline already (the heuristic's retry used it up): enumerating and bounding 10^5 unrollings would
+    # only overrun the limit further.
+    late = deadline is not None and time.perf_counter() >= deadline
+    unrollings = ranked_unrollings(op, arch, cons, objective, chains, skip_equivalent=k == 1 and objective != "pareto",
+                                   enumerate_space=not late)
+    space, order, e_lb, l_lb, divides = (unrollings.space, unrollings.order, unrollings.energy, unrollings.latency,
+                                         unrollings.divides)
+    swap = unrollings.swap
+    n = len(order)
     stats.extra["spatial_candidates"] = n
-    if n:
-        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
-        merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-        e_lb, l_lb = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
-        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
-        order = np.argsort(rank, kind="stable")
-    else:
-        order = np.zeros(0, dtype=np.int64)
-    sizes = np.array([op.sizes[d] for d in op.dim_names])
-    divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
     # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
     # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
     searchable = divides | bool(imperfect)
-    # Rule S4 (mirror unrollings): when relabelling dims (P<->Q, R<->S) changes neither the operator, the
-    # accelerator nor the constraints, an unrolling's mirror has the same optimum; with one best mapping kept,
-    # the mirror of an unrolling searched to the end is skipped (a top-k list or a front would hold the mirror's
-    # mappings too, so it is used only then).
-    swap = dim_symmetry(op, arch, cons) if k == 1 and objective != "pareto" else None
-    mirror = mirror_rows(space, swap) if swap else np.full(n, -1, dtype=np.int64)
-    done = np.zeros(n, dtype=bool)
-    searched = cut = padded_open = mirror_skipped = 0
-    timed_out = restricted = False
+    done = np.zeros(unrollings.classes, dtype=bool)
+    searched = cut = padded_open = mirror_skipped = equivalent_skipped = 0
+    timed_out, restricted = late, False
     for pos, row in enumerate(order):
         if best.prunes(float(e_lb[row]), float(l_lb[row])):
             if objective != "pareto":
@@ -120,8 +120,11 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if not searchable[row]:
             padded_open += 1
             continue
-        if mirror[row] >= 0 and done[mirror[row]]:
-            mirror_skipped += 1
+        if done[unrollings.cls[row]]:
+            equivalent_skipped += 1       # rule S5: an unrolling with the same fan-out products was searched
+            continue
+        if done[unrollings.mirror_cls[row]]:
+            mirror_skipped += 1           # rule S4
             continue
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
@@ -143,7 +146,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if st.extra.get("timed_out"):
             timed_out = True
             break
-        done[row] = True
+        if unrollings.skip_equivalent and divides[row]:
+            # (S5 is argued for dividing unrollings; a padded one, searched over imperfect tiles, marks nothing.)
+            done[unrollings.cls[row]] = True
     # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
     if imperfect and not timed_out:
         from accelmap.search.imperfect_tiles import search_remaining_unrollings
@@ -154,8 +159,55 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # --- end imperfect ---
     swapped = ", ".join(f"{a}<->{b}" for a, b in swap.items() if a < b) if swap else ""
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
-                       spatial_mirror_skipped=mirror_skipped, mirror_swap=swapped,
+                       spatial_mirror_skipped=mirror_skipped, spatial_equivalent_skipped=equivalent_skipped,
+                       mirror_swap=swapped,
                        timed_out=timed_out, orders_restricted=restricted,
                        proven=not timed_out and not restricted)
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
+
+
+@dataclasses.dataclass
+class RankedUnrollings:
+    """Every unrolling of the space (``spatial.enumerate_spatial``, padded ones included), with what E1, S4 and S5
+    need: rule S1's bounds, the visiting order, whether it divides every dim, and classes of equal fan-out products
+    (``cls``; ``mirror_cls`` is the class of the mirror's products, a class of its own when no row has them)."""
+    space: SpatialSpace
+    order: np.ndarray             # rows, least bound first
+    energy: np.ndarray            # S1 (+S3) bounds per row
+    latency: np.ndarray
+    divides: np.ndarray
+    cls: np.ndarray               # per row, its class of equal ``fanout_products``
+    mirror_cls: np.ndarray        # per row, the class of its mirror's products (its own class without a symmetry)
+    classes: int
+    swap: dict[str, str] | None   # rule S4's relabelling, when it applies
+    skip_equivalent: bool         # whether rules S4 and S5 may skip (one best mapping kept)
+
+
+def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, objective: str,
+                      chains: dict[str, list[list[int]]], *, skip_equivalent: bool = True,
+                      enumerate_space: bool = True) -> RankedUnrollings:
+    """The unrollings of the exact search, bounded by rule S1 (+S3) and in the order E1 visits them
+    (``enumerate_space=False``: none of them; enumerating alone is cheap, bounding 10^5 rows is not)."""
+    space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+    if not enumerate_space:
+        space = dataclasses.replace(space, choice=space.choice[:0], used=space.used[:0], pes=space.pes[:0],
+                                    per_axis=[B[:0] for B in space.per_axis])
+    n = len(space.pes)
+    if n:
+        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
+        merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+        e_lb, l_lb = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
+        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
+        order = np.argsort(rank, kind="stable")
+    else:
+        e_lb = l_lb = np.zeros(0)
+        order = np.zeros(0, dtype=np.int64)
+    sizes = np.array([op.sizes[d] for d in op.dim_names])
+    divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
+    swap = dim_symmetry(op, arch, cons) if skip_equivalent else None
+    products = fanout_products(space)
+    mirrored = mirror_products(products, op.dim_names, swap) if swap else products
+    inverse, classes = row_classes(np.concatenate([products, mirrored]))
+    cls, mirror_cls = inverse[:n], inverse[n:]
+    return RankedUnrollings(space, order, e_lb, l_lb, divides, cls, mirror_cls, classes, swap, skip_equivalent)

@@ -9,19 +9,19 @@ image cost the same when the relabelling also fixes ``streamed_dims`` and the us
 unrolling of the image is the relabelled unrolling, so one of each mirror pair needs searching.
 
 ``dim_symmetry`` finds such a relabelling (an involution, a product of swaps of dims of equal size), or
-None; ``mirror_rows`` pairs the rows of a ``SpatialSpace`` with their images.
+None; ``mirror_products`` gives the fan-out products (``spatial.fanout_products``) of each row's image.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.space import Constraints
-from accelmap.search.spatial import SpatialSpace
 from accelmap.workload.operator import Operand, Operator
 
 
@@ -90,37 +90,11 @@ def mirror_mapping(m: Mapping, swap: dict[str, str]) -> Mapping:
     return Mapping(tuple(Loop(swap.get(l.dim, l.dim), l.bound, l.level, l.axis) for l in m.loops), m.keep)
 
 
-def mirror_rows(space: SpatialSpace, swap: dict[str, str]) -> np.ndarray:
-    """For each row, the row of its mirror unrolling (-1: itself, or not in the space). Interchangeable
-    axes keep one ordering of their options in the space, so rows are matched with those axes' choices
-    sorted (the same unrolling up to that interchange, which costs the same)."""
-    n = len(space.pes)
-    out = np.full(n, -1, dtype=np.int64)
-    if not n:
-        return out
-    groups: dict[tuple, list[int]] = {}
-    for k, (lvl, a) in enumerate(space.axes):
-        groups.setdefault((lvl, a.size, a.multicast, a.reduce, len(space.options[k])), []).append(k)
-    alike = [g for g in groups.values() if len(g) > 1
-             and all(space.options[k] == space.options[g[0]] for k in g)]
-
-    def canonical(choice: np.ndarray) -> np.ndarray:
-        choice = choice.copy()
-        for g in alike:
-            choice[:, g] = np.sort(choice[:, g], axis=1)
-        return choice
-
-    # Per axis, the option index of each option's image (-1 when the image is not an option of that axis).
-    image = []
-    for opts in space.options:
-        where = {frozenset(o.items()): i for i, o in enumerate(opts)}
-        image.append(np.array([where.get(frozenset((swap.get(d, d), b) for d, b in o.items()), -1)
-                               for o in opts], dtype=np.int64))
-    mirrored = np.stack([image[k][space.choice[:, k]] for k in range(len(space.axes))], axis=1)
-    valid: np.ndarray = np.asarray(np.all(mirrored >= 0, axis=1), dtype=bool)
-    rows = {tuple(r): i for i, r in enumerate(canonical(space.choice).tolist())}
-    for i, r in enumerate(canonical(mirrored).tolist()):
-        j = rows.get(tuple(r), -1) if valid[i] else -1
-        out[i] = j if j != i else -1
-    return out
-
+def mirror_products(products: np.ndarray, dims: Sequence[str], swap: dict[str, str]) -> np.ndarray:
+    """The ``spatial.fanout_products`` rows of the mirror unrollings: each group's dim columns relabelled by
+    ``swap``. A mirror is found through its products, so it need not be in the space as the same axes'
+    assignment (rule S5 makes any unrolling with those products equivalent)."""
+    D = len(dims)
+    perm = [list(dims).index(swap.get(d, d)) for d in dims]
+    n, groups = len(products), products.shape[1] // D
+    return products.reshape(n, groups, D)[:, :, perm].reshape(n, groups * D)
