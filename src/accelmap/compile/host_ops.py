@@ -253,6 +253,10 @@ HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
 
 def host_lines(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     fn = HOST_OPS.get(s.op_type)
+    if s.op_type == "Einsum":
+        # two-operand products run on the accelerator; what reaches the host has no product to map
+        raise _problem(g, s, f"equation {attrs(s.node).get('equation', '')!r} is not a product of two operands; "
+                             "the compiler runs two-operand einsums (matrix products and contractions) only")
     if fn is None or s.node.domain not in ("", "ai.onnx"):
         known = ", ".join(sorted(HOST_OPS))
         raise _problem(g, s, f"no host implementation of this op; the host runs {known}")

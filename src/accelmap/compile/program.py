@@ -138,6 +138,8 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
     if not out_operand.is_output:
         raise SpecError(f"layer {op.name}: the output is expected as the first operand", where=g.source)
     n_out = math.prod(stored_shape(op, out_operand)[0])
+    if node.op_type == "ConvTranspose":
+        return _conv_transpose_lines(s, idx, code, g, em, nlev)
     if n_out != g.size(y):
         raise SpecError(f"node {s.name!r}: the layer's output has {n_out} elements, the graph's {y!r} "
                         f"{g.size(y)}", where=g.source)
@@ -198,6 +200,67 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
     lines.append(f"{{ void *T[] = {{{', '.join(args)}}}; static long long cnt[{ncnt}];")
     lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
     lines += _epilogue(s, g, em, acc, acc_t, y, n_out)
+    return lines
+
+
+def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int) -> list[str]:
+    """A transposed convolution as the importer's GEMM (per group) between two host steps.
+
+    The host transposes the input X[N, G*Cg, H, W] to A[G, N*H*W, Cg]; the accelerator computes
+    O[g, n*h*w, kk*r*s] = sum_c A[g, n*h*w, c] * W[g*Cg + c, kk, r, s] (the weight's own layout); the
+    host scatters O onto the output (col2im) and adds the bias. No zeros are inserted: every product
+    the accelerator computes is one of the N*C*H*W*Kg*R*S products of the definition.
+    """
+    node, op = s.node, code.layer.layer.operator
+    a = attrs(node)
+    x, w, y = node.input[0], node.input[1], s.outputs[0]
+    if code.dtype != "fp32":
+        raise SpecError(f"node {s.name!r} (ConvTranspose): only float transposed convolutions are compiled",
+                        where=g.source)
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or a.get("output_shape"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {a.get('auto_pad')!r} / output_shape "
+                        f"{a.get('output_shape')} is not handled; give explicit pads (and output_padding)",
+                        where=g.source)
+    if w not in g.consts:
+        raise SpecError(f"node {s.name!r} (ConvTranspose): the weight {w!r} must be a constant", where=g.source)
+    xs, ws, ys = g.shape(x), g.shape(w), g.shape(y)
+    sp = len(xs) - 2
+    if sp not in (1, 2):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): {sp}-D is not handled (1-D and 2-D are)", where=g.source)
+    grp = int(a.get("group", 1))
+    n, c = xs[0], xs[1]
+    cg, kg = c // grp, ws[1]
+    hin, win = (1, xs[2]) if sp == 1 else (xs[2], xs[3])
+    kr, ks = (1, ws[2]) if sp == 1 else (ws[2], ws[3])
+    oh, ow = (1, ys[2]) if sp == 1 else (ys[2], ys[3])
+    strides = list(a.get("strides", [1] * sp))
+    dil = list(a.get("dilations", [1] * sp))
+    pads = list(a.get("pads", [0] * 2 * sp))
+    sh, sw = (1, strides[0]) if sp == 1 else strides
+    dh, dw = (1, dil[0]) if sp == 1 else dil
+    ph, pw = (0, pads[0]) if sp == 1 else (pads[0], pads[1])
+    n_a = math.prod(stored_shape(op, op.operands[1])[0])
+    n_o = math.prod(stored_shape(op, op.operands[0])[0])
+    if n_a != g.size(x) or n_o != grp * n * hin * win * kg * kr * ks:
+        raise SpecError(f"node {s.name!r} (ConvTranspose): the layer's operands do not match the node's "
+                        f"shapes (input {list(xs)}, weight {list(ws)})", where=g.source)
+    lines = []
+    # X[n, g, c, h, w] -> A[g, n, h, w, c]: the transpose's output axes and the input strides they walk
+    xstr = [c * hin * win, cg * hin * win, hin * win, win, 1]
+    ashape = [grp, n, hin, win, cg]
+    astr = [xstr[1], xstr[0], xstr[3], xstr[4], xstr[2]]
+    at = em.temp("float", n_a, f"input of {s.name} as GEMM rows [group, pixel, channel]")
+    lines.append(f"transpose((const char *){em.value(x)}, (char *){at}, 4, 5, {c_longs(ashape)}, {c_longs(astr)});")
+    acc = em.temp("float", n_o, f"products of {s.name} [group, pixel, tap]")
+    lines.append(f"memset({acc}, 0, sizeof {acc});")
+    ncnt = code.counter_count(nlev)
+    lines.append(f"{{ void *T[] = {{{acc}, {at}, {em.value(w)}}}; static long long cnt[{ncnt}];")
+    lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
+    lines.append(f"col2im({acc}, {em.value(y)}, {grp}L, {n}L, {hin}L, {win}L, {kg}L, {kr}L, {ks}L, {oh}L, {ow}L, "
+                 f"{sh}L, {sw}L, {dh}L, {dw}L, {ph}L, {pw}L);")
+    if len(node.input) > 2 and node.input[2]:
+        lines.append(f"add_channel_bias({em.value(y)}, {g.size(y)}L, {oh * ow}L, {grp * kg}L, "
+                     f"{em.value(node.input[2])});")
     return lines
 
 
