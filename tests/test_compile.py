@@ -327,6 +327,8 @@ def test_report_is_self_contained_and_complete(cnn_vta):
     for s in cnn_vta.steps:
         assert f"<td>{s.name}</td>" in page
     assert "<svg" in page and page.count("data:image/png;base64,") == 3
+    # the host model is stated with its constants and source, and each step's host work is a column
+    assert "2.5 pJ per byte" in page and "Horowitz" in page and "<th>host energy pJ</th>" in page
     # no resource fetched from the network: only the SVG namespace names a URL
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     for lm in cnn_vta.mapping.layers:
