@@ -2,7 +2,9 @@
 
 Per model x accelerator: compile time (import, mapping, intrinsic embedding, emission, build), run time of the emitted
 program on the host, simulated network latency, modeled (analytical) latency, and the verification
-result against onnxruntime. Models (the bundled weight-free graphs get random weights, seed 0):
+result against onnxruntime, the host model's cycles (host steps plus the host work inside accelerator
+steps; of it, the intrinsic programs' operand packing) and the energy of the accelerator (cost model)
+and of the host (host model). Models (the bundled weight-free graphs get random weights, seed 0):
 
 * ``bert_base_layer``: float, sequence length 128 (``--seq-len``), compared within tolerance;
 * ``resnet18`` and ``mobilenetv2``: int8 QDQ made with onnxruntime's quantization tools (static,
@@ -95,7 +97,8 @@ def main() -> None:
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"{'model':<16} {'form':<9} {'arch':<13} {'compile s':>9} {'run s':>7} {'simulated cyc':>14} "
-          f"{'modeled cyc':>14} {'model err':>9} {'intr.':>6}  verification")
+          f"{'modeled cyc':>14} {'model err':>9} {'host cyc':>11} {'packing':>9} {'acc. pJ':>9} {'host pJ':>9} "
+          f"{'intr.':>6}  verification")
     first_report = None
     for name in args.models:
         path, form = model_for(name, args.seq_len, work)
@@ -117,8 +120,7 @@ def main() -> None:
             compile_s = s["import"] + s["map"] + s.get("embed", 0.0) + s["emit"] + s["build"]
             t = res.timing
             assert t is not None and res.verification is not None and res.run is not None
-            acc_sim = t.simulated_cycles - t.host_cycles
-            acc_mod = t.modeled_cycles - t.host_cycles
+            acc_sim, acc_mod = t.accelerator_simulated, t.accelerator_modeled
             v = res.verification
             verdict = ("PASS" if v.ok else "FAIL") + (f" ({sum(c.ok for c in v.quantized)}/{len(v.quantized)} "
                                                       f"quantized values bit-exact)" if v.quantized else
@@ -135,7 +137,9 @@ def main() -> None:
             rows.append(d)
             print(f"{name:<16} {form:<9} {arch_name:<13} {compile_s:>9.1f} {res.run.wall_s:>7.2f} "
                   f"{t.simulated_cycles:>14,.0f} {t.modeled_cycles:>14,.0f} "
-                  f"{(acc_mod - acc_sim) / acc_sim if acc_sim else 0:>+9.2%} {d['intrinsic_steps']:>6}  {verdict}", flush=True)
+                  f"{(acc_mod - acc_sim) / acc_sim if acc_sim else 0:>+9.2%} {t.host_cycles:>11,.0f} "
+                  f"{t.packing_cycles:>9,.0f} {t.accelerator_energy_pj:>9.3g} {t.host_energy_pj:>9.3g} "
+                  f"{d['intrinsic_steps']:>6}  {verdict}", flush=True)
     browser = chromium_check(first_report, RESULTS / "compile_e2e_report.png") if first_report else {}
     print(f"\nreport in headless Chromium ({first_report}): "
           + ("no console errors, screenshot written" if browser.get("ok") else json.dumps(browser)))

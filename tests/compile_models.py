@@ -117,3 +117,91 @@ def tiny_pools(size: int = 9, seed: int = 0) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "tiny_pools", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
                           [helper.make_tensor_value_info(o, F, None) for o in ("a1", "a0")], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _two_operand_model(name: str, cases: list[tuple[str, dict, list[int], list[int] | np.ndarray]]
+                       ) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """One node per case, each with its own graph input A and a B that is a graph input (a shape) or a
+    constant (an array): ``cases`` = (op type, attributes, shape of A, shape of B or the B array).
+
+    Every graph input's first dim is symbolic (the compiler takes inputs with a symbolic dim as data, the
+    others as parameters to fill); the dims to bind it with are returned with the model."""
+    nodes, inputs, outputs, inits = [], [], [], []
+    dims: dict[str, int] = {}
+
+    def data(x: str, shape: list[int]):
+        dims[f"{x}_0"] = shape[0]
+        inputs.append(helper.make_tensor_value_info(x, F, [f"{x}_0", *shape[1:]]))
+
+    for i, (op, at, sa, b) in enumerate(cases):
+        data(f"a{i}", sa)
+        if isinstance(b, np.ndarray):
+            inits.append(_init(f"b{i}", b.astype(np.float32)))
+        else:
+            data(f"b{i}", b)
+        nodes.append(helper.make_node(op, [f"a{i}", f"b{i}"], [f"y{i}"], name=f"{op.lower()}{i}", **at))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", F, None))
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), dims
+
+
+def broadcast_matmuls(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """MatMul with broadcast batch axes: a shared weight, a broadcast left or right operand, 1-D operands."""
+    rng = np.random.default_rng(seed)
+    return _two_operand_model("broadcast_matmuls", [
+        ("MatMul", {}, [2, 3, 8], rng.standard_normal((8, 5))),        # [B,M,K] x [K,N]
+        ("MatMul", {}, [2, 3, 5, 8], [2, 3, 8, 4]),                      # [B,H,M,K] x [B,H,K,N]
+        ("MatMul", {}, [2, 3, 5, 8], [3, 8, 4]),                         # B broadcast over the first axis
+        ("MatMul", {}, [2, 1, 5, 8], [1, 3, 8, 4]),                      # each operand broadcast on one axis
+        ("MatMul", {}, [5, 8], [2, 8, 3]),                               # A broadcast
+        ("MatMul", {}, [8], [2, 8, 3]),                                  # 1-D A
+        ("MatMul", {}, [2, 3, 8], [8]),                                  # 1-D B
+    ])
+
+
+def matrix_einsums(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """Einsums that are matrix products: batched, transposed, broadcast ('...'), contractions, weights."""
+    rng = np.random.default_rng(seed)
+    return _two_operand_model("matrix_einsums", [
+        ("Einsum", {"equation": "bij,bjk->bik"}, [2, 3, 4], [2, 4, 5]),
+        ("Einsum", {"equation": "bhqd,bhkd->bhqk"}, [2, 2, 3, 4], [2, 2, 5, 4]),
+        ("Einsum", {"equation": "bsd,df->bsf"}, [2, 3, 8], rng.standard_normal((8, 6))),
+        ("Einsum", {"equation": "...ij,...jk->...ik"}, [2, 3, 4], [2, 4, 5]),
+        ("Einsum", {"equation": "ij,kj"}, [3, 4], [5, 4]),             # implicit output: ik
+        ("Einsum", {"equation": "bij,bkj->bki"}, [2, 3, 4], [2, 5, 4]),  # output axes permuted
+        ("Einsum", {"equation": "abc,cd->ad"}, [2, 3, 4], [4, 5]),       # b summed within A only
+    ])
+
+
+def conv_transposes(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """ConvTranspose: strided with padding and output padding, grouped with bias and dilation, 1-D."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+    nodes = [
+        helper.make_node("ConvTranspose", ["x0", "w0"], ["y0"], name="up0", strides=[2, 2], pads=[1, 1, 0, 1],
+                         output_padding=[1, 0], kernel_shape=[3, 3]),
+        helper.make_node("ConvTranspose", ["x1", "w1", "c1"], ["y1"], name="up1", group=2, dilations=[2, 1],
+                         strides=[1, 2]),
+        helper.make_node("ConvTranspose", ["x2", "w2", "c2"], ["y2"], name="up2", strides=[3]),
+    ]
+    inits = [_init("w0", w(4, 3, 3, 3)), _init("w1", w(4, 3, 2, 3)), _init("c1", w(6)),
+             _init("w2", w(3, 2, 4)), _init("c2", w(2))]
+    g = helper.make_graph(nodes, "conv_transposes",
+                          [helper.make_tensor_value_info("x0", F, ["n0", 4, 5, 4]),
+                           helper.make_tensor_value_info("x1", F, ["n1", 4, 3, 4]),
+                           helper.make_tensor_value_info("x2", F, ["n2", 3, 5])],
+                          [helper.make_tensor_value_info(f"y{i}", F, None) for i in range(3)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"n0": 1, "n1": 2, "n2": 1}
+
+
+def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
+    """x[B,H,M,K] x W[K,N] (a shared weight over two batch axes), relu, x W2[H,N,P] (broadcast over B)."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"], name="proj"),
+             helper.make_node("Relu", ["m1"], ["r1"], name="relu"),
+             helper.make_node("MatMul", ["r1", "w2"], ["y"], name="heads")]
+    inits = [_init("w1", (rng.standard_normal((8, 6)) / np.sqrt(8)).astype(np.float32)),
+             _init("w2", (rng.standard_normal((2, 6, 5)) / np.sqrt(6)).astype(np.float32))]
+    g = helper.make_graph(nodes, "broadcast_matmul_chain", [helper.make_tensor_value_info("x", F, [3, 2, 3, 8])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import subprocess
 import sys
@@ -98,7 +99,16 @@ def test_qdq_on_vta_runs_the_intrinsic_programs_bit_exact(qdq_vta, tmp_path):
     assert st["conv1"].runs == "intrinsic program" and st["conv1"].simulated == t.sims["conv1@vta_gemm"].cycles
     assert st["conv1"].modeled == t.costs["conv1@vta_gemm"].latency
     assert st["conv1"].energy_pj == t.costs["conv1@vta_gemm"].energy_total != r.layer_of["conv1"].cost.energy_total
-    assert "3 of 3 accelerator steps run intrinsic programs" in t.summary() and "is not timed" in t.summary()
+    assert "3 of 3 accelerator steps run intrinsic programs" in t.summary()
+    # the packing C walks every packed element of each input (one read, one write) and scatters every packed
+    # output element to the cleared stored output: that host work is timed by the host model
+    walked = sum(math.prod(lay.packed) + (math.prod(lay.stored) if k == 0 else math.prod(lay.packed))
+                 for k, lay in enumerate(prog.layouts))
+    assert st["conv1"].packing == walked / 4 > 0
+    # plus the requantization epilogue: the int32 sums read, the int8 outputs written
+    n_out = math.prod(r.graph.shape(r.steps[k].outputs[0]))
+    assert st["conv1"].host == st["conv1"].packing + 2 * n_out / 4
+    assert f"takes {t.packing_cycles:,.0f} host-model cycles" in t.summary()
     page = report_html(r)
     assert "<td>intrinsic program (vta_gemm): vta_gemm embeds" in page and "none (not searched)" in page
     assert "issued the planned number of intrinsic calls" in page and "(intrinsic program)</summary>" in page
@@ -298,10 +308,17 @@ def test_network_timing_adds_simulated_layers_and_host_model(cnn_vta):
     for name, lm in cnn_vta.layer_of.items():
         assert sims[name].simulated == t.sims[lm.name].cycles
         assert sims[name].modeled == lm.cost.latency
-    # GlobalAveragePool reads 8x4x4 and writes 8 elements: 136 / 4 cycles
-    assert sims["gap"].simulated == (8 * 4 * 4 + 8) / 4
-    assert t.simulated_cycles == pytest.approx(sum(s.simulated for s in t.steps))
-    assert t.energy_pj == pytest.approx(sum(lm.cost.energy_total for lm in cnn_vta.layer_of.values()))
+    # GlobalAveragePool reads 8x4x4 and writes 8 float32 elements: 136 / 4 cycles; 544 bytes at 2.5 pJ plus
+    # 8 results at 0.9 pJ (Horowitz's 45 nm figures)
+    assert sims["gap"].simulated == sims["gap"].host == (8 * 4 * 4 + 8) / 4
+    assert sims["gap"].host_energy_pj == pytest.approx(136 * 4 * 2.5 + 8 * 0.9)
+    # conv1's float bias epilogue on the host: reads and writes its 8x8x8 output
+    assert sims["conv1"].host == 2 * 8 * 8 * 8 / 4
+    assert sims["conv1"].host_energy_pj == pytest.approx(2 * 512 * 4 * 2.5 + 512 * 0.9)
+    assert sims["conv1"].total == sims["conv1"].simulated + sims["conv1"].host
+    assert t.simulated_cycles == pytest.approx(sum(s.total for s in t.steps))
+    assert t.accelerator_energy_pj == pytest.approx(sum(lm.cost.energy_total for lm in cnn_vta.layer_of.values()))
+    assert t.energy_pj == pytest.approx(t.accelerator_energy_pj + sum(s.host_energy_pj for s in t.steps))
 
 
 def test_report_is_self_contained_and_complete(cnn_vta):
@@ -310,6 +327,8 @@ def test_report_is_self_contained_and_complete(cnn_vta):
     for s in cnn_vta.steps:
         assert f"<td>{s.name}</td>" in page
     assert "<svg" in page and page.count("data:image/png;base64,") == 3
+    # the host model is stated with its constants and source, and each step's host work is a column
+    assert "2.5 pJ per byte" in page and "Horowitz" in page and "<th>host energy pJ</th>" in page
     # no resource fetched from the network: only the SVG namespace names a URL
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     for lm in cnn_vta.mapping.layers:

@@ -65,6 +65,9 @@ class CompileResult:
             "intrinsic_steps": len(self.calls_checked),
             "simulated_cycles": t.simulated_cycles if t else None, "modeled_cycles": t.modeled_cycles if t else None,
             "host_model_cycles": t.host_cycles if t else None, "energy_pj": t.energy_pj if t else None,
+            "accelerator_energy_pj": t.accelerator_energy_pj if t else None,
+            "host_energy_pj": t.host_energy_pj if t else None,
+            "packing_host_cycles": t.packing_cycles if t else None,
         }
 
     def summary(self) -> str:
@@ -200,6 +203,6 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             seconds["verify"] = time.perf_counter() - t0
     if simulate:
         t0 = time.perf_counter()
-        res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers)
+        res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing)
         seconds["simulate"] = time.perf_counter() - t0
     return res

@@ -8,6 +8,7 @@ model's constants and written into the call.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
@@ -253,16 +254,40 @@ HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
 
 def host_lines(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     fn = HOST_OPS.get(s.op_type)
+    if s.op_type == "Einsum":
+        # two-operand products run on the accelerator; what reaches the host has no product to map
+        raise _problem(g, s, f"equation {attrs(s.node).get('equation', '')!r} is not a product of two operands; "
+                             "the compiler runs two-operand einsums (matrix products and contractions) only")
     if fn is None or s.node.domain not in ("", "ai.onnx"):
         known = ", ".join(sorted(HOST_OPS))
         raise _problem(g, s, f"no host implementation of this op; the host runs {known}")
     return fn(s, g, buf)
 
 
-def host_elements(s: Step, g: NetGraph) -> int:
-    """Elements a host step reads and writes (for the host timing model)."""
-    vals = [x for x in s.inputs if x not in g.consts or g.size(x) > 1] + s.outputs
-    return sum(g.size(v) for v in vals if v in g.shapes)
+@dataclass
+class HostWork:
+    """What the host reads and writes for one step (the host model's input): elements and their bytes."""
+
+    read: int = 0
+    written: int = 0
+    bytes: int = 0          # read + written
+
+    def add(self, n_read: int, read_size: int, n_written: int = 0, write_size: int = 0) -> None:
+        self.read += n_read
+        self.written += n_written
+        self.bytes += n_read * read_size + n_written * write_size
+
+
+def host_work(s: Step, g: NetGraph) -> HostWork:
+    """Elements (and bytes) a host step reads and writes; scalar constants (parameters) are not counted."""
+    w = HostWork()
+    for x in s.inputs:
+        if (x not in g.consts or g.size(x) > 1) and x in g.shapes:
+            w.add(g.size(x), ELEM_SIZES[g.c_type(x)])
+    for y in s.outputs:
+        if y in g.shapes:
+            w.add(0, 0, g.size(y), ELEM_SIZES[g.c_type(y)])
+    return w
 
 
 def onnx_elem_name(t: int) -> str:

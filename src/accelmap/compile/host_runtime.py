@@ -265,6 +265,31 @@ static void to_operand(const void *x, int tx, void *y, int ty, long n, int zp) {
     }
 }
 
+/* The scatter of a transposed convolution (col2im): o holds the GEMM's products per group g, input pixel
+   (n, ih, iw) and tap (kk, r, s); each lands on output pixel (ih*sh + r*dh - ph, iw*sw + s*dw - pw) of channel
+   g*kg + kk when that pixel is inside the output (pads and output padding only crop or extend the output). */
+static void col2im(const float *o, float *y, long G, long N, long H, long W, long kg, long R, long S,
+                   long OH, long OW, long sh, long sw, long dh, long dw, long ph, long pw) {
+    memset(y, 0, sizeof(float) * (size_t)(N * G * kg * OH * OW));
+    for (long g = 0; g < G; g++)
+        for (long n = 0; n < N; n++)
+            for (long ih = 0; ih < H; ih++)
+                for (long iw = 0; iw < W; iw++) {
+                    const float *row = o + ((g * N + n) * H * W + ih * W + iw) * kg * R * S;
+                    for (long kk = 0; kk < kg; kk++) {
+                        float *plane = y + ((n * G + g) * kg + kk) * OH * OW;
+                        for (long r = 0; r < R; r++) {
+                            long oh = ih * sh + r * dh - ph;
+                            if (oh < 0 || oh >= OH) continue;
+                            for (long s = 0; s < S; s++) {
+                                long ow = iw * sw + s * dw - pw;
+                                if (ow >= 0 && ow < OW) plane[oh * OW + ow] += row[(kk * R + r) * S + s];
+                            }
+                        }
+                    }
+                }
+}
+
 static void add_channel_bias(float *y, long n, long inner, long nch, const float *b) {
     for (long i = 0; i < n; i++) y[i] += b[(i / inner) % nch];
 }

@@ -5,14 +5,25 @@ An accelerator step takes the simulated cycles of the program it runs (each dist
 simulated once): the mapper's tile program, or the intrinsic program written as an operator (its
 outer loops plus the intrinsic's dimensions, each operand in its packed layout) with the loop nest
 the embedding ranking builds for it (intrinsic dimensions on the PE array, outer loops moved on chip
-while the tiles fit; not a searched mapping). The intrinsic program's operand packing (the layout
-rewrites of the data and the unpacking of the result, done by the host in the emitted C) is not on
-that timeline; its bytes are reported beside it.
-A host step takes (elements it reads + elements it writes) / ``HOST_ELEMENTS_PER_CYCLE`` cycles of the
-accelerator's clock: a host core streaming 4 elements a cycle, with every transcendental function
-(exp, erf, tanh) costing as much as a plain element. Energy is the cost model's for the accelerator
-layers (the simulator shares the model's access counts, so it times but does not re-count); host
-energy is not modeled.
+while the tiles fit; not a searched mapping).
+
+Host work is every host step plus, inside an accelerator step, what its C does on the host around the
+layer call (``Program.host_work``: operand conversion, bias or requantization epilogue, a transposed
+convolution's transpose and scatter; ``Program.packing``: an intrinsic program's operand packing and
+unpacking, the weights included, as the C repeats it every inference). The host model (stated, not
+measured) prices what that work reads and writes:
+
+- time: (elements read + elements written) / ``HOST_ELEMENTS_PER_CYCLE`` cycles of the accelerator's
+  clock: a host core streaming 4 elements a cycle, every transcendental function (exp, erf, tanh)
+  costing as much as a plain element;
+- energy: ``HOST_PJ_PER_BYTE`` per byte read or written plus ``HOST_PJ_PER_RESULT`` per element written,
+  from Horowitz, "Computing's energy problem (and what we can do about it)", ISSCC 2014 (45 nm): a
+  64-bit read of a 32 KB SRAM (an L1 cache) costs 20 pJ, so 2.5 pJ a byte, and a 32-bit float add
+  0.9 pJ (one operation per result). DRAM traffic of the host is not priced (the values are taken
+  to sit in the cache), nor instruction overhead, so this is a lower bound.
+
+Accelerator energy is the cost model's (the simulator shares the model's access counts, so it times but
+does not re-count). Host work and accelerator layers do not overlap.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import host_elements
+from accelmap.compile.host_ops import HostWork, host_work
 from accelmap.compile.partition import Step
 from accelmap.compile.program import LayerCode
 from accelmap.cost.model import CostResult, evaluate
@@ -31,6 +42,20 @@ from accelmap.search.model_result import LayerMapping
 from accelmap.sim.simulate import SimResult, simulate
 
 HOST_ELEMENTS_PER_CYCLE = 4
+HOST_PJ_PER_BYTE = 20.0 / 8      # Horowitz, ISSCC 2014, 45 nm: 64-bit read of a 32 KB SRAM, 20 pJ
+HOST_PJ_PER_RESULT = 0.9         # same source: a 32-bit float add
+HOST_MODEL = (f"host model: (elements read + written) / {HOST_ELEMENTS_PER_CYCLE} cycles of the accelerator clock; "
+              f"{HOST_PJ_PER_BYTE:g} pJ per byte read or written (a 64-bit read of a 32 KB SRAM, 20 pJ) and "
+              f"{HOST_PJ_PER_RESULT:g} pJ per element written (a 32-bit float add), the 45 nm figures of Horowitz, "
+              f"\"Computing's energy problem\", ISSCC 2014; host DRAM traffic and instruction overhead not priced")
+
+
+def host_cycles(w: HostWork) -> float:
+    return (w.read + w.written) / HOST_ELEMENTS_PER_CYCLE
+
+
+def host_energy_pj(w: HostWork) -> float:
+    return w.bytes * HOST_PJ_PER_BYTE + w.written * HOST_PJ_PER_RESULT
 
 
 @dataclass
@@ -42,6 +67,14 @@ class StepTime:
     energy_pj: float        # analytical (accelerator steps), 0 for host steps
     runs: str = "host"      # host | tile program | intrinsic program
     sim_key: str = ""       # the program's key in NetworkTiming.sims and .costs
+    host: float = 0.0       # host-model cycles of the step's host work (a host step: all of it, = simulated)
+    host_energy_pj: float = 0.0
+    packing: float = 0.0    # of ``host``: an intrinsic program's operand packing and unpacking
+
+    @property
+    def total(self) -> float:
+        """Cycles of the step: the accelerator's (simulated) plus its host work, or the host step's."""
+        return self.simulated + self.host if self.placement == "accelerator" else self.simulated
 
 
 @dataclass
@@ -58,43 +91,70 @@ class NetworkTiming:
         return f"{layer}@{code.intrinsic.intrinsic}" if code is not None and code.intrinsic else layer
 
     @property
-    def simulated_cycles(self) -> float:
-        return sum(s.simulated for s in self.steps)
+    def accelerator_simulated(self) -> float:
+        return sum(s.simulated for s in self.steps if s.placement == "accelerator")
 
     @property
-    def modeled_cycles(self) -> float:
-        return sum(s.modeled for s in self.steps)
+    def accelerator_modeled(self) -> float:
+        return sum(s.modeled for s in self.steps if s.placement == "accelerator")
 
     @property
     def host_cycles(self) -> float:
-        return sum(s.simulated for s in self.steps if s.placement == "host")
+        """Host-model cycles of all host work: host steps and the host work inside accelerator steps."""
+        return sum(s.host for s in self.steps)
+
+    @property
+    def packing_cycles(self) -> float:
+        return sum(s.packing for s in self.steps)
+
+    @property
+    def simulated_cycles(self) -> float:
+        return self.accelerator_simulated + self.host_cycles
+
+    @property
+    def modeled_cycles(self) -> float:
+        return self.accelerator_modeled + self.host_cycles
+
+    @property
+    def accelerator_energy_pj(self) -> float:
+        return sum(s.energy_pj for s in self.steps)
+
+    @property
+    def host_energy_pj(self) -> float:
+        return sum(s.host_energy_pj for s in self.steps)
 
     @property
     def energy_pj(self) -> float:
-        return sum(s.energy_pj for s in self.steps)
+        return self.accelerator_energy_pj + self.host_energy_pj
 
     def summary(self) -> str:
-        acc_sim = self.simulated_cycles - self.host_cycles
-        acc_mod = self.modeled_cycles - self.host_cycles
+        acc_sim, acc_mod = self.accelerator_simulated, self.accelerator_modeled
         err = (acc_mod - acc_sim) / acc_sim if acc_sim else 0.0
         text = (f"network latency: simulated {self.simulated_cycles:,.0f} cycles (accelerator {acc_sim:,.0f} + host "
                 f"model {self.host_cycles:,.0f}); analytical {self.modeled_cycles:,.0f} (accelerator layers "
-                f"{err:+.2%} against the simulator); energy {self.energy_pj:,.0f} pJ (cost model, accelerator only)")
+                f"{err:+.2%} against the simulator); energy {self.energy_pj:,.0f} pJ (accelerator "
+                f"{self.accelerator_energy_pj:,.0f} by the cost model + host {self.host_energy_pj:,.0f} by the host "
+                f"model)\n  {HOST_MODEL}")
         intr = [s for s in self.steps if s.runs == "intrinsic program"]
         if intr:
             text += (f"\n  {len(intr)} of {sum(s.placement == 'accelerator' for s in self.steps)} accelerator steps run "
                      f"intrinsic programs: their cycles and energy are those of the intrinsic program's loop nest "
                      f"built by the embedding ranking (not a searched mapping); their operand packing and unpacking on "
-                     f"the host ({sum(self.transform_bytes[s.sim_key] for s in intr):,} bytes read and written per "
-                     f"inference) is not timed")
+                     f"the host (weights included, every inference; {sum(self.transform_bytes[s.sim_key] for s in intr):,} "
+                     f"bytes of layout change by the embedding's count) takes {self.packing_cycles:,.0f} host-model "
+                     f"cycles of the host's {self.host_cycles:,.0f}")
         return text
 
 
 def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGraph,
-                 arch: Accelerator, codes: dict[str, LayerCode] | None = None) -> NetworkTiming:
+                 arch: Accelerator, codes: dict[str, LayerCode] | None = None,
+                 host_work_of: dict[str, HostWork] | None = None,
+                 packing_of: dict[str, HostWork] | None = None) -> NetworkTiming:
     """``codes``: the program each accelerator step runs (step name -> its code); a step without one is timed
-    as its layer's tile program."""
+    as its layer's tile program. ``host_work_of`` / ``packing_of``: the host work inside each accelerator
+    step (``Program.host_work`` / ``Program.packing``); a step without one has none."""
     codes = codes or {}
+    host_work_of, packing_of = host_work_of or {}, packing_of or {}
     out = NetworkTiming([])
     for s in steps:
         if s.placement == "accelerator":
@@ -116,8 +176,12 @@ def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGra
                     out.costs[key] = lm.cost
             sim, cost = out.sims[key], out.costs[key]
             runs = "intrinsic program" if code is not None and code.intrinsic else "tile program"
-            out.steps.append(StepTime(s.name, "accelerator", sim.cycles, cost.latency, cost.energy_total, runs, key))
+            w, pk = host_work_of.get(s.name, HostWork()), packing_of.get(s.name, HostWork())
+            out.steps.append(StepTime(s.name, "accelerator", sim.cycles, cost.latency, cost.energy_total, runs, key,
+                                      host_cycles(w) + host_cycles(pk), host_energy_pj(w) + host_energy_pj(pk),
+                                      host_cycles(pk)))
         else:
-            c = host_elements(s, g) / HOST_ELEMENTS_PER_CYCLE
-            out.steps.append(StepTime(s.name, "host", c, c, 0.0))
+            w = host_work(s, g)
+            c = host_cycles(w)
+            out.steps.append(StepTime(s.name, "host", c, c, 0.0, host=c, host_energy_pj=host_energy_pj(w)))
     return out

@@ -1,7 +1,7 @@
 """Split a model into accelerator operators and host work.
 
-Every node that the importer turned into an accelerator operator (Conv, Gemm, MatMul) runs on the
-accelerator; everything else runs on the host. In a QDQ model (DequantizeLinear -> float op ->
+Every node that the importer turned into an accelerator operator (Conv, Gemm, MatMul, a two-operand
+Einsum, ConvTranspose as its GEMM) runs on the accelerator; everything else runs on the host. In a QDQ model (DequantizeLinear -> float op ->
 QuantizeLinear, onnxruntime's quantization format) an accelerator node whose data input is
 dequantized, whose weight is a dequantized constant and whose only reader is a QuantizeLinear runs
 as an integer product: the accelerator multiplies the int8 values, the host requantizes (ONNX's
@@ -20,7 +20,11 @@ from accelmap.compile.graph import NetGraph
 from accelmap.errors import SpecError
 from accelmap.workload.onnx_ops import attrs
 
-ACCEL_OPS = ("Conv", "Gemm", "MatMul")
+ACCEL_OPS = ("Conv", "Gemm", "MatMul", "Einsum", "ConvTranspose")
+# Accelerator ops that become an integer product in a QDQ model: those onnxruntime's integer form states as
+# one op (QLinearConv, QLinearMatMul, QGemm). An Einsum or ConvTranspose between DequantizeLinear and
+# QuantizeLinear runs in float, as the file says.
+INTEGER_PRODUCT_OPS = ("Conv", "Gemm", "MatMul")
 
 # Host ops that onnxruntime runs as one integer kernel when they sit between a DequantizeLinear and a
 # QuantizeLinear (its QDQ transformer makes them com.microsoft QLinearSoftmax / QLinearGlobalAveragePool):
@@ -163,13 +167,17 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
     w_name = n.input[1]
     w_prod = producer.get(w_name)
     y_readers = readers.get(out, [])
-    qdq = (x_prod is not None and x_prod[0].op_type == "DequantizeLinear" and x_prod[0].input[0] not in g.consts
+    qdq = (n.op_type in INTEGER_PRODUCT_OPS and x_prod is not None and x_prod[0].op_type == "DequantizeLinear" and x_prod[0].input[0] not in g.consts
            and w_prod is not None and w_prod[0].op_type == "DequantizeLinear" and w_prod[0].input[0] in g.consts
            and len(y_readers) == 1 and y_readers[0].op_type == "QuantizeLinear" and out not in graph_outputs)
     if not qdq:
         return Step(nm, n.op_type, "accelerator", n, data, [out])
     dqx, dqw, q = x_prod[0], w_prod[0], y_readers[0]
     qin, qw = quant_params(g, dqx, "the data input"), quant_params(g, dqw, "the weight")
+    if qw.scale.size > 1 and qw.axis % len(g.shape(dqw.input[0])) != _out_channel_axis(g, n):
+        # Scales along another axis than the output channels (onnxruntime's quantizer puts a 3-D MatMul
+        # weight's on axis 1, the reduction axis) do not factor out of the sum: the product stays float.
+        return Step(nm, n.op_type, "accelerator", n, data, [out])
     qout = quant_params(g, q, "the output")
     if qin.scale.size != 1 or qout.scale.size != 1:
         raise SpecError(f"node {nm!r} ({n.op_type}): per-channel quantization of activations is not handled",
@@ -189,6 +197,15 @@ def _accel_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[s
     return Step(nm, n.op_type + " (QDQ)", "accelerator", n, [dqx.input[0]], [q.output[0]],
                 fused=[dqx.name, q.name], dtype="int", qin=qin, qw=qw, qout=qout,
                 weight_q=np.asarray(g.consts[dqw.input[0]]), bias_q=bias_q, qdq_nodes=(dqx, dqw, q, dqb))
+
+
+def _out_channel_axis(g: NetGraph, n: onnx.NodeProto) -> int:
+    """The weight axis that indexes the output channels of a Conv, Gemm or MatMul."""
+    if n.op_type == "Conv":
+        return 0
+    if n.op_type == "Gemm":
+        return 0 if attrs(n).get("transB", 0) else 1
+    return len(g.shape(n.input[1])) - 1
 
 
 def _qlinear_host_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[str],

@@ -35,7 +35,16 @@ from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import TYPE_CODES, bcast_strides, c_floats, c_ints, c_longs, host_lines
+from accelmap.compile.host_ops import (
+    ELEM_SIZES,
+    TYPE_CODES,
+    HostWork,
+    bcast_strides,
+    c_floats,
+    c_ints,
+    c_longs,
+    host_lines,
+)
 from accelmap.compile.host_runtime import HOST_C
 from accelmap.compile.intrinsic_choice import IntrinsicChoice, selected_programs, why_not
 from accelmap.compile.partition import Step, q_range
@@ -82,6 +91,10 @@ class Program:
     generate_s: float = 0.0
     build_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # accelerator step name -> the host work its C does around the layer call (operand conversion, epilogue,
+    # a transposed convolution's transpose and scatter); ``packing``: an intrinsic program's operand packing
+    host_work: dict[str, HostWork] = field(default_factory=dict)
+    packing: dict[str, HostWork] = field(default_factory=dict)
 
     @property
     def c_files(self) -> list[Path]:
@@ -126,8 +139,10 @@ class _Emitter:
         return cid
 
 
-def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int) -> list[str]:
-    """The call of an accelerator layer, with the host's conversions before and its epilogue after."""
+def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int,
+                 work: HostWork) -> list[str]:
+    """The call of an accelerator layer, with the host's conversions before and its epilogue after (their
+    reads and writes are added to ``work``)."""
     lm = code.layer
     op = lm.layer.operator
     node = s.node
@@ -138,6 +153,8 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
     if not out_operand.is_output:
         raise SpecError(f"layer {op.name}: the output is expected as the first operand", where=g.source)
     n_out = math.prod(stored_shape(op, out_operand)[0])
+    if node.op_type == "ConvTranspose":
+        return _conv_transpose_lines(s, idx, code, g, em, nlev, work)
     if n_out != g.size(y):
         raise SpecError(f"node {s.name!r}: the layer's output has {n_out} elements, the graph's {y!r} "
                         f"{g.size(y)}", where=g.source)
@@ -179,6 +196,7 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
                 t = em.temp(ct, n, f"{X.name} of {s.name} less its zero point")
                 lines.append(f"to_operand({em.value(xq)}, {TYPE_CODES[g.c_type(xq)]}, {t}, {TYPE_CODES[ct]}, "
                              f"{n}L, {zp});")
+                work.add(n, ELEM_SIZES[g.c_type(xq)], n, ELEM_SIZES[ct])
                 args.append(t)
         else:
             wq = s.weight_q.astype(np.int64)
@@ -197,7 +215,72 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
     ncnt = code.counter_count(nlev)
     lines.append(f"{{ void *T[] = {{{', '.join(args)}}}; static long long cnt[{ncnt}];")
     lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
-    lines += _epilogue(s, g, em, acc, acc_t, y, n_out)
+    lines += _epilogue(s, g, em, acc, acc_t, y, n_out, work)
+    return lines
+
+
+def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int,
+                          work: HostWork) -> list[str]:
+    """A transposed convolution as the importer's GEMM (per group) between two host steps.
+
+    The host transposes the input X[N, G*Cg, H, W] to A[G, N*H*W, Cg]; the accelerator computes
+    O[g, n*h*w, kk*r*s] = sum_c A[g, n*h*w, c] * W[g*Cg + c, kk, r, s] (the weight's own layout); the
+    host scatters O onto the output (col2im) and adds the bias. No zeros are inserted: every product
+    the accelerator computes is one of the N*C*H*W*Kg*R*S products of the definition.
+    """
+    node, op = s.node, code.layer.layer.operator
+    a = attrs(node)
+    x, w, y = node.input[0], node.input[1], s.outputs[0]
+    if code.dtype != "fp32":
+        raise SpecError(f"node {s.name!r} (ConvTranspose): only float transposed convolutions are compiled",
+                        where=g.source)
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or a.get("output_shape"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {a.get('auto_pad')!r} / output_shape "
+                        f"{a.get('output_shape')} is not handled; give explicit pads (and output_padding)",
+                        where=g.source)
+    if w not in g.consts:
+        raise SpecError(f"node {s.name!r} (ConvTranspose): the weight {w!r} must be a constant", where=g.source)
+    xs, ws, ys = g.shape(x), g.shape(w), g.shape(y)
+    sp = len(xs) - 2
+    if sp not in (1, 2):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): {sp}-D is not handled (1-D and 2-D are)", where=g.source)
+    grp = int(a.get("group", 1))
+    n, c = xs[0], xs[1]
+    cg, kg = c // grp, ws[1]
+    hin, win = (1, xs[2]) if sp == 1 else (xs[2], xs[3])
+    kr, ks = (1, ws[2]) if sp == 1 else (ws[2], ws[3])
+    oh, ow = (1, ys[2]) if sp == 1 else (ys[2], ys[3])
+    strides = list(a.get("strides", [1] * sp))
+    dil = list(a.get("dilations", [1] * sp))
+    pads = list(a.get("pads", [0] * 2 * sp))
+    sh, sw = (1, strides[0]) if sp == 1 else strides
+    dh, dw = (1, dil[0]) if sp == 1 else dil
+    ph, pw = (0, pads[0]) if sp == 1 else (pads[0], pads[1])
+    n_a = math.prod(stored_shape(op, op.operands[1])[0])
+    n_o = math.prod(stored_shape(op, op.operands[0])[0])
+    if n_a != g.size(x) or n_o != grp * n * hin * win * kg * kr * ks:
+        raise SpecError(f"node {s.name!r} (ConvTranspose): the layer's operands do not match the node's "
+                        f"shapes (input {list(xs)}, weight {list(ws)})", where=g.source)
+    lines = []
+    # X[n, g, c, h, w] -> A[g, n, h, w, c]: the transpose's output axes and the input strides they walk
+    xstr = [c * hin * win, cg * hin * win, hin * win, win, 1]
+    ashape = [grp, n, hin, win, cg]
+    astr = [xstr[1], xstr[0], xstr[3], xstr[4], xstr[2]]
+    at = em.temp("float", n_a, f"input of {s.name} as GEMM rows [group, pixel, channel]")
+    lines.append(f"transpose((const char *){em.value(x)}, (char *){at}, 4, 5, {c_longs(ashape)}, {c_longs(astr)});")
+    work.add(n_a, 4, n_a, 4)
+    acc = em.temp("float", n_o, f"products of {s.name} [group, pixel, tap]")
+    lines.append(f"memset({acc}, 0, sizeof {acc});")
+    ncnt = code.counter_count(nlev)
+    lines.append(f"{{ void *T[] = {{{acc}, {at}, {em.value(w)}}}; static long long cnt[{ncnt}];")
+    lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
+    lines.append(f"col2im({acc}, {em.value(y)}, {grp}L, {n}L, {hin}L, {win}L, {kg}L, {kr}L, {ks}L, {oh}L, {ow}L, "
+                 f"{sh}L, {sw}L, {dh}L, {dw}L, {ph}L, {pw}L);")
+    work.add(n_o, 4, g.size(y), 4)
+    if len(node.input) > 2 and node.input[2]:
+        work.add(g.size(y), 4, g.size(y), 4)
+        lines.append(f"add_channel_bias({em.value(y)}, {g.size(y)}L, {oh * ow}L, {grp * kg}L, "
+                     f"{em.value(node.input[2])});")
     return lines
 
 
@@ -210,7 +293,8 @@ def _out_channels(s: Step, g: NetGraph, y: str, nch: int) -> tuple[int, int]:
     return 1, shape[-1]
 
 
-def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, n_out: int) -> list[str]:
+def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, n_out: int,
+              work: HostWork) -> list[str]:
     node = s.node
     a = attrs(node)
     if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
@@ -219,6 +303,7 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     if s.dtype == "fp32":
         if not has_bias:
             return []
+        work.add(n_out, 4, n_out, 4)
         b = node.input[2]
         if node.op_type == "Conv":
             inner, nch = _out_channels(s, g, y, 2)
@@ -242,8 +327,27 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     if s.bias_q is not None:
         bias = c_ints(np.broadcast_to(s.bias_q, (nch,)), "int32_t") if nch > 1 else c_ints(s.bias_q, "int32_t")
     lo, hi = q_range(s.qout.elem)
+    work.add(n_out, ELEM_SIZES[acc_t], n_out, ELEM_SIZES[g.c_type(y)])
     return [f"requantize({acc}, {TYPE_CODES[acc_t]}, {em.value(y)}, {TYPE_CODES[g.c_type(y)]}, {n_out}L, {inner}L, "
             f"{nch}L, {bias}, {c_floats(scales)}, {int(s.qout.zero_point[0])}, {lo}, {hi});"]
+
+
+def _packing_work(code: LayerCode) -> HostWork:
+    """The host work of an intrinsic program's C around its calls (``codegen.intrinsic_c``): each input's
+    packing loop reads one stored element and writes one packed element per packed element (the constant
+    weights too: they are packed again on every inference); the output is cleared, then every packed
+    element is read and scattered to the stored output. Elements in the intrinsic operand's width."""
+    assert code.intrinsic is not None and code.intrinsic.program is not None
+    prog = code.intrinsic.program
+    w = HostWork()
+    for k, lay in enumerate(prog.layouts):
+        size = max(1, lay.bits // 8)
+        n = math.prod(lay.packed)
+        if k == 0:      # the output (layouts are output first)
+            w.add(n, size, math.prod(lay.stored), size)
+        else:
+            w.add(n, size, n, size)
+    return w
 
 
 def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping], arch: Accelerator,
@@ -258,6 +362,8 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
     em = _Emitter(g)
     codes: dict[tuple[str, str], LayerCode] = {}
     step_code: dict[str, LayerCode] = {}
+    host_work: dict[str, HostWork] = {}
+    packing: dict[str, HostWork] = {}
     body: list[str] = []
     dumped: list[tuple[str, str, tuple[int, ...]]] = []
     for x in g.inputs:
@@ -293,7 +399,10 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
                         why = why_not(choices, lm.name)
                     codes[key] = LayerCode(fn, lm, s.dtype, f"{fn}.c", None, why)
             step_code[s.name] = codes[key]
-            lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels))
+            host_work[s.name] = HostWork()
+            lines = _accel_lines(s, i, codes[key], g, em, len(arch.levels), host_work[s.name])
+            if codes[key].intrinsic is not None:
+                packing[s.name] = _packing_work(codes[key])
         else:
             lines = host_lines(s, g, em.value)
         body += ["    " + ln for ln in lines]
@@ -350,7 +459,7 @@ static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
                                   f"\t$(CC) $(CFLAGS) -o net {files} -lm\n\nclean:\n\trm -f net\n")
     prog = Program(out, steps, step_code, dumped,
                    [(x, g.c_type(x), g.shape(x)) for x in g.inputs],
-                   [(o, g.c_type(o), g.shape(o)) for o in g.outputs])
+                   [(o, g.c_type(o), g.shape(o)) for o in g.outputs], host_work=host_work, packing=packing)
     prog.generate_s = time.perf_counter() - t0
     return prog
 

@@ -82,8 +82,10 @@ def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tu
         t = res.timing
         fig, ax = plt.subplots(figsize=(max(7.0, 0.3 * len(t.steps) + 3), 4.0))
         xs = range(len(t.steps))
-        ax.bar([x - 0.2 for x in xs], [s.simulated for s in t.steps], 0.4, label="simulated / host model")
-        ax.bar([x + 0.2 for x in xs], [s.modeled for s in t.steps], 0.4, label="analytical model")
+        host_in = [s.host if s.placement == "accelerator" else 0.0 for s in t.steps]   # host work of a layer step
+        ax.bar([x - 0.2 for x in xs], [s.total for s in t.steps], 0.4, label="simulated (+ host model)")
+        ax.bar([x + 0.2 for x in xs], [s.modeled + h for s, h in zip(t.steps, host_in, strict=True)], 0.4,
+               label="analytical model (+ host model)")
         ax.set_xticks(list(xs), [s.name for s in t.steps], rotation=70, ha="right", fontsize=7)
         ax.set_ylabel("cycles")
         ax.set_yscale("symlog")
@@ -137,17 +139,19 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
                  f"on the host and calls the intrinsic, with no memory hierarchy to count transfers in.</p>")
     if res.timing is not None:
         p.append("<h2>Network time</h2><pre>" + _e(res.timing.summary()) + "</pre>")
-        from accelmap.compile.network_timing import HOST_ELEMENTS_PER_CYCLE
+        from accelmap.compile.network_timing import HOST_MODEL
 
-        p.append(f"<p>Host model: a host step takes (elements read + written) / {HOST_ELEMENTS_PER_CYCLE} cycles; "
-                 "steps run one after another.</p>")
+        p.append(f"<p>Host work: every host step, and in an accelerator step the host's operand conversion, "
+                 f"epilogue, transposed-convolution scatter and intrinsic operand packing. The {_e(HOST_MODEL)}. "
+                 "Steps run one after another.</p>")
     if res.run is not None:
         p.append(f"<p>The emitted program ran in {res.run.wall_s:.3f} s on the host.</p>")
     p.append("<h2>Model graph and placement</h2>")
     p.append(graph_svg(res))
     times = {s.name: s for s in res.timing.steps} if res.timing else {}
     p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>runs as</th><th>layer</th>"
-             "<th>inputs</th><th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>host run s</th></tr>")
+             "<th>inputs</th><th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>of which host work</th>"
+             "<th>host energy pJ</th><th>host run s</th></tr>")
     for i, s in enumerate(res.steps):
         lm = res.layer_of.get(s.name)
         t = times.get(s.name)
@@ -158,7 +162,9 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
                  f"<td>{s.placement}</td><td>{_e(runs)}</td><td>{_e(lm.name) if lm else ''}</td>"
                  f"<td>{_e(', '.join(s.inputs))}</td>"
                  f"<td>{_e(', '.join(s.outputs))}</td><td>{_e(', '.join(s.fused))}</td>"
-                 f'<td class="n">{f"{t.simulated:,.0f}" if t else ""}</td>'
+                 f'<td class="n">{f"{t.total:,.0f}" if t else ""}</td>'
+                 f'<td class="n">{f"{t.host:,.0f}" if t else ""}</td>'
+                 f'<td class="n">{f"{t.host_energy_pj:,.0f}" if t else ""}</td>'
                  f'<td class="n">{f"{secs:.4f}" if secs is not None else ""}</td></tr>')
     p.append("</table>")
     p.append("<h2>Accelerator layers</h2>")
