@@ -7,7 +7,10 @@
    ideal of every feature map read and written once), the best EDP plan, and the five layers as
    one group with its least feature-map traffic (the paper's design point).
 2. ResNet-18 and the BERT-base encoder layer on eyeriss_like and tpu_like: the whole model,
-   layer by layer and fused (the best EDP plan), with the fusion search's time.
+   layer by layer and fused (the best EDP plan), with the fusion search's time; every fused group of
+   the plan is then run by the simulator (``accelmap.sim.fused``) with the same block mappings: its
+   cycles against the model's, its off-chip transfers against the model's counts, and its cycles
+   with double-buffered staging of the off-chip loads instead of unlimited prefetch.
 
     python benchmarks/fusion.py [--time-limit 10] [--tile-time-limit 1] [--parts vgg models]
         [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--out FILE]
@@ -34,6 +37,7 @@ from accelmap.fusion.model_fusion import fuse_model, mapper_search
 from accelmap.fusion.search import FusionConfig, SearchLog, group_candidates
 from accelmap.search.cache import default_cache_path
 from accelmap.search.model_mapper import map_model
+from accelmap.sim.fused import simulate_fused
 from accelmap.workload.models import load_model
 from accelmap.workload.models.bundled import bundled_model_path
 from accelmap.workload.models.chains import model_chains
@@ -63,7 +67,8 @@ def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
     m = ModelImport("vgg16_conv1-5", full.source, layers)
     mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
     t0 = time.perf_counter()
-    fm = fuse_model(mm, tile_time_limit=tile_limit)
+    inner = InnerMappings(mapper_search("edp", tile_limit))
+    fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner)
     fuse_s = time.perf_counter() - t0
     ops = {n: l.layer.operator for l in mm.layers for n in l.layer.nodes}
     res = {n: l.result for l in mm.layers for n in l.layer.nodes}
@@ -73,12 +78,12 @@ def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
     bits = ops["features.0"].output.bits
     # The paper's design point: the five layers as one group, its least feature-map traffic.
     (chain,) = fusable_chains(model_chains(bundled_model_path("vgg16"), set(VGG_CONV1_5))[0], ops)
-    inner = InnerMappings(mapper_search("edp", tile_limit))
     t1 = time.perf_counter()
     whole = group_candidates(chain, 0, 4, arch, inner, FusionConfig(row_tiles=10, col_tiles=5, per_mode=3),
                              SearchLog())
     whole_s = time.perf_counter() - t1
     best_whole = min(whole, key=lambda g: g.fmap_bits) if whole else None
+    sims = simulate_groups(fm.groups + ((best_whole,) if best_whole else ()), fm.chains + (chain,), arch, inner)
     out = {
         "accelerator": arch.name, "precision_bits": bits,
         "layer_by_layer": {"fmap_bits_mapped": lbl_fmap, "fmap_elements_ideal": ideal,
@@ -93,6 +98,7 @@ def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
             "energy_pj": best_whole.energy, "latency_cycles": best_whole.latency,
             "recomputed_macs": sum(best_whole.counts.macs) - sum(best_whole.macs_once),
             "search_seconds": whole_s, "candidates": len(whole)},
+        "simulated_groups": sims,
         "alwani_micro2016": {"fmap_mb_layer_by_layer": 77, "fmap_mb_fused": 3.6, "on_chip_kb": ALWANI_KB},
     }
     print(f"\nVGG-16 conv1-5 on {arch.name} ({bits}-bit feature maps; MB = 10^6 bytes)")
@@ -121,6 +127,8 @@ def vgg_part(time_limit: float, tile_limit: float, cache: Path) -> dict:
     if best_whole is not None:
         print(f"  one group: {best_whole.counts.buffer_total_bits / 8192:.0f} KiB of buffers, "
               f"{best_whole.counts.tiles} tiles, {len(whole)} candidates fit")
+    print("simulated (the best plan's groups, then the one group):")
+    print_sims(sims)
     return out
 
 
@@ -132,7 +140,8 @@ def _stored_input(op) -> int:
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'energy':>8} {'latency':>8} {'EDP':>8} "
-          f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7}   (unfused / fused)")
+          f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'sim err':>7}   (unfused / fused; sim err: "
+          "the worst |model - simulator| / simulator latency over the fused groups)")
     for model in models:
         for arch_name in archs:
             arch = get_accelerator(arch_name)
@@ -141,18 +150,60 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
             lbl_s = time.perf_counter() - t0
             t1 = time.perf_counter()
-            fm = fuse_model(mm, tile_time_limit=tile_limit)
+            inner = InnerMappings(mapper_search("edp", tile_limit))
+            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner)
             fuse_s = time.perf_counter() - t1
             u, b = fm.unfused, fm.best
             fu = sum(x for _, x, _ in fm.layer_fmap)
             ff = sum(x for _, _, x in fm.layer_fmap)
+            sims = simulate_groups(fm.groups, fm.chains, arch, inner)
+            worst = max((abs(x["model_error"]) for x in sims), default=0.0)
             row = {"model": model, "accelerator": arch_name, "layer_by_layer_seconds": lbl_s,
-                   "fusion_seconds": fuse_s, "fmap_bits_unfused": fu, "fmap_bits_fused": ff, **fm.to_dict()}
+                   "fusion_seconds": fuse_s, "fmap_bits_unfused": fu, "fmap_bits_fused": ff, **fm.to_dict(),
+                   "simulated_groups": sims}
             rows.append(row)
             print(f"{model:<16} {arch_name:<13} {len(fm.groups):>6} {u.energy / b.energy:>7.2f}x "
                   f"{u.latency / b.latency:>7.2f}x {u.energy * u.latency / (b.energy * b.latency):>7.2f}x "
-                  f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}")
+                  f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}"
+                  f" {worst:>7.2%}")
+            print_sims(sims)
     return rows
+
+
+def print_sims(sims: list[dict]) -> None:
+    for x in sims:
+        print(f"    sim {' > '.join(x['stages'])}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
+              f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
+              f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
+              f"blocks alone: model {x['model_block_cycles']:,.0f}, simulated {x['sim_block_cycles']:,.0f}; "
+              f"double-buffered staging {x['sim_cycles_double_buffered']:,.0f} cycles; {x['sim_seconds']:.1f} s")
+
+
+def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
+    """Fused groups run by the simulator with the model's own block mappings."""
+    out = []
+    for g in groups:
+        chain = next(c for c in chains if set(g.names) <= {s.name for s in c.stages})
+        names = [s.name for s in chain.stages]
+        a = names.index(g.names[0])
+        stages = chain.stages[a:a + len(g.names)]
+        by_name = {ms.stage.name: ms for ms in chain.mac_stages}
+        macs = {i: by_name[s.name] for i, s in enumerate(stages) if s.name in by_name}
+        t0 = time.perf_counter()
+        sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
+                             g.latency)
+        sim_s = time.perf_counter() - t0
+        db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
+                            prefetch_tiles=1)
+        out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
+                    "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
+                    "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
+                    "offchip_equal": sim.offchip_bits == g.offchip_bits and sim.macs == g.counts.macs,
+                    "sim_offchip_bits": sim.offchip_bits, "model_offchip_bits": g.offchip_bits,
+                    "sim_cycles_double_buffered": db.cycles, "sim_seconds": sim_s,
+                    # where a difference comes from: the blocks alone, simulated and modeled
+                    "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages)})
+    return out
 
 
 def main() -> None:
@@ -172,7 +223,10 @@ def main() -> None:
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
-        out["models"] = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache)
+        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache)
+        # rows of (model, accelerator) pairs not rerun keep their last results
+        redone = {(r["model"], r["accelerator"]) for r in rows}
+        out["models"] = [r for r in out.get("models", []) if (r["model"], r["accelerator"]) not in redone] + rows
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {a.out}")
 

@@ -12,10 +12,11 @@ energy per bit and bandwidth (the chained input and the output); each operand ta
 level's energy from the copy it belongs to. The group adds the off-chip fetch of its input (halos
 once or again, as its policy says) into the store and the write-back of its output.
 
-Latency: the tiles run one after another, each as the single-operator model times it with the
-outermost port at the store's bandwidth; the off-chip transfers (weights, the group's input and
-output) overlap them, so the group takes at least their bits over the off-chip bandwidth
-(``max`` of the two). Pooling windows inside a group cost no multiply-accumulates and are not
+Latency: the tiles' blocks run one after another, each as the single-operator model times it with
+the outermost port at the store's bandwidth; the off-chip transfers (each block's weights and the
+first stage's input fetched before it, each tile's output after it) overlap them as a three-stage
+pipeline, in closed form (``pipeline_latency``), checked against the simulator running the group
+(``accelmap.sim.fused``). Pooling windows inside a group cost no multiply-accumulates and are not
 charged (comparisons on the output path).
 """
 
@@ -26,10 +27,12 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator, Level
 from accelmap.cost.model import CostResult, evaluate
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.geometry import FusedCounts, Stage, fused_counts, schedules
+from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Stage, fused_counts, schedules
 from accelmap.fusion.stages import MacStage, tile_operator
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
 from accelmap.mapping.validate import validate
@@ -164,6 +167,8 @@ class StageCost:
     offchip_bits: int          # weights, and the group's input (first) or output (last) moved off chip
     fmap_bits: int             # of those, the feature maps: the group's input and output
     tiles: int                 # tile shapes costed x how often each runs
+    # per block shape: (rows, columns, runs, latency of one run, off-chip weight bits of one run)
+    blocks: tuple[tuple[int, int, int, float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     rows, cols = schedules(stages, tile_rows, tile_cols, policies)
     n = len(stages)
     out: list[StageCost] = []
+    # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs
+    blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {}
     for j, st in enumerate(stages):
         ms = macs.get(j)
         if ms is None:
@@ -234,6 +241,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
         energy = latency = 0.0
         wbits = fmap = 0
+        per_shape: dict[tuple[int, int], tuple[float, int]] = {}
         for (r, c), times in shapes.items():
             m = inner.mapping(ms, largest, (r, c), arch_r)
             if isinstance(m, str):
@@ -245,7 +253,10 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                                           for (lv, x) in real.energy if lv == top.name and x not in chained)
             energy += times * e
             latency += times * priced.latency
-            wbits += times * offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
+            w = offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
+            wbits += times * w
+            per_shape[(r, c)] = (priced.latency, w)
+        blocks[j] = per_shape
         if weights_resident:
             once = sum(op.footprint(x) * x.bits for x in op.inputs[1:])
             energy += transfer_energy(top, once, 0) + transfer_energy(st_lv, 0, once)
@@ -260,20 +271,58 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             energy += transfer_energy(top, 0, written) + transfer_energy(st_lv, written, 0)
             wbits += written
             fmap += written
-        out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, fmap, sum(shapes.values())))
+        out.append(StageCost(st.name, counts.macs[j], energy, latency, wbits, fmap, sum(shapes.values()),
+                             tuple((r, c, shapes[(r, c)], lat, w) for (r, c), (lat, w) in per_shape.items())))
     if macs.get(n - 1) is None or macs.get(0) is None:
         raise SpecError("a fused group starts and ends with a multiply-accumulate operator")
     energy = sum(s.energy for s in out)
     off = sum(s.offchip_bits for s in out)
-    # Off-chip reads and writes share no port in the model of the outermost level; each bounds the time.
-    reads = sum(s.offchip_bits for s in out[:-1]) + (out[-1].offchip_bits - counts.output_written * stages[-1].out_bits)
-    writes = counts.output_written * stages[-1].out_bits
-    port = max(reads / top.read_bw_bits if top.read_bw_bits else 0.0,
-               writes / top.write_bw_bits if top.write_bw_bits else 0.0)
-    latency = max(sum(s.latency for s in out), port)
+    latency = pipeline_latency(top, blocks, stages, rows, cols, resident_weight_bits(macs) if weights_resident else 0)
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off)
+
+
+def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[float, int]]],
+                     stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int) -> float:
+    """The group's cycles as a three-stage pipeline: off-chip loads, the blocks, off-chip write-backs.
+
+    The blocks run one after another in the tile loop's order (``blocks[j][shape]``: the latency and
+    off-chip weight bits of stage j's block of that shape). Each waits for its off-chip load (its
+    weights, and for the first stage the tile's input fetched; the resident weights before the first
+    one), loads are issued in the same order and prefetched while earlier blocks compute, and a
+    tile's output is written back after its last block. A flow shop with its order fixed: with L, C,
+    W the loads, blocks and write-backs in order, the run takes the most over i <= k of
+    L_1..L_i + C_i..C_k + W_k..W_N (the path through the three units turning at i and k).
+    """
+    def t(bits: float, bw: float | None) -> float:
+        return bits / bw if bw else 0.0
+
+    n = len(stages)
+    first = min(blocks)
+    in_elems = stages[0].in_depth * stages[0].in_bits
+    out_elems = stages[-1].out_depth * stages[-1].out_bits
+    load: list[float] = []
+    comp: list[float] = []
+    write: list[float] = []
+    for ry in range(len(rows.comp)):
+        for cx in range(len(cols.comp)):
+            for j, shapes in blocks.items():
+                shape = (rows.comp[ry][j + 1][1] - rows.comp[ry][j + 1][0],
+                         cols.comp[cx][j + 1][1] - cols.comp[cx][j + 1][0])
+                lat, w = shapes.get(shape, (0.0, 0))
+                bits = w + (((rows.comp[ry][0][1] - rows.comp[ry][0][0]) * (cols.comp[cx][0][1] - cols.comp[cx][0][0])
+                             * in_elems) if j == first else 0)
+                load.append(t(bits, top.read_bw_bits))
+                comp.append(lat)
+                write.append(0.0)
+            write[-1] = t((rows.need[ry][n][1] - rows.need[ry][n][0]) * (cols.need[cx][n][1] - cols.need[cx][n][0])
+                          * out_elems, top.write_bw_bits)
+    load[0] += t(resident_bits, top.read_bw_bits)
+    L, C, W = np.cumsum(load), np.cumsum(comp), np.cumsum(np.asarray(write)[::-1])[::-1]
+    # turning at i into the blocks and at k into the write-backs: L[i] + (C[k] - C[i-1]) + W[k]
+    into = np.maximum.accumulate(L - np.r_[0.0, C[:-1]])
+    return float(np.max(into + C + W))
 
 
 def tile_candidates(size: int, limit: int = 8) -> list[int]:

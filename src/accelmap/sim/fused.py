@@ -1,0 +1,226 @@
+"""Simulate a fused group: its tile loop, every operator's tile program, and the off-chip DMA around them.
+
+The fused tile loop walks the last stage's output in tiles (rows outer, columns inner). Which
+positions of every tensor a tile computes is found by running the tensors' on-chip state, not by
+the fusion model's interval arithmetic: every tensor (the group's input included) has a valid flag
+per (row, column), cleared as its halo policy evicts it (at every tile when fully recomputed, at
+every tile row when H-cached-V-recompute, never when fully cached); working back from the tile's
+output, a stage computes the positions the next one reads (position by position through its window)
+that are not valid, and the group's input positions read but not valid are fetched from off-chip
+memory. A stage's computed positions must form a rectangle: that block is the operator it runs.
+
+Each block runs as the single-operator simulator runs a mapping (``build_program`` and
+``run_timing``), with the mapping the fusion model gives that block and on the accelerator whose
+outermost level is the store (its bandwidth: a tile reads its window and the staged weights from the
+store and writes its output there). Around the tiles, one DMA engine per direction moves the off-chip
+data through the outermost level's ports: before a block runs, its weights (unless the group keeps
+them in the store, then all of them once before the first tile) and, for the first stage, the input
+fetched; after the last stage of a tile, its output. Loads are issued in the blocks' order and, as
+the fusion model assumes, prefetched as far ahead as the read port allows (the staged data's room in
+the store is not reserved, by the model nor here); ``prefetch_tiles=k`` limits them instead: a block's
+load waits until the same stage's block k tiles earlier has started (1: double-buffered staging).
+Blocks run one after another on the compute side. The run ends when the last block and the last
+write-back end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.model import access_counts
+from accelmap.errors import SpecError
+from accelmap.fusion.geometry import MODES, Stage, check_chain, fused_counts
+from accelmap.fusion.group_cost import (
+    InnerMappings,
+    reserved,
+    resident_weight_bits,
+    store_index,
+    store_priced,
+)
+from accelmap.fusion.stages import MacStage, tile_operator
+from accelmap.sim.engine import run_timing
+from accelmap.sim.program import build_program
+
+Block = tuple[int, int, int, int]     # rows [r0, r1) x columns [c0, c1)
+
+
+@dataclass
+class FusedSimResult:
+    cycles: float
+    tiles: int
+    macs: tuple[int, ...]              # per stage, computed (recomputed halos included)
+    input_fetched: int                 # elements of the group's input read from off-chip memory
+    output_written: int                # elements of the group's output written off-chip
+    weight_bits: int                   # off-chip bits of the operators' other operands
+    compute_cycles: float              # the blocks' simulated cycles, summed
+    read_port_cycles: float            # the off-chip read port's busy time
+    write_port_cycles: float
+    # each distinct block simulated: (stage index, rows, cols) -> (cycles, off-chip weight bits per run)
+    programs: dict[tuple[int, int, int], tuple[float, int]]
+    input_bits: int
+    output_bits: int
+    model_latency: float | None = None
+
+    @property
+    def offchip_bits(self) -> int:
+        return self.weight_bits + self.input_bits + self.output_bits
+
+    @property
+    def model_error(self) -> float | None:
+        """(model - simulator) / simulator, when the model's latency was given."""
+        if self.model_latency is None or not self.cycles:
+            return None
+        return (self.model_latency - self.cycles) / self.cycles
+
+
+def _window_image(stage: Stage, out_mask: np.ndarray) -> np.ndarray:
+    """The input positions the output positions in ``out_mask`` read, one window position at a time."""
+    need = np.zeros((stage.in_rows, stage.in_cols), dtype=bool)
+    rs, cs = np.nonzero(out_mask)
+    for kr in range(stage.rows.span):
+        ir = stage.rows.stride * rs - stage.rows.pad + kr
+        for kc in range(stage.cols.span):
+            ic = stage.cols.stride * cs - stage.cols.pad + kc
+            ok = (ir >= 0) & (ir < stage.in_rows) & (ic >= 0) & (ic < stage.in_cols)
+            need[ir[ok], ic[ok]] = True
+    return need
+
+
+def _block(mask: np.ndarray, what: str) -> Block | None:
+    """The rectangle ``mask`` is (None when empty); an error when it is no rectangle."""
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if rows.size == 0:
+        return None
+    r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if int(mask.sum()) != (r1 - r0) * (c1 - c0):
+        raise SpecError(f"fused simulation: {what} computes positions that are no rectangle")
+    return r0, r1, c0, c1
+
+
+def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
+                policies: tuple[str, ...]) -> tuple[list[list[Block | None]], list[int]]:
+    """Per tile (loop order) and stage: the block it computes; and per tile the input elements fetched."""
+    check_chain(stages)
+    if len(policies) != len(stages) or any(p not in MODES for p in policies):
+        raise SpecError(f"fused simulation needs one halo policy of {', '.join(MODES)} per tensor before the "
+                        f"last stage ({len(stages)}), got {policies}")
+    n = len(stages)
+    last = stages[-1]
+    shapes = [(stages[0].in_rows, stages[0].in_cols)] + [(s.out_rows, s.out_cols) for s in stages]
+    valid = [np.zeros(shape, dtype=bool) for shape in shapes[:n]]
+    blocks: list[list[Block | None]] = []
+    fetched: list[int] = []
+    for ty in range(-(-last.out_rows // tile_rows)):
+        for j, p in enumerate(policies):
+            if not MODES[p][0]:
+                valid[j][:] = False           # rows recomputed: nothing outlives its tile row
+        for tx in range(-(-last.out_cols // tile_cols)):
+            for j, p in enumerate(policies):
+                if not MODES[p][1]:
+                    valid[j][:] = False       # columns recomputed too: nothing outlives its tile
+            comp = np.zeros(shapes[n], dtype=bool)
+            comp[ty * tile_rows:(ty + 1) * tile_rows, tx * tile_cols:(tx + 1) * tile_cols] = True
+            row: list[Block | None] = [None] * n
+            for j in range(n - 1, -1, -1):
+                row[j] = _block(comp, f"{stages[j].name} at tile ({ty}, {tx})")
+                comp = _window_image(stages[j], comp) & ~valid[j]
+                valid[j] |= comp
+            blocks.append(row)
+            fetched.append(int(comp.sum()) * stages[0].in_depth)
+    return blocks, fetched
+
+
+def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
+                   tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
+                   weights_resident: bool = False, model_latency: float | None = None,
+                   prefetch_tiles: int | None = None) -> FusedSimResult:
+    """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared)."""
+    blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies)
+    n = len(stages)
+    keep = fused_counts(stages, tile_rows, tile_cols, policies).buffer_total_bits
+    keep += resident_weight_bits(macs) if weights_resident else 0
+    got = reserved(arch, keep)
+    if got is None:
+        raise SpecError(f"fused simulation: buffers of {keep / 8192:,.1f} KiB do not fit "
+                        f"{arch.levels[store_index(arch)].name}")
+    arch_r, _ = got
+    arch_s = store_priced(arch_r)
+    top = arch.levels[0]
+    # The mapping of a stage's blocks comes from its largest block, as in the fusion model.
+    largest: dict[int, tuple[int, int]] = {}
+    for row in blocks:
+        for j, b in enumerate(row):
+            if b is not None and j in macs:
+                r, c = b[1] - b[0], b[3] - b[2]
+                lr, lc = largest.get(j, (0, 0))
+                largest[j] = (max(lr, r), max(lc, c))
+    programs: dict[tuple[int, int, int], tuple[float, int]] = {}    # (stage, rows, cols) -> (cycles, weight bits)
+
+    def block_run(j: int, r: int, c: int) -> tuple[float, int]:
+        key = (j, r, c)
+        if key not in programs:
+            ms = macs[j]
+            m = inner.mapping(ms, largest[j], (r, c), arch_r)
+            if isinstance(m, str):
+                raise SpecError(f"fused simulation: {ms.operator.name}'s {r}x{c} block cannot be mapped: {m}")
+            tile = tile_operator(ms, r, c)
+            prog = build_program(tile, arch_s, m, access_counts(tile, arch_s, m))
+            op = ms.operator
+            others = set() if weights_resident else {x.name for x in op.inputs[1:]}
+            bits = {x.name: x.bits for x in tile.operands}
+            w = sum(sum(cnt.as_tuple()) * bits[x] for (lv, x), cnt in access_counts(tile, arch_r, m).items()
+                    if lv == 0 and x in others)
+            programs[key] = (run_timing(prog).cycles, w)
+        return programs[key]
+
+    rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits
+
+    def port_time(bits: int, bw: float | None) -> float:
+        return bits / bw if bw else 0.0
+
+    read_free = write_free = compute_free = 0.0
+    read_busy = write_busy = compute_busy = 0.0
+    weight_bits = written = 0
+    if weights_resident:
+        weight_bits = resident_weight_bits(macs)
+        read_free = read_busy = port_time(weight_bits, rd_bw)
+    if prefetch_tiles is not None and prefetch_tiles < 1:
+        raise SpecError(f"fused simulation: prefetch_tiles must be at least 1 (or None: unlimited), got {prefetch_tiles}")
+    starts: dict[int, list[float]] = {j: [] for j in macs}
+    macs_done = [0] * n
+    end = 0.0
+    for t, row in enumerate(blocks):
+        for j in range(n):
+            b = row[j]
+            if b is None:
+                continue
+            r, c = b[1] - b[0], b[3] - b[2]
+            macs_done[j] += stages[j].macs_per_pixel * r * c
+            if j not in macs:
+                continue        # a pooling window: comparisons on the output path, not charged
+            cycles, w = block_run(j, r, c)
+            load = w + (fetched[t] * stages[0].in_bits if j == 0 else 0)
+            weight_bits += w
+            ready = read_free
+            if prefetch_tiles is not None and len(starts[j]) >= prefetch_tiles:
+                ready = max(ready, starts[j][-prefetch_tiles])
+            read_free = ready + port_time(load, rd_bw)
+            read_busy += port_time(load, rd_bw)
+            start = max(compute_free, read_free)
+            starts[j].append(start)
+            compute_free = start + cycles
+            compute_busy += cycles
+        b = row[n - 1]
+        out_elems = 0 if b is None else (b[1] - b[0]) * (b[3] - b[2]) * stages[-1].out_depth
+        written += out_elems
+        out_bits = out_elems * stages[-1].out_bits
+        write_free = max(write_free, compute_free) + port_time(out_bits, wr_bw)
+        write_busy += port_time(out_bits, wr_bw)
+        end = max(end, compute_free, write_free)
+    return FusedSimResult(end, len(blocks), tuple(macs_done), sum(fetched), written, weight_bits, compute_busy,
+                          read_busy, write_busy,
+                          programs, sum(fetched) * stages[0].in_bits,
+                          written * stages[-1].out_bits, model_latency)
