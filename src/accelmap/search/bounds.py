@@ -183,17 +183,10 @@ class BoundContext:
             return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
 
         def fixed_merge(X, lo: int, hi: int) -> int:
-            out = 1
-            for l in spatial:
-                if lo <= l.level < hi and l.dim not in X.dims:
-                    ax = arch.fanout_axis(l.level, l.axis)
-                    if X.is_output or ax.multicast:
-                        out *= l.bound
-            return out
+            return fixed_spatial_merge(arch, spatial, X, lo, hi)
 
         def lineage_max(X, p: int) -> int:
-            fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
-            return fixed_part * unfixed_merge(X, 0, p)
+            return fixed_spatial_lineage(spatial, X, p) * unfixed_merge(X, 0, p)
 
         # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
         # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
@@ -416,6 +409,25 @@ _OPEN_FLOORS: dict[tuple, float] = {}
 # Tile shapes above which rule B8 is not computed for a level (it then adds nothing; still a bound).
 OPEN_FLOOR_SHAPES = 200_000
 
+
+
+def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
+    """Product of the fixed spatial loops at levels lo..hi-1 over dims outside X that merge X's transfers: an
+    output is reduced across them, an input multicast where the axis multicasts (the scalar and the batched node
+    bound share this term)."""
+    out = 1
+    for l in spatial:
+        if lo <= l.level < hi and l.dim not in X.dims:
+            ax = arch.fanout_axis(l.level, l.axis)
+            if X.is_output or ax.multicast:
+                out *= l.bound
+    return out
+
+
+def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int) -> int:
+    """Product of the fixed spatial loops below level p over dims outside X: the most instances one of X's tiles
+    at p can serve through them."""
+    return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
 
 def _open_level_floor(ctx: BoundContext, c: int) -> float:
     """Rule B8 for level c (see ``BoundContext.open_level_floor``), vectorized over every tile shape."""

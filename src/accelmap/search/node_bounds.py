@@ -19,7 +19,7 @@ import numpy as np
 
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop
-from accelmap.search.bounds import BoundContext, _tile_and_entering
+from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.workload.index_sets import axis_size
 from accelmap.workload.operator import Operand
 
@@ -127,17 +127,10 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         return np.minimum(cap, np.prod(rem[:, outside], axis=1))
 
     def fixed_merge(X: Operand, lo: int, hi: int) -> int:
-        out = 1
-        for l in spatial:
-            if lo <= l.level < hi and l.dim not in X.dims:
-                ax = arch.fanout_axis(l.level, l.axis)
-                if X.is_output or ax.multicast:
-                    out *= l.bound
-        return out
+        return fixed_spatial_merge(arch, spatial, X, lo, hi)
 
     def lineage_max(X: Operand, p: int):
-        fixed_part = math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
-        return fixed_part * unfixed_merge(X, 0, p)
+        return fixed_spatial_lineage(spatial, X, p) * unfixed_merge(X, 0, p)
 
     inner_first = min((l.level for l in shared if not l.spatial and l.bound > 1), default=nlev)
     first_temporal = np.full(n, inner_first, dtype=np.int64)
