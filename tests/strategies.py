@@ -7,7 +7,9 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from accelmap.arch import accelerator_from_dict
+from accelmap.arch import accelerator_from_dict, get_accelerator
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.errors import MappingError
 from accelmap.mapping.sampling import random_mapping
 from accelmap.workload import conv2d, gemm, parse_expression
 
@@ -46,6 +48,20 @@ def random_operator(rng: random.Random):
     if rng.random() < 0.4:
         op = replace(op, init_output=rng.choice(["zero", "read"]))
     return op
+
+
+def random_perfect_mappings(seed: int, draws: int, presets: list[str]):
+    """(rng, arch, operator, mapping) of random valid perfectly factored mappings, cycling through ``presets``;
+    the rng is the one that drew them, for tests that draw more from it."""
+    rng = random.Random(seed)
+    for n in range(draws):
+        arch = get_accelerator(presets[n % len(presets)])
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        yield rng, arch, op, m
 
 
 @st.composite

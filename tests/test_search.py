@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+import strategies
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
@@ -76,17 +77,8 @@ def test_top_k_and_pareto_equal_exhaustive():
 
 
 def random_perfect_mappings(seed: int, draws: int):
-    """(rng, arch, operator, mapping) of random valid perfectly factored mappings on PRESETS; the rng is
-    the one that drew them, for tests that draw more from it."""
-    rng = random.Random(seed)
-    for n in range(draws):
-        arch = get_accelerator(PRESETS[n % len(PRESETS)])
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
-        except MappingError:
-            continue
-        yield rng, arch, op, m
+    """(rng, arch, operator, mapping) of random valid perfectly factored mappings on PRESETS."""
+    return strategies.random_perfect_mappings(seed, draws, PRESETS)
 
 
 def _fixed_at_and_above(op, m, level):

@@ -1,19 +1,15 @@
 """The bound of every tiling of a node at once (``node_bounds``) equals the scalar bound, value for value."""
 
-import random
 
 import numpy as np
 
-from accelmap.arch import get_accelerator
-from accelmap.arch.accelerator import adopt_precision
-from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop
-from accelmap.mapping.sampling import divisors, random_mapping
+from accelmap.mapping.sampling import divisors
 from accelmap.search.bounds import BoundContext
 from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.optimal import open_order_bounds, open_order_bounds_batch
-from strategies import random_operator
+from strategies import random_perfect_mappings
 
 PRESETS = ["eyeriss_like", "tpu_like", "vta_like", "simba_like", "diana_like", "edge_tpu_like", "ascend_like"]
 
@@ -22,14 +18,7 @@ def random_nodes(seed: int, draws: int):
     """(ctx, level, inner fixed loops, the level's spatial loops, tilings): a random perfect mapping's loops
     inside ``level`` and its fan-out at ``level``, and random temporal tilings of ``level`` over what is left
     (each (t_loops, rem below)); the context with the fan-outs fixed to the mapping's or free."""
-    rng = random.Random(seed)
-    for n in range(draws):
-        arch = get_accelerator(PRESETS[n % len(PRESETS)])
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
-        except MappingError:
-            continue
+    for rng, arch, op, m in random_perfect_mappings(seed, draws, PRESETS):
         nlev = len(arch.levels)
         if nlev < 3:
             continue
