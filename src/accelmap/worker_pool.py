@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable
 
 
-def _ignore_sigint() -> None:
+def reset_worker_signals() -> None:
     # The parent handles Ctrl-C and SIGTERM (it owns the cache); workers just stop when terminated,
     # so they must not inherit a handler the parent installed for SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -26,7 +26,7 @@ def run_in_processes(fn: Callable[[Any], Any], tasks: list, workers: int, done: 
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(tasks))), mp_context=ctx,
-                               initializer=_ignore_sigint)
+                               initializer=reset_worker_signals)
     try:
         pending = {pool.submit(fn, task) for task in tasks}
         while pending:

@@ -30,6 +30,7 @@ import numpy as np
 
 from accelmap.errors import AccelmapError, SpecError
 from accelmap.tune.template import ScheduleTemplate, shared_outer_bandwidth
+from accelmap.worker_pool import reset_worker_signals
 
 BACKENDS = ("model", "sim", "host")
 HOST_REPEATS = 7          # timed runs per configuration on the host (median and IQR over them)
@@ -163,6 +164,9 @@ _WORKER: dict = {}
 
 
 def _init_worker(template: ScheduleTemplate, backend: str, repeats: int) -> None:
+    # A forked worker inherits the parent's SIGTERM handler (Ray's driver installs one); a Python handler never
+    # runs in a worker blocked in C, so Pool.terminate() would wait for it forever.
+    reset_worker_signals()
     _WORKER["template"], _WORKER["backend"], _WORKER["repeats"] = template, backend, repeats
 
 
