@@ -35,12 +35,13 @@ from accelmap.codegen.c_source import generate_c
 from accelmap.cost import access_counts, evaluate
 from accelmap.cost.latency import latency_terms
 from accelmap.errors import MappingError
+from accelmap.examples import example_path
 from accelmap.mapping import Loop, Mapping, format_text, parse_text, validate
+from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import check_capacity, check_structure
 from accelmap.sim import simulate
 from accelmap.workload import conv2d
 from accelmap.workload.models.bundled import load_model
-from accelmap.examples import example_path
 
 ARCHS = ("eyeriss_like", "tpu_like", "vta_like", "diana_like")
 # With --zigzag: ZigZag's own hardware files, converted by accelmap.arch.zigzag_import (ZigZag is
@@ -74,16 +75,6 @@ RESULTS = Path(__file__).parent / "results"
 # ---------------------------------------------------------------- mappings
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _primes(n: int) -> list[int]:
-    out, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out
 
 
 def spatial_choices(op, arch) -> list[tuple[str | None, ...]]:
@@ -130,7 +121,7 @@ def greedy_mapping(op, arch, keep_deepest: str, reduction_inner: bool, choice: t
                 k = {o.name for o in op.operands if o.cls == "W" and o.cls in lv.holds} or k
         keep.append(frozenset(k))
     place = {d: [0] * nlev for d in op.dim_names}     # product of factors per (dim, level)
-    factors = [(d, p) for d in op.dim_names for p in _primes(rem[d])]
+    factors = [(d, p) for d in op.dim_names for p in prime_factors(rem[d])]
     factors.sort(key=lambda x: (x[0] in out_dims, -x[1]))
 
     def build() -> Mapping:
@@ -236,8 +227,8 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
 
     from accelmap.mapping import format_text
     from accelmap.mapping.sampling import random_mapping
-    from accelmap.sim.program import build_program
     from accelmap.sim.engine import run_timing
+    from accelmap.sim.program import build_program
 
     rng = random.Random(seed)
     layers = [l for model in MODELS for l in load_model(model).layers]

@@ -24,7 +24,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.dse import components
 from accelmap.dse.design import derive
-from accelmap.dse.memory_search import co_search, configs_within, grid_search
+from accelmap.dse.memory_search import co_search, configs_within, grid_search, split_l1_base
 from accelmap.dse.report import plot, summary
 from accelmap.dse.space import load_space
 from accelmap.dse.store import DesignStore, StoredRun
@@ -195,20 +195,8 @@ def eyeriss(samples: int, strategy: str, time_limit: float | None, workers: int)
 SUNSTONE_LAYERS = {"conv1": (56, 64), "conv2": (28, 128), "conv3": (14, 256), "conv4": (7, 512)}
 
 
-def _split_base():
-    from accelmap.arch import accelerator_from_dict
-    lv = [{"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
-           "read_bandwidth": "16 words/cycle"},
-          {"name": "L2", "holds": ["I", "W", "O"], "capacity": "128 KiB", "width": "16 bit",
-           "read_bandwidth": "16 words/cycle",
-           "fanout": {"axes": [{"name": "X", "size": 16}, {"name": "Y", "size": 16}]}}]
-    lv += [{"name": f"L1{c}", "holds": [c], "capacity": "128 words", "width": "16 bit"} for c in "IWO"]
-    return accelerator_from_dict({"name": "sunstone_16x16", "compute": {
-        "mac_energy": "1 pJ", "precision": {"I": 16, "W": 16, "O": 16}}, "levels": lv}, "Ng's thesis, Ch. 7")
-
-
 def sunstone(time_limit: float, layers: list[str]) -> dict:
-    base = _split_base()
+    base = split_l1_base()
     levels = ("L1I", "L1W", "L1O")
     choices = (8, 16, 32, 64, 128)
     cap = components.sram(128 * 16, 16)[2]

@@ -8,8 +8,16 @@ from accelmap.arch import accelerator_from_dict
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.dse import components
-from accelmap.dse.memory_search import (buffer_area_um2, co_search, config_arch, configs_within, grid_search,
-                                        lower_bound, smallest_config)
+from accelmap.dse.memory_search import (
+    buffer_area_um2,
+    co_search,
+    config_arch,
+    configs_within,
+    grid_search,
+    lower_bound,
+    smallest_config,
+    split_l1_base,
+)
 from accelmap.errors import AccelmapError
 from accelmap.search.baselines import search_random
 from accelmap.workload.constructors import conv2d
@@ -231,22 +239,11 @@ def test_tile_dominance_is_opt_in_and_reports_what_it_dropped(setup):
     assert co.value == min(v[0] for c in configs if (v := mapper(c, config_arch(base, LEVELS, c))) is not None)
 
 
-def _table_7_1_base():
-    lv = [{"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
-           "read_bandwidth": "16 words/cycle"},
-          {"name": "L2", "holds": ["I", "W", "O"], "capacity": "128 KiB", "width": "16 bit",
-           "read_bandwidth": "16 words/cycle",
-           "fanout": {"axes": [{"name": "X", "size": 16}, {"name": "Y", "size": 16}]}}]
-    lv += [{"name": f"L1{c}", "holds": [c], "capacity": "128 words", "width": "16 bit"} for c in "IWO"]
-    return accelerator_from_dict({"name": "sunstone_16x16", "compute": {
-        "mac_energy": "1 pJ", "precision": {"I": 16, "W": 16, "O": 16}}, "levels": lv})
-
-
 @pytest.mark.parametrize("hw, ck, pruned", [(56, 64, 0), (28, 128, 0), (14, 256, 0), (7, 512, 16)])
 def test_tile_dominance_on_table_7_1_prunes_like_the_thesis(hw, ck, pruned):
     # Ng's thesis, Ch. 7: "up to 30% pruned for conv4", "few to no configurations" for conv1-conv3.
     from accelmap.dse.memory_search import per_level, promising_configs
-    base = _table_7_1_base()
+    base = split_l1_base()
     choices = (8, 16, 32, 64, 128)
     configs = configs_within(base, LEVELS, choices, components.sram(128 * 16, 16)[2])
     assert len(configs) == 51

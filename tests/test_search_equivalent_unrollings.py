@@ -16,7 +16,7 @@ from accelmap.arch.presets import preset_names
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import random_mapping
+from accelmap.mapping.sampling import prime_factors, random_mapping
 from accelmap.mapping.validate import validate
 from accelmap.search import Constraints, search_exhaustive
 from accelmap.search import exact as exact_module
@@ -24,16 +24,6 @@ from accelmap.search.bounds import chain_options
 from accelmap.search.exact import ranked_unrollings, search_exact
 from accelmap.search.space import keep_options
 from accelmap.workload.constructors import conv2d, gemm
-
-
-def _prime_factors(n: int) -> list[int]:
-    out, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out
 
 
 def redealt(op, arch, m: Mapping, rng: random.Random) -> Mapping | None:
@@ -57,7 +47,7 @@ def redealt(op, arch, m: Mapping, rng: random.Random) -> Mapping | None:
             left = {a.name: a.size for a in group}
             deal: dict[tuple[str, str], int] = {}
             for d, p in product.items():
-                for f in _prime_factors(p):
+                for f in prime_factors(p):
                     fits = [a.name for a in group if left[a.name] >= f and (d in op.output.dims or a.reduce)]
                     if not fits:
                         return None

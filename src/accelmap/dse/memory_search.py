@@ -34,6 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, TypeVar
 
+from accelmap.arch import accelerator_from_dict
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.dse import components
@@ -51,6 +52,19 @@ Config = tuple[int, ...]                 # words of each searched level, in the 
 # (objective value, mapping) of the best mapping found on a configuration; None: none found.
 MapConfig = Callable[[Config, Accelerator], tuple[float, Mapping] | None]
 _TOLERANCE = 1e-9
+
+def split_l1_base() -> Accelerator:
+    """The machine of the thesis' Table 7.1 L1-split study (Ng's Sunstone thesis, Ch. 7): a 16 x 16 array under a
+    128 KiB L2, one L1 per operand (128 words each, the size the co-search sweeps), 16-bit words."""
+    levels = [{"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
+               "read_bandwidth": "16 words/cycle"},
+              {"name": "L2", "holds": ["I", "W", "O"], "capacity": "128 KiB", "width": "16 bit",
+               "read_bandwidth": "16 words/cycle",
+               "fanout": {"axes": [{"name": "X", "size": 16}, {"name": "Y", "size": 16}]}}]
+    levels += [{"name": f"L1{c}", "holds": [c], "capacity": "128 words", "width": "16 bit"} for c in "IWO"]
+    return accelerator_from_dict({"name": "sunstone_16x16", "compute": {
+        "mac_energy": "1 pJ", "precision": {"I": 16, "W": 16, "O": 16}}, "levels": levels}, "Ng's thesis, Ch. 7")
+
 
 
 def config_arch(base: Accelerator, levels: tuple[str, ...], words: Config) -> Accelerator:
