@@ -100,6 +100,11 @@ def accelerators(draw):
             granularity = draw(st.sampled_from([None, None, 4, 8, 16]))
             if granularity is not None:
                 lv["access_granularity"] = f"{granularity} bit"
+        above = levels[-1].get("fanout") if levels else None
+        if above and draw(st.booleans()):
+            # one instance shared along some axes of the fan-out just above (a column's accumulator)
+            lv["shared_along"] = draw(st.lists(st.sampled_from([a["name"] for a in above["axes"]]),
+                                               min_size=1, unique=True))
         naxes = draw(st.integers(0, 2))
         if naxes:
             axes = []

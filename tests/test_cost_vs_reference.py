@@ -27,9 +27,11 @@ def test_imperfect_tiles_equal_brute_force(problem):
     assert _tuples(access_counts(op, arch, m)) == _tuples(reference_counts(op, arch, m))
 
 
-def _spatial_product(m, lo: int, hi: int, keep) -> int:
-    """Product of the spatial loops at levels lo..hi-1 (the fan-outs between them) that ``keep`` selects."""
-    return math.prod(l.bound for l in m.loops if l.spatial and lo <= l.level < hi and keep(l))
+def _spatial_product(arch, m, lo: int, hi: int, keep) -> int:
+    """Product of the spatial loops between levels lo and hi (inside lo's tiles, above hi's: the fan-outs
+    at levels lo..hi-1, less the axes hi is shared along, plus those lo is) that ``keep`` selects."""
+    return math.prod(l.bound for l in m.loops if l.spatial and arch.inside(lo, l.level, l.axis)
+                     and not arch.inside(hi, l.level, l.axis) and keep(l))
 
 
 def _check_conservation(op, arch, m, c, perfect: bool) -> None:
@@ -50,9 +52,9 @@ def _check_conservation(op, arch, m, c, perfect: bool) -> None:
             # reduction between them; at the innermost level every MAC's result arrives once per
             # reduction group (partial last tiles included: a reduction is complete).
             for p, ch in zip(chain, chain[1:]):
-                assert c[(ch, X.name)].drains == c[(p, X.name)].updates * _spatial_product(m, p, ch, reduced)
+                assert c[(ch, X.name)].drains == c[(p, X.name)].updates * _spatial_product(arch, m, p, ch, reduced)
             last = chain[-1]
-            assert c[(last, X.name)].updates * _spatial_product(m, last, nlev, reduced) == op.macs
+            assert c[(last, X.name)].updates * _spatial_product(arch, m, last, nlev, reduced) == op.macs
             # The top level takes every output element's final value once, plus one update per partial
             # sum it later sends back down (a reload); an initial value read is not a reload.
             top = c[(0, X.name)]
@@ -64,9 +66,9 @@ def _check_conservation(op, arch, m, c, perfect: bool) -> None:
                 # Inputs: every element a level reads for its child fills each member of a multicast group;
                 # at the innermost level one read per MAC per multicast group.
                 for p, ch in zip(chain, chain[1:]):
-                    assert c[(ch, X.name)].fills == c[(p, X.name)].reads * _spatial_product(m, p, ch, multicast(X))
+                    assert c[(ch, X.name)].fills == c[(p, X.name)].reads * _spatial_product(arch, m, p, ch, multicast(X))
                 last = chain[-1]
-                assert c[(last, X.name)].reads * _spatial_product(m, last, nlev, multicast(X)) == op.macs
+                assert c[(last, X.name)].reads * _spatial_product(arch, m, last, nlev, multicast(X)) == op.macs
 
 
 @settings(max_examples=120)

@@ -74,6 +74,10 @@ class Level:
     # in while compute runs, in pieces in the order the level below takes its tiles (ZigZag's
     # loading within spare port bandwidth); False: loaded whole before the first compute.
     stream_single_tile: bool = False
+    # Fan-out axes above this level along which one instance is shared: the instances along such an
+    # axis are one (ZigZag's served_dimensions of an accumulator that a column of multipliers reduces
+    # into), so the axis's spatial loops lie inside this level's tile and ``instances`` excludes them.
+    shared_axes: tuple[str, ...] = ()
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
@@ -190,6 +194,14 @@ class Accelerator:
             raise KeyError(f"level {self.levels[level].name} has no fan-out axis {axis!r}")
         return fan.axis(axis)
 
+    def inside(self, c: int, level: int, axis: str | None) -> bool:
+        """Is a loop at ``level`` (spatial on fan-out ``axis``, or temporal for None) inside the tiles of
+        level ``c`` (below it), rather than above them? Loops at ``c`` and deeper are; a spatial loop
+        above ``c`` is too when ``c`` is shared along its axis (``Level.shared_axes``): it then spreads
+        one instance's tile over the axis instead of making more instances. ``c`` may be the compute
+        unit (``len(levels)``), inside no loop."""
+        return level >= c or (axis is not None and c < len(self.levels) and axis in self.levels[c].shared_axes)
+
     def level_index(self, name: str) -> int:
         for i, lv in enumerate(self.levels):
             if lv.name == name:
@@ -227,7 +239,8 @@ class Accelerator:
                          + (", written at the clock edge" if lv.written_at_clock_edge else "")
                          + (", a tile kept for the whole run streams in" if lv.stream_single_tile else "")
                          + (f", accessed in {lv.access_granularity_bits}-bit granules"
-                            if lv.access_granularity_bits is not None else ""))
+                            if lv.access_granularity_bits is not None else "")
+                         + (f", one instance shared along {','.join(lv.shared_axes)}" if lv.shared_axes else ""))
             if lv.fanout:
                 lines.append(f"  {'':8} fan-out {lv.fanout}"
                              f" (multicast: {','.join(a.name for a in lv.fanout.axes if a.multicast) or 'none'};"

@@ -7,6 +7,7 @@ fall back to a default.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal, Union, get_args
 
@@ -55,6 +56,7 @@ class LevelSpec(_Strict):
     transfer_setup_cycles: int = Field(default=0, ge=0)
     access_granularity: Quantity | None = None
     stream_single_tile: bool = False
+    shared_along: list[str] = []
     comment: str | None = None
 
     @field_validator("double_buffered", mode="before")
@@ -159,6 +161,28 @@ def _precision(values) -> tuple[int, ...]:
     return tuple(int(v) for v in vals)
 
 
+def _shared_axes(ls: LevelSpec, above: list[Level], where: str) -> list[FanoutAxis]:
+    """The fan-out axes ``ls.shared_along`` names, checked: each an axis of a fan-out above the level,
+    named once, and shared by every level above that keeps a class with it and sits below the axis
+    (one instance of that level must hold the whole of this level's tile)."""
+    axes = {a.name: (i, a) for i, lv in enumerate(above) if lv.fanout for a in lv.fanout.axes}
+    out: list[FanoutAxis] = []
+    for name in ls.shared_along:
+        if name not in axes:
+            raise SpecError(f"{name!r} is not an axis of a fan-out above level {ls.name!r}; valid: "
+                            f"{', '.join(axes) or 'none (no fan-out above it)'}", where=where)
+        if name in {a.name for a in out}:
+            raise SpecError(f"names axis {name!r} twice", where=where)
+        i, a = axes[name]
+        for lv in above[i + 1:]:
+            if set(lv.holds) & set(ls.holds) and name not in lv.shared_axes:
+                raise SpecError(f"axis {name!r}: level {lv.name!r} above holds {'/'.join(set(lv.holds) & set(ls.holds))} "
+                                f"too and sits below the axis, so it must be shared along {name!r} as well "
+                                f"(one instance of it holds the whole of this level's tile)", where=where)
+        out.append(a)
+    return out
+
+
 def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
     levels: list[Level] = []
     instances = 1
@@ -223,10 +247,12 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                 axes.append(FanoutAxis(a.name, a.size, a.multicast, a.reduce))
             te = _conv(parse_energy_pj, ls.fanout.transfer_energy, f"{where}.fanout.transfer_energy", width)
             fan = Fanout(tuple(axes), te)
+        shared = _shared_axes(ls, levels, f"{where}.shared_along")
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
-                            ls.double_buffered is True, ls.bypass, fan, instances, ls.transfer_setup_cycles,
+                            ls.double_buffered is True, ls.bypass, fan,
+                            instances // math.prod(a.size for a in shared), ls.transfer_setup_cycles,
                             ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
-                            ls.stream_single_tile))
+                            ls.stream_single_tile, tuple(a.name for a in shared)))
         if fan:
             instances *= fan.size
     top = levels[0]

@@ -76,6 +76,8 @@ class _Memory:
     double_buffered: bool
     register: bool                  # written whole in one access: a register, written at the clock edge
     granularity: int                # smallest bandwidth_min of its ports: ZigZag rounds each transfer up to it
+    # served dims above its position in the chain: one instance shared along them (a column's accumulator)
+    shared: tuple[str, ...] = ()
 
 
 def _num(v, where: str, what: str, integer: bool = False):
@@ -160,8 +162,11 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
         "write_bandwidth": f"{m0.write_bw} bit/cycle",
         "access_granularity": f"{m0.granularity} bit",
         "comment": f"ZigZag memor{'ies' if len(group) > 1 else 'y'} {', '.join(m.name for m in group)}; "
-                   f"serves {', '.join(served) if served else 'one multiplier'}",
+                   f"serves {', '.join(served + list(m0.shared)) if served or m0.shared else 'one multiplier'}",
     })
+    if m0.shared:
+        # the array dims it serves above its place in the chain: one instance per the other dims' positions
+        d["shared_along"] = list(m0.shared)
     if m0.double_buffered:
         d["double_buffered"] = True
     elif m0.register:
@@ -181,7 +186,7 @@ def _mergeable(group: list[_Memory], m: _Memory) -> bool:
     g = group[0]
     taken = {c for x in group for c in x.classes}
     return (len(m.classes) == 1 and all(len(x.classes) == 1 for x in group) and m.classes[0] not in taken
-            and m.served == g.served and (m.width, m.read_energy, m.write_energy, m.read_bw, m.write_bw,
+            and m.served == g.served and m.shared == g.shared and (m.width, m.read_energy, m.write_energy, m.read_bw, m.write_bw,
                                           m.double_buffered, m.register, m.granularity) ==
             (g.width, g.read_energy, g.write_energy, g.read_bw, g.write_bw, g.double_buffered, g.register,
              g.granularity))
@@ -247,14 +252,16 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         return sum(eff[m.name] == set(order[len(order) - len(eff[m.name]):]) for m in mems)
     order = list(max(itertools.permutations(dims), key=exact))   # first best: the file's order wins ties
     pos = {}
+    shared: dict[str, tuple[str, ...]] = {}
     for m in mems:
         k = 0
         while k < len(order) and order[len(order) - 1 - k] in eff[m.name]:
             k += 1
         pos[m.name] = k
-        if set(order[len(order) - k:]) != eff[m.name]:
-            notes.append(f"{m.name} serves {sorted(eff[m.name])}, which crosses other memories' served dims; "
-                         f"placed as serving {sorted(order[len(order) - k:]) or 'one multiplier'}")
+        # served dims above its place in the chain: one instance shared along them (ZigZag's rf_2B that a
+        # column of multipliers reduces into), exact where every memory of its classes between those
+        # dims' fan-out and it is shared along them too (``schema._shared_axes``); checked below
+        shared[m.name] = tuple(d for d in order if d in eff[m.name] and d not in order[len(order) - k:])
 
     # Outer to inner: a topological order of the chains, outermost position first.
     placed: list[_Memory] = []
@@ -264,9 +271,21 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         nxt = max(ready, key=lambda m: (pos[m.name], m.index))
         placed.append(nxt)
         left.remove(nxt.name)
+    # A memory shared along a dim must hold no class with a memory placed between that dim's fan-out and
+    # it that is not shared along the dim too (one shared instance holds the whole tile below it).
+    for i, m in enumerate(placed):
+        for d in shared[m.name]:
+            between = [x for x in placed[:i] if pos[x.name] < len(order) - order.index(d)
+                       and set(x.classes) & set(m.classes)]
+            if any(d not in shared[x.name] for x in between):
+                shared[m.name] = tuple(e for e in shared[m.name] if e != d)
+        if set(order[len(order) - pos[m.name]:]) | set(shared[m.name]) != eff[m.name]:
+            notes.append(f"{m.name} serves {sorted(eff[m.name])}, which crosses other memories' served dims; "
+                         f"placed as serving {sorted(order[len(order) - pos[m.name]:] + list(shared[m.name])) or 'one multiplier'}")
     placed = [_Memory(m.name, m.index, m.size_bits, m.classes,
                       frozenset(order[len(order) - pos[m.name]:]), m.width, m.read_energy, m.write_energy,
-                      m.read_bw, m.write_bw, m.double_buffered, m.register, m.granularity) for m in placed]
+                      m.read_bw, m.write_bw, m.double_buffered, m.register, m.granularity, shared[m.name])
+              for m in placed]
     groups: list[list[_Memory]] = []
     for m in placed:
         if groups and _mergeable(groups[-1], m):

@@ -33,6 +33,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
@@ -52,8 +53,10 @@ class _L:
 class NestInfo:
     """Per-dimension view of a mapping, computed once per evaluation."""
 
-    def __init__(self, op: Operator, m: Mapping):
+    def __init__(self, op: Operator, m: Mapping, arch: Accelerator | None = None):
         self.op = op
+        # ``arch`` places the loops on axes a level is shared along inside its tiles (``Accelerator.inside``)
+        self.arch = arch
         self.loops: list[_L] = []
         by_dim: dict[str, list[int]] = {d: [] for d in op.dim_names}
         for i, l in enumerate(m.loops):
@@ -67,8 +70,12 @@ class NestInfo:
         self._ext: dict[int, dict[str, int]] = {}
         self._axes: dict[str, list] = {}
 
+    def inside(self, l: _L, c: int) -> bool:
+        """Is loop ``l`` inside the tiles of level ``c`` (``Accelerator.inside``)?"""
+        return l.level >= c if self.arch is None else self.arch.inside(c, l.level, l.axis)
+
     def inner_extent(self, d: str, level: int) -> int:
-        return math.prod(l.bound for l in self.by_dim[d] if l.level >= level)
+        return math.prod(l.bound for l in self.by_dim[d] if self.inside(l, level))
 
     def inner_extents(self, level: int) -> dict[str, int]:
         """Extent of every dimension inside ``level`` (clipped by nothing: perfect nests only)."""
@@ -76,7 +83,7 @@ class NestInfo:
         if ext is None:
             ext = dict.fromkeys(self.op.sizes, 1)
             for l in self.loops:
-                if l.level >= level:
+                if self.inside(l, level):
                     ext[l.dim] *= l.bound
             self._ext[level] = ext
         return ext
@@ -158,7 +165,7 @@ def entering(info: NestInfo, X: Operand, c: int, collapsed: frozenset[int] = fro
     xdims = X.dims
     axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
     ext = {d: info.inner_extent(d, c) for d in op.dim_names}
-    outer = {d: [l for l in info.by_dim[d] if l.level < c] for d in op.dim_names}
+    outer = {d: [l for l in info.by_dim[d] if not info.inside(l, c)] for d in op.dim_names}
     total = 0
     for j in [None] + temporal_above:
         # A transition of a loop over a dim outside X that moves nothing in X
@@ -251,6 +258,8 @@ def entering_perfect(info: NestInfo, X: Operand, c: int, collapsed: frozenset[in
     for l in info.loops:
         if l.level >= c:
             break
+        if info.inside(l, c):       # on an axis the level is shared along: part of its tile
+            continue
         if l.spatial:
             if l.idx not in collapsed:
                 inst *= l.bound

@@ -53,7 +53,7 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
     def merged_product(X, lo, hi):
         out = np.ones(n, dtype=np.int64)
         for j, (d, lv, ax) in enumerate(structure):
-            if ax is not None and lo <= lv < hi and d not in X.dims:
+            if ax is not None and arch.inside(lo, lv, ax) and not arch.inside(hi, lv, ax) and d not in X.dims:
                 if X.is_output or arch.fanout_axis(lv, ax).multicast:
                     out = out * B[:, j]
         return out

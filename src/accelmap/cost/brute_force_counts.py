@@ -45,7 +45,9 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
 
         def mergeable(k: int, lo: int, hi: int, *, X: Operand = X) -> bool:
             l = loops[k]
-            if not l.spatial or not lo <= l.level < hi or l.dim in X.dims:
+            # between lo and hi: inside lo's tiles, above hi's (a shared level holds its axes' loops)
+            if not l.spatial or not arch.inside(lo, l.level, l.axis) or arch.inside(hi, l.level, l.axis) \
+                    or l.dim in X.dims:
                 return False
             return X.is_output or arch.fanout_axis(l.level, l.axis).multicast
 
@@ -53,7 +55,8 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
             # Branch of spatial reductions above ``level``; the all-zero branch
             # is the one that carries an initial output value in.
             return tuple(i for k, i in enumerate(idx)
-                         if loops[k].spatial and loops[k].level < level and loops[k].dim not in X.dims)
+                         if loops[k].spatial and not arch.inside(level, loops[k].level, loops[k].axis)
+                         and loops[k].dim not in X.dims)
 
         started: dict[int, set] = defaultdict(set)   # per level: (lineage, element) with a partial sum
 
@@ -66,7 +69,7 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
             return init_read and all(v == 0 for v in lin)
 
         for p, c in itertools.pairwise(chain):
-            outer = [k for k, l in enumerate(loops) if l.level < c]
+            outer = [k for k, l in enumerate(loops) if not arch.inside(c, l.level, l.axis)]
             t_pos = [k for k in outer if not loops[k].spatial]
             s_pos = [k for k in outer if loops[k].spatial]
             g_pos = [k for k in s_pos if not mergeable(k, p, c)]

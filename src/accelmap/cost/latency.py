@@ -61,12 +61,12 @@ class LatencyTerms:
     parts: tuple[tuple[str, float], ...] = ()   # what the latency is made of; sums to it
 
 
-def used_instances(m: Mapping, level: int) -> int:
-    """Instances of a level that a mapping occupies: the product of the spatial loops above it
-    (``NestRows.used`` over rows)."""
+def used_instances(arch: Accelerator, m: Mapping, level: int) -> int:
+    """Instances of a level that a mapping occupies: the product of the spatial loops above it, less
+    those on axes it is shared along (``NestRows.used`` over rows)."""
     out = 1
     for l in m.loops:
-        if l.spatial and l.level < level:
+        if l.spatial and not arch.inside(level, l.level, l.axis):
             out *= l.bound
     return out
 

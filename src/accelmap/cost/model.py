@@ -161,7 +161,7 @@ def rounded_parts(parts: tuple[tuple[str, float], ...]) -> list[tuple[str, int]]
 
 def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int, str], Counts]:
     """Exact counters per (level index, operand name); the mapping must be valid."""
-    info = NestInfo(op, m)
+    info = NestInfo(op, m, arch)
     nlev = len(arch.levels)
     counts = {(i, o.name): Counts() for i in range(nlev) for o in op.operands if o.name in m.keep[i]}
     n_out = op.footprint(op.output)
@@ -174,7 +174,7 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
             # multicast along them (if the axis can), outputs reduced (validated).
             out = set()
             for l in info.loops:
-                if l.spatial and lo <= l.level < hi and l.dim not in X.dims:
+                if l.spatial and info.inside(l, lo) and not info.inside(l, hi) and l.dim not in X.dims:
                     ax = arch.fanout_axis(l.level, l.axis)
                     if X.is_output or ax.multicast:
                         out.add(l.idx)
@@ -182,7 +182,8 @@ def access_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int
 
         def lineages(level: int, *, X: Operand = X) -> int:
             # Branches of a spatial reduction above ``level``: each starts its partial sums at zero.
-            return math.prod(l.bound for l in info.loops if l.spatial and l.level < level and l.dim not in X.dims)
+            return math.prod(l.bound for l in info.loops
+                             if l.spatial and not info.inside(l, level) and l.dim not in X.dims)
 
         for p, c in pairwise(chain):
             if info.all_perfect:

@@ -152,7 +152,12 @@ class NestRows:
             for j, (d, lv, _) in enumerate(structure):
                 if lv == c:
                     raw[d] = raw[d] * B[:, j]
-            self.inner[c] = {d: np.minimum(e, op.sizes[d]) for d, e in raw.items()}
+            # loops on axes the level is shared along lie inside its tiles too (``Accelerator.inside``)
+            ext = dict(raw)
+            for j, (d, lv, ax) in enumerate(structure):
+                if lv < c and arch.inside(c, lv, ax):
+                    ext[d] = ext[d] * B[:, j]
+            self.inner[c] = {d: np.minimum(e, op.sizes[d]) for d, e in ext.items()}
         self.dim_product = raw
         self.perfect = np.ones(n, dtype=bool)
         for d, e in raw.items():
@@ -182,7 +187,7 @@ class NestRows:
         if level not in self._used:
             out = np.ones(self.n, dtype=np.int64)
             for j, (_, lv, ax) in enumerate(self.structure):
-                if ax is not None and lv < level:
+                if ax is not None and not self.arch.inside(level, lv, ax):
                     out = out * self.B[:, j]
             self._used[level] = out
         return self._used[level]
@@ -192,7 +197,7 @@ class NestRows:
         dims X does not use. Each branch holds its own partial sums of X."""
         out = np.ones(self.n, dtype=np.int64)
         for j, (d, lv, ax) in enumerate(self.structure):
-            if ax is not None and lv < level and d not in X.dims:
+            if ax is not None and not self.arch.inside(level, lv, ax) and d not in X.dims:
                 out = out * self.B[:, j]
         return out
 

@@ -88,6 +88,18 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
                     f"dimension {d} (size {size}): loop {d}{l.bound} at {arch.levels[l.level].name} has "
                     f"iterations that never touch a valid {d} (iteration {l.bound - 1} starts at "
                     f"{(l.bound - 1) * stride}); use a bound of at most {-(-size // stride)}")
+    for c, lv in enumerate(arch.levels):
+        for k, l in enumerate(m.loops):
+            if not (l.spatial and l.bound > 1 and l.level < c and l.axis in lv.shared_axes):
+                continue
+            # A tile of the shared instance spans the axis: it must be one block of the dim, so no loop
+            # of the dim between the axis and the level may step it.
+            gap = [x for x in m.loops[k + 1:] if x.dim == l.dim and x.bound > 1 and not arch.inside(c, x.level, x.axis)]
+            if gap:
+                raise MappingError(
+                    f"level {lv.name} is shared along axis {l.axis}, so its tile spans {l.dim}{l.bound}@{l.axis}; "
+                    f"loop {gap[0].dim}{gap[0].bound} at {arch.levels[gap[0].level].name}, between that axis and "
+                    f"{lv.name}, would split it into strided pieces: move it below {lv.name} or above the axis")
     out_dims = op.output.dims
     for k, l in enumerate(m.loops):
         if not l.spatial or l.bound == 1 or l.dim in out_dims:
@@ -112,11 +124,12 @@ def check_precision(op: Operator, arch: Accelerator) -> None:
                                f"at {'/'.join(map(str, ok))} bits")
 
 
-def tile_extents(op: Operator, m: Mapping, level: int) -> dict[str, int]:
-    """Largest extent of every dim inside ``level`` (its own loops and below)."""
+def tile_extents(op: Operator, m: Mapping, level: int, arch: Accelerator | None = None) -> dict[str, int]:
+    """Largest extent of every dim inside ``level`` (its own loops and below, and with ``arch`` the
+    spatial loops on axes the level is shared along, ``Accelerator.inside``)."""
     ext = {d: 1 for d in op.dim_names}
     for l in m.loops:
-        if l.level >= level:
+        if l.level >= level if arch is None else arch.inside(level, l.level, l.axis):
             ext[l.dim] *= l.bound
     return {d: min(e, op.sizes[d]) for d, e in ext.items()}
 
@@ -141,7 +154,7 @@ def tile_fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
 
 def capacity_usage(op: Operator, arch: Accelerator, m: Mapping) -> list[dict[str, int]]:
     """Bits each level must hold per kept operand (double buffering counted)."""
-    return [level_usage(op, lv, m.keep[i], tile_extents(op, m, i)) for i, lv in enumerate(arch.levels)]
+    return [level_usage(op, lv, m.keep[i], tile_extents(op, m, i, arch)) for i, lv in enumerate(arch.levels)]
 
 
 def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:

@@ -65,6 +65,9 @@ class BoundContext:
         self.n_out = self.footprint[op.output.name]
         self.init_read = 1 if op.init_output == "read" else 0
         self.chains = {o.name: [i for i in range(self.nlev) if o.name in keep[i]] for o in op.operands}
+        # Operands kept at a level shared along a fan-out axis: the rules below count without that sharing,
+        # so these operands get no terms (zero: the bounds stay lower bounds, only weaker)
+        self.loose = frozenset(o.name for o in op.operands if shared_chain(arch, self.chains[o.name]))
         self.fan_sizes = [lv.fanout.size if lv.fanout else 1 for lv in arch.levels]
         # Largest merge an unfixed fan-out at level l can give operand X: multicast axes for inputs,
         # reducing axes for the output (the only axes a non-output dimension may use).
@@ -107,6 +110,8 @@ class BoundContext:
         # and the parent's port, the fewest elements per instance that level moves in all).
         self.edge_terms: list[tuple[Operand, int, int, float, float]] = []
         for o in op.operands:
+            if o.name in self.loose:
+                continue
             w = fewest_bits(o, arch)
             for p, c in pairwise(self.chains[o.name]):
                 P, C = arch.levels[p], arch.levels[c]
@@ -196,6 +201,8 @@ class BoundContext:
 
         def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float],
                                                               list[tuple[int, bool, float]], dict[int, float]]:
+            if X.name in self.loose:
+                return 0.0, [], {}, [], {}
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
@@ -411,6 +418,13 @@ OPEN_FLOOR_SHAPES = 200_000
 
 
 
+def shared_chain(arch: Accelerator, chain) -> bool:
+    """Does an operand kept at the levels ``chain`` pass a level shared along a fan-out axis
+    (``Level.shared_axes``)? The bound rules count as if every level had one instance per position of
+    the fan-outs above it, so they leave such an operand out (no terms: weaker, still lower bounds)."""
+    return any(arch.levels[i].shared_axes for i in chain)
+
+
 def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
     """Product of the fixed spatial loops at levels lo..hi-1 over dims outside X that merge X's transfers: an
     output is reduced across them, an input multicast where the axis multicasts (the scalar and the batched node
@@ -433,7 +447,8 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
     """Rule B8 for level c (see ``BoundContext.open_level_floor``), vectorized over every tile shape."""
     op, arch, keep = ctx.op, ctx.arch, ctx.keep
     lv = arch.levels[c]
-    kept = [X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c]
+    kept = [X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
+            and X.name not in ctx.loose]
     if lv.capacity_bits is None and not lv.partitions or not kept:
         return 0.0
     dims = op.dim_names
@@ -611,6 +626,11 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
             e = np.zeros(len(pes))
+            if shared_chain(arch, chain):       # counted without the sharing here: no terms (still a bound)
+                best_e = np.minimum(best_e, e)
+                best_t = np.minimum(best_t, 0.0)
+                traffic[-1].append((reads, writes))
+                continue
 
             def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
                        writes: np.ndarray = writes) -> None:

@@ -138,6 +138,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         first_temporal = np.where((free[f] > 1).any(axis=1), np.minimum(first_temporal, f), first_temporal)
 
     def operand_traffic(X: Operand, boost: bool):
+        if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
+            return 0.0, [], {}, [], {}
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp

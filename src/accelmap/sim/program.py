@@ -82,12 +82,13 @@ def _digits(n_steps: int, bounds: list[int]) -> np.ndarray:
     return digits
 
 
-def _perfect_deltas(op: Operator, X, loops: list, strides: list[int], above: list[int], c: int,
+def _perfect_deltas(op: Operator, arch: Accelerator, X, loops: list, strides: list[int], above: list[int], c: int,
                     classes: np.ndarray) -> np.ndarray:
     """Elements of X that enter level c at each of its transitions (``classes``: the position in
     ``above`` of the loop that advanced; the first transition loads the whole tile), when every
     tile is full: the tile moves by that loop's stride and the inner loops above c reset."""
-    ext = {d: math.prod(l.bound for l in loops if l.dim == d and l.level >= c) for d in op.dim_names}
+    ext = {d: math.prod(l.bound for l in loops if l.dim == d and arch.inside(c, l.level, l.axis))
+           for d in op.dim_names}
     axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
     full = math.prod(axis_size(cf, tuple(ext[d] for d in ds)) for cf, ds in axes)
     table = np.zeros(max(len(above), 1), dtype=np.int64)
@@ -107,14 +108,14 @@ def _perfect_deltas(op: Operator, X, loops: list, strides: list[int], above: lis
     return delta
 
 
-def _edge_deltas(op: Operator, X, loops: list, strides: list[int], above: list[int], c: int,
+def _edge_deltas(op: Operator, arch: Accelerator, X, loops: list, strides: list[int], above: list[int], c: int,
                  steps: np.ndarray, digits: np.ndarray) -> np.ndarray:
     """Elements of X that enter level c at each of its transitions (``steps``), edge tiles
     included: exact deltas of the first instance's tiles, once per distinct situation."""
     lo = {}
     n = {}
     for d in op.dim_names:
-        E = math.prod(l.bound for l in loops if l.dim == d and l.level >= c)
+        E = math.prod(l.bound for l in loops if l.dim == d and arch.inside(c, l.level, l.axis))
         base = np.zeros(len(steps), dtype=np.int64)
         for k, i in enumerate(above):
             if loops[i].dim == d and loops[i].level < c:
@@ -210,16 +211,16 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
             trans[1:] = is_above_c[first_change[1:]]
         steps = np.nonzero(trans)[0]
         if perfect:
-            delta = _perfect_deltas(op, X, loops, strides, above, c, first_change[steps])
+            delta = _perfect_deltas(op, arch, X, loops, strides, above, c, first_change[steps])
         else:
             if digits is None:
                 digits = _digits(n_steps, bounds)
-            delta = _edge_deltas(op, X, loops, strides, above, c, steps, digits)
+            delta = _edge_deltas(op, arch, X, loops, strides, above, c, steps, digits)
         # the first tile at the first step is complete even if key rows coincide
         total = float(delta.sum())
         cc, pc = counts[(c, X.name)], counts[(p, X.name)]
         # traffic per instance the mapping uses: idle instances of a fan-out do not share the work
-        n_c, n_p = used_instances(m, c), used_instances(m, p)
+        n_c, n_p = used_instances(arch, m, c), used_instances(arch, m, p)
         inst_c = n_c
         load_c, load_p = cc.fills, pc.reads
         if X.is_output:
@@ -289,7 +290,7 @@ def build_program(op: Operator, arch: Accelerator, m: Mapping, counts=None) -> T
     for X in op.operands:
         last = chains[X.name][-1]
         cnt = counts[(last, X.name)]
-        n_i = used_instances(m, last)
+        n_i = used_instances(arch, m, last)
         rd, wr = prog.stream_bits.get(last, (0.0, 0.0))
         rd += cnt.reads * X.bits / n_i / n_steps
         if X.is_output:

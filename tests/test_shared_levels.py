@@ -1,0 +1,133 @@
+"""A level shared along a fan-out axis (``shared_along``): one accumulator per array column that the
+column's multipliers reduce into (ZigZag's rf_2B serving D2 on edge_tpu_like and ascend_like)."""
+
+import random
+import re
+
+import pytest
+
+from accelmap.arch import accelerator_from_dict
+from accelmap.cost.brute_force_counts import reference_counts
+from accelmap.cost.model import access_counts, evaluate
+from accelmap.errors import MappingError, SpecError
+from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.mapping.validate import validate
+from accelmap.sim import simulate
+from accelmap.workload import gemm
+
+
+def machine(shared=("A",), acc_bits=32):
+    """DRAM over a 4 x 2 array (A reduces, B multicasts); a weight register per PE below B; an output
+    accumulator below both, shared along ``shared``."""
+    acc = {"name": "ACC", "holds": ["O"], "capacity": f"{acc_bits} bit", "width": "32 bit",
+           "read_energy": "1 pJ", "write_energy": "2 pJ", "read_bandwidth": "32 bit/cycle"}
+    if shared:
+        acc["shared_along"] = list(shared)
+    return accelerator_from_dict({"name": "columns", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "read_energy": "100 pJ", "read_bandwidth": "64 bit/cycle",
+         "fanout": {"axes": [{"name": "A", "size": 4}, {"name": "B", "size": 2}]}},
+        {"name": "RF", "holds": ["W"], "capacity": "8 bit", "width": "8 bit", "read_energy": "0.5 pJ",
+         "written_at_clock_edge": True},
+        acc]})
+
+
+def test_instances_and_validation():
+    assert machine().level("ACC").instances == 2 and machine(()).level("ACC").instances == 8
+    assert machine(("A", "B")).level("ACC").instances == 1
+    assert "one instance shared along A" in str(machine())
+    for shared, msg in [(("X",), "levels[2].shared_along: 'X' is not an axis of a fan-out above level 'ACC'; "
+                                 "valid: A, B"),
+                        (("A", "A"), "names axis 'A' twice")]:
+        with pytest.raises(SpecError, match=re.escape(msg)):
+            machine(shared)
+    # a level between the axis and the shared level that holds the same class must be shared too
+    bad = {"name": "x", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "fanout": {"axes": [{"name": "A", "size": 2}]}},
+        {"name": "MID", "holds": ["O"], "capacity": "1 KiB"},
+        {"name": "ACC", "holds": ["O"], "capacity": "4 B", "shared_along": ["A"]}]}
+    with pytest.raises(SpecError, match="level 'MID' above holds O too and sits below the axis"):
+        accelerator_from_dict(bad)
+
+
+def _gemm_mapping():
+    # O[M, N] += A[M, K] * B[K, N], M=2, N=4, K=8: K split 4 on A (a column of multipliers reducing into the
+    # shared accumulator) and 2 in time, N 2 on B and 2 in time, M in time
+    op = gemm("g", m=2, n=4, k=8)
+    loops = (Loop("M", 2, 0), Loop("N", 2, 0), Loop("K", 2, 0), Loop("K", 4, 0, "A"), Loop("N", 2, 0, "B"))
+    return op, Mapping(loops, (frozenset({"A", "B", "O"}), frozenset({"B"}), frozenset({"O"})))
+
+
+def test_a_column_reduces_into_one_accumulator():
+    op, m = _gemm_mapping()
+    O = op.output.name
+    shared, per_pe = machine(), machine(())
+    c = access_counts(op, shared, m)
+    assert c == reference_counts(op, shared, m)
+    assert access_counts(op, per_pe, m) == reference_counts(op, per_pe, m)
+    # the 4 multipliers of a column add their products in the network and update the accumulator once per
+    # cycle: 64 MACs / 4; each of the 2 used accumulators (one per B position) holds one output per time
+    # step (M, N, K temporal: 8 outputs, each accumulated over K's 2 steps) and drains it once: 8 drains
+    assert c[(2, O)].as_tuple() == (0, 16 - 8, 16, 8)
+    assert c[(0, O)].updates == 8 and c[(0, O)].reads == 0
+    # one accumulator per multiplier: every multiplier updates its own, and 4 x as many partial sums
+    # leave them to be reduced on the way up
+    assert access_counts(op, per_pe, m)[(2, O)].as_tuple() == (0, 64 - 32, 64, 32)
+    r = evaluate(op, shared, m)
+    assert r.energy[("ACC", O)] == pytest.approx((8 + 8) * 1 * 32 / 32 + (16) * 2 * 32 / 32)
+
+
+def test_the_model_and_the_simulator_agree_on_a_shared_level():
+    op, m = _gemm_mapping()
+    arch = machine()
+    assert simulate(op, arch, m, functional=False).cycles == pytest.approx(evaluate(op, arch, m).latency, rel=0.02)
+
+
+def test_a_loop_between_the_axis_and_the_shared_level_is_refused():
+    op = gemm("g", m=2, n=4, k=8)
+    arch = accelerator_from_dict({"name": "x", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "fanout": {"axes": [{"name": "A", "size": 4}]}},
+        {"name": "RF", "holds": ["W"], "capacity": "1 KiB"},
+        {"name": "ACC", "holds": ["O"], "capacity": "8 B", "shared_along": ["A"]}]})
+    # K4@A spans K in steps of 2 (the K2 loop at RF lies between A and ACC): the column's tile would be strided
+    m = Mapping((Loop("M", 2, 0), Loop("N", 4, 0), Loop("K", 4, 0, "A"), Loop("K", 2, 1)),
+                (frozenset({"A", "B", "O"}), frozenset({"B"}), frozenset({"O"})))
+    with pytest.raises(MappingError, match="level ACC is shared along axis A, so its tile spans K4@A; loop K2 at RF"):
+        validate(op, arch, m)
+
+
+def test_the_mappers_lower_bounds_hold_on_a_shared_level():
+    """Without leaving the operands kept at a shared level out of the bound rules (``BoundContext.loose``),
+    17 of these bounds exceed the cost."""
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.search.bounds import BoundContext, chain_options
+    from accelmap.search.space import Constraints, keep_options
+    from accelmap.search.spatial import spatial_lower_bound
+    from strategies import random_operator
+    from test_bounds_with_timing_properties import COLUMNS, _variant
+
+    rng = random.Random(1)
+    reducing = 0
+    for n in range(300):
+        arch = _variant(COLUMNS, stream=n % 3 == 0)
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        reducing += op.output.name in m.keep[3] and any(
+            l.axis == "A" and l.bound > 1 and l.dim not in op.output.dims for l in m.loops)
+        res = evaluate(op, arch, m)
+        ctx = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels)):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
+            assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
+        every = chain_options(op, keep_options(op, arch, Constraints()))
+        e_lb, l_lb = spatial_lower_bound(op, arch, tuple(l for l in m.loops if l.spatial), every)
+        assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), m
+    assert reducing >= 15     # mappings whose column of multipliers reduces into the shared accumulator
