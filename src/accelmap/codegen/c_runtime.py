@@ -48,6 +48,8 @@ static const int L_DIM[NL] = L_DIM_INIT;
 static const int L_STRIDE[NL] = L_STRIDE_INIT;
 static const int L_BOUND[NL] = L_BOUND_INIT;
 static const int L_LEVEL[NL] = L_LEVEL_INIT;
+/* L_ABOVE[c][l]: loop l lies above level c's tiles (not inside them: Accelerator.inside in Python) */
+static const unsigned char L_ABOVE[NLEV + 1][NL] = L_ABOVE_INIT;
 static const int L_SPATIAL[NL] = L_SPATIAL_INIT;
 static const int SIZE[ND] = SIZE_INIT;
 
@@ -59,14 +61,14 @@ static int VALS[MAXAX][MAXEXT];
 static long inst_of(int lvl, const int *V, const int *zero_mask) {
     long id = 0;
     for (int l = 0; l < NL; l++)
-        if (L_SPATIAL[l] && L_LEVEL[l] < lvl) id = id * L_BOUND[l] + ((zero_mask && zero_mask[l]) ? 0 : V[l]);
+        if (L_SPATIAL[l] && L_ABOVE[lvl][l]) id = id * L_BOUND[l] + ((zero_mask && zero_mask[l]) ? 0 : V[l]);
     return id;
 }
 
 static long long step_of(int lvl, const int *V) {
     long long id = 0;
     for (int l = 0; l < NL; l++)
-        if (!L_SPATIAL[l] && L_LEVEL[l] < lvl) id = id * L_BOUND[l] + V[l];
+        if (!L_SPATIAL[l] && L_ABOVE[lvl][l]) id = id * L_BOUND[l] + V[l];
     return id;
 }
 
@@ -246,9 +248,9 @@ static void predrain(const bufd_t *b, tstate_t *st, char *bufs, char *pbufs, cha
     int V[NL]; int sp[NL]; int nsp = 0;
     for (int l = 0; l < NL; l++) {
         V[l] = Vin[l];
-        if (l > k && !L_SPATIAL[l] && L_LEVEL[l] < b->lvl) V[l] = 0;
+        if (l > k && !L_SPATIAL[l] && L_ABOVE[b->lvl][l]) V[l] = 0;
         /* instances of spatial loops outside loop k reach this transition on their own turn */
-        if (l > k && L_SPATIAL[l] && L_LEVEL[l] < b->lvl) { sp[nsp++] = l; V[l] = 0; }
+        if (l > k && L_SPATIAL[l] && L_ABOVE[b->lvl][l]) { sp[nsp++] = l; V[l] = 0; }
     }
     for (;;) {
         int lo[ND], n[ND];
@@ -267,7 +269,7 @@ static void flush(const bufd_t *b, tstate_t *st, char *bufs, char *pbufs, char *
     int V[NL]; int sp[NL]; int nsp = 0;
     for (int l = 0; l < NL; l++) {
         V[l] = 0;
-        if (L_SPATIAL[l] && L_LEVEL[l] < b->lvl) sp[nsp++] = l;
+        if (L_SPATIAL[l] && L_ABOVE[b->lvl][l]) sp[nsp++] = l;
     }
     (void)ninst;
     for (;;) {

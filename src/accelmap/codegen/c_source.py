@@ -66,8 +66,8 @@ class BufferPlan:
         return math.prod(self.box)
 
 
-def _inner_extent(op: Operator, m: Mapping, d: str, level: int) -> int:
-    return math.prod(l.bound for l in m.loops if l.dim == d and l.level >= level)
+def _inner_extent(op: Operator, arch: Accelerator, m: Mapping, d: str, level: int) -> int:
+    return math.prod(l.bound for l in m.loops if l.dim == d and arch.inside(level, l.level, l.axis))
 
 
 def plan_buffers(op: Operator, arch: Accelerator, m: Mapping) -> list[BufferPlan]:
@@ -76,10 +76,10 @@ def plan_buffers(op: Operator, arch: Accelerator, m: Mapping) -> list[BufferPlan
     for k, X in enumerate(op.operands):
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
         for p, c in pairwise(chain):
-            ext = tuple(_inner_extent(op, m, d, c) for d in op.dim_names)
+            ext = tuple(_inner_extent(op, arch, m, d, c) for d in op.dim_names)
             clipped = {d: min(e, op.sizes[d]) for d, e in zip(op.dim_names, ext, strict=True)}
             box = tuple(sum(cf * (clipped[d] - 1) for d, cf in ix.terms) + 1 for ix in X.indices)
-            inst = math.prod(l.bound for l in m.loops if l.spatial and l.level < c)
+            inst = math.prod(l.bound for l in m.loops if l.spatial and not arch.inside(c, l.level, l.axis))
             plans.append(BufferPlan(k, c, p, inst, box, ext))
     return plans
 
@@ -87,8 +87,25 @@ def plan_buffers(op: Operator, arch: Accelerator, m: Mapping) -> list[BufferPlan
 def collapsed_loops(op: Operator, arch: Accelerator, m: Mapping, X: Operand, lo: int, hi: int) -> list[int]:
     """Spatial loops between levels lo and hi over dims X does not use that merge instances into one
     group: multicast for inputs (if the axis can), reduction for outputs (validated)."""
-    return [i for i, l in enumerate(m.loops) if l.spatial and lo <= l.level < hi and l.dim not in X.dims
+    return [i for i, l in enumerate(m.loops) if l.spatial and arch.inside(lo, l.level, l.axis)
+            and not arch.inside(hi, l.level, l.axis) and l.dim not in X.dims
             and (X.is_output or arch.fanout_axis(l.level, l.axis).multicast)]
+
+
+def nest_order(arch: Accelerator, m: Mapping) -> list[int]:
+    """The order the C nest runs the mapping's loops in (indices into ``m.loops``): the mapping's, except that
+    the spatial loops on the axes a level is shared along run just above that level's own loops, inside every
+    loop above it. Spatial instances run one after another in C; a shared instance's tile must stay while the
+    instances that share it take their turns, as it does in hardware, where they run at once."""
+    order = list(range(len(m.loops)))
+    for c in range(len(arch.levels) - 1, 0, -1):
+        if not arch.levels[c].shared_axes:
+            continue
+        moved = [i for i in order if m.loops[i].level < c and arch.inside(c, m.loops[i].level, m.loops[i].axis)]
+        rest = [i for i in order if i not in moved]
+        at = next((k for k, i in enumerate(rest) if m.loops[i].level >= c), len(rest))
+        order = rest[:at] + moved + rest[at:]
+    return order
 
 
 def _inner_steps(op: Operator, arch: Accelerator, m: Mapping, p: BufferPlan) -> int:
@@ -131,13 +148,17 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         raise SpecError(f"data type {dtype!r} is not supported; use one of {', '.join(DTYPES)}", where="--dtype")
     layouts = layouts or {}
     validate(op, arch, m)
+    written = m
     nlev, nops = len(arch.levels), len(op.operands)
     dims = list(op.dim_names)
     dix = {d: i for i, d in enumerate(dims)}
+    # A loop's stride belongs to it, wherever the C nest runs it (nest_order moves the loops of shared axes).
+    order = nest_order(arch, m)
+    strides = [loop_strides(m)[i] for i in order]
+    m = Mapping(tuple(m.loops[i] for i in order), m.keep)
     loops = list(m.loops)
     NL = len(loops)
     NLA = max(NL, 1)
-    strides = loop_strides(m)
     plans = plan_buffers(op, arch, m)
     by_key = {(p.operand, p.level): p for p in plans}
     maxax = max(len(X.indices) for X in op.operands)
@@ -154,13 +175,14 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         return collapsed_loops(op, arch, m, X, lo, hi)
 
     def lineage_loops(X: Operand, below: int) -> list[int]:
-        return [i for i, l in enumerate(loops) if l.spatial and l.level < below and l.dim not in X.dims]
+        return [i for i, l in enumerate(loops) if l.spatial and not arch.inside(below, l.level, l.axis)
+                and l.dim not in X.dims]
 
     out: list[str] = []
     w = out.append
     w(f"/* accelmap: {op} */")
     w(f"/* on {arch.name}, dtype {dtype}; generated, do not edit */")
-    for line in _mapping_comment(op, arch, m):
+    for line in _mapping_comment(op, arch, written):
         w(f"/* {line} */")
     w(f"#define MAXAX {maxax}\n#define MAXT {maxt}\n#define ND {len(dims)}\n#define NL {NLA}")
     w(f"#define NLEV {nlev}\n#define NOPS {nops}\n#define MAXEXT {maxext}")
@@ -171,6 +193,8 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
     w(f"#define L_BOUND_INIT {_c_array(_pad([l.bound for l in loops], NLA, 1))}")
     w(f"#define L_LEVEL_INIT {_c_array(_pad([l.level for l in loops], NLA, nlev))}")
     w(f"#define L_SPATIAL_INIT {_c_array(_pad([int(l.spatial) for l in loops], NLA))}")
+    w("#define L_ABOVE_INIT {" + ", ".join(_c_array(_pad([int(not arch.inside(c, l.level, l.axis)) for l in loops], NLA))
+                                         for c in range(nlev + 1)) + "}")
     w(f"#define SIZE_INIT {_c_array([op.sizes[d] for d in dims])}")
     w(C_RUNTIME)
 
@@ -207,7 +231,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         pp = None if parent_top else by_key[(p.operand, p.parent)]
         pbox = pp.box if pp else [1] * len(p.box)
         ppitch = [math.prod(pbox[a + 1:]) for a in range(len(pbox))]
-        above = [i for i, l in enumerate(loops) if l.level < p.level]
+        above = [i for i, l in enumerate(loops) if not arch.inside(p.level, l.level, l.axis)]
         coll = set(collapsed(X, p.parent, p.level))
         lin = set(lineage_loops(X, p.parent)) if X.is_output else set()
         nt = [len(ix.terms) for ix in X.indices]
@@ -270,10 +294,10 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
               f"V, STAMP_{tag}, COV_{tag}, {tch}, {n_out}, OSTRIDE);  /* tile of {X.name} at {arch.levels[level].name} */")
 
     def boundary(pos: int) -> list[int]:
-        """Levels whose loops begin at nest position ``pos``."""
+        """Levels whose tiles are reached at nest position ``pos``: right after the last loop above them."""
         res = []
         for c in range(1, nlev):
-            if sum(1 for l in loops if l.level < c) == pos:
+            if 1 + max((i for i, l in enumerate(loops) if not arch.inside(c, l.level, l.axis)), default=-1) == pos:
                 res.append(c)
         return res
 
@@ -347,7 +371,7 @@ def _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_lo
         else:
             p = by_key[(k, last)]
             pitch = [math.prod(p.box[a + 1:]) for a in range(len(p.box))]
-            sp = [i for i, l in enumerate(loops) if l.spatial and l.level < last]
+            sp = [i for i, l in enumerate(loops) if l.spatial and not arch.inside(last, l.level, l.axis)]
             inst = "0"
             for i in sp:
                 inst = f"({inst}) * {loops[i].bound} + V[{i}]"
