@@ -330,7 +330,22 @@ CAUSES = {
         lambda arch: replace(arch, levels=tuple(replace(lv, stream_single_tile=False) for lv in arch.levels)),
     "access granularity (access_granularity: bandwidth_min)":
         lambda arch: replace(arch, levels=tuple(replace(lv, access_granularity_bits=None) for lv in arch.levels)),
+    "accumulators shared along an array column (shared_along)":
+        lambda arch: unshared(arch),
+    "padded halos generated, not moved (padding: generated)":
+        lambda arch: replace(arch, padding_generated=False),
 }
+
+
+def unshared(arch):
+    """The machine with one instance of every level per position of the fan-outs above it, as the import
+    placed a column's accumulator before ``shared_along`` (one per multiplier)."""
+    levels = []
+    for lv in arch.levels:
+        extra = math.prod(arch.fanout_axis(i, a.name).size for i, x in enumerate(arch.levels) if x.fanout
+                          for a in x.fanout.axes if a.name in lv.shared_axes)
+        levels.append(replace(lv, shared_axes=(), instances=lv.instances * extra))
+    return replace(arch, levels=tuple(levels))
 
 
 # The targets of the comparison: EDP within 1.3x of ZigZag's, energy within 10%.

@@ -124,7 +124,10 @@ def accelerators(draw):
                                "result_overhead_cycles": draw(st.integers(0, 3)),
                                "streamed_dims": draw(st.lists(st.sampled_from(["C", "R", "S", "k", "r"]),
                                                               unique=True, max_size=3))}
-    return accelerator_from_dict({"name": "random", "levels": levels, "compute": compute})
+    spec = {"name": "random", "levels": levels, "compute": compute}
+    if draw(st.booleans()):
+        spec["padding"] = "generated"     # a tile spanning a whole padded axis moves the stored rows only
+    return accelerator_from_dict(spec)
 
 
 @st.composite

@@ -94,7 +94,7 @@ def test_equal_single_operand_memories_merge_into_a_partitioned_level(tmp_path):
     assert acc.num_pes == 168
 
 
-def test_crossing_served_dims_are_placed_with_notes(tmp_path):
+def test_crossing_served_dims_make_a_shared_column_accumulator(tmp_path):
     # Modelled on zigzag/inputs/hardware/edge_tpu_like.yaml: W register shared over D3,D4, O register over D2.
     data = {"name": "edge", "memories": {
         "rf_1B": mem(8, 0.01, 0.01, ["I2"], ["D3", "D4"]),
@@ -119,6 +119,8 @@ def test_crossing_served_dims_are_placed_with_notes(tmp_path):
     assert [lv.double_buffered_when_fits for lv in acc.levels] == [False, True, True, False, False]
     # ZigZag loads a tile kept for the whole run within the port's spare bandwidth during compute
     assert all(lv.stream_single_tile for lv in acc.levels)
+    # ZigZag caps a tile's extent at the stored one: a tile spanning a whole padded axis moves real input only
+    assert acc.padding_generated
 
 
 def test_operand_links_from_the_mapping_file_decide_which_is_the_weight(tmp_path):

@@ -180,6 +180,10 @@ class Accelerator:
     # tuner's cores knob uses it (it splits an outer loop over them); the model, simulator and mapper
     # describe one core.
     cores: int = 1
+    # Where a tile spans a whole padded axis of an input, its halo is generated as zeros where it is
+    # used, not moved: its transfers carry the stored rows only (ZigZag caps a tile's extent at the
+    # stored one). False: the halo moves like data (the index space is counted, as Timeloop does).
+    padding_generated: bool = False
 
     def level(self, name: str) -> Level:
         for lv in self.levels:
@@ -227,7 +231,8 @@ class Accelerator:
         return out
 
     def __str__(self) -> str:
-        lines = [f"accelerator {self.name}" + (f" — {self.description}" if self.description else "")]
+        lines = [f"accelerator {self.name}" + (f" — {self.description}" if self.description else "")
+                 + ("; padded halos generated where a tile spans a whole axis" if self.padding_generated else "")]
         for lv in self.levels:
             bw = lambda v, lv=lv: "unbounded" if v is None else f"{v / lv.width_bits:g} words/cycle"
             lines.append(f"  {lv.name:<8} x{lv.instances:<5} holds {'/'.join(lv.holds):<7} "

@@ -95,6 +95,7 @@ class AcceleratorSpec(_Strict):
     levels: list[LevelSpec] = Field(min_length=1)
     intrinsics: list[dict[str, Any]] = []
     cores: int = Field(default=1, ge=1)
+    padding: Literal["moved", "generated"] = "moved"
 
 
 def _loc(loc: tuple) -> str:
@@ -141,6 +142,8 @@ def _first_error(e: ValidationError, source: str) -> SpecError:
                f"unknown key {loc[-1]!r}") + " (see docs/accelerator-format.md)"
     elif kind == "missing":
         msg = "is required"
+    elif kind == "literal_error" and loc == ("padding",):
+        msg = f"{value!r} is not valid; use moved (the halo moves like data) or generated"
     elif kind == "literal_error":
         msg = f"{value!r} is not an operand class; allowed: I, W, O"
     else:
@@ -285,7 +288,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                         tuple(comp.pipeline.streamed_dims))
     return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe,
                                                          comp.final_output_bits),
-                       spec.description, source, intr, spec.cores)
+                       spec.description, source, intr, spec.cores, spec.padding == "generated")
 
 
 def accelerator_from_dict(data: Any, source: str = "<dict>") -> Accelerator:

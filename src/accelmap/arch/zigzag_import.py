@@ -20,10 +20,12 @@ We convert that into our accelerator dictionary (the YAML format of
   access granularity = the ports' smallest ``bandwidth_min``: ZigZag rounds each transfer up to
   whole ``bandwidth_min`` accesses (tpu_like's sram_2MB charges an 8-bit read as 64 bits).
 
-Where ZigZag can say something a chain of levels cannot (two memories that
-serve crossing sets of dimensions, an outer memory serving fewer dimensions
-than one below it), the conversion picks the nearest representable position
-and returns a note saying so; callers print the notes.
+A memory that serves dimensions its position in the chain puts above it (two
+memories serving crossing sets of dimensions: rf_2B serving D2 under rf_1B
+serving D3, D4) is shared along them (``shared_along``). Where ZigZag says
+something the chain cannot (an outer memory serving fewer dimensions than one
+below it), the conversion picks the nearest representable position and returns
+a note saying so; callers print the notes.
 
 The spatial-mapping constraints of a ZigZag mapping file become, per layer
 entry, ``{axis name: [(dim, bound), ...]}``: the loops the mapper must unroll
@@ -259,8 +261,9 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
             k += 1
         pos[m.name] = k
         # served dims above its place in the chain: one instance shared along them (ZigZag's rf_2B that a
-        # column of multipliers reduces into), exact where every memory of its classes between those
-        # dims' fan-out and it is shared along them too (``schema._shared_axes``); checked below
+        # column of multipliers reduces into). Exact: every memory between such a dim's fan-out and this one
+        # that holds a class of it is its ancestor, so serves the dim too, and is shared along it (the rule
+        # ``schema._shared_axes`` checks)
         shared[m.name] = tuple(d for d in order if d in eff[m.name] and d not in order[len(order) - k:])
 
     # Outer to inner: a topological order of the chains, outermost position first.
@@ -271,17 +274,6 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         nxt = max(ready, key=lambda m: (pos[m.name], m.index))
         placed.append(nxt)
         left.remove(nxt.name)
-    # A memory shared along a dim must hold no class with a memory placed between that dim's fan-out and
-    # it that is not shared along the dim too (one shared instance holds the whole tile below it).
-    for i, m in enumerate(placed):
-        for d in shared[m.name]:
-            between = [x for x in placed[:i] if pos[x.name] < len(order) - order.index(d)
-                       and set(x.classes) & set(m.classes)]
-            if any(d not in shared[x.name] for x in between):
-                shared[m.name] = tuple(e for e in shared[m.name] if e != d)
-        if set(order[len(order) - pos[m.name]:]) | set(shared[m.name]) != eff[m.name]:
-            notes.append(f"{m.name} serves {sorted(eff[m.name])}, which crosses other memories' served dims; "
-                         f"placed as serving {sorted(order[len(order) - pos[m.name]:] + list(shared[m.name])) or 'one multiplier'}")
     placed = [_Memory(m.name, m.index, m.size_bits, m.classes,
                       frozenset(order[len(order) - pos[m.name]:]), m.width, m.read_energy, m.write_energy,
                       m.read_bw, m.write_bw, m.double_buffered, m.register, m.granularity, shared[m.name])
@@ -316,6 +308,9 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
                     # ZigZag writes finished outputs at the activation precision (its O_final)
                     "final_output_bits": int(prec[0])},
         "levels": levels,
+        # ZigZag caps a tile's extent along a padded axis at the stored extent (LayerNode.calc_tensor_dim):
+        # a tile spanning the whole axis moves the real input only
+        "padding": "generated",
     }
     return out, notes
 

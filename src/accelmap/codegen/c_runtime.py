@@ -40,6 +40,7 @@ typedef struct {
     int lineage[NL];                      /* 1: spatial reduction loop above the parent (outputs) */
     int nlineage;
     int inner[NL];                        /* 1: temporal loop above this level inside the outermost collapsed loop */
+    int skip[MAXAX]; int anyskip;         /* 1: an axis the tile spans whole whose halo is generated, not moved */
 } bufd_t;
 
 typedef struct { int lo[ND]; int n[ND]; char ne; char drained; } tstate_t;
@@ -108,6 +109,13 @@ static long mark(const bufd_t *b, const int *lo, const int *n, unsigned char mk[
         cnt[a] = c; total *= c;
     }
     return total;
+}
+
+/* is point v moved? not when it lies in the generated halo of an axis the tile spans whole */
+static int moved_pt(const bufd_t *b, const int *v) {
+    for (int a = 0; a < b->naxes; a++)
+        if (b->skip[a] && (v[a] < b->pad[a] || v[a] >= b->pad[a] + b->shape[a])) return 0;
+    return 1;
 }
 
 static void unmark(const bufd_t *b, const int *lo, const int *n, unsigned char mk[MAXAX][MAXEXT]) {
@@ -198,7 +206,8 @@ static void visit(const bufd_t *b, tstate_t *st, char *bufs, char *pbufs, char *
         if (s->ne) mark(b, s->lo, s->n, MK_OLD, cnt_old, 0);
         long full = mark(b, lo, n, MK_NEW, cnt_new, 1);
         long delta = 0;
-        FOR_POINTS(b, cnt_new, s->ne, MK_OLD, { delta++; });
+        FOR_POINTS(b, cnt_new, s->ne, MK_OLD, { delta += moved_pt(b, v_); });
+        if (b->anyskip) { full = 0; FOR_POINTS(b, cnt_new, 0, MK_OLD, { full += moved_pt(b, v_); }); }
         /* the group is every instance that differs only in collapsed loops; one parent transfer
            serves the union of what its members need (all non-empty members hold the same tile) */
         long need = fresh ? full : delta;

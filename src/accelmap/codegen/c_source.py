@@ -21,6 +21,7 @@ from itertools import pairwise
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.c_runtime import C_RUNTIME
+from accelmap.cost.access_counts import stored_points
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping, loop_strides
 from accelmap.mapping.validate import validate
@@ -235,6 +236,11 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         coll = set(collapsed(X, p.parent, p.level))
         lin = set(lineage_loops(X, p.parent)) if X.is_output else set()
         nt = [len(ix.terms) for ix in X.indices]
+        # ``padding: generated``: an axis the tile spans whole moves its stored rows only (cost/access_counts)
+        halo = (stored_points(X, tuple(tuple(op.sizes[d] for d, _ in ix.terms) for ix in X.indices))
+                if arch.padding_generated else (None,) * len(X.indices))
+        skip = [int(h is not None and all(p.extents[dix[d]] >= op.sizes[d] for d, _ in ix.terms))
+                for h, ix in zip(halo, X.indices, strict=True)]
         td = [_pad([dix[d] for d, _ in ix.terms], maxt) for ix in X.indices]
         tc = [_pad([c for _, c in ix.terms], maxt) for ix in X.indices]
         first_coll = min(coll) if coll else NL
@@ -256,6 +262,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
             "collapsed": _c_array([int(i in coll) for i in range(NLA)]),
             "lineage": _c_array([int(i in lin) for i in range(NLA)]), "nlineage": len(lin),
             "inner": _c_array([int(i in inner) for i in range(NLA)]),
+            "skip": _c_array(_pad(skip, maxax)), "anyskip": int(any(skip)),
         }
         w(f"static const bufd_t D_{tag} = {{" + ", ".join(f".{k} = {v}" for k, v in fields.items()) + "};")
 

@@ -32,10 +32,11 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Mapping, loop_strides
-from accelmap.workload.index_sets import axis_overlap, axis_size
+from accelmap.workload.index_sets import axis_mask, axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
 
@@ -57,6 +58,7 @@ class NestInfo:
         self.op = op
         # ``arch`` places the loops on axes a level is shared along inside its tiles (``Accelerator.inside``)
         self.arch = arch
+        self.generated = arch is not None and arch.padding_generated
         self.loops: list[_L] = []
         by_dim: dict[str, list[int]] = {d: [] for d in op.dim_names}
         for i, l in enumerate(m.loops):
@@ -88,12 +90,35 @@ class NestInfo:
             self._ext[level] = ext
         return ext
 
+    def whole_points(self, X: Operand) -> tuple[int | None, ...]:
+        """Per axis of X, the points a tile spanning that whole axis moves when the accelerator generates
+        the halo (``padding: generated``): the stored rows; None where the halo moves (``stored_points``)."""
+        if not self.generated:
+            return (None,) * len(X.indices)
+        return stored_points(X, tuple(tuple(self.op.sizes[d] for d, _ in ix.terms) for ix in X.indices))
+
     def axes_of(self, X: Operand) -> list:
         ax = self._axes.get(X.name)
         if ax is None:
             ax = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
             self._axes[X.name] = ax
         return ax
+
+
+@lru_cache(maxsize=4096)
+def stored_points(X: Operand, full: tuple[tuple[int, ...], ...]) -> tuple[int | None, ...]:
+    """Per axis of X: the index points of the whole axis (its dims at their full sizes ``full``) that lie in
+    the stored tensor, where some do not (a padded halo); None where every point is stored. With
+    ``padding: generated`` a tile spanning the whole axis moves these only (docs/cost-model.md, rule 9)."""
+    out: list[int | None] = []
+    for k, ix in enumerate(X.indices):
+        coeffs = tuple(cf for _, cf in ix.terms)
+        mask = axis_mask(coeffs, full[k])
+        lo = X.pad_lo[k] if X.pad_lo else 0
+        n = X.shape[k] if X.shape else mask.bit_length()
+        stored = ((mask >> lo) & ((1 << n) - 1)).bit_count()
+        out.append(None if stored == mask.bit_count() else stored)
+    return tuple(out)
 
 
 # A per-dimension state of one transition: (shift, e_old, e_new, new_ok, fresh).
@@ -164,6 +189,8 @@ def entering(info: NestInfo, X: Operand, c: int, collapsed: frozenset[int] = fro
     temporal_above = [l.idx for l in info.loops if l.level < c and not l.spatial]
     xdims = X.dims
     axes = [(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices]
+    whole = [None if w is None else (w, {d: op.sizes[d] for d in dims})
+             for w, (_, dims) in zip(info.whole_points(X), axes, strict=True)]
     ext = {d: info.inner_extent(d, c) for d in op.dim_names}
     outer = {d: [l for l in info.by_dim[d] if not info.inside(l, c)] for d in op.dim_names}
     total = 0
@@ -189,11 +216,14 @@ def entering(info: NestInfo, X: Operand, c: int, collapsed: frozenset[int] = fro
                 h = h2
             per_dim.append((d, list(h.items())))
         else:
-            total += _sum_deltas(per_dim, axes)
+            total += _sum_deltas(per_dim, axes, whole)
     return total
 
 
-def _sum_deltas(per_dim, axes) -> int:
+def _sum_deltas(per_dim, axes, whole=None) -> int:
+    """Elements entering over the transitions of ``per_dim``'s state combinations. ``whole``: per axis,
+    (stored points, full size of each of its dims) where a tile spanning the whole axis moves only its
+    stored points (``NestInfo.whole_points``), else None."""
     names = [d for d, _ in per_dim]
     total = 0
     for combo in itertools.product(*(states for _, states in per_dim)):
@@ -206,18 +236,23 @@ def _sum_deltas(per_dim, axes) -> int:
         if not ok or not count:
             continue
         state = {d: st for d, (st, _) in zip(names, combo, strict=True)}
+        spans = [w is not None and all(state[d][2] == w[1][d] for d in dims)
+                 for w, (_, dims) in zip(whole or [None] * len(axes), axes, strict=True)]
         new = 1
-        for coeffs, dims in axes:
-            new *= axis_size(coeffs, tuple(max(state[d][2], 0) for d in dims))
+        for (coeffs, dims), w, span in zip(axes, whole or [None] * len(axes), spans, strict=True):
+            new *= w[0] if span else axis_size(coeffs, tuple(max(state[d][2], 0) for d in dims))
         if fresh:
             total += count * new
             continue
         if all(state[d][0] == 0 and state[d][1] == state[d][2] for dims in (a[1] for a in axes) for d in dims):
             continue
         overlap = 1
-        for coeffs, dims in axes:
-            overlap *= axis_overlap(coeffs, tuple(state[d][1] for d in dims), tuple(state[d][2] for d in dims),
-                                    tuple(state[d][0] for d in dims))
+        for (coeffs, dims), w, span in zip(axes, whole or [None] * len(axes), spans, strict=True):
+            if span and all(state[d][0] == 0 and state[d][1] == w[1][d] for d in dims):
+                overlap *= w[0]       # the whole axis stays: its stored points
+            else:
+                overlap *= axis_overlap(coeffs, tuple(state[d][1] for d in dims),
+                                        tuple(state[d][2] for d in dims), tuple(state[d][0] for d in dims))
             if not overlap:
                 break
         total += count * (new - overlap)
@@ -267,9 +302,13 @@ def entering_perfect(info: NestInfo, X: Operand, c: int, collapsed: frozenset[in
             temporal.append(l)
     axes = info.axes_of(X)
     ext = info.inner_extents(c)
+    # a tile spanning a whole padded axis moves its stored points only (``padding: generated``); no loop
+    # above c moves such an axis, so it overlaps whole at every transition
+    stored = [w if w is not None and all(ext[d] == info.op.sizes[d] for d in dims) else None
+              for w, (_, dims) in zip(info.whole_points(X), axes, strict=True)]
     tile = 1
-    for coeffs, dims in axes:
-        tile *= axis_size(coeffs, tuple(ext[d] for d in dims))
+    for (coeffs, dims), w in zip(axes, stored, strict=True):
+        tile *= w if w is not None else axis_size(coeffs, tuple(ext[d] for d in dims))
     total = tile
     if temporal:
         # Walk inner to outer: ``resets`` holds the wrap-back of the loops inside j.
@@ -283,7 +322,10 @@ def entering_perfect(info: NestInfo, X: Operand, c: int, collapsed: frozenset[in
             if moved:
                 count = prefix[n] * (l.bound - 1)
                 overlap = 1
-                for coeffs, dims in axes:
+                for (coeffs, dims), w in zip(axes, stored, strict=True):
+                    if w is not None:
+                        overlap *= w
+                        continue
                     if len(dims) == 1:
                         d = dims[0]
                         sh = resets.get(d, 0) + (l.stride if d == l.dim else 0)

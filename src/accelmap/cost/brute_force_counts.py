@@ -33,6 +33,16 @@ def _element(X: Operand, x: dict) -> tuple:
     return tuple(sum(c * x[d] for d, c in ix.terms) for ix in X.indices)
 
 
+def _without_spanned_halo(X: Operand, els: set, axis_values: list[set]) -> set:
+    """A tile's elements less the padded halo of every axis the tile spans whole (``padding: generated``:
+    such a tile moves the stored rows only)."""
+    for k, values in enumerate(axis_values):
+        if {e[k] for e in els} == values:
+            lo, n = X.pad_lo[k], X.shape[k] if X.shape else max(values) + 1
+            els = {e for e in els if lo <= e[k] < lo + n}
+    return els
+
+
 def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[int, str], Counts]:
     nlev = len(arch.levels)
     loops = m.loops
@@ -42,6 +52,8 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
 
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
+        # every value each axis of X takes over the whole run
+        axis_values = [{_element(X, x)[k] for _, x in pts if x is not None} for k in range(len(X.indices))]
 
         def mergeable(k: int, lo: int, hi: int, *, X: Operand = X) -> bool:
             l = loops[k]
@@ -82,6 +94,10 @@ def reference_counts(op: Operator, arch: Accelerator, m: Mapping) -> dict[tuple[
                 tiles[when][inst]  # an instance with no valid point holds an empty tile
                 if x is not None:
                     tiles[when][inst].add(_element(X, x))
+            if arch.padding_generated and X.pad_lo and any(X.pad_lo):
+                for per_inst in tiles.values():
+                    for inst, els in per_inst.items():
+                        per_inst[inst] = _without_spanned_halo(X, els, axis_values)
             resident: dict[tuple, set] = {inst: set() for inst in insts}
             group_of = {inst: tuple(v for k, v in zip(s_pos, inst, strict=True) if k in g_pos) for inst in insts}
             for t in times + [None]:    # None: the end of the run, when every tile leaves

@@ -950,7 +950,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             tiles_at[c] = np.maximum(tiles_at[c], tiles) if c in tiles_at else np.maximum(tiles, 1)
             if X.is_output:
                 out_tiles[c] = np.maximum(tiles, 1)
-            first = nest.sizes(X, c)[1]
+            first = nest.deltas(X, c)[0]      # the elements the first tile moves (a generated halo is not)
             last_tile = _last_tile(nest, X, c) if X.is_output and not nest.perfect.all() else first
             vols = [("load", cc[0] * X.bits / nc, pc[1] * X.bits / np_, cc[0] / nc)]
             if X.is_output:

@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.access_counts import stored_points
 from accelmap.workload.index_sets import axis_overlap as exact_overlap
 from accelmap.workload.index_sets import axis_size as exact_size
 from accelmap.workload.operator import Operand, Operator
@@ -259,13 +260,21 @@ class NestRows:
         cnt, shifts = self.classes(c)
         sizes, full, holes = self.sizes(X, c)
         ov = np.broadcast_to(np.ones(1, dtype=np.int64), cnt.shape)
-        for (cf, ds), size in zip(operand_axes(X), sizes, strict=True):
+        whole = (stored_points(X, tuple(tuple(self.op.sizes[d] for d, _ in ix.terms) for ix in X.indices))
+                 if self.arch.padding_generated else (None,) * len(X.indices))
+        for (cf, ds), size, w in zip(operand_axes(X), sizes, whole, strict=True):
             if any(d in shifts for d in ds):
                 zero = np.zeros(cnt.shape, dtype=np.int64)
                 e = [ext[d] for d in ds]
                 o = axis_overlap(cf, e, [shifts.get(d, zero) for d in ds], size, _closed_size(cf, e) < 0)
             else:
                 o = size             # an axis that does not shift overlaps whole
+            if w is not None:
+                # a tile spanning the whole padded axis moves its stored points only (``padding: generated``);
+                # it never shifts, so it overlaps whole
+                spans = np.all([ext[d] == self.op.sizes[d] for d in ds], axis=0)
+                full = np.where(spans, full // np.maximum(size, 1) * w, full)
+                o = np.where(spans, w, o)
             ov = ov * o
         dl = full - ov
         counted = full + (cnt * dl).sum(axis=0)

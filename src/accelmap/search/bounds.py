@@ -65,9 +65,9 @@ class BoundContext:
         self.n_out = self.footprint[op.output.name]
         self.init_read = 1 if op.init_output == "read" else 0
         self.chains = {o.name: [i for i in range(self.nlev) if o.name in keep[i]] for o in op.operands}
-        # Operands kept at a level shared along a fan-out axis: the rules below count without that sharing,
-        # so these operands get no terms (zero: the bounds stay lower bounds, only weaker)
-        self.loose = frozenset(o.name for o in op.operands if shared_chain(arch, self.chains[o.name]))
+        # Operands the rules below cannot count (kept at a level shared along a fan-out axis, or a padded
+        # input whose halo is generated) get no terms (zero: the bounds stay lower bounds, only weaker)
+        self.loose = frozenset(o.name for o in op.operands if loose_operand(arch, o, self.chains[o.name]))
         self.fan_sizes = [lv.fanout.size if lv.fanout else 1 for lv in arch.levels]
         # Largest merge an unfixed fan-out at level l can give operand X: multicast axes for inputs,
         # reducing axes for the output (the only axes a non-output dimension may use).
@@ -418,11 +418,13 @@ OPEN_FLOOR_SHAPES = 200_000
 
 
 
-def shared_chain(arch: Accelerator, chain) -> bool:
-    """Does an operand kept at the levels ``chain`` pass a level shared along a fan-out axis
-    (``Level.shared_axes``)? The bound rules count as if every level had one instance per position of
-    the fan-outs above it, so they leave such an operand out (no terms: weaker, still lower bounds)."""
-    return any(arch.levels[i].shared_axes for i in chain)
+def loose_operand(arch: Accelerator, X: Operand, chain) -> bool:
+    """Is operand X, kept at the levels ``chain``, one the bound rules cannot count? They count as if every
+    level had one instance per position of the fan-outs above it (not so past a level shared along a fan-out
+    axis, ``Level.shared_axes``) and every index point moved (not so for a padded input whose halo the
+    accelerator generates, ``padding: generated``). Such an operand gets no terms: weaker, still bounds."""
+    return any(arch.levels[i].shared_axes for i in chain) or (
+        arch.padding_generated and not X.is_output and bool(X.pad_lo) and any(X.pad_lo))
 
 
 def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
@@ -626,7 +628,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
             e = np.zeros(len(pes))
-            if shared_chain(arch, chain):       # counted without the sharing here: no terms (still a bound)
+            if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
                 best_e = np.minimum(best_e, e)
                 best_t = np.minimum(best_t, 0.0)
                 traffic[-1].append((reads, writes))
