@@ -88,18 +88,13 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
                     f"dimension {d} (size {size}): loop {d}{l.bound} at {arch.levels[l.level].name} has "
                     f"iterations that never touch a valid {d} (iteration {l.bound - 1} starts at "
                     f"{(l.bound - 1) * stride}); use a bound of at most {-(-size // stride)}")
-    for c, lv in enumerate(arch.levels):
-        for k, l in enumerate(m.loops):
-            if not (l.spatial and l.bound > 1 and l.level < c and l.axis in lv.shared_axes):
-                continue
-            # A tile of the shared instance spans the axis: it must be one block of the dim, so no loop
-            # of the dim between the axis and the level may step it.
-            gap = [x for x in m.loops[k + 1:] if x.dim == l.dim and x.bound > 1 and not arch.inside(c, x.level, x.axis)]
-            if gap:
-                raise MappingError(
-                    f"level {lv.name} is shared along axis {l.axis}, so its tile spans {l.dim}{l.bound}@{l.axis}; "
-                    f"loop {gap[0].dim}{gap[0].bound} at {arch.levels[gap[0].level].name}, between that axis and "
-                    f"{lv.name}, would split it into strided pieces: move it below {lv.name} or above the axis")
+    for l in m.loops:
+        if l.spatial and l.bound > 1 and l.dim in shared_axis_dims(op, arch, l.axis):
+            holders = [lv.name for lv in arch.levels if l.axis in lv.shared_axes]
+            raise MappingError(
+                f"spatial loop {l.dim}{l.bound} on axis {l.axis}: {', '.join(holders)} is shared along {l.axis}, one "
+                f"instance holding one tile for the whole axis, so the axis may only run over dims its operands "
+                f"do not use (a reduction into it, an input multicast from it); {l.dim} indexes them")
     out_dims = op.output.dims
     for k, l in enumerate(m.loops):
         if not l.spatial or l.bound == 1 or l.dim in out_dims:
@@ -113,6 +108,13 @@ def check_structure(op: Operator, arch: Accelerator, m: Mapping) -> None:
                 f"spatial reduction over {l.dim} on axis {l.axis} must be complete: the {l.dim} loops from "
                 f"{l.dim}{l.bound}@{l.axis} inward span {span}, which does not divide {l.dim}={op.sizes[l.dim]}")
     check_precision(op, arch)
+
+
+def shared_axis_dims(op: Operator, arch: Accelerator, axis: str | None) -> frozenset[str]:
+    """Dims a spatial loop on ``axis`` may not run over: those used by an operand of a class that a level
+    shared along the axis holds (``shared_along``: its one instance holds one tile for the whole axis)."""
+    classes = {c for lv in arch.levels if axis in lv.shared_axes for c in lv.holds}
+    return frozenset(d for o in op.operands if o.cls in classes for d in o.dims)
 
 
 def check_precision(op: Operator, arch: Accelerator) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.validate import check_precision, tile_fits
+from accelmap.mapping.validate import check_precision, shared_axis_dims, tile_fits
 from accelmap.search.bounds import BoundContext
 from accelmap.search.imperfect_tiles import (
     ImperfectBoundContext,
@@ -64,6 +64,11 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
                                         temporal_divides=imperfect_mode(imperfect) == "spatial") for d in dims}
     else:
         choices = {d: factor_choices(rem[d], axes, d, out_dims, cons, last) for d in dims}
+    # a level shared along an axis holds one tile for the whole axis: no dim its operands use on it
+    banned = [shared_axis_dims(op, arch, a[0]) for a in axes]
+    if any(banned):
+        choices = {d: [(t, sp) for t, sp in ch if all(b == 1 or d not in ban for b, ban in zip(sp, banned, strict=True))]
+                   for d, ch in choices.items()}
     axis_size = [a[1] for a in axes]
     axis_used = [1] * len(axes)
     ext = dict(inner_ext)

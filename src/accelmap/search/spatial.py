@@ -24,6 +24,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop
 from accelmap.mapping.sampling import divisors
+from accelmap.mapping.validate import shared_axis_dims
 from accelmap.search.bounds import spatial_bounds
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
@@ -188,7 +189,9 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
         if a.name in cons.spatial:
             opts = [{d: b for d, b in cons.spatial[a.name].items() if b > 1}]
         else:
-            opts = axis_options(op, a.size, a.reduce, max_dims, pad)
+            # a level shared along the axis holds one tile for the whole axis (validate.shared_axis_dims)
+            banned = shared_axis_dims(op, arch, a.name)
+            opts = [o for o in axis_options(op, a.size, a.reduce, max_dims, pad) if not banned & set(o)]
         options.append(opts)
         mat = np.ones((len(opts), D), dtype=np.int64)
         for r, o in enumerate(opts):
