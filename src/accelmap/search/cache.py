@@ -69,7 +69,7 @@ def operator_key(op: Operator) -> str:
 
 def accelerator_key(arch: Accelerator) -> str:
     # Levels and compute are frozen dataclasses of plain values: their repr is the content.
-    return hashlib.sha256(repr((arch.levels, arch.compute)).encode()).hexdigest()
+    return hashlib.sha256(repr((arch.levels, arch.compute, arch.padding_generated)).encode()).hexdigest()
 
 
 def constraints_key(cons: Constraints) -> str:
