@@ -74,6 +74,11 @@ class Level:
     # in while compute runs, in pieces in the order the level below takes its tiles (ZigZag's
     # loading within spare port bandwidth); False: loaded whole before the first compute.
     stream_single_tile: bool = False
+    # Cycles each row of a tile transfer read out of this level costs before its data: the memory's
+    # latency per read request, which a 2-D DMA pays once per contiguous row it reads (VTA's load unit
+    # requests one row at a time). How many rows a tile is depends on the operand's layout
+    # (``cost.dma_rows``). 0: reads cost their bits only.
+    read_row_cycles: int = 0
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of

@@ -53,6 +53,7 @@ class LevelSpec(_Strict):
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
+    read_row_cycles: int = Field(default=0, ge=0)
     access_granularity: Quantity | None = None
     stream_single_tile: bool = False
     comment: str | None = None
@@ -226,7 +227,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         levels.append(Level(ls.name, tuple(ls.holds), cap, parts, width, rd, wr, rbw, wbw,
                             ls.double_buffered is True, ls.bypass, fan, instances, ls.transfer_setup_cycles,
                             ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
-                            ls.stream_single_tile))
+                            ls.stream_single_tile, read_row_cycles=ls.read_row_cycles))
         if fan:
             instances *= fan.size
     top = levels[0]
