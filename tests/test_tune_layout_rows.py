@@ -37,13 +37,9 @@ def _conv(arch, **shape):
 def _brute_rows(op, X, mapping, c: int) -> int:
     """Contiguous runs of X's first tile at level c, counted on the addresses of a stored tensor in the
     packed layout (every axis's compute block innermost), axes in X's declared order."""
-    ext = {d: 1 for d in op.dim_names}
-    unit = {d: 1 for d in op.dim_names}
-    for lp in mapping.loops:
-        if lp.level >= c:
-            ext[lp.dim] *= lp.bound
-            if lp.spatial:
-                unit[lp.dim] *= lp.bound
+    inside = [lp for lp in mapping.loops if lp.level >= c]
+    ext = {d: math.prod(lp.bound for lp in inside if lp.dim == d) for d in op.dim_names}
+    unit = {d: math.prod(lp.bound for lp in inside if lp.dim == d and lp.spatial) for d in op.dim_names}
     outer, inner, box = [], [], []
     for a, ix in enumerate(X.indices):
         full = X.shape[a] if X.shape else 1 + sum(k * (op.sizes[d] - 1) for d, k in ix.terms)
