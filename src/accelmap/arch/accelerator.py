@@ -78,6 +78,11 @@ class Level:
     # axis are one (ZigZag's served_dimensions of an accumulator that a column of multipliers reduces
     # into), so the axis's spatial loops lie inside this level's tile and ``instances`` excludes them.
     shared_axes: tuple[str, ...] = ()
+    # Cycles each row of a tile transfer read out of this level costs before its data: the memory's
+    # latency per read request, which a 2-D DMA pays once per contiguous row it reads (VTA's load unit
+    # requests one row at a time). How many rows a tile is depends on the operand's layout
+    # (``cost.dma_rows``). 0: reads cost their bits only.
+    read_row_cycles: int = 0
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of

@@ -54,6 +54,7 @@ class LevelSpec(_Strict):
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
+    read_row_cycles: int = Field(default=0, ge=0)
     access_granularity: Quantity | None = None
     stream_single_tile: bool = False
     shared_along: list[str] = []
@@ -255,7 +256,8 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                             ls.double_buffered is True, ls.bypass, fan,
                             instances // math.prod(a.size for a in shared), ls.transfer_setup_cycles,
                             ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
-                            ls.stream_single_tile, tuple(a.name for a in shared)))
+                            ls.stream_single_tile, tuple(a.name for a in shared),
+                            read_row_cycles=ls.read_row_cycles))
         if fan:
             instances *= fan.size
     top = levels[0]

@@ -14,7 +14,9 @@ double buffering where the level has it. Terms, all in cycles:
 * per level and operand, load and store time: bits per instance the mapping
   occupies over the bandwidth of the slower side, plus ``transfer_setup_cycles``
   per tile transfer (DMA call) — Hamdi's thesis found these per-call overheads and the
-  *sum* (not max) of weight and input loads to dominate its latency error;
+  *sum* (not max) of weight and input loads to dominate its latency error — and, for a
+  load, the parent's ``read_row_cycles`` per row of the tile (``dma_rows``: a 2-D DMA
+  requests its rows one at a time; the operand's layout decides how many there are);
 * a single-buffered level serializes with compute: at every tile change (one
   transition class per temporal loop above it) the exact deltas of the levels
   below that loop move, timed as the DMA units run them (``_transition_time``);
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.dma_rows import load_setup_cycles
 from accelmap.cost.nest_rows import NestRows, axis_sizes, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.index_sets import axis_overlap, tile_size
@@ -416,8 +419,9 @@ def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     per_c = fills * X.bits / nest.used(c) / safe
     per_p = reads_p * X.bits / nest.used(p) / safe
     times = []
+    setup = load_setup_cycles(nest, X, c, p)
     for (w, _), dl in zip(cases, dls, strict=True):
-        t = (np.where(dl != 0, lv.transfer_setup_cycles, 0.0) +
+        t = (np.where(dl != 0, setup, 0.0) +
              np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
         times.append((w, np.where(valid, t, 0.0)))
     nest._loads[key] = (valid, moves, period, times)
@@ -869,7 +873,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             k = k.reshape(-1)
             ld_c, ld_p = _blocks(cc[0] * X.bits / nc / safe, nb), _blocks(pc[1] * X.bits / np_ / safe, nb)
             tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
-            load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), lc.transfer_setup_cycles, np.maximum(tc, tp),
+            load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)), _blocks(load_setup_cycles(nest, X, c, p), nb), np.maximum(tc, tp),
                     tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
             if X.is_output:
                 ob = output_bits(nest, keep, counts)
@@ -957,6 +961,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 vols.append(("store", out_bits[c][1] / nc, out_bits[p][0] / np_, cc[3] / nc))
             for kind, child_bits, parent_bits, child_elems in vols:
                 active = (child_bits > 0) | (parent_bits > 0)
+                # one transfer's cycles beside its bits: a load also pays the parent's per-row latency
+                per = load_setup_cycles(nest, X, c, p) if kind == "load" else lc.transfer_setup_cycles
                 if kind == "load":
                     tc, tp = cycles(child_bits, lc.write_bw_bits), cycles(parent_bits, lp.read_bw_bits)
                     use(f"{lc.name}.write", tc)
@@ -969,7 +975,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
                     use(f"{lc.name}.read", tc)
                     use(f"{lp.name}.write", tp)
-                setup = np.where(active, tiles * lc.transfer_setup_cycles, 0.0)
+                setup = np.where(active, tiles * per, 0.0)
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
                 db = overlapping(nest, keep, c)
@@ -980,10 +986,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 if db.any() and X.is_output:
                     add(ring, c, np.where(ringed, setup + np.maximum(tc, tp), 0.0))
                     ring_moves[(c, kind)] = (np.where(ringed, setup + np.maximum(tc, tp), 0.0),
-                                             np.where(active & ringed, lc.transfer_setup_cycles, 0.0))
+                                             np.where(active & ringed, per, 0.0))
                 elif db.any() and kind == "load":
                     ring_inputs.setdefault(c, []).append((X.dims, (np.where(db, setup + np.maximum(tc, tp), 0.0),
-                                                                   np.where(active & db, lc.transfer_setup_cycles, 0.0))))
+                                                                   np.where(active & db, per, 0.0))))
                 if kind == "store":
                     drain_time[c] = setup + np.maximum(tc, tp)
                     # its own read port paces the drain: the reloads of the level below wait for it
@@ -1007,7 +1013,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         drain_lead[c] = np.where(streamed_out, lead_out, 1.0 / out_tiles[c])
                         drain_streamed[c] = streamed_out
                         drain_start[c] = np.where(streamed_out, start_out, 0.0)
-                    edge = np.where(active & db, lc.transfer_setup_cycles + np.maximum(tc, tp) * share, 0.0)
+                    edge = np.where(active & db, per + np.maximum(tc, tp) * share, 0.0)
                     if kind == "load":
                         add(pro, c, edge)
                         orr(pro_on, c, active & db)

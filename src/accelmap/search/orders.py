@@ -88,9 +88,10 @@ def order_candidates(op: Operator, keep: tuple[frozenset[str], ...], level: int,
 
 
 def order_costs(arch) -> tuple[str, ...] | None:
-    """Streamed dims if the latency model charges per tile transfer or per pipeline result, else None."""
+    """Streamed dims if the latency model charges per tile transfer (DMA setup, per-row read latency) or per
+    pipeline result, else None."""
     pipe = arch.compute.pipeline
-    if pipe is None and not any(lv.transfer_setup_cycles for lv in arch.levels):
+    if pipe is None and not any(lv.transfer_setup_cycles or lv.read_row_cycles for lv in arch.levels):
         return None
     return tuple(pipe.streamed_dims) if pipe else ()
 

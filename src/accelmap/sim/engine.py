@@ -16,7 +16,8 @@ starts when its unit is free and its dependency tokens have arrived:
   deeper levels issued at the same step (data drains upward).
 
 A transfer takes ``transfer_setup_cycles`` of its level (DMA programming, no
-memory traffic), then moves its data for the longest of its port times (bits
+memory traffic) and a load also ``read_row_cycles`` of its source per row of
+its tile (``cost.dma_rows``: the request latency a 2-D DMA pays per row), then moves its data for the longest of its port times (bits
 over the read bandwidth of the source and the write bandwidth of the
 destination). The slower side's port paces the data: a port moves one burst at
 a time, and the bursts of transfers from different DMA engines interleave in
@@ -45,7 +46,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelmap.cost.dma_rows import load_setup_cycles
 from accelmap.cost.latency import double_buffers
+from accelmap.cost.nest_rows import NestRows
 from accelmap.sim.program import TileProgram
 
 
@@ -210,6 +213,10 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     pr_store = [(port(f"{c.name}.read"), c.read_bw_bits, port(f"{p.name}.write"), p.write_bw_bits)
                 for c, p in zip(c_lv, p_lv, strict=True)]
     setup = [float(lv.transfer_setup_cycles) for lv in c_lv]
+    # a load also pays its source's latency per row it reads: the model's definition, on the mapping's tiles
+    nest = NestRows.of_mapping(prog.op, prog.arch, prog.mapping) if any(lv.read_row_cycles for lv in p_lv) else None
+    setup_load = [float(load_setup_cycles(nest, prog.op.operand(s.operand), s.level, s.parent)[0]) if nest else su
+                  for s, su in zip(streams, setup, strict=True)]
     parent = [next((k2 for k2, s2 in enumerate(streams) if s2.level == s.parent and s2.operand == s.operand), -1)
               for s in streams]
     order_store = sorted(range(ns), key=lambda k: -streams[k].level)
@@ -325,7 +332,7 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
                     ready = max(ready, cur_load[parent[k]])
                 if lb[k][j] > 0 or lpb[k][j] > 0:
                     pa, bwa, pb, bwb = pr_load[k]
-                    su = 0.0 if streams[k].streamed and j else setup[k]
+                    su = 0.0 if streams[k].streamed and j else setup_load[k]
                     end = transfer(u_load[k], ready, pa, _port_time(lpb[k][j], bwa), pb, _port_time(lb[k][j], bwb),
                                    su, f"load {streams[k].operand} tile {j}")
                 else:

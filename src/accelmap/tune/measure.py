@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from accelmap.errors import AccelmapError, SpecError
-from accelmap.tune.template import ScheduleTemplate, shared_outer_bandwidth
+from accelmap.tune.template import ScheduleTemplate, laid_out, shared_outer_bandwidth
 from accelmap.worker_pool import reset_worker_signals
 
 BACKENDS = ("model", "sim", "host")
@@ -75,6 +75,8 @@ def measure_one(template: ScheduleTemplate, backend: str, point: tuple[int, ...]
     assert built.arch is not None and built.mapping is not None
     # split over cores: every core runs its share at the same time, on its share of the DRAM bandwidth
     op = built.share if built.share is not None else template.op
+    # the configuration's DRAM layouts: the rows its tile loads read (the host's C reads them itself)
+    op = laid_out(op, built.layout_map)
     arch = shared_outer_bandwidth(built.arch, built.cores)
     try:
         if backend == "model":
