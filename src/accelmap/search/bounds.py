@@ -243,21 +243,19 @@ class BoundContext:
                 energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
                 bits.append((lv, kind, v * fewest_bits(X, arch)))
             serial = {}
-            queued: dict[int, float] = {}
             w = fewest_bits(X, arch)
             for p, c, into, out in loads:
                 if c in self.serial_fill:
                     P, C = arch.levels[p], arch.levels[c]
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
-                if (p, c) in self.port_paced:
-                    queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / self.port_paced[(p, c)]
+            queued, on_port = self.load_port_cycles(loads, w)
             # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
             # compute.
             served = [(last, True, per[(last, "reads")] * w)]
             if X.is_output:
                 served.append((last, False, per[(last, "updates")] * w))
-            return energy, bits, serial, served, queued
+            return energy, bits, serial, served, queued, on_port
 
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
@@ -271,7 +269,8 @@ class BoundContext:
         boosted = {X.name: operand_traffic(X, True) for X in op.operands
                    if any(X.name in alt for alt in alternatives)}
         energy_lb = latency_lb = math.inf
-        edge = float(self.edge_cycles(tile_at, level))
+        edge, drain = self.edge_cycles(tile_at, level)
+        edge, drain = float(edge), float(drain)
         busy = max(compute, float(self.stream_cycles([t for X in op.operands for t in base[X.name][3]])))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
@@ -280,8 +279,9 @@ class BoundContext:
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
+            port_loads: dict[int, float] = {}
             for X in op.operands:
-                e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
+                e, bits, loads, _, queued, on_port = (boosted if X.name in alt else base)[X.name]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
@@ -290,6 +290,8 @@ class BoundContext:
                     serial[lv] += t
                 for lv, t in queued.items():
                     port_queue[lv] = port_queue.get(lv, 0.0) + t
+                for lv, t in on_port.items():
+                    port_loads[lv] = port_loads.get(lv, 0.0) + t
             # Rule B9: a level that never overlaps its loads with compute stalls it while it loads; its loads
             # run one after another, each at least its data over the child's write port and over the parent's
             # read port (other levels' loads run in parallel: the longest counts).
@@ -305,9 +307,27 @@ class BoundContext:
                 bw = L.read_bw_bits if is_read else L.write_bw_bits
                 if bw is not None:
                     transfer = max(transfer, b / L.instances / bw)
+            # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
+            tail = max(port_loads.values(), default=0.0) + drain
             energy_lb = min(energy_lb, energy)
-            latency_lb = min(latency_lb, max(busy + stall + edge, transfer))
+            latency_lb = min(latency_lb, max(busy + stall + edge, transfer, tail))
         return energy_lb, latency_lb
+
+    def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:
+        """Per parent level p, the cycles of the loads ``loads`` ((parent, child, elements in, parent-side
+        elements) of one operand of ``w`` bits) on p's read port, spread over all of p's instances: those a
+        single-buffered child queues on it (rule B12) and all of them (rule B13). Numbers or arrays of rows."""
+        queued: dict[int, Any] = {}
+        on_port: dict[int, Any] = {}
+        for p, c, _, out in loads:
+            P = self.arch.levels[p]
+            if P.read_bw_bits is None:
+                continue
+            t = out * w / P.instances / P.read_bw_bits
+            on_port[p] = on_port.get(p, 0.0) + t
+            if (p, c) in self.port_paced:
+                queued[p] = queued.get(p, 0.0) + t
+        return queued, on_port
 
     def stream_cycles(self, served):
         """Rule B11: the model's compute takes at least the MACs' streaming through each last level's port
@@ -326,10 +346,12 @@ class BoundContext:
 
     def edge_cycles(self, tile_at, level: int):
         """Rule B10: cycles of the prologue and epilogue (the first load of each operand into a level that
-        overlaps its transfers with compute, the output's last drain from it), at least. ``tile_at(X, c)``: X's
-        tile at c with the fixed loops (exact for c >= ``level``, a lower bound above: tiles only grow), a number
-        or an array of rows (``node_bounds``); the same arithmetic serves both."""
+        overlaps its transfers with compute, the output's last drain from it), at least; and (rule B13) the
+        longest of the output's last drains alone. ``tile_at(X, c)``: X's tile at c with the fixed loops (exact
+        for c >= ``level``, a lower bound above: tiles only grow), a number or an array of rows
+        (``node_bounds``); the same arithmetic serves both. Returns (prologue + epilogue, longest last drain)."""
         total: Any = 0.0
+        drain: Any = 0.0
         fits: dict[int, Any] = {}
         for X, c, setup, per, least in self.edge_terms:
             lv = self.arch.levels[c]
@@ -345,8 +367,11 @@ class BoundContext:
             # no more than all of them: at least min(tile, elements per instance) at the slower port.
             data = 0.0 if X.is_output and not self.whole_tiles else np.minimum(tile_at(X, c), least) * per
             term = setup + data
-            total = total + (term if ok is True else np.where(ok, term, 0.0))
-        return total
+            term = term if ok is True else np.where(ok, term, 0.0)
+            total = total + term
+            if X.is_output:
+                drain = np.maximum(drain, term)
+        return total, drain
 
     def _two_tiles_fit(self, tile_at, c: int):
         """``cost.latency.overlapping`` of a level double-buffered when two tiles fit, from the fixed tiles at c."""

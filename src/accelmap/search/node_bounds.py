@@ -186,18 +186,16 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
             bits.append((lv, kind, v * w))
         serial = {}
-        queued: dict[int, np.ndarray] = {}
         for p, c, into, out in loads:
             if c in ctx.serial_fill:
                 P, C = arch.levels[p], arch.levels[c]
                 serial[c] = np.maximum(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                        0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
-            if (p, c) in ctx.port_paced:
-                queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / ctx.port_paced[(p, c)]
+        queued, on_port = ctx.load_port_cycles(loads, w)
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        return energy, bits, serial, served, queued
+        return energy, bits, serial, served, queued, on_port
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -220,7 +218,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             boosted[X.name] = got
     energy_lb = np.full(n, np.inf)
     latency_lb = np.full(n, np.inf)
-    edge = ctx.edge_cycles(tile_at, level) + np.zeros(n)
+    edge, drain = ctx.edge_cycles(tile_at, level)
+    edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     open_floor = sum(ctx.open_level_floor(c) for c in range(1, level))
     for alt, mask in alternatives.items():
@@ -228,8 +227,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         port: dict[tuple[int, bool], np.ndarray] = {}
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
         port_queue: dict[int, np.ndarray] = {}
+        port_loads: dict[int, np.ndarray] = {}
         for X in op.operands:
-            e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
+            e, bits, loads, _, queued, on_port = (boosted if X.name in alt else base)[X.name]
             energy = energy + e
             for lv, kind, b in bits:
                 key = (lv, kind in ("reads", "drains"))
@@ -238,6 +238,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 serial[lv] = serial[lv] + t
             for lv, t in queued.items():
                 port_queue[lv] = port_queue.get(lv, 0.0) + t
+            for lv, t in on_port.items():
+                port_loads[lv] = port_loads.get(lv, 0.0) + t
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
@@ -247,8 +249,11 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             bw = L.read_bw_bits if is_read else L.write_bw_bits
             if bw is not None:
                 transfer = np.maximum(transfer, b / L.instances / bw)
+        # Rule B13 (as ``BoundContext.lower_bound``).
+        tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain
         energy_lb = np.where(mask, np.minimum(energy_lb, energy), energy_lb)
-        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(busy + stall + edge, transfer)), latency_lb)
+        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(np.maximum(busy + stall + edge, transfer),
+                                                                       tail)), latency_lb)
     return energy_lb, latency_lb
 
 
