@@ -3,8 +3,6 @@ new first tile, as terms of the node bound. Each node's bound must stay below th
 (here: the mapping itself and random completions that re-deal and re-order the loops of the open levels), on all
 nine presets, and each rule must raise the bound where it applies."""
 
-import random
-
 import pytest
 
 from accelmap.arch import get_accelerator
@@ -12,26 +10,18 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import prime_factors, random_mapping
+from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import validate
 from accelmap.search.bounds import BoundContext
 from accelmap.workload.models import load_model
-from strategies import random_operator
+from strategies import random_perfect_mappings
 
 ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like", "vta_8x8x8",
                "diana_like", "aie_like"]
 
 
 def _mappings(arch_name: str, seed: int, draws: int):
-    rng = random.Random(seed)
-    arch = get_accelerator(arch_name)
-    for _ in range(draws):
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
-        except MappingError:
-            continue
-        yield rng, arch, op, m
+    return random_perfect_mappings(seed, draws, [arch_name])
 
 
 def _unrolling(arch, m):

@@ -200,8 +200,7 @@ class BoundContext:
         alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
 
         def operand_traffic(X: Operand, runs: int | None) -> tuple[float, list[tuple[int, str, float]],
-                                                                   dict[int, float], list[tuple[int, bool, float]],
-                                                                   dict[int, float], dict[int, float]]:
+                                                                   dict[int, float], dict[int, Any], dict[int, Any]]:
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
@@ -235,14 +234,10 @@ class BoundContext:
                     per[(p, "reads")] = group
                     loads.append((p, c, member, group))
             last = chain[-1]
-            merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
-            g = op.macs / merge
+            reads, updates = mac_side(X)
             if X.is_output:
-                per[(last, "updates")] = per.get((last, "updates"), 0) + g
-                per[(last, "reads")] = per.get((last, "reads"), 0) + max(
-                    0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
-            else:
-                per[(last, "reads")] = per.get((last, "reads"), 0) + g
+                per[(last, "updates")] = per.get((last, "updates"), 0) + updates
+            per[(last, "reads")] = per.get((last, "reads"), 0) + reads
             energy = 0.0
             bits = []
             for (lv, kind), v in per.items():
@@ -259,12 +254,33 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
-            # compute.
-            served = [(last, True, per[(last, "reads")] * w)]
+            return energy, bits, serial, queued, on_port
+
+        mac_sides: dict[str, tuple[float, float]] = {}
+
+        def mac_side(X: Operand) -> tuple[float, float]:
+            """What the MACs read from X's last level (and, for the output, update at it): the same for every case
+            of the unfixed loops."""
+            got = mac_sides.get(X.name)
+            if got is None:
+                last = self.chains[X.name][-1]
+                g = op.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
+                if X.is_output:
+                    got = (0 + max(0.0, g - self.n_out * (lineage_max(X, last) - self.init_read)), 0 + g)
+                else:
+                    got = (0 + g, 0.0)
+                mac_sides[X.name] = got
+            return got
+
+        # Rule B11: what the MACs read from (and, for the output, update at) each operand's last level streams
+        # during compute.
+        served = []
+        for X in op.operands:
+            last, w = self.chains[X.name][-1], fewest_bits(X, arch)
+            reads, updates = mac_side(X)
+            served.append((last, True, reads * w))
             if X.is_output:
-                served.append((last, False, per[(last, "updates")] * w))
-            return energy, bits, serial, served, queued, on_port
+                served.append((last, False, updates * w))
 
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
@@ -272,16 +288,18 @@ class BoundContext:
                               for l, cap in enumerate(self.spatial_cap[:level]))
         spatial_max = spatial_fixed * min(prod_r, open_fans)
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        base = {X.name: operand_traffic(X, None) for X in op.operands}
-        traffic: dict[tuple[str, int], tuple] = {}
+        # An operand with no boundary at or below ``level`` has the same traffic in every case.
+        moved = {X.name: any(c >= level for c in self.chains[X.name][1:]) for X in op.operands}
+        traffic: dict[tuple[str, int | None], tuple] = {}
         for alt in alternatives:
             for X in op.operands:
-                if (X.name, alt[X.name]) not in traffic:
-                    traffic[(X.name, alt[X.name])] = operand_traffic(X, alt[X.name])
+                runs = alt[X.name] if moved[X.name] else None
+                if (X.name, runs) not in traffic:
+                    traffic[(X.name, runs)] = operand_traffic(X, runs)
         energy_lb = latency_lb = math.inf
         edge, drain = self.edge_cycles(tile_at, level)
         edge, drain = float(edge), float(drain)
-        busy = max(compute, float(self.stream_cycles([t for X in op.operands for t in base[X.name][3]])))
+        busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
         for alt in alternatives:
@@ -291,7 +309,7 @@ class BoundContext:
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
             for X in op.operands:
-                e, bits, loads, _, queued, on_port = traffic[(X.name, alt[X.name])]
+                e, bits, loads, queued, on_port = traffic[(X.name, alt[X.name] if moved[X.name] else None)]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
