@@ -59,7 +59,7 @@ def test_prologue_and_epilogue_bound_never_exceeds_the_models(arch_name):
             assert ctx.lower_bound(m.loops, 0, dict.fromkeys(op.sizes, 1), full_positions=whole)[1] \
                 <= res.latency * (1 + 1e-12)
             for level in range(len(arch.levels) + 1):
-                term = float(ctx.edge_cycles(_fixed_tiles(op, m, level), level))
+                term = float(ctx.edge_cycles(_fixed_tiles(op, m, level), level)[0])
                 assert term <= edge * (1 + 1e-12) + 1e-9, (level, m, term, edge)
                 positive += level == 0 and term > 0
                 if not imperfect:

@@ -88,6 +88,10 @@ class BoundContext:
             self.merge_cap[o.name] = caps
         self.scale = {(i, o.name): fewest_bits(o, arch) / lv.width_bits
                       for i, lv in enumerate(arch.levels) for o in op.operands}
+        # Rule B14: network energy per element moved into (and, for the output, out of) each level of an operand's
+        # chain from its parent, and between its last level and the MACs (key: the child, nlev for the MACs).
+        self.net_unit = {(o.name, c): network_unit(arch, o, p, c) for o in op.operands
+                         for p, c in pairwise(self.chains[o.name] + [self.nlev])}
         self._open_floor: dict[int, float] = {}
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
@@ -197,26 +201,29 @@ class BoundContext:
         # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
         # plain dim of X, brings X a whole tile at every temporal step of every instance.
         first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
-        alternatives = self._innermost_alternatives(rem, level)
+        # Rules B7 and B15: per case, how many runs of the fixed nest start with a new first tile, per operand.
+        alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
 
-        def operand_traffic(X: Operand, boost: bool) -> tuple[float, list[tuple[int, str, float]], dict[int, float],
-                                                              list[tuple[int, bool, float]], dict[int, float]]:
+        def operand_traffic(X: Operand, runs: int | None) -> tuple[float, list[tuple[int, str, float]],
+                                                                   dict[int, float], dict[int, Any], dict[int, Any]]:
             if X.name in self.loose:
-                return 0.0, [], {}, [], {}
+                return 0.0, [], {}, {}, {}
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
             loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
             for p, c in pairwise(chain):
-                if boost and level <= c <= first_temporal:
+                if runs is not None and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
-                    member = full * fi * t
+                    member = runs * fi * t
                 elif c > level:
                     t = tile_at(X, c)
                     fi = instances_below(c)
                     part = entering_at(X, c)
-                    member = full * (part - fi * t) + fi * t
+                    # Every run of the fixed nest repeats its transitions; ``runs`` of them start with a new first
+                    # tile (rules B7, B15; at least one).
+                    member = full * (part - fi * t) + (1 if runs is None else runs) * fi * t
                 else:
                     member = fp
                 member = max(member, self.n_out if X.is_output else fp)
@@ -234,14 +241,10 @@ class BoundContext:
                     per[(p, "reads")] = group
                     loads.append((p, c, member, group))
             last = chain[-1]
-            merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
-            g = op.macs / merge
+            reads, updates = mac_side(X)
             if X.is_output:
-                per[(last, "updates")] = per.get((last, "updates"), 0) + g
-                per[(last, "reads")] = per.get((last, "reads"), 0) + max(
-                    0.0, g - self.n_out * (lineage_max(X, last) - self.init_read))
-            else:
-                per[(last, "reads")] = per.get((last, "reads"), 0) + g
+                per[(last, "updates")] = per.get((last, "updates"), 0) + updates
+            per[(last, "reads")] = per.get((last, "reads"), 0) + reads
             energy = 0.0
             bits = []
             for (lv, kind), v in per.items():
@@ -249,22 +252,44 @@ class BoundContext:
                 s = self.scale[(lv, X.name)]
                 energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
                 bits.append((lv, kind, v * fewest_bits(X, arch)))
+            energy += self.network_energy(X, per)
             serial = {}
-            queued: dict[int, float] = {}
             w = fewest_bits(X, arch)
             for p, c, into, out in loads:
                 if c in self.serial_fill:
                     P, C = arch.levels[p], arch.levels[c]
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
-                if (p, c) in self.port_paced:
-                    queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / self.port_paced[(p, c)]
-            # Rule B11: what the MACs read from (and, for the output, update at) X's last level streams during
-            # compute.
-            served = [(last, True, per[(last, "reads")] * w)]
+            queued, on_port = self.load_port_cycles(loads, w)
+            return energy, bits, serial, queued, on_port
+
+        mac_sides: dict[str, tuple[float, float]] = {}
+
+        def mac_side(X: Operand) -> tuple[float, float]:
+            """What the MACs read from X's last level (and, for the output, update at it): the same for every case
+            of the unfixed loops."""
+            got = mac_sides.get(X.name)
+            if got is None:
+                last = self.chains[X.name][-1]
+                g = op.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
+                if X.is_output:
+                    got = (0 + max(0.0, g - self.n_out * (lineage_max(X, last) - self.init_read)), 0 + g)
+                else:
+                    got = (0 + g, 0.0)
+                mac_sides[X.name] = got
+            return got
+
+        # Rule B11: what the MACs read from (and, for the output, update at) each operand's last level streams
+        # during compute.
+        served = []
+        for X in op.operands:
+            if X.name in self.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
+                continue
+            last, w = self.chains[X.name][-1], fewest_bits(X, arch)
+            reads, updates = mac_side(X)
+            served.append((last, True, reads * w))
             if X.is_output:
-                served.append((last, False, per[(last, "updates")] * w))
-            return energy, bits, serial, served, queued
+                served.append((last, False, updates * w))
 
         # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
         spatial_fixed = math.prod(l.bound for l in spatial)
@@ -272,14 +297,18 @@ class BoundContext:
                               for l, cap in enumerate(self.spatial_cap[:level]))
         spatial_max = spatial_fixed * min(prod_r, open_fans)
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        base = {X.name: operand_traffic(X, False) for X in op.operands}
-        if frozenset() in alternatives:
-            alternatives = [frozenset()]
-        boosted = {X.name: operand_traffic(X, True) for X in op.operands
-                   if any(X.name in alt for alt in alternatives)}
+        # An operand with no boundary at or below ``level`` has the same traffic in every case.
+        moved = {X.name: any(c >= level for c in self.chains[X.name][1:]) for X in op.operands}
+        traffic: dict[tuple[str, int | None], tuple] = {}
+        for alt in alternatives:
+            for X in op.operands:
+                runs = alt[X.name] if moved[X.name] else None
+                if (X.name, runs) not in traffic:
+                    traffic[(X.name, runs)] = operand_traffic(X, runs)
         energy_lb = latency_lb = math.inf
-        edge = float(self.edge_cycles(tile_at, level))
-        busy = max(compute, float(self.stream_cycles([t for X in op.operands for t in base[X.name][3]])))
+        edge, drain = self.edge_cycles(tile_at, level)
+        edge, drain = float(edge), float(drain)
+        busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
         for alt in alternatives:
@@ -287,8 +316,9 @@ class BoundContext:
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
+            port_loads: dict[int, float] = {}
             for X in op.operands:
-                e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
+                e, bits, loads, queued, on_port = traffic[(X.name, alt[X.name] if moved[X.name] else None)]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
@@ -297,6 +327,8 @@ class BoundContext:
                     serial[lv] += t
                 for lv, t in queued.items():
                     port_queue[lv] = port_queue.get(lv, 0.0) + t
+                for lv, t in on_port.items():
+                    port_loads[lv] = port_loads.get(lv, 0.0) + t
             # Rule B9: a level that never overlaps its loads with compute stalls it while it loads; its loads
             # run one after another, each at least its data over the child's write port and over the parent's
             # read port (other levels' loads run in parallel: the longest counts).
@@ -312,9 +344,42 @@ class BoundContext:
                 bw = L.read_bw_bits if is_read else L.write_bw_bits
                 if bw is not None:
                     transfer = max(transfer, b / L.instances / bw)
+            # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
+            tail = max(port_loads.values(), default=0.0) + drain
             energy_lb = min(energy_lb, energy)
-            latency_lb = min(latency_lb, max(busy + stall + edge, transfer))
+            latency_lb = min(latency_lb, max(busy + stall + edge, transfer, tail))
         return energy_lb, latency_lb
+
+    def network_energy(self, X: Operand, per: dict[tuple[int, str], Any]) -> Any:
+        """Rule B14: the network energy of X, from B1's fills and drains of every level of its chain but the first
+        (``per``: (level, kind) -> count, numbers or arrays of rows) and the MACs' operands and results, which cross
+        the fan-outs below X's last level once per MAC (the output twice: the partial sum out and back)."""
+        chain = self.chains[X.name]
+        out: Any = 0.0
+        for c in chain[1:]:
+            unit = self.net_unit[(X.name, c)]
+            if unit:
+                out = out + (per[(c, "fills")] + per.get((c, "drains"), 0.0)) * unit
+        unit = self.net_unit[(X.name, self.nlev)]
+        if unit:
+            out = out + self.op.macs * (2 if X.is_output else 1) * unit
+        return out
+
+    def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:
+        """Per parent level p, the cycles of the loads ``loads`` ((parent, child, elements in, parent-side
+        elements) of one operand of ``w`` bits) on p's read port, spread over all of p's instances: those a
+        single-buffered child queues on it (rule B12) and all of them (rule B13). Numbers or arrays of rows."""
+        queued: dict[int, Any] = {}
+        on_port: dict[int, Any] = {}
+        for p, c, _, out in loads:
+            P = self.arch.levels[p]
+            if P.read_bw_bits is None:
+                continue
+            t = out * w / P.instances / P.read_bw_bits
+            on_port[p] = on_port.get(p, 0.0) + t
+            if (p, c) in self.port_paced:
+                queued[p] = queued.get(p, 0.0) + t
+        return queued, on_port
 
     def stream_cycles(self, served):
         """Rule B11: the model's compute takes at least the MACs' streaming through each last level's port
@@ -333,10 +398,12 @@ class BoundContext:
 
     def edge_cycles(self, tile_at, level: int):
         """Rule B10: cycles of the prologue and epilogue (the first load of each operand into a level that
-        overlaps its transfers with compute, the output's last drain from it), at least. ``tile_at(X, c)``: X's
-        tile at c with the fixed loops (exact for c >= ``level``, a lower bound above: tiles only grow), a number
-        or an array of rows (``node_bounds``); the same arithmetic serves both."""
+        overlaps its transfers with compute, the output's last drain from it), at least; and (rule B13) the
+        longest of the output's last drains alone. ``tile_at(X, c)``: X's tile at c with the fixed loops (exact
+        for c >= ``level``, a lower bound above: tiles only grow), a number or an array of rows
+        (``node_bounds``); the same arithmetic serves both. Returns (prologue + epilogue, longest last drain)."""
         total: Any = 0.0
+        drain: Any = 0.0
         fits: dict[int, Any] = {}
         for X, c, setup, per, least in self.edge_terms:
             lv = self.arch.levels[c]
@@ -352,8 +419,11 @@ class BoundContext:
             # no more than all of them: at least min(tile, elements per instance) at the slower port.
             data = 0.0 if X.is_output and not self.whole_tiles else np.minimum(tile_at(X, c), least) * per
             term = setup + data
-            total = total + (term if ok is True else np.where(ok, term, 0.0))
-        return total
+            term = term if ok is True else np.where(ok, term, 0.0)
+            total = total + term
+            if X.is_output:
+                drain = np.maximum(drain, term)
+        return total, drain
 
     def _two_tiles_fit(self, tile_at, c: int):
         """``cost.latency.overlapping`` of a level double-buffered when two tiles fit, from the fixed tiles at c."""
@@ -391,6 +461,45 @@ class BoundContext:
             self._open_floor[c] = got
         return got
 
+    def temporal_left(self, rem: dict[str, int], level: int) -> tuple[dict[str, int], bool]:
+        """Per dim, the fewest temporal iterations the unfixed levels (below ``level``) can still give it: what is
+        left over the most their fan-outs can unroll of it (exactly that when every fan-out is fixed); and whether
+        every fan-out is fixed (then the unfixed spatial instances are ``prod(rem) / prod(T)`` exactly)."""
+        caps = self.spatial_cap[:level]
+        exact = all(cap is not None for cap in caps)
+        out = {}
+        for d, r in rem.items():
+            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+            out[d] = max(1, -(-r // most))
+        return out, exact
+
+    def run_alternatives(self, rem: dict[str, int], level: int, full: int, *,
+                         perfect: bool = True) -> list[dict[str, int]]:
+        """Rules B7 and B15: the cases of the unfixed loops' order, each as the number of runs of the fixed nest
+        (one per unfixed temporal iteration and instance, ``full`` in all) that start with a new first tile, per
+        operand; every mapping below the node is in one case. B7: the operands that use the innermost unfixed
+        temporal loop's dim as a plain index get every run. B15: the other operands in every order of their
+        innermost plain unfixed loops; the k-th gets at least the instances times the temporal iterations of
+        the dims the first k use as plain indices (``perfect``: else one run each)."""
+        cases = self._innermost_alternatives(rem, level)
+        if frozenset() in cases:
+            cases = [frozenset()]   # it gives every operand the fewest runs of any case
+        T, exact = self.temporal_left(rem, level)
+        S = full // math.prod(T.values()) if exact and perfect else 1
+        out: list[dict[str, int]] = []
+        for users in cases:
+            others = [X.name for X in self.op.operands if X.name not in users]
+            for perm in itertools.permutations(others) if perfect else [tuple(others)]:
+                runs = dict.fromkeys(users, full)
+                seen: set[str] = set()
+                for name in perm:
+                    seen |= self.plain[name]
+                    own = math.prod(T[d] for d in self.plain[name])
+                    runs[name] = S * math.prod(T[d] for d in seen) if perfect and own > 1 else S
+                if runs not in out:
+                    out.append(runs)
+        return out
+
     def _innermost_alternatives(self, rem: dict[str, int], level: int) -> list[frozenset[str]]:
         """Rule B7's cases: per dim that may have an unfixed temporal loop (more of it left than the unfixed
         fan-outs can unroll), the operands that use it as a plain index; the empty set when every unfixed loop
@@ -425,6 +534,13 @@ def loose_operand(arch: Accelerator, X: Operand, chain) -> bool:
     accelerator generates, ``padding: generated``). Such an operand gets no terms: weaker, still bounds."""
     return any(arch.levels[i].shared_axes for i in chain) or (
         arch.padding_generated and not X.is_output and bool(X.pad_lo) and any(X.pad_lo))
+
+
+def network_unit(arch: Accelerator, X: Operand, lo: int, hi: int) -> float:
+    """Rule B14: the network energy (pJ) the model charges per element of X moved between levels lo and hi, across
+    every fan-out at levels lo..hi-1 (``hi`` = the number of levels: to and from the MACs)."""
+    return sum(lv.fanout.transfer_energy_pj * X.bits / lv.width_bits for lv in arch.levels[lo:hi]
+               if lv.fanout is not None and lv.fanout.transfer_energy_pj)
 
 
 def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
@@ -521,14 +637,15 @@ def _boundary_energy(ctx: BoundContext, X: Operand, p: int, c: int, member: np.n
     P, C = ctx.arch.levels[p], ctx.arch.levels[c]
     s_c, s_p = ctx.scale[(c, X.name)], ctx.scale[(p, X.name)]
     merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
+    net = ctx.net_unit[(X.name, c)]      # rule B14: the network energy of the fills (and drains)
     if not X.is_output:
         fp = ctx.footprint[X.name]
-        return member * C.write_energy_pj * s_c + np.maximum(member / merge, fp) * P.read_energy_pj * s_p
+        return member * (C.write_energy_pj * s_c + net) + np.maximum(member / merge, fp) * P.read_energy_pj * s_p
     n = ctx.n_out
     lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
     group = np.maximum(member / merge, n)
     down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
-    return (down * (C.write_energy_pj * s_c + P.read_energy_pj * s_p) + member * C.read_energy_pj * s_c
+    return (down * (C.write_energy_pj * s_c + P.read_energy_pj * s_p + net) + member * (C.read_energy_pj * s_c + net)
             + group * P.write_energy_pj * s_p)
 
 
@@ -647,16 +764,20 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                     writes[:, level] += count * fewest_bits(X, arch)
 
             for p, c in pairwise(chain):
+                unit = network_unit(arch, X, p, c)        # rule B14
                 if X.is_output:
                     down = np.maximum(0.0, fp - fp * (inner[:, p] - init_read))
                     charge(c, "write", down)      # fills
                     charge(p, "read", down)
                     charge(c, "read", fp)         # drains
                     charge(p, "write", fp)        # updates
+                    e = e + (down + fp) * unit
                 else:
                     charge(c, "write", fp)
                     charge(p, "read", fp)
+                    e = e + fp * unit
             last = chain[-1]
+            e = e + macs * (2 if X.is_output else 1) * network_unit(arch, X, last, nlev)
             served = macs / (inner[:, nlev] / inner[:, last])
             if X.is_output:
                 charge(last, "write", served)

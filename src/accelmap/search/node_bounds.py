@@ -11,6 +11,7 @@ for perfect nests, and returns None where it does not apply (the caller then use
 
 from __future__ import annotations
 
+import itertools
 import math
 from itertools import pairwise
 from typing import Any
@@ -137,9 +138,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     for f in reversed(levels):
         first_temporal = np.where((free[f] > 1).any(axis=1), np.minimum(first_temporal, f), first_temporal)
 
-    def operand_traffic(X: Operand, boost: bool):
+    def operand_traffic(X: Operand, runs: np.ndarray | None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
-            return 0.0, [], {}, [], {}
+            return 0.0, [], {}, [], {}, {}
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp
@@ -152,12 +153,12 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 part = entering_at(X, c)
                 if part is None:
                     return None
-                member = full * (part - fi * t) + fi * t
-                if boost and level <= c:
-                    member = np.where(c <= first_temporal, full * fi * t, member)
-            elif boost and level <= c:
+                member = full * (part - fi * t) + (1 if runs is None else runs) * fi * t
+                if runs is not None and level <= c:
+                    member = np.where(c <= first_temporal, runs * fi * t, member)
+            elif runs is not None and level <= c:
                 t = tile_at(X, c)
-                member = np.where(c <= first_temporal, full * instances_below(c) * t, fp)
+                member = np.where(c <= first_temporal, runs * instances_below(c) * t, fp)
             else:
                 member = np.full(n, fp, dtype=np.int64)
             member = np.maximum(member, floor)
@@ -187,19 +188,18 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             s = ctx.scale[(lv, X.name)]
             energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
             bits.append((lv, kind, v * w))
+        energy = energy + ctx.network_energy(X, {(lv, kind): v for lv, kind, v in per})
         serial = {}
-        queued: dict[int, np.ndarray] = {}
         for p, c, into, out in loads:
             if c in ctx.serial_fill:
                 P, C = arch.levels[p], arch.levels[c]
                 serial[c] = np.maximum(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                        0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
-            if (p, c) in ctx.port_paced:
-                queued[p] = queued.get(p, 0.0) + out * w / arch.levels[p].instances / ctx.port_paced[(p, c)]
+        queued, on_port = ctx.load_port_cycles(loads, w)
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        return energy, bits, serial, served, queued
+        return energy, bits, serial, served, queued, on_port
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -209,29 +209,52 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     alternatives = _alternative_masks(ctx, rem, level)
     base = {}
     for X in op.operands:
-        got = operand_traffic(X, False)
+        got = operand_traffic(X, None)
         if got is None:
             return None
         base[X.name] = got
-    boosted = {}
-    for X in op.operands:
-        if any(X.name in alt for alt in alternatives):
-            got = operand_traffic(X, True)
-            if got is None:
-                return None
-            boosted[X.name] = got
+    # Rules B7 and B15 (``BoundContext.run_alternatives``, per row): per case and order of the other operands, the
+    # runs of the fixed nest that start with a new first tile, per operand.
+    T, exact = _temporal_left_rows(ctx, rem, level)
+    S = prod_r // np.prod(T, axis=1) if exact else np.ones(n, dtype=np.int64)
+    traffic: dict[tuple[str, frozenset[str] | None], tuple] = {}
+    cases = []
+    for users, mask in alternatives.items():
+        others = [X.name for X in op.operands if X.name not in users]
+        for perm in itertools.permutations(others):
+            keys: dict[str, frozenset[str] | None] = dict.fromkeys(users)
+            seen: frozenset[str] = frozenset()
+            for name in perm:
+                seen = seen | ctx.plain[name]
+                keys[name] = seen
+            for name, dealt in keys.items():
+                if (name, dealt) in traffic:
+                    continue
+                if dealt is None:
+                    runs = prod_r
+                else:
+                    own = np.prod(T[:, [i for i, d in enumerate(dims) if d in ctx.plain[name]]], axis=1)
+                    runs = np.where(own > 1, S * np.prod(T[:, [i for i, d in enumerate(dims) if d in dealt]], axis=1),
+                                    S)
+                got = operand_traffic(op.operand(name), runs)
+                if got is None:
+                    return None
+                traffic[(name, dealt)] = got
+            cases.append((keys, mask))
     energy_lb = np.full(n, np.inf)
     latency_lb = np.full(n, np.inf)
-    edge = ctx.edge_cycles(tile_at, level) + np.zeros(n)
+    edge, drain = ctx.edge_cycles(tile_at, level)
+    edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     open_floor = sum(ctx.open_level_floor(c) for c in range(1, level))
-    for alt, mask in alternatives.items():
+    for keys, mask in cases:
         energy = np.full(n, op.macs * arch.compute.mac_energy_pj + open_floor)
         port: dict[tuple[int, bool], np.ndarray] = {}
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
         port_queue: dict[int, np.ndarray] = {}
+        port_loads: dict[int, np.ndarray] = {}
         for X in op.operands:
-            e, bits, loads, _, queued = (boosted if X.name in alt else base)[X.name]
+            e, bits, loads, _, queued, on_port = traffic[(X.name, keys[X.name])]
             energy = energy + e
             for lv, kind, b in bits:
                 key = (lv, kind in ("reads", "drains"))
@@ -240,6 +263,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 serial[lv] = serial[lv] + t
             for lv, t in queued.items():
                 port_queue[lv] = port_queue.get(lv, 0.0) + t
+            for lv, t in on_port.items():
+                port_loads[lv] = port_loads.get(lv, 0.0) + t
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
@@ -249,9 +274,20 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             bw = L.read_bw_bits if is_read else L.write_bw_bits
             if bw is not None:
                 transfer = np.maximum(transfer, b / L.instances / bw)
+        # Rule B13 (as ``BoundContext.lower_bound``).
+        tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain
         energy_lb = np.where(mask, np.minimum(energy_lb, energy), energy_lb)
-        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(busy + stall + edge, transfer)), latency_lb)
+        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(np.maximum(busy + stall + edge, transfer),
+                                                                       tail)), latency_lb)
     return energy_lb, latency_lb
+
+
+def _temporal_left_rows(ctx: BoundContext, rem: np.ndarray, level: int) -> tuple[np.ndarray, bool]:
+    """``BoundContext.temporal_left`` per row: rows x dims."""
+    caps = ctx.spatial_cap[:level]
+    most = np.array([math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+                     for d in ctx.op.dim_names], dtype=np.int64)
+    return np.maximum(1, -(-rem // most)), all(cap is not None for cap in caps)
 
 
 def _alternative_masks(ctx: BoundContext, rem: np.ndarray, level: int) -> dict[frozenset[str], np.ndarray]:
