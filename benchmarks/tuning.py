@@ -180,6 +180,38 @@ VARIANTS = {
 }
 
 
+class LocalValidityTuner(ValidityTuner):
+    """The full method, its model-guided batches starting with up to ``LOCAL`` unmeasured Manhattan
+    neighbours of the best configuration measured so far that are not known to be invalid (then the
+    model's picks): whether the exact best is a neighbour of a near-best the ranking model leaves
+    unmeasured."""
+
+    LOCAL = 10
+
+    def __init__(self, space, seed, is_valid):
+        super().__init__(space, seed, is_valid)
+        self.name = "validity-local"
+        self.best_point, self.best_cost = None, math.inf
+
+    def update(self, points, results) -> None:
+        for p, r in zip(points, results, strict=True):
+            if r.valid and r.cost is not None and r.cost < self.best_cost:
+                self.best_point, self.best_cost = p, r.cost
+        super().update(points, results)
+
+    def next_batch(self, n: int):
+        if not self.xs or self.first or self.best_point is None:
+            return super().next_batch(n)
+        near = [q for q in self.space.neighbours(self.best_point)
+                if self.space.flat(q) not in self.visited and self.space.flat(q) not in self.known_invalid]
+        local = [near[int(i)] for i in self.rng.permutation(len(near))[:self.LOCAL]]
+        self.visited.update(self.space.flat(q) for q in local)     # the model's picks skip them
+        return local + super().next_batch(n - len(local))
+
+
+VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(space, seed, is_valid)
+
+
 def _make(name: str, space, seed: int, is_valid):
     if name in VARIANTS:
         return VARIANTS[name](space, seed, is_valid)
