@@ -93,6 +93,7 @@ class BoundContext:
         self.net_unit = {(o.name, c): network_unit(arch, o, p, c) for o in op.operands
                          for p, c in pairwise(self.chains[o.name] + [self.nlev])}
         self._open_floor: dict[int, float] = {}
+        self._runs: dict[tuple, list[dict[str, int]]] = {}      # run_alternatives per (rem, level, ...)
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -300,25 +301,29 @@ class BoundContext:
         # An operand with no boundary at or below ``level`` has the same traffic in every case.
         moved = {X.name: any(c >= level for c in self.chains[X.name][1:]) for X in op.operands}
         traffic: dict[tuple[str, int | None], tuple] = {}
+        cases: list[tuple[tuple[str, int | None], ...]] = []
         for alt in alternatives:
-            for X in op.operands:
-                runs = alt[X.name] if moved[X.name] else None
-                if (X.name, runs) not in traffic:
-                    traffic[(X.name, runs)] = operand_traffic(X, runs)
+            keys = tuple((X.name, alt[X.name] if moved[X.name] else None) for X in op.operands)
+            if keys in cases:
+                continue        # the same traffic for every operand as a case already listed
+            cases.append(keys)
+            for X, tk in zip(op.operands, keys, strict=True):
+                if tk not in traffic:
+                    traffic[tk] = operand_traffic(X, tk[1])
         energy_lb = latency_lb = math.inf
         edge, drain = self.edge_cycles(tile_at, level)
         edge, drain = float(edge), float(drain)
         busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
-        for alt in alternatives:
+        for keys in cases:
             energy = op.macs * arch.compute.mac_energy_pj + open_floor
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
-            for X in op.operands:
-                e, bits, loads, queued, on_port = traffic[(X.name, alt[X.name] if moved[X.name] else None)]
+            for tk in keys:
+                e, bits, loads, queued, on_port = traffic[tk]
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
@@ -481,6 +486,10 @@ class BoundContext:
         temporal loop's dim as a plain index get every run. B15: the other operands in every order of their
         innermost plain unfixed loops; the k-th gets at least the instances times the temporal iterations of
         the dims the first k use as plain indices (``perfect``: else one run each)."""
+        memo = (tuple(rem.values()), level, full, perfect)
+        got = self._runs.get(memo)
+        if got is not None:
+            return got
         cases = self._innermost_alternatives(rem, level)
         if frozenset() in cases:
             cases = [frozenset()]   # it gives every operand the fewest runs of any case
@@ -498,6 +507,9 @@ class BoundContext:
                     runs[name] = S * math.prod(T[d] for d in seen) if perfect and own > 1 else S
                 if runs not in out:
                     out.append(runs)
+        if len(self._runs) > 100_000:
+            self._runs.clear()
+        self._runs[memo] = out
         return out
 
     def _innermost_alternatives(self, rem: dict[str, int], level: int) -> list[frozenset[str]]:
