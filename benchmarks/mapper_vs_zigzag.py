@@ -243,21 +243,32 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
 # ---------------------------------------------------------------- our side and comparison
 
 def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None,
-             free_spatial: bool = False):
+             free_spatial: bool = False, cpu_clock: bool = False):
     from accelmap.arch.zigzag_import import load_zigzag_accelerator, load_zigzag_spatial_constraints
+    from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
     from accelmap.search.model_mapper import map_model
     from accelmap.search.space import Constraints
     from accelmap.workload.models import load_model
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     arch, notes = load_zigzag_accelerator(hw_path, map_path)
     cons = Constraints(spatial={ax: dict(pairs) for ax, pairs in load_zigzag_spatial_constraints(map_path).items()})
     if free_spatial:
         cons = Constraints()
     model = load_model(onnx)
     mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
-                   jobs=jobs, cache_path=None, progress=False)
-    return mm, arch, time.perf_counter() - t0, notes
+                   jobs=jobs, cache_path=None, progress=False,
+                   heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
+    return mm, arch, time.perf_counter() - t0, cpu_seconds() - c0, notes
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished worker processes (the mapper's pool): what the
+    search costs whatever the machine's load, unlike its wall time."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
 def energy_components(zl: dict, op, arch, r) -> dict[str, list[float]]:
@@ -513,6 +524,10 @@ def main() -> None:
     ap.add_argument("--hardware", nargs="+", default=["tpu_like", "edge_tpu_like", "ascend_like"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
+    ap.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS.relative_to(HERE.parent)})")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="our heuristic's time limit counts CPU seconds of its worker, not wall clock (a machine "
+                         "shared with other jobs starves a wall-clock search; results then do not depend on the load)")
     ap.add_argument("--reuse-zigzag", action="store_true",
                     help="use ZigZag's results (and wall times) stored by an earlier run in results/zigzag_raw/")
     ap.add_argument("--simulate", action="store_true",
@@ -539,14 +554,15 @@ def main() -> None:
             print(f"  {model} on {hw}: ZigZag ...", file=sys.stderr, flush=True)
             zz = run_zigzag(py, model, hw, zz_opt, a.reuse_zigzag)
             print(f"  {model} on {hw}: ZigZag {zz['wall_seconds']:.1f} s; accelmap ...", file=sys.stderr, flush=True)
-            mm, arch, ours_wall, conv_notes = run_ours(inputs / "workload" / f"{model}.onnx",
+            load_before = os.getloadavg()[0]
+            mm, arch, ours_wall, ours_cpu, conv_notes = run_ours(inputs / "workload" / f"{model}.onnx",
                                                        inputs / "hardware" / f"{hw}.yaml",
                                                        inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs,
-                                                       a.time_limit)
+                                                       a.time_limit, cpu_clock=a.cpu_clock)
             rows = compare(zz, mm, arch, a.objective)
-            free, _, free_wall, _ = run_ours(inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
+            free, _, free_wall, free_cpu, _ = run_ours(inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
                                              inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs, a.time_limit,
-                                             free_spatial=True)
+                                             free_spatial=True, cpu_clock=a.cpu_clock)
             by_name = {l.name: l for l in free.layers}
             for r in rows:
                 fl = by_name.get(r["layer"])
@@ -555,19 +571,26 @@ def main() -> None:
                     "gap": fl.gap, "spatial": [f"{lp.dim}{lp.bound}@{lp.axis}" for lp in fl.mapping.loops
                                                if lp.spatial]}
             pairs.append({"model": model, "hardware": hw, "zigzag_seconds": zz["wall_seconds"],
-                          "ours_seconds": ours_wall, "zigzag_layers_mapped": len(zz["layers"]),
+                          "ours_seconds": ours_wall, "ours_cpu_seconds": ours_cpu,
+                          "ours_free_spatial_cpu_seconds": free_cpu,
+                          # 1-minute load average before and after both of our runs (2-core machine shared)
+                          "load_average": [load_before, os.getloadavg()[0]],
+                          "zigzag_layers_mapped": len(zz["layers"]),
                           "our_distinct_layers": len(mm.layers), "conversion_notes": conv_notes,
                           "zigzag_total": {"energy": zz["energy"], "latency": zz["latency"]},
                           "ours_total": {"energy": mm.energy_total, "latency": mm.latency_total},
                           "ours_free_spatial_seconds": free_wall,
                           "ours_free_spatial_total": {"energy": free.energy_total, "latency": free.latency_total},
                           "layers": rows})
-            print(f"  {model} on {hw}: accelmap {ours_wall:.1f} s", file=sys.stderr, flush=True)
+            print(f"  {model} on {hw}: accelmap {ours_wall:.1f} s ({ours_cpu:.1f} s CPU), spatial free "
+                  f"{free_wall:.1f} s ({free_cpu:.1f} s CPU), load {load_before:.1f}-{os.getloadavg()[0]:.1f}",
+                  file=sys.stderr, flush=True)
     report(pairs, a.objective)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
+                                   "time_limit_clock": "cpu" if a.cpu_clock else "wall",
                                    "zigzag_version": ZIGZAG_VERSION, "pairs": pairs}, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    print(f"wrote {a.out}")
 
 
 def _ratio(a: float, b: float) -> float:
@@ -576,7 +599,8 @@ def _ratio(a: float, b: float) -> float:
 
 def report(pairs: list[dict], objective: str) -> None:
     key = objective
-    hdr = (f"{'model':<12} {'hardware':<14} {'ZigZag s':>8} {'ours s':>7} {'speedup':>7} {'layers':>6} "
+    hdr = (f"{'model':<12} {'hardware':<14} {'ZigZag s':>8} {'ours s':>7} {'speedup':>7} {'CPU s':>6} {'by CPU':>7} "
+           f"{'load':>9} {'layers':>6} "
            f"{'ours<=ZZ':>8} {'worse':>5} {'exact':>5} {'equiv':>5} {'approx':>6} {'n/c':>4} "
            f"{'ZZ map ours/ZZ: exact':>21} {'all':>8}")
     print(hdr)
@@ -596,17 +620,20 @@ def report(pairs: list[dict], objective: str) -> None:
             return math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else float("nan")
         gm = gmean(exact)
         gm_all = gmean([r for r in rows if r["zigzag_in_ours"]])
-        p["summary"] = {"speedup": _ratio(p["zigzag_seconds"], p["ours_seconds"]), "compared": len(comp),
+        p["summary"] = {"speedup": _ratio(p["zigzag_seconds"], p["ours_seconds"]),
+                        "speedup_by_cpu": _ratio(p["zigzag_seconds"], p["ours_cpu_seconds"]), "compared": len(comp),
                         "ours_equal_or_better": better, "ours_worse": worse, "exact": n_exact,
                         "equivalent": len(exact) - n_exact,
                         "approx": approx, "not_convertible": nc, "model_ratio_geomean_exact": gm,
                         "model_ratio_geomean_converted": gm_all}
+        load = "-".join(f"{x:.1f}" for x in p["load_average"])
         print(f"{p['model']:<12} {p['hardware']:<14} {p['zigzag_seconds']:>8.1f} {p['ours_seconds']:>7.1f} "
-              f"{p['summary']['speedup']:>6.1f}x {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
+              f"{p['summary']['speedup']:>6.1f}x {p['ours_cpu_seconds']:>6.1f} {p['summary']['speedup_by_cpu']:>6.1f}x "
+              f"{load:>9} {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
               f"{nc:>4} {gm:>21.3g} {gm_all:>8.3g}")
     print(f"\nour spatial unrolling free (no constraints), against ZigZag's mapping (its spatial unrolling "
           f"from the wheel's mapping file), both in our model, objective {objective}:")
-    hdr2 = (f"{'model':<12} {'hardware':<14} {'ours s':>7} {'layers':>6} {'free<=ZZ':>8} "
+    hdr2 = (f"{'model':<12} {'hardware':<14} {'ours s':>7} {'CPU s':>6} {'layers':>6} {'free<=ZZ':>8} "
             f"{'geomean ZZ/free':>15} {'best layer':>10} {'model ZZ/free':>13} {'model fixed/free':>16}")
     print(hdr2)
     print("-" * len(hdr2))
@@ -629,10 +656,14 @@ def report(pairs: list[dict], objective: str) -> None:
                                      "model_zigzag_over_free": _ratio(zz_v, fr_v),
                                      "model_fixed_over_free": _ratio(fixed_v, free_v)}
         sf = p["summary_free_spatial"]
-        print(f"{p['model']:<12} {p['hardware']:<14} {p['ours_free_spatial_seconds']:>7.1f} {len(rows):>6} "
+        print(f"{p['model']:<12} {p['hardware']:<14} {p['ours_free_spatial_seconds']:>7.1f} "
+              f"{p['ours_free_spatial_cpu_seconds']:>6.1f} {len(rows):>6} "
               f"{sf['free_equal_or_better']:>8} {gm:>14.2f}x {sf['best_layer']:>9.1f}x "
               f"{sf['model_zigzag_over_free']:>12.2f}x {sf['model_fixed_over_free']:>15.2f}x")
-    print(f"\nobjective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
+    print("\n'ZigZag s': ZigZag's stored wall time (results/zigzag_raw/, a quiet machine); 'ours s': our wall time "
+          "in this run, 'CPU s' our CPU seconds (main process and its workers), 'load': the 1-minute load average "
+          "before and after our runs.")
+    print(f"objective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
           "that of ZigZag's mapping converted into our model.")
     print("'ZZ map ours/ZZ': geometric mean, over exact or equivalent conversions and over all converted layers, of "
           f"our model's {objective} of ZigZag's mapping divided by ZigZag's own.")

@@ -50,7 +50,7 @@ from accelmap.search.tiling import (
     spatial_at,
     temporal_remainder,
 )
-from accelmap.search.tilings import Ranked, climb, dim_orders, maximal_tilings, random_tilings, rank_tilings
+from accelmap.search.tilings import Ranked, climb, dim_orders, random_tilings, rank_tilings, seed_tilings
 from accelmap.workload.operator import Operator
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,9 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
-    t0 = time.perf_counter()
+    # The clock the time limit counts on: wall clock, or this process's CPU seconds (config.cpu_clock).
+    clock = time.process_time if config.cpu_clock else time.perf_counter
+    t0 = clock()
     deadline = t0 + (time_limit if time_limit else 60.0)
     stats = SearchStats()
     best = collector(objective, k)
@@ -166,22 +168,23 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                 log.debug("%s: skip %s: its bound %.4g cannot beat the best probe %.4g",
                           op.name, describe_spatial(cand.assignment, arch), cand.bound(obj), best_probe)
             continue
-        if len(probes) >= config.max_probes or (probes and time.perf_counter() > probe_deadline):
+        if len(probes) >= config.max_probes or (probes and clock() > probe_deadline):
             log.info("%s: probes stop at %s", op.name, f"the budget of {config.max_probes}"
                      if len(probes) >= config.max_probes else f"{config.probe_share:.0%} of the time limit")
             break
         spatial = cand.assignment
         op_pad, rem = padded_operator(op, spatial)
         for keep in by_fullness:
-            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=config.probe_rows_per_level)
+            F = np.concatenate(seed_tilings(op_pad, arch, keep, spatial, rem, nprng,
+                                            rows_per_level=config.probe_rows_per_level))
             # A few random tilings too: where a maximal tile packs a buffer badly (every maximal tiling
             # of ZigZag's own unrolling of ResNet-18 layer4.0.conv2 on its tpu_like is 750x off), the
             # unrolling is still judged by what it can do.
             R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, config.probe_random_tilings)
             if not len(F) and not len(R):
                 continue
-            found, n_rows = rank_tilings(op_pad, arch, keep, spatial, np.concatenate([F, R]), obj,
-                                         orders, top=1)
+            (found,), n_rows = rank_tilings(op_pad, arch, keep, spatial, [np.concatenate([F, R])], obj,
+                                            orders, top=1)
             costed += n_rows
             probes.append((found[0].value, spatial))
             if log.isEnabledFor(logging.DEBUG):
@@ -192,11 +195,11 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
         else:   # no bypass choice admits a tiling: the candidate is not probed
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: %s: no tiling fits under any bypass choice", op.name, describe_spatial(spatial, arch))
-        if time.perf_counter() > deadline:
+        if clock() > deadline:
             log.info("%s: time limit reached while probing", op.name)
             break
     stats.extra["spatial_probed"] = len(probes)
-    stats.extra["seconds_probing"] = time.perf_counter() - t0
+    stats.extra["seconds_probing"] = clock() - t0
     stats.extra["spatial_cut_by_bound"] = cut_by_bound
     probes.sort(key=lambda p: p[0])
     spatials = [sp for _, sp in probes]
@@ -207,37 +210,45 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # Per (spatial, bypass) choice: the best maximal tilings and the best of a random sample,
     # costed under a few per-level orders at once.
     starts: list[tuple[Ranked, Operator]] = []
+    packed_starts: list[tuple[Ranked, Operator]] = []    # from the packings other than the plain one
     for spatial in spatials[:config.full_searches] or ([{}] if not ranked else []):
         op_pad, rem = padded_operator(op, spatial)
         usable = 0
         for keep in by_fullness:
-            if usable >= config.bypass_choices or time.perf_counter() > deadline:
+            if usable >= config.bypass_choices or clock() > deadline:
                 break
-            F = maximal_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=config.rows_per_level)
+            F, P = seed_tilings(op_pad, arch, keep, spatial, rem, nprng, rows_per_level=config.rows_per_level)
             R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, config.random_tilings)
-            if not len(F) and not len(R):
+            if not len(F) and not len(R) and not len(P):
                 continue
             usable += 1
-            # The best few of the maximal tilings and as many of the sample, costed together.
-            found, n = rank_tilings(op_pad, arch, keep, spatial, F, obj, orders, top=config.starts_per_group, also=R)
+            # The best few of the plain maximal tilings, of the sample and of the other packings, costed together.
+            (f_best, r_best, p_best), n = rank_tilings(op_pad, arch, keep, spatial, [F, R, P], obj, orders,
+                                                       top=config.starts_per_group)
             costed += n
-            starts.extend((f, op_pad) for f in found)
-        if time.perf_counter() > deadline:
+            starts.extend((f, op_pad) for f in f_best + r_best)
+            packed_starts.extend((f, op_pad) for f in p_best)
+        if clock() > deadline:
             break
-    stats.extra["seconds_to_climb"] = time.perf_counter() - t0
+    stats.extra["seconds_to_climb"] = clock() - t0
     starts.sort(key=lambda r: r[0].value)
-    # Steepest descent from the best few over factor moves, one-level bypass toggles and orders.
+    packed_starts.sort(key=lambda r: r[0].value)
+    # Steepest descent from the best few over factor moves, one-level bypass toggles and orders; the best
+    # starts of the other packings climb besides, so that they add to the plain starts, not crowd them out
+    # (a better start can end in a worse local optimum).
+    to_climb = starts[:config.climbs] + packed_starts[:config.packing_climbs]
     finals: list[Ranked] = []
     toggled: dict[str, dict] = {}           # per spatial choice: the bypass toggles already costed
-    for start, op_pad in starts[:config.climbs]:
+    for start, op_pad in to_climb:
         end, n = climb(op_pad, arch, start, obj, orders, keeps, max_steps=config.climb_steps,
-                       memo=toggled.setdefault(repr(start.tiling.spatial), {}), deadline=deadline)
+                       memo=toggled.setdefault(repr(start.tiling.spatial), {}), deadline=deadline,
+                       clock=clock)
         costed += n
         if log.isEnabledFor(logging.INFO):
             log.info("%s: climb from %.4g (%s) ends at %.4g after %d rows costed", op.name, start.value,
                      describe_spatial(start.tiling.spatial, arch), end.value, n)
         finals.append(end)
-    finals += [f for f, _ in starts[config.climbs:]]
+    finals += [f for f, _ in starts[config.climbs:] + packed_starts[config.packing_climbs:]]
     # LOMA's single greedy allocation per operand priority: cheap extra candidates.
     for spatial in spatials[:config.greedy_unrollings]:
         for order in orders:
@@ -245,13 +256,13 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
                 temporal = allocate(op, arch, keep, spatial, list(reversed(order)))
                 if temporal is not None:
                     finals.append(Ranked(math.inf, Tiling(factors_of(op, temporal, len(arch.levels)), spatial, keep)))
-    stats.extra["seconds_to_orders"] = time.perf_counter() - t0
+    stats.extra["seconds_to_orders"] = clock() - t0
     finals.sort(key=lambda r: r.value)
     # Exact per-level orders and the scalar model (real, unpadded operator) for the best few:
     # the orders often matter as much as the tiling. At least one is costed past the deadline.
     done = 0
     for final in finals:
-        if done >= config.exact_candidates or (done and time.perf_counter() > deadline):
+        if done >= config.exact_candidates or (done and clock() > deadline):
             break
         ms = build_mappings(op, arch, final.tiling, cons, cap=config.orders_per_candidate)
         if final.tiling.order is not None and not (cons.orders or cons.forbid_orders):
@@ -262,8 +273,8 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     stats.extra["scalar_costed"] = stats.evaluated
     # Every batch row is a complete mapping (tiling, order, bypass) costed by the full model.
     stats.evaluated += costed
-    stats.seconds = time.perf_counter() - t0
-    stats.extra["timed_out"] = time.perf_counter() > deadline
+    stats.seconds = clock() - t0
+    stats.extra["timed_out"] = clock() > deadline
     if stats.extra["timed_out"]:
         log.info("%s: time limit reached; %d candidates got exact orders", op.name, done)
     return best.results(), stats

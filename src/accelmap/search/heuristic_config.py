@@ -37,14 +37,18 @@ class HeuristicConfig:
     # Step 3, the climb.
     climbs: int = 4                     # best starts climbed
     climb_steps: int = 60               # steps a climb takes at most
+    packing_climbs: int = 2             # best starts of the other packings (tilings.Packing) climbed besides
     # Step 4, exact orders and the scalar model.
     exact_candidates: int = 8           # best candidates given exact per-level orders
     orders_per_candidate: int = 8       # order combinations costed per candidate
+    # The time limit's clock: False, wall clock (what a user waits); True, the search process's CPU seconds, so a
+    # result does not depend on the machine's load (benchmarks on a shared machine).
+    cpu_clock: bool = False
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            least = 0 if name.startswith("greedy_") else 1
-            if isinstance(value, int) and value < least:
+            least = 0 if name.startswith("greedy_") or name == "packing_climbs" else 1
+            if isinstance(value, int) and not isinstance(value, bool) and value < least:
                 raise ValueError(f"HeuristicConfig.{name} must be an integer >= {least}, got {value}")
         if not 0.0 <= self.min_pe_fraction <= 1.0 or not 0.0 < self.probe_share <= 1.0:
             raise ValueError("HeuristicConfig: min_pe_fraction must be within 0..1 and probe_share within (0, 1]")

@@ -15,6 +15,22 @@ win on latency (a shorter double-buffer prologue) or when a level's energy per
 access is high. ``heuristic.py`` follows this with a local search that moves
 single prime factors between levels, which reaches the non-maximal neighbours.
 
+Two other packings (``Packing``) give seeds the plain one misses on hierarchies
+of per-operand buffers (ZigZag's ascend_like: a weight-only register below an
+input-only buffer below an output-only one). *Own dims only*: a level takes
+factors only of the dims that index an operand it keeps; the others pass
+outward to the first level whose tiles they grow. Plain packing pushes every
+dim a level's tile does not grow with into the innermost such level (all of P
+and Q into a one-weight register), which re-walks the other operands' data at
+every step; the own-dims packing leaves each operand's tile as large as fits at
+every level and the loops that only re-walk other data outside it, down to
+operands kept whole in the large buffers (ZigZag's choice there). *Half a
+double-buffer-when-fits level*: the tile is packed to half such a level's
+capacity, so it stays double-buffered; a plain maximal tile just over half
+makes it single-buffered and stalls the compute for each refill. Measured on
+ZigZag's unrolling of ResNet-18 layer3.0.conv2 on ascend_like: best plain
+maximal tiling 2.2e13 EDP, best own-dims one 9.9e12, ZigZag's own mapping 1.06e13.
+
 Every tiling is then costed under a few per-level loop orders at once with
 ``cost.batch.evaluate_batch``; the best rows go on to the exact per-level order
 choice of ``orders.py`` and the scalar model.
@@ -29,7 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -54,11 +70,30 @@ class Ranked:
     tiling: Tiling
 
 
+@dataclass(frozen=True)
+class Packing:
+    """How ``maximal_tilings`` packs the levels; the module doc says why each exists."""
+    own_dims_only: bool = False      # a level takes factors only of dims that index an operand it keeps
+    half_when_fits: bool = False     # a level double-buffered when two tiles fit is packed to half its capacity
+
+
+PLAIN = Packing()
+
+
+def packings(op: Operator, arch: Accelerator, keep: Keep, rem: dict[str, int]) -> list[Packing]:
+    """The packings that differ from the plain one for this bypass choice (plain first)."""
+    own = any(rem[d] > 1 and not any(d in X.dims for X in op.operands if X.name in keep[c])
+              for c in range(1, len(arch.levels)) for d in op.dim_names)
+    half = any(lv.double_buffered_when_fits and keep[c] for c, lv in enumerate(arch.levels) if c > 0)
+    return [Packing(o, h) for o in ([False, True] if own else [False]) for h in ([False, True] if half else [False])]
+
+
 def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
-          ext: dict[str, np.ndarray]) -> np.ndarray:
-    """Vectorized ``validate.tile_fits``."""
+          ext: dict[str, np.ndarray], half_when_fits: bool = False) -> np.ndarray:
+    """Vectorized ``validate.tile_fits``; ``half_when_fits``: a level double-buffered when two tiles
+    fit must hold two."""
     lv = arch.levels[level]
-    mult = 2 if lv.double_buffered else 1
+    mult = 2 if lv.double_buffered or (half_when_fits and lv.double_buffered_when_fits) else 1
     n = len(next(iter(ext.values())))
     by_cls: dict[str, np.ndarray] = {}
     total = np.zeros(n, dtype=np.int64)
@@ -86,10 +121,11 @@ def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
 
 def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
                     rem: dict[str, int], rng: np.random.Generator,
-                    rows_per_level: int = ROWS_PER_LEVEL) -> np.ndarray:
+                    rows_per_level: int = ROWS_PER_LEVEL, packing: Packing = PLAIN) -> np.ndarray:
     """Factor arrays F[row, level, dim] (dims in ``op.dim_names`` order) of maximal tilings; see the module doc.
 
-    ``op`` is the (padded) operator whose sizes are spatial x ``rem`` per dim.
+    ``op`` is the (padded) operator whose sizes are spatial x ``rem`` per dim. ``packing``: which dims a
+    level may take and how full it may be packed (the module doc).
     """
     dims = op.dim_names
     nlev = len(arch.levels)
@@ -107,7 +143,7 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
         # Tiles dealt so far must fit level c and every level outside it (each holds them at least once).
         ok = np.ones(len(cum_rows), dtype=bool)
         for c2 in range(c, -1, -1):
-            ok &= _fits(op, arch, keep[c2], c2, extents(cum_rows, c2))
+            ok &= _fits(op, arch, keep[c2], c2, extents(cum_rows, c2), packing.half_when_fits)
         return ok
 
     for c in range(nlev - 1, 0, -1):
@@ -115,7 +151,10 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
             break
         base = fits_up(cum, c)
         F, cum = F[base], cum[base]
-        for i, d in enumerate(dims):
+        own = {d for X in op.operands if X.name in keep[c] for d in X.dims}
+        # The dims this level takes factors of (and is maximal in).
+        takes = [(i, d) for i, d in enumerate(dims) if not packing.own_dims_only or d in own]
+        for i, d in takes:
             if rem[d] == 1 or not len(F):
                 continue
             q = rem[d] // cum[:, i]
@@ -133,7 +172,7 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
             F, cum = np.concatenate(parts_F), np.concatenate(parts_cum)
         # Maximal: no dim can take one more prime factor at this level.
         maximal = np.ones(len(F), dtype=bool)
-        for i, d in enumerate(dims):
+        for i, d in takes:
             q = rem[d] // cum[:, i]
             grow = q > 1
             if not grow.any():
@@ -156,6 +195,21 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
     full = {d: np.full(len(F), rem[d] * sp_in[0][d], dtype=np.int64) for d in dims}
     ok = _fits(op, arch, keep[0], 0, full)
     return F[ok]
+
+
+def seed_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: dict, rem: dict[str, int],
+                 rng: np.random.Generator, rows_per_level: int = ROWS_PER_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The plain maximal tilings, and those of every other packing that differs for this bypass choice
+    (``packings``) that are not plain ones, each distinct row once."""
+    plain, *others = [maximal_tilings(op, arch, keep, spatial, rem, rng, rows_per_level, p)
+                      for p in packings(op, arch, keep, rem)]
+    if not others:
+        return plain, plain[:0]
+    rest = np.concatenate(others)
+    _, first = np.unique(rest.reshape(len(rest), -1), axis=0, return_index=True)
+    rest = rest[np.sort(first)]
+    known = {r.tobytes() for r in plain}
+    return plain, rest[np.array([r.tobytes() not in known for r in rest], dtype=bool)]
 
 
 def random_tilings(op: Operator, arch: Accelerator, keep, spatial: dict, rem: dict[str, int],
@@ -193,14 +247,12 @@ def cost_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarra
     return res["energy"] if objective == "energy" else res["latency"] if objective == "latency" else res["edp"]
 
 
-def rank_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: Spatial,
-                 F: np.ndarray, objective: str, orders: list[tuple[str, ...]], top: int,
-                 also: np.ndarray | None = None) -> tuple[list[Ranked], int]:
-    """The ``top`` best (tiling, order) rows of F by the objective, and as many of ``also`` (costed
-    in the same calls); and how many rows were costed."""
-    groups = [F] if also is None else [F, also]
+def rank_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: Spatial, groups: Sequence[np.ndarray],
+                 objective: str, orders: list[tuple[str, ...]], top: int) -> tuple[list[list[Ranked]], int]:
+    """The ``top`` best (tiling, order) rows of each group of tilings by the objective (all groups
+    costed in the same calls, so each keeps its own best), and how many rows were costed."""
     sizes = [len(g) for g in groups]
-    rows = np.concatenate(groups) if len(groups) > 1 else F
+    rows = np.concatenate(groups) if len(groups) > 1 else groups[0]
     found: list[list[Ranked]] = [[] for _ in groups]
     costed = 0
     for order in orders:
@@ -222,7 +274,7 @@ def rank_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: Spatial,
             if key not in seen:
                 seen.add(key)
                 mine.append(f)
-        out += mine[:top]
+        out.append(mine[:top])
     return out, costed
 
 
@@ -263,7 +315,7 @@ def neighbours(F: np.ndarray) -> np.ndarray:
 
 def climb(op: Operator, arch: Accelerator, start: Ranked, objective: str, orders: list[tuple[str, ...]],
           keeps: Sequence[Keep] = (), max_steps: int = DEFAULT_HEURISTIC.climb_steps, memo: dict | None = None,
-          deadline: float | None = None) -> tuple[Ranked, int]:
+          deadline: float | None = None, clock: Callable[[], float] = time.perf_counter) -> tuple[Ranked, int]:
     """Steepest descent over single prime-factor moves, one-level bypass toggles and orders.
 
     Each step tries, cheapest first, and takes the best improvement of the first that has one:
@@ -272,14 +324,14 @@ def climb(op: Operator, arch: Accelerator, start: Ranked, objective: str, orders
     current tiling and its neighbours under every other order. It stops at a tiling none of
     them improves. Returns the end point (its tiling carries the bypass choice it ended with) and
     the rows costed. ``memo`` (shared by the climbs of one search) keeps the toggles already costed:
-    climbs meet the same tilings. Past ``deadline`` (``time.perf_counter``) it returns where it is.
+    climbs meet the same tilings. Past ``deadline`` (on ``clock``) it returns where it is.
     The spatial unrolling stays the start's."""
     memo = {} if memo is None else memo
     cur = start
     spatial = start.tiling.spatial
     costed = 0
     for _ in range(max_steps):
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and clock() > deadline:
             break
         t = cur.tiling
         assert t.order is not None, "a climb starts from a ranked tiling, which has an order"
