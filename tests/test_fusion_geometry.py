@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelmap.fusion.brute_force import walk
-from accelmap.fusion.geometry import MODES, fused_counts
+from accelmap.errors import SpecError
+from accelmap.fusion.geometry import MODES, SKIP_POLICIES, AxisMap, Join, Stage, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
 from accelmap.workload import conv2d, gemm
 
@@ -95,3 +97,58 @@ def test_cached_rows_with_tiled_columns_keep_a_line_buffer_beside_the_window():
     c = fused_counts(stages, 2, 2, ("fully-cached",))
     assert c.buffer_bits[0] == 20 * 8
     assert walk(stages, 2, 2, ("fully-cached",)).live_bits[0] == 20 * 8
+
+
+def random_same_shape_chain(rng: random.Random):
+    """2-3 stride-1 stages keeping an h x w x c shape, their windows shifted at random (a pad past the
+    window's span shifts it off the output position), so that a residual join's skip may or may not lie
+    in the window a tile needs anyway."""
+    h, w, c = rng.randint(3, 9), rng.randint(2, 8), rng.randint(1, 3)
+    stages = []
+    for i in range(rng.randint(2, 3)):
+        maps = []
+        for _ in range(2):
+            span = rng.randint(1, 3)
+            maps.append(AxisMap(1, span, rng.randint(0, span)))
+        stages.append(Stage(f"s{i}", h, w, c, h, w, c, maps[0], maps[1], c * maps[0].span * maps[1].span, 8, 8))
+    return tuple(stages)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10**9))
+def test_residual_join_counts_equal_the_walk(seed):
+    rng = random.Random(seed)
+    stages = random_same_shape_chain(rng)
+    last = stages[-1]
+    ty, tx = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    join = Join("add", rng.randrange(len(stages)), rng.choice([8, 16]))
+    skip_policy = rng.choice(SKIP_POLICIES)
+    ref = walk(stages, ty, tx, policies, join, skip_policy)
+    try:
+        model = fused_counts(stages, ty, tx, policies, join, skip_policy)
+    except SpecError:
+        # The model refuses to keep a skip outside the tiles' windows exactly when the walk reads one there.
+        assert skip_policy == "kept" and ref.skip_outside
+        return
+    assert not ref.skip_outside
+    assert model.macs == ref.macs
+    assert model.input_fetched == ref.input_fetched
+    assert model.buffer_bits == ref.live_bits      # a kept skip adds nothing: the window holds it already
+    assert model.skip_fetched == ref.skip_fetched
+    assert model.skip_buffer_bits == ref.skip_live_bits
+    plain = fused_counts(stages, ty, tx, policies)
+    assert model.macs == plain.macs and model.buffer_bits == plain.buffer_bits
+
+
+def test_resnet_block_keeps_its_skip_for_free_or_re_reads_it_once():
+    a = mac_stage(conv2d("conv1", c=4, h=6, w=6, k=4, r=3, s=3, padding=1)).stage
+    b = mac_stage(conv2d("conv2", c=4, h=6, w=6, k=4, r=3, s=3, padding=1)).stage
+    join = Join("add", 0, 8)
+    kept = fused_counts((a, b), 2, 3, ("fully-cached",) * 2, join, "kept")
+    again = fused_counts((a, b), 2, 3, ("fully-cached",) * 2, join, "re-read")
+    assert kept.skip_fetched == 0 and kept.buffer_total_bits == fused_counts((a, b), 2, 3, ("fully-cached",) * 2).buffer_total_bits
+    assert again.skip_fetched == 6 * 6 * 4                    # every element once
+    assert again.skip_buffer_bits == 2 * 3 * 4 * 8            # one output tile of it staged
+    with pytest.raises(SpecError, match="outside the group"):
+        fused_counts((a, b), 2, 3, ("fully-cached",) * 2, Join("add", None, 8), "kept")

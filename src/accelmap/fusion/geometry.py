@@ -15,6 +15,13 @@ Everything here is a closed form over intervals, one per tile per axis; the two 
 independent (the rows computed at a tile depend only on its tile row, the columns only on its tile
 column), so the counts of a 2-D tile loop are products of per-axis sums.
 ``fusion.brute_force`` counts the same quantities by walking every element.
+
+A group may end with a residual *join*: its last output plus a skip tensor of the same shape,
+element by element (a ResNet block's add, a transformer FFN's residual). The skip is either one of
+the group's own tensors kept on chip until the add at each tile reads it (``kept``: its positions
+must lie in the window the tile needs of that tensor anyway, so it adds no buffer and no transfer),
+or read again from off-chip memory at every tile (``re-read``: each element once, staged in the
+store for one tile); a skip from outside the group (a projection shortcut) can only be re-read.
 """
 
 from __future__ import annotations
@@ -35,6 +42,19 @@ MODES: dict[str, tuple[bool, bool]] = {
     "H-cached-V-recompute": (False, True),
     "fully-cached": (True, True),
 }
+
+
+# How a residual join gets its skip tensor: from the group's own tensor on chip, or off-chip again.
+SKIP_POLICIES = ("kept", "re-read")
+
+
+@dataclass(frozen=True)
+class Join:
+    """A residual add after a group's last stage: its output plus a skip tensor of the same shape."""
+
+    name: str
+    skip: int | None         # the group's tensor added (0: its input, j: stage j-1's output); None: from outside
+    bits: int                # of a skip element
 
 
 @dataclass(frozen=True)
@@ -150,10 +170,12 @@ class FusedCounts:
     input_fetched: int                     # elements of the group's input read from off-chip memory
     output_written: int                    # elements of the group's output written off-chip (each once)
     buffer_bits: tuple[int, ...]           # per tensor 0..n: most bits of it on chip at one tile
+    skip_fetched: int = 0                  # elements of a join's skip tensor read from off-chip memory
+    skip_buffer_bits: int = 0              # the re-read skip's tile staged in the store
 
     @property
     def buffer_total_bits(self) -> int:
-        return sum(self.buffer_bits)
+        return sum(self.buffer_bits) + self.skip_buffer_bits
 
 
 def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
@@ -177,8 +199,39 @@ def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
     return rows, cols
 
 
+def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
+    """A join's skip tensor has the group output's shape; only a tensor of the group can be kept."""
+    if skip_policy not in SKIP_POLICIES:
+        raise SpecError(f"skip policy {skip_policy!r} of join {join.name} unknown; choose one of "
+                        f"{', '.join(SKIP_POLICIES)}")
+    if join.skip is None:
+        if skip_policy == "kept":
+            raise SpecError(f"join {join.name}: its skip tensor comes from outside the group, so it cannot be kept")
+        return
+    n = len(stages)
+    if not 0 <= join.skip < n:
+        raise SpecError(f"join {join.name}: skip tensor {join.skip} is not one of the group's tensors 0..{n - 1} "
+                        "(its input and intermediates)")
+    s = stages[join.skip]
+    last = stages[-1]
+    if (s.in_rows, s.in_cols, s.in_depth) != (last.out_rows, last.out_cols, last.out_depth):
+        raise SpecError(f"join {join.name}: skip tensor {s.in_rows}x{s.in_cols}x{s.in_depth} differs from the "
+                        f"output {last.out_rows}x{last.out_cols}x{last.out_depth}")
+
+
+def skip_contained(rows: AxisSchedule, cols: AxisSchedule, skip: int) -> bool:
+    """Whether every tile's output positions lie in the window the tile needs of tensor ``skip``."""
+    n = len(rows.need[0]) - 1
+    return all(w[skip][0] <= w[n][0] and w[n][1] <= w[skip][1] for sched in (rows, cols) for w in sched.need
+               if w[n][1] > w[n][0])
+
+
 def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-                 policies: tuple[str, ...]) -> FusedCounts:
+                 policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> FusedCounts:
+    """The tile loop's counts; with ``join``, its skip tensor ``kept`` on chip or ``re-read`` per tile.
+
+    A kept skip must lie in the windows the tiles need of its tensor anyway (a SpecError says when
+    it does not): then the add adds no buffer, and the tensor's live range already covers it."""
     rows, cols = schedules(stages, tile_rows, tile_cols, policies)
     n = len(stages)
     macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
@@ -194,8 +247,19 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         rows_cached, cols_cached = MODES[policies[j]] if j < n else (False, False)
         live = live_elements(rows, cols, j, heights[j], widths[j], rows_cached, cols_cached)
         buffers.append(live * depth[j] * bits[j])
+    skip_fetched = skip_buffer = 0
+    if join is not None:
+        check_join(stages, join, skip_policy)
+        if skip_policy == "kept":
+            assert join.skip is not None
+            if not skip_contained(rows, cols, join.skip):
+                raise SpecError(f"join {join.name}: with tiles of {tile_rows}x{tile_cols}, the skip positions a tile "
+                                f"adds lie outside the window it needs of tensor {join.skip}; it cannot be kept")
+        else:
+            skip_fetched = last.out_rows * last.out_cols * last.out_depth
+            skip_buffer = rows.max_need(n) * cols.max_need(n) * last.out_depth * join.bits
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
-                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers))
+                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer)
 
 
 def live_elements(rows: AxisSchedule, cols: AxisSchedule, tensor: int, height: int, width: int,
