@@ -46,7 +46,7 @@ class Join:
     """A residual add after a chain's last operator: its output plus a skip tensor."""
 
     name: str                           # the add node
-    skip_link: int | None               # the link whose operator's first input is the skip tensor; None: elsewhere
+    skip_node: str | None               # the link whose operator's first input is the skip tensor; None: elsewhere
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,12 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
             return None if got is None else (got[0], got[1], got[2] or op_type in ROW_LOCAL)
         return None
 
-    def join_after(tensor: str, firsts: list[str]) -> Join | None:
+    def join_after(tensor: str, links_by_input: dict[str, str]) -> Join | None:
         """The residual add ``tensor`` reaches through single-reader element-wise work, if any."""
         while readers.get(tensor, 0) == 1:
-            k = next(i for i, n in enumerate(g.node) if tensor in n.input)
+            k = next((i for i, n in enumerate(g.node) if tensor in n.input), -1)
+            if k < 0:
+                return None         # read by the graph's output alone
             n = g.node[k]
             if op_key(n) not in ELEMENTWISE:
                 return None
@@ -137,7 +139,7 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
                 continue
             if op_key(n) != "Add" or len(others) != 1 or list(n.input).count(tensor) != 1:
                 return None
-            return Join(names[k], firsts.index(others[0]) if others[0] in firsts else None)
+            return Join(names[k], links_by_input.get(others[0]))
         return None
 
     by_name = {nm: i for i, nm in names.items()}
@@ -160,8 +162,7 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
                 links.append(ChainLink(names[k], wins, row_local))
                 j = k
             last = links[-1]
-            firsts = [g.node[by_name[lk.node]].input[0] for lk in links]
-            join = join_after(g.node[j].output[0], firsts)
+            join = join_after(g.node[j].output[0], {g.node[by_name[lk.node]].input[0]: lk.node for lk in links})
             if join is not None:
                 links[-1] = replace(last, join=join)
             chains.append(tuple(links))
