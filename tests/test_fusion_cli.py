@@ -107,3 +107,20 @@ def test_map_fuse_time_options_need_fuse_and_positive_seconds(tmp_path):
                                       "--out", str(tmp_path / "o"), *args])
         assert r.exit_code == 2, r.output
         assert msg in r.output and not (tmp_path / "o").exists()
+
+
+def test_map_fuse_exact_out_of_time_reports_a_bound_not_optimality(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--strategy", "heuristic",
+                                  "--time-limit", "1", "--no-cache", "--jobs", "1", "--out", str(out), "--fuse",
+                                  "--fuse-exact", "--fuse-time-limit", "1e-9", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert "exact tile search: best found, lower bound" in r.output
+    search = json.loads((out / "fusion.json").read_text())["search"]
+    assert search["exact_tiles"] and search["certificate"] == "best found"
+    fused = json.loads((out / "fusion.json").read_text())["fused"]["edp"]
+    assert 0 < search["lower_bound"] <= fused and search["gap"] == fused / search["lower_bound"] - 1
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--no-cache", "--out", str(tmp_path / "o"),
+                                  "--fuse-exact"])
+    assert r.exit_code == 2 and "applies only with --fuse" in r.output

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelmap.fusion.brute_force import walk
 from accelmap.errors import SpecError
+from accelmap.fusion.brute_force import walk
 from accelmap.fusion.geometry import MODES, SKIP_POLICIES, AxisMap, Join, Stage, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
 from accelmap.workload import conv2d, gemm

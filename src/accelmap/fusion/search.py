@@ -55,6 +55,8 @@ class FusionConfig:
 
 
 DEFAULT_FUSION = FusionConfig()
+# Every tile size; fronts kept whole up to a size no real chain reaches (thinning voids the certificate).
+EXACT_FUSION = FusionConfig(exact_tiles=True, front_limit=4096)
 
 
 @dataclass(frozen=True)
