@@ -260,8 +260,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             continue
         op = ms.operator
         chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
-        shapes = Counter((r, c) for r in (t[j + 1][1] - t[j + 1][0] for t in rows.comp)
-                         for c in (t[j + 1][1] - t[j + 1][0] for t in cols.comp) if r and c)
+        shapes = block_shapes(rows, cols, j)
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
         energy = latency = 0.0
         wbits = fmap = 0
@@ -317,9 +316,51 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost)
 
 
+def block_shapes(rows: AxisSchedule, cols: AxisSchedule, stage: int) -> Counter[tuple[int, int]]:
+    """How often the tile loop runs each (rows, columns) block of a stage (tiles computing none left out)."""
+    return Counter((r, c) for r in (t[stage + 1][1] - t[stage + 1][0] for t in rows.comp)
+                   for c in (t[stage + 1][1] - t[stage + 1][0] for t in cols.comp) if r and c)
+
+
+class TileBounds:
+    """Per tile operator, (energy, latency) below every mapping of it on the accelerator with its
+    outermost level priced as the store: the single-operator mapper's certified bound (any unrolling,
+    tiling, order and bypass), on the full store (a tile mapped with less room is one of those
+    mappings). Found once per tile shape."""
+
+    def __init__(self, arch: Accelerator):
+        self.arch_s = store_priced(arch)
+        top = arch.levels[0]
+        # Off-chip minus store price per bit: what a weight read from off-chip costs on top of the
+        # store-priced bound; the bound needs it non-negative.
+        self.extra_per_bit = (top.read_energy_pj / top.width_bits
+                              - self.arch_s.levels[0].read_energy_pj / self.arch_s.levels[0].width_bits)
+        self.found: dict[tuple, tuple[float, float]] = {}
+
+    @property
+    def usable(self) -> bool:
+        return self.extra_per_bit >= 0
+
+    def __call__(self, ms: MacStage, rows: int, cols: int) -> tuple[float, float]:
+        from accelmap.search.bounds import chain_options
+        from accelmap.search.space import Constraints, keep_options
+        from accelmap.search.spatial import certified_lower_bound
+
+        op = tile_operator(ms, rows, cols)
+        key = op.signature()
+        if key not in self.found:
+            cons = Constraints()
+            _, e, lat = certified_lower_bound(op, self.arch_s, cons, chain_options(op, keep_options(op, self.arch_s,
+                                                                                                    cons)), "energy")
+            self.found[key] = (max(e, op.macs * self.arch_s.compute.mac_energy_pj),
+                               max(lat, op.macs / self.arch_s.peak_macs_per_cycle))
+        return self.found[key]
+
+
 def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
                       counts: FusedCounts, rows: AxisSchedule, cols: AxisSchedule, weights_resident: bool,
-                      join: Join | None = None, skip_policy: str = "re-read") -> tuple[float, float]:
+                      join: Join | None = None, skip_policy: str = "re-read",
+                      tile_bounds: TileBounds | None = None) -> tuple[float, float]:
     """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
 
     Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
@@ -327,9 +368,21 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     weights read from off-chip memory at least once each when they are not kept. Latency: the
     pipeline takes at least its busiest unit: the blocks' multiply-accumulates at the accelerator's
     peak, the off-chip loads (the same bits) at the read bandwidth, the write-backs at the write one.
+    With ``tile_bounds`` every block's energy and latency are instead at least its tile operator's
+    certified bound (a tile is costed with its outermost level at the store's price, plus the extra
+    price of the weights it reads off-chip).
     """
     top, st = arch.levels[0], arch.levels[store_index(arch)]
-    energy = sum(counts.macs) * arch.compute.mac_energy_pj
+    refined = tile_bounds is not None and tile_bounds.usable
+    energy = 0.0 if refined else sum(counts.macs) * arch.compute.mac_energy_pj
+    compute = 0.0 if refined else sum(counts.macs) / arch.peak_macs_per_cycle
+    if refined:
+        assert tile_bounds is not None
+        for j, ms in macs.items():
+            for (r, c), times in block_shapes(rows, cols, j).items():
+                e, lat = tile_bounds(ms, r, c)
+                energy += times * e
+                compute += times * lat
     load_bits = counts.input_fetched * stages[0].in_bits
     written = counts.output_written * stages[-1].out_bits
     energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)
@@ -343,7 +396,8 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
             runs = (sum(1 for t in rows.comp if t[j + 1][1] > t[j + 1][0])
                     * sum(1 for t in cols.comp if t[j + 1][1] > t[j + 1][0]))
             w = runs * sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:])
-            energy += transfer_energy(top, w, 0)
+            # Refined, the store-priced bound already reads them; off-chip they cost the difference more.
+            energy += w * tile_bounds.extra_per_bit if refined and tile_bounds else transfer_energy(top, w, 0)
             load_bits += w
     if join is not None:
         last = stages[-1]
@@ -353,8 +407,7 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
 
-    latency = max(sum(counts.macs) / arch.peak_macs_per_cycle, t(load_bits, top.read_bw_bits),
-                  t(written, top.write_bw_bits))
+    latency = max(compute, t(load_bits, top.read_bw_bits), t(written, top.write_bw_bits))
     return energy, latency
 
 

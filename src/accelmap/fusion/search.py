@@ -14,9 +14,10 @@ result is never worse.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
@@ -25,6 +26,7 @@ from accelmap.fusion.geometry import MODES, Join, Stage, fused_counts, schedules
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
+    TileBounds,
     group_cost,
     group_lower_bound,
     reserved,
@@ -210,11 +212,22 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         cands.sort(key=lambda c: (c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
+    tile_bounds = tile_bounds_of(arch) if exact else None
     for i, c in enumerate(cands):
         if exact and any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
             stats.candidates_pruned += 1
             continue
         late = group_deadline is not None and time.perf_counter() >= group_deadline
+        if exact and tile_bounds is not None and tile_bounds.usable and not late:
+            # The certified bounds of its tiles, found only for the candidates the cheap bound leaves.
+            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies)
+            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
+            tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
+                                      tile_bounds)
+            c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
+            if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
+                stats.candidates_pruned += 1
+                continue
         if late or out_of_time(deadline, stats):
             stats.groups_skipped += 0 if late else 1     # cut short: some of its plans were not costed
             if exact and unresolved is not None:
@@ -237,6 +250,12 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
             stats.candidates_costed += 1
             found.append(got)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def tile_bounds_of(arch: Accelerator) -> TileBounds:
+    """The certified tile bounds on ``arch``, shared by every group searched on it."""
+    return TileBounds(arch)
 
 
 def join_alone(chain: FusableChain, arch: Accelerator) -> Single | None:
