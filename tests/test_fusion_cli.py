@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from accelmap.cli import main
 from accelmap.workload.models.bundled import bundled_model_path, load_model
+from accelmap.workload.models.chains import Join as ChainJoin
 from accelmap.workload.models.chains import model_chains
 from onnx_graphs import F, graph_model, node, weight
 
@@ -48,6 +49,22 @@ def test_bundled_models_give_the_expected_chains():
     # ResNet-18: each basic block's two convolutions; residual joins end the chains.
     assert ["layer1.0.conv1", "layer1.0.conv2"] in chains("resnet18")
     assert ["ffn.intermediate", "ffn.output"] in chains("bert_base_layer")
+
+
+def test_chains_carry_the_residual_add_after_them():
+    def joins(name):
+        m = load_model(name)
+        return {c[-1].node: c[-1].join for c in model_chains(bundled_model_path(name), {n for l in m.layers
+                                                                                       for n in l.nodes})}
+    r18 = joins("resnet18")
+    # An identity block adds its input (what its first convolution reads); a downsampling block a projection.
+    assert r18["layer1.0.conv2"] == ChainJoin("layer1.0.add", "layer1.0.conv1")
+    assert r18["layer2.0.conv2"] == ChainJoin("layer2.0.add", None)
+    assert joins("bert_base_layer") == {"attention.context": None,
+                                        "ffn.output": ChainJoin("ffn.residual", "ffn.intermediate")}
+    mb = joins("mobilenetv2")
+    assert mb["features.3.project"] == ChainJoin("features.3.add", "features.3.expand")
+    assert mb["features.4.project"] is None and sum(j is not None for j in mb.values()) == 10
 
 
 def test_map_fuse_prints_groups_and_writes_json_and_plot(tmp_path):
