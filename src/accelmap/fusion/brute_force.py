@@ -9,9 +9,10 @@ in the same tile row (H-cached-V-recompute), or nothing (fully recompute). What 
 on chip at once: those a tile reads, plus those computed at or before it that a later tile takes
 from the cache, counted from the last tile that computed them.
 
-A residual join (``join``) reads its skip tensor at the tile's output positions: kept, they join
-the positions the tile needs of that tensor (computed, or fetched, if not available); re-read, they
-are fetched from off-chip memory and staged for the tile.
+A residual join (``join``) reads its skip tensor at the tile's output positions: kept, the tile
+needs of that tensor the bounding rectangle of what its window needs and those positions (what is
+not available is computed, or fetched); re-read, they are fetched from off-chip memory and staged
+for the tile.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class WalkedCounts:
     blocks: tuple[dict[tuple[int, int], int], ...]
     skip_fetched: int = 0          # elements of a join's skip tensor read from off-chip memory
     skip_live_bits: int = 0        # the most of them staged at one tile
-    skip_outside: bool = False     # a kept skip read positions the chain itself did not need at that tile
+    skip_window_empty: bool = False  # a kept skip at a tile needing nothing else of its tensor
 
 
 def _reads(stage: Stage, p: Point) -> set[Point]:
@@ -49,7 +50,7 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
     n = len(stages)
     kept_at = join.skip if join is not None and skip_policy == "kept" else None
     skip_fetched = skip_live = 0
-    outside = False
+    empty = False
     last = stages[-1]
     tiles = [(ty, tx) for ty in range(-(-last.out_rows // tile_rows)) for tx in range(-(-last.out_cols // tile_cols))]
     computed_at: list[list[set[Point]]] = []     # [tile][tensor]
@@ -70,8 +71,12 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
             for p in comp[j + 1]:
                 need[j] |= _reads(stages[j], p)
             if j == kept_at:
-                outside = outside or not out <= need[j]
-                need[j] |= out          # the add reads the skip where the tile writes its output
+                # The add reads the skip where the tile writes its output; the tensor's buffer holds the
+                # rectangle around those positions and its window.
+                empty = empty or not need[j]
+                both = need[j] | out
+                rs, cs = [r for r, _ in both], [c for _, c in both]
+                need[j] = {(r, c) for r in range(min(rs), max(rs) + 1) for c in range(min(cs), max(cs) + 1)}
             policy = policies[j]
             have = done[j] if policy == "fully-cached" else done_row[j] if policy == "H-cached-V-recompute" else set()
             comp[j] = need[j] - have
@@ -98,8 +103,7 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
                     held[t].add(p)
         live.append(max(len(h) for h in held) * depth[j] * bits[j])
     blocks = []
-    # A kept skip outside the windows joins them into no rectangle; the model refuses that case.
-    for j in range(1, n + 1 if not outside else 1):
+    for j in range(1, n + 1 if not empty else 1):     # the model refuses that case
         seen: dict[tuple[int, int], int] = {}
         for comp in computed_at:
             if comp[j]:
@@ -108,4 +112,4 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
                 seen[shape] = seen.get(shape, 0) + 1
         blocks.append(seen)
     return WalkedCounts(len(tiles), macs, fetched, last.out_rows * last.out_cols * last.out_depth, tuple(live),
-                        tuple(blocks), skip_fetched, skip_live, outside)
+                        tuple(blocks), skip_fetched, skip_live, empty)

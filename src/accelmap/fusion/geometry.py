@@ -18,10 +18,12 @@ column), so the counts of a 2-D tile loop are products of per-axis sums.
 
 A group may end with a residual *join*: its last output plus a skip tensor of the same shape,
 element by element (a ResNet block's add, a transformer FFN's residual). The skip is either one of
-the group's own tensors kept on chip until the add at each tile reads it (``kept``: its positions
-must lie in the window the tile needs of that tensor anyway, so it adds no buffer and no transfer),
-or read again from off-chip memory at every tile (``re-read``: each element once, staged in the
-store for one tile); a skip from outside the group (a projection shortcut) can only be re-read.
+the group's own tensors kept on chip until the add at each tile reads it (``kept``: what a tile
+needs of that tensor becomes the bounding rectangle of its window and the tile's output positions,
+so the tensor's elements live until the add has read them; where the window holds them already it
+adds nothing), or read again from off-chip memory at every tile (``re-read``: each element once,
+staged in the store for one tile); a skip from outside the group (a projection shortcut) can only
+be re-read.
 """
 
 from __future__ import annotations
@@ -134,9 +136,11 @@ class AxisSchedule:
 
 
 def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size: int, tile: int,
-                  cached: tuple[bool, ...]) -> AxisSchedule:
+                  cached: tuple[bool, ...], skip_at: int | None = None) -> AxisSchedule:
     """The windows of one axis. ``maps[j]``/``in_sizes[j]``: stage j's input axis; ``cached[j]``:
-    tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it."""
+    tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it.
+    ``skip_at``: a tensor of the output's shape that a join reads at the tile's output positions; its
+    window is widened to hold them (both ends move forward with the tiles, so caching still holds)."""
     n = len(maps)
     high = [0] * n           # past the last position computed so far, per cached tensor
     needs, comps = [], []
@@ -147,6 +151,13 @@ def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size
         need[n] = comp[n] = (lo, hi)
         for j in range(n - 1, -1, -1):
             a, b = maps[j].needed(comp[j + 1][0], comp[j + 1][1], in_sizes[j])
+            if j == skip_at:
+                if b <= a:
+                    # The tile needs nothing else of the tensor (along this axis, so at all): the kept
+                    # region would be the output positions alone, which the other axis cannot see.
+                    raise SpecError(f"a kept skip at a tile that needs nothing else of its tensor {j} is not "
+                                    "modeled (a window reading only padding, or everything computed before)")
+                a, b = min(a, lo), max(b, hi)
             need[j] = (a, b)
             if cached[j]:
                 # Needed windows only move forward, so everything below the high-water mark that
@@ -178,10 +189,15 @@ class FusedCounts:
         return sum(self.buffer_bits) + self.skip_buffer_bits
 
 
-def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-              policies: tuple[str, ...]) -> tuple[AxisSchedule, AxisSchedule]:
-    """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input)."""
+def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+              join: Join | None = None, skip_policy: str = "re-read") -> tuple[AxisSchedule, AxisSchedule]:
+    """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input).
+    A ``join`` whose skip is ``kept`` widens what the tiles need of the skip's tensor."""
     check_chain(stages)
+    skip_at = None
+    if join is not None:
+        check_join(stages, join, skip_policy)
+        skip_at = join.skip if skip_policy == "kept" else None
     if len(policies) != len(stages):
         raise SpecError(f"fused group of {len(stages)} stages needs {len(stages)} halo policies (its input and "
                         f"every intermediate), got {len(policies)}")
@@ -193,9 +209,9 @@ def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         raise SpecError(f"fused tile {tile_rows}x{tile_cols} must be within the output {last.out_rows}x"
                         f"{last.out_cols}")
     rows = axis_schedule(tuple(s.rows for s in stages), tuple(s.in_rows for s in stages), last.out_rows,
-                         tile_rows, tuple(MODES[p][0] for p in policies))
+                         tile_rows, tuple(MODES[p][0] for p in policies), skip_at)
     cols = axis_schedule(tuple(s.cols for s in stages), tuple(s.in_cols for s in stages), last.out_cols,
-                         tile_cols, tuple(MODES[p][1] for p in policies))
+                         tile_cols, tuple(MODES[p][1] for p in policies), skip_at)
     return rows, cols
 
 
@@ -219,20 +235,12 @@ def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
                         f"output {last.out_rows}x{last.out_cols}x{last.out_depth}")
 
 
-def skip_contained(rows: AxisSchedule, cols: AxisSchedule, skip: int) -> bool:
-    """Whether every tile's output positions lie in the window the tile needs of tensor ``skip``."""
-    n = len(rows.need[0]) - 1
-    return all(w[skip][0] <= w[n][0] and w[n][1] <= w[skip][1] for sched in (rows, cols) for w in sched.need
-               if w[n][1] > w[n][0])
-
-
 def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
                  policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> FusedCounts:
-    """The tile loop's counts; with ``join``, its skip tensor ``kept`` on chip or ``re-read`` per tile.
-
-    A kept skip must lie in the windows the tiles need of its tensor anyway (a SpecError says when
-    it does not): then the add adds no buffer, and the tensor's live range already covers it."""
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    """The tile loop's counts; with ``join``, its skip tensor ``kept`` on chip (the tensor's windows
+    widened to the tiles' output positions: more buffer, or more computed, where they were not in
+    them) or ``re-read`` per tile."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
     n = len(stages)
     macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
                  for j, s in enumerate(stages))
@@ -249,13 +257,7 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         buffers.append(live * depth[j] * bits[j])
     skip_fetched = skip_buffer = 0
     if join is not None:
-        check_join(stages, join, skip_policy)
-        if skip_policy == "kept":
-            assert join.skip is not None
-            if not skip_contained(rows, cols, join.skip):
-                raise SpecError(f"join {join.name}: with tiles of {tile_rows}x{tile_cols}, the skip positions a tile "
-                                f"adds lie outside the window it needs of tensor {join.skip}; it cannot be kept")
-        else:
+        if skip_policy != "kept":
             skip_fetched = last.out_rows * last.out_cols * last.out_depth
             skip_buffer = rows.max_need(n) * cols.max_need(n) * last.out_depth * join.bits
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,

@@ -21,7 +21,7 @@ charged (comparisons on the output path).
 
 A residual join (the add after the last operator) is applied as the output is written, like any
 element-wise work, so what it costs is its skip tensor's read (``skip_energy``): from the store
-when the group keeps it there, else fetched from off-chip memory into the store and read from it,
+when the group keeps it there (its tensor's windows widened to hold it, in the buffers), else fetched from off-chip memory into the store and read from it,
 per tile before the tile's last block (its load waits for it). A join outside any group (layer by
 layer) reads its skip the same way, as one transfer at the off-chip read bandwidth.
 """
@@ -236,7 +236,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     except SpecError as err:
         if join is None:
             raise
-        return str(err)
+        return f"join {join.name}: {err}"
     st_lv = arch.levels[store_index(arch)]
     if weights_resident and "W" not in st_lv.holds:
         return f"{st_lv.name} holds no weights"
@@ -248,7 +248,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
     n = len(stages)
     out: list[StageCost] = []
     # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs

@@ -123,14 +123,11 @@ def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
 
 
 def join_variants(join: Join | None) -> list[tuple[Join | None, str]]:
-    """How a group ending the chain may treat its join: a skip the group holds is kept (it dominates:
-    the same buffers and tiles, its read from the store instead of off-chip); one from outside is
-    re-read by the group, or the join runs alone after it."""
+    """How a group ending the chain may treat its join: keep a skip the group holds, re-read it, or
+    leave the join out (it runs alone after the group); without a join, the plain group."""
     if join is None:
         return [(None, "re-read")]
-    if join.skip is not None:
-        return [(join, "kept")]
-    return [(None, "re-read"), (join, "re-read")]
+    return ([(join, "kept")] if join.skip is not None else []) + [(None, "re-read"), (join, "re-read")]
 
 
 @dataclass(frozen=True)
@@ -164,29 +161,35 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
         extra = resident_weight_bits(macs) if resident else 0
         for mode in MODES if halo else ("fully-cached",):
             policies = (mode,) * len(stages)
-            for variant in join_variants(join):
-                for tc in cols:
-                    fitting = 0
-                    for tr in row_sizes:
-                        tries = [variant]
-                        while tries:
-                            j, sp = tries.pop(0)
-                            try:
-                                counts = fused_counts(stages, tr, tc, policies, j, sp)
-                            except SpecError:
-                                # A skip outside the tiles' windows cannot be kept: re-read it, or add alone.
-                                tries = [(None, "re-read"), (j, "re-read")]
-                                continue
-                            if reserved(arch, counts.buffer_total_bits + extra) is None:
-                                continue
-                            bound = (0.0, 0.0)
-                            if exact:
-                                rows_s, cols_s = schedules(stages, tr, tc, policies)
-                                bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp)
-                            found.append(_Candidate(resident, policies, tr, tc, j, sp, bound))
-                            fitting += 1
-                        if not exact and fitting >= cfg.per_mode:
+            for tc in cols:
+                fitting = 0
+                for tr in row_sizes:
+                    plain = fused_counts(stages, tr, tc, policies)
+                    options = []
+                    for j, sp in join_variants(join):
+                        try:
+                            counts = plain if j is None else fused_counts(stages, tr, tc, policies, j, sp)
+                        except SpecError:
+                            continue        # a kept skip the model does not cover here: the others remain
+                        options.append((j, sp, counts))
+                        if sp == "kept" and counts.macs == plain.macs and \
+                                counts.buffer_total_bits == plain.buffer_total_bits:
+                            # Kept within the windows: the same buffers and work, the skip read from the
+                            # store instead of off-chip; it dominates the other two.
                             break
+                    fits = False
+                    for j, sp, counts in options:
+                        if reserved(arch, counts.buffer_total_bits + extra) is None:
+                            continue
+                        bound = (0.0, 0.0)
+                        if exact:
+                            rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp)
+                            bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp)
+                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound))
+                        fits = True
+                    fitting += fits
+                    if not exact and fitting >= cfg.per_mode:
+                        break
     return found
 
 
@@ -220,7 +223,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         late = group_deadline is not None and time.perf_counter() >= group_deadline
         if exact and tile_bounds is not None and tile_bounds.usable and not late:
             # The certified bounds of its tiles, found only for the candidates the cheap bound leaves.
-            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies)
+            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
             counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
                                       tile_bounds)

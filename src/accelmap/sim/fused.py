@@ -23,8 +23,9 @@ Blocks run one after another on the compute side. The run ends when the last blo
 write-back end.
 
 A residual join at the end of the group reads its skip tensor at each tile's output positions: kept,
-they are among the positions the tile needs of that tensor (marked needed, computed or fetched if not
-valid, as any other read); re-read, the DMA engine loads them with the tile's last block.
+the tile needs of that tensor the rectangle around those positions and its window (computed or
+fetched where not valid, as any other read); re-read, the DMA engine loads them with the tile's last
+block.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def _window_image(stage: Stage, out_mask: np.ndarray) -> np.ndarray:
     return need
 
 
+def _bounds(mask: np.ndarray) -> Block:
+    """The bounding rectangle of a non-empty mask."""
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
 def _block(mask: np.ndarray, what: str) -> Block | None:
     """The rectangle ``mask`` is (None when empty); an error when it is no rectangle."""
     rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
@@ -139,7 +146,10 @@ def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, polic
                 row[j] = _block(comp, f"{stages[j].name} at tile ({ty}, {tx})")
                 comp = _window_image(stages[j], comp)
                 if j == kept_at:
-                    comp |= out          # the add reads the skip at the tile's output positions
+                    # the add reads the skip at the tile's output positions: the rectangle around them
+                    r0, r1, c0, c1 = _bounds(comp | out)
+                    comp = np.zeros_like(comp)
+                    comp[r0:r1, c0:c1] = True
                 comp &= ~valid[j]
                 valid[j] |= comp
             blocks.append(row)
