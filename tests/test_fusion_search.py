@@ -179,7 +179,7 @@ def every_plan(chain, singles, inner, cfg):
     return totals
 
 
-@settings(max_examples=3, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(st.integers(0, 10**9))
 def test_the_dynamic_program_is_the_best_partition_with_a_residual_join(seed):
     rng = random.Random(seed)
@@ -206,7 +206,7 @@ def test_the_dynamic_program_is_the_best_partition_with_a_residual_join(seed):
         assert {g.skip_policy for g in tail} <= {None, "re-read"}
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(st.integers(0, 10**9))
 def test_the_lower_bound_is_below_every_costed_plan(seed):
     rng = random.Random(seed)

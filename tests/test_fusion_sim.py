@@ -151,7 +151,7 @@ def residual_block(rng: random.Random, bits: dict[str, int]):
 
 
 @pytest.mark.parametrize("arch_name", ["eyeriss_like", "tpu_like"])
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(st.integers(0, 10**9))
 def test_simulated_residual_join_moves_what_the_model_counts(arch_name, seed):
     """A group ending with a residual add, its skip kept on chip or re-read per tile (or from outside
