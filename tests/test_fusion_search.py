@@ -77,24 +77,8 @@ def test_the_dynamic_program_is_the_best_partition(seed):
     inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
     cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
     front = chain_front(chain, singles, EYERISS, inner, cfg)
-    n = len(chain.nodes)
     # Every partition of the chain into runs, every candidate of every run (the same memoized tiles).
-    cands: dict[tuple[int, int], list] = {}
-    for i in range(n):
-        cands[(i, i)] = [singles[chain.nodes[i]]]
-        for j in range(i + 1, n):
-            cands[(i, j)] = group_candidates(chain, i, j, EYERISS, inner, cfg, SearchLog())
-    totals = []
-    for cuts in itertools.product([False, True], repeat=n - 1):
-        runs, start = [], 0
-        for k, cut in enumerate(cuts, start=1):
-            if cut:
-                runs.append((start, k - 1))
-                start = k
-        runs.append((start, n - 1))
-        for pick in itertools.product(*(cands[r] for r in runs)):
-            totals.append(Point(sum(p.energy for p in pick), sum(p.latency for p in pick),
-                                sum(p.offchip_bits for p in pick), tuple(pick)))
+    totals = every_plan(chain, singles, inner, cfg)
     for goal in ("energy", "latency", "edp"):
         best = min(p.objective(goal) for p in totals)
         assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
