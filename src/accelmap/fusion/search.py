@@ -199,7 +199,8 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so).
 
     With ``cfg.exact_tiles`` (and at most ``cfg.exact_max_tiles`` tile sizes) every tile size is a
-    candidate: they are costed in the order of their lower bound (``group_lower_bound``), and one whose
+    candidate: they are costed, after the default search's candidates, in the order of their lower
+    bound (``group_lower_bound``), and one whose
     bound is dominated by a plan already costed is pruned (no mapping of it can do better). Candidates
     neither costed nor pruned when ``cfg.exact_group_seconds`` or the deadline pass, and those whose
     tiles the mapper could not map within its limit, add their bounds to ``unresolved``.
@@ -212,7 +213,10 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         stats.inexact_groups += 1
     cands = _enumerate(stages, macs, arch, join, cfg, exact)
     if exact:
-        cands.sort(key=lambda c: (c.bound[0] * c.bound[1], c.bound))
+        # The default search's candidates first (so that a search cut by its time limit is no worse than
+        # it), then the rest in the order of their bound.
+        seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False)}
+        cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
     tile_bounds = tile_bounds_of(arch) if exact else None
