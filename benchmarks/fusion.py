@@ -6,14 +6,17 @@
    Printed: the feature maps moved off chip layer by layer (as the mapper maps each layer, and the
    ideal of every feature map read and written once), the best EDP plan, and the five layers as
    one group with its least feature-map traffic (the paper's design point).
-2. ResNet-18 and the BERT-base encoder layer on eyeriss_like and tpu_like: the whole model,
-   layer by layer and fused (the best EDP plan), with the fusion search's time; every fused group of
-   the plan is then run by the simulator (``accelmap.sim.fused``) with the same block mappings: its
-   cycles against the model's, its off-chip transfers against the model's counts, and its cycles
-   with double-buffered staging of the off-chip loads instead of unlimited prefetch.
+2. ResNet-18 and the BERT-base encoder layer (and any bundled model, e.g. mobilenetv2) on
+   eyeriss_like, tpu_like (and e.g. simba_like): the whole model, layer by layer and fused (the best
+   EDP plan; residual adds after chains joined into groups), with the fusion search's time; every
+   fused group of the plan is then run by the simulator (``accelmap.sim.fused``) with the same block
+   mappings: its cycles against the model's, its off-chip transfers against the model's counts, and
+   its cycles with double-buffered staging of the off-chip loads instead of unlimited prefetch. With
+   ``--exact`` the fusion search tries every tile size (``--fuse-exact`` of ``accelmap map``) and the
+   row reports its certificate: optimal, or the best found with a proven lower bound and gap.
 
     python benchmarks/fusion.py [--time-limit 10] [--tile-time-limit 1] [--parts vgg models]
-        [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--out FILE]
+        [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--exact] [--out FILE]
 
 Layer-by-layer mappings come from the mapper (heuristic where the space is large, a time limit per
 layer; kept in accelmap's default result cache, so a rerun only redoes the fusion). Times
@@ -34,7 +37,7 @@ from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.chain import fusable_chains
 from accelmap.fusion.group_cost import InnerMappings, fmap_bits, store_index
 from accelmap.fusion.model_fusion import fuse_model, mapper_search
-from accelmap.fusion.search import FusionConfig, SearchLog, group_candidates
+from accelmap.fusion.search import DEFAULT_FUSION, EXACT_FUSION, FusionConfig, SearchLog, group_candidates
 from accelmap.search.cache import default_cache_path
 from accelmap.search.model_mapper import map_model
 from accelmap.sim.fused import simulate_fused
@@ -137,11 +140,13 @@ def _stored_input(op) -> int:
     return math.prod(op.inputs[0].shape)
 
 
-def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path) -> list:
+def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
+                exact: bool = False) -> list:
     rows = []
-    print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'energy':>8} {'latency':>8} {'EDP':>8} "
-          f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'sim err':>7}   (unfused / fused; sim err: "
-          "the worst |model - simulator| / simulator latency over the fused groups)")
+    print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
+          f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
+          "fused; kept: groups keeping a residual's skip on chip; sim err: the worst |model - simulator| / "
+          "simulator latency over the fused groups)")
     for model in models:
         for arch_name in archs:
             arch = get_accelerator(arch_name)
@@ -149,30 +154,38 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             t0 = time.perf_counter()
             mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
             lbl_s = time.perf_counter() - t0
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             inner = InnerMappings(mapper_search("edp", tile_limit))
-            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner)
-            fuse_s = time.perf_counter() - t1
+            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=EXACT_FUSION if exact else DEFAULT_FUSION)
+            fuse_s, fuse_cpu = time.perf_counter() - t1, time.process_time() - c1
             u, b = fm.unfused, fm.best
             fu = sum(x for _, x, _ in fm.layer_fmap)
             ff = sum(x for _, _, x in fm.layer_fmap)
             sims = simulate_groups(fm.groups, fm.chains, arch, inner)
             worst = max((abs(x["model_error"]) for x in sims), default=0.0)
+            kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
             row = {"model": model, "accelerator": arch_name, "layer_by_layer_seconds": lbl_s,
-                   "fusion_seconds": fuse_s, "fmap_bits_unfused": fu, "fmap_bits_fused": ff, **fm.to_dict(),
-                   "simulated_groups": sims}
+                   "fusion_seconds": fuse_s, "fusion_cpu_seconds": fuse_cpu, "fmap_bits_unfused": fu,
+                   "fmap_bits_fused": ff, **fm.to_dict(), "simulated_groups": sims}
             rows.append(row)
-            print(f"{model:<16} {arch_name:<13} {len(fm.groups):>6} {u.energy / b.energy:>7.2f}x "
+            print(f"{model:<16} {arch_name:<13} {len(fm.groups):>6} {kept:>4} {u.energy / b.energy:>7.2f}x "
                   f"{u.latency / b.latency:>7.2f}x {u.energy * u.latency / (b.energy * b.latency):>7.2f}x "
                   f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}"
-                  f" {worst:>7.2%}")
+                  f" {fuse_cpu:>8.0f} {worst:>7.2%}")
+            if fm.certificate is not None:
+                gap = fm.gap
+                print(f"    exact tile search: {fm.certificate}, lower bound {fm.lower_bound:.4g}"
+                      + (f", gap {gap:.1%}" if gap is not None else "")
+                      + f"; {fm.stats.candidates_costed} costed, {fm.stats.candidates_pruned} pruned, "
+                        f"{fm.stats.candidates_unresolved} unresolved, {fm.stats.inexact_groups} groups too large")
             print_sims(sims)
     return rows
 
 
 def print_sims(sims: list[dict]) -> None:
     for x in sims:
-        print(f"    sim {' > '.join(x['stages'])}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
+        join = f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
+        print(f"    sim {' > '.join(x['stages'])}{join}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
               f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
               f"blocks alone: model {x['model_block_cycles']:,.0f}, simulated {x['sim_block_cycles']:,.0f}; "
@@ -191,11 +204,12 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
         macs = {i: by_name[s.name] for i, s in enumerate(stages) if s.name in by_name}
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                             g.latency)
+                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read")
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                            prefetch_tiles=1)
+                            prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read")
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
+                    "join": None if g.join is None else g.join.name, "skip": g.skip_policy,
                     "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
                     "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
                     "offchip_equal": sim.offchip_bits == g.offchip_bits and sim.macs == g.counts.macs,
@@ -213,6 +227,7 @@ def main() -> None:
     ap.add_argument("--parts", nargs="+", default=["vgg", "models"], choices=["vgg", "models"])
     ap.add_argument("--models", nargs="+", default=["resnet18", "bert_base_layer"])
     ap.add_argument("--archs", nargs="+", default=["eyeriss_like", "tpu_like"])
+    ap.add_argument("--exact", action="store_true", help="exact tile search (every tile size, with a certificate)")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -223,10 +238,13 @@ def main() -> None:
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
-        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache)
-        # rows of (model, accelerator) pairs not rerun keep their last results
-        redone = {(r["model"], r["accelerator"]) for r in rows}
-        out["models"] = [r for r in out.get("models", []) if (r["model"], r["accelerator"]) not in redone] + rows
+        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact)
+        for r in rows:
+            r["exact"] = a.exact
+        # rows of (model, accelerator, exact) not rerun keep their last results
+        redone = {(r["model"], r["accelerator"], r["exact"]) for r in rows}
+        out["models"] = [r for r in out.get("models", [])
+                         if (r["model"], r["accelerator"], r.get("exact", False)) not in redone] + rows
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {a.out}")
 

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from accelmap.cli import main
 from accelmap.workload.models.bundled import bundled_model_path, load_model
+from accelmap.workload.models.chains import Join as ChainJoin
 from accelmap.workload.models.chains import model_chains
 from onnx_graphs import F, graph_model, node, weight
 
@@ -50,6 +51,22 @@ def test_bundled_models_give_the_expected_chains():
     assert ["ffn.intermediate", "ffn.output"] in chains("bert_base_layer")
 
 
+def test_chains_carry_the_residual_add_after_them():
+    def joins(name):
+        m = load_model(name)
+        return {c[-1].node: c[-1].join for c in model_chains(bundled_model_path(name), {n for l in m.layers
+                                                                                       for n in l.nodes})}
+    r18 = joins("resnet18")
+    # An identity block adds its input (what its first convolution reads); a downsampling block a projection.
+    assert r18["layer1.0.conv2"] == ChainJoin("layer1.0.add", "layer1.0.conv1")
+    assert r18["layer2.0.conv2"] == ChainJoin("layer2.0.add", None)
+    assert joins("bert_base_layer") == {"attention.context": None,
+                                        "ffn.output": ChainJoin("ffn.residual", "ffn.intermediate")}
+    mb = joins("mobilenetv2")
+    assert mb["features.3.project"] == ChainJoin("features.3.add", "features.3.expand")
+    assert mb["features.4.project"] is None and sum(j is not None for j in mb.values()) == 10
+
+
 def test_map_fuse_prints_groups_and_writes_json_and_plot(tmp_path):
     p = small_cnn(tmp_path / "cnn.onnx")
     out = tmp_path / "out"
@@ -63,7 +80,9 @@ def test_map_fuse_prints_groups_and_writes_json_and_plot(tmp_path):
     assert data["fused"]["edp"] <= data["unfused"]["edp"]
     for g in data["groups"]:
         assert set(g["policies"]) <= {"input", "a", "b", "pb", "c"}
-    assert {l["node"] for l in data["layers"]} == {"a", "b", "c", "d"}
+    # The residual add after c (its skip from d, outside the chain) is listed and charged in both plans.
+    assert data["joins"] == ["y"]
+    assert {l["node"] for l in data["layers"]} == {"a", "b", "c", "d", "y"}
     assert (out / "offchip_fused_vs_unfused.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -105,3 +124,20 @@ def test_map_fuse_time_options_need_fuse_and_positive_seconds(tmp_path):
                                       "--out", str(tmp_path / "o"), *args])
         assert r.exit_code == 2, r.output
         assert msg in r.output and not (tmp_path / "o").exists()
+
+
+def test_map_fuse_exact_out_of_time_reports_a_bound_not_optimality(tmp_path):
+    p = small_cnn(tmp_path / "cnn.onnx")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--strategy", "heuristic",
+                                  "--time-limit", "1", "--no-cache", "--jobs", "1", "--out", str(out), "--fuse",
+                                  "--fuse-exact", "--fuse-time-limit", "1e-9", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert "exact tile search: best found, lower bound" in r.output
+    search = json.loads((out / "fusion.json").read_text())["search"]
+    assert search["exact_tiles"] and search["certificate"] == "best found"
+    fused = json.loads((out / "fusion.json").read_text())["fused"]["edp"]
+    assert 0 < search["lower_bound"] <= fused and search["gap"] == fused / search["lower_bound"] - 1
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--no-cache", "--out", str(tmp_path / "o"),
+                                  "--fuse-exact"])
+    assert r.exit_code == 2 and "applies only with --fuse" in r.output

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accelmap.errors import SpecError
 from accelmap.fusion.brute_force import walk
-from accelmap.fusion.geometry import MODES, fused_counts
+from accelmap.fusion.geometry import MODES, SKIP_POLICIES, AxisMap, Join, Stage, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
 from accelmap.workload import conv2d, gemm
 
@@ -95,3 +97,75 @@ def test_cached_rows_with_tiled_columns_keep_a_line_buffer_beside_the_window():
     c = fused_counts(stages, 2, 2, ("fully-cached",))
     assert c.buffer_bits[0] == 20 * 8
     assert walk(stages, 2, 2, ("fully-cached",)).live_bits[0] == 20 * 8
+
+
+def random_same_shape_chain(rng: random.Random):
+    """2-3 stride-1 stages keeping an h x w x c shape, their windows shifted at random (a pad past the
+    window's span shifts it off the output position), so that a residual join's skip may or may not lie
+    in the window a tile needs anyway."""
+    h, w, c = rng.randint(3, 9), rng.randint(2, 8), rng.randint(1, 3)
+    stages = []
+    for i in range(rng.randint(2, 3)):
+        maps = []
+        for _ in range(2):
+            span = rng.randint(1, 3)
+            maps.append(AxisMap(1, span, rng.randint(0, span)))
+        stages.append(Stage(f"s{i}", h, w, c, h, w, c, maps[0], maps[1], c * maps[0].span * maps[1].span, 8, 8))
+    return tuple(stages)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10**9))
+def test_residual_join_counts_equal_the_walk(seed):
+    rng = random.Random(seed)
+    stages = random_same_shape_chain(rng)
+    last = stages[-1]
+    ty, tx = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    join = Join("add", rng.randrange(len(stages)), rng.choice([8, 16]))
+    skip_policy = rng.choice(SKIP_POLICIES)
+    ref = walk(stages, ty, tx, policies, join, skip_policy)
+    try:
+        model = fused_counts(stages, ty, tx, policies, join, skip_policy)
+    except SpecError:
+        # Refused exactly when a tile adds the skip but needs nothing else of its tensor.
+        assert skip_policy == "kept" and ref.skip_window_empty
+        return
+    assert not ref.skip_window_empty
+    assert model.macs == ref.macs
+    assert model.input_fetched == ref.input_fetched
+    # Kept, the skip's tensor lives until the add reads it: its buffer is the walk's live maximum.
+    assert model.buffer_bits == ref.live_bits
+    assert model.skip_fetched == ref.skip_fetched
+    assert model.skip_buffer_bits == ref.skip_live_bits
+
+
+def test_resnet_block_keeps_its_skip_for_free_or_re_reads_it_once():
+    a = mac_stage(conv2d("conv1", c=4, h=6, w=6, k=4, r=3, s=3, padding=1)).stage
+    b = mac_stage(conv2d("conv2", c=4, h=6, w=6, k=4, r=3, s=3, padding=1)).stage
+    join = Join("add", 0, 8)
+    kept = fused_counts((a, b), 2, 3, ("fully-cached",) * 2, join, "kept")
+    again = fused_counts((a, b), 2, 3, ("fully-cached",) * 2, join, "re-read")
+    plain = fused_counts((a, b), 2, 3, ("fully-cached",) * 2)
+    # Two padded 3x3 convolutions: a tile's input window holds its output positions, so keeping the skip
+    # costs no buffer and no work.
+    assert kept.skip_fetched == 0 and kept.buffer_total_bits == plain.buffer_total_bits and kept.macs == plain.macs
+    assert again.skip_fetched == 6 * 6 * 4                    # every element once
+    assert again.skip_buffer_bits == 2 * 3 * 4 * 8            # one output tile of it staged
+    with pytest.raises(SpecError, match="outside the group"):
+        fused_counts((a, b), 2, 3, ("fully-cached",) * 2, Join("add", None, 8), "kept")
+
+
+def test_a_kept_skip_behind_two_cached_halos_lives_longer():
+    """1x1 > 3x3 > 1x1 (a MobileNetV2 block), fully cached: at an inner tile the first 1x1 computes only
+    the new rows and columns, so its input window has moved past the tile's first output row and column;
+    keeping the skip keeps them until the add: more buffer, the same work."""
+    c = 2
+    s1 = mac_stage(conv2d("expand", c=c, h=6, w=6, k=c, r=1, s=1)).stage
+    s2 = mac_stage(conv2d("dw", c=c, h=6, w=6, k=c, r=3, s=3, padding=1)).stage
+    s3 = mac_stage(conv2d("project", c=c, h=6, w=6, k=c, r=1, s=1)).stage
+    stages, pol = (s1, s2, s3), ("fully-cached",) * 3
+    plain = fused_counts(stages, 2, 2, pol)
+    kept = fused_counts(stages, 2, 2, pol, Join("add", 0, 8), "kept")
+    assert kept.macs == plain.macs and kept.buffer_bits[0] > plain.buffer_bits[0]
+    assert kept.buffer_bits == walk(stages, 2, 2, pol, Join("add", 0, 8), "kept").live_bits

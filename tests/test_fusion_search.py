@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,11 +14,30 @@ from hypothesis import strategies as st
 from accelmap.arch.presets import get_accelerator
 from accelmap.cost.model import evaluate
 from accelmap.fusion.chain import fusable_chains
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits
-from accelmap.fusion.search import FusionConfig, Point, SearchLog, Single, chain_front, group_candidates, pareto
+from accelmap.fusion.geometry import MODES, schedules
+from accelmap.fusion.group_cost import (
+    GroupCost,
+    InnerMappings,
+    TileBounds,
+    fmap_bits,
+    group_cost,
+    group_lower_bound,
+    offchip_bits,
+)
+from accelmap.fusion.search import (
+    FusionConfig,
+    Point,
+    SearchLog,
+    Single,
+    chain_front,
+    group_candidates,
+    join_alone,
+    pareto,
+)
 from accelmap.mapping.sampling import random_mapping
 from accelmap.workload import conv2d
 from accelmap.workload.models.chains import ChainLink, Window
+from accelmap.workload.models.chains import Join as ChainJoin
 
 EYERISS = get_accelerator("eyeriss_like")
 BITS = {"I": 16, "W": 16, "O": 16}
@@ -57,24 +77,8 @@ def test_the_dynamic_program_is_the_best_partition(seed):
     inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
     cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
     front = chain_front(chain, singles, EYERISS, inner, cfg)
-    n = len(chain.nodes)
     # Every partition of the chain into runs, every candidate of every run (the same memoized tiles).
-    cands: dict[tuple[int, int], list] = {}
-    for i in range(n):
-        cands[(i, i)] = [singles[chain.nodes[i]]]
-        for j in range(i + 1, n):
-            cands[(i, j)] = group_candidates(chain, i, j, EYERISS, inner, cfg, SearchLog())
-    totals = []
-    for cuts in itertools.product([False, True], repeat=n - 1):
-        runs, start = [], 0
-        for k, cut in enumerate(cuts, start=1):
-            if cut:
-                runs.append((start, k - 1))
-                start = k
-        runs.append((start, n - 1))
-        for pick in itertools.product(*(cands[r] for r in runs)):
-            totals.append(Point(sum(p.energy for p in pick), sum(p.latency for p in pick),
-                                sum(p.offchip_bits for p in pick), tuple(pick)))
+    totals = every_plan(chain, singles, inner, cfg)
     for goal in ("energy", "latency", "edp"):
         best = min(p.objective(goal) for p in totals)
         assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
@@ -118,3 +122,151 @@ def test_past_the_deadline_no_group_is_tried_and_the_search_says_so():
     free = SearchLog()
     chain_front(chain, singles, EYERISS, inner, FusionConfig(row_tiles=2, col_tiles=1, per_mode=1), free)
     assert not free.timed_out and free.groups_tried == 6 and free.groups_skipped == 0
+
+
+def residual_chain(rng: random.Random, n: int | None = None, size: tuple[int, int] | None = None):
+    """2-3 padded 3x3 convolutions keeping h x w x c, then a residual add of the chain's input."""
+    h, w = size or (rng.randint(3, 6), rng.randint(3, 6))
+    c = rng.randint(1, 3)
+    ops = {f"c{i}": conv2d(f"c{i}", c=c, h=h, w=w, k=c, r=3, s=3, padding=1, bits=BITS)
+           for i in range(n or rng.randint(2, 3))}
+    links = [ChainLink(name) for name in ops]
+    links[-1] = ChainLink(links[-1].node, join=ChainJoin("add", "c0"))
+    (chain,) = fusable_chains(tuple(links), ops)
+    return chain, ops
+
+
+def every_plan(chain, singles, inner, cfg):
+    """Every partition of the chain into runs and every candidate of every run; a plan whose last run
+    leaves the join out runs it alone after it."""
+    n = len(chain.nodes)
+    alone = join_alone(chain, EYERISS)
+    cands: dict[tuple[int, int], list] = {}
+    for i in range(n):
+        cands[(i, i)] = [singles[chain.nodes[i]]]
+        for j in range(i + 1, n):
+            cands[(i, j)] = group_candidates(chain, i, j, EYERISS, inner, cfg, SearchLog())
+    totals = []
+    for cuts in itertools.product([False, True], repeat=n - 1):
+        runs, start = [], 0
+        for k, cut in enumerate(cuts, start=1):
+            if cut:
+                runs.append((start, k - 1))
+                start = k
+        runs.append((start, n - 1))
+        for pick in itertools.product(*(cands[r] for r in runs)):
+            last = pick[-1]
+            if alone is not None and not (isinstance(last, GroupCost) and last.join is not None):
+                pick = pick + (alone,)
+            totals.append(Point(sum(p.energy for p in pick), sum(p.latency for p in pick),
+                                sum(p.offchip_bits for p in pick), tuple(pick)))
+    return totals
+
+
+@settings(max_examples=2, deadline=None)
+@given(st.integers(0, 10**9))
+def test_the_dynamic_program_is_the_best_partition_with_a_residual_join(seed):
+    rng = random.Random(seed)
+    chain, ops = residual_chain(rng)
+    assert chain.join is not None and chain.join.skip == 0
+    singles = singles_of(ops, rng)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
+    front = chain_front(chain, singles, EYERISS, inner, cfg)
+    totals = every_plan(chain, singles, inner, cfg)
+    for goal in ("energy", "latency", "edp"):
+        best = min(p.objective(goal) for p in totals)
+        assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
+    # Groups spanning the whole chain carry the join, the skip kept (no off-chip read of it); where it lies
+    # in the tiles' windows (always for two convolutions) that alone, else re-reading it is tried too.
+    whole = group_candidates(chain, 0, len(ops) - 1, EYERISS, inner, cfg, SearchLog())
+    kept = [g for g in whole if g.skip_policy == "kept"]
+    assert kept and all(g.join_cost is not None and g.join_cost.offchip_bits == 0 for g in kept)
+    if len(ops) == 2:
+        assert kept == whole
+    # A group not starting at the chain's input sees the skip from outside: re-read, or the add alone.
+    if len(ops) == 3:
+        tail = group_candidates(chain, 1, 2, EYERISS, inner, cfg, SearchLog())
+        assert {g.skip_policy for g in tail} <= {None, "re-read"}
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 10**9))
+def test_the_lower_bound_is_below_every_costed_plan(seed):
+    rng = random.Random(seed)
+    chain, _ = residual_chain(rng)
+    stages, macs = chain.group(0, len(chain.nodes) - 1)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    tile_bounds = TileBounds(EYERISS)
+    last = stages[-1]
+    for _ in range(4):
+        tr, tc = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
+        policies = (rng.choice(list(MODES)),) * len(stages)
+        join, sp = rng.choice([(None, "re-read"), (chain.join, "kept"), (replace(chain.join, skip=None), "re-read")])
+        g = group_cost(stages, macs, EYERISS, tr, tc, policies, inner, False, join, sp)
+        if isinstance(g, str):
+            continue
+        rows, cols = schedules(stages, tr, tc, policies)
+        e, lat = group_lower_bound(stages, macs, EYERISS, g.counts, rows, cols, False, join, sp)
+        assert e <= g.energy * (1 + 1e-12) and lat <= g.latency * (1 + 1e-12)
+        # The tiles' certified bounds are tighter, and still below.
+        te, tlat = group_lower_bound(stages, macs, EYERISS, g.counts, rows, cols, False, join, sp, tile_bounds)
+        assert e < te <= g.energy * (1 + 1e-12) and tlat <= g.latency * (1 + 1e-12)
+
+
+def all_tile_plans(chain, singles, inner):
+    """Layer by layer, or the two operators fused with every tile size and mode, the skip kept, re-read or
+    added alone."""
+    stages, macs = chain.group(0, 1)
+    alone = join_alone(chain, EYERISS)
+    plans = [Point(sum(s.energy for s in singles.values()) + alone.energy,
+                   sum(s.latency for s in singles.values()) + alone.latency, 0, ())]
+    for tr in range(1, stages[-1].out_rows + 1):
+        for tc in range(1, stages[-1].out_cols + 1):
+            for mode in MODES:
+                for join, sp, extra in ((chain.join, "kept", None), (chain.join, "re-read", None),
+                                        (None, "re-read", alone)):
+                    g = group_cost(stages, macs, EYERISS, tr, tc, (mode,) * 2, inner, False, join, sp)
+                    if not isinstance(g, str):
+                        plans.append(Point(g.energy + (extra.energy if extra else 0.0),
+                                           g.latency + (extra.latency if extra else 0.0), 0, (g,)))
+    return plans
+
+
+def test_exact_tile_search_finds_the_best_of_every_tile_size_and_says_so():
+    rng = random.Random(5)
+    chain, ops = residual_chain(rng, 2, (4, 3))
+    singles = singles_of(ops, rng)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    cfg = FusionConfig(exact_tiles=True, front_limit=None)
+    stats = SearchLog()
+    bound: list[Point] = []
+    front = chain_front(chain, singles, EYERISS, inner, cfg, stats, bound_front=bound)
+    assert stats.candidates_unresolved == 0 and not stats.fronts_thinned
+    # 4 x 3 tile sizes and 3 modes (re-reading the skip too where keeping it costs buffer), each costed or
+    # pruned by its bound.
+    assert stats.candidates_pruned + stats.candidates_costed >= 36 and stats.candidates_pruned > 0
+    totals = all_tile_plans(chain, singles, inner)
+    for goal in ("energy", "latency", "edp"):
+        best = min(p.objective(goal) for p in totals)
+        assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
+        # Nothing unresolved: the bound front is the front.
+        assert abs(min(p.objective(goal) for p in bound) - best) <= 1e-9 * best
+
+
+def test_exact_tile_search_out_of_time_keeps_a_proven_bound():
+    rng = random.Random(6)
+    chain, ops = residual_chain(rng, 2, (3, 3))
+    singles = singles_of(ops, rng)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    stats = SearchLog()
+    bound: list[Point] = []
+    front = chain_front(chain, singles, EYERISS, inner, FusionConfig(exact_tiles=True, exact_group_seconds=0.0,
+                                                                       front_limit=None), stats, bound_front=bound)
+    assert stats.candidates_costed == 0 and stats.candidates_unresolved > 0
+    # Only layer by layer was costed; the bound is below it and below every plan of the space.
+    totals = all_tile_plans(chain, singles, inner)
+    for goal in ("energy", "latency", "edp"):
+        low = min(p.objective(goal) for p in bound)
+        assert low <= min(p.objective(goal) for p in totals) * (1 + 1e-12)
+        assert low <= min(p.objective(goal) for p in front)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from accelmap.arch.presets import get_accelerator
 from accelmap.errors import SpecError
 from accelmap.fusion.brute_force import walk
-from accelmap.fusion.geometry import MODES, schedules
+from accelmap.fusion.geometry import MODES, Join, fused_counts, schedules
 from accelmap.fusion.group_cost import InnerMappings, group_cost, pipeline_latency, resident_weight_bits
 from accelmap.fusion.stages import mac_stage, pool_stage
 from accelmap.mapping.sampling import random_mapping
@@ -135,3 +135,54 @@ def test_a_policy_outside_the_three_modes_is_refused():
     stages, _ = random_chain(rng, BITS["eyeriss_like"])
     with pytest.raises(SpecError, match="halo policy"):
         walk_blocks(stages, 1, 1, ("cached",) * len(stages))
+
+
+def residual_block(rng: random.Random, bits: dict[str, int]):
+    """A ResNet-like block: 2-3 stride-1 convolutions (3x3 padded or 1x1) keeping h x w x c, so that the
+    block's input can be added to its output."""
+    h, w, c = rng.randint(4, 10), rng.randint(4, 10), rng.randint(2, 6)
+    stages, macs = [], {}
+    for i in range(rng.randint(2, 3)):
+        r = rng.choice([1, 3])
+        ms = mac_stage(conv2d(f"c{i}", c=c, h=h, w=w, k=c, r=r, s=r, padding=r // 2, bits=bits))
+        macs[i] = ms
+        stages.append(ms.stage)
+    return tuple(stages), macs
+
+
+@pytest.mark.parametrize("arch_name", ["eyeriss_like", "tpu_like"])
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10**9))
+def test_simulated_residual_join_moves_what_the_model_counts(arch_name, seed):
+    """A group ending with a residual add, its skip kept on chip or re-read per tile (or from outside
+    the group): the simulator's transfers equal the model's, and the pipeline's closed form over the
+    simulator's block cycles (the skip loaded with each tile's last block) is the simulated run."""
+    arch = get_accelerator(arch_name)
+    rng = random.Random(seed)
+    stages, macs = residual_block(rng, BITS[arch_name])
+    last = stages[-1]
+    tr, tc = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    join = Join("add", rng.choice([0, None]), BITS[arch_name]["I"])
+    skip_policy = "kept" if join.skip is not None and rng.random() < 0.5 else "re-read"
+    inner = random_inner(seed)
+    g = group_cost(stages, macs, arch, tr, tc, policies, inner, False, join, skip_policy)
+    if isinstance(g, str):
+        return
+    plain = fused_counts(stages, tr, tc, policies)
+    skip_bits = last.out_rows * last.out_cols * last.out_depth * join.bits
+    assert g.join_cost is not None and g.join_cost.offchip_bits == (0 if skip_policy == "kept" else skip_bits)
+    assert g.offchip_bits == sum(s.offchip_bits for s in g.stages) + g.join_cost.offchip_bits
+    sim = simulate_fused(stages, macs, arch, tr, tc, policies, inner, model_latency=g.latency, join=join,
+                         skip_policy=skip_policy)
+    assert sim.macs == g.counts.macs == plain.macs       # a kept skip is inside the windows: no extra work
+    assert sim.input_fetched == g.counts.input_fetched
+    assert sim.skip_bits == g.counts.skip_fetched * join.bits
+    assert sim.offchip_bits == g.offchip_bits
+    blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {j: {} for j in macs}
+    for (j, r, c), got in sim.programs.items():
+        blocks[j][(r, c)] = got
+    rows, cols = schedules(stages, tr, tc, policies)
+    closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols, 0,
+                              0 if skip_policy == "kept" else last.out_depth * join.bits)
+    assert closed == pytest.approx(sim.cycles, rel=1e-9)

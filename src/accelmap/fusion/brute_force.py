@@ -8,13 +8,18 @@ in the same tile row (H-cached-V-recompute), or nothing (fully recompute). What 
 (or, for the group's input, fetched from off-chip memory). It also finds the elements that must be
 on chip at once: those a tile reads, plus those computed at or before it that a later tile takes
 from the cache, counted from the last tile that computed them.
+
+A residual join (``join``) reads its skip tensor at the tile's output positions: kept, the tile
+needs of that tensor the bounding rectangle of what its window needs and those positions (what is
+not available is computed, or fetched); re-read, they are fetched from off-chip memory and staged
+for the tile.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelmap.fusion.geometry import Stage
+from accelmap.fusion.geometry import Join, Stage
 
 Point = tuple[int, int]
 
@@ -28,6 +33,9 @@ class WalkedCounts:
     live_bits: tuple[int, ...]     # per tensor: most bits on chip at one tile
     # per stage: how often each (rows, columns) of computed block occurs (a tile computing nothing: none)
     blocks: tuple[dict[tuple[int, int], int], ...]
+    skip_fetched: int = 0          # elements of a join's skip tensor read from off-chip memory
+    skip_live_bits: int = 0        # the most of them staged at one tile
+    skip_window_empty: bool = False  # a kept skip at a tile needing nothing else of its tensor
 
 
 def _reads(stage: Stage, p: Point) -> set[Point]:
@@ -37,8 +45,12 @@ def _reads(stage: Stage, p: Point) -> set[Point]:
     return {(a, b) for a in rows if 0 <= a < stage.in_rows for b in cols if 0 <= b < stage.in_cols}
 
 
-def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...]) -> WalkedCounts:
+def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+         join: Join | None = None, skip_policy: str = "re-read") -> WalkedCounts:
     n = len(stages)
+    kept_at = join.skip if join is not None and skip_policy == "kept" else None
+    skip_fetched = skip_live = 0
+    empty = False
     last = stages[-1]
     tiles = [(ty, tx) for ty in range(-(-last.out_rows // tile_rows)) for tx in range(-(-last.out_cols // tile_cols))]
     computed_at: list[list[set[Point]]] = []     # [tile][tensor]
@@ -58,6 +70,13 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
         for j in range(n - 1, -1, -1):
             for p in comp[j + 1]:
                 need[j] |= _reads(stages[j], p)
+            if j == kept_at:
+                # The add reads the skip where the tile writes its output; the tensor's buffer holds the
+                # rectangle around those positions and its window.
+                empty = empty or not need[j]
+                both = need[j] | out
+                rs, cs = [r for r, _ in both], [c for _, c in both]
+                need[j] = {(r, c) for r in range(min(rs), max(rs) + 1) for c in range(min(cs), max(cs) + 1)}
             policy = policies[j]
             have = done[j] if policy == "fully-cached" else done_row[j] if policy == "H-cached-V-recompute" else set()
             comp[j] = need[j] - have
@@ -66,6 +85,9 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
             done_row[j] |= comp[j]
         computed_at.append(comp)
         needed_at.append(need)
+        if join is not None and kept_at is None:
+            skip_fetched += len(out) * last.out_depth
+            skip_live = max(skip_live, len(out) * last.out_depth * join.bits)
     macs = tuple(s.macs_per_pixel * sum(len(c[j + 1]) for c in computed_at) for j, s in enumerate(stages))
     fetched = sum(len(c[0]) for c in computed_at) * stages[0].in_depth
     depth = [stages[0].in_depth] + [s.out_depth for s in stages]
@@ -81,7 +103,7 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
                     held[t].add(p)
         live.append(max(len(h) for h in held) * depth[j] * bits[j])
     blocks = []
-    for j in range(1, n + 1):
+    for j in range(1, n + 1 if not empty else 1):     # the model refuses that case
         seen: dict[tuple[int, int], int] = {}
         for comp in computed_at:
             if comp[j]:
@@ -90,4 +112,4 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
                 seen[shape] = seen.get(shape, 0) + 1
         blocks.append(seen)
     return WalkedCounts(len(tiles), macs, fetched, last.out_rows * last.out_cols * last.out_depth, tuple(live),
-                        tuple(blocks))
+                        tuple(blocks), skip_fetched, skip_live, empty)

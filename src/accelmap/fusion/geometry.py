@@ -15,6 +15,15 @@ Everything here is a closed form over intervals, one per tile per axis; the two 
 independent (the rows computed at a tile depend only on its tile row, the columns only on its tile
 column), so the counts of a 2-D tile loop are products of per-axis sums.
 ``fusion.brute_force`` counts the same quantities by walking every element.
+
+A group may end with a residual *join*: its last output plus a skip tensor of the same shape,
+element by element (a ResNet block's add, a transformer FFN's residual). The skip is either one of
+the group's own tensors kept on chip until the add at each tile reads it (``kept``: what a tile
+needs of that tensor becomes the bounding rectangle of its window and the tile's output positions,
+so the tensor's elements live until the add has read them; where the window holds them already it
+adds nothing), or read again from off-chip memory at every tile (``re-read``: each element once,
+staged in the store for one tile); a skip from outside the group (a projection shortcut) can only
+be re-read.
 """
 
 from __future__ import annotations
@@ -35,6 +44,19 @@ MODES: dict[str, tuple[bool, bool]] = {
     "H-cached-V-recompute": (False, True),
     "fully-cached": (True, True),
 }
+
+
+# How a residual join gets its skip tensor: from the group's own tensor on chip, or off-chip again.
+SKIP_POLICIES = ("kept", "re-read")
+
+
+@dataclass(frozen=True)
+class Join:
+    """A residual add after a group's last stage: its output plus a skip tensor of the same shape."""
+
+    name: str
+    skip: int | None         # the group's tensor added (0: its input, j: stage j-1's output); None: from outside
+    bits: int                # of a skip element
 
 
 @dataclass(frozen=True)
@@ -114,9 +136,11 @@ class AxisSchedule:
 
 
 def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size: int, tile: int,
-                  cached: tuple[bool, ...]) -> AxisSchedule:
+                  cached: tuple[bool, ...], skip_at: int | None = None) -> AxisSchedule:
     """The windows of one axis. ``maps[j]``/``in_sizes[j]``: stage j's input axis; ``cached[j]``:
-    tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it."""
+    tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it.
+    ``skip_at``: a tensor of the output's shape that a join reads at the tile's output positions; its
+    window is widened to hold them (both ends move forward with the tiles, so caching still holds)."""
     n = len(maps)
     high = [0] * n           # past the last position computed so far, per cached tensor
     needs, comps = [], []
@@ -127,6 +151,13 @@ def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size
         need[n] = comp[n] = (lo, hi)
         for j in range(n - 1, -1, -1):
             a, b = maps[j].needed(comp[j + 1][0], comp[j + 1][1], in_sizes[j])
+            if j == skip_at:
+                if b <= a:
+                    # The tile needs nothing else of the tensor (along this axis, so at all): the kept
+                    # region would be the output positions alone, which the other axis cannot see.
+                    raise SpecError(f"a kept skip at a tile that needs nothing else of its tensor {j} is not "
+                                    "modeled (a window reading only padding, or everything computed before)")
+                a, b = min(a, lo), max(b, hi)
             need[j] = (a, b)
             if cached[j]:
                 # Needed windows only move forward, so everything below the high-water mark that
@@ -150,16 +181,23 @@ class FusedCounts:
     input_fetched: int                     # elements of the group's input read from off-chip memory
     output_written: int                    # elements of the group's output written off-chip (each once)
     buffer_bits: tuple[int, ...]           # per tensor 0..n: most bits of it on chip at one tile
+    skip_fetched: int = 0                  # elements of a join's skip tensor read from off-chip memory
+    skip_buffer_bits: int = 0              # the re-read skip's tile staged in the store
 
     @property
     def buffer_total_bits(self) -> int:
-        return sum(self.buffer_bits)
+        return sum(self.buffer_bits) + self.skip_buffer_bits
 
 
-def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-              policies: tuple[str, ...]) -> tuple[AxisSchedule, AxisSchedule]:
-    """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input)."""
+def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+              join: Join | None = None, skip_policy: str = "re-read") -> tuple[AxisSchedule, AxisSchedule]:
+    """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input).
+    A ``join`` whose skip is ``kept`` widens what the tiles need of the skip's tensor."""
     check_chain(stages)
+    skip_at = None
+    if join is not None:
+        check_join(stages, join, skip_policy)
+        skip_at = join.skip if skip_policy == "kept" else None
     if len(policies) != len(stages):
         raise SpecError(f"fused group of {len(stages)} stages needs {len(stages)} halo policies (its input and "
                         f"every intermediate), got {len(policies)}")
@@ -171,15 +209,38 @@ def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         raise SpecError(f"fused tile {tile_rows}x{tile_cols} must be within the output {last.out_rows}x"
                         f"{last.out_cols}")
     rows = axis_schedule(tuple(s.rows for s in stages), tuple(s.in_rows for s in stages), last.out_rows,
-                         tile_rows, tuple(MODES[p][0] for p in policies))
+                         tile_rows, tuple(MODES[p][0] for p in policies), skip_at)
     cols = axis_schedule(tuple(s.cols for s in stages), tuple(s.in_cols for s in stages), last.out_cols,
-                         tile_cols, tuple(MODES[p][1] for p in policies))
+                         tile_cols, tuple(MODES[p][1] for p in policies), skip_at)
     return rows, cols
 
 
+def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
+    """A join's skip tensor has the group output's shape; only a tensor of the group can be kept."""
+    if skip_policy not in SKIP_POLICIES:
+        raise SpecError(f"skip policy {skip_policy!r} of join {join.name} unknown; choose one of "
+                        f"{', '.join(SKIP_POLICIES)}")
+    if join.skip is None:
+        if skip_policy == "kept":
+            raise SpecError(f"join {join.name}: its skip tensor comes from outside the group, so it cannot be kept")
+        return
+    n = len(stages)
+    if not 0 <= join.skip < n:
+        raise SpecError(f"join {join.name}: skip tensor {join.skip} is not one of the group's tensors 0..{n - 1} "
+                        "(its input and intermediates)")
+    s = stages[join.skip]
+    last = stages[-1]
+    if (s.in_rows, s.in_cols, s.in_depth) != (last.out_rows, last.out_cols, last.out_depth):
+        raise SpecError(f"join {join.name}: skip tensor {s.in_rows}x{s.in_cols}x{s.in_depth} differs from the "
+                        f"output {last.out_rows}x{last.out_cols}x{last.out_depth}")
+
+
 def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-                 policies: tuple[str, ...]) -> FusedCounts:
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+                 policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> FusedCounts:
+    """The tile loop's counts; with ``join``, its skip tensor ``kept`` on chip (the tensor's windows
+    widened to the tiles' output positions: more buffer, or more computed, where they were not in
+    them) or ``re-read`` per tile."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
     n = len(stages)
     macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
                  for j, s in enumerate(stages))
@@ -194,8 +255,13 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         rows_cached, cols_cached = MODES[policies[j]] if j < n else (False, False)
         live = live_elements(rows, cols, j, heights[j], widths[j], rows_cached, cols_cached)
         buffers.append(live * depth[j] * bits[j])
+    skip_fetched = skip_buffer = 0
+    if join is not None:
+        if skip_policy != "kept":
+            skip_fetched = last.out_rows * last.out_cols * last.out_depth
+            skip_buffer = rows.max_need(n) * cols.max_need(n) * last.out_depth * join.bits
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
-                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers))
+                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer)
 
 
 def live_elements(rows: AxisSchedule, cols: AxisSchedule, tensor: int, height: int, width: int,

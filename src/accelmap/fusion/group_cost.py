@@ -18,6 +18,12 @@ first stage's input fetched before it, each tile's output after it) overlap them
 pipeline, in closed form (``pipeline_latency``), checked against the simulator running the group
 (``accelmap.sim.fused``). Pooling windows inside a group cost no multiply-accumulates and are not
 charged (comparisons on the output path).
+
+A residual join (the add after the last operator) is applied as the output is written, like any
+element-wise work, so what it costs is its skip tensor's read (``skip_energy``): from the store
+when the group keeps it there (its tensor's windows widened to hold it, in the buffers), else fetched from off-chip memory into the store and read from it,
+per tile before the tile's last block (its load waits for it). A join outside any group (layer by
+layer) reads its skip the same way, as one transfer at the off-chip read bandwidth.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator, Level
 from accelmap.cost.model import CostResult, evaluate
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Stage, fused_counts, schedules
+from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Join, Stage, fused_counts, schedules
 from accelmap.fusion.stages import MacStage, tile_operator
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
 from accelmap.mapping.validate import validate
@@ -87,6 +93,14 @@ def store_priced(arch: Accelerator) -> Accelerator:
 
 def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
     return (read_bits * level.read_energy_pj + write_bits * level.write_energy_pj) / level.width_bits
+
+
+def skip_energy(arch: Accelerator, bits: int, kept: bool) -> float:
+    """Energy of a join reading ``bits`` of its skip tensor: from the store when kept there, else
+    fetched from off-chip memory into the store first."""
+    st = arch.levels[store_index(arch)]
+    fetch = 0.0 if kept else transfer_energy(arch.levels[0], bits, 0) + transfer_energy(st, 0, bits)
+    return fetch + transfer_energy(st, bits, 0)
 
 
 def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | None = None) -> int:
@@ -185,6 +199,9 @@ class GroupCost:
     energy: float
     latency: float
     offchip_bits: int
+    join: Join | None = None   # a residual add after the last stage, with its skip tensor
+    skip_policy: str | None = None     # "kept" on chip or "re-read" per tile
+    join_cost: StageCost | None = None  # the join's skip read (included in energy and offchip_bits)
 
     @property
     def edp(self) -> float:
@@ -192,7 +209,7 @@ class GroupCost:
 
     @property
     def fmap_bits(self) -> int:
-        return sum(s.fmap_bits for s in self.stages)
+        return sum(s.fmap_bits for s in self.stages) + (self.join_cost.fmap_bits if self.join_cost else 0)
 
     def objective(self, name: str) -> float:
         return {"energy": self.energy, "latency": self.latency, "edp": self.edp}[name]
@@ -205,14 +222,21 @@ def resident_weight_bits(macs: dict[int, MacStage]) -> int:
 
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
                tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
-               weights_resident: bool = False) -> GroupCost | str:
+               weights_resident: bool = False, join: Join | None = None,
+               skip_policy: str = "re-read") -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
     ``weights_resident`` every operator's weights are fetched into the store once and stay there
-    for all tiles (reserved next to the buffers): the tiles read them at the store's price.
+    for all tiles (reserved next to the buffers): the tiles read them at the store's price. With
+    ``join`` the group ends with that residual add, its skip tensor ``kept`` or ``re-read``.
     """
-    counts = fused_counts(stages, tile_rows, tile_cols, policies)
+    try:
+        counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy)
+    except SpecError as err:
+        if join is None:
+            raise
+        return f"join {join.name}: {err}"
     st_lv = arch.levels[store_index(arch)]
     if weights_resident and "W" not in st_lv.holds:
         return f"{st_lv.name} holds no weights"
@@ -224,7 +248,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
     n = len(stages)
     out: list[StageCost] = []
     # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs
@@ -236,8 +260,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             continue
         op = ms.operator
         chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
-        shapes = Counter((r, c) for r in (t[j + 1][1] - t[j + 1][0] for t in rows.comp)
-                         for c in (t[j + 1][1] - t[j + 1][0] for t in cols.comp) if r and c)
+        shapes = block_shapes(rows, cols, j)
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
         energy = latency = 0.0
         wbits = fmap = 0
@@ -275,16 +298,122 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                              tuple((r, c, shapes[(r, c)], lat, w) for (r, c), (lat, w) in per_shape.items())))
     if macs.get(n - 1) is None or macs.get(0) is None:
         raise SpecError("a fused group starts and ends with a multiply-accumulate operator")
-    energy = sum(s.energy for s in out)
-    off = sum(s.offchip_bits for s in out)
-    latency = pipeline_latency(top, blocks, stages, rows, cols, resident_weight_bits(macs) if weights_resident else 0)
+    join_cost = None
+    skip_bits_per_elem = 0
+    if join is not None:
+        last = stages[-1]
+        read = last.out_rows * last.out_cols * last.out_depth * join.bits
+        fetched_skip = counts.skip_fetched * join.bits
+        join_cost = StageCost(join.name, 0, skip_energy(arch, read, skip_policy == "kept"), 0.0, fetched_skip,
+                              fetched_skip, 0)
+        skip_bits_per_elem = 0 if skip_policy == "kept" else last.out_depth * join.bits
+    energy = sum(s.energy for s in out) + (join_cost.energy if join_cost else 0.0)
+    off = sum(s.offchip_bits for s in out) + (join_cost.offchip_bits if join_cost else 0)
+    latency = pipeline_latency(top, blocks, stages, rows, cols, resident_weight_bits(macs) if weights_resident else 0,
+                               skip_bits_per_elem)
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
-                     energy, latency, off)
+                     energy, latency, off, join, skip_policy if join is not None else None, join_cost)
+
+
+def block_shapes(rows: AxisSchedule, cols: AxisSchedule, stage: int) -> Counter[tuple[int, int]]:
+    """How often the tile loop runs each (rows, columns) block of a stage (tiles computing none left out)."""
+    return Counter((r, c) for r in (t[stage + 1][1] - t[stage + 1][0] for t in rows.comp)
+                   for c in (t[stage + 1][1] - t[stage + 1][0] for t in cols.comp) if r and c)
+
+
+class TileBounds:
+    """Per tile operator, (energy, latency) below every mapping of it on the accelerator with its
+    outermost level priced as the store: the single-operator mapper's certified bound (any unrolling,
+    tiling, order and bypass), on the full store (a tile mapped with less room is one of those
+    mappings). Found once per tile shape."""
+
+    def __init__(self, arch: Accelerator):
+        self.arch_s = store_priced(arch)
+        top = arch.levels[0]
+        # Off-chip minus store price per bit: what a weight read from off-chip costs on top of the
+        # store-priced bound; the bound needs it non-negative.
+        self.extra_per_bit = (top.read_energy_pj / top.width_bits
+                              - self.arch_s.levels[0].read_energy_pj / self.arch_s.levels[0].width_bits)
+        self.found: dict[tuple, tuple[float, float]] = {}
+
+    @property
+    def usable(self) -> bool:
+        return self.extra_per_bit >= 0
+
+    def __call__(self, ms: MacStage, rows: int, cols: int) -> tuple[float, float]:
+        from accelmap.search.bounds import chain_options
+        from accelmap.search.space import Constraints, keep_options
+        from accelmap.search.spatial import certified_lower_bound
+
+        op = tile_operator(ms, rows, cols)
+        key = op.signature()
+        if key not in self.found:
+            cons = Constraints()
+            _, e, lat = certified_lower_bound(op, self.arch_s, cons, chain_options(op, keep_options(op, self.arch_s,
+                                                                                                    cons)), "energy")
+            self.found[key] = (max(e, op.macs * self.arch_s.compute.mac_energy_pj),
+                               max(lat, op.macs / self.arch_s.peak_macs_per_cycle))
+        return self.found[key]
+
+
+def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
+                      counts: FusedCounts, rows: AxisSchedule, cols: AxisSchedule, weights_resident: bool,
+                      join: Join | None = None, skip_policy: str = "re-read",
+                      tile_bounds: TileBounds | None = None) -> tuple[float, float]:
+    """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
+
+    Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
+    charges them (input fetched, output written, weights kept once, the join's skip), and every tile's
+    weights read from off-chip memory at least once each when they are not kept. Latency: the
+    pipeline takes at least its busiest unit: the blocks' multiply-accumulates at the accelerator's
+    peak, the off-chip loads (the same bits) at the read bandwidth, the write-backs at the write one.
+    With ``tile_bounds`` every block's energy and latency are instead at least its tile operator's
+    certified bound (a tile is costed with its outermost level at the store's price, plus the extra
+    price of the weights it reads off-chip).
+    """
+    top, st = arch.levels[0], arch.levels[store_index(arch)]
+    refined = tile_bounds is not None and tile_bounds.usable
+    energy = 0.0 if refined else sum(counts.macs) * arch.compute.mac_energy_pj
+    compute = 0.0 if refined else sum(counts.macs) / arch.peak_macs_per_cycle
+    if refined:
+        assert tile_bounds is not None
+        for j, ms in macs.items():
+            for (r, c), times in block_shapes(rows, cols, j).items():
+                e, lat = tile_bounds(ms, r, c)
+                energy += times * e
+                compute += times * lat
+    load_bits = counts.input_fetched * stages[0].in_bits
+    written = counts.output_written * stages[-1].out_bits
+    energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)
+    energy += transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
+    if weights_resident:
+        once = resident_weight_bits(macs)
+        energy += transfer_energy(top, once, 0) + transfer_energy(st, 0, once)
+        load_bits += once
+    else:
+        for j, ms in macs.items():
+            runs = (sum(1 for t in rows.comp if t[j + 1][1] > t[j + 1][0])
+                    * sum(1 for t in cols.comp if t[j + 1][1] > t[j + 1][0]))
+            w = runs * sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:])
+            # Refined, the store-priced bound already reads them; off-chip they cost the difference more.
+            energy += w * tile_bounds.extra_per_bit if refined and tile_bounds else transfer_energy(top, w, 0)
+            load_bits += w
+    if join is not None:
+        last = stages[-1]
+        energy += skip_energy(arch, last.out_rows * last.out_cols * last.out_depth * join.bits, skip_policy == "kept")
+        load_bits += counts.skip_fetched * join.bits
+
+    def t(bits: float, bw: float | None) -> float:
+        return bits / bw if bw else 0.0
+
+    latency = max(compute, t(load_bits, top.read_bw_bits), t(written, top.write_bw_bits))
+    return energy, latency
 
 
 def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[float, int]]],
-                     stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int) -> float:
+                     stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int,
+                     skip_bits: int = 0) -> float:
     """The group's cycles as a three-stage pipeline: off-chip loads, the blocks, off-chip write-backs.
 
     The blocks run one after another in the tile loop's order (``blocks[j][shape]``: the latency and
@@ -294,6 +423,7 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
     tile's output is written back after its last block. A flow shop with its order fixed: with L, C,
     W the loads, blocks and write-backs in order, the run takes the most over i <= k of
     L_1..L_i + C_i..C_k + W_k..W_N (the path through the three units turning at i and k).
+    A re-read join's skip (``skip_bits`` per output position) loads with the tile's last block.
     """
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -313,6 +443,9 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
                 lat, w = shapes.get(shape, (0.0, 0))
                 bits = w + (((rows.comp[ry][0][1] - rows.comp[ry][0][0]) * (cols.comp[cx][0][1] - cols.comp[cx][0][0])
                              * in_elems) if j == first else 0)
+                if j == n - 1:
+                    bits += ((rows.need[ry][n][1] - rows.need[ry][n][0]) * (cols.need[cx][n][1] - cols.need[cx][n][0])
+                             * skip_bits)
                 load.append(t(bits, top.read_bw_bits))
                 comp.append(lat)
                 write.append(0.0)

@@ -18,11 +18,21 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
-from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, Point, SearchLog, Single, chain_front, combine
+from accelmap.fusion.search import (
+    DEFAULT_FUSION,
+    FusionConfig,
+    Point,
+    SearchLog,
+    Single,
+    chain_front,
+    combine,
+    join_alone,
+)
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.heuristic_config import HeuristicConfig
 from accelmap.search.mapper import map_operator
 from accelmap.search.model_result import ModelMapping
+from accelmap.search.objective import certificate_gap
 from accelmap.workload.models.chains import ChainLink, model_chains
 from accelmap.workload.operator import Operator
 
@@ -60,6 +70,17 @@ class FusedModel:
     notes: tuple[str, ...] = field(default=())
     time_limit: float | None = None           # of the fusion search as a whole (None: none)
     tile_time_limit: float | None = None      # of each tile mapping's search
+    # Exact tile search: "optimal" (every candidate costed or pruned by its bound), "best found"
+    # (with lower_bound and gap), or "not exact" (tiles limited to halves); None without it.
+    certificate: str | None = None
+    lower_bound: float | None = None          # of the objective, over the whole space searched
+    joins: tuple[str, ...] = ()               # the residual adds after chains (charged in both plans)
+
+    @property
+    def gap(self) -> float | None:
+        if self.certificate is None:
+            return None
+        return certificate_gap(self.best.objective(self.objective), self.lower_bound, self.certificate == "optimal")
 
     @property
     def groups(self) -> tuple[GroupCost, ...]:
@@ -71,8 +92,12 @@ class FusedModel:
                     "offchip_bits": p.offchip_bits}
         return {"objective": self.objective, "fused": pt(self.best), "unfused": pt(self.unfused),
                 "chains": [list(c.nodes) for c in self.chains],
+                "joins": list(self.joins),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
+                            "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
+                                                                 "skip_offchip_bits": g.counts.skip_fetched
+                                                                 * g.join.bits},
                             "policies": dict(zip(["input", *g.names[:-1]], g.policies, strict=True)),
                             "buffer_bits": g.counts.buffer_total_bits, "reserved_bits": g.reserved_bits,
                             "energy_pj": g.energy, "latency_cycles": g.latency, "offchip_bits": g.offchip_bits,
@@ -85,7 +110,12 @@ class FusedModel:
                            "candidates_rejected": self.stats.candidates_rejected,
                            "tile_searches": self.tile_searches, "seconds": self.seconds,
                            "time_limit_s": self.time_limit, "tile_time_limit_s": self.tile_time_limit,
-                           "timed_out": self.stats.timed_out, "groups_skipped": self.stats.groups_skipped},
+                           "timed_out": self.stats.timed_out, "groups_skipped": self.stats.groups_skipped,
+                           "exact_tiles": self.certificate is not None, "certificate": self.certificate,
+                           "lower_bound": self.lower_bound, "gap": self.gap,
+                           "candidates_pruned": self.stats.candidates_pruned,
+                           "candidates_unresolved": self.stats.candidates_unresolved,
+                           "inexact_groups": self.stats.inexact_groups, "fronts_thinned": self.stats.fronts_thinned},
                 "notes": list(self.notes)}
 
 
@@ -145,28 +175,53 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     chains = [c for ls in links for run in _cut_at_failures(ls, set(singles)) for c in fusable_chains(run, operators)]
     if any(lm.count > 1 and any(n in c.nodes for c in chains for n in lm.layer.nodes) for lm in mm.layers):
         notes.append("a layer that occurs several times is fused per occurrence (chain by chain)")
+    # A residual add after a chain reads its skip tensor: charged in both plans (alone, or in a group).
+    joins = [j for c in chains if (j := join_alone(c, arch)) is not None]
+    for j in joins:
+        singles[j.node] = j
+    unfused = Point(base_e + sum(j.energy for j in joins), base_l + sum(j.latency for j in joins),
+                    base_off + sum(j.offchip_bits for j in joins), ())
     inner = inner or InnerMappings(mapper_search(goal, tile_time_limit))
     stats = SearchLog()
-    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline) for c in chains]
-    in_chains = [n for c in chains for n in c.nodes]
-    rest = Point(base_e - sum(singles[n].energy for n in in_chains), base_l - sum(singles[n].latency for n in in_chains),
-                 base_off - sum(singles[n].offchip_bits for n in in_chains), ())
-    best = combine(rest, fronts, goal) if chains else unfused
+    bound_fronts: list[list[Point]] = [[] for _ in chains]
+    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf)
+              for c, bf in zip(chains, bound_fronts, strict=True)]
+    in_chains = [n for c in chains for n in c.nodes] + [j.node for j in joins]
+    rest = Point(unfused.energy - sum(singles[n].energy for n in in_chains),
+                 unfused.latency - sum(singles[n].latency for n in in_chains),
+                 unfused.offchip_bits - sum(singles[n].offchip_bits for n in in_chains), ())
+    best = combine(rest, fronts, goal, config.front_limit, stats) if chains else unfused
     if best.objective(goal) > unfused.objective(goal):
         best = Point(unfused.energy, unfused.latency, unfused.offchip_bits,
                      tuple(singles[n] for n in in_chains))
+    certificate = lower = None
+    if config.exact_tiles:
+        lower = combine(rest, bound_fronts, goal, config.front_limit).objective(goal) if chains else \
+            unfused.objective(goal)
+        lower = min(lower, best.objective(goal))
+        if stats.inexact_groups or stats.fronts_thinned:
+            certificate = "not exact"
+        elif stats.candidates_unresolved or stats.groups_skipped or stats.timed_out:
+            certificate = "best found"
+        else:
+            certificate = "optimal"
     fused_bits: dict[str, tuple[int, int]] = {}
     for c in best.choices:
         if isinstance(c, Single):
             fused_bits[c.node] = (c.offchip_bits, c.fmap_bits)
         else:
-            for st in c.stages:
-                if st.name in operators:
+            for st in c.stages + ((c.join_cost,) if c.join_cost else ()):
+                if st.name in operators or st.name in singles:
                     fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
     layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())
     layer_fmap = tuple((n, s.fmap_bits, fused_bits.get(n, (0, s.fmap_bits))[1]) for n, s in singles.items())
     if stats.timed_out:
         notes.append(f"the fusion search stopped at its time limit of {time_limit:g} s with {stats.groups_skipped} "
                      "groups not (fully) tried: the plan is the best over the groups tried, not over all")
+    if joins:
+        notes.append(f"the {len(joins)} residual adds after chains read their skip tensor from off-chip memory when "
+                     "run alone (charged in the layer-by-layer totals here, unlike `accelmap map` without --fuse) "
+                     "or kept on chip by a fused group")
     return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
-                      time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit)
+                      time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit, certificate, lower,
+                      tuple(j.node for j in joins))

@@ -14,22 +14,29 @@ result is never worse.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.errors import SpecError
 from accelmap.fusion.chain import FusableChain
-from accelmap.fusion.geometry import MODES, fused_counts
+from accelmap.fusion.geometry import MODES, Join, Stage, fused_counts, schedules
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
+    TileBounds,
     group_cost,
+    group_lower_bound,
     reserved,
     resident_weight_bits,
+    skip_energy,
     store_index,
     tile_candidates,
+    transfer_energy,
 )
+from accelmap.fusion.stages import MacStage
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +47,18 @@ class FusionConfig:
     row_tiles: int = 8          # row tile sizes tried: the whole output, then halves
     col_tiles: int = 3          # column tile sizes tried (convolutions): the whole width, then halves
     per_mode: int = 2           # largest fitting row tiles costed per (mode, column tile)
+    # Exact tile search: every tile size (rows x columns) whose buffers fit, costed in the order of
+    # its lower bound and pruned by it, in groups whose output has at most ``exact_max_tiles``
+    # positions; each group's search stops after ``exact_group_seconds`` (its rest stays a bound).
+    exact_tiles: bool = False
+    exact_max_tiles: int = 4096
+    exact_group_seconds: float = 60.0
+    front_limit: int | None = 64  # points kept per Pareto front (None: all; thinning voids the certificate)
 
 
 DEFAULT_FUSION = FusionConfig()
+# Every tile size; fronts kept whole up to a size no real chain reaches (thinning voids the certificate).
+EXACT_FUSION = FusionConfig(exact_tiles=True, front_limit=4096)
 
 
 @dataclass(frozen=True)
@@ -71,14 +87,15 @@ class Point:
                 "pareto": self.energy * self.latency}[name]
 
 
-def pareto(points: list[Point], keep: int = 64) -> list[Point]:
-    """The non-dominated points (energy, latency), lowest energy first; at most ``keep``, spread evenly."""
+def pareto(points: list[Point], keep: int | None = 64) -> list[Point]:
+    """The non-dominated points (energy, latency), lowest energy first; at most ``keep`` (None: all),
+    spread evenly (the lowest energy and the lowest latency always among them)."""
     pts = sorted(points, key=lambda p: (p.energy, p.latency, p.offchip_bits))
     front: list[Point] = []
     for p in pts:
         if not front or p.latency < front[-1].latency:
             front.append(p)
-    if len(front) > keep:
+    if keep is not None and len(front) > keep:
         step = (len(front) - 1) / (keep - 1)
         front = [front[round(i * step)] for i in range(keep)]
     return front
@@ -92,6 +109,10 @@ class SearchLog:
     seconds: float = 0.0
     groups_skipped: int = 0     # groups not (fully) tried because the search's time limit had passed
     timed_out: bool = False
+    candidates_pruned: int = 0      # exact tile search: dominated by their lower bound
+    candidates_unresolved: int = 0  # exact tile search: neither costed nor pruned (their bounds are kept)
+    inexact_groups: int = 0         # exact tile search asked, but too many tile sizes: the halves only
+    fronts_thinned: bool = False    # a Pareto front had more than ``front_limit`` points
 
 
 def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
@@ -101,77 +122,241 @@ def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
     return stats.timed_out and deadline is not None
 
 
-def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
-                     cfg: FusionConfig, stats: SearchLog, deadline: float | None = None) -> list[GroupCost]:
-    """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so)."""
-    stages, macs = chain.group(first, last)
+def join_variants(join: Join | None) -> list[tuple[Join | None, str]]:
+    """How a group ending the chain may treat its join: keep a skip the group holds, re-read it, or
+    leave the join out (it runs alone after the group); without a join, the plain group."""
+    if join is None:
+        return [(None, "re-read")]
+    return ([(join, "kept")] if join.skip is not None else []) + [(None, "re-read"), (join, "re-read")]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    resident: bool
+    policies: tuple[str, ...]
+    tile_rows: int
+    tile_cols: int
+    join: Join | None
+    skip_policy: str
+    bound: tuple[float, float] = (0.0, 0.0)
+
+
+def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, join: Join | None,
+               cfg: FusionConfig, exact: bool) -> list[_Candidate]:
+    """The group's candidates whose buffers fit the store, with their lower bounds when ``exact``."""
     out_last = stages[-1]
-    found: list[GroupCost] = []
-    cols = tile_candidates(out_last.out_cols, cfg.col_tiles) if out_last.out_cols > 1 else [1]
+    if exact:
+        cols = list(range(out_last.out_cols, 0, -1))
+        row_sizes = list(range(out_last.out_rows, 0, -1))
+    else:
+        cols = tile_candidates(out_last.out_cols, cfg.col_tiles) if out_last.out_cols > 1 else [1]
+        row_sizes = tile_candidates(out_last.out_rows, cfg.row_tiles)
     # Without a window wider than one row or column (matrix products along tokens) no halo exists,
     # and every mode is the same plan.
     halo = any(s.rows.span > 1 or s.cols.span > 1 for s in stages)
     # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles.
     residency = (False, True) if "W" in arch.levels[store_index(arch)].holds else (False,)
+    found: list[_Candidate] = []
     for resident in residency:
         extra = resident_weight_bits(macs) if resident else 0
         for mode in MODES if halo else ("fully-cached",):
             policies = (mode,) * len(stages)
             for tc in cols:
-                fitting = [tr for tr in tile_candidates(out_last.out_rows, cfg.row_tiles)
-                           if reserved(arch, fused_counts(stages, tr, tc, policies).buffer_total_bits + extra)
-                           is not None]
-                for tr in fitting[:cfg.per_mode]:
-                    if out_of_time(deadline, stats):
-                        stats.groups_skipped += 1      # cut short: some of its plans were not costed
-                        return found
-                    got = group_cost(stages, macs, arch, tr, tc, policies, inner, resident)
-                    if isinstance(got, str):
-                        stats.candidates_rejected += 1
-                        log.debug("%s..%s %dx%d %s: %s", chain.nodes[first], chain.nodes[last], tr, tc, mode, got)
-                    else:
-                        stats.candidates_costed += 1
-                        found.append(got)
+                fitting = 0
+                for tr in row_sizes:
+                    plain = fused_counts(stages, tr, tc, policies)
+                    options = []
+                    for j, sp in join_variants(join):
+                        try:
+                            counts = plain if j is None else fused_counts(stages, tr, tc, policies, j, sp)
+                        except SpecError:
+                            continue        # a kept skip the model does not cover here: the others remain
+                        options.append((j, sp, counts))
+                        if sp == "kept" and counts.macs == plain.macs and \
+                                counts.buffer_total_bits == plain.buffer_total_bits:
+                            # Kept within the windows: the same buffers and work, the skip read from the
+                            # store instead of off-chip; it dominates the other two.
+                            break
+                    fits = False
+                    for j, sp, counts in options:
+                        if reserved(arch, counts.buffer_total_bits + extra) is None:
+                            continue
+                        bound = (0.0, 0.0)
+                        if exact:
+                            rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp)
+                            bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp)
+                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound))
+                        fits = True
+                    fitting += fits
+                    if not exact and fitting >= cfg.per_mode:
+                        break
     return found
+
+
+def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
+                     cfg: FusionConfig, stats: SearchLog, deadline: float | None = None,
+                     unresolved: list[tuple[float, float]] | None = None) -> list[GroupCost]:
+    """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so).
+
+    With ``cfg.exact_tiles`` (and at most ``cfg.exact_max_tiles`` tile sizes) every tile size is a
+    candidate: they are costed, after the default search's candidates, in the order of their lower
+    bound (``group_lower_bound``), and one whose
+    bound is dominated by a plan already costed is pruned (no mapping of it can do better). Candidates
+    neither costed nor pruned when ``cfg.exact_group_seconds`` or the deadline pass, and those whose
+    tiles the mapper could not map within its limit, add their bounds to ``unresolved``.
+    """
+    stages, macs = chain.group(first, last)
+    join = chain.group_join(first, last)
+    out_last = stages[-1]
+    exact = cfg.exact_tiles and out_last.out_rows * out_last.out_cols <= cfg.exact_max_tiles
+    if cfg.exact_tiles and not exact:
+        stats.inexact_groups += 1
+    cands = _enumerate(stages, macs, arch, join, cfg, exact)
+    if exact:
+        # The default search's candidates first (so that a search cut by its time limit is no worse than
+        # it), then the rest in the order of their bound.
+        seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False)}
+        cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
+    found: list[GroupCost] = []
+    group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
+    tile_bounds = tile_bounds_of(arch) if exact else None
+    for i, c in enumerate(cands):
+        if exact and any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
+            stats.candidates_pruned += 1
+            continue
+        late = group_deadline is not None and time.perf_counter() >= group_deadline
+        if exact and tile_bounds is not None and tile_bounds.usable and not late:
+            # The certified bounds of its tiles, found only for the candidates the cheap bound leaves.
+            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
+            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
+            tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
+                                      tile_bounds)
+            c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
+            if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
+                stats.candidates_pruned += 1
+                continue
+        if late or out_of_time(deadline, stats):
+            stats.groups_skipped += 0 if late else 1     # cut short: some of its plans were not costed
+            if exact and unresolved is not None:
+                rest = [d.bound for d in cands[i:]
+                        if not any(g.energy <= d.bound[0] and g.latency <= d.bound[1] for g in found)]
+                unresolved.extend(rest)
+                stats.candidates_unresolved += len(rest)
+            return found
+        got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
+                         c.skip_policy)
+        if isinstance(got, str):
+            stats.candidates_rejected += 1
+            if exact and unresolved is not None:
+                # Not proven infeasible: the tile mapper may only have run out of its time.
+                unresolved.append(c.bound)
+                stats.candidates_unresolved += 1
+            log.debug("%s..%s %dx%d %s: %s", chain.nodes[first], chain.nodes[last], c.tile_rows, c.tile_cols,
+                      c.policies[0], got)
+        else:
+            stats.candidates_costed += 1
+            found.append(got)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def tile_bounds_of(arch: Accelerator) -> TileBounds:
+    """The certified tile bounds on ``arch``, shared by every group searched on it."""
+    return TileBounds(arch)
+
+
+def join_alone(chain: FusableChain, arch: Accelerator) -> Single | None:
+    """The chain's residual add run after its last operator, outside any group: it reads its skip
+    tensor from off-chip memory (through the store), at the off-chip read bandwidth."""
+    if chain.join is None:
+        return None
+    bits = chain.join_bits
+    bw = arch.levels[0].read_bw_bits
+    return Single(chain.join.name, skip_energy(arch, bits, False), bits / bw if bw else 0.0, bits, bits)
+
+
+def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, float]:
+    """(energy, latency) below every plan of a group: each output computed once, its input fetched and
+    its output written once (a group the search did not try still has this bound)."""
+    top, st = arch.levels[0], arch.levels[store_index(arch)]
+    macs = sum(s.macs for s in stages)
+    fetched = stages[0].in_rows * stages[0].in_cols * stages[0].in_depth * stages[0].in_bits
+    written = stages[-1].out_rows * stages[-1].out_cols * stages[-1].out_depth * stages[-1].out_bits
+    energy = (macs * arch.compute.mac_energy_pj + transfer_energy(top, fetched, 0) + transfer_energy(st, 0, fetched)
+              + transfer_energy(top, 0, written) + transfer_energy(st, written, 0))
+    bw_r, bw_w = top.read_bw_bits, top.write_bw_bits
+    return energy, max(macs / arch.peak_macs_per_cycle, fetched / bw_r if bw_r else 0.0,
+                       written / bw_w if bw_w else 0.0)
 
 
 def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerator, inner: InnerMappings,
                 cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None,
-                deadline: float | None = None) -> list[Point]:
-    """The energy-latency front of the chain's plans (cut points, tiles, modes).
+                deadline: float | None = None, bound_front: list[Point] | None = None) -> list[Point]:
+    """The energy-latency front of the chain's plans (cut points, tiles, modes, the join).
 
     Past ``deadline`` (``time.perf_counter()`` seconds) no further group is tried: every operator
     alone stays a plan, so the front is still complete over the plans tried, and ``stats`` records
-    how many groups were skipped."""
+    how many groups were skipped. ``bound_front``, when given, receives the front of the same dynamic
+    program over the plans costed and the lower bounds of those not resolved (exact tile search):
+    nothing in the space searched is below it."""
     stats = stats if stats is not None else SearchLog()
     t0 = time.perf_counter()
     n = len(chain.nodes)
+    alone = join_alone(chain, arch)
+    keep = cfg.front_limit
     fronts: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
+    bounds: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
     for k in range(1, n + 1):
         pts: list[Point] = []
+        bpts: list[Point] = []
         for i in range(max(0, k - cfg.max_group), k):
+            options: list[tuple[float, float, int, tuple[Choice, ...]]]
+            lows: list[tuple[float, float]] = []
             if k - i == 1:
                 s = singles[chain.nodes[i]]
-                options: list[tuple[float, float, int, Choice]] = [(s.energy, s.latency, s.offchip_bits, s)]
+                options = [(s.energy, s.latency, s.offchip_bits, (s,))]
             elif out_of_time(deadline, stats):
                 stats.groups_skipped += 1
                 options = []
+                lows = [group_floor(chain.group(i, k - 1)[0], arch)]
             else:
                 stats.groups_tried += 1
-                options = [(g.energy, g.latency, g.offchip_bits, g)
-                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline)]
+                unresolved: list[tuple[float, float]] = []
+                options = [(g.energy, g.latency, g.offchip_bits, (g,))
+                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved)]
+                lows = unresolved
+            if k == n and alone is not None:
+                # A plan whose last piece leaves the join out runs it alone after it.
+                options = [(e + alone.energy, lat + alone.latency, off + alone.offchip_bits, c + (alone,))
+                           if not (isinstance(c[-1], GroupCost) and c[-1].join is not None) else (e, lat, off, c)
+                           for e, lat, off, c in options]
+                lows = [(e + alone.energy, lat + alone.latency) for e, lat in lows]
             for p in fronts[i]:
                 for e, lat, off, c in options:
-                    pts.append(Point(p.energy + e, p.latency + lat, p.offchip_bits + off, p.choices + (c,)))
-        fronts.append(pareto(pts))
+                    pts.append(Point(p.energy + e, p.latency + lat, p.offchip_bits + off, p.choices + c))
+            for p in bounds[i]:
+                for e, lat in [(o[0], o[1]) for o in options] + lows:
+                    bpts.append(Point(p.energy + e, p.latency + lat, 0, ()))
+        for acc, new in ((fronts, pareto(pts, None)), (bounds, pareto(bpts, None))):
+            if keep is not None and len(new) > keep:
+                stats.fronts_thinned = True       # the plans dropped may hold the best one
+            acc.append(pareto(new, keep))
     stats.seconds += time.perf_counter() - t0
+    if bound_front is not None:
+        bound_front.extend(bounds[n])
     return fronts[n]
 
 
-def combine(base: Point, fronts: list[list[Point]], objective: str) -> Point:
-    """The best total of ``base`` plus one point of every front (Pareto fold, then the objective)."""
+def combine(base: Point, fronts: list[list[Point]], objective: str, keep: int | None = 64,
+            stats: SearchLog | None = None) -> Point:
+    """The best total of ``base`` plus one point of every front (Pareto fold, then the objective);
+    ``stats.fronts_thinned`` says when a fold had more than ``keep`` points."""
     acc = [base]
     for f in fronts:
         acc = pareto([Point(a.energy + p.energy, a.latency + p.latency, a.offchip_bits + p.offchip_bits,
-                            a.choices + p.choices) for a in acc for p in f])
+                            a.choices + p.choices) for a in acc for p in f], None)
+        if keep is not None and len(acc) > keep:
+            if stats is not None:
+                stats.fronts_thinned = True
+            acc = pareto(acc, keep)
     return min(acc, key=lambda p: p.objective(objective))

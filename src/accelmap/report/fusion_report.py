@@ -21,7 +21,8 @@ def format_fusion(fm: FusedModel) -> str:
     rows = []
     for g in fm.groups:
         policies = ", ".join(f"{name}: {p}" for name, p in zip(("input", *g.names[:-1]), g.policies, strict=True))
-        rows.append([" > ".join(g.names), f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
+        join = "" if g.join is None else f" + {g.join.name} (skip {g.skip_policy})"
+        rows.append([" > ".join(g.names) + join, f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
                      "kept" if g.weights_resident else "per tile",
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",
                      f"{g.energy / 1e6:,.3f}", f"{g.latency:,.0f}", _mib(g.offchip_bits), policies])
@@ -43,6 +44,16 @@ def format_fusion(fm: FusedModel) -> str:
                  + (f" (limit {fm.time_limit:g} s, reached: {fm.stats.groups_skipped} groups not fully tried)"
                     if fm.stats.timed_out else f" (limit {fm.time_limit:g} s, not reached)" if fm.time_limit else "")
                  + (f", {fm.tile_time_limit:g} s per tile mapping" if fm.tile_time_limit else ""))
+    if fm.certificate is not None:
+        gap = fm.gap
+        lines.append(f"exact tile search: {fm.certificate}"
+                     + (f", lower bound {_eng(fm.lower_bound)} of the {fm.objective}" if fm.lower_bound else "")
+                     + (f", gap {gap:.1%}" if gap is not None else "")
+                     + f" ({fm.stats.candidates_costed} plans costed, {fm.stats.candidates_pruned} pruned by their "
+                       f"bound, {fm.stats.candidates_unresolved} unresolved"
+                     + (f", {fm.stats.inexact_groups} groups with too many tile sizes" if fm.stats.inexact_groups
+                        else "")
+                     + (", a Pareto front thinned" if fm.stats.fronts_thinned else "") + ")")
     for n in fm.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)

@@ -21,6 +21,11 @@ the store is not reserved, by the model nor here); ``prefetch_tiles=k`` limits t
 load waits until the same stage's block k tiles earlier has started (1: double-buffered staging).
 Blocks run one after another on the compute side. The run ends when the last block and the last
 write-back end.
+
+A residual join at the end of the group reads its skip tensor at each tile's output positions: kept,
+the tile needs of that tensor the rectangle around those positions and its window (computed or
+fetched where not valid, as any other read); re-read, the DMA engine loads them with the tile's last
+block.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Stage, check_chain, fused_counts
+from accelmap.fusion.geometry import MODES, Join, Stage, check_chain, check_join, fused_counts
 from accelmap.fusion.group_cost import (
     InnerMappings,
     reserved,
@@ -63,10 +68,11 @@ class FusedSimResult:
     input_bits: int
     output_bits: int
     model_latency: float | None = None
+    skip_bits: int = 0                 # a re-read join's skip tensor, read from off-chip memory
 
     @property
     def offchip_bits(self) -> int:
-        return self.weight_bits + self.input_bits + self.output_bits
+        return self.weight_bits + self.input_bits + self.output_bits + self.skip_bits
 
     @property
     def model_error(self) -> float | None:
@@ -89,6 +95,12 @@ def _window_image(stage: Stage, out_mask: np.ndarray) -> np.ndarray:
     return need
 
 
+def _bounds(mask: np.ndarray) -> Block:
+    """The bounding rectangle of a non-empty mask."""
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
 def _block(mask: np.ndarray, what: str) -> Block | None:
     """The rectangle ``mask`` is (None when empty); an error when it is no rectangle."""
     rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
@@ -100,10 +112,15 @@ def _block(mask: np.ndarray, what: str) -> Block | None:
     return r0, r1, c0, c1
 
 
-def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-                policies: tuple[str, ...]) -> tuple[list[list[Block | None]], list[int]]:
-    """Per tile (loop order) and stage: the block it computes; and per tile the input elements fetched."""
+def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+                join: Join | None = None, skip_policy: str = "re-read") -> tuple[list[list[Block | None]], list[int]]:
+    """Per tile (loop order) and stage: the block it computes; and per tile the input elements fetched.
+    A kept join's skip positions are read from their tensor like any other read."""
     check_chain(stages)
+    kept_at = None
+    if join is not None:
+        check_join(stages, join, skip_policy)
+        kept_at = join.skip if skip_policy == "kept" else None
     if len(policies) != len(stages) or any(p not in MODES for p in policies):
         raise SpecError(f"fused simulation needs one halo policy of {', '.join(MODES)} per tensor before the "
                         f"last stage ({len(stages)}), got {policies}")
@@ -123,10 +140,17 @@ def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
                     valid[j][:] = False       # columns recomputed too: nothing outlives its tile
             comp = np.zeros(shapes[n], dtype=bool)
             comp[ty * tile_rows:(ty + 1) * tile_rows, tx * tile_cols:(tx + 1) * tile_cols] = True
+            out = comp
             row: list[Block | None] = [None] * n
             for j in range(n - 1, -1, -1):
                 row[j] = _block(comp, f"{stages[j].name} at tile ({ty}, {tx})")
-                comp = _window_image(stages[j], comp) & ~valid[j]
+                comp = _window_image(stages[j], comp)
+                if j == kept_at:
+                    # the add reads the skip at the tile's output positions: the rectangle around them
+                    r0, r1, c0, c1 = _bounds(comp | out)
+                    comp = np.zeros_like(comp)
+                    comp[r0:r1, c0:c1] = True
+                comp &= ~valid[j]
                 valid[j] |= comp
             blocks.append(row)
             fetched.append(int(comp.sum()) * stages[0].in_depth)
@@ -136,11 +160,14 @@ def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
 def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
                    tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                    weights_resident: bool = False, model_latency: float | None = None,
-                   prefetch_tiles: int | None = None) -> FusedSimResult:
-    """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared)."""
-    blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies)
+                   prefetch_tiles: int | None = None, join: Join | None = None,
+                   skip_policy: str = "re-read") -> FusedSimResult:
+    """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
+    With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``."""
+    blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy)
     n = len(stages)
-    keep = fused_counts(stages, tile_rows, tile_cols, policies).buffer_total_bits
+    reread = join is not None and skip_policy != "kept"
+    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy).buffer_total_bits
     keep += resident_weight_bits(macs) if weights_resident else 0
     got = reserved(arch, keep)
     if got is None:
@@ -191,6 +218,7 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         raise SpecError(f"fused simulation: prefetch_tiles must be at least 1 (or None: unlimited), got {prefetch_tiles}")
     starts: dict[int, list[float]] = {j: [] for j in macs}
     macs_done = [0] * n
+    skip_bits = 0
     end = 0.0
     for t, row in enumerate(blocks):
         for j in range(n):
@@ -203,6 +231,11 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                 continue        # a pooling window: comparisons on the output path, not charged
             cycles, w = block_run(j, r, c)
             load = w + (fetched[t] * stages[0].in_bits if j == 0 else 0)
+            if reread and j == n - 1:
+                assert join is not None
+                skip = r * c * stages[-1].out_depth * join.bits       # the skip at the tile's output
+                load += skip
+                skip_bits += skip
             weight_bits += w
             ready = read_free
             if prefetch_tiles is not None and len(starts[j]) >= prefetch_tiles:
@@ -223,4 +256,4 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     return FusedSimResult(end, len(blocks), tuple(macs_done), sum(fetched), written, weight_bits, compute_busy,
                           read_busy, write_busy,
                           programs, sum(fetched) * stages[0].in_bits,
-                          written * stages[-1].out_bits, model_latency)
+                          written * stages[-1].out_bits, model_latency, skip_bits)

@@ -6,11 +6,16 @@ of a tensor no operator of the chain produced), normalizations over the last axi
 matrix, and pooling windows may sit; every tensor on the way has exactly one reader. Residual
 joins (an add of two operator outputs), reshapes and transposes end a chain. Only the top-level
 graph is walked (not the bodies of If, Loop and Scan).
+
+A chain whose last operator's output flows (through element-wise work) into such an add carries
+it as its *join*: the add's other operand is the skip tensor, named by the chain link whose
+operator reads exactly that tensor as its first input (a ResNet block's or a transformer FFN's
+input), or by none when it comes from elsewhere (a projection shortcut).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from accelmap.workload.onnx_ops import attrs, classify, op_key
@@ -37,10 +42,19 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Join:
+    """A residual add after a chain's last operator: its output plus a skip tensor."""
+
+    name: str                           # the add node
+    skip_node: str | None               # the link whose operator's first input is the skip tensor; None: elsewhere
+
+
+@dataclass(frozen=True)
 class ChainLink:
     node: str                           # the operator's node name, as the import names it
     windows: tuple[Window, ...] = ()    # pooling between the previous link and this one
     row_local: bool = False             # a normalization over the last axis sits before it
+    join: Join | None = None            # a residual add after this (the chain's last) operator
 
 
 def _window(node) -> Window | None:
@@ -110,6 +124,25 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
             return None if got is None else (got[0], got[1], got[2] or op_type in ROW_LOCAL)
         return None
 
+    def join_after(tensor: str, links_by_input: dict[str, str]) -> Join | None:
+        """The residual add ``tensor`` reaches through single-reader element-wise work, if any."""
+        while readers.get(tensor, 0) == 1:
+            k = next((i for i, n in enumerate(g.node) if tensor in n.input), -1)
+            if k < 0:
+                return None         # read by the graph's output alone
+            n = g.node[k]
+            if op_key(n) not in ELEMENTWISE:
+                return None
+            others = [x for x in n.input if x and x != tensor and derives(x)]
+            if not others:
+                tensor = n.output[0]
+                continue
+            if op_key(n) != "Add" or len(others) != 1 or list(n.input).count(tensor) != 1:
+                return None
+            return Join(names[k], links_by_input.get(others[0]))
+        return None
+
+    by_name = {nm: i for i, nm in names.items()}
     nxt: dict[int, tuple[int, tuple[Window, ...], bool]] = {}
     has_prev: set[int] = set()
     for i, n in enumerate(g.node):
@@ -128,5 +161,9 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
                 k, wins, row_local = nxt[j]
                 links.append(ChainLink(names[k], wins, row_local))
                 j = k
+            last = links[-1]
+            join = join_after(g.node[j].output[0], {g.node[by_name[lk.node]].input[0]: lk.node for lk in links})
+            if join is not None:
+                links[-1] = replace(last, join=join)
             chains.append(tuple(links))
     return chains
