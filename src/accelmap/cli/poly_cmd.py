@@ -19,7 +19,7 @@ from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
 from accelmap.poly.tiling import parse_tile_spec
 from accelmap.poly.timing import time_compiled
-from accelmap.poly.tuner import tune
+from accelmap.tune.akg_tuner import tune_poly
 
 
 def _sizes(items: tuple[str, ...]) -> dict[str, int]:
@@ -105,7 +105,7 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
     if tune_rounds and tiles:
         raise SpecError("give either --tiles or --tune, not both", where="--tune")
     if tune_rounds:
-        tr = tune(k, acc, fuse=fuse, rounds=tune_rounds)
+        tr = tune_poly(k, acc, fuse=fuse, rounds=tune_rounds)
         click.echo(f"tuner: {len(tr.history)} samples, best {tr.best_cycles:,} simulated cycles "
                    f"(auto-tiling {tr.auto_cycles:,}); tile spec {tr.spec or 'auto'}")
         spec = parse_tile_spec(tr.spec) if tr.spec else None
