@@ -447,12 +447,18 @@ def _run(tile_to_data: isl.Map, tiles: isl.UnionSet, plan: KernelPlan) -> int:
     run = 1
     m = tile_to_data.intersect_domain(tset)
     for i in reversed(range(n)):
-        # the data does not depend on tile loop i: forgetting t_i and taking every t_i back gives the same map
-        spread = m.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1).intersect_domain(tset)
-        if not spread.is_equal(m):
+        if not independent_of_tile_loop(m, tset, i):
             break
         run *= len(plan.tile_values[i])
     return run
+
+
+def independent_of_tile_loop(tile_to_data: isl.Map, tiles: isl.Set, i: int) -> bool:
+    """The data of a tile does not depend on tile loop ``i``: forgetting t_i and taking every t_i back gives the
+    same map."""
+    spread = tile_to_data.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1) \
+        .intersect_domain(tiles)
+    return bool(spread.is_equal(tile_to_data))
 
 
 def _sets(u: isl.UnionSet) -> list[isl.Set]:

@@ -23,11 +23,13 @@ of the kernel reads the accumulator (it sees UB only after the drain).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from accelmap.poly.compile import independent_of_tile_loop
 from accelmap.poly.kernel import CUBE, Statement
 from accelmap.poly.schedule import group_nodes, is_type, next_sequence, statements_of, subtree_statements
 
@@ -169,21 +171,9 @@ def _sharing_tiles(c: Compiled, plan: KernelPlan, st: Statement) -> int:
     if not plan.tile_values:
         return 1
     writes = plan.tile_instances.intersect_range(c.program.stmt_set([st.name])).apply_range(c.program.writes)
-    (m,) = [x for x in _maps(writes)]
-    tiles = m.domain()
-    n = len(plan.tile_values)
-    out = 1
-    for i in range(n):
-        spread = m.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1).intersect_domain(tiles)
-        if spread.is_equal(m):
-            out *= len(plan.tile_values[i])
-    return out
-
-
-def _maps(u: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    u.foreach_map(out.append)
-    return out
+    m = isl.Map.from_union_map(writes)
+    return math.prod(len(vals) for i, vals in enumerate(plan.tile_values)
+                     if independent_of_tile_loop(m, m.domain(), i))
 
 
 def block_origins(c: Compiled, blocks: CubeBlocks) -> isl.UnionSet:
