@@ -82,3 +82,16 @@ def test_flags_inside_the_l0_chunk_loop_are_placed_and_counted_per_chunk():
     assert len(inner) == 1 and chunk_loop < body.index(f"{inner[0].set_stmt}();") < body.index("S1(")
     r = run_and_check(c)
     assert r.exact and r.counts["flags"] == time_compiled(c).kernels[0].flags == len(flags) + 1
+
+
+def test_a_fused_gemm_producer_stays_element_by_element():
+    """Greedy fusion recomputes the first GEMM of E = (A B) D inside E's tiles: its instances come from an
+    extension node, which the block-origin restriction does not reach, so it keeps element-by-element code
+    (and says why) while the consumer GEMM runs as mmads; the result stays bit-exact."""
+    from test_poly import TWO_GEMMS
+    k = parse_subgraph(TWO_GEMMS, "mm2")
+    c = compile_subgraph(k, ASCEND, tile_spec=parse_tile_spec("S_3: 32@UB, 16@UB"), fusion="greedy")
+    blocks = cube_blocks(c, c.ast_schedule())
+    assert [b.stmt for b in blocks.blocks] == ["S3"] and "fused producer" in blocks.notes[0]
+    r = run_and_check(c, seed=2)
+    assert r.exact and r.counts["mmad"] > 0

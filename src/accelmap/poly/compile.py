@@ -16,7 +16,7 @@ import islpy as isl
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
-from accelmap.poly.kernel import CUBE, Access, Call, Kernel, dtype_bytes, strip_casts
+from accelmap.poly.kernel import CUBE, Access, Call, Kernel, Statement, dtype_bytes, strip_casts
 from accelmap.poly.program import PolyProgram, build_program
 from accelmap.poly.schedule import (
     compute_schedule,
@@ -293,7 +293,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
 
 # the KernelPlan fields _footprints sets
 _FOOTPRINT_FIELDS = ("extensions", "tile_instances", "sizes", "n_tiles", "tile_values", "footprints", "copy_in",
-                     "copy_out", "l0_k_chunk", "l0_k_extent", "buffer_bytes")
+                     "copy_out", "l0_k_chunk", "l0_k_extent", "buffer_bytes", "l0_chunks")
 
 
 def _compute_footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
@@ -388,6 +388,7 @@ def _compute_footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleN
         for b, r in per_k.items():
             use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
+    plan.l0_chunks = _expected_l0_chunks(prog, plan, band)
 
 
 def copy_name(direction: str, plan: KernelPlan, tensor: str) -> str:
@@ -896,26 +897,10 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
         band = _first_band_with(node, mine)
         if band is None:
             continue
-        n = band.band_n_member()
-        sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
-        # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
-        sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
-        if n == len(plan.sizes):
-            sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
-        red = []
-        for i in range(n):
-            only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
-            for d in st.reduce_dims:
-                want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
-                if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
-                    red.append(i)
+        split = _l0_split(prog, plan, st, band)
         target = band
-        if red and plan.l0_k_chunk < plan.l0_k_extent:
-            i = red[0]
-            per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
-            chunk = max(1, plan.l0_k_chunk // per_step)
-            while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
-                chunk -= 1
+        if split is not None:
+            i, chunk, sizes = split
             if chunk < sizes[i]:
                 tile = list(sizes)
                 tile[i] = chunk
@@ -937,6 +922,59 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
             target = target.graft_before(_copy_graft(rel.set_tuple_name(isl.dim_type.out, name)))
         node = target.ancestor(target.get_tree_depth() - depth)
     return node
+
+
+def _l0_split(prog: PolyProgram, plan: KernelPlan, st: Statement,
+              band: isl.ScheduleNode) -> tuple[int, int, list[int]] | None:
+    """How the L0 tiling splits cube statement ``st``'s reduction in the point band ``band``: the reduction
+    member, the chunk (in steps of that member) and the members' sizes in one tile; None when no member of the
+    band is the reduction or one chunk holds it all."""
+    mine = prog.stmt_set([st.name])
+    n = band.band_n_member()
+    sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
+    # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
+    sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
+    if n == len(plan.sizes):
+        sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
+    red = []
+    for i in range(n):
+        only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
+        for d in st.reduce_dims:
+            want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
+            if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
+                red.append(i)
+    if not red or plan.l0_k_chunk >= plan.l0_k_extent:
+        return None
+    i = red[0]
+    per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
+    chunk = max(1, plan.l0_k_chunk // per_step)
+    while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
+        chunk -= 1
+    return i, chunk, sizes
+
+
+def _expected_l0_chunks(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None) -> dict[str, int]:
+    """The reduction chunks per tile that ``_l0_tiling`` will emit, known when the kernel is sized, so that the
+    timing model issues the flags inside the chunk loop as often during fusion costing as in the final code."""
+    if band is None or not plan.sizes:
+        return {}
+    mv = isl.MultiVal.zero(band.band_get_space())
+    for j, t in enumerate(plan.sizes):
+        mv = mv.set_val(j, isl.Val.int_from_si(prog.ctx, t))
+    point = band.band_tile(mv).child(0)
+    out = {}
+    for name in plan.group:
+        st = prog.kernel.statement(name)
+        if not st.is_cube:
+            continue
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        if len({a.tensor for a in (strip_casts(x) for x in body.args) if isinstance(a, Access)}) < 2:
+            continue
+        split = _l0_split(prog, plan, st, point)
+        if split is not None and split[1] < split[2][split[0]]:
+            out[name] = split[2][split[0]] // split[1]
+    return out
 
 
 def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:

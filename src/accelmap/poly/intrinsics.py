@@ -15,7 +15,9 @@ cube blocks.
 
 A cube statement is blocked when (otherwise it stays element by element and ``CubeBlocks.notes`` says
 why): its M, N and K classes each have one dim to walk 16 at a time (the only dim of the class, or the
-class's 16-wide fractal dim); its init is in the same kernel; the kernel is tiled; its innermost band
+class's 16-wide fractal dim); it is in the kernel's own group, not a fused producer (those
+instances come from an extension, which restricting the domain does not reach), with its init; the kernel is
+tiled; its innermost band
 holds only the statement and its init; every block lies in one tile and one L0 chunk (checked with isl:
 instances of one block have equal prefix schedules); and when K spans several tiles, no other statement
 of the kernel reads the accumulator (it sees UB only after the drain).
@@ -140,7 +142,9 @@ def _why_not(c: Compiled, plan: KernelPlan, st: Statement,
     dims = block_dims(st)
     if isinstance(dims, str):
         return dims
-    inits = [s for s in plan.statements if k.statement(s).kind == "init" and k.statement(s).out == st.out]
+    if st.name not in plan.group:
+        return "it is a fused producer (an extension brings its instances into the tiles, not the domain)"
+    inits = [s for s in plan.group if k.statement(s).kind == "init" and k.statement(s).out == st.out]
     if not inits:
         return "its reduction's init runs in another kernel"
     if not plan.sizes or plan.tile_instances is None:
