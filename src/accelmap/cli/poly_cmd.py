@@ -15,11 +15,12 @@ from accelmap.poly.compile import compile_subgraph
 from accelmap.poly.dsl import load_subgraph, parse_subgraph
 from accelmap.poly.from_onnx import kernel_from_onnx, onnx_node_names
 from accelmap.poly.img2col import conv_fractal_kernel
+from accelmap.poly.intrinsics import cube_blocks
 from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
 from accelmap.poly.tiling import parse_tile_spec
 from accelmap.poly.timing import time_compiled
-from accelmap.poly.tuner import tune
+from accelmap.tune.akg_tuner import tune_poly
 
 
 def _sizes(items: tuple[str, ...]) -> dict[str, int]:
@@ -105,7 +106,7 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
     if tune_rounds and tiles:
         raise SpecError("give either --tiles or --tune, not both", where="--tune")
     if tune_rounds:
-        tr = tune(k, acc, fuse=fuse, rounds=tune_rounds)
+        tr = tune_poly(k, acc, fuse=fuse, rounds=tune_rounds)
         click.echo(f"tuner: {len(tr.history)} samples, best {tr.best_cycles:,} simulated cycles "
                    f"(auto-tiling {tr.auto_cycles:,}); tile spec {tr.spec or 'auto'}")
         spec = parse_tile_spec(tr.spec) if tr.spec else None
@@ -133,6 +134,12 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
             where = ("emitted: " + ", ".join(f"{t} -> {b} chunk {list(box)}" for t, (b, box, _) in p.l0_copies.items())
                      if p.l0_copies else "timing model only (the reduction's loops are inner bands)")
             click.echo(f"    L0 reduction chunk (second-level tiling) {p.l0_k_chunk} of {p.l0_k_extent}; {where}")
+    blocks = cube_blocks(c, c.ast_schedule())
+    for b in blocks.blocks:
+        click.echo(f"  {b.stmt}: cube block mmad over M {b.dims[0]}, N {b.dims[1]}, K {b.dims[2]} into {b.l0c()} "
+                   f"(L0C), init {b.init} folded in")
+    for note in blocks.notes:
+        click.echo(f"  {note}")
     if code:
         click.echo("\ngenerated C:")
         click.echo(generate_c(c)[0])
@@ -141,6 +148,7 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
     if run_it:
         r = run_and_check(c)
         click.echo(f"\nrun on the host: {'OK' if r.ok else 'MISMATCH'} ({r.detail}); "
-                   f"compile {r.compile_s:.2f} s, run {r.run_s * 1e3:.1f} ms")
+                   f"compile {r.compile_s:.2f} s, run {r.run_s * 1e3:.1f} ms; issued {r.counts['mmad']:,} mmad "
+                   f"blocks, {r.counts['flags']:,} set/wait flags")
         if not r.ok:
             raise SystemExit(1)

@@ -12,17 +12,18 @@ from __future__ import annotations
 import ctypes
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import islpy as isl
 import numpy as np
 
 from accelmap.codegen.build import compile_shared, load_run
 from accelmap.poly.compile import Compiled, KernelPlan, copy_name
-from accelmap.poly.kernel import DTYPES, Access, Affine, Call, Const, Expr, Iter, Kernel, is_float
+from accelmap.poly.intrinsics import CubeBlock, accumulator_ctype, cube_blocks, with_blocks
+from accelmap.poly.kernel import CUBE, DTYPES, Access, Affine, Call, Const, Expr, Iter, Kernel, is_float
 from accelmap.poly.reference import random_inputs, reference
-from accelmap.poly.schedule import group_nodes, is_type, statements_of
-from accelmap.poly.sync import Flag, Instr, tile_program
+from accelmap.poly.schedule import group_nodes, next_sequence, subtree_statements
+from accelmap.poly.sync import Flag, Instr, issues_per_tile, tile_program
 from accelmap.poly.timing import QUEUES, _TileCosts, kernel_flags
 
 _PRELUDE = """#include <math.h>
@@ -36,8 +37,10 @@ _PRELUDE = """#include <math.h>
 /* set/wait flags between the pipelines (MTE-in 0, MTE L1->L0 1, cube 2, vector 3, MTE-out 4), emulated: the
    queues run in program order here, so a wait must find its flag set by an earlier instruction */
 static int accelmap_flags[5][5];
+/* work issued: 0 cube mmad blocks, 1 elements moved L0C -> UB, 2 set_flag calls */
+long long accelmap_counts[3];
 static int accelmap_flag_errors;
-#define set_flag(p, q) (accelmap_flags[p][q]++)
+#define set_flag(p, q) (accelmap_flags[p][q]++, accelmap_counts[2]++)
 #define wait_flag(p, q) do { if (accelmap_flags[p][q]-- <= 0) accelmap_flag_errors++; } while (0)
 """
 
@@ -72,35 +75,15 @@ def _instr_statement(c: Compiled, plan: KernelPlan, ins: Instr) -> str:
     return ins.text
 
 
-def _subtree_statements(node: isl.ScheduleNode) -> set[str]:
-    """The statements a subtree runs: its filters' and its extensions' (the grafted copies)."""
-    out: set[str] = set()
-    if is_type(node, isl.schedule_node_type.filter):
-        out.update(statements_of(node.filter_get_filter()))
-    if is_type(node, isl.schedule_node_type.extension):
-        out.update(statements_of(node.extension_get_extension().range()))
-    for i in range(node.n_children()):
-        out |= _subtree_statements(node.child(i))
-    return out
-
-
-def _next_sequence(node: isl.ScheduleNode, bands: int) -> isl.ScheduleNode | None:
-    """The first sequence at or below ``node`` with at most ``bands`` band nodes on the way (single children)."""
-    while not is_type(node, isl.schedule_node_type.sequence):
-        if is_type(node, isl.schedule_node_type.band):
-            bands -= 1
-        if node.n_children() != 1 or bands < 0:
-            return None
-        node = node.child(0)
-    return node
-
-
-def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str) -> tuple[isl.ScheduleNode, int, int] | None:
+def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str,
+                   in_chunk_loop: bool) -> tuple[isl.ScheduleNode, int, int] | None:
     """The sequence inside ``plan``'s tiles whose children separate the loops of statements ``x`` and ``w``, and
-    the two children, if no band lies between it and the tile band (so one flag per tile suffices)."""
-    seq = _next_sequence(group_nodes(schedule)[plan.index], 1)   # below the tile band
+    the two children. Between it and the tile band there is no loop, so the flag runs once per tile, except with
+    ``in_chunk_loop`` (both run in the cube's L0 reduction-chunk loop), where one loop is crossed: the flag runs
+    once per chunk."""
+    seq = next_sequence(group_nodes(schedule)[plan.index], 1)   # below the tile band
     while seq is not None:
-        where = [_subtree_statements(seq.child(i)) for i in range(seq.n_children())]
+        where = [subtree_statements(seq.child(i)) for i in range(seq.n_children())]
         ix = [i for i, names in enumerate(where) if x in names]
         iw = [i for i, names in enumerate(where) if w in names]
         if not ix or not iw:
@@ -109,16 +92,17 @@ def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str) -> 
             return seq, ix[-1], iw[0]
         if ix != iw or len(ix) != 1:
             return None
-        seq = _next_sequence(seq.child(ix[0]).child(0), 0)
+        seq = next_sequence(seq.child(ix[0]).child(0), 1 if in_chunk_loop else 0)
     return None
 
 
 def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
     """The AST schedule with the DP-grouped flags of every tiled kernel grafted as statements: the set after the
     producer instruction's loops, the wait before the consumer's, in the tile's sequence of instruction loops
-    (an extension from the tile coordinates, like the DMA copies). Also the number of flags not placed: those
-    between two instructions that share one loop nest in the code (an L1 -> L0 load inside the cube's
-    reduction-chunk loop), which the timing model still counts."""
+    (an extension from the tile coordinates, like the DMA copies), or, for an L1 -> L0 load and the cube
+    statement it feeds, in the sequence inside the reduction-chunk loop (from the prefix values there: once per
+    chunk, as the timing model issues them). Also the number of flags not placed (none is left unplaced for the
+    kernels built here; the count guards the search for a position)."""
     sched = c.ast_schedule()
     placed: list[EmittedFlag] = []
     skipped = 0
@@ -132,18 +116,21 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
         for j, f in enumerate(flags):
             x = _instr_statement(c, plan, program[f.set_after])
             w = _instr_statement(c, plan, program[f.wait_before])
-            found = _flag_position(sched, plan, x, w) if x and w else None
+            chunked = issues_per_tile(program, f, plan.l0_chunks) > 1
+            found = _flag_position(sched, plan, x, w, chunked) if x and w else None
             if found is None:
                 skipped += 1
                 continue
+            # once per tile, or per chunk: the chunk-loop values where the cube statement (the consumer) runs
+            when = found[0].child(found[2]).child(0).get_prefix_schedule_relation().range() if chunked else tiles
             names = (f"set{plan.index}_{j}", f"wait{plan.index}_{j}")
             for name, after in ((names[1], False), (names[0], True)):
-                found = _flag_position(sched, plan, x, w)
+                found = _flag_position(sched, plan, x, w, chunked)
                 assert found is not None
                 seq, ix, iw = found
-                rel = isl.UnionMap.from_domain_and_range(tiles, isl.UnionSet(f"{{ {name}[] }}", context=c.program.ctx))
-                graft = isl.ScheduleNode.from_extension(rel).root()
                 target = seq.child(ix if after else iw).child(0)
+                rel = isl.UnionMap.from_domain_and_range(when, isl.UnionSet(f"{{ {name}[] }}", context=c.program.ctx))
+                graft = isl.ScheduleNode.from_extension(rel).root()
                 sched = (target.graft_after(graft) if after else target.graft_before(graft)).get_schedule()
             placed.append(EmittedFlag(f, names[0], names[1], program[f.set_after].text,
                                       program[f.wait_before].text))
@@ -187,6 +174,35 @@ def _flat(a: Access, dims, wrap: bool) -> str:
         term = f"(({ix.c(DIM)}) % {n})" if wrap else f"({ix.c(DIM)})"
         flat = f"({flat}) * {n} + {term}"
     return flat
+
+
+def _mmad_function(k: Kernel, b: CubeBlock, operand) -> list[str]:
+    """One cube block as a C function of the block origin: L0C (+)= L0A x L0B over 16x16x16 elements (fewer at
+    the edge of a dim that is not a multiple of 16); an element whose reduction dims are all 0 starts from the
+    reduction's identity (the folded init)."""
+    st, init = k.statement(b.stmt), k.statement(b.init)
+    extent = dict(st.dims)
+    out_t = k.tensors[b.out]
+    acc_type = accumulator_ctype(out_t.dtype)
+    params = ", ".join(f"long long {('o_' if d in b.dims else DIM) + d}" for d in st.dim_names)
+    acc = f"{b.l0c()}[{_flat(st.out, b.box, True)}]"
+    first = " && ".join(f"{DIM}{d} == 0" for d in st.reduce_dims)
+    body = _expr(st.body, k, operand)
+    out = [f"static void mmad_{b.stmt}({params}) {{  /* cube: {st.text()}; one {CUBE}x{CUBE}x{CUBE} block of "
+           f"M {b.dims[0]}, N {b.dims[1]}, K {b.dims[2]} */",
+           "  accelmap_counts[0]++;"]
+    indent = "  "
+    for d in b.dims:
+        out.append(f"{indent}for (long long {DIM}{d} = o_{d}; {DIM}{d} < o_{d} + {CUBE} && {DIM}{d} < {extent[d]}; "
+                   f"{DIM}{d}++)")
+        indent += "  "
+    wide = _wide(out_t.dtype)
+    out.append(f"{indent}{acc} = ({acc_type})((({first}) ? ({wide})({_expr(init.body, k, operand)}) : ({wide}){acc})"
+               f" + {body});")
+    out.append("}")
+    out.append(f"#define {st.name}({', '.join(DIM + d for d in st.dim_names)}) mmad_{st.name}"
+               f"({', '.join(DIM + d for d in st.dim_names)})")
+    return out
 
 
 def generate_c(c: Compiled) -> tuple[str, list[str]]:
@@ -236,8 +252,24 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
             return f"{a.tensor}[{_flat(a, k.tensors[a.tensor].shape, False)}]"
         return access
 
+    sched, flags, _skipped = with_flags(c)
+    blocks = cube_blocks(c, sched)
+    sched = with_blocks(c, sched, blocks)
+    blocked = {b.stmt: b for b in blocks.blocks}
+    folded = {b.init: b for b in blocks.blocks}
+    for b in blocks.blocks:
+        lines.append(f"static {accumulator_ctype(k.tensors[b.out].dtype)} {b.l0c()}[{math.prod(b.box)}];"
+                     f"  /* L0C accumulator of kernel {b.plan}, box {list(b.box)} */")
+
     for s in k.statements:
         access = access_in(owner.get(s.name))
+        if s.name in blocked:
+            lines += _mmad_function(k, blocked[s.name], access_in(owner[s.name], cube=True))
+            continue
+        if s.name in folded:
+            lines.append(f"#define {s.name}({', '.join(DIM + d for d in s.dim_names)}) do {{ }} while (0)"
+                         f"  /* {s.text()}: folded into the first mmad of {folded[s.name].stmt} */")
+            continue
         out_t = k.tensors[s.out.tensor]
         ctype = DTYPES[out_t.dtype][0]
         if s.kind == "init":
@@ -266,11 +298,18 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
         el = Access(name, tuple(Affine(((d, 1),)) for d in dims))
         lines.append(f"#define {stmt}({', '.join(DIM + d for d in dims)}) do {{ "
                      f"{name}_l0{idx}[{_flat(el, box, True)}] = {access_in(idx)(el)}; }} while (0)  /* L1 -> {buf} */")
+    for b in blocks.blocks:
+        dims = [f"a{i}" for i in range(len(b.box))]
+        el = Access(b.out, tuple(Affine(((d, 1),)) for d in dims))
+        ctype = DTYPES[k.tensors[b.out].dtype][0]
+        lines.append(f"#define {b.drain}({', '.join(DIM + d for d in dims)}) do {{ "
+                     f"{access_in(b.plan)(el)} = ({ctype}){b.l0c()}[{_flat(el, b.box, True)}]; "
+                     f"accelmap_counts[1]++; }} while (0)"
+                     f"  /* L0C -> UB */")
     lines.append("int accelmap_run(void **bufs, long long *dims) {")
     lines.append("  (void)dims;")
     for i, name in enumerate(args):
         lines.append(f"  {name} = ({DTYPES[k.tensors[name].dtype][0]} *)bufs[{i}];")
-    sched, flags, _skipped = with_flags(c)
     defs = []
     for ef in flags:
         p, q = QUEUES.index(ef.flag.producer), QUEUES.index(ef.flag.consumer)
@@ -279,7 +318,8 @@ def generate_c(c: Compiled) -> tuple[str, list[str]]:
         defs.append(f"#define {ef.wait_stmt}() wait_flag({p}, {q})  /* before {ef.consumer_instr} */")
     start = lines.index("int accelmap_run(void **bufs, long long *dims) {")
     lines[start:start + 1] = defs + [lines[start], "  accelmap_flag_errors = 0;",
-                                     "  for (int p = 0; p < 25; p++) accelmap_flags[p / 5][p % 5] = 0;"]
+                                     "  for (int p = 0; p < 25; p++) accelmap_flags[p / 5][p % 5] = 0;",
+                                     "  accelmap_counts[0] = accelmap_counts[1] = accelmap_counts[2] = 0;"]
     lines += ["  " + ln for ln in ast_code(c, sched).splitlines()]
     # a wait that finds its flag not set (the emulation runs the queues in program order) is counted and returned
     lines += ["  return accelmap_flag_errors;", "}", ""]
@@ -291,9 +331,10 @@ class RunResult:
     ok: bool
     max_abs_error: float
     exact: bool
-    compile_s: float
-    run_s: float
+    compile_s: float               # wall seconds of the host compiler
+    run_s: float                   # wall seconds of the compiled code alone (the reference excluded)
     detail: str
+    counts: dict[str, int] = field(default_factory=dict)   # issued by the C: mmad blocks, L0C elements drained, flags
 
 
 def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
@@ -301,7 +342,8 @@ def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
     k = c.kernel
     src, args = generate_c(c)
     t0 = time.perf_counter()
-    fn = load_run(compile_shared(src))
+    lib = compile_shared(src)
+    fn = load_run(lib)
     t1 = time.perf_counter()
     inputs = random_inputs(k, seed)
     ref = reference(k, inputs)
@@ -312,8 +354,11 @@ def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
         arrays[name] = np.ascontiguousarray(inputs[name] if name in inputs else np.zeros(t.shape), dtype=host)
     ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in arrays.values()])
     dims = (ctypes.c_longlong * 1)(0)
+    t1 = time.perf_counter()   # the run alone, without the NumPy reference
     flag_errors = fn(ptrs, dims)
     t2 = time.perf_counter()
+    issued = (ctypes.c_longlong * 3).in_dll(ctypes.CDLL(str(lib)), "accelmap_counts")
+    counts = {"mmad": int(issued[0]), "l0c_drained": int(issued[1]), "flags": int(issued[2])}
     worst, exact, bad = 0.0, True, []
     for t in k.live_out:
         got, want = arrays[t.name], ref[t.name]
@@ -337,4 +382,4 @@ def run_and_check(c: Compiled, seed: int = 0) -> RunResult:
     if flag_errors:
         bad.append(f"{flag_errors} wait_flag calls found their flag not set")
     detail = "; ".join(bad) if bad else ("bit-exact" if exact else f"within tolerance (max |error| {worst:.3g})")
-    return RunResult(not bad, worst, exact, t1 - t0, t2 - t1, detail)
+    return RunResult(not bad, worst, exact, t1 - t0, t2 - t1, detail, counts)

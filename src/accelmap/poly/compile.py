@@ -16,7 +16,7 @@ import islpy as isl
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
-from accelmap.poly.kernel import CUBE, Access, Call, Kernel, dtype_bytes, strip_casts
+from accelmap.poly.kernel import CUBE, Access, Call, Kernel, Statement, dtype_bytes, strip_casts
 from accelmap.poly.program import PolyProgram, build_program
 from accelmap.poly.schedule import (
     compute_schedule,
@@ -71,6 +71,8 @@ class KernelPlan:
     l0_k_extent: int = 0                         # the tile's reduction extent that the chunk splits
     # the emitted L1 -> L0 copies: operand tensor -> (L0A or L0B, per-chunk box, copy statement name)
     l0_copies: dict[str, tuple[str, tuple[int, ...], str]] = field(default_factory=dict)
+    # cube statement -> reduction chunks per tile in the emitted code (its L0 loads and mmads run once per chunk)
+    l0_chunks: dict[str, int] = field(default_factory=dict)
 
     @property
     def statements(self) -> tuple[str, ...]:
@@ -266,7 +268,36 @@ def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, 
 
 def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
                 caps: dict[str, int], all_plans: list[KernelPlan]) -> None:
-    """Tile relations, extensions, per-tile footprints and buffer use of ``plan`` at ``sizes``."""
+    """Tile relations, extensions, per-tile footprints and buffer use of ``plan`` at ``sizes``. Memoized per
+    program: the result depends only on the kernel's statements, its band, the sizes, the capacities and the
+    tensors other kernels touch (auto-tiling revisits sizes; cost-driven fusion re-sizes unchanged kernels)."""
+    k = prog.kernel
+    elsewhere_rw: set[str] = set()
+    for other in all_plans:
+        if other is plan:
+            continue
+        for s in other.statements:
+            st = k.statement(s)
+            elsewhere_rw.add(st.out.tensor)
+            elsewhere_rw.update(a.tensor for a in st.reads)
+    key = ("footprints", plan.group, tuple(plan.fused), sizes, frozenset(elsewhere_rw), tuple(sorted(caps.items())),
+           None if band is None else str(band.band_get_partial_schedule()))
+    if key in prog.cache:
+        for name, value in prog.cache[key].items():
+            setattr(plan, name, dict(value) if isinstance(value, dict) else value)
+        return
+    _compute_footprints(prog, plan, band, sizes, caps, elsewhere_rw)
+    prog.cache[key] = {name: dict(getattr(plan, name)) if isinstance(getattr(plan, name), dict) else getattr(plan, name)
+                       for name in _FOOTPRINT_FIELDS}
+
+
+# the KernelPlan fields _footprints sets
+_FOOTPRINT_FIELDS = ("extensions", "tile_instances", "sizes", "n_tiles", "tile_values", "footprints", "copy_in",
+                     "copy_out", "l0_k_chunk", "l0_k_extent", "buffer_bytes", "l0_chunks")
+
+
+def _compute_footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None, sizes: tuple[int, ...],
+                        caps: dict[str, int], elsewhere_rw: set[str]) -> None:
     k = prog.kernel
     ctx = prog.ctx
     group_dom = _stmt_filter(prog, plan.group)
@@ -294,14 +325,6 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
     reads = per_tensor(inst.apply_range(prog.reads))
     writes = per_tensor(inst.apply_range(prog.writes))
     mine = set(plan.statements)
-    elsewhere_rw = set()
-    for other in all_plans:
-        if other is plan:
-            continue
-        for s in other.statements:
-            st = k.statement(s)
-            elsewhere_rw.add(st.out.tensor)
-            elsewhere_rw.update(a.tensor for a in st.reads)
     live = {t.name for t in k.live_out}
     inputs = {t.name for t in k.inputs}
     # program order: the buffer check and the L0 chunk must not depend on set iteration order
@@ -347,7 +370,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
                 use[b] += _align(nbytes, ALIGN[b])
     # Second-level tiling for the cube: L0A/L0B hold a chunk of the tile's reduction (a multiple of f), so
     # an operand tile needs (its bytes / the tile's reduction extent) per reduction step.
-    plan.l0_k_chunk = 0
+    plan.l0_k_chunk, plan.l0_k_extent = 0, 0
     for st in cube:
         (stmt_map,) = per_tensor(inst.intersect_range(_stmt_filter(prog, [st.name])).reverse()).values()
         inst_box = dict(zip(st.dim_names, box_sizes(stmt_map.reverse()), strict=True))
@@ -365,6 +388,7 @@ def _footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | No
         for b, r in per_k.items():
             use[b] = max(use[b], _align(r * chunk, ALIGN[b]))
     plan.buffer_bytes = use
+    plan.l0_chunks = _expected_l0_chunks(prog, plan, band)
 
 
 def copy_name(direction: str, plan: KernelPlan, tensor: str) -> str:
@@ -424,12 +448,18 @@ def _run(tile_to_data: isl.Map, tiles: isl.UnionSet, plan: KernelPlan) -> int:
     run = 1
     m = tile_to_data.intersect_domain(tset)
     for i in reversed(range(n)):
-        # the data does not depend on tile loop i: forgetting t_i and taking every t_i back gives the same map
-        spread = m.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1).intersect_domain(tset)
-        if not spread.is_equal(m):
+        if not independent_of_tile_loop(m, tset, i):
             break
         run *= len(plan.tile_values[i])
     return run
+
+
+def independent_of_tile_loop(tile_to_data: isl.Map, tiles: isl.Set, i: int) -> bool:
+    """The data of a tile does not depend on tile loop ``i``: forgetting t_i and taking every t_i back gives the
+    same map."""
+    spread = tile_to_data.project_out(isl.dim_type.in_, i, 1).insert_dims(isl.dim_type.in_, i, 1) \
+        .intersect_domain(tiles)
+    return bool(spread.is_equal(tile_to_data))
 
 
 def _sets(u: isl.UnionSet) -> list[isl.Set]:
@@ -535,12 +565,15 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
     best_cycles = 0
     error: MappingError | None = None
     seen: list[list[tuple[str, ...]]] = []
+    mine: tuple[PolyProgram, isl.Schedule] | None = None
     for opts in dict.fromkeys([option_set] if k.external_schedule else [option_set, "distribute"]):
         prog = build_program(k, make_context(opts))
         scheduled = external_schedule(prog) if k.external_schedule \
             else fuse_siblings(prog, compute_schedule(prog.domain, prog.deps, prog.raw))
         if sink and not k.external_schedule:
             scheduled = sink_fast_dims(prog, scheduled)
+        if opts == option_set:
+            mine = (prog, scheduled)
         groups = [group_statements(n) for n in group_nodes(scheduled)]
         if groups in seen:
             continue   # the same grouping gives the same plans
@@ -556,7 +589,7 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
                             tuple("{" + ",".join(g) + "} " + why for g, why in notes), contiguous_inner(prog, scheduled))
             best_cycles = cycles
     try:   # the paper's greedy grouping is a candidate too (cost-driven choices are greedy themselves)
-        greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps, sink)
+        greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps, sink, mine)
     except MappingError as e:
         error = error or e
     else:
@@ -572,14 +605,19 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
 
 def _compile_greedy(k: Kernel, arch: Accelerator, fuse: bool, option_set: str,
                     tile_spec: dict[str, tuple[tuple[int, str], ...]] | None, caps: dict[str, int],
-                    sink: bool = True) -> Compiled:
-    ctx = make_context(option_set)
-    prog = build_program(k, ctx)
-    scheduled = external_schedule(prog) if k.external_schedule else compute_schedule(prog.domain, prog.deps, prog.raw)
-    if fuse:
-        scheduled = fuse_siblings(prog, scheduled)
-    if sink and not k.external_schedule:
-        scheduled = sink_fast_dims(prog, scheduled)
+                    sink: bool = True, scheduled_program: tuple[PolyProgram, isl.Schedule] | None = None) -> Compiled:
+    """The paper's greedy post-tiling fusion. ``scheduled_program``: the program and schedule of ``option_set``
+    when the caller already has them (with ``fuse`` and ``sink``), so their memoized footprints are reused."""
+    if scheduled_program is not None:
+        prog, scheduled = scheduled_program
+    else:
+        prog = build_program(k, make_context(option_set))
+        scheduled = external_schedule(prog) if k.external_schedule \
+            else compute_schedule(prog.domain, prog.deps, prog.raw)
+        if fuse:
+            scheduled = fuse_siblings(prog, scheduled)
+        if sink and not k.external_schedule:
+            scheduled = sink_fast_dims(prog, scheduled)
     plans = plan_kernels(prog, scheduled, fuse)
     nodes = group_nodes(scheduled)
     apart: set[int] = set()
@@ -846,7 +884,7 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
     Returns the node at ``point``'s position."""
     k = prog.kernel
     depth = point.get_tree_depth()
-    plan.l0_copies = {}
+    plan.l0_copies, plan.l0_chunks = {}, {}
     node = point
     for st in (k.statement(s) for s in plan.group if k.statement(s).is_cube):
         body = strip_casts(st.body)
@@ -859,26 +897,10 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
         band = _first_band_with(node, mine)
         if band is None:
             continue
-        n = band.band_n_member()
-        sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
-        # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
-        sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
-        if n == len(plan.sizes):
-            sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
-        red = []
-        for i in range(n):
-            only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
-            for d in st.reduce_dims:
-                want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
-                if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
-                    red.append(i)
+        split = _l0_split(prog, plan, st, band)
         target = band
-        if red and plan.l0_k_chunk < plan.l0_k_extent:
-            i = red[0]
-            per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
-            chunk = max(1, plan.l0_k_chunk // per_step)
-            while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
-                chunk -= 1
+        if split is not None:
+            i, chunk, sizes = split
             if chunk < sizes[i]:
                 tile = list(sizes)
                 tile[i] = chunk
@@ -886,6 +908,7 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
                 for j, t in enumerate(tile):
                     mv = mv.set_val(j, isl.Val.int_from_si(prog.ctx, t))
                 target = band.band_tile(mv).child(0)
+                plan.l0_chunks[st.name] = sizes[i] // chunk
         elif plan.l0_k_chunk < plan.l0_k_extent:
             continue   # the reduction's loops are inner bands: the chunking stays in the model
         prefix = target.get_prefix_schedule_union_map().intersect_domain(mine)
@@ -899,6 +922,59 @@ def _l0_tiling(prog: PolyProgram, plan: KernelPlan, point: isl.ScheduleNode) -> 
             target = target.graft_before(_copy_graft(rel.set_tuple_name(isl.dim_type.out, name)))
         node = target.ancestor(target.get_tree_depth() - depth)
     return node
+
+
+def _l0_split(prog: PolyProgram, plan: KernelPlan, st: Statement,
+              band: isl.ScheduleNode) -> tuple[int, int, list[int]] | None:
+    """How the L0 tiling splits cube statement ``st``'s reduction in the point band ``band``: the reduction
+    member, the chunk (in steps of that member) and the members' sizes in one tile; None when no member of the
+    band is the reduction or one chunk holds it all."""
+    mine = prog.stmt_set([st.name])
+    n = band.band_n_member()
+    sched = band.band_get_partial_schedule_union_map().intersect_domain(mine)
+    # the point band's members are the tiled band's (or a distributed copy of it): a member spans one tile
+    sizes = [hi - lo + 1 for lo, hi in member_extents(band)]
+    if n == len(plan.sizes):
+        sizes = [min(a, b) for a, b in zip(sizes, plan.sizes, strict=True)]
+    red = []
+    for i in range(n):
+        only_i = isl.Map(f"{{ [{', '.join(f'o{j}' for j in range(n))}] -> [o{i}] }}", context=prog.ctx)
+        for d in st.reduce_dims:
+            want = isl.UnionMap(f"{{ {st.name}[{', '.join(st.dim_names)}] -> [{d}] }}", context=prog.ctx)
+            if sched.apply_range(isl.UnionMap.from_map(only_i)).is_equal(want.intersect_domain(mine)):
+                red.append(i)
+    if not red or plan.l0_k_chunk >= plan.l0_k_extent:
+        return None
+    i = red[0]
+    per_step = max(1, plan.l0_k_extent // max(1, sizes[i]))   # reduction elements per step of member i
+    chunk = max(1, plan.l0_k_chunk // per_step)
+    while sizes[i] % chunk:   # chunks that divide the tile, so none straddles two tiles
+        chunk -= 1
+    return i, chunk, sizes
+
+
+def _expected_l0_chunks(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleNode | None) -> dict[str, int]:
+    """The reduction chunks per tile that ``_l0_tiling`` will emit, known when the kernel is sized, so that the
+    timing model issues the flags inside the chunk loop as often during fusion costing as in the final code."""
+    if band is None or not plan.sizes:
+        return {}
+    mv = isl.MultiVal.zero(band.band_get_space())
+    for j, t in enumerate(plan.sizes):
+        mv = mv.set_val(j, isl.Val.int_from_si(prog.ctx, t))
+    point = band.band_tile(mv).child(0)
+    out = {}
+    for name in plan.group:
+        st = prog.kernel.statement(name)
+        if not st.is_cube:
+            continue
+        body = strip_casts(st.body)
+        assert isinstance(body, Call)
+        if len({a.tensor for a in (strip_casts(x) for x in body.args) if isinstance(a, Access)}) < 2:
+            continue
+        split = _l0_split(prog, plan, st, point)
+        if split is not None and split[1] < split[2][split[0]]:
+            out[name] = split[2][split[0]] // split[1]
+    return out
 
 
 def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:

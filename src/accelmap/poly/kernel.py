@@ -225,6 +225,22 @@ class Statement:
         # a contraction: some reduction dim indexes both operands
         return bool(set(self.reduce_dims) & set(x.dims_used()) & set(y.dims_used()))
 
+    def contraction_dims(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """A cube statement's dims as a matrix product's (batch, M, N, K): batch dims index the output and
+        both operands, M the output and the first operand only, N the output and the second only, K are the
+        reduction dims. The timing model counts 16x16x16 blocks over these and the code generator walks
+        them with block ``mmad`` calls (one definition for both)."""
+        body = strip_casts(self.body)
+        assert self.is_cube and isinstance(body, Call)
+        a, b = (strip_casts(x) for x in body.args)
+        assert isinstance(a, Access) and isinstance(b, Access)
+        in_a, in_b = set(a.dims_used()), set(b.dims_used())
+        out = [d for d in self.dim_names if d in set(self.out.dims_used())]
+        return (tuple(d for d in out if d in in_a and d in in_b),
+                tuple(d for d in out if d in in_a and d not in in_b),
+                tuple(d for d in out if d in in_b and d not in in_a),
+                tuple(self.reduce_dims))
+
 
 REDUCTIONS = ("+", "max")
 

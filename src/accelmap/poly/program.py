@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import islpy as isl
 
@@ -20,16 +20,22 @@ class PolyProgram:
     order: isl.UnionMap          # the textual order (statement position, then its dims)
     raw: isl.UnionMap            # flow dependences (last writer -> reader)
     war_waw: isl.UnionMap        # anti and output dependences
+    # memo of derived objects keyed by what they depend on (statement sets; per-kernel footprints at given tile
+    # sizes): auto-tiling and cost-driven fusion ask for the same ones many times
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def deps(self) -> isl.UnionMap:
         return self.raw.union(self.war_waw)
 
     def stmt_set(self, names) -> isl.UnionSet:
-        out = isl.UnionSet.empty(self.domain.get_space())
-        for n in names:
-            out = out.union(isl.UnionSet("{ " + self.kernel.statement(n).domain_isl() + " }", context=self.ctx))
-        return out
+        key = ("stmt_set", tuple(sorted(names)))
+        if key not in self.cache:
+            out = isl.UnionSet.empty(self.domain.get_space())
+            for n in key[1]:
+                out = out.union(isl.UnionSet("{ " + self.kernel.statement(n).domain_isl() + " }", context=self.ctx))
+            self.cache[key] = out
+        return self.cache[key]
 
     def writers_of(self, tensors) -> set[str]:
         return {s.name for s in self.kernel.statements if s.out.tensor in tensors}

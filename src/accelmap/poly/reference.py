@@ -7,6 +7,9 @@ expressions are evaluated in double precision and rounded to the output's dtype 
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from accelmap.poly.kernel import DTYPES, Access, Call, Const, Expr, Iter, Kernel, Statement, is_float
@@ -67,25 +70,55 @@ def _store_cast(v: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(v).astype(np.int64).astype(np_t)   # wraps modulo 2^bits, as the C code does
 
 
+# Points of a reduction's domain evaluated at once: the index grids of a slice take 8 bytes per point and dim,
+# so a full-size convolution (115 M points, 8 dims) would need 7 GB in one piece.
+SLICE_POINTS = 1 << 20
+
+
 def run_statement(s: Statement, mem: dict[str, np.ndarray], dtypes: dict[str, str]) -> None:
+    out = mem[s.out.tensor]
+    dtype = dtypes[s.out.tensor]
+    if s.kind == "update":
+        acc: np.ndarray = out.astype(_wide(dtype))
+        for env, shape in _reduction_slices(s):
+            idx = tuple(np.broadcast_to(np.asarray(ix.evaluate(env)), shape) for ix in s.out.index)
+            val = np.broadcast_to(_eval(s.body, env, mem, dtypes), shape)
+            # the reduction dims map to the same output element
+            (np.maximum if s.combine == "max" else np.add).at(acc, idx, val)
+        out[...] = _store_cast(acc, dtype)
+        return
     shape = tuple(n for _, n in s.dims)
     grids = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), dtype=np.int64)
     env = {d: grids[i] for i, d in enumerate(s.dim_names)}
-    out = mem[s.out.tensor]
-    dtype = dtypes[s.out.tensor]
     idx = tuple(np.broadcast_to(np.asarray(ix.evaluate(env)), shape) for ix in s.out.index)
     if s.kind == "init":   # the reduction's identity
         assert isinstance(s.body, Const)
         out[idx] = s.body.value
         return
     val = np.broadcast_to(_eval(s.body, env, mem, dtypes), shape)
-    if s.kind == "assign":
-        out[idx] = _store_cast(val, dtype)
-        return
-    acc: np.ndarray = out.astype(_wide(dtype))
-    # the reduction dims map to the same output element
-    (np.maximum if s.combine == "max" else np.add).at(acc, idx, val)
-    out[...] = _store_cast(acc, dtype)
+    out[idx] = _store_cast(val, dtype)
+
+
+def _reduction_slices(s: Statement):
+    """(dims -> index grids, shape) covering a reduction's domain in slices of at most SLICE_POINTS points: the
+    leading reduction dims are fixed per slice, in lexicographic order, the others span the slice. Every output
+    element is still updated in lexicographic order of the reduction dims (within a slice ``ufunc.at`` goes in
+    C order), so the result does not depend on the slicing."""
+    dims = list(s.dims)
+    fixed: list[tuple[str, int]] = []
+    for d, n in dims:
+        rest = math.prod(m for e, m in dims if e not in {f for f, _ in fixed})
+        if rest <= SLICE_POINTS or d not in s.reduce_dims:
+            continue
+        fixed.append((d, n))
+    free = [(d, n) for d, n in dims if d not in {f for f, _ in fixed}]
+    shape = tuple(n for _, n in free)
+    grids = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), dtype=np.int64)
+    base = {d: grids[i] for i, (d, _) in enumerate(free)}
+    for values in itertools.product(*(range(n) for _, n in fixed)):
+        env = dict(base)
+        env.update({d: np.int64(v) for (d, _), v in zip(fixed, values, strict=True)})
+        yield env, shape
 
 
 def reference(k: Kernel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

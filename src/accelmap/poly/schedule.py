@@ -81,3 +81,26 @@ def group_statements(node: isl.ScheduleNode) -> tuple[str, ...]:
     if is_type(node, isl.schedule_node_type.filter):
         return statements_of(node.filter_get_filter())
     return statements_of(node.get_domain())
+
+
+def subtree_statements(node: isl.ScheduleNode) -> set[str]:
+    """The statements a subtree runs: its filters' and its extensions' (the grafted copies)."""
+    out: set[str] = set()
+    if is_type(node, isl.schedule_node_type.filter):
+        out.update(statements_of(node.filter_get_filter()))
+    if is_type(node, isl.schedule_node_type.extension):
+        out.update(statements_of(node.extension_get_extension().range()))
+    for i in range(node.n_children()):
+        out |= subtree_statements(node.child(i))
+    return out
+
+
+def next_sequence(node: isl.ScheduleNode, bands: int) -> isl.ScheduleNode | None:
+    """The first sequence at or below ``node`` with at most ``bands`` band nodes on the way (single children)."""
+    while not is_type(node, isl.schedule_node_type.sequence):
+        if is_type(node, isl.schedule_node_type.band):
+            bands -= 1
+        if node.n_children() != 1 or bands < 0:
+            return None
+        node = node.child(0)
+    return node

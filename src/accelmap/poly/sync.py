@@ -38,6 +38,7 @@ class Instr:
     text: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    loop: str = ""   # the cube statement whose reduction-chunk loop runs this instruction once per chunk in the code
 
 
 def tile_program(c: Compiled, plan: KernelPlan) -> list[Instr]:
@@ -55,12 +56,13 @@ def tile_program(c: Compiled, plan: KernelPlan) -> list[Instr]:
             assert isinstance(body, Call)
             ops = [strip_casts(a) for a in body.args]
             l0 = []
+            loop = name if name in plan.l0_chunks else ""
             for a in ops:
                 assert isinstance(a, Access)
-                out.append(Instr("MTE-L1L0", f"load {a.tensor} to L0", (a.tensor,), (f"{a.tensor}@L0",)))
+                out.append(Instr("MTE-L1L0", f"load {a.tensor} to L0", (a.tensor,), (f"{a.tensor}@L0",), loop))
                 l0.append(f"{a.tensor}@L0")
             out.append(Instr("cube", name, tuple(l0) + ((st.out.tensor,) if st.out.tensor in reads else ()),
-                             (st.out.tensor,)))
+                             (st.out.tensor,), loop))
         elif st.kind == "init" and any(k.statement(o).is_cube and k.statement(o).out == st.out for o in order):
             continue   # folded into the cube's first accumulation
         elif name in layout:
@@ -70,6 +72,14 @@ def tile_program(c: Compiled, plan: KernelPlan) -> list[Instr]:
     for t in plan.copy_out:
         out.append(Instr("MTE-out", f"copy {t} out", (t,), ()))
     return out
+
+
+def issues_per_tile(program: list[Instr], f: Flag, chunks: dict[str, int]) -> int:
+    """How often a tile issues flag ``f``: once, or once per reduction chunk when both of its instructions run
+    in the same L0 chunk loop (an L1 -> L0 load and the cube statement it feeds; ``chunks``:
+    ``KernelPlan.l0_chunks``)."""
+    loop = program[f.set_after].loop
+    return chunks.get(loop, 1) if loop and loop == program[f.wait_before].loop else 1
 
 
 def plan_flags(program: list[Instr]) -> tuple[int, int]:

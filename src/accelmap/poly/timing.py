@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from accelmap.poly.kernel import CUBE, Access, Call, dtype_bytes, strip_casts
-from accelmap.poly.sync import Flag, group_flags, plan_flags, tile_program
+from accelmap.poly.sync import Flag, group_flags, issues_per_tile, plan_flags, tile_program
 
 if TYPE_CHECKING:   # compile.py costs its fusion choices with this model
     from accelmap.poly.compile import Compiled, KernelPlan
@@ -56,7 +56,7 @@ class KernelTiming:
     cube_blocks: int
     cycles: int
     busy: dict[str, int]
-    flags: int                    # set/wait pairs between queues after the DP grouping
+    flags: int                    # set/wait pairs issued between queues after the DP grouping
     flags_direct: int = 0         # one pair per cross-queue dependence
     flags_covered: int = 0        # after eliminating only the waits another flag covers at no delay
     flag_cycles: int = 0          # issue cycles of the flags' sets and waits, summed over the queues
@@ -156,12 +156,7 @@ class _TileCosts:
                 assert isinstance(body, Call)
                 a, b = (strip_casts(x) for x in body.args)
                 assert isinstance(a, Access) and isinstance(b, Access)
-                out_dims = set(st.out.dims_used())
-                in_a, in_b = set(a.dims_used()), set(b.dims_used())
-                batch = math.prod(box[d] for d in out_dims if d in in_a and d in in_b)
-                m = math.prod(box[d] for d in out_dims if d in in_a and d not in in_b)
-                n = math.prod(box[d] for d in out_dims if d in in_b and d not in in_a)
-                kk = math.prod(box[d] for d in st.reduce_dims)
+                batch, m, n, kk = (math.prod(box[d] for d in dims) for dims in st.contraction_dims())
                 nb = batch * math.ceil(m / CUBE) * math.ceil(n / CUBE) * math.ceil(kk / CUBE)
                 blocks += nb
                 cyc["cube"] += nb
@@ -265,14 +260,18 @@ def time_kernel(c: Compiled, plan: KernelPlan, double_buffer: bool = True, seria
         per_tile.append(cyc)
         bin_, bout, blocks = bin_ + i, bout + o, blocks + b
     grouped, direct, kept = kernel_flags(c, plan, per_tile)
+    program = tile_program(c, plan)
     issue = dict.fromkeys(QUEUES, 0)
+    issued = 0
     for f in grouped:
-        issue[f.producer] += SYNC_FLAG_CYCLES // 2
-        issue[f.consumer] += SYNC_FLAG_CYCLES // 2
+        times = issues_per_tile(program, f, plan.l0_chunks)   # a flag inside the L0 chunk loop: once per chunk
+        issued += times
+        issue[f.producer] += times * SYNC_FLAG_CYCLES // 2
+        issue[f.consumer] += times * SYNC_FLAG_CYCLES // 2
     per_tile = [{q: w[q] + issue[q] if w[q] or issue[q] else 0 for q in QUEUES} for w in per_tile]
     cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
     n = len(per_tile)
-    return KernelTiming(plan, bin_, bout, blocks, cycles, busy, len(grouped) * n, direct * n, kept * n,
+    return KernelTiming(plan, bin_, bout, blocks, cycles, busy, issued * n, direct * n, kept * n,
                         sum(issue.values()) * n)
 
 
