@@ -49,8 +49,11 @@ def default_store_path() -> Path:
 @click.option("--tile-dominance", is_flag=True,
               help="Sunstone co-search only: also drop configurations by the thesis' Observation 4 (a larger tile "
                    "that fits the same memory is assumed never worse). Not certified: it may lose the optimum.")
+@click.option("--warm-start", is_flag=True,
+              help="Grid and random sweeps: start each design's layers from the best mappings of the nearest designs "
+                   "already mapped (validated and re-costed on it); designs go to workers one at a time.")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
         if v is not None and v < 1:
@@ -68,7 +71,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         # The co-search visits configurations in order of their bounds and prunes on what it found so far:
         # it runs in this process, and its answers are per layer, not designs for the store.
         for flag, given in (("--engine", engine != "local"), ("--address", address), ("--workers", workers),
-                            ("--store", store_file), ("--samples", samples)):
+                            ("--store", store_file), ("--samples", samples), ("--warm-start", warm_start)):
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
@@ -89,7 +92,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     with stop_cleanly(store, "mapped designs"):
         res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
                         store_path=store, progress=False if no_progress else None, strategy=strategy,
-                        objective=objective, time_limit=time_limit, seed=seed or 0)
+                        objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
