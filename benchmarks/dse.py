@@ -1,7 +1,7 @@
 """Design-space exploration: sweep throughput, engine overhead, an Eyeriss-like Pareto front, and
 Sunstone-arch's L1-split study (Ng's 2022 UBC thesis, Ch. 7, Table 7.1) beside a grid.
 
-    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone] [--designs 4] [--engines local:2]
+    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone,capacity] [--designs 4] [--engines local:2]
                              [--eyeriss-samples 12] [--time-limit 2] [--ray-python PATH]
 
 Prints a table per part and writes benchmarks/results/dse.json (and dse_eyeriss.png). Timings are
@@ -24,7 +24,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.dse import components
 from accelmap.dse.design import derive
-from accelmap.dse.memory_search import co_search, configs_within, grid_search, split_l1_base
+from accelmap.dse.memory_search import co_search, config_arch, configs_within, grid_search, split_l1_base
 from accelmap.dse.report import plot, summary
 from accelmap.dse.space import load_space
 from accelmap.dse.store import DesignStore, StoredRun
@@ -261,6 +261,40 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
+def capacity() -> dict:
+    """Rule C on the Table 7.1 space, bounds only (no mapping): how far its capacity bound is from rule H's."""
+    from accelmap.dse.capacity_bound import capacity_energy_bound
+    from accelmap.search.bounds import chain_options
+    from accelmap.search.space import Constraints, keep_options
+    from accelmap.search.spatial import certified_lower_bound
+
+    base = split_l1_base()
+    levels = ("L1I", "L1W", "L1O")
+    configs = configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+    rows = []
+    print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
+    for name, (hw, ck) in SUNSTONE_LAYERS.items():
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        ratios, raised, traffic = [], 0, []
+        for c in configs:
+            arch = config_arch(base, levels, c)
+            cons = Constraints()
+            obj, e, lat = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), "edp")
+            cb = capacity_energy_bound(op, arch)
+            ratios.append(cb.energy_pj / e)
+            raised += cb.energy_pj * lat > obj
+            traffic.append((cb.transfers / op.macs, cb.transfers * cb.per_transfer_pj / e, cb.per_transfer_pj, c))
+        most = max(traffic)
+        row = {"layer": name, "configs": len(configs), "raised_above_h": raised,
+               "c_over_h_energy": [min(ratios), max(ratios)], "most_forced_words_per_mac": most[0],
+               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3])}
+        rows.append(row)
+        print(f"{name}: C above H on {raised} of {len(configs)}; C/H energy {min(ratios):.3f}-{max(ratios):.3f}; "
+              f"most forced traffic {most[0]:.3f} words/MAC on {most[3]} at {most[2]:.3g} pJ each, "
+              f"{most[1]:.2%} of H's energy bound")
+    return {"rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
@@ -293,6 +327,8 @@ def main() -> None:
             out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
+        elif part == "capacity":
+            out["capacity"] = capacity()
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:
