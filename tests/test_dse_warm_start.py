@@ -89,3 +89,50 @@ def test_prepare_sees_every_result_that_came_back_before_its_task_is_submitted()
     seen.clear(), prepared_after.clear()
     run_tasks("local", _square, [1, 2, 3], seen.append, workers=1, prepare=prepare)
     assert prepared_after == [0, 1, 2] and seen == [1, 4, 9]
+
+
+def test_co_search_hands_each_configuration_its_neighbours_mappings():
+    import itertools
+
+    from tests.test_dse_memory_search import LEVELS, _base
+
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.dse.memory_search import co_search, config_arch, grid_search
+    from accelmap.search.baselines import search_random
+    from accelmap.workload.constructors import conv2d
+
+    base = _base()
+    op = adopt_precision(conv2d("c", c=2, h=4, w=4, k=4, r=3, s=3, padding=1), base)
+    found, _ = search_random(op, config_arch(base, LEVELS, (32, 32, 32)), "edp", k=20, seed=1, max_samples=80)
+    cands = [f.mapping for f in found]
+    calls = []
+    returned: set[int] = set()
+
+    def mapper(c, arch, warm=()):
+        calls.append((c, warm))
+        best = None
+        for m in cands + list(warm):
+            try:
+                v = evaluate(op, arch, m).edp
+            except AccelmapError:
+                continue
+            if best is None or v < best[0]:
+                best = (v, m)
+        if best is not None:
+            returned.add(id(best[1]))
+        return best
+
+    configs = list(itertools.product((8, 16, 32), repeat=3))
+    grid = grid_search(op, base, LEVELS, configs, lambda c, a: mapper(c, a))
+    calls.clear()
+    returned.clear()
+    warm = co_search(op, base, LEVELS, (8, 16, 32), configs, mapper, warm_start=True)
+    # The same optimum (the warm mappings are candidates too, each re-costed on its configuration).
+    assert warm.value <= grid.value and warm.best is not None
+    assert calls[0][1] == ()
+    mapped_so_far = set()
+    for c, w in calls:
+        # Every warm mapping was found on a configuration mapped earlier (or is rule S's incumbent, also one).
+        assert len(w) <= 3 and all(id(m) in returned for m in w)
+        assert bool(w) == bool(mapped_so_far)
+        mapped_so_far.add(c)

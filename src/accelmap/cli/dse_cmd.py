@@ -50,8 +50,9 @@ def default_store_path() -> Path:
               help="Sunstone co-search only: also drop configurations by the thesis' Observation 4 (a larger tile "
                    "that fits the same memory is assumed never worse). Not certified: it may lose the optimum.")
 @click.option("--warm-start", is_flag=True,
-              help="Grid and random sweeps: start each design's layers from the best mappings of the nearest designs "
-                   "already mapped (validated and re-costed on it); designs go to workers one at a time.")
+              help="Start each design's layers (with --method sunstone, each configuration's) from the best mappings "
+                   "of the nearest designs already mapped, validated and re-costed on it; designs go to workers one "
+                   "at a time.")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
             store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
@@ -71,7 +72,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         # The co-search visits configurations in order of their bounds and prunes on what it found so far:
         # it runs in this process, and its answers are per layer, not designs for the store.
         for flag, given in (("--engine", engine != "local"), ("--address", address), ("--workers", workers),
-                            ("--store", store_file), ("--samples", samples), ("--warm-start", warm_start)):
+                            ("--store", store_file), ("--samples", samples)):
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
@@ -82,7 +83,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     check_output_dir(out, "--out")
     if space.method == "sunstone":
         sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
-                            seed=seed or 0, tile_dominance=tile_dominance)
+                            seed=seed or 0, tile_dominance=tile_dominance, warm_start=warm_start)
         click.echo(format_sunstone(sres))
         files = write_sunstone(sres, out)
         click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

@@ -53,7 +53,8 @@ from accelmap.workload.operator import Operator
 
 Config = tuple[int, ...]                 # words of each searched level, in the order of ``levels``
 # (objective value, mapping) of the best mapping found on a configuration; None: none found.
-MapConfig = Callable[[Config, Accelerator], tuple[float, Mapping] | None]
+# With ``co_search(..., warm_start=True)`` it also takes the mappings to start from.
+MapConfig = Callable[..., tuple[float, Mapping] | None]
 _TOLERANCE = 1e-9
 
 def split_l1_base() -> Accelerator:
@@ -169,13 +170,16 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
               archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
-              capacity_bound: bool = True) -> MemorySearch:
+              capacity_bound: bool = True, warm_start: bool = False) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
     ``tile_dominance``: also apply rule T (the thesis' Observation 4), an uncertified heuristic that may
     lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``. ``capacity_bound``: rule C
-    raises each configuration's bound by the traffic its buffer capacities force (certified; on by default)."""
+    raises each configuration's bound by the traffic its buffer capacities force (certified; on by default).
+    ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
+    for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
+    (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
     t0 = time.perf_counter()
     res = MemorySearch(configs=len(configs))
     if archs is None:
@@ -189,6 +193,7 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         if capacity_bound and res.lower_bounds[c] > lower_bound(op, archs[c], objective, False):
             res.raised_by_capacity.append(c)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
+    found_on: dict[Config, Mapping] = {}
     order = sorted(configs, key=lambda c: (res.lower_bounds[c], c))
     for k, c in enumerate(order):
         lb = res.lower_bounds[c]
@@ -199,11 +204,15 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         if inc is not None and inc[0] <= lb * (1 + _TOLERANCE):
             res.proven_by_incumbent.append(c)              # rule S made its optimum known
             continue
-        found = map_config(c, archs[c])
+        if warm_start:
+            found = map_config(c, archs[c], _warm_mappings(c, found_on, inc, per_level(choices, len(levels))))
+        else:
+            found = map_config(c, archs[c])
         res.mapped.append(c)
         if found is None:
             continue
         value, m = found
+        found_on[c] = m
         candidates = [(value, c, m)]
         small = smallest_config(op, archs[c], m, levels, choices)
         if small is not None and small != c and small in archs:
@@ -222,6 +231,22 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
                 res.value, res.best, res.mapping = v, cc, mm
     res.seconds = time.perf_counter() - t0
     return res
+
+
+# How many of the nearest mapped configurations give their best mapping to a warm start.
+WARM_NEIGHBOURS = 2
+
+
+def _warm_mappings(c: Config, found_on: dict[Config, Mapping], inc: tuple[float, Mapping] | None,
+                   choices: tuple[tuple[int, ...], ...]) -> tuple[Mapping, ...]:
+    """Rule S's incumbent of ``c`` and the best mappings of the nearest configurations mapped so far (steps through
+    each level's sizes; ties: the one mapped first)."""
+    def steps(o: Config) -> int:
+        return sum(abs(ch.index(a) - ch.index(b)) for ch, a, b in zip(choices, c, o, strict=True))
+
+    near = sorted(found_on, key=lambda o: (steps(o), list(found_on).index(o)))[:WARM_NEIGHBOURS]
+    out = ([inc[1]] if inc is not None else []) + [found_on[o] for o in near]
+    return tuple(out)
 
 
 Tile = tuple[int, ...]                   # a tile's extent in each dimension
