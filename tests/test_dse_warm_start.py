@@ -94,7 +94,7 @@ def test_prepare_sees_every_result_that_came_back_before_its_task_is_submitted()
 def test_co_search_hands_each_configuration_its_neighbours_mappings():
     import itertools
 
-    from tests.test_dse_memory_search import LEVELS, _base
+    from tests.test_dse_memory_search import LEVELS, _base, cheapest
 
     from accelmap.arch.accelerator import adopt_precision
     from accelmap.dse.memory_search import co_search, config_arch, grid_search
@@ -110,14 +110,7 @@ def test_co_search_hands_each_configuration_its_neighbours_mappings():
 
     def mapper(c, arch, warm=()):
         calls.append((c, warm))
-        best = None
-        for m in cands + list(warm):
-            try:
-                v = evaluate(op, arch, m).edp
-            except AccelmapError:
-                continue
-            if best is None or v < best[0]:
-                best = (v, m)
+        best = cheapest(op, arch, cands + list(warm))
         if best is not None:
             returned.add(id(best[1]))
         return best

@@ -22,8 +22,10 @@ convolutions. docs/dse.md gives the argument; in short:
   transfers >= S (n / Phi(S) - PEs), for every S; the bound takes the best S.
 * Each transfer costs at least the cheapest access it can be at a shared level (a read, or an
   update for an output), divided by the most instances one access can serve (the multicast or
-  reducing fan-out). Those accesses are disjoint from the MAC energy, so
-  energy >= n e_MAC + transfers x that cost, for every mapping, tiling, order and bypass choice.
+  reducing fan-out), plus its delivery across the innermost fan-out, which the cost model charges
+  per element a PE receives or sends (multicast does not divide it). Those terms are disjoint from
+  the MAC energy, so energy >= n e_MAC + transfers x that cost, for every mapping, tiling, order and
+  bypass choice.
 
 Operators where some dimension indexes one or all three operands (a depthwise convolution's
 channel) get no bound (0): Loomis-Whitney does not apply as written.
@@ -119,24 +121,31 @@ def capacity_energy_bound(op: Operator, arch: Accelerator) -> CapacityBound:
         if t > best:
             best, best_s = t, s
         s = s + 1 if s < 64 else int(s * 1.05) + 1
-    # The cheapest shared-level access a transfer can be, per instance it serves.
+    # What one transfer costs at least, per operand (the cheapest operand's cost is charged to every transfer):
+    # - the access at a shared level (the cheapest that can hold its class: a read; for an output also an update),
+    #   divided by the most PEs one access can serve (every instance below the shared levels' fan-outs);
+    # - its delivery across the innermost fan-out, which the cost model charges per element each PE receives or
+    #   sends (fills and drains of the PE's level, or each MAC's operand when the PE's levels bypass it), so
+    #   multicast does not divide it.
     shared = [i for i in range(len(arch.levels)) if i < inner[0]]
-    # Most PEs one access can serve: every instance below the shared levels' fan-outs (multicast and reduction
-    # serve at most that many; taken for every operand, whatever its axes allow).
     serve = 1
     for i in shared:
         fan = arch.levels[i].fanout
         if fan is not None:
             serve *= fan.size
+    innermost_fan = arch.levels[inner[0] - 1]
     costs = []
     for X in op.operands:
+        access = []
         for i in shared:
             lv = arch.levels[i]
-            if X.cls not in lv.holds:
-                continue
-            e = min(lv.read_energy_pj, lv.write_energy_pj) if X.is_output else lv.read_energy_pj
-            # A partial sum may also come back in (a read): its cheapest access either way.
-            costs.append(X.bits / lv.width_bits * e / serve)
+            if X.cls in lv.holds:
+                e = min(lv.read_energy_pj, lv.write_energy_pj) if X.is_output else lv.read_energy_pj
+                access.append(X.bits / lv.width_bits * e / serve)
+        noc = 0.0
+        if innermost_fan.fanout is not None:
+            noc = innermost_fan.fanout.transfer_energy_pj * X.bits / innermost_fan.width_bits
+        costs.append((min(access) if access else 0.0) + noc)
     per = min(costs) if costs else 0.0
     if best <= 0 or per <= 0:
         return CapacityBound(0.0, max(best, 0.0), best_s, per)
