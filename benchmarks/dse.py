@@ -1,7 +1,7 @@
 """Design-space exploration: sweep throughput, engine overhead, an Eyeriss-like Pareto front, and
 Sunstone-arch's L1-split study (Ng's 2022 UBC thesis, Ch. 7, Table 7.1) beside a grid.
 
-    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone] [--designs 4] [--engines local:2]
+    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone,capacity] [--designs 4] [--engines local:2]
                              [--eyeriss-samples 12] [--time-limit 2] [--ray-python PATH]
 
 Prints a table per part and writes benchmarks/results/dse.json (and dse_eyeriss.png). Timings are
@@ -24,7 +24,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.dse import components
 from accelmap.dse.design import derive
-from accelmap.dse.memory_search import co_search, configs_within, grid_search, split_l1_base
+from accelmap.dse.memory_search import co_search, config_arch, configs_within, grid_search, split_l1_base
 from accelmap.dse.report import plot, summary
 from accelmap.dse.space import load_space
 from accelmap.dse.store import DesignStore, StoredRun
@@ -116,15 +116,17 @@ def store_rate(n: int = 300) -> float:
     return n / dt
 
 
-def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_runs: list[tuple[str, int]]) -> dict:
+def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_runs: list[tuple[str, int]],
+               warm_starts: tuple[bool, ...] = (False,)) -> dict:
     space = load_space(str(SPACE))
     model = load_model("resnet18")
     pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
     rows = []
-    for engine, workers in engine_runs:
+    for (engine, workers), warm in ((r, w) for r in engine_runs for w in warm_starts):
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as d:
             res = run_sweep(space, model, points=pts, engine=engine, workers=workers, store_path=Path(d) / "s.sqlite",
-                            progress=False, strategy=strategy, time_limit=time_limit)
+                            progress=False, strategy=strategy, time_limit=time_limit, warm_start=warm)
         per = sum(res.map_seconds) / len(res.map_seconds)
         cpu = [o.run.result.get("cpu_seconds") for o in res.outcomes if o.run is not None]
         # How many layer mappings the mapper proved optimal (the exact search finished, or its best met the
@@ -132,7 +134,14 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
         # the EDP it reached, so the exact and heuristic runs can be compared on the same designs.
         proven = [ly.get("proven_optimal", False) for o in res.outcomes if o.run is not None
                   for ly in o.run.result["layers"]]
-        rows.append({"engine": engine, "workers": workers, "designs": res.mapped_now, "wall_s": res.wall_seconds,
+        layer_rows = [ly for o in res.outcomes if o.run is not None for ly in o.run.result["layers"]]
+        rows.append({"engine": engine, "workers": workers, "warm_start": warm,
+                     "load_average_before_after": [load_before, os.getloadavg()[0]],
+                     "layers_timed_out": sum(bool(ly.get("timed_out")) for ly in layer_rows),
+                     "layers_warm_started": sum(ly.get("warm_start_valid", 0) > 0 for ly in layer_rows),
+                     "cpu_seconds_per_design_each": [o.run.result.get("cpu_seconds") for o in res.outcomes
+                                                     if o.run is not None],
+                     "designs": res.mapped_now, "wall_s": res.wall_seconds,
                      "designs_per_minute": 60 * res.mapped_now / res.wall_seconds, "seconds_per_design": per,
                      "cpu_seconds_per_design": sum(c for c in cpu if c is not None) / max(len(cpu), 1),
                      "layers_proven_optimal": sum(proven), "layers_mapped": len(proven),
@@ -150,14 +159,15 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
            "minutes_for_500_designs": 500 / min(60 * cores / per_design, 60 * rate)}
     print(f"\nthroughput: ResNet-18 ({len(model.layers)} distinct layers) on {len(pts)} Eyeriss-like designs, "
           f"strategy {strategy}, time limit {time_limit} s per layer")
-    print(f"{'engine':<6} {'workers':>7} {'designs':>7} {'wall s':>8} {'designs/min':>12} {'s/design':>9} "
+    print(f"{'engine':<6} {'workers':>7} {'warm':>5} {'designs':>7} {'wall s':>8} {'designs/min':>12} {'s/design':>9} "
           f"{'CPU s/design':>12} {'proven layers':>14}")
     for r in rows:
-        print(f"{r['engine']:<6} {r['workers']:>7} {r['designs']:>7} {r['wall_s']:8.1f} "
+        print(f"{r['engine']:<6} {r['workers']:>7} {str(r['warm_start']):>5} {r['designs']:>7} {r['wall_s']:8.1f} "
               f"{r['designs_per_minute']:12.2f} {r['seconds_per_design']:9.1f} {r['cpu_seconds_per_design']:12.1f} "
               f"{r['layers_proven_optimal']:>6} of {r['layers_mapped']:<5}")
-    for label, edp in rows[0]["edp_per_design"].items():
-        print(f"  EDP {edp:.4g}  {label}")
+    for r in rows:
+        for label, edp in r["edp_per_design"].items():
+            print(f"  {r['engine']}:{r['workers']} warm {r['warm_start']}: EDP {edp:.4g}  {label}")
     print(f"100 machines x 2 cores: {est['designs_per_minute']:.0f} designs/min (store commits "
           f"{rate:.0f}/s, so the store is not the limit); 500 designs in {est['minutes_for_500_designs']:.1f} min")
     return {"strategy": strategy, "time_limit": time_limit, "runs": rows, "estimate_100_machines": est}
@@ -251,6 +261,40 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
+def capacity() -> dict:
+    """Rule C on the Table 7.1 space, bounds only (no mapping): how far its capacity bound is from rule H's."""
+    from accelmap.dse.capacity_bound import capacity_energy_bound
+    from accelmap.search.bounds import chain_options
+    from accelmap.search.space import Constraints, keep_options
+    from accelmap.search.spatial import certified_lower_bound
+
+    base = split_l1_base()
+    levels = ("L1I", "L1W", "L1O")
+    configs = configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+    rows = []
+    print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
+    for name, (hw, ck) in SUNSTONE_LAYERS.items():
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        ratios, raised, traffic = [], 0, []
+        for c in configs:
+            arch = config_arch(base, levels, c)
+            cons = Constraints()
+            obj, e, lat = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), "edp")
+            cb = capacity_energy_bound(op, arch)
+            ratios.append(cb.energy_pj / e)
+            raised += cb.energy_pj * lat > obj
+            traffic.append((cb.transfers / op.macs, cb.transfers * cb.per_transfer_pj / e, cb.per_transfer_pj, c))
+        most = max(traffic)
+        row = {"layer": name, "configs": len(configs), "raised_above_h": raised,
+               "c_over_h_energy": [min(ratios), max(ratios)], "most_forced_words_per_mac": most[0],
+               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3])}
+        rows.append(row)
+        print(f"{name}: C above H on {raised} of {len(configs)}; C/H energy {min(ratios):.3f}-{max(ratios):.3f}; "
+              f"most forced traffic {most[0]:.3f} words/MAC on {most[3]} at {most[2]:.3g} pJ each, "
+              f"{most[1]:.2%} of H's energy bound")
+    return {"rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
@@ -259,6 +303,8 @@ def main() -> None:
     ap.add_argument("--engines", default="local:1,local:2,dask:2",
                     help="engine:workers runs of the throughput part, comma-separated")
     ap.add_argument("--time-limit", type=float, default=None, help="mapper seconds per layer (sweeps)")
+    ap.add_argument("--warm-start", choices=("off", "on", "both"), default="off",
+                    help="throughput: start each design from its mapped neighbours' mappings (both: a run of each)")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
@@ -277,9 +323,12 @@ def main() -> None:
             runs = [(e, int(w)) for e, w in (x.split(":") for x in args.engines.split(","))]
             if importlib.util.find_spec("distributed") is None:
                 runs = [r for r in runs if r[0] != "dask"]
-            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs)
+            warm = {"off": (False,), "on": (True,), "both": (False, True)}[args.warm_start]
+            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
+        elif part == "capacity":
+            out["capacity"] = capacity()
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:

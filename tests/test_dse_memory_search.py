@@ -37,6 +37,19 @@ def _base():
                                   "levels": lv})
 
 
+def cheapest(op, arch, mappings):
+    """(EDP, mapping) of the cheapest of ``mappings`` valid on ``arch``, or None: a mapper exact over that list."""
+    best = None
+    for m in mappings:
+        try:
+            v = evaluate(op, arch, m).edp
+        except AccelmapError:
+            continue
+        if best is None or v < best[0]:
+            best = (v, m)
+    return best
+
+
 @pytest.fixture(scope="module")
 def setup():
     base = _base()
@@ -50,18 +63,9 @@ def setup():
     memo = {}
 
     def mapper(c, arch):
-        if c in memo:
-            return memo[c]
-        best = None
-        for m in cands:
-            try:
-                v = evaluate(op, arch, m).edp
-            except AccelmapError:
-                continue
-            if best is None or v < best[0]:
-                best = (v, m)
-        memo[c] = best
-        return best
+        if c not in memo:
+            memo[c] = cheapest(op, arch, cands)
+        return memo[c]
 
     return base, op, mapper, cands
 

@@ -20,19 +20,28 @@ def reset_worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def run_in_processes(fn: Callable[[Any], Any], tasks: list, workers: int, done: Callable[[Any], None]) -> None:
-    """``done(fn(task))`` for every task, in completion order, with up to ``workers`` processes."""
+def run_in_processes(fn: Callable[[Any], Any], tasks: list, workers: int, done: Callable[[Any], None],
+                     prepare: Callable[[Any], Any] | None = None) -> None:
+    """``done(fn(task))`` for every task, in completion order, with up to ``workers`` processes.
+
+    ``prepare``: each task goes through it in this process just before it is submitted, and only ``workers``
+    tasks are in flight, so a task can use the results of the tasks finished before it (a sweep's warm starts)."""
     # fork starts workers at once without re-importing the package; spawn elsewhere.
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(tasks))), mp_context=ctx,
                                initializer=reset_worker_signals)
     try:
-        pending = {pool.submit(fn, task) for task in tasks}
+        queue = list(reversed(tasks)) if prepare is not None else []
+        pending = ({pool.submit(fn, task) for task in tasks} if prepare is None else
+                   {pool.submit(fn, prepare(queue.pop())) for _ in range(min(workers, len(queue)))})
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 done(future.result())
+                if queue:
+                    assert prepare is not None
+                    pending.add(pool.submit(fn, prepare(queue.pop())))
     except BaseException:
         # Interrupted (or a bug): results so far are kept by the caller; stop the work still running.
         for process in list(getattr(pool, "_processes", {}).values()):

@@ -49,8 +49,12 @@ def default_store_path() -> Path:
 @click.option("--tile-dominance", is_flag=True,
               help="Sunstone co-search only: also drop configurations by the thesis' Observation 4 (a larger tile "
                    "that fits the same memory is assumed never worse). Not certified: it may lose the optimum.")
+@click.option("--warm-start", is_flag=True,
+              help="Start each design's layers (with --method sunstone, each configuration's) from the best mappings "
+                   "of the nearest designs already mapped, validated and re-costed on it; designs go to workers one "
+                   "at a time.")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
         if v is not None and v < 1:
@@ -79,7 +83,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     check_output_dir(out, "--out")
     if space.method == "sunstone":
         sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
-                            seed=seed or 0, tile_dominance=tile_dominance)
+                            seed=seed or 0, tile_dominance=tile_dominance, warm_start=warm_start)
         click.echo(format_sunstone(sres))
         files = write_sunstone(sres, out)
         click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
@@ -89,7 +93,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     with stop_cleanly(store, "mapped designs"):
         res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
                         store_path=store, progress=False if no_progress else None, strategy=strategy,
-                        objective=objective, time_limit=time_limit, seed=seed or 0)
+                        objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

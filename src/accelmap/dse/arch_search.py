@@ -72,11 +72,13 @@ class SunstoneResult:
 
 def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None = None,
                  objective: str | None = None, time_limit: float | None = None, seed: int = 0,
-                 tile_dominance: bool = False,
+                 tile_dominance: bool = False, warm_start: bool = False,
                  on_layer: Callable[[LayerSearch], None] | None = None) -> SunstoneResult:
     """Co-search every distinct layer of ``model`` over the buffer sizes of ``space`` (in this process).
 
-    ``tile_dominance`` adds rule T (the thesis' Observation 4), which is not certified: it may lose the optimum."""
+    ``tile_dominance`` adds rule T (the thesis' Observation 4), which is not certified: it may lose the optimum.
+    ``warm_start``: each configuration's search starts from the best mappings of its nearest mapped configurations
+    and rule S's incumbent (``co_search``), validated and re-costed by ``map_operator``."""
     t0 = time.perf_counter()
     sl = searched_levels(space)
     strategy = strategy or space.strategy
@@ -102,12 +104,13 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
     for layer in model.layers:
         op = adopt_precision(layer.operator, first)
 
-        def mapper(c: Config, arch: Accelerator, op=op) -> tuple[float, Any] | None:
-            r = map_operator(op, arch, objective, strategy=strategy, time_limit=time_limit, seed=seed)
+        def mapper(c: Config, arch: Accelerator, warm: tuple = (), op=op) -> tuple[float, Any] | None:
+            r = map_operator(op, arch, objective, strategy=strategy, time_limit=time_limit, seed=seed,
+                             warm_start=warm)
             return (r.best.value, r.best.mapping) if r.best is not None else None
 
         s = co_search(op, first, sl.levels, sl.words, configs, mapper, objective, archs=archs,
-                      tile_dominance=tile_dominance)
+                      tile_dominance=tile_dominance, warm_start=warm_start)
         ly = LayerSearch(layer.name, layer.count, s, labels)
         if s.best is not None and s.mapping is not None:
             cost = evaluate(op, archs[s.best], s.mapping)

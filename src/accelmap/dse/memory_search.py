@@ -3,7 +3,7 @@
 The question of the thesis' Chapter 7: per-tensor L1 buffers of a PE (ifmap, weight, ofmap),
 each from a set of sizes, under an area budget; which sizes and which mapping give the lowest
 EDP for a layer? The baseline maps every configuration within the budget (a grid). The
-co-search reaches the same answer mapping fewer of them, by three rules (docs/dse.md argues each):
+co-search reaches the same answer mapping fewer of them, by four rules (docs/dse.md argues each):
 
 - B (budget): only configurations whose buffers fit the area budget exist, as in the grid.
 - H (hierarchical bound, the thesis' bin pruning): every configuration gets a certified lower
@@ -11,6 +11,8 @@ co-search reaches the same answer mapping fewer of them, by three rules (docs/ds
   the mapper itself proves optimality with, with this configuration's energies); they are visited
   in ascending bound, and the search stops at the first whose bound is not below the best value
   found, since no mapping of it or of any later one can be better.
+- C (capacity): the bound of H is raised where the buffers' capacities force more traffic between the
+  PEs and the shared levels than H charges (``capacity_bound``, a red-blue pebble bound); certified.
 - S (smallest memory, the thesis' Observation 6): a mapping found for one configuration holds
   the same tiles in the smallest configuration whose buffers fit them, where every access costs
   no more; it is re-priced there (one evaluation), which gives that configuration an incumbent
@@ -38,6 +40,7 @@ from accelmap.arch import accelerator_from_dict
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.dse import components
+from accelmap.dse.capacity_bound import capacity_energy_bound
 from accelmap.dse.design import derive
 from accelmap.errors import AccelmapError
 from accelmap.mapping.loopnest import Mapping
@@ -50,7 +53,8 @@ from accelmap.workload.operator import Operator
 
 Config = tuple[int, ...]                 # words of each searched level, in the order of ``levels``
 # (objective value, mapping) of the best mapping found on a configuration; None: none found.
-MapConfig = Callable[[Config, Accelerator], tuple[float, Mapping] | None]
+# With ``co_search(..., warm_start=True)`` it also takes the mappings to start from.
+MapConfig = Callable[..., tuple[float, Mapping] | None]
 _TOLERANCE = 1e-9
 
 def split_l1_base() -> Accelerator:
@@ -129,6 +133,7 @@ class MemorySearch:
     dominated: list[Config] = field(default_factory=list)   # best mapping fits a smaller configuration
     pruned_by_tiles: list[Config] = field(default_factory=list)  # rule T (opt-in, not certified)
     lower_bounds: dict[Config, float] = field(default_factory=dict)
+    raised_by_capacity: list[Config] = field(default_factory=list)   # rule C's bound above rule H's
     seconds: float = 0.0
 
     @property
@@ -136,9 +141,16 @@ class MemorySearch:
         return 1 - len(self.mapped) / self.configs if self.configs else 0.0
 
 
-def lower_bound(op: Operator, arch: Accelerator, objective: str) -> float:
+def lower_bound(op: Operator, arch: Accelerator, objective: str, capacity: bool = True) -> float:
+    """Rule H's bound of the objective, raised by rule C (``capacity_bound``) where that is higher: energy is at
+    least the capacity bound, and latency at least H's latency bound, so EDP at least their product."""
     cons = Constraints()
-    return certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), objective)[0]
+    obj, energy, latency = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)),
+                                                 objective)
+    if not capacity or objective == "latency":
+        return obj
+    e_cap = capacity_energy_bound(op, arch).energy_pj
+    return max(obj, e_cap if objective == "energy" else e_cap * latency)
 
 
 def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], configs: list[Config],
@@ -157,12 +169,17 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
-              archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False) -> MemorySearch:
-    """Sunstone-arch's memory-configuration search with rules H and S (B made ``configs``).
+              archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
+              capacity_bound: bool = True, warm_start: bool = False) -> MemorySearch:
+    """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
     ``tile_dominance``: also apply rule T (the thesis' Observation 4), an uncertified heuristic that may
-    lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``."""
+    lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``. ``capacity_bound``: rule C
+    raises each configuration's bound by the traffic its buffer capacities force (certified; on by default).
+    ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
+    for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
+    (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
     t0 = time.perf_counter()
     res = MemorySearch(configs=len(configs))
     if archs is None:
@@ -172,8 +189,11 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         res.pruned_by_tiles = [c for c in configs if c not in keep]
         configs = [c for c in configs if c in keep]
     for c in configs:
-        res.lower_bounds[c] = lower_bound(op, archs[c], objective)
+        res.lower_bounds[c] = lower_bound(op, archs[c], objective, capacity_bound)
+        if capacity_bound and res.lower_bounds[c] > lower_bound(op, archs[c], objective, False):
+            res.raised_by_capacity.append(c)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
+    found_on: dict[Config, Mapping] = {}
     order = sorted(configs, key=lambda c: (res.lower_bounds[c], c))
     for k, c in enumerate(order):
         lb = res.lower_bounds[c]
@@ -184,11 +204,15 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         if inc is not None and inc[0] <= lb * (1 + _TOLERANCE):
             res.proven_by_incumbent.append(c)              # rule S made its optimum known
             continue
-        found = map_config(c, archs[c])
+        if warm_start:
+            found = map_config(c, archs[c], _warm_mappings(c, found_on, inc, per_level(choices, len(levels))))
+        else:
+            found = map_config(c, archs[c])
         res.mapped.append(c)
         if found is None:
             continue
         value, m = found
+        found_on[c] = m
         candidates = [(value, c, m)]
         small = smallest_config(op, archs[c], m, levels, choices)
         if small is not None and small != c and small in archs:
@@ -207,6 +231,22 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
                 res.value, res.best, res.mapping = v, cc, mm
     res.seconds = time.perf_counter() - t0
     return res
+
+
+# How many of the nearest mapped configurations give their best mapping to a warm start.
+WARM_NEIGHBOURS = 2
+
+
+def _warm_mappings(c: Config, found_on: dict[Config, Mapping], inc: tuple[float, Mapping] | None,
+                   choices: tuple[tuple[int, ...], ...]) -> tuple[Mapping, ...]:
+    """Rule S's incumbent of ``c`` and the best mappings of the nearest configurations mapped so far (steps through
+    each level's sizes; ties: the one mapped first)."""
+    def steps(o: Config) -> int:
+        return sum(abs(ch.index(a) - ch.index(b)) for ch, a, b in zip(choices, c, o, strict=True))
+
+    near = sorted(found_on, key=lambda o: (steps(o), list(found_on).index(o)))[:WARM_NEIGHBOURS]
+    out = ([inc[1]] if inc is not None else []) + [found_on[o] for o in near]
+    return tuple(out)
 
 
 Tile = tuple[int, ...]                   # a tile's extent in each dimension

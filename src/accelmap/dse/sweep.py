@@ -4,6 +4,12 @@ Designs that are not valid accelerators or break the space's constraints are lis
 reason and not mapped. The others are looked up in the store; the rest are mapped on the chosen
 engine, one design per task (its layers one after another in that worker), and each result is
 stored the moment it comes back. Points that give the same accelerator are mapped once.
+
+With ``warm_start``, a design is handed to a worker only when one is free (``workers`` in flight), with
+the best mapping of each layer on the nearest designs already mapped (fewest steps through the
+parameters' value lists; from this run or the store); the worker validates and re-costs them on its
+design (``search.mapper.map_operator``), and the valid ones start its search: the exact search's initial
+incumbents, which its bounds prune against from the first node, and candidates of any other strategy.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,10 +29,13 @@ from accelmap.dse.engines import run_tasks
 from accelmap.dse.progress import SweepProgress
 from accelmap.dse.space import DesignSpace
 from accelmap.dse.store import DesignStore, StoredRun, run_key
-from accelmap.errors import SpecError
-from accelmap.mapping.forms import mapping_to_yaml
+from accelmap.errors import AccelmapError, SpecError
+from accelmap.mapping.forms import mapping_from_yaml, mapping_to_yaml
+from accelmap.mapping.loopnest import Mapping
 from accelmap.search.cache import code_fingerprint
+from accelmap.search.mapper import valid_warm_start
 from accelmap.search.model_mapper import map_model
+from accelmap.search.space import Constraints
 from accelmap.workload.models.result import ModelImport
 
 
@@ -39,17 +48,43 @@ class DesignTask:
     objective: str
     time_limit: float | None
     seed: int
+    # Per layer name, mappings of neighbouring designs (YAML form) to start from; empty: a cold start.
+    warm_start: tuple[tuple[str, tuple[dict, ...]], ...] = ()
+    warm_from: tuple[str, ...] = ()            # the labels of those designs
+
+
+def warm_mappings(task: DesignTask) -> dict[str, tuple[Mapping, ...]]:
+    """The task's warm-start mappings that read on its accelerator (level and axis names may differ between
+    designs of a space: those do not), per layer name; validity and cost are checked by the mapper."""
+    out: dict[str, tuple[Mapping, ...]] = {}
+    for name, forms in task.warm_start:
+        ms = []
+        for form in forms:
+            try:
+                ms.append(mapping_from_yaml(form, task.accelerator, f"warm start {name}"))
+            except AccelmapError:
+                continue
+        if ms:
+            out[name] = tuple(ms)
+    return out
 
 
 def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     """Run in a worker: map every layer of the model on one design (key, result, code fingerprint)."""
     t0, c0 = time.perf_counter(), time.process_time()
+    warm = warm_mappings(task)
     mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
-                   time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed)
+                   time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed,
+                   warm_start=warm)
     layers = []
     for l in mm.layers:
         ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error,
-                               "proven_optimal": l.proven_optimal}
+                               "proven_optimal": l.proven_optimal, "timed_out": l.timed_out,
+                               "seconds": l.search_seconds}
+        if task.warm_start:
+            # How many of the neighbours' mappings were valid here (costed again: a few evaluations).
+            ent["warm_start_valid"] = len(valid_warm_start(l.layer.operator, task.accelerator, Constraints(),
+                                                           warm.get(l.name, ())))
         if l.ok:
             ent.update(energy_pj=l.cost.energy_total, latency_cycles=l.cost.latency,
                        mapping=mapping_to_yaml(l.mapping_found, task.accelerator))
@@ -58,7 +93,8 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     run = StoredRun(mm.energy_total if mm.complete else None, mm.latency_total if mm.complete else None,
                     mm.complete, f"layers not mapped: {', '.join(failed)}" if failed else None,
                     time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}",
-                    {"utilization": mm.utilization, "cpu_seconds": time.process_time() - c0, "layers": layers})
+                    {"utilization": mm.utilization, "cpu_seconds": time.process_time() - c0, "layers": layers,
+                     "warm_from": list(task.warm_from)})
     return task.key, run, code_fingerprint()
 
 
@@ -124,12 +160,37 @@ class SweepResult:
         return min(ok, key=lambda o: getattr(o, metric)) if ok else None
 
 
+# How many of the nearest mapped designs give their mappings to a warm start.
+WARM_NEIGHBOURS = 2
+
+
+def point_distance(space: DesignSpace, a: tuple[tuple[str, Any], ...], b: tuple[tuple[str, Any], ...]) -> int:
+    """Steps between two points through each parameter's list of values."""
+    return sum(abs(p.values.index(va) - p.values.index(vb))
+               for p, (_, va), (_, vb) in zip(space.parameters, a, b, strict=True))
+
+
+def with_warm_start(task: DesignTask, space: DesignSpace, point: tuple[tuple[str, Any], ...],
+                    mapped: list[tuple[tuple[tuple[str, Any], ...], str, StoredRun]]) -> DesignTask:
+    """``task`` with each layer's best mappings on the ``WARM_NEIGHBOURS`` designs of ``mapped`` (point, label,
+    result) nearest to ``point`` (ties: the one mapped first)."""
+    near = sorted(range(len(mapped)), key=lambda j: (point_distance(space, point, mapped[j][0]), j))[:WARM_NEIGHBOURS]
+    per_layer: dict[str, list[dict]] = {}
+    for j in near:
+        for ly in mapped[j][2].result.get("layers", []):
+            if ly.get("mapping") is not None:
+                per_layer.setdefault(ly["name"], []).append(ly["mapping"])
+    return replace(task, warm_start=tuple((n, tuple(ms)) for n, ms in per_layer.items()),
+                   warm_from=tuple(mapped[j][1] for j in near))
+
+
 def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = None, engine: str = "local",
               workers: int = 1, address: str | None = None, store_path: str | Path | None = None,
               progress: bool | None = None, strategy: str | None = None, objective: str | None = None,
-              time_limit: float | None = None, seed: int = 0,
+              time_limit: float | None = None, seed: int = 0, warm_start: bool = False,
               on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
-    """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given)."""
+    """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given).
+    ``warm_start``: start each design's layers from the nearest mapped designs' mappings (module docstring)."""
     t0 = time.perf_counter()
     strategy = strategy or space.strategy
     objective = objective or space.objective
@@ -139,6 +200,7 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
     todo: dict[str, list[int]] = {}            # run key -> indices of the points that give that design
     designs: list[Design] = []
     tasks: list[DesignTask] = []
+    finished: list[tuple[int, StoredRun]] = []     # complete designs (point index, result): warm starts
     store = DesignStore(store_path) if store_path is not None else None
     res = SweepResult(space.name, model.name, engine, workers, [], 0.0, str(store_path) if store_path else None)
     bar: SweepProgress | None = None
@@ -150,10 +212,12 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
             if why is not None or d.accelerator is None:
                 outcomes[i] = Outcome(d, "invalid" if d.error else "excluded", reason=why)
                 continue
-            key = run_key(d.key, model, strategy, objective, time_limit, seed)
+            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start)
             hit = store.get(key) if store is not None else None
             if hit is not None:
                 outcomes[i] = Outcome(d, "mapped" if hit.complete else "failed", hit, True, hit.error)
+                if hit.complete:
+                    finished.append((i, hit))
                 if on_outcome:
                     on_outcome(outcomes[i])
                 continue
@@ -173,6 +237,8 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                 store.put(key, designs[todo[key][0]].label, model.name, run)
             res.mapped_now += 1
             res.map_seconds.append(run.seconds)
+            if run.complete:
+                finished.append((todo[key][0], run))
             for i in todo[key]:
                 outcomes[i] = Outcome(designs[i], "mapped" if run.complete else "failed", run, False, run.error)
                 if on_outcome:
@@ -181,7 +247,15 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
             bar.advance(designs[todo[key][0]].label)
 
         if tasks or engine not in ("dask", "ray"):   # everything stored: no cluster to reach
-            run_tasks(engine, map_design, tasks, done, workers=workers, address=address)
+            prepare = None
+            if warm_start:
+                index_of = {key: idx[0] for key, idx in todo.items()}
+
+                def prepare(task: DesignTask) -> DesignTask:
+                    return with_warm_start(task, space, pts[index_of[task.key]],
+                                           [(pts[i], designs[i].label, r) for i, r in finished])
+
+            run_tasks(engine, map_design, tasks, done, workers=workers, address=address, prepare=prepare)
     finally:
         if bar is not None:
             bar.close()

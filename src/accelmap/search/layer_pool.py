@@ -41,6 +41,7 @@ class LayerTask:
     notes: tuple[str, ...] = field(default=())
     heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC
     imperfect: bool | str = False
+    warm_start: tuple = ()        # mappings to validate and start from (``map_operator``)
 
 
 def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
@@ -49,7 +50,7 @@ def search_layer(task: LayerTask) -> tuple[int, dict[str, Any]]:
     try:
         res = map_operator(task.op, task.arch, task.objective, constraints=task.cons, strategy=task.strategy,
                            time_limit=task.time_limit, seed=task.seed, heuristic_config=task.heuristic_config,
-                           imperfect=task.imperfect)
+                           imperfect=task.imperfect, warm_start=task.warm_start)
     except AccelmapError as e:
         return task.index, {"error": str(e), "deterministic": True, "strategy": task.strategy,
                             "seconds": time.perf_counter() - t0, "evaluated": 0, "proven": False, "notes": (),

@@ -6,7 +6,9 @@ import logging
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.errors import MappingError, SpecError
+from accelmap.cost.model import CostResult, evaluate
+from accelmap.errors import AccelmapError, MappingError, SpecError
+from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import check_precision
 from accelmap.search.bounds import chain_options
 from accelmap.search.exact import search_exact
@@ -73,10 +75,26 @@ def _heuristic_front(op: Operator, arch: Accelerator, cons: Constraints, limit: 
     return front.results(), total
 
 
+def valid_warm_start(op: Operator, arch: Accelerator, cons: Constraints,
+                      mappings: tuple[Mapping, ...]) -> tuple[tuple[CostResult, Mapping], ...]:
+    """The warm-start mappings that are valid on ``arch`` under ``cons``, each costed there (the others dropped:
+    a mapping of another design may overflow this one's buffers or unroll past its array)."""
+    out = []
+    for m in mappings:
+        if cons.violation(m, arch) is not None:
+            continue
+        try:
+            out.append((evaluate(op, arch, m), m))
+        except AccelmapError:
+            continue
+    return tuple(out)
+
+
 def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, strategy: str = "auto",
                  time_limit: float | None = None, seed: int = 0,
-                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC, imperfect: bool | str = False) -> MapResult:
+                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC, imperfect: bool | str = False,
+                 warm_start: tuple[Mapping, ...] = ()) -> MapResult:
     """Best ``k`` mappings of ``op`` on ``arch`` by ``objective`` (or the Pareto front).
 
     Every strategy stops at ``time_limit`` seconds (``DEFAULT_TIME_LIMITS`` when None). The result
@@ -85,7 +103,10 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     heuristic's knobs. ``imperfect``: the exact searches (``optimal``, ``exhaustive``) and ``random`` cover
     imperfect factorizations too, Ruby-style (True: any tile size, the last tile partial; "spatial": only the
     spatial loops, Ruby-S), and a proof of optimality then holds over that larger space; the heuristic
-    already searches padded unrollings.
+    already searches padded unrollings. ``warm_start``: mappings known elsewhere (e.g. the best of a neighbouring
+    design in a sweep); each is validated and costed on ``arch`` under the constraints, and the valid ones are the
+    exact search's initial incumbents (its bounds prune against them from the first node) and candidates of every
+    other strategy's answer; ``stats.extra["warm_start_valid"]`` counts them.
     Raises MappingError when the operator
     cannot be mapped at all (precision not supported, a level too small for its smallest footprint),
     which is proven before any search.
@@ -118,6 +139,7 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         notes.append("imperfect factorization is not searched by the heuristic (it covers perfect factors and padded "
                      "unrollings); use --strategy optimal or random for it")
     limit = time_limit if time_limit is not None else DEFAULT_TIME_LIMITS[strategy]
+    warm = valid_warm_start(op, arch, cons, warm_start)
     log.info("%s on %s: %s search, %s, time limit %g s", op.name, arch.name, strategy, objective, limit)
     if strategy == "exhaustive":
         res, stats = search_exhaustive(op, arch, objective, k=k, constraints=cons, time_limit=limit,
@@ -125,7 +147,7 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         complete = not stats.extra.get("timed_out", False)
     elif strategy == "optimal":
         res, stats = search_exact(op, arch, objective, k=k, constraints=cons, time_limit=limit, seed=seed,
-                                  imperfect=imperfect)
+                                  imperfect=imperfect, incumbents=warm)
         complete = bool(stats.extra.get("proven"))
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
@@ -145,6 +167,14 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         res, stats = search_random(op, arch, objective, k=k, constraints=cons, seed=seed, time_limit=limit,
                                    imperfect=bool(imperfect))
         complete = False
+    if warm and strategy != "optimal":
+        merged = collector(objective, k)
+        for f in res:
+            merged.offer(f.result, f.mapping)
+        for r, m in warm:
+            merged.offer(r, m)
+        res = merged.results()
+    stats.extra["warm_start_valid"] = len(warm)
     timed_out = bool(stats.extra.get("timed_out", False))
     # The exact searches cover perfect factorizations (imperfect ones too when asked); their completeness
     # proves optimality there.

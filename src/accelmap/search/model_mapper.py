@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from accelmap.arch.accelerator import Accelerator, adopt_precision
 from accelmap.errors import SpecError
+from accelmap.mapping.loopnest import Mapping
 from accelmap.search.cache import ResultCache, result_key
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.layer_cache import cached_layer, store_layer
@@ -41,7 +42,8 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
               cache_path: str | Path | None = None, progress: bool | None = None,
               keep_precision: bool = False, seed: int = 0,
               heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC,
-              on_layer: Callable[[LayerMapping], None] | None = None, imperfect: bool | str = False) -> ModelMapping:
+              on_layer: Callable[[LayerMapping], None] | None = None, imperfect: bool | str = False,
+              warm_start: dict[str, tuple[Mapping, ...]] | None = None) -> ModelMapping:
     """Map every distinct layer of ``model`` on ``arch``.
 
     ``keep_precision`` keeps the operand bits the import chose; by default the
@@ -50,7 +52,9 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
     None shows a bar only when stderr is a terminal. ``on_layer`` is called in
     the parent after each layer is known (cached or searched). ``heuristic_config`` sets the
     heuristic's knobs; it is part of every cache key. ``imperfect``: the exact searches cover imperfect
-    factorizations too (the last tile partial; ``map_operator``).
+    factorizations too (the last tile partial; ``map_operator``). ``warm_start``: per layer name, mappings
+    to start that layer's search from (``map_operator``); such a layer is neither looked up in nor written to
+    the cache, whose key does not hold them.
     """
     check_objective(objective)
     if strategy not in STRATEGIES:
@@ -71,20 +75,21 @@ def map_model(model: ModelImport, arch: Accelerator, objective: str = "edp", *,
             lcons, notes = fit_constraints(cons, op, arch)
             key = result_key(op, arch, objective, strategy, lcons, time_limit_per_layer, seed, heuristic_config,
                              imperfect)
-            hit = cached_layer(cache, key, layer, op, arch, objective) if cache else None
+            warm = (warm_start or {}).get(layer.name, ())
+            hit = cached_layer(cache, key, layer, op, arch, objective) if cache and not warm else None
             if hit is not None:
                 outcomes[i] = hit
                 if on_layer:
                     on_layer(hit)
             else:
                 tasks.append(LayerTask(i, op, arch, objective, strategy, lcons, time_limit_per_layer, seed, key, notes,
-                                       heuristic_config, imperfect))
+                                       heuristic_config, imperfect, warm))
 
         def record(index: int, out: dict[str, Any]) -> LayerMapping:
             task = tasks_by_index[index]
             lm = layer_outcome(model.layers[index], task.op, out, task.notes, objective)
             outcomes[index] = lm
-            if cache is not None and (out["error"] is None or out.get("deterministic")):
+            if cache is not None and not task.warm_start and (out["error"] is None or out.get("deterministic")):
                 store_layer(cache, task.key, lm, arch)
             if on_layer:
                 on_layer(lm)
