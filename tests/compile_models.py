@@ -205,3 +205,30 @@ def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "broadcast_matmul_chain", [helper.make_tensor_value_info("x", F, [3, 2, 3, 8])],
                           [helper.make_tensor_value_info("y", F, None)], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
+    """Convolutions that chain (each output read by the next alone): conv + relu, conv + relu, max pool,
+    depthwise conv + relu, conv; then a global pool and a classifier. What ``--fuse`` can run as groups."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], name="dw3", pads=[1, 1, 1, 1], group=16),
+        helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+        helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"], name="conv4"),
+        helper.make_node("GlobalAveragePool", ["c4"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w5", "b5"], ["y"], name="fc", transB=1),
+    ]
+    inits = [_init("w1", w(16, 3, 3, 3)), _init("b1", b(16)), _init("w2", w(16, 16, 3, 3)), _init("b2", b(16)),
+             _init("w3", w(16, 1, 3, 3)), _init("b3", b(16)), _init("w4", w(24, 16, 1, 1)), _init("b4", b(24)),
+             _init("w5", w(10, 24)), _init("b5", b(10))]
+    g = helper.make_graph(nodes, "tiny_chain", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
