@@ -46,6 +46,7 @@ class CompileResult:
     intrinsics: list[IntrinsicChoice] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     fusion: FusedModel | None = None             # the fusion search's plan (``--fuse``)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)   # this process's CPU time of the searches
 
     @property
     def groups(self) -> list[FusedGroup]:
@@ -61,7 +62,7 @@ class CompileResult:
         return {
             "model": self.mapping.model.name, "arch": self.arch.name, "folder": str(self.program.folder),
             "steps": len(self.steps), "accelerator_steps": sum(1 for s in self.steps if s.placement == "accelerator"),
-            "seconds": self.seconds, "host_run_s": self.run.wall_s if self.run else None,
+            "seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "host_run_s": self.run.wall_s if self.run else None,
             "verification": None if v is None else {
                 "ok": v.ok, "reference": v.reference, "outputs": [c.line() for c in v.outputs],
                 "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
@@ -213,10 +214,11 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                         f"compiler runs {', '.join(ACCEL_OPS)} on the accelerator and nothing else with MACs",
                         where=g.source)
     seconds["import"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     mm = map_model(imp, arch, objective, time_limit_per_layer=time_limit_per_layer, jobs=jobs, cache_path=None,
                    progress=False, seed=seed)
     seconds["map"] = time.perf_counter() - t0
+    cpu = {"map": time.process_time() - c0}
     failed = [l for l in mm.layers if not l.ok]
     if failed:
         raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
@@ -234,7 +236,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         seconds["embed"] = time.perf_counter() - t0
     fusion, inner, groups, fuse_notes = None, None, [], []
     if fuse:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             fusion, inner = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit, fuse_config)
         except SpecError as e:
@@ -242,6 +244,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         else:
             groups, fuse_notes = plan_groups(fusion, steps, g)
         seconds["fuse"] = time.perf_counter() - t0
+        cpu["fuse"] = time.process_time() - c0
     t0 = time.perf_counter()
     prog = emit_program(g, steps, layer_of_node, arch, out_dir, None if intrinsics == "never" else choices, groups)
     prog.notes += fuse_notes
@@ -250,7 +253,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     seconds["build"] = prog.build_s
     res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps
                                              if s.placement == "accelerator"}, None, None, None, seconds=seconds,
-                        intrinsics=choices, fusion=fusion)
+                        intrinsics=choices, fusion=fusion, cpu_seconds=cpu)
     if run:
         data = inputs if inputs is not None else random_inputs(g, seed)
         for x in g.inputs:

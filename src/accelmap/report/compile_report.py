@@ -109,6 +109,37 @@ def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tu
     return out
 
 
+def _fused_section(res: CompileResult) -> str:
+    """The fusion search's plan and every fused group the program runs: its plan, modeled against simulated."""
+    f = res.fusion
+    assert f is not None
+    out = [f"<h2>Fused groups</h2><p>The fusion search (Stream-like depth-first tiles, DeFiNES' halo modes) chose "
+           f"{len(f.groups)} groups ({f.stats.groups_tried} tried, {f.tile_searches} tile mappings searched, "
+           f"{f.seconds:.1f} s{', stopped at its time limit' if f.stats.timed_out else ''}); the program runs "
+           f"{len(res.groups)} of them fused. A group's C walks its tile loop: every operator computes its block "
+           "into an on-chip buffer, followed by the host steps folded into it (requantization, activation, "
+           "quantization) on the block; intermediates never leave the chip. Modeled: the fusion model "
+           "(energy, the load/compute/write-back pipeline's latency, off-chip bits); simulated: the simulator "
+           "running the group's tile loop with each block's tile program.</p>",
+           '<table id="fused-groups"><tr><th>function</th><th>stages</th><th>tile</th><th>halos (input, '
+           "intermediates)</th><th>weights in the store</th><th>tiles</th><th>MACs computed / once</th>"
+           "<th>buffers KiB</th><th>cycles (model)</th><th>cycles (sim)</th><th>model err</th><th>energy pJ</th>"
+           "<th>off-chip MB (model / sim)</th><th>counters = model</th></tr>"]
+    for grp in res.groups:
+        c, sim = grp.cost, grp.sim
+        err = sim.model_error if sim else None
+        cells = [grp.name, grp.label, f"{c.tile_rows}x{c.tile_cols}", ", ".join(c.policies),
+                 "yes" if c.weights_resident else "no", f"{c.counts.tiles:,}",
+                 f"{sum(c.counts.macs):,} / {sum(c.macs_once):,}", f"{c.counts.buffer_total_bits / 8192:,.1f}",
+                 f"{c.latency:,.0f}", f"{sim.cycles:,.0f}" if sim else "", f"{err:+.2%}" if err is not None else "",
+                 f"{c.energy:,.0f}",
+                 f"{c.offchip_bits / 8e6:,.3f} / " + (f"{sim.offchip_bits / 8e6:,.3f}" if sim else ""),
+                 "" if grp.counters_ok is None else ("yes" if grp.counters_ok else "NO")]
+        out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     """The page; ``timeline_layer`` names the layer whose simulator timeline is drawn (default: the one with
     the most simulated cycles)."""
@@ -152,11 +183,16 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>runs as</th><th>layer</th>"
              "<th>inputs</th><th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>of which host work</th>"
              "<th>host energy pJ</th><th>host run s</th></tr>")
+    group_of = {i: grp for grp in res.groups for i in grp.members}
     for i, s in enumerate(res.steps):
         lm = res.layer_of.get(s.name)
         t = times.get(s.name)
         code = res.program.layers.get(s.name)
         runs = f"{code.runs}: {code.reason}" if code else "host C"
+        grp = group_of.get(i)
+        if grp is not None:
+            runs = f"fused group {grp.index} ({grp.name}), on its blocks"
+            t = times.get(f"fused {grp.index}") if i == grp.at else None
         secs = res.run.step_seconds[i] if res.run else None
         p.append(f'<tr class="{s.placement}"><td class="n">{i}</td><td>{_e(s.name)}</td><td>{_e(s.op_type)}</td>'
                  f"<td>{s.placement}</td><td>{_e(runs)}</td><td>{_e(lm.name) if lm else ''}</td>"
@@ -167,6 +203,8 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
                  f'<td class="n">{f"{t.host_energy_pj:,.0f}" if t else ""}</td>'
                  f'<td class="n">{f"{secs:.4f}" if secs is not None else ""}</td></tr>')
     p.append("</table>")
+    if res.fusion is not None:
+        p.append(_fused_section(res))
     p.append("<h2>Accelerator layers</h2>")
     levels = list(dict.fromkeys(c for l in mm.mapped for c, _ in l.cost.energy))
     operands = list(dict.fromkeys(o for l in mm.mapped for _, o in l.cost.energy))
