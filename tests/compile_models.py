@@ -194,6 +194,27 @@ def conv_transposes(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, int]]:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"n0": 1, "n1": 2, "n2": 1}
 
 
+def conv_transposes_sized(seed: int = 0) -> onnx.ModelProto:
+    """ConvTranspose whose output size, not its pads, is given: auto_pad SAME_UPPER and SAME_LOWER (output =
+    input x stride; an odd total padding, so the two differ) and output_shape (with output_padding, 1-D too)."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w0"], ["y0"], name="same_upper", strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("ConvTranspose", ["x", "w0"], ["y1"], name="same_lower", strides=[2, 2], auto_pad="SAME_LOWER"),
+        helper.make_node("ConvTranspose", ["x", "w1", "c1"], ["y2"], name="sized", strides=[2, 3],
+                         output_shape=[8, 13], group=2),
+        helper.make_node("ConvTranspose", ["x1", "w2"], ["y3"], name="sized_1d", strides=[2], output_shape=[10],
+                         output_padding=[1]),
+    ]
+    inits = [_init("w0", w(4, 3, 3, 3)), _init("w1", w(4, 2, 3, 4)), _init("c1", w(4)), _init("w2", w(3, 2, 4))]
+    g = helper.make_graph(nodes, "conv_transposes_sized",
+                          [helper.make_tensor_value_info("x", F, [1, 4, 4, 5]),
+                           helper.make_tensor_value_info("x1", F, [1, 3, 5])],
+                          [helper.make_tensor_value_info(f"y{i}", F, None) for i in range(4)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
     """x[B,H,M,K] x W[K,N] (a shared weight over two batch axes), relu, x W2[H,N,P] (broadcast over B)."""
     rng = np.random.default_rng(seed)

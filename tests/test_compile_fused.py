@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import quantize_qdq, tiny_chain  # noqa: E402
-
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
 from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
+from compile_models import quantize_qdq, tiny_chain  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 

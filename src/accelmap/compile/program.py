@@ -230,6 +230,24 @@ def integer_weight(s: Step, bits: int, n: int, g: NetGraph) -> np.ndarray:
     return wq
 
 
+def conv_transpose_pads(s: Step, g: NetGraph, auto: str, strides: list[int], dil: list[int], out_pad: list[int],
+                        ins: list[int], kernel: list[int], outs: list[int]) -> list[int]:
+    """The pads (begin..., end...) of a ConvTranspose whose output size is set by ``output_shape`` or by auto_pad
+    SAME (output = input x stride), as ONNX defines them and onnxruntime computes them: the total padding is
+    ``stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - out``; SAME_UPPER puts ``total // 2``
+    at the beginning (the extra one at the end), SAME_LOWER and NOTSET (``output_shape``) ``total - total // 2``."""
+    begin, end = [], []
+    for i, (st, d, op_, n, k, o) in enumerate(zip(strides, dil, out_pad, ins, kernel, outs, strict=True)):
+        total = st * (n - 1) + op_ + (k - 1) * d + 1 - o
+        if total < 0:
+            raise SpecError(f"node {s.name!r} (ConvTranspose): output size {o} on axis {i + 2} is larger than the "
+                            f"input gives ({o + total}); add output_padding", where=g.source)
+        b = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        begin.append(b)
+        end.append(total - b)
+    return begin + end
+
+
 def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int,
                           work: HostWork) -> list[str]:
     """A transposed convolution as the importer's GEMM (per group) between two host steps.
@@ -245,10 +263,10 @@ def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _
     if code.dtype != "fp32":
         raise SpecError(f"node {s.name!r} (ConvTranspose): only float transposed convolutions are compiled",
                         where=g.source)
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or a.get("output_shape"):
-        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {a.get('auto_pad')!r} / output_shape "
-                        f"{a.get('output_shape')} is not handled; give explicit pads (and output_padding)",
-                        where=g.source)
+    auto = a.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {auto!r}; valid: NOTSET, VALID, SAME_UPPER, "
+                        "SAME_LOWER", where=g.source)
     if w not in g.consts:
         raise SpecError(f"node {s.name!r} (ConvTranspose): the weight {w!r} must be a constant", where=g.source)
     xs, ws, ys = g.shape(x), g.shape(w), g.shape(y)
@@ -263,7 +281,13 @@ def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _
     oh, ow = (1, ys[2]) if sp == 1 else (ys[2], ys[3])
     strides = list(a.get("strides", [1] * sp))
     dil = list(a.get("dilations", [1] * sp))
-    pads = list(a.get("pads", [0] * 2 * sp))
+    if auto == "VALID" and a.get("output_shape"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): output_shape with auto_pad VALID is not handled; use "
+                        "NOTSET, SAME_UPPER or SAME_LOWER with it", where=g.source)
+    pads = list(a.get("pads", [0] * 2 * sp)) if auto == "NOTSET" else [0] * 2 * sp
+    if auto.startswith("SAME") or (auto == "NOTSET" and a.get("output_shape")):
+        pads = conv_transpose_pads(s, g, auto, strides, dil, list(a.get("output_padding", [0] * sp)),
+                                   list(xs[2:]), list(ws[2:]), list(ys[2:]))
     sh, sw = (1, strides[0]) if sp == 1 else strides
     dh, dw = (1, dil[0]) if sp == 1 else dil
     ph, pw = (0, pads[0]) if sp == 1 else (pads[0], pads[1])
