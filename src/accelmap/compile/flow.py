@@ -23,6 +23,7 @@ from accelmap.compile.program import Program, build_program, emit_program
 from accelmap.compile.verify import RunOutput, Verification, random_inputs, run_program, verify
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
+from accelmap.fusion.group_cost import InnerMappings
 from accelmap.fusion.model_fusion import FusedModel
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.search.model_mapper import map_model
@@ -126,14 +127,14 @@ class CompileResult:
                          + (", stopped at its time limit" if f.stats.timed_out else "")
                          + f"); {len(self.groups)} run fused")
             for grp in self.groups:
-                c = grp.cost
+                gc = grp.cost
                 sim = grp.sim
-                lines.append(f"    {grp.name}: {grp.label}, tile {c.tile_rows}x{c.tile_cols}, halos "
-                             f"{'/'.join(c.policies)}{', weights kept in the store' if c.weights_resident else ''}; "
-                             f"modeled {c.latency:,.0f} cycles"
+                lines.append(f"    {grp.name}: {grp.label}, tile {gc.tile_rows}x{gc.tile_cols}, halos "
+                             f"{'/'.join(gc.policies)}{', weights kept in the store' if gc.weights_resident else ''}; "
+                             f"modeled {gc.latency:,.0f} cycles"
                              + (f", simulated {sim.cycles:,.0f} ({sim.model_error:+.2%})" if sim and sim.model_error
                                 is not None else "")
-                             + f", off-chip {c.offchip_bits / 8e6:,.3f} MB"
+                             + f", off-chip {gc.offchip_bits / 8e6:,.3f} MB"
                              + ("" if grp.counters_ok is None else
                                 f"; counters {'equal to' if grp.counters_ok else 'DIFFER from'} the fusion model"))
         if self.verification is not None:
@@ -234,7 +235,10 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     choices = intrinsic_choices([lm for lm in mm.layers if lm.name in int_layers], arch, intrinsics)
     if choices:
         seconds["embed"] = time.perf_counter() - t0
-    fusion, inner, groups, fuse_notes = None, None, [], []
+    fusion: FusedModel | None = None
+    inner: InnerMappings | None = None
+    groups: list[FusedGroup] = []
+    fuse_notes: list[str] = []
     if fuse:
         t0, c0 = time.perf_counter(), time.process_time()
         try:

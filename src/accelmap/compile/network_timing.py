@@ -184,10 +184,10 @@ def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGra
             if i == grp.at:
                 if grp.sim is None:
                     raise AccelmapError(f"fused group {grp.label} has not been simulated")
-                c = grp.cost
-                out.steps.append(StepTime(f"fused {grp.index}", "accelerator", grp.sim.cycles, c.latency, c.energy,
+                gc = grp.cost
+                out.steps.append(StepTime(f"fused {grp.index}", "accelerator", grp.sim.cycles, gc.latency, gc.energy,
                                           "fused group", grp.name, host_cycles(grp.host_work),
-                                          host_energy_pj(grp.host_work), offchip_bits=c.offchip_bits))
+                                          host_energy_pj(grp.host_work), offchip_bits=gc.offchip_bits))
             continue
         if s.placement == "accelerator":
             lm = layer_of[s.name]
