@@ -3,9 +3,11 @@
 Steps run one after another (the program's order; no overlap of host work and accelerator layers).
 An accelerator step takes the simulated cycles of the program it runs (each distinct program is
 simulated once): the mapper's tile program, or the intrinsic program written as an operator (its
-outer loops plus the intrinsic's dimensions, each operand in its packed layout) with the loop nest
-the embedding ranking builds for it (intrinsic dimensions on the PE array, outer loops moved on chip
-while the tiles fit; not a searched mapping).
+outer loops plus the intrinsic's dimensions, each operand in its packed layout) with the mapper's
+searched loop nest under the constraint that keeps the intrinsic's dimensions whole on the PE array
+(``intrinsic_choice.ProgramNest``, with the mapper's certificate), or where the search finds none
+better, the nest the embedding ranking builds (intrinsic dimensions on the PE array, outer loops moved
+on chip while the tiles fit).
 
 Host work is every host step plus, inside an accelerator step, what its C does on the host around the
 layer call (``Program.host_work``: operand conversion, bias or requantization epilogue, a transposed
@@ -41,6 +43,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.compile.fused_groups import FusedGroup
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import HostWork, host_work
+from accelmap.compile.intrinsic_choice import ProgramNest
 from accelmap.compile.partition import Step
 from accelmap.compile.program import LayerCode
 from accelmap.cost.model import CostResult, evaluate
@@ -156,7 +159,7 @@ class NetworkTiming:
         if intr:
             text += (f"\n  {len(intr)} of {sum(s.placement == 'accelerator' for s in self.steps)} accelerator steps run "
                      f"intrinsic programs: their cycles and energy are those of the intrinsic program's loop nest "
-                     f"built by the embedding ranking (not a searched mapping); their operand packing and unpacking on "
+                     f"(searched under the intrinsic's shape, or built by the embedding ranking); their operand packing and unpacking on "
                      f"the host (weights included, every inference; {sum(self.transform_bytes[s.sim_key] for s in intr):,} "
                      f"bytes of layout change by the embedding's count) takes {self.packing_cycles:,.0f} host-model "
                      f"cycles of the host's {self.host_cycles:,.0f}")
@@ -167,8 +170,11 @@ def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGra
                  arch: Accelerator, codes: dict[str, LayerCode] | None = None,
                  host_work_of: dict[str, HostWork] | None = None,
                  packing_of: dict[str, HostWork] | None = None,
-                 groups: list[FusedGroup] | None = None) -> NetworkTiming:
-    """``groups``: fused groups, each timed as one step where it runs (``FusedGroup.sim`` must be set); the
+                 groups: list[FusedGroup] | None = None,
+                 nests: dict[str, ProgramNest] | None = None) -> NetworkTiming:
+    """``nests``: the loop nest that times each intrinsic program (by program key; ``intrinsic_choice.program_nest``),
+    default the embedding ranking's built nest.
+``groups``: fused groups, each timed as one step where it runs (``FusedGroup.sim`` must be set); the
     steps they cover are not timed alone.
 ``codes``: the program each accelerator step runs (step name -> its code); a step without one is timed
     as its layer's tile program. ``host_work_of`` / ``packing_of``: the host work inside each accelerator
@@ -197,7 +203,8 @@ def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGra
                 if code is not None and code.intrinsic is not None:
                     prog = code.intrinsic.program
                     assert prog is not None
-                    pm = program_mapping(prog, arch)
+                    nest = (nests or {}).get(key)
+                    pm = (nest.operator, nest.mapping) if nest is not None else program_mapping(prog, arch)
                     if pm is None:
                         raise AccelmapError(f"layer {lm.name}: the intrinsic program has no loop nest on {arch.name}")
                     out.sims[key] = simulate(pm[0], arch, pm[1], functional=False)

@@ -210,10 +210,11 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     operands = list(dict.fromkeys(o for l in mm.mapped for _, o in l.cost.energy))
     head = ["layer", "nodes", "runs as", "how", "certificate", "MACs", "latency (model)", "latency (sim)",
             "utilization", "energy pJ"] + [f"E {c}" for c in levels] + [f"E {o}" for o in operands]
-    p.append("<p>A layer that runs its intrinsic program shows that program's numbers: its loop nest is the one the "
-             "embedding ranking builds (intrinsic on the PE array, outer loops on chip while the tiles fit), not a "
-             "searched mapping, so it has no certificate; its MACs and utilization count the padded intrinsic "
-             "calls. Each other layer shows its mapping's.</p>")
+    p.append("<p>A layer that runs its intrinsic program shows that program's numbers: its loop nest is the mapper's "
+             "search under the constraint that keeps the intrinsic's dims whole on the PE array (its certificate "
+             "bounds every mapping that constraint allows), or where that search finds nothing better, the one the "
+             "embedding ranking builds (intrinsic on the PE array, outer loops on chip while the tiles fit); its MACs "
+             "and utilization count the padded intrinsic calls. Each other layer shows its mapping's.</p>")
     p.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>")
     codes: dict[str, dict[str, LayerCode]] = {}
     for code in res.program.layers.values():
@@ -229,8 +230,14 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
         sim = res.timing.sims.get(key) if res.timing else None
         intr = code is not None and code.intrinsic is not None
         runs = code.runs if code else "tile program (mapper)"
-        how = "built by the embedding ranking" if intr else l.how
-        cert = "none (not searched)" if intr else _gap(l)
+        nest = res.nests.get(key) if intr else None
+        how, cert = l.how, _gap(l)
+        if intr:
+            how = ("built by the embedding ranking" if nest is None else
+                   f"searched under the intrinsic's shape ({nest.strategy})" if nest.searched else
+                   f"built by the embedding ranking: {nest.why}")
+            g = nest.gap if nest is not None else None
+            cert = "none (not searched)" if g is None else "0%" if nest and nest.proven else f"<={g:.0%}"
         macs = c.macs if intr else l.layer.operator.macs
         by_lv = c.energy_by_level()
         by_op: dict[str, float] = {}
