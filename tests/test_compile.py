@@ -15,8 +15,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
-
 from accelmap.arch.intrinsics import get_intrinsic  # noqa: E402
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
@@ -24,6 +22,7 @@ from accelmap.compile.graph import load_graph  # noqa: E402
 from accelmap.compile.verify import random_inputs, run_program, verify  # noqa: E402
 from accelmap.errors import SpecError  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
