@@ -224,12 +224,14 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
         mine: list[LayerCode | None] = list(codes.get(l.name, {}).values()) or [None]
         for code in mine:
             rows.append((l, code))
+    fused_steps = {res.steps[i].name for grp in res.groups for i in grp.members}
     for l, code in rows:
         key = f"{l.name}@{code.intrinsic.intrinsic}" if code is not None and code.intrinsic else l.name
         c = res.timing.costs.get(key, l.cost) if res.timing else l.cost
         sim = res.timing.sims.get(key) if res.timing else None
         intr = code is not None and code.intrinsic is not None
-        runs = code.runs if code else "tile program (mapper)"
+        runs = code.runs if code else ("in fused groups (table above)" if set(l.layer.nodes) <= fused_steps
+                                       else "tile program (mapper)")
         nest = res.nests.get(key) if intr else None
         how, cert = l.how, _gap(l)
         if intr:
