@@ -20,7 +20,7 @@ It then loads one report in headless Chromium (Debian's ``chromium``, installed 
 missing), checks that the page logs no console error, and writes a screenshot.
 
     python benchmarks/compile_e2e.py [--models M ...] [--archs A ...] [--seq-len N] [--time-limit S]
-                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S]]
+                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S]] [--objective O]
 
 Prints a table, writes benchmarks/results/compile_e2e.json (and the screenshot
 benchmarks/results/compile_e2e_report.png). Needs onnxruntime (``pip install -e '.[compile]'``).
@@ -98,6 +98,8 @@ def main() -> None:
     ap.add_argument("--json", default=str(RESULTS / "compile_e2e.json"))
     ap.add_argument("--intrinsics", choices=["always", "faster", "never"], default="always",
                     help="which layers run intrinsic programs (accelmap compile --intrinsics)")
+    ap.add_argument("--objective", choices=["edp", "energy", "latency"], default="edp",
+                    help="the mapper's and the fusion search's objective")
     ap.add_argument("--fuse", action="store_true", help="compile every pair layer by layer and then fused")
     ap.add_argument("--fuse-tile-time", type=float, default=2.0, help="seconds per tile mapping of the fusion search")
     ap.add_argument("--fuse-time-limit", type=float, default=None, help="seconds of the whole fusion search")
@@ -118,6 +120,7 @@ def main() -> None:
             try:
                 res = compile_model(path, arch, work / f"{name}-{arch_name}{'-fused' if fuse else ''}",
                                     time_limit_per_layer=args.time_limit, jobs=1, intrinsics=args.intrinsics,
+                                    objective=args.objective,
                                     fuse=fuse, fuse_tile_time_limit=args.fuse_tile_time,
                                     fuse_time_limit=args.fuse_time_limit)
             except Exception as e:  # noqa: BLE001 - one failing pair is a row of the table, not the end of the run
