@@ -84,7 +84,9 @@ class CompileResult:
             "fusion_search": None if self.fusion is None else {
                 "seconds": self.fusion.seconds, "groups_tried": self.fusion.stats.groups_tried,
                 "tile_searches": self.fusion.tile_searches, "timed_out": self.fusion.stats.timed_out,
-                "groups_in_plan": len(self.fusion.groups), "groups_run": len(self.groups)},
+                "groups_in_plan": len(self.fusion.groups), "groups_run": len(self.groups),
+                # the plan's totals and layer by layer, by the same run's mappings (the fusion model)
+                "plan": {k: v for k, v in self.fusion.to_dict().items() if k in ("fused", "unfused")}},
             "fused_groups": [_group_dict(grp) for grp in self.groups],
             "intrinsic_nests": [{"program": k, "searched": n.searched, "strategy": n.strategy, "value": n.value,
                                  "built_value": n.built_value, "lower_bound": n.lower_bound, "proven": n.proven,
