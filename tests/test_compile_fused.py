@@ -72,6 +72,8 @@ def test_fused_groups_are_timed_by_the_simulator_and_the_fusion_model(qdq_tpu_fu
     d = json.loads(json.dumps(r.to_dict()))
     assert len(d["fused_groups"]) == len(r.groups) and d["fused_groups"][0]["counters_equal_model"] is True
     assert d["fusion_search"]["groups_run"] == len(r.groups) and d["offchip_bits"] == t.offchip_bits
+    plan = d["fusion_search"]["plan"]
+    assert plan["fused"]["edp"] <= plan["unfused"]["edp"]      # the search's plan is never worse than layer by layer
     assert "fusion search:" in r.summary() and "counters equal to the fusion model" in r.summary()
     html = report_html(r)
     assert 'id="fused-groups"' in html and r.groups[0].name in html and "fused group 0" in html
