@@ -131,8 +131,8 @@ class CompileResult:
             gaps = [n.gap for n in ns if n.gap is not None]
             lines.append(f"  intrinsic programs' loop nests: {sum(n.searched for n in ns)} of {len(ns)} searched under the "
                          f"intrinsic's shape ({sum(n.proven for n in ns)} proven optimal"
-                         + (f", largest certified gap {max(gaps):.0%}" if gaps else "") + "), the others built by the "
-                         f"embedding ranking; objective {sum(n.value for n in ns):,.4g} against "
+                         + (f", largest certified gap {max(gaps):.0%}" if gaps else "")
+                         + f"), {sum(not n.searched for n in ns)} built by the embedding ranking; objective {sum(n.value for n in ns):,.4g} against "
                          f"{sum(n.built_value for n in ns):,.4g} with the built nests (each program once)")
         if self.fusion is not None:
             f = self.fusion
