@@ -11,10 +11,16 @@ and of the host (host model). Models (the bundled weight-free graphs get random 
   symmetric int8, per-channel weights, calibrated on 4 random inputs), compared bit for bit on
   their integer form, and against the file as written.
 
+With ``--fuse`` every pair is compiled twice, one after the other: layer by layer, then with the fusion
+search's groups run fused (``accelmap compile --fuse``); the rows add the CPU seconds of the mapping
+and the fusion search (this process; jobs=1), the accelerator's off-chip
+traffic by the cost model (simulated for the fused groups) and the groups run.
+
 It then loads one report in headless Chromium (Debian's ``chromium``, installed with apt-get when
 missing), checks that the page logs no console error, and writes a screenshot.
 
     python benchmarks/compile_e2e.py [--models M ...] [--archs A ...] [--seq-len N] [--time-limit S]
+                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S]] [--objective O]
 
 Prints a table, writes benchmarks/results/compile_e2e.json (and the screenshot
 benchmarks/results/compile_e2e_report.png). Needs onnxruntime (``pip install -e '.[compile]'``).
@@ -92,22 +98,31 @@ def main() -> None:
     ap.add_argument("--json", default=str(RESULTS / "compile_e2e.json"))
     ap.add_argument("--intrinsics", choices=["always", "faster", "never"], default="always",
                     help="which layers run intrinsic programs (accelmap compile --intrinsics)")
+    ap.add_argument("--objective", choices=["edp", "energy", "latency"], default="edp",
+                    help="the mapper's and the fusion search's objective")
+    ap.add_argument("--fuse", action="store_true", help="compile every pair layer by layer and then fused")
+    ap.add_argument("--fuse-tile-time", type=float, default=2.0, help="seconds per tile mapping of the fusion search")
+    ap.add_argument("--fuse-time-limit", type=float, default=None, help="seconds of the whole fusion search")
     args = ap.parse_args()
     rows = []
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"{'model':<16} {'form':<9} {'arch':<13} {'compile s':>9} {'run s':>7} {'simulated cyc':>14} "
           f"{'modeled cyc':>14} {'model err':>9} {'host cyc':>11} {'packing':>9} {'acc. pJ':>9} {'host pJ':>9} "
-          f"{'intr.':>6}  verification")
+          f"{'intr.':>6}" + (f" {'fused':>5} {'map+fuse CPU s':>14} {'off-chip MB':>11} {'groups':>6}" if args.fuse else "")
+          + "  verification")
     first_report = None
     for name in args.models:
         path, form = model_for(name, args.seq_len, work)
-        for arch_name in args.archs:
+        for arch_name, fuse in [(a, f) for a in args.archs for f in ((False, True) if args.fuse else (False,))]:
             arch = get_accelerator(arch_name)
             t0 = time.perf_counter()
             try:
-                res = compile_model(path, arch, work / f"{name}-{arch_name}", time_limit_per_layer=args.time_limit,
-                                    jobs=1, intrinsics=args.intrinsics)
+                res = compile_model(path, arch, work / f"{name}-{arch_name}{'-fused' if fuse else ''}",
+                                    time_limit_per_layer=args.time_limit, jobs=1, intrinsics=args.intrinsics,
+                                    objective=args.objective,
+                                    fuse=fuse, fuse_tile_time_limit=args.fuse_tile_time,
+                                    fuse_time_limit=args.fuse_time_limit)
             except Exception as e:  # noqa: BLE001 - one failing pair is a row of the table, not the end of the run
                 rows.append({"model": name, "form": form, "arch": arch_name, "error": f"{type(e).__name__}: {e}"})
                 print(f"{name:<16} {form:<9} {arch_name:<13} error: {type(e).__name__}: {str(e)[:200]}")
@@ -117,7 +132,8 @@ def main() -> None:
             first_report = first_report or report
             d = res.to_dict()
             s = res.seconds
-            compile_s = s["import"] + s["map"] + s.get("embed", 0.0) + s["emit"] + s["build"]
+            compile_s = s["import"] + s["map"] + s.get("embed", 0.0) + s.get("fuse", 0.0) + s["emit"] + s["build"]
+            compile_cpu = sum(res.cpu_seconds.values())      # mapping + fusion search, this process (jobs=1)
             t = res.timing
             assert t is not None and res.verification is not None and res.run is not None
             acc_sim, acc_mod = t.accelerator_simulated, t.accelerator_modeled
@@ -129,7 +145,8 @@ def main() -> None:
                 first = v.file_first_bad.split(":")[0] if v.file_first_bad else "?"
                 verdict += "; file as written: " + ("match" if all(c.ok for c in v.file_outputs) else
                                                     f"differs from {first}")
-            d.update({"form": form, "compile_s": compile_s, "total_s": total,
+            d.update({"form": form, "fused": fuse, "compile_s": compile_s, "process_cpu_s": compile_cpu,
+                      "total_s": total,
                       "accelerator_simulated_cycles": acc_sim, "accelerator_modeled_cycles": acc_mod,
                       "verification_detail": v.summary()})
             intr = [x for x in t.steps if x.runs == "intrinsic program"]
@@ -139,7 +156,10 @@ def main() -> None:
                   f"{t.simulated_cycles:>14,.0f} {t.modeled_cycles:>14,.0f} "
                   f"{(acc_mod - acc_sim) / acc_sim if acc_sim else 0:>+9.2%} {t.host_cycles:>11,.0f} "
                   f"{t.packing_cycles:>9,.0f} {t.accelerator_energy_pj:>9.3g} {t.host_energy_pj:>9.3g} "
-                  f"{d['intrinsic_steps']:>6}  {verdict}", flush=True)
+                  f"{d['intrinsic_steps']:>6}"
+                  + (f" {'yes' if fuse else 'no':>5} {compile_cpu:>14.1f} {t.offchip_bits / 8e6:>11.3f} "
+                     f"{len(res.groups):>6}" if args.fuse else "")
+                  + f"  {verdict}", flush=True)
     browser = chromium_check(first_report, RESULTS / "compile_e2e_report.png") if first_report else {}
     print(f"\nreport in headless Chromium ({first_report}): "
           + ("no console errors, screenshot written" if browser.get("ok") else json.dumps(browser)))

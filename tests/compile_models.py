@@ -194,6 +194,27 @@ def conv_transposes(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, int]]:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"n0": 1, "n1": 2, "n2": 1}
 
 
+def conv_transposes_sized(seed: int = 0) -> onnx.ModelProto:
+    """ConvTranspose whose output size, not its pads, is given: auto_pad SAME_UPPER and SAME_LOWER (output =
+    input x stride; an odd total padding, so the two differ) and output_shape (with output_padding, 1-D too)."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w0"], ["y0"], name="same_upper", strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("ConvTranspose", ["x", "w0"], ["y1"], name="same_lower", strides=[2, 2], auto_pad="SAME_LOWER"),
+        helper.make_node("ConvTranspose", ["x", "w1", "c1"], ["y2"], name="sized", strides=[2, 3],
+                         output_shape=[8, 13], group=2),
+        helper.make_node("ConvTranspose", ["x1", "w2"], ["y3"], name="sized_1d", strides=[2], output_shape=[10],
+                         output_padding=[1]),
+    ]
+    inits = [_init("w0", w(4, 3, 3, 3)), _init("w1", w(4, 2, 3, 4)), _init("c1", w(4)), _init("w2", w(3, 2, 4))]
+    g = helper.make_graph(nodes, "conv_transposes_sized",
+                          [helper.make_tensor_value_info("x", F, [1, 4, 4, 5]),
+                           helper.make_tensor_value_info("x1", F, [1, 3, 5])],
+                          [helper.make_tensor_value_info(f"y{i}", F, None) for i in range(4)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
     """x[B,H,M,K] x W[K,N] (a shared weight over two batch axes), relu, x W2[H,N,P] (broadcast over B)."""
     rng = np.random.default_rng(seed)
@@ -203,5 +224,32 @@ def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
     inits = [_init("w1", (rng.standard_normal((8, 6)) / np.sqrt(8)).astype(np.float32)),
              _init("w2", (rng.standard_normal((2, 6, 5)) / np.sqrt(6)).astype(np.float32))]
     g = helper.make_graph(nodes, "broadcast_matmul_chain", [helper.make_tensor_value_info("x", F, [3, 2, 3, 8])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
+    """Convolutions that chain (each output read by the next alone): conv + relu, conv + relu, max pool,
+    depthwise conv + relu, conv; then a global pool and a classifier. What ``--fuse`` can run as groups."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], name="dw3", pads=[1, 1, 1, 1], group=16),
+        helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
+        helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"], name="conv4"),
+        helper.make_node("GlobalAveragePool", ["c4"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w5", "b5"], ["y"], name="fc", transB=1),
+    ]
+    inits = [_init("w1", w(16, 3, 3, 3)), _init("b1", b(16)), _init("w2", w(16, 16, 3, 3)), _init("b2", b(16)),
+             _init("w3", w(16, 1, 3, 3)), _init("b3", b(16)), _init("w4", w(24, 16, 1, 1)), _init("b4", b(24)),
+             _init("w5", w(10, 24)), _init("b5", b(10))]
+    g = helper.make_graph(nodes, "tiny_chain", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
                           [helper.make_tensor_value_info("y", F, None)], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -15,8 +15,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
-
 from accelmap.arch.intrinsics import get_intrinsic  # noqa: E402
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
@@ -24,6 +22,7 @@ from accelmap.compile.graph import load_graph  # noqa: E402
 from accelmap.compile.verify import random_inputs, run_program, verify  # noqa: E402
 from accelmap.errors import SpecError  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_classifier, tiny_cnn, tiny_pools  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
@@ -110,7 +109,7 @@ def test_qdq_on_vta_runs_the_intrinsic_programs_bit_exact(qdq_vta, tmp_path):
     assert st["conv1"].host == st["conv1"].packing + 2 * n_out / 4
     assert f"takes {t.packing_cycles:,.0f} host-model cycles" in t.summary()
     page = report_html(r)
-    assert "<td>intrinsic program (vta_gemm): vta_gemm embeds" in page and "none (not searched)" in page
+    assert "<td>intrinsic program (vta_gemm): vta_gemm embeds" in page and "searched under the intrinsic" in page
     assert "issued the planned number of intrinsic calls" in page and "(intrinsic program)</summary>" in page
     # the same network with tile programs only computes the same integers
     # (test_a_layer_the_intrinsic_cannot_embed_falls_back_to_its_tile_program mixes the two)
@@ -119,6 +118,34 @@ def test_qdq_on_vta_runs_the_intrinsic_programs_bit_exact(qdq_vta, tmp_path):
     assert {c.runs for c in tiles.program.layers.values()} == {"tile program (mapper)"}
     assert tiles.run is not None and all(np.array_equal(tiles.run.outputs[k], r.run.outputs[k])
                                          for k in r.run.outputs)
+
+
+def test_intrinsic_programs_are_timed_with_a_searched_nest_that_carries_a_certificate(qdq_vta):
+    from accelmap.cost.model import evaluate
+    from accelmap.embed.rank import intrinsic_constraints
+    from accelmap.mapping.validate import validate
+
+    r = qdq_vta
+    arch = r.arch
+    t = r.timing
+    assert t is not None and set(r.nests) == {"conv1@vta_gemm", "dw2@vta_gemm", "fc@vta_gemm"}
+    for key, n in r.nests.items():
+        prog = r.program.layers[key.split("@")[0]].intrinsic.program
+        pop, built, cons = intrinsic_constraints(prog, arch)
+        validate(n.operator, arch, n.mapping)
+        # every intrinsic dim stays whole on the PE array where the built nest puts it: one array step per call
+        spatial = {(lp.axis, lp.dim): lp.bound for lp in n.mapping.loops if lp.axis is not None}
+        assert all(spatial.get((ax, d)) == b for ax, dims in cons.spatial.items() for d, b in dims.items())
+        assert not any(lp.dim.startswith("i_") and lp.axis is None and lp.bound > 1 for lp in n.mapping.loops)
+        # the nest that times the program is never worse than the built one, and its certificate bounds it
+        c = evaluate(n.operator, arch, n.mapping)
+        assert n.value == pytest.approx(c.energy_total * c.latency) and n.value <= n.built_value
+        assert n.searched and n.lower_bound is not None and n.lower_bound <= n.value * (1 + 1e-9)
+        assert n.gap == pytest.approx(0.0 if n.proven else n.value / n.lower_bound - 1)
+        assert t.costs[key].latency == c.latency and t.sims[key].cycles > 0
+    d = r.to_dict()
+    assert len(d["intrinsic_nests"]) == 3 and all(x["searched"] for x in d["intrinsic_nests"])
+    assert "3 of 3 searched under the intrinsic's shape" in r.summary()
 
 
 def test_policy_faster_keeps_the_intrinsic_only_where_it_is_modeled_faster(qdq_vta):

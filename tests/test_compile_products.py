@@ -10,12 +10,17 @@ import pytest
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compile_models import broadcast_matmul_chain, broadcast_matmuls, conv_transposes, matrix_einsums  # noqa: E402
-from compile_models import quantize_qdq  # noqa: E402
-
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
 from accelmap.errors import SpecError  # noqa: E402
+from compile_models import (  # noqa: E402
+    broadcast_matmul_chain,
+    broadcast_matmuls,
+    conv_transposes,
+    conv_transposes_sized,
+    matrix_einsums,
+    quantize_qdq,  # noqa: E402
+)
 
 pytest.importorskip("onnxruntime")
 
@@ -107,3 +112,22 @@ def test_conv_transpose_runs_as_its_gemm_and_matches(tmp_path):
     up0 = next(s for s in t.steps if s.name == "up0")
     assert up0.host == (2 * 80 + 20 * 27 + 3 * 11 * 7) / 4
     assert up0.total == up0.simulated + up0.host and up0.host_energy_pj > 0
+
+
+def test_conv_transpose_sized_by_auto_pad_or_output_shape_matches(tmp_path):
+    r = compile_model(conv_transposes_sized(), get_accelerator("eyeriss_like"), tmp_path, simulate=False, **FAST)
+    _passes(r)
+    assert [r.graph.shape(f"y{i}") for i in range(4)] == [(1, 3, 8, 10), (1, 3, 8, 10), (1, 4, 8, 13), (1, 2, 10)]
+    main = (r.program.folder / "main.c").read_text()
+    # total padding 1 per axis for SAME: SAME_UPPER begins with 0 of it, SAME_LOWER with 1 (ONNX, onnxruntime)
+    calls = [ln for ln in main.splitlines() if ln.strip().startswith("col2im(")]
+    assert calls[0].endswith("2L, 2L, 1L, 1L, 0L, 0L);") and calls[1].endswith("2L, 2L, 1L, 1L, 1L, 1L);")
+
+
+def test_conv_transpose_output_shape_larger_than_the_input_gives_is_one_clear_error(tmp_path):
+    m = conv_transposes_sized()
+    for a in m.graph.node[3].attribute:
+        if a.name == "output_shape":
+            a.ints[:] = [14]
+    with pytest.raises(SpecError, match=r"sized_1d.*output size 14 on axis 2 is larger than the input gives \(13\)"):
+        compile_model(m, get_accelerator("eyeriss_like"), tmp_path, run=False, simulate=False, **FAST)

@@ -48,18 +48,27 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
 @click.option("--intrinsics", "intrinsics", type=click.Choice(POLICIES), default="always", show_default=True,
               help="always: a layer runs its intrinsic program wherever the accelerator's intrinsic embeds; faster: "
               "only where that is modeled faster than the mapper's tile program; never: tile programs only.")
+@click.option("--fuse", is_flag=True, help="Run the fusion search and emit its groups as fused tile loops "
+              "(intermediates on chip, halos as the plan chose); needs a shared on-chip store.")
+@click.option("--fuse-tile-time", type=float, default=2.0, show_default=True,
+              help="With --fuse: seconds of each tile mapping's search.")
+@click.option("--fuse-time-limit", type=float, default=None, help="With --fuse: seconds of the whole fusion search.")
 @click.option("--json", "json_path", default=None, help="Also write a JSON summary to this file.")
 @click.option("--timeline-layer", default=None, help="Layer whose simulator timeline the report draws "
               "(default: the one with the most cycles).")
 def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective, time_limit, jobs, input_path, seed,
-                no_run, no_verify, no_simulate, intrinsics, json_path, timeline_layer):
+                no_run, no_verify, no_simulate, intrinsics, fuse, fuse_tile_time, fuse_time_limit, json_path,
+                timeline_layer):
     """Compile MODEL (an ONNX file or a bundled model) into one C program for ARCH and verify it.
 
     Writes DIR/main.c, DIR/layer_N.c, DIR/weights.bin, DIR/Makefile, the executable DIR/net and
     DIR/report.html; runs the program once and compares its outputs with onnxruntime. A layer runs as
     the accelerator's intrinsic program where an intrinsic embeds (integer layers), else as the
-    mapper's tile program; the summary says which and why.
+    mapper's tile program; the summary says which and why. With --fuse, chains of convolutions run as the
+    fusion search's groups (one tile loop each), verified and simulated like the rest.
     """
+    if not fuse and (fuse_time_limit is not None or fuse_tile_time != 2.0):
+        raise SpecError("--fuse-tile-time and --fuse-time-limit need --fuse", where="--fuse")
     arch = resolve_accelerator(arch_name)
     path = bundled_model_path(model) if model in BUNDLED else Path(model)
     if not path.exists():
@@ -71,7 +80,8 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
     res = compile_model(path, arch, out, dims=dict(parse_dims(dim_items)), batch=batch, seq_len=seq_len,
                         objective=objective, time_limit_per_layer=time_limit, jobs=jobs, seed=seed, inputs=inputs,
                         run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate,
-                        intrinsics=intrinsics)
+                        intrinsics=intrinsics, fuse=fuse, fuse_tile_time_limit=fuse_tile_time,
+                        fuse_time_limit=fuse_time_limit)
     from accelmap.report.compile_report import write_compile_report
 
     report = write_compile_report(res, out, timeline_layer)

@@ -7,8 +7,14 @@ input is fetched from off-chip memory into its buffer the same way. A read of an
 valid is counted, so a schedule that relies on something its policy does not keep shows up as a
 nonzero count (and, since buffers start filled with a poison value, as a wrong result). Counters:
 input elements fetched, output elements written, MACs per stage (every tap of every computed output,
-padded taps included, as the model counts them) and invalid reads. Arithmetic is 64-bit integer, so
-the result is compared bit for bit with NumPy.
+padded taps included, as the model counts them) and invalid reads.
+
+``fused_group_c`` writes the tile loop for any element types: a stage computes its block (rows x
+columns of the tile, all channels) into a contiguous block buffer, then its *epilogue* (C lines the
+caller gives, e.g. the requantization of an integer product and the element-wise operators after it)
+turns that block into the values the next stage reads, which are scattered into the tensor's buffer.
+``accelmap compile --fuse`` embeds such a function in the network program; ``generate_fused_c`` is
+the same loop on 64-bit integers with no epilogue, compared bit for bit with NumPy (``run_fused``).
 
 The buffers here are whole tensors (with the flags telling what a real buffer would hold); the
 bounded buffers' sizes are the model's (``fusion.geometry``), checked against a point walk.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +36,10 @@ from accelmap.workload.numpy_reference import reference
 
 POISON = -7777777
 
+# (block buffer of the stage's results, block buffer of its epilogue's output, elements, elements per channel)
+# -> C lines computing the second from the first
+Epilogue = Callable[[str, str, str, str], list[str]]
+
 
 @dataclass(frozen=True)
 class FusedRun:
@@ -39,93 +50,164 @@ class FusedRun:
     invalid_reads: int
 
 
+@dataclass(frozen=True)
+class StageC:
+    """How one stage of a fused group is written in C.
+
+    A multiply-accumulate stage (a convolution) reads its input less ``zero_point`` and multiplies it
+    by ``weights`` (a C array [K][C/groups][R][S]) into ``acc_type``; a pooling stage takes the maximum
+    in ``acc_type`` (the input's type), starting from ``acc_init``. ``epilogue`` (None: a copy) turns the
+    block into ``out_type``, the type of the tensor the stage leaves on chip (or writes off chip).
+    """
+
+    acc_type: str
+    out_type: str
+    weights: str = ""
+    zero_point: int = 0
+    groups: int = 1
+    acc_init: str = "0"
+    epilogue: Epilogue | None = None
+
+
 def _table(name: str, vals: list[int]) -> str:
     return f"static const int {name}[{max(1, len(vals))}] = {{{', '.join(map(str, vals or [0]))}}};"
 
 
-def _conv_shape(ms: MacStage) -> tuple[int, int, int, int]:
-    """(kernel rows, kernel columns, dilation rows, dilation columns) of a single-image convolution."""
+def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
+    """(kernel rows, kernel columns, dilation rows, dilation columns, groups) of a single-image convolution."""
     op = ms.operator
-    if op.kind != "conv2d" or op.sizes.get("N", 1) != 1:
-        raise SpecError(f"fused C covers single-image convolutions (groups 1); {op.name} is {op.kind}")
+    if op.kind not in ("conv2d", "depthwise_conv2d", "grouped_conv2d") or op.sizes.get("N", 1) != 1:
+        raise SpecError(f"fused C covers single-image 2-D convolutions; {op.name} is {op.kind}"
+                        + (f" of batch {op.sizes['N']}" if op.sizes.get("N", 1) != 1 else ""))
     r, s = op.sizes.get("R", 1), op.sizes.get("S", 1)
     dh = (ms.stage.rows.span - 1) // (r - 1) if r > 1 else 1
     dw = (ms.stage.cols.span - 1) // (s - 1) if s > 1 else 1
-    return r, s, dh, dw
+    return r, s, dh, dw, op.sizes.get("G", 1)
 
 
-def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-                     policies: tuple[str, ...]) -> str:
-    """C source of ``accelmap_fused(x, weights, y, counters)`` for the group (see the module doc)."""
+def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...]) -> list[int]:
+    """Per stage: the most elements (all channels) of one block it computes."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    return [st.out_depth * max(t[j + 1][1] - t[j + 1][0] for t in rows.comp)
+            * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
+
+
+def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
+                  policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str) -> str:
+    """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc).
+
+    ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage.
+    It needs <string.h> and whatever the epilogues call.
+    """
     rows, cols = schedules(stages, tile_rows, tile_cols, policies)
     n = len(stages)
+    if len(specs) != n:
+        raise SpecError(f"fused group {name}: {n} stages but {len(specs)} stage descriptions")
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
     size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
-    w = ["#include <string.h>", "#include <limits.h>", "typedef long long i64;", ""]
+    types = [in_type] + [sp.out_type for sp in specs]
+    blocks = block_elements(stages, tile_rows, tile_cols, policies)
+    w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
+                    f"halos {', '.join(policies)} */"]
     for t in range(n + 1):
-        w.append(_table(f"RLO{t}", [tile[t][0] for tile in rows.comp]))
-        w.append(_table(f"RHI{t}", [tile[t][1] for tile in rows.comp]))
-        w.append(_table(f"CLO{t}", [tile[t][0] for tile in cols.comp]))
-        w.append(_table(f"CHI{t}", [tile[t][1] for tile in cols.comp]))
+        w.append(_table(f"{name}_RLO{t}", [tile[t][0] for tile in rows.comp]))
+        w.append(_table(f"{name}_RHI{t}", [tile[t][1] for tile in rows.comp]))
+        w.append(_table(f"{name}_CLO{t}", [tile[t][0] for tile in cols.comp]))
+        w.append(_table(f"{name}_CHI{t}", [tile[t][1] for tile in cols.comp]))
     for t in range(n):
-        w.append(f"static i64 b{t}[{size[t]}]; static unsigned char v{t}[{size[t]}];")
-    w += ["", "int accelmap_fused(const i64 *x, const i64 *const *wts, i64 *y, i64 *cnt) {",
-          "  /* cnt: 0 input fetched, 1 output written, 2 invalid reads, 3.. MACs per stage */",
-          f"  memset(cnt, 0, sizeof(i64) * {3 + n});"]
+        w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static unsigned char {name}_v{t}[{size[t]}];")
+    for j, sp in enumerate(specs):
+        w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
+    w += ["", f"static void {name}(const {in_type} *x, {types[n]} *y, long long *cnt) {{",
+          f"  memset(cnt, 0, sizeof(long long) * {3 + n});"]
     for t in range(n):
-        w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ b{t}[i] = {POISON}; v{t}[i] = 0; }}")
+        w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ {name}_b{t}[i] = ({types[t]}){POISON}; "
+                 f"{name}_v{t}[i] = 0; }}")
     w.append(f"  for (int ty = 0; ty < {len(rows.comp)}; ty++) {{")
     for t in range(n):
         if policies[t] == "H-cached-V-recompute":
-            w.append(f"    memset(v{t}, 0, {size[t]});   /* tensor {t}: rows recomputed, a new tile row */")
+            w.append(f"    memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: rows recomputed, a new tile row */")
     w.append(f"    for (int tx = 0; tx < {len(cols.comp)}; tx++) {{")
     for t in range(n):
         if policies[t] == "fully-recompute":
-            w.append(f"      memset(v{t}, 0, {size[t]});   /* tensor {t}: recomputed at every tile */")
+            w.append(f"      memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: recomputed at every tile */")
     w += [f"      for (int d = 0; d < {depth[0]}; d++)",
-          "        for (int r = RLO0[ty]; r < RHI0[ty]; r++)",
-          "          for (int c = CLO0[tx]; c < CHI0[tx]; c++) {",
+          f"        for (int r = {name}_RLO0[ty]; r < {name}_RHI0[ty]; r++)",
+          f"          for (int c = {name}_CLO0[tx]; c < {name}_CHI0[tx]; c++) {{",
           f"            long i = ((long)d * {height[0]} + r) * {width[0]} + c;",
-          "            b0[i] = x[i]; v0[i] = 1; cnt[0]++;", "          }"]
-    for j, st in enumerate(stages):
-        src, dst = f"b{j}", (f"b{j + 1}" if j + 1 < n else "y")
+          f"            {name}_b0[i] = x[i]; {name}_v0[i] = 1; cnt[0]++;", "          }"]
+    for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
+        src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
-        store = (f"{dst}[o] = acc;" + (f" v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"))
-        w += [f"      /* stage {j}: {st.name} */",
-              f"      for (int k = 0; k < {depth[j + 1]}; k++)",
-              f"        for (int r = RLO{j + 1}[ty]; r < RHI{j + 1}[ty]; r++)",
-              f"          for (int c = CLO{j + 1}[tx]; c < CHI{j + 1}[tx]; c++) {{",
-              f"            long o = ((long)k * {height[j + 1]} + r) * {width[j + 1]} + c;"]
+        w += [f"      {{ /* stage {j}: {st.name} */",
+              f"        const int r0 = {name}_RLO{j + 1}[ty], r1 = {name}_RHI{j + 1}[ty], "
+              f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
+              "        const long br = r1 - r0, bc = c1 - c0;",
+              "        if (br > 0 && bc > 0) {",
+              f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+              "          for (int r = r0; r < r1; r++)",
+              "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
         if ms is None:
-            kh, kw = st.rows.span, st.cols.span
-            w += ["            i64 acc = LLONG_MIN;",
-                  f"            for (int kr = 0; kr < {kh}; kr++) for (int kc = 0; kc < {kw}; kc++) {{",
-                  f"              int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
+            w += [f"              {sp.acc_type} acc = {sp.acc_init};",
+                  f"              for (int kr = 0; kr < {st.rows.span}; kr++) "
+                  f"for (int kc = 0; kc < {st.cols.span}; kc++) {{",
+                  f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc;",
-                  f"              if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"              long i = ((long)k * {hin} + ir) * {win} + ic;",
-                  f"              if (!v{j}[i]) cnt[2]++;",
-                  f"              if ({src}[i] > acc) acc = {src}[i];", "            }"]
+                  f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
+                  f"                long i = ((long)k * {hin} + ir) * {win} + ic;",
+                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
+                  f"                if ({src}[i] > acc) acc = {src}[i];", "              }"]
         else:
-            kr_, ks_, dh, dw = _conv_shape(ms)
-            cin = depth[j]
-            w += ["            i64 acc = 0;",
-                  f"            for (int ci = 0; ci < {cin}; ci++) for (int kr = 0; kr < {kr_}; kr++) "
+            kr_, ks_, dh, dw, groups = conv_shape(ms)
+            cg, kg = depth[j] // groups, depth[j + 1] // groups
+            zp = f" - {sp.zero_point}" if sp.zero_point else ""
+            w += [f"              {sp.acc_type} acc = 0;",
+                  f"              const int g = k / {kg};",
+                  f"              cnt[{3 + j}] += {cg * kr_ * ks_};",
+                  f"              for (int ci = 0; ci < {cg}; ci++) for (int kr = 0; kr < {kr_}; kr++) "
                   f"for (int kc = 0; kc < {ks_}; kc++) {{",
-                  f"              cnt[{3 + j}]++;",
-                  f"              int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
+                  f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc * {dw};",
-                  f"              if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"              long i = ((long)ci * {hin} + ir) * {win} + ic;",
-                  f"              if (!v{j}[i]) cnt[2]++;",
-                  f"              acc += {src}[i] * wts[{j}][((k * {cin} + ci) * {kr_} + kr) * {ks_} + kc];",
-                  "            }"]
-        w += [f"            {store}", "          }"]
-    w += ["    }", "  }", "  return 0;", "}", ""]
+                  f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
+                  f"                long i = ((long)(g * {cg} + ci) * {hin} + ir) * {win} + ic;",
+                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
+                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){sp.weights}"
+                  f"[(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc];",
+                  "              }"]
+        w += [f"              {blk}[((long)k * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
+        nblk = f"{depth[j + 1]}L * br * bc"
+        if sp.epilogue is None:
+            if sp.acc_type != sp.out_type:
+                raise SpecError(f"fused group {name}: stage {st.name} computes {sp.acc_type} but leaves {sp.out_type} "
+                                "without an epilogue")
+            w.append(f"        memcpy({out}, {blk}, sizeof({sp.acc_type}) * (size_t)({nblk}));")
+        else:
+            w += ["        " + ln for ln in sp.epilogue(blk, out, f"({nblk})", "(br * bc)")]
+        dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
+        store = f"{dst}[o] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
+        store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
+        w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+              "          for (int r = r0; r < r1; r++)",
+              "            for (int c = c0; c < c1; c++) {",
+              f"              long o = ((long)k * {height[j + 1]} + r) * {width[j + 1]} + c;",
+              f"              {store}", "            }", "        }", "      }"]
+    w += ["    }", "  }", "}", ""]
     return "\n".join(w)
+
+
+def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
+                     policies: tuple[str, ...]) -> str:
+    """C source of ``accelmap_fused(x, weights, y, counters)``: the group on 64-bit integers, no epilogue."""
+    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs else StageC("i64", "i64", acc_init="LLONG_MIN")
+                  for j in range(len(stages)))
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64")
+    return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
+                      "static const i64 *const *wts;", body,
+                      "int accelmap_fused(const i64 *x, const i64 *const *weights, i64 *y, i64 *cnt) {",
+                      "  wts = weights;", "  group(x, y, cnt);", "  return 0;", "}", ""])
 
 
 def numpy_chain(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
@@ -164,7 +246,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     x = rng.integers(-8, 8, size=(stages[0].in_depth, stages[0].in_rows, stages[0].in_cols), dtype=np.int64)
     weights = {}
     for j, ms in macs.items():
-        r, s, _, _ = _conv_shape(ms)
+        r, s, _, _, _ = conv_shape(ms)
         weights[j] = rng.integers(-4, 4, size=(stages[j].out_depth, stages[j].in_depth, r, s), dtype=np.int64)
     lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies))))
     fn = lib.accelmap_fused

@@ -14,16 +14,21 @@ import numpy as np
 import onnx
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.compile.fused_groups import FusedGroup, fuse_network, plan_groups
 from accelmap.compile.graph import NetGraph, load_graph
-from accelmap.compile.intrinsic_choice import POLICIES, IntrinsicChoice, intrinsic_choices
-from accelmap.compile.network_timing import NetworkTiming, time_network
+from accelmap.compile.intrinsic_choice import POLICIES, IntrinsicChoice, ProgramNest, intrinsic_choices, program_nest
+from accelmap.compile.network_timing import HOST_ELEMENTS_PER_CYCLE, NetworkTiming, time_network
 from accelmap.compile.partition import ACCEL_OPS, Step, partition
 from accelmap.compile.program import Program, build_program, emit_program
 from accelmap.compile.verify import RunOutput, Verification, random_inputs, run_program, verify
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
+from accelmap.fusion.group_cost import InnerMappings
+from accelmap.fusion.model_fusion import FusedModel
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.search.model_mapper import map_model
 from accelmap.search.model_result import LayerMapping, ModelMapping
+from accelmap.sim.fused import simulate_fused
 from accelmap.workload.onnx_import import import_onnx
 
 
@@ -41,6 +46,13 @@ class CompileResult:
     calls_checked: dict[str, bool] = field(default_factory=dict)    # intrinsic-program step -> calls as planned
     intrinsics: list[IntrinsicChoice] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    fusion: FusedModel | None = None             # the fusion search's plan (``--fuse``)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)   # this process's CPU time of the searches
+    nests: dict[str, ProgramNest] = field(default_factory=dict)   # intrinsic program key -> the nest timing it
+
+    @property
+    def groups(self) -> list[FusedGroup]:
+        return self.program.groups
 
     @property
     def arch(self) -> Accelerator:
@@ -52,7 +64,7 @@ class CompileResult:
         return {
             "model": self.mapping.model.name, "arch": self.arch.name, "folder": str(self.program.folder),
             "steps": len(self.steps), "accelerator_steps": sum(1 for s in self.steps if s.placement == "accelerator"),
-            "seconds": self.seconds, "host_run_s": self.run.wall_s if self.run else None,
+            "seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "host_run_s": self.run.wall_s if self.run else None,
             "verification": None if v is None else {
                 "ok": v.ok, "reference": v.reference, "outputs": [c.line() for c in v.outputs],
                 "quantized_exact": sum(c.ok for c in v.quantized), "quantized": len(v.quantized),
@@ -68,6 +80,17 @@ class CompileResult:
             "accelerator_energy_pj": t.accelerator_energy_pj if t else None,
             "host_energy_pj": t.host_energy_pj if t else None,
             "packing_host_cycles": t.packing_cycles if t else None,
+            "offchip_bits": t.offchip_bits if t else None,
+            "fusion_search": None if self.fusion is None else {
+                "seconds": self.fusion.seconds, "groups_tried": self.fusion.stats.groups_tried,
+                "tile_searches": self.fusion.tile_searches, "timed_out": self.fusion.stats.timed_out,
+                "groups_in_plan": len(self.fusion.groups), "groups_run": len(self.groups),
+                # the plan's totals and layer by layer, by the same run's mappings (the fusion model)
+                "plan": {k: v for k, v in self.fusion.to_dict().items() if k in ("fused", "unfused")}},
+            "fused_groups": [_group_dict(grp) for grp in self.groups],
+            "intrinsic_nests": [{"program": k, "searched": n.searched, "strategy": n.strategy, "value": n.value,
+                                 "built_value": n.built_value, "lower_bound": n.lower_bound, "proven": n.proven,
+                                 "gap": n.gap, "why": n.why} for k, n in self.nests.items()],
         }
 
     def summary(self) -> str:
@@ -103,6 +126,31 @@ class CompileResult:
                          f"{sum(c.intrinsic is None for c in codes)} tile programs")
             for c in codes:
                 lines.append(f"    {c.function} ({c.layer.name}, {c.dtype}): {c.runs}: {c.reason}")
+        if self.nests:
+            ns = list(self.nests.values())
+            gaps = [n.gap for n in ns if n.gap is not None]
+            lines.append(f"  intrinsic programs' loop nests: {sum(n.searched for n in ns)} of {len(ns)} searched under the "
+                         f"intrinsic's shape ({sum(n.proven for n in ns)} proven optimal"
+                         + (f", largest certified gap {max(gaps):.0%}" if gaps else "")
+                         + f"), {sum(not n.searched for n in ns)} built by the embedding ranking; objective {sum(n.value for n in ns):,.4g} against "
+                         f"{sum(n.built_value for n in ns):,.4g} with the built nests (each program once)")
+        if self.fusion is not None:
+            f = self.fusion
+            lines.append(f"  fusion search: {len(f.groups)} groups in the plan ({f.stats.groups_tried} tried, "
+                         f"{f.tile_searches} tile mappings searched, {f.seconds:.1f} s"
+                         + (", stopped at its time limit" if f.stats.timed_out else "")
+                         + f"); {len(self.groups)} run fused")
+            for grp in self.groups:
+                gc = grp.cost
+                sim = grp.sim
+                lines.append(f"    {grp.name}: {grp.label}, tile {gc.tile_rows}x{gc.tile_cols}, halos "
+                             f"{'/'.join(gc.policies)}{', weights kept in the store' if gc.weights_resident else ''}; "
+                             f"modeled {gc.latency:,.0f} cycles"
+                             + (f", simulated {sim.cycles:,.0f} ({sim.model_error:+.2%})" if sim and sim.model_error
+                                is not None else "")
+                             + f", off-chip {gc.offchip_bits / 8e6:,.3f} MB"
+                             + ("" if grp.counters_ok is None else
+                                f"; counters {'equal to' if grp.counters_ok else 'DIFFER from'} the fusion model"))
         if self.verification is not None:
             lines.append(self.verification.summary())
         if self.timing is not None:
@@ -112,10 +160,28 @@ class CompileResult:
         return "\n".join(lines)
 
 
+def _group_dict(grp: FusedGroup) -> dict:
+    c, sim = grp.cost, grp.sim
+    return {"function": grp.name, "stages": [st.name for st in grp.stages], "tile": [c.tile_rows, c.tile_cols],
+            "tiles": c.counts.tiles, "policies": dict(zip(["input", *c.names[:-1]], c.policies, strict=True)),
+            "weights_resident": c.weights_resident, "steps_covered": len(grp.members),
+            "modeled_cycles": c.latency, "simulated_cycles": sim.cycles if sim else None,
+            "energy_pj": c.energy, "offchip_bits_modeled": c.offchip_bits,
+            "offchip_bits_simulated": sim.offchip_bits if sim else None,
+            "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
+            "buffer_bits": c.counts.buffer_total_bits, "host_model_cycles": (grp.host_work.read + grp.host_work.written)
+            / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok}
+
+
 def _check_counts(res: CompileResult) -> None:
     arch = res.arch
     if res.run is None:
         return
+    for grp in res.groups:
+        got = res.run.fused_counters.get(grp.index)
+        cnt = grp.cost.counts
+        want = [cnt.input_fetched, cnt.output_written, 0, *cnt.macs]
+        grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
             continue
@@ -139,14 +205,18 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                   dims: dict[str, int] | None = None, batch: int | None = None, seq_len: int | None = None,
                   objective: str = "edp", time_limit_per_layer: float | None = 2.0, jobs: int | None = 1,
                   seed: int = 0, inputs: dict[str, np.ndarray] | None = None, run: bool = True,
-                  check: bool = True, simulate: bool = True, intrinsics: str = "always") -> CompileResult:
+                  check: bool = True, simulate: bool = True, intrinsics: str = "always", fuse: bool = False,
+                  fuse_tile_time_limit: float = 2.0, fuse_time_limit: float | None = None,
+                  fuse_config: FusionConfig = DEFAULT_FUSION) -> CompileResult:
     """Compile ``model`` for ``arch`` into ``out_dir`` (C files, weights, Makefile, the executable).
 
     ``run`` executes the program once on ``inputs`` (random, seeded, when None); ``check``
     compares it with onnxruntime; ``simulate`` times every accelerator layer on the simulator;
     ``intrinsics`` is the policy of ``intrinsic_choice.py``: ``always`` runs a layer as its intrinsic
     program wherever the accelerator's intrinsic embeds usably, ``faster`` only where that program is
-    modeled faster than the mapper's tile program, ``never`` runs tile programs only.
+    modeled faster than the mapper's tile program, ``never`` runs tile programs only. ``fuse`` runs the
+    fusion search (``fuse_tile_time_limit`` seconds per tile mapping, ``fuse_time_limit`` in all) and emits
+    its groups as fused steps (``fused_groups.py``).
     """
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -159,10 +229,11 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                         f"compiler runs {', '.join(ACCEL_OPS)} on the accelerator and nothing else with MACs",
                         where=g.source)
     seconds["import"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     mm = map_model(imp, arch, objective, time_limit_per_layer=time_limit_per_layer, jobs=jobs, cache_path=None,
                    progress=False, seed=seed)
     seconds["map"] = time.perf_counter() - t0
+    cpu = {"map": time.process_time() - c0}
     failed = [l for l in mm.layers if not l.ok]
     if failed:
         raise SpecError(f"layer {failed[0].name} has no mapping on {arch.name}: {failed[0].error}", where=g.source)
@@ -178,14 +249,29 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     choices = intrinsic_choices([lm for lm in mm.layers if lm.name in int_layers], arch, intrinsics)
     if choices:
         seconds["embed"] = time.perf_counter() - t0
+    fusion: FusedModel | None = None
+    inner: InnerMappings | None = None
+    groups: list[FusedGroup] = []
+    fuse_notes: list[str] = []
+    if fuse:
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            fusion, inner = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit, fuse_config)
+        except SpecError as e:
+            fuse_notes.append(f"no fused groups: {e}")
+        else:
+            groups, fuse_notes = plan_groups(fusion, steps, g)
+        seconds["fuse"] = time.perf_counter() - t0
+        cpu["fuse"] = time.process_time() - c0
     t0 = time.perf_counter()
-    prog = emit_program(g, steps, layer_of_node, arch, out_dir, None if intrinsics == "never" else choices)
+    prog = emit_program(g, steps, layer_of_node, arch, out_dir, None if intrinsics == "never" else choices, groups)
+    prog.notes += fuse_notes
     seconds["emit"] = partition_s + time.perf_counter() - t0
     build_program(prog)
     seconds["build"] = prog.build_s
     res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps
                                              if s.placement == "accelerator"}, None, None, None, seconds=seconds,
-                        intrinsics=choices)
+                        intrinsics=choices, fusion=fusion, cpu_seconds=cpu)
     if run:
         data = inputs if inputs is not None else random_inputs(g, seed)
         for x in g.inputs:
@@ -202,7 +288,22 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             res.verification = verify(prog, g, data, res.run)
             seconds["verify"] = time.perf_counter() - t0
     if simulate:
+        t0, c0 = time.perf_counter(), time.process_time()
+        goal = "edp" if objective == "pareto" else objective
+        for code in prog.layers.values():
+            key = NetworkTiming.key(code.layer.name, code)
+            if code.intrinsic is not None and code.intrinsic.program is not None and key not in res.nests:
+                res.nests[key] = program_nest(code.intrinsic.program, arch, goal, time_limit_per_layer)
+        if res.nests:
+            seconds["nest"] = time.perf_counter() - t0
+            cpu["nest"] = time.process_time() - c0
         t0 = time.perf_counter()
-        res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing)
+        for grp in groups:
+            assert inner is not None
+            c = grp.cost
+            grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
+                                     c.weights_resident, model_latency=c.latency)
+        res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
+                                  groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0
     return res

@@ -83,9 +83,8 @@ def _binary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
 _UNARY = {"Relu": 0, "Clip": 1, "Sigmoid": 4, "Tanh": 5, "Exp": 6, "Sqrt": 7, "Erf": 8, "Neg": 9, "Abs": 10}
 
 
-def _unary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
-    x, y = s.node.input[0], s.outputs[0]
-    _float_io(g, s, [x, y])
+def _unary_params(s: Step, g: NetGraph) -> tuple[int, str, str]:
+    """The kind code and the (Clip) bounds of an element-wise unary op, as ``unary`` takes them."""
     lo, hi = -np.inf, np.inf
     if s.op_type == "Gelu":
         kind = 3 if attrs(s.node).get("approximate", "none") == "tanh" else 2
@@ -105,6 +104,13 @@ def _unary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
                     hi = float(g.consts[v])
     lo_c = "-INFINITY" if lo == -np.inf else c_float(lo)
     hi_c = "INFINITY" if hi == np.inf else c_float(hi)
+    return kind, lo_c, hi_c
+
+
+def _unary(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    x, y = s.node.input[0], s.outputs[0]
+    _float_io(g, s, [x, y])
+    kind, lo_c, hi_c = _unary_params(s, g)
     return [f"unary({kind}, {buf(x)}, {buf(y)}, {g.size(y)}L, {lo_c}, {hi_c});"]
 
 
@@ -195,21 +201,31 @@ def _channels(g: NetGraph, x: str, axis: int, nch: int) -> tuple[int, int]:
     return int(np.prod(shape[ax + 1:])), nch
 
 
+def _quantize_call(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, nch: int) -> str:
+    q = quant_params(g, s.node, "the output")
+    lo, hi = q_range(q.elem)
+    return (f"quantize({x}, {y}, {TYPE_CODES[g.c_type(s.outputs[0])]}, {n}, {inner}, {nch}L, "
+            f"{c_floats(q.scale)}, {c_ints(q.zero_point)}, {lo}, {hi});")
+
+
+def _dequantize_call(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, nch: int) -> str:
+    q = quant_params(g, s.node, "the input")
+    return (f"dequantize({x}, {TYPE_CODES[g.c_type(s.node.input[0])]}, {y}, {n}, {inner}, {nch}L, "
+            f"{c_floats(q.scale)}, {c_ints(q.zero_point)});")
+
+
 def _quantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     x, y = s.node.input[0], s.outputs[0]
     q = quant_params(g, s.node, "the output")
     inner, nch = _channels(g, x, q.axis, q.scale.size)
-    lo, hi = q_range(q.elem)
-    return [f"quantize({buf(x)}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, {g.size(y)}L, {inner}L, {nch}L, "
-            f"{c_floats(q.scale)}, {c_ints(q.zero_point)}, {lo}, {hi});"]
+    return [_quantize_call(s, g, buf(x), buf(y), f"{g.size(y)}L", f"{inner}L", nch)]
 
 
 def _dequantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     x, y = s.node.input[0], s.outputs[0]
     q = quant_params(g, s.node, "the input")
     inner, nch = _channels(g, x, q.axis, q.scale.size)
-    return [f"dequantize({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {g.size(y)}L, {inner}L, {nch}L, "
-            f"{c_floats(q.scale)}, {c_ints(q.zero_point)});"]
+    return [_dequantize_call(s, g, buf(x), buf(y), f"{g.size(y)}L", f"{inner}L", nch)]
 
 
 def _qlinear_softmax(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
@@ -262,6 +278,32 @@ def host_lines(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
         known = ", ".join(sorted(HOST_OPS))
         raise _problem(g, s, f"no host implementation of this op; the host runs {known}")
     return fn(s, g, buf)
+
+
+# Host ops that act on each element alone (per channel at most): they run on a block of a fused group's
+# tensor (channels x positions of one tile) as on the whole tensor.
+BLOCK_OPS = frozenset({*_UNARY, "Gelu", "QuantizeLinear", "DequantizeLinear", "Identity", "Dropout"})
+
+
+def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str) -> list[str]:
+    """The host step ``s`` applied to a block of its input, channel-major (``n`` elements, ``inner`` per
+    channel, C expressions): ``x`` in, ``y`` out. Only element-wise ops (``BLOCK_OPS``); per-channel
+    quantization only along the channels (axis 1)."""
+    if s.op_type not in BLOCK_OPS or s.node.domain not in ("", "ai.onnx"):
+        raise _problem(g, s, f"not element-wise; a fused group's tile can run {', '.join(sorted(BLOCK_OPS))}")
+    src, dst = s.node.input[0], s.outputs[0]
+    if s.op_type in ("Identity", "Dropout"):
+        return [f"memcpy({y}, {x}, {ELEM_SIZES[g.c_type(dst)]} * (size_t){n});"]
+    if s.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        q = quant_params(g, s.node, "the output" if s.op_type == "QuantizeLinear" else "the input")
+        if q.scale.size > 1 and q.axis % len(g.shape(src)) != 1:
+            raise _problem(g, s, f"quantized per channel along axis {q.axis}; in a fused tile only along the "
+                                 "channels (axis 1)")
+        call = _quantize_call if s.op_type == "QuantizeLinear" else _dequantize_call
+        return [call(s, g, x, y, n, inner, q.scale.size)]
+    _float_io(g, s, [src, dst])
+    kind, lo_c, hi_c = _unary_params(s, g)
+    return [f"unary({kind}, {x}, {y}, {n}, {lo_c}, {hi_c});"]
 
 
 @dataclass

@@ -28,11 +28,16 @@ from dataclasses import dataclass, replace
 from accelmap.arch.accelerator import Accelerator
 from accelmap.arch.intrinsics import Intrinsic
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
+from accelmap.cost.model import evaluate
 from accelmap.embed.program import Program as IntrinsicProgram
 from accelmap.embed.program import verify_program
+from accelmap.embed.rank import intrinsic_constraints, program_mapping
 from accelmap.embed.search import Embedding, default_embedding, embed
 from accelmap.errors import AccelmapError
+from accelmap.mapping.loopnest import Mapping
+from accelmap.search.mapper import map_operator
 from accelmap.search.model_result import LayerMapping
+from accelmap.search.objective import certificate_gap, scalar
 from accelmap.workload.operator import Operator
 
 CHECK_MAX_MACS = 2_000_000
@@ -156,3 +161,55 @@ def selected_programs(choices: list[IntrinsicChoice]) -> dict[str, IntrinsicChoi
 def why_not(choices: list[IntrinsicChoice], layer: str) -> str:
     """Why a layer runs its tile program although the accelerator has intrinsics."""
     return "; ".join(f"{c.intrinsic}: {c.reason}" for c in choices if c.layer == layer and not c.selected)
+
+
+@dataclass(frozen=True)
+class ProgramNest:
+    """The loop nest that times an intrinsic program on the accelerator (``network_timing``).
+
+    ``searched``: the mapper's mapping of the program's operator under the constraint that keeps every
+    intrinsic dim whole on the PE array where the embedding ranking's nest puts it (so each intrinsic call
+    is one step of the array, as the C calls it); it carries the mapper's lower bound over every mapping
+    that constraint allows, hence a certificate. Otherwise the ranking's built nest (``why`` says why);
+    the bound, when the search gave one, still bounds it.
+    """
+
+    operator: Operator
+    mapping: Mapping
+    searched: bool
+    value: float                  # the objective's value of this nest
+    built_value: float            # ... of the embedding ranking's nest
+    lower_bound: float | None
+    proven: bool
+    strategy: str = ""
+    why: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        return certificate_gap(self.value, self.lower_bound, self.proven)
+
+
+def program_nest(prog: IntrinsicProgram, arch: Accelerator, objective: str, time_limit: float | None) -> ProgramNest:
+    """The searched nest of ``prog`` (see ``ProgramNest``), or its built nest where no better one is found."""
+    got = intrinsic_constraints(prog, arch)
+    if got is None:
+        pm = program_mapping(prog, arch)
+        if pm is None:
+            raise AccelmapError(f"the intrinsic program of {prog.op.name} has no loop nest on {arch.name}")
+        c = evaluate(pm[0], arch, pm[1])
+        v = scalar(objective, c.energy_total, c.latency)
+        return ProgramNest(pm[0], pm[1], False, v, v, None, False,
+                           why="its built nest runs an intrinsic dim in time: a search could tile it")
+    pop, built, cons = got
+    c = evaluate(pop, arch, built)
+    bv = scalar(objective, c.energy_total, c.latency)
+    try:
+        res = map_operator(pop, arch, objective, constraints=cons, strategy="auto", time_limit=time_limit)
+    except AccelmapError as e:
+        return ProgramNest(pop, built, False, bv, bv, None, False, why=f"the search failed: {e}")
+    if res.best is None or res.best.value > bv:
+        return ProgramNest(pop, built, False, bv, bv, res.lower_bound, bool(res.lower_bound and bv <= res.lower_bound),
+                           res.strategy, why="the search found no better nest than the built one"
+                           + (" within its time limit" if res.timed_out else ""))
+    return ProgramNest(pop, res.best.mapping, True, res.best.value, bv, res.lower_bound, res.proven_optimal,
+                       res.strategy)

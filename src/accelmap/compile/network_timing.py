@@ -3,9 +3,11 @@
 Steps run one after another (the program's order; no overlap of host work and accelerator layers).
 An accelerator step takes the simulated cycles of the program it runs (each distinct program is
 simulated once): the mapper's tile program, or the intrinsic program written as an operator (its
-outer loops plus the intrinsic's dimensions, each operand in its packed layout) with the loop nest
-the embedding ranking builds for it (intrinsic dimensions on the PE array, outer loops moved on chip
-while the tiles fit; not a searched mapping).
+outer loops plus the intrinsic's dimensions, each operand in its packed layout) with the mapper's
+searched loop nest under the constraint that keeps the intrinsic's dimensions whole on the PE array
+(``intrinsic_choice.ProgramNest``, with the mapper's certificate), or where the search finds none
+better, the nest the embedding ranking builds (intrinsic dimensions on the PE array, outer loops moved
+on chip while the tiles fit).
 
 Host work is every host step plus, inside an accelerator step, what its C does on the host around the
 layer call (``Program.host_work``: operand conversion, bias or requantization epilogue, a transposed
@@ -24,6 +26,13 @@ measured) prices what that work reads and writes:
 
 Accelerator energy is the cost model's (the simulator shares the model's access counts, so it times but
 does not re-count). Host work and accelerator layers do not overlap.
+
+A fused group (``--fuse``) is one accelerator step: simulated by ``sim.fused`` (its tile loop, each block's
+tile program with the fusion model's mapping, the off-chip transfers around them), modeled by the fusion
+model (``GroupCost``: energy, the load/compute/write-back pipeline's latency, off-chip bits); its host work is
+its epilogues (every host op folded into it, on every computed element, recomputed halos included).
+Off-chip traffic (bits the outermost level moves) is the cost model's per step: a layer's accesses of the
+outermost level, a group's input fetched, weights and output written.
 """
 
 from __future__ import annotations
@@ -31,15 +40,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.compile.fused_groups import FusedGroup
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import HostWork, host_work
+from accelmap.compile.intrinsic_choice import ProgramNest
 from accelmap.compile.partition import Step
 from accelmap.compile.program import LayerCode
 from accelmap.cost.model import CostResult, evaluate
 from accelmap.embed.rank import costs, program_mapping
 from accelmap.errors import AccelmapError
+from accelmap.fusion.group_cost import offchip_bits
 from accelmap.search.model_result import LayerMapping
 from accelmap.sim.simulate import SimResult, simulate
+from accelmap.workload.operator import Operator
 
 HOST_ELEMENTS_PER_CYCLE = 4
 HOST_PJ_PER_BYTE = 20.0 / 8      # Horowitz, ISSCC 2014, 45 nm: 64-bit read of a 32 KB SRAM, 20 pJ
@@ -70,6 +83,7 @@ class StepTime:
     host: float = 0.0       # host-model cycles of the step's host work (a host step: all of it, = simulated)
     host_energy_pj: float = 0.0
     packing: float = 0.0    # of ``host``: an intrinsic program's operand packing and unpacking
+    offchip_bits: int = 0   # bits the accelerator's outermost level moves (cost model); 0 for host steps
 
     @property
     def total(self) -> float:
@@ -84,11 +98,16 @@ class NetworkTiming:
     # program key -> the cost model's result of what runs (the layer's mapping, or the intrinsic program's nest)
     costs: dict[str, CostResult] = field(default_factory=dict)
     transform_bytes: dict[str, int] = field(default_factory=dict)   # intrinsic program key -> runtime packing bytes
+    operators: dict[str, Operator] = field(default_factory=dict)    # program key -> the operator its cost is of
 
     @staticmethod
     def key(layer: str, code: LayerCode | None) -> str:
         """A tile program is keyed by its layer, an intrinsic program by ``layer@intrinsic``."""
         return f"{layer}@{code.intrinsic.intrinsic}" if code is not None and code.intrinsic else layer
+
+    @property
+    def offchip_bits(self) -> int:
+        return sum(s.offchip_bits for s in self.steps)
 
     @property
     def accelerator_simulated(self) -> float:
@@ -134,12 +153,13 @@ class NetworkTiming:
                 f"model {self.host_cycles:,.0f}); analytical {self.modeled_cycles:,.0f} (accelerator layers "
                 f"{err:+.2%} against the simulator); energy {self.energy_pj:,.0f} pJ (accelerator "
                 f"{self.accelerator_energy_pj:,.0f} by the cost model + host {self.host_energy_pj:,.0f} by the host "
-                f"model)\n  {HOST_MODEL}")
+                f"model); accelerator off-chip traffic {self.offchip_bits / 8e6:,.3f} MB by the cost model"
+                f"\n  {HOST_MODEL}")
         intr = [s for s in self.steps if s.runs == "intrinsic program"]
         if intr:
             text += (f"\n  {len(intr)} of {sum(s.placement == 'accelerator' for s in self.steps)} accelerator steps run "
                      f"intrinsic programs: their cycles and energy are those of the intrinsic program's loop nest "
-                     f"built by the embedding ranking (not a searched mapping); their operand packing and unpacking on "
+                     f"(searched under the intrinsic's shape, or built by the embedding ranking); their operand packing and unpacking on "
                      f"the host (weights included, every inference; {sum(self.transform_bytes[s.sim_key] for s in intr):,} "
                      f"bytes of layout change by the embedding's count) takes {self.packing_cycles:,.0f} host-model "
                      f"cycles of the host's {self.host_cycles:,.0f}")
@@ -149,14 +169,32 @@ class NetworkTiming:
 def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGraph,
                  arch: Accelerator, codes: dict[str, LayerCode] | None = None,
                  host_work_of: dict[str, HostWork] | None = None,
-                 packing_of: dict[str, HostWork] | None = None) -> NetworkTiming:
-    """``codes``: the program each accelerator step runs (step name -> its code); a step without one is timed
+                 packing_of: dict[str, HostWork] | None = None,
+                 groups: list[FusedGroup] | None = None,
+                 nests: dict[str, ProgramNest] | None = None) -> NetworkTiming:
+    """``nests``: the loop nest that times each intrinsic program (by program key; ``intrinsic_choice.program_nest``),
+    default the embedding ranking's built nest.
+``groups``: fused groups, each timed as one step where it runs (``FusedGroup.sim`` must be set); the
+    steps they cover are not timed alone.
+``codes``: the program each accelerator step runs (step name -> its code); a step without one is timed
     as its layer's tile program. ``host_work_of`` / ``packing_of``: the host work inside each accelerator
     step (``Program.host_work`` / ``Program.packing``); a step without one has none."""
     codes = codes or {}
     host_work_of, packing_of = host_work_of or {}, packing_of or {}
     out = NetworkTiming([])
-    for s in steps:
+    group_of = {i: grp for grp in groups or [] for i in grp.members}
+    top = arch.levels[0].name
+    for i, s in enumerate(steps):
+        grp = group_of.get(i)
+        if grp is not None:
+            if i == grp.at:
+                if grp.sim is None:
+                    raise AccelmapError(f"fused group {grp.label} has not been simulated")
+                gc = grp.cost
+                out.steps.append(StepTime(f"fused {grp.index}", "accelerator", grp.sim.cycles, gc.latency, gc.energy,
+                                          "fused group", grp.name, host_cycles(grp.host_work),
+                                          host_energy_pj(grp.host_work), offchip_bits=gc.offchip_bits))
+            continue
         if s.placement == "accelerator":
             lm = layer_of[s.name]
             code = codes.get(s.name)
@@ -165,21 +203,24 @@ def time_network(steps: list[Step], layer_of: dict[str, LayerMapping], g: NetGra
                 if code is not None and code.intrinsic is not None:
                     prog = code.intrinsic.program
                     assert prog is not None
-                    pm = program_mapping(prog, arch)
+                    nest = (nests or {}).get(key)
+                    pm = (nest.operator, nest.mapping) if nest is not None else program_mapping(prog, arch)
                     if pm is None:
                         raise AccelmapError(f"layer {lm.name}: the intrinsic program has no loop nest on {arch.name}")
                     out.sims[key] = simulate(pm[0], arch, pm[1], functional=False)
                     out.costs[key] = evaluate(pm[0], arch, pm[1])
                     out.transform_bytes[key] = costs(prog).transform_bytes
+                    out.operators[key] = pm[0]
                 else:
                     out.sims[key] = simulate(lm.layer.operator, arch, lm.mapping_found, functional=False)
                     out.costs[key] = lm.cost
+                    out.operators[key] = lm.layer.operator
             sim, cost = out.sims[key], out.costs[key]
             runs = "intrinsic program" if code is not None and code.intrinsic else "tile program"
             w, pk = host_work_of.get(s.name, HostWork()), packing_of.get(s.name, HostWork())
             out.steps.append(StepTime(s.name, "accelerator", sim.cycles, cost.latency, cost.energy_total, runs, key,
                                       host_cycles(w) + host_cycles(pk), host_energy_pj(w) + host_energy_pj(pk),
-                                      host_cycles(pk)))
+                                      host_cycles(pk), offchip_bits(out.operators[key], cost, top)))
         else:
             w = host_work(s, g)
             c = host_cycles(w)

@@ -33,13 +33,16 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
+from accelmap.codegen.fused_c import StageC, block_elements, fused_group_c
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
+from accelmap.compile.fused_groups import FusedGroup
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import (
     ELEM_SIZES,
     TYPE_CODES,
     HostWork,
     bcast_strides,
+    block_lines,
     c_floats,
     c_ints,
     c_longs,
@@ -95,6 +98,7 @@ class Program:
     # a transposed convolution's transpose and scatter); ``packing``: an intrinsic program's operand packing
     host_work: dict[str, HostWork] = field(default_factory=dict)
     packing: dict[str, HostWork] = field(default_factory=dict)
+    groups: list[FusedGroup] = field(default_factory=list)      # fused groups (``--fuse``), each one step
 
     @property
     def c_files(self) -> list[Path]:
@@ -199,24 +203,49 @@ def _accel_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, 
                 work.add(n, ELEM_SIZES[g.c_type(xq)], n, ELEM_SIZES[ct])
                 args.append(t)
         else:
-            wq = s.weight_q.astype(np.int64)
-            zpw = s.qw.zero_point
-            if zpw.size > 1:
-                shape = [1] * wq.ndim
-                shape[s.qw.axis % wq.ndim] = zpw.size
-                wq = wq - zpw.reshape(shape)
-            else:
-                wq = wq - int(zpw[0])
-            lo, hi = (-(1 << (X.bits - 1)), (1 << (X.bits - 1)) - 1)
-            if wq.min(initial=0) < lo or wq.max(initial=0) > hi or wq.size != n:
-                raise SpecError(f"node {s.name!r}: the weight less its zero point does not fit the accelerator's "
-                                f"{X.bits}-bit operand (or its layout differs)", where=g.source)
-            args.append(em.constant(ct, wq, f"{X.name} of {s.name}"))
+            args.append(em.constant(ct, integer_weight(s, X.bits, n, g), f"{X.name} of {s.name}"))
     ncnt = code.counter_count(nlev)
     lines.append(f"{{ void *T[] = {{{', '.join(args)}}}; static long long cnt[{ncnt}];")
     lines.append(f"  {code.function}(T, cnt); print_counters({idx}, cnt, {ncnt}); }}")
     lines += _epilogue(s, g, em, acc, acc_t, y, n_out, work)
     return lines
+
+
+def integer_weight(s: Step, bits: int, n: int, g: NetGraph) -> np.ndarray:
+    """An integer product's weight less its zero point (per tensor or per channel), checked to fit the
+    accelerator's ``bits``-bit operand of ``n`` elements."""
+    assert s.qw is not None and s.weight_q is not None
+    wq = s.weight_q.astype(np.int64)
+    zpw = s.qw.zero_point
+    if zpw.size > 1:
+        shape = [1] * wq.ndim
+        shape[s.qw.axis % wq.ndim] = zpw.size
+        wq = wq - zpw.reshape(shape)
+    else:
+        wq = wq - int(zpw[0])
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if wq.min(initial=0) < lo or wq.max(initial=0) > hi or wq.size != n:
+        raise SpecError(f"node {s.name!r}: the weight less its zero point does not fit the accelerator's "
+                        f"{bits}-bit operand (or its layout differs)", where=g.source)
+    return wq
+
+
+def conv_transpose_pads(s: Step, g: NetGraph, auto: str, strides: list[int], dil: list[int], out_pad: list[int],
+                        ins: list[int], kernel: list[int], outs: list[int]) -> list[int]:
+    """The pads (begin..., end...) of a ConvTranspose whose output size is set by ``output_shape`` or by auto_pad
+    SAME (output = input x stride), as ONNX defines them and onnxruntime computes them: the total padding is
+    ``stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - out``; SAME_UPPER puts ``total // 2``
+    at the beginning (the extra one at the end), SAME_LOWER and NOTSET (``output_shape``) ``total - total // 2``."""
+    begin, end = [], []
+    for i, (st, d, op_, n, k, o) in enumerate(zip(strides, dil, out_pad, ins, kernel, outs, strict=True)):
+        total = st * (n - 1) + op_ + (k - 1) * d + 1 - o
+        if total < 0:
+            raise SpecError(f"node {s.name!r} (ConvTranspose): output size {o} on axis {i + 2} is larger than the "
+                            f"input gives ({o + total}); add output_padding", where=g.source)
+        b = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        begin.append(b)
+        end.append(total - b)
+    return begin + end
 
 
 def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _Emitter, nlev: int,
@@ -234,10 +263,10 @@ def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _
     if code.dtype != "fp32":
         raise SpecError(f"node {s.name!r} (ConvTranspose): only float transposed convolutions are compiled",
                         where=g.source)
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or a.get("output_shape"):
-        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {a.get('auto_pad')!r} / output_shape "
-                        f"{a.get('output_shape')} is not handled; give explicit pads (and output_padding)",
-                        where=g.source)
+    auto = a.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): auto_pad {auto!r}; valid: NOTSET, VALID, SAME_UPPER, "
+                        "SAME_LOWER", where=g.source)
     if w not in g.consts:
         raise SpecError(f"node {s.name!r} (ConvTranspose): the weight {w!r} must be a constant", where=g.source)
     xs, ws, ys = g.shape(x), g.shape(w), g.shape(y)
@@ -252,7 +281,13 @@ def _conv_transpose_lines(s: Step, idx: int, code: LayerCode, g: NetGraph, em: _
     oh, ow = (1, ys[2]) if sp == 1 else (ys[2], ys[3])
     strides = list(a.get("strides", [1] * sp))
     dil = list(a.get("dilations", [1] * sp))
-    pads = list(a.get("pads", [0] * 2 * sp))
+    if auto == "VALID" and a.get("output_shape"):
+        raise SpecError(f"node {s.name!r} (ConvTranspose): output_shape with auto_pad VALID is not handled; use "
+                        "NOTSET, SAME_UPPER or SAME_LOWER with it", where=g.source)
+    pads = list(a.get("pads", [0] * 2 * sp)) if auto == "NOTSET" else [0] * 2 * sp
+    if auto.startswith("SAME") or (auto == "NOTSET" and a.get("output_shape")):
+        pads = conv_transpose_pads(s, g, auto, strides, dil, list(a.get("output_padding", [0] * sp)),
+                                   list(xs[2:]), list(ws[2:]), list(ys[2:]))
     sh, sw = (1, strides[0]) if sp == 1 else strides
     dh, dw = (1, dil[0]) if sp == 1 else dil
     ph, pw = (0, pads[0]) if sp == 1 else (pads[0], pads[1])
@@ -294,20 +329,30 @@ def _out_channels(s: Step, g: NetGraph, y: str, nch: int) -> tuple[int, int]:
 
 
 def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, n_out: int,
-              work: HostWork) -> list[str]:
+              work: HostWork, block: tuple[str, str] | None = None) -> list[str]:
+    """The host's lines after the layer call: the bias of a float product (added into ``acc``), or the
+    requantization of an integer product's sums ``acc`` into ``y``. With ``block`` = (elements, elements per
+    channel) as C expressions, the epilogue of one block of a fused group (channel-major): ``y`` is then a C
+    buffer, not a value, and ``work`` is left to the caller."""
     node = s.node
     a = attrs(node)
     if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
         raise SpecError(f"node {s.name!r} (Gemm): alpha and beta other than 1 are not handled", where=g.source)
+    if block is not None and node.op_type != "Conv":
+        raise SpecError(f"node {s.name!r} ({node.op_type}): fused groups run convolutions only", where=g.source)
     has_bias = node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and bool(node.input[2])
+    y_c = y if block is not None else em.value(y)
+    n_c = block[0] if block is not None else f"{n_out}L"
     if s.dtype == "fp32":
         if not has_bias:
             return []
-        work.add(n_out, 4, n_out, 4)
+        if block is None:
+            work.add(n_out, 4, n_out, 4)
         b = node.input[2]
         if node.op_type == "Conv":
-            inner, nch = _out_channels(s, g, y, 2)
-            return [f"add_channel_bias({acc}, {n_out}L, {inner}L, {nch}L, {em.value(b)});"]
+            inner, nch = _out_channels(s, g, s.outputs[0], 2)
+            inner_c = block[1] if block is not None else f"{inner}L"
+            return [f"add_channel_bias({acc}, {n_c}, {inner_c}, {nch}L, {em.value(b)});"]
         shape = g.shape(y)
         sb = bcast_strides(g.shape(b), shape)
         sa = bcast_strides(shape, shape)
@@ -319,7 +364,8 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     nch = scale.size
     if s.bias_q is not None:
         nch = max(nch, s.bias_q.size)
-    inner, nch_eff = _out_channels(s, g, y, nch)
+    y_val = s.outputs[0]
+    inner, nch_eff = _out_channels(s, g, y_val, nch)
     if nch > 1 and nch != nch_eff:
         raise SpecError(f"node {s.name!r}: {nch} per-channel values for {nch_eff} output channels", where=g.source)
     scales = np.broadcast_to(scale, (nch,)) if nch > 1 else scale
@@ -327,9 +373,79 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     if s.bias_q is not None:
         bias = c_ints(np.broadcast_to(s.bias_q, (nch,)), "int32_t") if nch > 1 else c_ints(s.bias_q, "int32_t")
     lo, hi = q_range(s.qout.elem)
-    work.add(n_out, ELEM_SIZES[acc_t], n_out, ELEM_SIZES[g.c_type(y)])
-    return [f"requantize({acc}, {TYPE_CODES[acc_t]}, {em.value(y)}, {TYPE_CODES[g.c_type(y)]}, {n_out}L, {inner}L, "
+    if block is None:
+        work.add(n_out, ELEM_SIZES[acc_t], n_out, ELEM_SIZES[g.c_type(y)])
+    inner_c = block[1] if block is not None and nch > 1 else f"{inner}L"
+    return [f"requantize({acc}, {TYPE_CODES[acc_t]}, {y_c}, {TYPE_CODES[g.c_type(y_val)]}, {n_c}, {inner_c}, "
             f"{nch}L, {bias}, {c_floats(scales)}, {int(s.qout.zero_point[0])}, {lo}, {hi});"]
+
+
+# The first value of a max pool over an element type
+MAX_INIT = {"float": "-INFINITY", "int8_t": "INT8_MIN", "uint8_t": "0", "int16_t": "INT16_MIN", "int32_t": "INT32_MIN"}
+
+
+def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emitter) -> str:
+    """The C function of a fused group (``codegen.fused_c``): every operator's block, then its epilogue on the
+    block (the step's own bias or requantization, then the host steps the plan folds into it), one buffer of the
+    largest block per intermediate value. Its host work (each epilogue op reads and writes every computed
+    element, recomputed halos included) goes to ``grp.host_work``."""
+    blocks = block_elements(grp.stages, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies)
+    specs: list[StageC] = []
+    in_type = g.c_type(grp.input)
+    cur_type = in_type
+    for j in range(len(grp.stages)):
+        ms = grp.macs.get(j)
+        ops: list[tuple[str, Step | None]] = []     # (output C type, host step or None: the operator's own epilogue)
+        weights, zp = "", 0
+        if ms is not None:
+            s = steps[grp.step_of[j]]
+            op = ms.operator
+            W = op.operands[2]
+            if s.dtype == "int":
+                assert s.qin is not None
+                acc_t = operand_c_type(op.operands[0], "int")[0]
+                wn = math.prod(stored_shape(op, W)[0])
+                weights = em.constant(operand_c_type(W, "int")[0], integer_weight(s, W.bits, wn, g),
+                                      f"{W.name} of {s.name} (fused group {grp.index})")
+                zp = int(s.qin.zero_point[0])
+                ops.append((g.c_type(s.outputs[0]), None))
+            else:
+                acc_t = "float"
+                weights = em.value(s.node.input[1])
+                if len(s.node.input) > 2 and s.node.input[2]:
+                    ops.append(("float", None))
+        else:
+            acc_t = cur_type
+        ops += [(g.c_type(steps[p].outputs[0]), steps[p]) for p in grp.epilogues[j]]
+        out_t = ops[-1][0] if ops else acc_t
+        comp = grp.computed(j)
+        for k, (t, _) in enumerate(ops):
+            prev_t = acc_t if k == 0 else ops[k - 1][0]
+            grp.host_work.add(comp, ELEM_SIZES[prev_t], comp, ELEM_SIZES[t])
+
+        def epilogue(blk: str, out: str, n: str, inner: str, j=j, ops=ops, acc_t=acc_t) -> list[str]:
+            lines: list[str] = []
+            cur = blk
+            for k, (t, hs) in enumerate(ops):
+                dst = out if k == len(ops) - 1 else em.temp(t, blocks[j], f"fused group block, stage {j}, op {k}")
+                if hs is None:
+                    s = steps[grp.step_of[j]]
+                    lines += _epilogue(s, g, em, cur, acc_t, dst, 0, HostWork(), block=(n, inner))
+                    if s.dtype == "fp32":           # the bias is added in place
+                        lines.append(f"memcpy({dst}, {cur}, sizeof(float) * (size_t){n});")
+                else:
+                    lines += block_lines(hs, g, cur, dst, n, inner)
+                cur = dst
+            return lines
+
+        specs.append(StageC(acc_t, out_t, weights=weights, zero_point=zp, acc_init=MAX_INIT.get(acc_t, "0"),
+                            epilogue=epilogue if ops else None))
+        cur_type = out_t
+    if cur_type != g.c_type(grp.output):
+        raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
+                        f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
+    return fused_group_c(grp.name, grp.stages, grp.macs, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies,
+                         tuple(specs), in_type)
 
 
 def _packing_work(code: LayerCode) -> HostWork:
@@ -351,10 +467,12 @@ def _packing_work(code: LayerCode) -> HostWork:
 
 
 def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping], arch: Accelerator,
-                 folder: str | Path, choices: list[IntrinsicChoice] | None = None) -> Program:
+                 folder: str | Path, choices: list[IntrinsicChoice] | None = None,
+                 groups: list[FusedGroup] | None = None) -> Program:
     """Write the program's files into ``folder``; ``layers`` gives each accelerator step's layer mapping,
     ``choices`` the intrinsic embeddings tried (a layer's integer steps run its selected intrinsic program,
-    the other steps their tile program; None: tile programs only)."""
+    the other steps their tile program; None: tile programs only), ``groups`` the fused groups (each runs at
+    its last operator's step; the steps it covers run nowhere else)."""
     intrinsics = selected_programs(choices or [])
     t0 = time.perf_counter()
     out = Path(folder)
@@ -366,13 +484,26 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
     packing: dict[str, HostWork] = {}
     body: list[str] = []
     dumped: list[tuple[str, str, tuple[int, ...]]] = []
+    groups = groups or []
+    group_of = {i: grp for grp in groups for i in grp.members}
+    fused_defs: list[str] = []
     for x in g.inputs:
         em.value(x)
     for i, s in enumerate(steps):
+        grp = group_of.get(i)
+        if grp is not None and i != grp.at:
+            body.append(f"    /* step {i}: {s.name} ({s.op_type}) runs in fused group {grp.index} */")
+            continue
         body.append(f"    /* step {i}: {s.name} ({s.op_type}) on the {s.placement}"
                     + (f"; folded: {', '.join(s.fused)}" if s.fused else "") + " */")
         body.append("    t0 = now_s();")
-        if s.placement == "accelerator":
+        if grp is not None:
+            fused_defs.append(_fused_group_code(grp, steps, g, em))
+            ncnt = 3 + len(grp.stages)
+            lines = [f"/* fused group {grp.index}: {grp.label} (steps {', '.join(map(str, grp.members))}) */",
+                     f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {em.value(grp.output)}, "
+                     f"cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]
+        elif s.placement == "accelerator":
             lm = layers[s.name]
             if lm.mapping is None:
                 raise SpecError(f"node {s.name!r}: layer {lm.name} has no mapping on {arch.name}: {lm.error}",
@@ -416,12 +547,15 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
     main = [HOST_C]
     main += [f"int {c.function}(void **T, long long *counters);" for c in codes.values()]
     main += em.decls
+    main += fused_defs
     main.append(r"""
-static void print_counters(int step, const long long *c, int n) {
-    printf("counters %d", step);
+static void print_tagged(const char *tag, int k, const long long *c, int n) {
+    printf("%s %d", tag, k);
     for (int i = 0; i < n; i++) printf(" %lld", c[i]);
     printf("\n");
 }
+
+static void print_counters(int step, const long long *c, int n) { print_tagged("counters", step, c, n); }
 
 static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
     char path[4096];
@@ -459,7 +593,8 @@ static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
                                   f"\t$(CC) $(CFLAGS) -o net {files} -lm\n\nclean:\n\trm -f net\n")
     prog = Program(out, steps, step_code, dumped,
                    [(x, g.c_type(x), g.shape(x)) for x in g.inputs],
-                   [(o, g.c_type(o), g.shape(o)) for o in g.outputs], host_work=host_work, packing=packing)
+                   [(o, g.c_type(o), g.shape(o)) for o in g.outputs], host_work=host_work, packing=packing,
+                   groups=groups)
     prog.generate_s = time.perf_counter() - t0
     return prog
 

@@ -37,6 +37,8 @@ class RunOutput:
     counters: dict[int, np.ndarray]          # step index -> the layer's transfer counters
     wall_s: float
     dumped: dict[str, np.ndarray] = field(default_factory=dict)
+    # fused group index -> input fetched, output written, invalid reads, MACs per stage
+    fused_counters: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,13 +133,15 @@ def run_program(prog: Program, inputs: dict[str, np.ndarray], dump: bool = False
                 dumped[name] = np.fromfile(tdp / "dump" / f"{k}.bin", dtype=NP_OF_C[ct]).reshape(shape)
     secs: list[float] = [0.0] * len(prog.steps)
     counters: dict[int, np.ndarray] = {}
+    fused: dict[int, np.ndarray] = {}
     for line in proc.stdout.splitlines():
         parts = line.split()
         if parts and parts[0] == "step":
             secs[int(parts[1])] = float(parts[2])
-        elif parts and parts[0] == "counters":
-            counters[int(parts[1])] = np.array([int(v) for v in parts[2:]], dtype=np.int64)
-    return RunOutput(outputs, secs, counters, wall, dumped)
+        elif parts and parts[0] in ("counters", "fused"):
+            (counters if parts[0] == "counters" else fused)[int(parts[1])] = np.array([int(v) for v in parts[2:]],
+                                                                                      dtype=np.int64)
+    return RunOutput(outputs, secs, counters, wall, dumped, fused)
 
 
 def _onnxruntime() -> Any:

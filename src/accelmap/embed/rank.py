@@ -137,13 +137,11 @@ def latency(prog: Program, arch: Accelerator) -> float | None:
     return None if pm is None else float(evaluate(pm[0], arch, pm[1]).latency)
 
 
-def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -> float | None:
-    """Modelled cycles with the mapper's loop nest (or the built one, when that is better).
-
-    None when the intrinsic does not fit the fan-out (an intrinsic dim would run temporally,
-    and the mapper could then tile it, which breaks the intrinsic call), the arch cannot run it or the
-    program is too large for the cost model's counts.
-    """
+def intrinsic_constraints(prog: Program, arch: Accelerator) -> tuple[Operator, Mapping, Constraints] | None:
+    """The program as an operator, the loop nest ``latency`` builds, and the constraint that keeps every
+    intrinsic dim whole on the PE array as that nest places it (a mapping under it calls the intrinsic as the
+    program does). None when the built nest runs an intrinsic dim temporally (the mapper could then tile it,
+    which breaks the intrinsic call), the arch cannot run it or the program is too large to count."""
     pop = program_operator(prog)
     try:
         check_countable(pop)
@@ -159,10 +157,23 @@ def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -
     pinned = {d for dims in spatial.values() for d in dims}
     if any(d.startswith("i_") and n > 1 and d not in pinned for d, n in pop.dims):
         return None
+    return pop, m, Constraints(spatial=spatial)
+
+
+def mapped_latency(prog: Program, arch: Accelerator, time_limit: float = 10.0) -> float | None:
+    """Modelled cycles with the mapper's loop nest (or the built one, when that is better).
+
+    None when the intrinsic does not fit the fan-out (an intrinsic dim would run temporally,
+    and the mapper could then tile it, which breaks the intrinsic call), the arch cannot run it or the
+    program is too large for the cost model's counts.
+    """
+    got = intrinsic_constraints(prog, arch)
+    if got is None:
+        return None
+    pop, m, cons = got
     built = float(evaluate(pop, arch, m).latency)
     try:
-        res = map_operator(pop, arch, "latency", constraints=Constraints(spatial=spatial), strategy="heuristic",
-                           time_limit=time_limit)
+        res = map_operator(pop, arch, "latency", constraints=cons, strategy="heuristic", time_limit=time_limit)
     except AccelmapError:
         return built
     return min(built, float(res.best.result.latency)) if res.best else built

@@ -109,6 +109,37 @@ def _plots(res: CompileResult, tmp: Path, timeline_layer: str | None) -> list[tu
     return out
 
 
+def _fused_section(res: CompileResult) -> str:
+    """The fusion search's plan and every fused group the program runs: its plan, modeled against simulated."""
+    f = res.fusion
+    assert f is not None
+    out = [f"<h2>Fused groups</h2><p>The fusion search (Stream-like depth-first tiles, DeFiNES' halo modes) chose "
+           f"{len(f.groups)} groups ({f.stats.groups_tried} tried, {f.tile_searches} tile mappings searched, "
+           f"{f.seconds:.1f} s{', stopped at its time limit' if f.stats.timed_out else ''}); the program runs "
+           f"{len(res.groups)} of them fused. A group's C walks its tile loop: every operator computes its block "
+           "into an on-chip buffer, followed by the host steps folded into it (requantization, activation, "
+           "quantization) on the block; intermediates never leave the chip. Modeled: the fusion model "
+           "(energy, the load/compute/write-back pipeline's latency, off-chip bits); simulated: the simulator "
+           "running the group's tile loop with each block's tile program.</p>",
+           '<table id="fused-groups"><tr><th>function</th><th>stages</th><th>tile</th><th>halos (input, '
+           "intermediates)</th><th>weights in the store</th><th>tiles</th><th>MACs computed / once</th>"
+           "<th>buffers KiB</th><th>cycles (model)</th><th>cycles (sim)</th><th>model err</th><th>energy pJ</th>"
+           "<th>off-chip MB (model / sim)</th><th>counters = model</th></tr>"]
+    for grp in res.groups:
+        c, sim = grp.cost, grp.sim
+        err = sim.model_error if sim else None
+        cells = [grp.name, grp.label, f"{c.tile_rows}x{c.tile_cols}", ", ".join(c.policies),
+                 "yes" if c.weights_resident else "no", f"{c.counts.tiles:,}",
+                 f"{sum(c.counts.macs):,} / {sum(c.macs_once):,}", f"{c.counts.buffer_total_bits / 8192:,.1f}",
+                 f"{c.latency:,.0f}", f"{sim.cycles:,.0f}" if sim else "", f"{err:+.2%}" if err is not None else "",
+                 f"{c.energy:,.0f}",
+                 f"{c.offchip_bits / 8e6:,.3f} / " + (f"{sim.offchip_bits / 8e6:,.3f}" if sim else ""),
+                 "" if grp.counters_ok is None else ("yes" if grp.counters_ok else "NO")]
+        out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     """The page; ``timeline_layer`` names the layer whose simulator timeline is drawn (default: the one with
     the most simulated cycles)."""
@@ -152,11 +183,16 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
     p.append("<table><tr><th>#</th><th>node</th><th>op</th><th>placement</th><th>runs as</th><th>layer</th>"
              "<th>inputs</th><th>outputs</th><th>folded</th><th>cycles (sim / host model)</th><th>of which host work</th>"
              "<th>host energy pJ</th><th>host run s</th></tr>")
+    group_of = {i: grp for grp in res.groups for i in grp.members}
     for i, s in enumerate(res.steps):
         lm = res.layer_of.get(s.name)
         t = times.get(s.name)
         code = res.program.layers.get(s.name)
         runs = f"{code.runs}: {code.reason}" if code else "host C"
+        grp = group_of.get(i)
+        if grp is not None:
+            runs = f"fused group {grp.index} ({grp.name}), on its blocks"
+            t = times.get(f"fused {grp.index}") if i == grp.at else None
         secs = res.run.step_seconds[i] if res.run else None
         p.append(f'<tr class="{s.placement}"><td class="n">{i}</td><td>{_e(s.name)}</td><td>{_e(s.op_type)}</td>'
                  f"<td>{s.placement}</td><td>{_e(runs)}</td><td>{_e(lm.name) if lm else ''}</td>"
@@ -167,15 +203,18 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
                  f'<td class="n">{f"{t.host_energy_pj:,.0f}" if t else ""}</td>'
                  f'<td class="n">{f"{secs:.4f}" if secs is not None else ""}</td></tr>')
     p.append("</table>")
+    if res.fusion is not None:
+        p.append(_fused_section(res))
     p.append("<h2>Accelerator layers</h2>")
     levels = list(dict.fromkeys(c for l in mm.mapped for c, _ in l.cost.energy))
     operands = list(dict.fromkeys(o for l in mm.mapped for _, o in l.cost.energy))
     head = ["layer", "nodes", "runs as", "how", "certificate", "MACs", "latency (model)", "latency (sim)",
             "utilization", "energy pJ"] + [f"E {c}" for c in levels] + [f"E {o}" for o in operands]
-    p.append("<p>A layer that runs its intrinsic program shows that program's numbers: its loop nest is the one the "
-             "embedding ranking builds (intrinsic on the PE array, outer loops on chip while the tiles fit), not a "
-             "searched mapping, so it has no certificate; its MACs and utilization count the padded intrinsic "
-             "calls. Each other layer shows its mapping's.</p>")
+    p.append("<p>A layer that runs its intrinsic program shows that program's numbers: its loop nest is the mapper's "
+             "search under the constraint that keeps the intrinsic's dims whole on the PE array (its certificate "
+             "bounds every mapping that constraint allows), or where that search finds nothing better, the one the "
+             "embedding ranking builds (intrinsic on the PE array, outer loops on chip while the tiles fit); its MACs "
+             "and utilization count the padded intrinsic calls. Each other layer shows its mapping's.</p>")
     p.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>")
     codes: dict[str, dict[str, LayerCode]] = {}
     for code in res.program.layers.values():
@@ -185,14 +224,22 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
         mine: list[LayerCode | None] = list(codes.get(l.name, {}).values()) or [None]
         for code in mine:
             rows.append((l, code))
+    fused_steps = {res.steps[i].name for grp in res.groups for i in grp.members}
     for l, code in rows:
         key = f"{l.name}@{code.intrinsic.intrinsic}" if code is not None and code.intrinsic else l.name
         c = res.timing.costs.get(key, l.cost) if res.timing else l.cost
         sim = res.timing.sims.get(key) if res.timing else None
         intr = code is not None and code.intrinsic is not None
-        runs = code.runs if code else "tile program (mapper)"
-        how = "built by the embedding ranking" if intr else l.how
-        cert = "none (not searched)" if intr else _gap(l)
+        runs = code.runs if code else ("in fused groups (table above)" if set(l.layer.nodes) <= fused_steps
+                                       else "tile program (mapper)")
+        nest = res.nests.get(key) if intr else None
+        how, cert = l.how, _gap(l)
+        if intr:
+            how = ("built by the embedding ranking" if nest is None else
+                   f"searched under the intrinsic's shape ({nest.strategy})" if nest.searched else
+                   f"built by the embedding ranking: {nest.why}")
+            g = nest.gap if nest is not None else None
+            cert = "none (not searched)" if g is None else "0%" if nest and nest.proven else f"<={g:.0%}"
         macs = c.macs if intr else l.layer.operator.macs
         by_lv = c.energy_by_level()
         by_op: dict[str, float] = {}

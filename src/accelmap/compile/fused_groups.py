@@ -1,0 +1,173 @@
+"""Fused groups in the network program (``accelmap compile --fuse``).
+
+The fusion search (``fusion.model_fusion.fuse_model``) cuts the model's chains into groups of
+operators that share one tile loop, each with its tile and halo policy, on top of the layer-by-layer
+mapping. Here each chosen group is matched to the program's steps: its operators' accelerator steps
+and the host steps between them (the requantization, dequantization, activation and quantization of
+a QDQ model; a max pool when the group has a pooling window). A group becomes one fused step: the
+tile loop of ``codegen.fused_c`` with every operator's block followed by those host steps on the
+block (its *epilogue*), intermediate tensors in on-chip buffers, halos as the plan chose. It runs
+where its last operator ran; the steps it covers run nowhere else.
+
+A group is run layer by layer instead, with the reason stated, when its program cannot be written:
+an operator that is not a single-image 2-D convolution, a host step between two operators that is
+not element-wise (``host_ops.BLOCK_OPS``) or a pool that is not a max pool, or a value on the way
+that another step or a graph output reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from accelmap.codegen.fused_c import conv_shape
+from accelmap.compile.graph import NetGraph
+from accelmap.compile.host_ops import BLOCK_OPS, HostWork
+from accelmap.compile.partition import Step
+from accelmap.errors import SpecError
+from accelmap.fusion.geometry import Stage, schedules
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, store_index
+from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
+from accelmap.fusion.stages import MacStage
+from accelmap.search.model_result import ModelMapping
+from accelmap.sim.fused import FusedSimResult
+
+POOL_OPS = ("MaxPool", "AveragePool")
+
+
+@dataclass
+class FusedGroup:
+    """One fused group as the program runs it."""
+
+    index: int
+    cost: GroupCost
+    stages: tuple[Stage, ...]
+    macs: dict[int, MacStage]
+    step_of: dict[int, int]                   # stage index of an operator -> its step index
+    epilogues: dict[int, tuple[int, ...]]     # stage index -> the host steps (indices) run on its blocks after it
+    members: tuple[int, ...]                  # every step it covers
+    input: str                                # the value it reads from memory
+    output: str                               # the value it writes
+    at: int                                   # the step index where it runs (its last operator's)
+    sim: FusedSimResult | None = None
+    host_work: HostWork = field(default_factory=HostWork)
+    counters_ok: bool | None = None           # the program's counters equal to the fusion model's
+
+    @property
+    def name(self) -> str:
+        return f"fused_{self.index}"
+
+    @property
+    def label(self) -> str:
+        return " -> ".join(st.name for st in self.stages)
+
+    def computed(self, stage: int) -> int:
+        """Elements of stage ``stage``'s output the tile loop computes, recomputed halos included."""
+        rows, cols = schedules(self.stages, self.cost.tile_rows, self.cost.tile_cols, self.cost.policies)
+        return rows.computed_total(stage + 1) * cols.computed_total(stage + 1) * self.stages[stage].out_depth
+
+
+def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit: float,
+                 time_limit: float | None, config: FusionConfig = DEFAULT_FUSION) -> tuple[FusedModel, InnerMappings]:
+    """The fusion search on the compiled model (its graph written to a temporary file for the chain finder);
+    returns the plan and the tile mappings it used (the simulator reuses them)."""
+    store_index(mm.arch)          # an accelerator without a shared on-chip store: one clear line
+    inner = InnerMappings(mapper_search(objective, tile_time_limit))
+    model = onnx.ModelProto()
+    model.CopyFrom(g.model)
+    del model.graph.initializer[:]         # the chain finder reads the graph only
+    with tempfile.TemporaryDirectory(prefix="accelmap-fuse-") as td:
+        path = Path(td) / "graph.onnx"
+        onnx.save(model, path)
+        mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
+        fm = fuse_model(mm_file, objective=objective, config=config, tile_time_limit=tile_time_limit,
+                        time_limit=time_limit, inner=inner)
+    return fm, inner
+
+
+def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph) -> tuple[list[FusedGroup], list[str]]:
+    """The groups of ``fm``'s plan that the program runs fused, and a note for each one it does not."""
+    at = {s.name: i for i, s in enumerate(steps) if s.placement == "accelerator"}
+    producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
+    readers: dict[str, int] = {}
+    for s in steps:
+        for x in s.inputs:
+            readers[x] = readers.get(x, 0) + 1
+    groups: list[FusedGroup] = []
+    notes: list[str] = []
+    for gc in fm.groups:
+        try:
+            groups.append(_plan(len(groups), gc, fm, steps, g, at, producer, readers))
+        except SpecError as e:
+            notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")
+    return groups, notes
+
+
+def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGraph, at: dict[str, int],
+          producer: dict[str, int], readers: dict[str, int]) -> FusedGroup:
+    chain = next((c for c in fm.chains if gc.names[0] in c.nodes and gc.names[-1] in c.nodes), None)
+    if chain is None:
+        raise SpecError("its operators are not one chain of the plan")
+    stages, macs = chain.group(chain.nodes.index(gc.names[0]), chain.nodes.index(gc.names[-1]))
+    if tuple(st.name for st in stages) != gc.names:
+        raise SpecError(f"its stages {gc.names} are not those of its chain")
+    step_of: dict[int, int] = {}
+    for j, ms in macs.items():
+        if ms.operator.name not in at:
+            raise SpecError(f"operator {ms.operator.name} is no accelerator step of the program")
+        s = steps[at[ms.operator.name]]
+        if s.node.op_type != "Conv":
+            raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions")
+        conv_shape(ms)
+        step_of[j] = at[ms.operator.name]
+    order = sorted(macs)
+    epilogues: dict[int, list[int]] = {j: [] for j in range(len(stages))}
+    members: list[int] = []
+    for a, b in zip(order, order[1:], strict=False):
+        path: list[int] = []
+        v = steps[step_of[b]].inputs[0]
+        while True:
+            if v in g.outputs or readers.get(v, 0) != 1:
+                raise SpecError(f"value {v!r} is read outside the group")
+            p = producer.get(v)
+            if p is None:
+                raise SpecError(f"value {v!r} is not computed by the program")
+            if p == step_of[a]:
+                break
+            hs = steps[p]
+            ins = [x for x in hs.inputs if x not in g.consts]
+            if hs.placement != "host" or len(ins) != 1:
+                raise SpecError(f"step {hs.name} ({hs.op_type}) between {stages[a].name} and {stages[b].name} "
+                                "is not a host step of one non-constant input")
+            path.append(p)
+            v = ins[0]
+        path.reverse()
+        cur = a
+        for p in path:
+            hs = steps[p]
+            if hs.op_type in POOL_OPS:
+                cur += 1
+                if hs.op_type != "MaxPool" or cur >= b or stages[cur].name != hs.node.name:
+                    raise SpecError(f"step {hs.name} ({hs.op_type}) is not the group's max-pooling stage")
+                continue
+            if hs.op_type not in BLOCK_OPS:
+                raise SpecError(f"step {hs.name} ({hs.op_type}) is not element-wise; a fused tile runs "
+                                f"{', '.join(sorted(BLOCK_OPS))} and max pooling")
+            epilogues[cur].append(p)
+        if cur != b - 1:
+            raise SpecError(f"the pooling stages between {stages[a].name} and {stages[b].name} are not the "
+                            "program's")
+        members += [step_of[a], *path]
+    members.append(step_of[order[-1]])
+    first, last = steps[step_of[order[0]]], steps[step_of[order[-1]]]
+    x = first.inputs[0]
+    if g.size(x) != stages[0].in_depth * stages[0].in_rows * stages[0].in_cols:
+        raise SpecError(f"its input {x!r} has {g.size(x)} elements, the first stage reads "
+                        f"{stages[0].in_depth * stages[0].in_rows * stages[0].in_cols}")
+    return FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
+                      tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]])

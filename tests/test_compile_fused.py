@@ -1,0 +1,91 @@
+"""accelmap compile --fuse: the fusion search's groups run as fused tile loops inside the network program,
+bit-exact (int8 QDQ) or within tolerance (float) against onnxruntime, their counters equal to the fusion model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from accelmap.arch.presets import get_accelerator  # noqa: E402
+from accelmap.compile import compile_model  # noqa: E402
+from accelmap.fusion.geometry import fused_counts  # noqa: E402
+from accelmap.fusion.search import FusionConfig  # noqa: E402
+from accelmap.report.compile_report import report_html  # noqa: E402
+from compile_models import quantize_qdq, tiny_chain  # noqa: E402
+
+pytest.importorskip("onnxruntime")
+
+# A small search: groups of up to three operators, two row tiles per mode, the whole width.
+FAST = {"time_limit_per_layer": 0.3, "fuse": True, "fuse_tile_time_limit": 0.1,
+        "fuse_config": FusionConfig(max_group=3, row_tiles=2, col_tiles=1, per_mode=1)}
+
+
+@pytest.fixture(scope="module")
+def qdq_tpu_fused(tmp_path_factory):
+    return compile_model(quantize_qdq(tiny_chain()), get_accelerator("tpu_like"), tmp_path_factory.mktemp("fq"), **FAST)
+
+
+def test_qdq_groups_run_fused_and_bit_exact(qdq_tpu_fused):
+    r = qdq_tpu_fused
+    assert r.verification is not None and r.verification.ok
+    assert r.verification.quantized and all(c.ok for c in r.verification.quantized)
+    assert r.groups, "the fusion search's plan has groups on this chain"
+    names = {s.name: i for i, s in enumerate(r.steps)}
+    for grp in r.groups:
+        # a group starts and ends with a convolution; the steps it covers include every host step between them
+        assert grp.stages[0].name in names and grp.stages[-1].name in names
+        assert grp.at == names[grp.stages[-1].name] == max(grp.members)
+        covered = {r.steps[i].op_type for i in grp.members}
+        assert "Conv (QDQ)" in covered and {"DequantizeLinear", "Relu", "QuantizeLinear"} <= covered
+        # what the emitted tile loop fetched, wrote and multiplied is what the fusion model counts
+        want = fused_counts(grp.stages, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies)
+        got = r.run.fused_counters[grp.index]
+        assert [int(v) for v in got] == [want.input_fetched, want.output_written, 0, *want.macs]
+        assert grp.counters_ok is True
+        # the intermediates stay in the group: only its output is a value of the program
+        assert grp.output in {n for n, _, _ in r.program.values}
+        inner = {o for i in grp.members if i != grp.at for o in r.steps[i].outputs}
+        assert not inner & {n for n, _, _ in r.program.values}
+    # the max pool between conv2 and dw3 is a stage of a group (max_group 3 lets conv1..dw3 fuse)
+    assert any(st.name == "pool2" for grp in r.groups for st in grp.stages)
+
+
+def test_fused_groups_are_timed_by_the_simulator_and_the_fusion_model(qdq_tpu_fused):
+    r = qdq_tpu_fused
+    t = r.timing
+    assert t is not None
+    fused = [s for s in t.steps if s.runs == "fused group"]
+    assert len(fused) == len(r.groups)
+    for s, grp in zip(fused, r.groups, strict=True):
+        assert grp.sim is not None
+        assert s.simulated == grp.sim.cycles and s.modeled == grp.cost.latency
+        assert s.energy_pj == grp.cost.energy and s.offchip_bits == grp.cost.offchip_bits
+        assert grp.sim.input_fetched == grp.cost.counts.input_fetched
+        assert grp.sim.output_written == grp.cost.counts.output_written
+        assert s.host > 0          # the epilogues on every block are host work
+    covered = {r.steps[i].name for grp in r.groups for i in grp.members}
+    assert not covered & {s.name for s in t.steps}
+    d = json.loads(json.dumps(r.to_dict()))
+    assert len(d["fused_groups"]) == len(r.groups) and d["fused_groups"][0]["counters_equal_model"] is True
+    assert d["fusion_search"]["groups_run"] == len(r.groups) and d["offchip_bits"] == t.offchip_bits
+    plan = d["fusion_search"]["plan"]
+    assert plan["fused"]["edp"] <= plan["unfused"]["edp"]      # the search's plan is never worse than layer by layer
+    assert "fusion search:" in r.summary() and "counters equal to the fusion model" in r.summary()
+    html = report_html(r)
+    assert 'id="fused-groups"' in html and r.groups[0].name in html and "fused group 0" in html
+
+
+def test_float_chain_fused_matches_onnxruntime(tmp_path):
+    r = compile_model(tiny_chain(), get_accelerator("eyeriss_like"), tmp_path, simulate=False, **FAST)
+    assert r.verification is not None and r.verification.ok
+    assert r.groups and all(grp.counters_ok for grp in r.groups)
+
+
+def test_an_accelerator_without_a_shared_store_runs_layer_by_layer(tmp_path):
+    r = compile_model(tiny_chain(), get_accelerator("vta_like"), tmp_path, run=False, simulate=False, **FAST)
+    assert r.groups == [] and r.fusion is None
+    assert any("no fused groups" in n and "partitioned" in n for n in r.program.notes)
