@@ -64,6 +64,15 @@ def random_perfect_mappings(seed: int, draws: int, presets: list[str]):
         yield rng, arch, op, m
 
 
+def fixed_at_and_above(op, m, level):
+    """The mapping's loops at ``level`` and above (what a search node has fixed) and the sizes left below."""
+    fixed = tuple(l for l in m.loops if l.level >= level)
+    rem = dict(op.sizes)
+    for l in fixed:
+        rem[l.dim] //= l.bound
+    return fixed, rem
+
+
 @st.composite
 def operators(draw):
     return random_operator(random.Random(draw(st.integers(0, 2 ** 31))))

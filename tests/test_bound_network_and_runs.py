@@ -14,7 +14,7 @@ from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import validate
 from accelmap.search.bounds import BoundContext
 from accelmap.workload.models import load_model
-from strategies import random_perfect_mappings
+from strategies import fixed_at_and_above, random_perfect_mappings
 
 ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like", "vta_8x8x8",
                "diana_like", "aie_like"]
@@ -31,14 +31,6 @@ def _unrolling(arch, m):
         if l.spatial and l.bound > 1:
             spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
     return spatial
-
-
-def _node(op, m, level):
-    fixed = tuple(l for l in m.loops if l.level >= level)
-    rem = dict(op.sizes)
-    for l in fixed:
-        rem[l.dim] //= l.bound
-    return fixed, rem
 
 
 def _completions(rng, op, arch, m, level, count):
@@ -79,7 +71,7 @@ def test_node_bound_never_exceeds_any_completion(arch_name):
         known = BoundContext(op, arch, m.keep, _unrolling(arch, m))
         free = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels) + 1):
-            fixed, rem = _node(op, m, level)
+            fixed, rem = fixed_at_and_above(op, m, level)
             bounds = [ctx.lower_bound(fixed, level, rem) for ctx in (known, free)]
             for cand in [m, *_completions(rng, op, arch, m, level, 6)]:
                 res = evaluate(op, arch, cand, check=False)
@@ -140,7 +132,7 @@ def test_operand_orders_raise_the_node_bound():
         for _, arch, op, m in _mappings(arch_name, 12, 30):
             ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
             for level in range(1, len(arch.levels)):
-                fixed, rem = _node(op, m, level)
+                fixed, rem = fixed_at_and_above(op, m, level)
                 full = ctx.lower_bound(fixed, level, rem)
                 runs = ctx.run_alternatives
                 ctx.run_alternatives = lambda r, lv, f, perfect=True, runs=runs: runs(r, lv, f, perfect=False)

@@ -81,22 +81,13 @@ def random_perfect_mappings(seed: int, draws: int):
     return strategies.random_perfect_mappings(seed, draws, PRESETS)
 
 
-def _fixed_at_and_above(op, m, level):
-    """The mapping's loops at ``level`` and above (what a search node has fixed) and the sizes left below."""
-    fixed = tuple(l for l in m.loops if l.level >= level)
-    rem = dict(op.sizes)
-    for l in fixed:
-        rem[l.dim] //= l.bound
-    return fixed, rem
-
-
 def test_lower_bounds_never_exceed_the_cost():
     checked = 0
     for _, arch, op, m in random_perfect_mappings(7, 150):
         res = evaluate(op, arch, m)
         ctx = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels)):
-            fixed, rem = _fixed_at_and_above(op, m, level)
+            fixed, rem = strategies.fixed_at_and_above(op, m, level)
             e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
             assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
         checked += 1
@@ -116,7 +107,7 @@ def test_lower_bounds_with_the_unrolling_known_never_exceed_the_cost():
         ctx = BoundContext(op, arch, m.keep, spatial)
         plain = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels) + 1):
-            fixed, rem = _fixed_at_and_above(op, m, level)
+            fixed, rem = strategies.fixed_at_and_above(op, m, level)
             e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
             assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (level, m)
             if level < len(arch.levels):
@@ -146,7 +137,7 @@ def test_bounds_over_open_orders_never_exceed_the_cost_of_any_order():
     for rng, arch, op, m in random_perfect_mappings(19, 160):
         ctx = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels)):
-            fixed, rem = _fixed_at_and_above(op, m, level)
+            fixed, rem = strategies.fixed_at_and_above(op, m, level)
             for free in ({level}, set(range(level, len(arch.levels)))):
                 if free != {level} and level != 0:
                     continue

@@ -127,7 +127,7 @@ def test_no_unrollings_are_ranked_past_the_deadline():
 @pytest.mark.parametrize("name,op", [
     ("eyeriss_like", gemm(m=2, n=2, k=2)),
     ("tpu_like", gemm(m=2, n=4, k=2)),
-    ("simba_like", gemm(m=2, n=2, k=2)),
+    ("simba_like", gemm(m=2, n=2, k=4)),     # (2, 2, 2): the bound cuts every equivalent unrolling first (B14)
     ("edge_tpu_like", gemm(m=2, n=4, k=4)),
 ])
 def test_exact_search_skipping_equivalent_unrollings_equals_searching_every_one(monkeypatch, name, op):
