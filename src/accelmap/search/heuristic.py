@@ -7,7 +7,8 @@
    random ones costed under the fullest bypass choice that admits one), skipping
    those whose bound cannot beat the best probe, until the probe budget is spent.
 2. For the best few probed candidates and a few bypass choices, every maximal tiling
-   (``tilings.py``: no level's tile can take one more prime factor) and a
+   (``tilings.py``: no level's tile can take one more prime factor; also under the other packings
+   of ``tilings.Packing``, whose best starts climb besides the plain ones) and a
    random sample of the others are costed under several per-level loop orders
    at once by the vectorized model; LOMA's greedy allocation per operand
    priority adds a few more candidates.

@@ -206,6 +206,8 @@ def seed_tilings(op: Operator, arch: Accelerator, keep: Keep, spatial: dict, rem
     if not others:
         return plain, plain[:0]
     rest = np.concatenate(others)
+    if not len(rest):
+        return plain, rest
     _, first = np.unique(rest.reshape(len(rest), -1), axis=0, return_index=True)
     rest = rest[np.sort(first)]
     known = {r.tobytes() for r in plain}
