@@ -95,3 +95,4 @@ def test_a_fused_gemm_producer_stays_element_by_element():
     assert [b.stmt for b in blocks.blocks] == ["S3"] and "fused producer" in blocks.notes[0]
     r = run_and_check(c, seed=2)
     assert r.exact and r.counts["mmad"] > 0
+

@@ -308,9 +308,12 @@ def _compute_footprints(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleN
     inst = tm.reverse()
     plan.extensions = {}
     for idx, g in reversed(plan.fused):
+        # the producer instances whose values the tile reads: flow dependences (last writers), not every writer
+        # of the elements read; a reduction's init feeds only the first update of each element, so with the
+        # reduction split over tiles it runs in the first tile only (all writers re-ran it in every tile)
         wg = prog.writes.intersect_domain(_stmt_filter(prog, g))
-        ext = inst.apply_range(prog.reads).apply_range(wg.reverse())
-        while True:   # the group's own statements feed each other (a reduction, then its use)
+        ext = inst.apply_range(prog.raw.reverse().intersect_range(_stmt_filter(prog, g)))
+        while True:   # inside the group, every writer of what its instances read (a reduction, then its use)
             more = ext.union(ext.apply_range(prog.reads).apply_range(wg.reverse()))
             if more.is_equal(ext):
                 break
