@@ -209,12 +209,15 @@ def test_activation_zero_points_need_a_wide_operand(tmp_path):
         compile_model(q, get_accelerator("vta_like"), tmp_path / "v", **FAST, run=False, simulate=False)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 2])
 def test_qdq_softmax_and_global_pool_are_onnxruntimes_integer_kernels(seed, tmp_path):
     """DequantizeLinear -> Softmax / GlobalAveragePool -> QuantizeLinear run as onnxruntime's QLinearSoftmax and
     QLinearGlobalAveragePool compute them, so the program equals onnxruntime on the file as written, not only
-    on the integer form. With the float softmax (the ONNX reading), seeds 0 and 1 end one step apart."""
-    q = quantize_qdq(tiny_cnn(seed), seed=seed, symmetric_activations=False)
+    on the integer form. With the float softmax (the ONNX reading), seeds 0 and 2 end 2 of 10 outputs one step
+    apart. 7-bit weights (reduce_range): on x86 without VNNI onnxruntime's uint8 x int8 kernel saturates pairs
+    of products in int16 (``onnxruntime_u8s8_saturates``), so with full-range weights its run of the file is
+    not the exact integer computation there, and the file comparison would test that CPU, not the softmax."""
+    q = quantize_qdq(tiny_cnn(seed), seed=seed, symmetric_activations=False, reduce_range=True)
     r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
     kinds = {s.op_type: s.placement for s in r.steps}
     assert kinds["Softmax (QDQ)"] == "host" and kinds["GlobalAveragePool (QDQ)"] == "host"
@@ -230,11 +233,26 @@ def test_qdq_softmax_and_global_pool_are_onnxruntimes_integer_kernels(seed, tmp_
 
 
 def test_qdq_softmax_over_long_rows_is_bit_exact(tmp_path):
-    """300 classes in 6 rows: the kernel's shifted exp table, float sum and floor(1 / y_scale) at length."""
-    q = quantize_qdq(tiny_classifier(), symmetric_activations=False)
+    """300 classes in 6 rows: the kernel's shifted exp table, float sum and floor(1 / y_scale) at length (7-bit
+    weights: see the test above; the float reading differs in 4 of 1,800 outputs)."""
+    q = quantize_qdq(tiny_classifier(), symmetric_activations=False, reduce_range=True)
     r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
     v = r.verification
     assert v is not None and v.ok and v.file_outputs and all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs)
+
+
+def test_qdq_file_comparison_names_onnxruntimes_u8s8_saturation(tmp_path):
+    """Full-range int8 weights: the program still equals the integer form bit for bit; onnxruntime's run of the
+    file equals it too unless its uint8 x int8 kernel saturates on this CPU, and then the report says so."""
+    from accelmap.compile.verify import U8S8_SATURATION_NOTE, onnxruntime_u8s8_saturates
+    q = quantize_qdq(tiny_cnn(0), seed=0, symmetric_activations=False)
+    v = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False).verification
+    assert v is not None and v.ok and all(c.ok for c in v.quantized), v.summary()
+    file_exact = all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs)
+    if not onnxruntime_u8s8_saturates():
+        assert file_exact and v.file_note is None, v.summary()
+    elif not file_exact:
+        assert v.file_note == U8S8_SATURATION_NOTE and U8S8_SATURATION_NOTE in v.summary()
 
 
 @pytest.mark.parametrize("size", [8, 11])
