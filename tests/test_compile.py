@@ -209,6 +209,24 @@ def test_activation_zero_points_need_a_wide_operand(tmp_path):
         compile_model(q, get_accelerator("vta_like"), tmp_path / "v", **FAST, run=False, simulate=False)
 
 
+def _float_softmax_reading_misses(q: onnx.ModelProto, steps) -> int:
+    """How many softmax outputs the float reading, QuantizeLinear(Softmax(DequantizeLinear(x))) in float32,
+    gets wrong against onnxruntime's QLinearSoftmax on the same integer input (the integer form's)."""
+    from accelmap.compile.integer_form import integer_form
+    from accelmap.compile.verify import run_onnxruntime
+    g = load_graph(q)
+    m = integer_form(g, steps)
+    sm = next(n for n in m.graph.node if n.op_type == "QLinearSoftmax")
+    init = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    ref = run_onnxruntime(m, g, random_inputs(g, 0), [sm.input[0], sm.output[0]])
+    xs, xz, ys, yz = (init[sm.input[i]] for i in (1, 2, 3, 4))
+    x = (ref[sm.input[0]].astype(np.float32) - np.float32(xz)) * xs
+    e = np.exp(x - x.max(-1, keepdims=True))
+    p = (e / e.sum(-1, keepdims=True)).astype(np.float32)
+    reading = np.clip(np.rint(p / ys) + yz, -128, 127)
+    return int((reading != ref[sm.output[0]]).sum())
+
+
 @pytest.mark.parametrize("seed", [0, 2])
 def test_qdq_softmax_and_global_pool_are_onnxruntimes_integer_kernels(seed, tmp_path):
     """DequantizeLinear -> Softmax / GlobalAveragePool -> QuantizeLinear run as onnxruntime's QLinearSoftmax and
@@ -230,6 +248,7 @@ def test_qdq_softmax_and_global_pool_are_onnxruntimes_integer_kernels(seed, tmp_
     assert m is not None
     ops = [(n.domain, n.op_type) for n in m.graph.node]
     assert ("com.microsoft", "QLinearSoftmax") in ops and ("com.microsoft", "QLinearGlobalAveragePool") in ops
+    assert _float_softmax_reading_misses(q, r.steps) == 2      # the file comparison tells the readings apart
 
 
 def test_qdq_softmax_over_long_rows_is_bit_exact(tmp_path):
@@ -239,6 +258,7 @@ def test_qdq_softmax_over_long_rows_is_bit_exact(tmp_path):
     r = compile_model(q, get_accelerator("eyeriss_like"), tmp_path, **FAST, simulate=False)
     v = r.verification
     assert v is not None and v.ok and v.file_outputs and all(c.ok and c.max_abs_diff == 0 for c in v.file_outputs)
+    assert _float_softmax_reading_misses(q, r.steps) == 4
 
 
 def test_qdq_file_comparison_names_onnxruntimes_u8s8_saturation(tmp_path):
