@@ -82,12 +82,13 @@ def tiny_attention(seed: int = 0, seq: int = 4, d: int = 16, heads: int = 2) -> 
 
 
 
-def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: bool = True) -> onnx.ModelProto:
+def quantize_qdq(model: onnx.ModelProto, seed: int = 0, symmetric_activations: bool = True,
+                 reduce_range: bool = False) -> onnx.ModelProto:
     """The model in int8 QDQ form (onnxruntime's quantization tools, random calibration inputs)."""
     from accelmap.compile.graph import load_graph
     from accelmap.compile.quantize import quantize_qdq as quantize
 
-    return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations)
+    return quantize(load_graph(model), seed, symmetric_activations=symmetric_activations, reduce_range=reduce_range)
 
 
 def tiny_classifier(seed: int = 0, batch: int = 6, features: int = 16, classes: int = 300) -> onnx.ModelProto:

@@ -18,8 +18,14 @@ from accelmap.compile.graph import NetGraph
 from accelmap.errors import AccelmapError
 
 
-def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4, symmetric_activations: bool = True) -> onnx.ModelProto:
-    """``symmetric_activations`` False: activations get zero points (onnxruntime's default)."""
+def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4, symmetric_activations: bool = True,
+                 reduce_range: bool = False) -> onnx.ModelProto:
+    """``symmetric_activations`` False: activations get zero points (onnxruntime's default).
+
+    ``reduce_range``: 7-bit weights (-64..63), onnxruntime's remedy for x86 CPUs without VNNI, whose u8s8
+    kernel adds each pair of uint8 x int8 products in saturating int16 (255 x 64 x 2 = 32640 fits, 255 x
+    127 x 2 does not); with it onnxruntime's run of the file is the exact integer computation on any CPU.
+    """
     try:
         q = importlib.import_module("onnxruntime.quantization")
     except ImportError:
@@ -42,6 +48,6 @@ def quantize_qdq(g: NetGraph, seed: int = 0, samples: int = 4, symmetric_activat
         src, dst = Path(td) / "float.onnx", Path(td) / "qdq.onnx"
         onnx.save(model, src)
         q.quantize_static(str(src), str(dst), reader, quant_format=q.QuantFormat.QDQ,
-                          activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8, per_channel=True,
+                          activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8, per_channel=True, reduce_range=reduce_range,
                           extra_options={"ActivationSymmetric": symmetric_activations, "WeightSymmetric": True})
         return onnx.load(dst)
