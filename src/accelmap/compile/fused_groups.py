@@ -116,6 +116,12 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     stages, macs = chain.group(chain.nodes.index(gc.names[0]), chain.nodes.index(gc.names[-1]))
     if tuple(st.name for st in stages) != gc.names:
         raise SpecError(f"its stages {gc.names} are not those of its chain")
+    if gc.join is not None:
+        # The plan prices the residual add inside the tile loop (its skip kept on chip or re-read per tile);
+        # the fused C has no join yet, so running the chain fused with the add on the host afterwards would
+        # run a different program from the one the plan priced.
+        raise SpecError(f"it ends in the residual add {gc.join.name} (skip {gc.skip_policy}), which the fused C "
+                        "program does not emit yet")
     step_of: dict[int, int] = {}
     for j, ms in macs.items():
         if ms.operator.name not in at:
