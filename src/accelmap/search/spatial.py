@@ -211,6 +211,23 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
     # round); a fixed unrolling may pad where a free choice would not.
     may_pad = is_out & (pad | fixed_dims)
     ok = (divides | may_pad).all(axis=1)
+    # Each loop's last iteration must start inside its dim (mapping.validate). The spatial loops are
+    # emitted in axis order, and the temporal loops below may take the whole remainder ceil(N / used),
+    # so an axis' last iteration starts at (b - 1) x (the bounds of later axes) x that remainder. One
+    # padded axis always passes (its bound is as even as the rounds allow); a padded dim split over
+    # several axes can fail (K=256 as 14 on X then 2 on Y leaves 10, and 13 x 2 x 10 = 260 >= 256).
+    # A dim the constraints alone unroll is the user's choice and is left as it is.
+    rem = -(-sizes // used)
+    inner = np.ones_like(used)
+    starts_outside = np.zeros_like(used, dtype=bool)
+    free_use = np.zeros_like(used, dtype=bool)
+    for k in reversed(range(len(axes))):
+        B = mats[k][choice[:, k]]
+        starts_outside |= (B - 1) * inner * rem >= sizes
+        if axes[k][1].name not in cons.spatial:
+            free_use |= B > 1
+        inner = inner * B
+    ok &= ~(starts_outside & free_use).any(axis=1)
     pes = used.prod(axis=1)
     if cons.min_utilization:
         ok &= pes >= cons.min_utilization * arch.num_pes
