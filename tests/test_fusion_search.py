@@ -68,20 +68,27 @@ def singles_of(ops, rng):
     return out
 
 
+def front_equals_every_plan(chain, ops, rng):
+    """The dynamic program's front holds, per objective, the best of every partition of the chain into runs and
+    every candidate of every run (the same memoized tiles); returns the front, the layer-by-layer singles, the
+    tile mappings and the configuration."""
+    singles = singles_of(ops, rng)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
+    front = chain_front(chain, singles, EYERISS, inner, cfg)
+    totals = every_plan(chain, singles, inner, cfg)
+    for goal in ("energy", "latency", "edp"):
+        best = min(p.objective(goal) for p in totals)
+        assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
+    return front, singles, inner, cfg
+
+
 @settings(max_examples=6)
 @given(st.integers(0, 10**9))
 def test_the_dynamic_program_is_the_best_partition(seed):
     rng = random.Random(seed)
     chain, ops = small_chain(rng)
-    singles = singles_of(ops, rng)
-    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
-    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
-    front = chain_front(chain, singles, EYERISS, inner, cfg)
-    # Every partition of the chain into runs, every candidate of every run (the same memoized tiles).
-    totals = every_plan(chain, singles, inner, cfg)
-    for goal in ("energy", "latency", "edp"):
-        best = min(p.objective(goal) for p in totals)
-        assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
+    front, singles, _, _ = front_equals_every_plan(chain, ops, rng)
     lbl = sum(s.energy for s in singles.values()), sum(s.latency for s in singles.values())
     assert min(p.energy for p in front) <= lbl[0] and min(p.latency for p in front) <= lbl[1]
 
@@ -169,14 +176,7 @@ def test_the_dynamic_program_is_the_best_partition_with_a_residual_join(seed):
     rng = random.Random(seed)
     chain, ops = residual_chain(rng)
     assert chain.join is not None and chain.join.skip == 0
-    singles = singles_of(ops, rng)
-    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
-    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
-    front = chain_front(chain, singles, EYERISS, inner, cfg)
-    totals = every_plan(chain, singles, inner, cfg)
-    for goal in ("energy", "latency", "edp"):
-        best = min(p.objective(goal) for p in totals)
-        assert abs(min(p.objective(goal) for p in front) - best) <= 1e-9 * best
+    _, _, inner, cfg = front_equals_every_plan(chain, ops, rng)
     # Groups spanning the whole chain carry the join, the skip kept (no off-chip read of it); where it lies
     # in the tiles' windows (always for two convolutions) that alone, else re-reading it is tried too.
     whole = group_candidates(chain, 0, len(ops) - 1, EYERISS, inner, cfg, SearchLog())
