@@ -22,7 +22,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import latency_rows
-from accelmap.cost.level_energy import level_energy, stream_accesses
+from accelmap.cost.level_energy import fanout_element_energy, level_energy, stream_accesses
 from accelmap.cost.model import check_countable, evaluate
 from accelmap.cost.nest_rows import NestRows, Structure, final_outputs, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
@@ -100,10 +100,9 @@ def batch_energy(nest: NestRows, keep, counts) -> np.ndarray:
         chain = [i for i in range(nlev) if X.name in keep[i]] + [nlev]
         for p, c in pairwise(chain):
             for f in range(p, c):
-                fo = arch.levels[f].fanout
-                if fo is None or not fo.transfer_energy_pj:
+                unit = fanout_element_energy(arch.levels[f], X.bits)
+                if not unit:
                     continue
-                unit = fo.transfer_energy_pj * X.bits / arch.levels[f].width_bits
                 if c == nlev:
                     energy += op.macs * (2 if X.is_output else 1) * unit
                 else:

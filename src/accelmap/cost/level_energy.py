@@ -29,7 +29,18 @@ from accelmap.arch.accelerator import Level
 from accelmap.cost.nest_rows import NestRows
 from accelmap.workload.operator import Operand
 
-__all__ = ["compute_accesses", "level_energy", "stream_accesses", "tile_transfers", "transfer_sizes"]
+__all__ = ["compute_accesses", "fanout_element_energy", "level_energy", "stream_accesses", "tile_transfers",
+           "transfer_sizes"]
+
+
+def fanout_element_energy(level: Level, bits: int) -> float:
+    """Energy (pJ) the fan-out below ``level`` charges per element of ``bits`` bits it carries to or from the
+    instances below: the one definition of the network term, used by the model of a single mapping, the
+    batch model and the mapper's lower bound (0 where the level has no fan-out or it is free)."""
+    fan = level.fanout
+    if fan is None or not fan.transfer_energy_pj:
+        return 0.0
+    return fan.transfer_energy_pj * bits / level.width_bits
 
 
 def compute_accesses(nest: NestRows, level: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from itertools import pairwise
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, compute_groups, entering, entering_perfect
 from accelmap.cost.latency import latency_terms
-from accelmap.cost.level_energy import level_energy, stream_accesses
+from accelmap.cost.level_energy import fanout_element_energy, level_energy, stream_accesses
 from accelmap.cost.nest_rows import NestRows, final_outputs
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Mapping
@@ -256,10 +256,10 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
                 moved = cc.fills + cc.drains
             for f in fans:
                 lv = arch.levels[f]
-                fan = lv.fanout
-                if fan is not None and fan.transfer_energy_pj:
+                unit = fanout_element_energy(lv, X.bits)
+                if unit:
                     key = (f"NoC:{lv.name}", X.name)
-                    energy[key] = energy.get(key, 0.0) + moved * fan.transfer_energy_pj * X.bits / lv.width_bits
+                    energy[key] = energy.get(key, 0.0) + moved * unit
     energy[("MAC", "-")] = op.macs * arch.compute.mac_energy_pj
     total_e = sum(energy.values())
 

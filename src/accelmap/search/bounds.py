@@ -25,6 +25,7 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
+from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
@@ -551,8 +552,7 @@ def loose_operand(arch: Accelerator, X: Operand, chain) -> bool:
 def network_unit(arch: Accelerator, X: Operand, lo: int, hi: int) -> float:
     """Rule B14: the network energy (pJ) the model charges per element of X moved between levels lo and hi, across
     every fan-out at levels lo..hi-1 (``hi`` = the number of levels: to and from the MACs)."""
-    return sum(lv.fanout.transfer_energy_pj * X.bits / lv.width_bits for lv in arch.levels[lo:hi]
-               if lv.fanout is not None and lv.fanout.transfer_energy_pj)
+    return sum(fanout_element_energy(lv, X.bits) for lv in arch.levels[lo:hi])
 
 
 def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
