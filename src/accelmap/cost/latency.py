@@ -1055,13 +1055,46 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, paced, held, paces), 0.0))
         return out
 
+    # Two halves, three stages: a tile's output half is computed, drained, refilled with the
+    # partial sums of the tile two ahead, and only then computed again, so every two tiles take
+    # at least compute + drain + reload of one: half the sum over the run.
+    # Data drains upward: a level's drain waits for the drains of the levels below it at the same
+    # transition (each of them drains at every transition of c, its share of its own drains).
+    for c in ring:
+        for d, t in drain_time.items():
+            if d > c:
+                ring[c] = ring[c] + np.where(overlapping(nest, keep, c),
+                                             t / out_tiles[d] * np.maximum(out_tiles[c] - 1, 0), 0.0)
+    # The cycle binds the compute, not the stalls for single-buffered levels: a transition's stall
+    # hides only behind the wait for the halves that the step would have had anyway (the cycle's
+    # excess over compute, per output tile); beyond it, the halves, at most one tile ahead, wait too.
+    cycle = zeros()
+    cycle_at: dict[int, np.ndarray] = {}    # ... per level, its own two-half bound
+    for c, r in ring.items():
+        positions = _output_positions(nest, c)
+        bound = compute / 2 + _heavier_half(nest, c, positions) * np.maximum(r, 0.0)
+        if (c, "store") in ring_moves:
+            # the chain runs from the first load to the last drain: the prologue and epilogue are added below
+            walk = _unequal_halves(nest, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
+                                   ring_inputs.get(c, []), compute, out_tiles[c])
+            bound = np.maximum(bound, walk - get(pro, c) - get(epi, c))
+        hidden = zeros()
+        if stall_count is not None and stall_each is not None:
+            wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
+            hidden = (stall_count * np.minimum(stall_each, wait[None])).sum(axis=0)
+        cycle_at[c] = bound + stall - hidden
+        cycle = np.maximum(cycle, cycle_at[c])
     # ... and its first drain waits for the compute of the first output tile, at the pace the
     # loads within it allow
     drains = zeros()
     drain_paces = []       # per double-buffered output level: its drains' bound and output tiles
     for c in epi:
         pieces = drain_pieces.get(c, out_tiles[c])
-        first = paced_first = np.maximum(busy, bursts((), pieces)) * drain_lead.get(c, 1.0 / out_tiles[c])
+        # the steps before it also run at the two-half pace of the output levels below (their
+        # drains and reloads, which go on whether or not c drains)
+        below = [t for d, t in cycle_at.items() if d > c]
+        first = paced_first = np.maximum(np.maximum(busy, bursts((), pieces)), np.max(below, axis=0) if below else 0.0) \
+            * drain_lead.get(c, 1.0 / out_tiles[c])
         if c in drain_streamed and load_ports:
             # Outputs that finish late (a reduction loop outermost) need the loads before them: the
             # step that finishes the first needs every stream's tile of that step, so on each port the
@@ -1084,33 +1117,6 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         drain_paces.append((np.where(epi_on[c], get(store_unit, c) - epi[c] + paced_first, 0.0), pieces))
     overlapped = np.maximum(overlapped, drains)
     bursty = bursts(drain_paces)
-    # Two halves, three stages: a tile's output half is computed, drained, refilled with the
-    # partial sums of the tile two ahead, and only then computed again, so every two tiles take
-    # at least compute + drain + reload of one: half the sum over the run.
-    # Data drains upward: a level's drain waits for the drains of the levels below it at the same
-    # transition (each of them drains at every transition of c, its share of its own drains).
-    for c in ring:
-        for d, t in drain_time.items():
-            if d > c:
-                ring[c] = ring[c] + np.where(overlapping(nest, keep, c),
-                                             t / out_tiles[d] * np.maximum(out_tiles[c] - 1, 0), 0.0)
-    # The cycle binds the compute, not the stalls for single-buffered levels: a transition's stall
-    # hides only behind the wait for the halves that the step would have had anyway (the cycle's
-    # excess over compute, per output tile); beyond it, the halves, at most one tile ahead, wait too.
-    cycle = zeros()
-    for c, r in ring.items():
-        positions = _output_positions(nest, c)
-        bound = compute / 2 + _heavier_half(nest, c, positions) * np.maximum(r, 0.0)
-        if (c, "store") in ring_moves:
-            # the chain runs from the first load to the last drain: the prologue and epilogue are added below
-            walk = _unequal_halves(nest, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
-                                   ring_inputs.get(c, []), compute, out_tiles[c])
-            bound = np.maximum(bound, walk - get(pro, c) - get(epi, c))
-        hidden = zeros()
-        if stall_count is not None and stall_each is not None:
-            wait = np.maximum(bound - compute, 0.0) / out_tiles[c]
-            hidden = (stall_count * np.minimum(stall_each, wait[None])).sum(axis=0)
-        cycle = np.maximum(cycle, bound + stall - hidden)
     # A parent's drain that holds its read port blocks the reload of partial sums from it into the
     # double-buffered level below, which waits for it: at every output tile of the parent but its
     # last (in the epilogue), the compute stalls for the drain and the reload beyond the period
