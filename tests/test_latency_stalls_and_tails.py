@@ -116,3 +116,24 @@ def test_unequal_output_tiles_chain_drains_across_three_tiles(k, m_outer, m_inne
     res = simulate(op, a, m, functional=False)
     assert res.cycles == pytest.approx(cycles, rel=1e-12)      # event times are sums of fractional cycles
     assert res.model_latency == pytest.approx(cycles, rel=1e-12)
+
+
+def test_a_reload_shares_its_port_with_the_other_halfs_single_buffered_loads():
+    # UB double-buffers 8 outputs of 32 bits, reloaded from DRAM (16 cycles at 16 bit/cycle) and
+    # drained to it (16 cycles) at each of 8 output tiles; Reg, single-buffered, loads a weight from
+    # DRAM at every step (0.5 cycles), so each tile computes 8 steps with a stall each. Every two
+    # tiles take one tile's compute with its stalls, a drain and a reload; and the reload waits on
+    # DRAM's read port for the weight loads of the other tile, which computes meanwhile. The model
+    # had neither (the stalls all hidden, the reload alone on the port): 160.5 cycles, -11.8%
+    # (tpu_like ResNet-18 fc with a random mapping: -9.1% -> -1.2%).
+    arch = accelerator_from_dict({"name": "ring", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "read_bandwidth": "16 bit/cycle", "write_bandwidth": "16 bit/cycle"},
+        {"name": "UB", "holds": ["I", "O"], "capacity": "1 KB", "width": "8 bit", "read_bandwidth": "unbounded",
+         "write_bandwidth": "unbounded", "double_buffered": True},
+        {"name": "Reg", "holds": ["W"], "capacity": "1 B", "width": "8 bit"}]})
+    op = gemm("g", m=1, n=16, k=4)
+    m = parse_text("DRAM [ O A B ]\n| for K in [0:4)\n| for N in [0:2)\nUB [ O ]\n| for N in [0:8)\nReg [ B ]\n", arch)
+    res = simulate(op, arch, m, functional=False)
+    assert res.cycles == 182
+    assert abs(res.model_error) < 0.01

@@ -1070,9 +1070,31 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # excess over compute, per output tile); beyond it, the halves, at most one tile ahead, wait too.
     cycle = zeros()
     cycle_at: dict[int, np.ndarray] = {}    # ... per level, its own two-half bound
+    out_chain = [i for i in range(nlev) if op.output.name in keep[i]]
     for c, r in ring.items():
         positions = _output_positions(nest, c)
-        bound = compute / 2 + _heavier_half(nest, c, positions) * np.maximum(r, 0.0)
+        half = _heavier_half(nest, c, positions)
+        # stalls between the steps of one of c's tiles are part of that tile's compute: one tile of
+        # every two is on the cycle, as its compute is
+        a = len(nest.above(c))
+        inside = (stall_count[a:] * stall_each[a:]).sum(axis=0) if stall_count is not None and \
+            stall_each is not None else zeros()
+        bound = (compute + inside) / 2 + half * np.maximum(r, 0.0)
+        # The reload on the cycle holds its parent's read port, which the deeper levels' loads of the
+        # other half's tile share while it computes: in the steady state that tile computes from
+        # half a cycle less its compute to half a cycle after the drain before the reload (tile
+        # times: compute with its stalls C, drain D, reload R), so a share
+        # min(1, (C + R - D) / 2C) of its loads on the port falls in the reload and delays it.
+        par = out_chain[out_chain.index(c) - 1]
+        port = f"{levels[par].name}.read"
+        reload = held.get(port, {}).get((c, op.output.name))
+        if reload is not None:
+            others = sum((t for (lvl, _), t in load_time[port].items() if lvl > c), zeros())
+            tiles = out_tiles[c]
+            c_t, r_t = (compute + inside) / tiles, reload / tiles
+            d_t = np.maximum(r / tiles - r_t, 0.0)
+            share = np.clip((c_t + r_t - d_t) / np.where(c_t > 0, 2 * c_t, 1.0), 0.0, 1.0)
+            bound = bound + half * np.where(reload > 0, others * share, 0.0)
         if (c, "store") in ring_moves:
             # the chain runs from the first load to the last drain: the prologue and epilogue are added below
             walk = _unequal_halves(nest, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
@@ -1122,7 +1144,6 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # last (in the epilogue), the compute stalls for the drain and the reload beyond the period
     # of compute the reload was ahead by (one tile of the level below).
     blocked = zeros()
-    out_chain = [i for i in range(nlev) if op.output.name in keep[i]]
     for c in ring:
         par = out_chain[out_chain.index(c) - 1]
         reload = held.get(f"{levels[par].name}.read", {}).get((c, op.output.name))
