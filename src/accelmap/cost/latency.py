@@ -1052,7 +1052,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         window = np.where(loads[0], np.minimum(window, loads[2]), window)
                 on = on & (window * tiles < np.prod(nest.B[:, nest.above(c)], axis=1))
             if on.any():
-                out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, paced, held, paces), 0.0))
+                # the window's steps run at the two-half pace of the output levels below too
+                below = [t for d, t in cycle_at.items() if d > c]
+                pace = np.maximum(paced, np.max(below, axis=0)) if below else paced
+                out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, pace, held, paces), 0.0))
         return out
 
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
