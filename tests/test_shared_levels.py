@@ -1,6 +1,7 @@
 """A level shared along a fan-out axis (``shared_along``): one accumulator per array column that the
 column's multipliers reduce into (ZigZag's rf_2B serving D2 on edge_tpu_like and ascend_like)."""
 
+import math
 import random
 import re
 
@@ -197,3 +198,49 @@ def test_the_exact_mapper_finds_the_exhaustive_optimum_with_shared_and_generated
     assert stats.evaluated == 696
     assert best[0].value == pytest.approx(every[0].value, rel=1e-12) == pytest.approx(1214.1, rel=1e-9)
     assert Loop("C", 2, 1, "X") in best[0].mapping.loops
+
+
+def test_loop_order_pruning_keeps_the_least_energy_order_with_shared_and_generated():
+    """``search.orders`` counts each operand's tile entries as if no level were shared and every halo moved.
+    On a shared level the count per instance is that over fewer instances, and a generated halo leaves out the
+    same halo rows at every entry of a tile spanning the padded axis: a positive factor per (operand, level)
+    that no order of a level changes, so the dominance between orders, and the orders kept, are the same. Brute
+    force: for random perfect mappings on the machine with a shared accumulator and generated halos, for every
+    level with 2-4 temporal loops, the least energy over the kept orders is the least over all permutations."""
+    import itertools
+    from dataclasses import replace
+
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.cost import evaluate
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.search.orders import order_candidates
+    from accelmap.workload import conv2d
+
+    arch = replace(machine(), padding_generated=True)
+    rng = random.Random(3)
+    shapes = [dict(c=2, h=4, w=3, k=2, r=3, s=2, padding=1), dict(c=4, h=3, w=3, k=2, r=2, s=2, padding=(1, 0, 1, 0)),
+              dict(c=2, h=6, w=2, k=4, r=3, s=1, padding=(1, 0, 1, 0), stride=(2, 1))]
+    compared = pruned = 0
+    for k in range(30):
+        op = adopt_precision(conv2d("c", **shapes[k % len(shapes)]), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        nlev = len(arch.levels)
+        for level in range(nlev - 1):
+            own = tuple(l for l in m.loops if l.level == level and not l.spatial and l.bound > 1)
+            if not 2 <= len(own) <= 4:
+                continue
+            rest = tuple(l for l in m.loops if l.level > level or (l.level == level and l.spatial))
+            above = tuple(l for l in m.loops if l.level < level)
+
+            def energy(order, op=op, above=above, rest=rest, keep=m.keep):
+                return evaluate(op, arch, Mapping(above + order + rest, keep), check=False).energy_total
+
+            kept = order_candidates(op, m.keep, level, tuple(sorted(own, key=lambda l: l.dim)), rest, nlev)
+            best_all = min(energy(p) for p in itertools.permutations(own))
+            assert min(energy(p) for p in kept) == pytest.approx(best_all, rel=1e-12), (m, level)
+            compared += 1
+            pruned += len(kept) < math.factorial(len(own))
+    assert compared >= 10 and pruned >= 5

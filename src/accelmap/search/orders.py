@@ -11,6 +11,13 @@ term to every counter, independent of the other levels' orders
 every counter. Keeping, per level, the orders whose vector of terms is not
 dominated loses no optimum (rule O2). Orders whose loops show the same token
 sequence for every operand give identical terms (rule O3) and are evaluated once.
+
+The terms count as if no level were shared and every halo moved. A level shared along fan-out
+axes (``shared_along``) has the counts of fewer instances, and a generated halo (``padding:
+generated``) leaves the same halo rows out of every entry of a tile that spans the padded axis:
+either is a positive factor per (operand, level) that the tiling sets and no order changes, so
+the dominance between orders is the same (``tests/test_shared_levels.py`` checks the kept
+orders against every permutation).
 """
 
 from __future__ import annotations
