@@ -509,7 +509,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
     return steps, cases, total_load, any_load, window, moved
 
 
-def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
+def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> np.ndarray:
     """Refills chained through levels that all overlap compute. When a stream's tile at level c
     changes, the levels below c in the operand's chain change tiles too, and each of their loads
     waits for its parent's: the compute of the new tile waits for the chain's loads one after
@@ -523,7 +523,9 @@ def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
     double buffer, every step).
 
     The chain's load at a class is the sum, over c and each level below it in the operand's chain
-    while they overlap, of the edge-case weighted mean of its load (``_stream_loads``)."""
+    while they overlap, of the edge-case weighted mean of its load (``_stream_loads``). ``below``:
+    only chains whose top level c is deeper than it (the pace of that level's windows: the excess
+    of its own transitions is its burst, not a pace)."""
     n = nest.n
     out = np.zeros(n)
     steps = np.prod(nest.B[:, nest.temporal_slots], axis=1) if nest.temporal_slots else np.ones(n, np.int64)
@@ -540,7 +542,7 @@ def _chained(nest: NestRows, keep, counts, busy: np.ndarray) -> np.ndarray:
             on[c] = loads[0] & overlapping(nest, keep, c)
             period[c] = loads[2]
         for i, c in enumerate(chain[1:-1], start=1):
-            if c not in mean or chain[i + 1] not in mean:
+            if c <= below or c not in mean or chain[i + 1] not in mean:
                 continue
             K = mean[c].shape[0]
             total = mean[c].copy()
@@ -1052,9 +1054,12 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                         window = np.where(loads[0], np.minimum(window, loads[2]), window)
                 on = on & (window * tiles < np.prod(nest.B[:, nest.above(c)], axis=1))
             if on.any():
-                # the window's steps run at the two-half pace of the output levels below too
+                # the window's steps run at the pace of the refills chained below c (a chain from c
+                # itself is c's own transitions, which the burst counts) and at the two-half pace of
+                # the output levels below
+                pace = np.maximum(busy, _chained(nest, keep, counts, busy, c)) if len(pro) > 1 else busy
                 below = [t for d, t in cycle_at.items() if d > c]
-                pace = np.maximum(paced, np.max(below, axis=0)) if below else paced
+                pace = np.maximum(pace, np.max(below, axis=0)) if below else pace
                 out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, pace, held, paces), 0.0))
         return out
 
