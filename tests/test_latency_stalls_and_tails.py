@@ -139,13 +139,16 @@ def test_a_reload_shares_its_port_with_the_other_halfs_single_buffered_loads():
     assert abs(res.model_error) < 0.01
 
 
+def _mem(name, holds, size, bw, **kw):
+    """A memory as our ZigZag import converts one: one port width for both sides, tiles kept whole streamed."""
+    return {"name": name, "holds": holds, "capacity": size, "width": f"{bw} bit", "read_bandwidth": f"{bw} bit/cycle",
+            "write_bandwidth": f"{bw} bit/cycle", "stream_single_tile": True, **kw}
+
+
 def _ascend_like_column():
     """The memories of ZigZag's ascend_like (zigzag-dse 3.9.1) on one operand path each, as our import
     converts them with one rf_2B per multiplier: bandwidths and buffering as there, energies left out."""
-    def mem(name, holds, size, bw, **kw):
-        return {"name": name, "holds": holds, "capacity": size, "width": f"{bw} bit",
-                "read_bandwidth": f"{bw} bit/cycle", "write_bandwidth": f"{bw} bit/cycle", "stream_single_tile": True,
-                **kw}
+    mem = _mem
     return accelerator_from_dict({"name": "ascend_column", "compute": {"mac_energy": "0.04 pJ", "precision": {"I": [8], "W": [8], "O": [16, 32]}}, "levels": [
         mem("dram", ["I", "W", "O"], "unbounded", 64),
         mem("sram_1MB_W", ["W"], "1 MB", 4096, double_buffered="when_fits"),
@@ -183,10 +186,7 @@ def test_a_chain_from_a_double_buffer_does_not_pace_its_own_windows():
     # over the run as a pace, and the burst bound charged those loads again at that slower pace:
     # the layer's latency came out above the DRAM port bound the simulator meets (ResNet-18
     # layer4.0.downsample with the mapper's mapping, +2.3% -> 0.0%).
-    def mem(name, holds, size, bw, **kw):
-        return {"name": name, "holds": holds, "capacity": size, "width": f"{bw} bit",
-                "read_bandwidth": f"{bw} bit/cycle", "write_bandwidth": f"{bw} bit/cycle", "stream_single_tile": True,
-                **kw}
+    mem = _mem
     arch = accelerator_from_dict({"name": "edge_tpu_column", "padding": "generated", "compute": {
         "mac_energy": "0.04 pJ", "precision": {"I": [8], "W": [8], "O": [16, 32]}, "final_output_bits": 8},
         "levels": [
