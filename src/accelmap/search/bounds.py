@@ -207,9 +207,10 @@ class BoundContext:
         alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
 
         def operand_traffic(X: Operand, runs: int | None) -> tuple[float, list[tuple[int, str, float]],
-                                                                   dict[int, float], dict[int, Any], dict[int, Any]]:
+                                                                   dict[int, float], dict[int, Any], dict[int, Any],
+                                                                   Any]:
             if X.name in self.loose:
-                return 0.0, [], {}, {}, {}
+                return 0.0, [], {}, {}, {}, 0.0
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             per = {}
@@ -263,7 +264,7 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per, serial, w)
 
         mac_sides: dict[str, tuple[float, float]] = {}
 
@@ -323,8 +324,10 @@ class BoundContext:
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
+            chained = 0.0
             for tk in keys:
-                e, bits, loads, queued, on_port = traffic[tk]
+                e, bits, loads, queued, on_port, own = traffic[tk]
+                chained = max(chained, own)
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
@@ -342,6 +345,9 @@ class BoundContext:
             # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
             # (other operands' and other levels' alike), so the stall is at least their sum.
             stall = max(stall, max(port_queue.values(), default=0.0))
+            # Rule B16: an operand's loads into a single-buffered level and its parent run in sequence; the output's
+            # stores run one after another, and its reloads into a level wait for that level's store.
+            stall = max(stall, chained)
             # Latency is at least the MAC schedule and at least every port's traffic over its
             # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
             transfer = 0.0
@@ -370,6 +376,37 @@ class BoundContext:
         if unit:
             out = out + self.op.macs * (2 if X.is_output else 1) * unit
         return out
+
+    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
+        """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
+        (``cost.latency._transition_time``). At a tile change a level's load of X waits for X's load into its parent
+        level, so where a single-buffered level c and its single-buffered parent p (adjacent in X's chain) both load,
+        the two loads run in sequence: summed over the run, the stall is at least both levels' loads of X. The
+        output's stores drain one after another, deepest level first, and a level's reload of partial sums waits
+        for its own store: the stall is at least, for each single-buffered output level c, every store from c and
+        the single-buffered levels below it plus c's reloads. A store takes at least its elements over the child's
+        read port and over the parent's write port, both spread over all instances. ``per``: B1's counts of X
+        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Returns the largest such
+        sum (a number or an array of rows; 0 without any)."""
+        chain = self.chains[X.name]
+        best: Any = 0.0
+        for p, c in pairwise(chain):
+            if p in serial and c in serial:
+                best = np.maximum(best, serial[p] + serial[c])
+        if X.is_output:
+            below: Any = 0.0
+            for p, c in reversed(list(pairwise(chain))):
+                if c not in self.serial_fill:
+                    continue
+                C, P = self.arch.levels[c], self.arch.levels[p]
+                store: Any = 0.0
+                if C.read_bw_bits is not None:
+                    store = per[(c, "drains")] * w / C.instances / C.read_bw_bits
+                if P.write_bw_bits is not None:
+                    store = np.maximum(store, per[(p, "updates")] * w / P.instances / P.write_bw_bits)
+                below = below + store
+                best = np.maximum(best, below + serial.get(c, 0.0))
+        return best
 
     def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:
         """Per parent level p, the cycles of the loads ``loads`` ((parent, child, elements in, parent-side

@@ -140,7 +140,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
 
     def operand_traffic(X: Operand, runs: np.ndarray | None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
-            return 0.0, [], {}, [], {}, {}
+            return 0.0, [], {}, [], {}, {}, 0.0
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp
@@ -199,7 +199,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        return energy, bits, serial, served, queued, on_port
+        counts = {(lv, kind): v for lv, kind, v in per}
+        return energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, counts, serial, w)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -253,8 +254,10 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
         port_queue: dict[int, np.ndarray] = {}
         port_loads: dict[int, np.ndarray] = {}
+        chained = np.zeros(n)
         for X in op.operands:
-            e, bits, loads, _, queued, on_port = traffic[(X.name, keys[X.name])]
+            e, bits, loads, _, queued, on_port, own = traffic[(X.name, keys[X.name])]
+            chained = np.maximum(chained, own)
             energy = energy + e
             for lv, kind, b in bits:
                 key = (lv, kind in ("reads", "drains"))
@@ -268,6 +271,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
+        stall = np.maximum(stall, chained)       # rule B16 (as ``BoundContext.lower_bound``)
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():
             L = arch.levels[lv]
