@@ -188,7 +188,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             s = ctx.scale[(lv, X.name)]
             energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
             bits.append((lv, kind, v * w))
-        energy = energy + ctx.network_energy(X, {(lv, kind): v for lv, kind, v in per})
+        counts = {(lv, kind): v for lv, kind, v in per}
+        energy = energy + ctx.network_energy(X, counts)
         serial = {}
         for p, c, into, out in loads:
             if c in ctx.serial_fill:
@@ -199,7 +200,6 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        counts = {(lv, kind): v for lv, kind, v in per}
         return energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, counts, serial, w)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
