@@ -21,6 +21,7 @@ def main() -> None:
     from accelmap.cost.model import evaluate
     from accelmap.search.bounds import BoundContext
     from accelmap.search.heuristic import search_heuristic
+    from accelmap.search.spatial import unrolling_of
     from accelmap.workload.models import load_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,11 +44,7 @@ def main() -> None:
             continue
         m = found[0].mapping
         res = evaluate(op, arch, m)
-        spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
-        for l in m.loops:
-            if l.spatial and l.bound > 1:
-                spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
-        ctx = BoundContext(op, arch, m.keep, spatial)
+        ctx = BoundContext(op, arch, m.keep, unrolling_of(arch, m))
         cells = []
         for level in [nlev, *range(nlev - 1, 0, -1)]:
             fixed = tuple(l for l in m.loops if l.level >= level)

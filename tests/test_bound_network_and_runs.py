@@ -13,6 +13,7 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import validate
 from accelmap.search.bounds import BoundContext
+from accelmap.search.spatial import unrolling_of
 from accelmap.workload.models import load_model
 from strategies import fixed_at_and_above, random_perfect_mappings
 
@@ -26,11 +27,7 @@ def _mappings(arch_name: str, seed: int, draws: int):
 
 def _unrolling(arch, m):
     """The mapping's fan-outs as the exact search fixes them (constraints: axis -> {dim: bound})."""
-    spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
-    for l in m.loops:
-        if l.spatial and l.bound > 1:
-            spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
-    return spatial
+    return unrolling_of(arch, m)
 
 
 def _completions(rng, op, arch, m, level, count):
