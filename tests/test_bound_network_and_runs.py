@@ -13,6 +13,7 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import prime_factors
 from accelmap.mapping.validate import validate
 from accelmap.search.bounds import BoundContext
+from accelmap.search.spatial import unrolling_of
 from accelmap.workload.models import load_model
 from strategies import fixed_at_and_above, random_perfect_mappings
 
@@ -26,11 +27,7 @@ def _mappings(arch_name: str, seed: int, draws: int):
 
 def _unrolling(arch, m):
     """The mapping's fan-outs as the exact search fixes them (constraints: axis -> {dim: bound})."""
-    spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
-    for l in m.loops:
-        if l.spatial and l.bound > 1:
-            spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
-    return spatial
+    return unrolling_of(arch, m)
 
 
 def _completions(rng, op, arch, m, level, count):
@@ -142,3 +139,62 @@ def test_operand_orders_raise_the_node_bound():
                 nodes += 1
                 raised += full[0] > b7[0] * (1 + 1e-9) or full[1] > b7[1] * (1 + 1e-9)
     assert nodes >= 100 and raised >= 10, (raised, nodes)
+
+
+def test_chained_stalls_raise_the_leaf_latency_bound():
+    """Rule B16 on eyeriss_like ResNet-18 (every level single-buffered). conv1 with the outputs past the global
+    buffer: the register files' stores go straight to DRAM one after another at every tile change (200,704 cycles
+    over DRAM's write port), which no load term saw; the leaf bound rises from 772,501.3 to 903,168 cycles of the
+    model's 944,805.75. layer2.0.downsample: the inputs' load into a register file waits for their load into the
+    global buffer (12,544 + 44,600.9 cycles); 103,992.9 -> 114,488.9 of 116,564.9. On random leaves of the three
+    presets with chains of single-buffered levels the rule never exceeds the latency and raises the bound often."""
+    arch = get_accelerator("eyeriss_like")
+    layers = {l.name: l.operator for l in load_model("resnet18").layers}
+    L = Loop
+    glb_inputs = (frozenset("IWO"), frozenset("I"), frozenset("IWO"))
+    cases = {
+        "conv1": ((L("Q", 7, 0), L("P", 112, 1), L("Q", 8, 1), L("K", 2, 1, "X"), L("R", 7, 1, "X"), L("K", 4, 1, "Y"),
+                   L("C", 3, 1, "Y"), L("K", 8, 2), L("Q", 2, 2), L("S", 7, 2)), 944_805.75, 903_168.0, 772_501.3333),
+        "layer2.0.downsample": ((L("K", 8, 1), L("P", 4, 1), L("Q", 28, 1), L("C", 2, 1, "X"), L("P", 7, 1, "X"),
+                                 L("C", 8, 1, "Y"), L("C", 4, 2), L("K", 16, 2)), 116_564.8889, 114_488.8889, 103_992.8889),
+    }
+    for name, (loops, latency, bound, without) in cases.items():
+        op = adopt_precision(layers[name], arch)
+        m = Mapping(loops, glb_inputs)
+        assert evaluate(op, arch, m).latency == pytest.approx(latency, abs=1e-3)
+        ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
+        leaf = dict.fromkeys(op.sizes, 1)
+        assert ctx.lower_bound(loops, 0, leaf)[1] == pytest.approx(bound, abs=1e-3)
+        ctx.chain_stall_cycles = lambda X, per, serial, w: 0.0
+        assert ctx.lower_bound(loops, 0, leaf)[1] == pytest.approx(without, abs=1e-3)
+    raised = leaves = 0
+    for arch_name in ("eyeriss_like", "simba_like", "edge_tpu_like"):
+        for _, arch, op, m in _mappings(arch_name, 16, 20):
+            ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
+            leaf = dict.fromkeys(op.sizes, 1)
+            full = ctx.lower_bound(m.loops, 0, leaf)[1]
+            assert full <= evaluate(op, arch, m).latency * (1 + 1e-12)
+            ctx.chain_stall_cycles = lambda X, per, serial, w: 0.0
+            raised += full > ctx.lower_bound(m.loops, 0, leaf)[1] * (1 + 1e-9)
+            leaves += 1
+    assert leaves >= 40 and raised >= 5, (raised, leaves)
+
+
+def test_a_level_that_holds_only_the_fixed_tile_raises_the_root_bound():
+    """Rule B17 on edge_tpu_like ResNet-18 layer2.0.downsample: the weight register holds one weight and the output
+    register one partial sum, so with every loop open either the weights or the partial sums move at every temporal
+    step. The root's latency bound (the unrolling known, as in the exact search) rises from 32,144 to 37,632 cycles of
+    this mapping's 126,888, and stays below it."""
+    arch = get_accelerator("edge_tpu_like")
+    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer2.0.downsample").operator,
+                         arch)
+    L = Loop
+    m = Mapping((L("P", 14, 0), L("Q", 28, 0), L("P", 2, 2), L("C", 2, 2), L("K", 8, 2, "D1"), L("K", 4, 2, "D3"),
+                 L("K", 4, 2, "D4"), L("C", 4, 3), L("C", 8, 3, "D2")),
+                (frozenset("IWO"), frozenset("IO"), frozenset("W"), frozenset("O"), frozenset("W")))
+    assert evaluate(op, arch, m).latency == 126_888.0
+    ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
+    root = (len(arch.levels), dict(op.sizes))
+    assert ctx.lower_bound((), *root)[1] == 37_632.0
+    ctx.holds_only = lambda X, c, tile: False
+    assert ctx.lower_bound((), *root)[1] == 32_144.0

@@ -17,7 +17,7 @@ from accelmap.search import Constraints, search_exhaustive, search_optimal, spac
 from accelmap.search.bounds import BoundContext, chain_options
 from accelmap.search.mapper import map_operator
 from accelmap.search.space import keep_options
-from accelmap.search.spatial import spatial_lower_bound
+from accelmap.search.spatial import spatial_lower_bound, unrolling_of
 from accelmap.workload import gemm, parse_expression
 from strategies import random_operator
 
@@ -100,11 +100,7 @@ def test_lower_bounds_with_the_unrolling_known_never_exceed_the_cost():
     checked = boosted = 0
     for _, arch, op, m in random_perfect_mappings(23, 150):
         res = evaluate(op, arch, m)
-        spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
-        for l in m.loops:
-            if l.spatial and l.bound > 1:
-                spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
-        ctx = BoundContext(op, arch, m.keep, spatial)
+        ctx = BoundContext(op, arch, m.keep, unrolling_of(arch, m))
         plain = BoundContext(op, arch, m.keep)
         for level in range(len(arch.levels) + 1):
             fixed, rem = strategies.fixed_at_and_above(op, m, level)

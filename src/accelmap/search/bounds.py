@@ -205,16 +205,24 @@ class BoundContext:
         first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
         # Rules B7 and B15: per case, how many runs of the fixed nest start with a new first tile, per operand.
         alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
+        # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
+        pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
 
         def operand_traffic(X: Operand, runs: int | None) -> tuple[float, list[tuple[int, str, float]],
-                                                                   dict[int, float], dict[int, Any], dict[int, Any]]:
+                                                                   dict[int, float], dict[int, Any], dict[int, Any],
+                                                                   Any]:
             if X.name in self.loose:
-                return 0.0, [], {}, {}, {}
+                return 0.0, [], {}, {}, {}, 0.0
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
-            per = {}
+            floor = self.n_out if X.is_output else fp
+            per: dict[tuple[int, str], Any] = {}
+            # Rule B17: what the latency terms count where an open level can hold no more than the fixed tile of X
+            # (``per`` for energy, where rule B8 already charges open levels' refills: not counted twice).
+            per_lat: dict[tuple[int, str], Any] = {}
             loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
             for p, c in pairwise(chain):
+                pinned = None
                 if runs is not None and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
@@ -228,42 +236,43 @@ class BoundContext:
                     member = full * (part - fi * t) + (1 if runs is None else runs) * fi * t
                 else:
                     member = fp
-                member = max(member, self.n_out if X.is_output else fp)
-                group = max(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
-                if X.is_output:
-                    group = max(group, self.n_out)
-                    down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
-                    per[(c, "fills")] = down
-                    per[(p, "reads")] = down
-                    loads.append((p, c, down, down))
-                    per[(c, "drains")] = member
-                    per[(p, "updates")] = group
-                else:
-                    per[(c, "fills")] = member
-                    per[(p, "reads")] = group
-                    loads.append((p, c, member, group))
+                    if runs is not None and runs == full and pinned_steps and c < level \
+                            and self.holds_only(X, c, tile_at(X, c)):
+                        pinned = max(pinned_steps * self.open_instances_above(c) * tile_at(X, c), floor)
+                member = max(member, floor)
+                for counts, m in ((per, member), (per_lat, member if pinned is None else pinned)):
+                    group = max(m / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
+                    if X.is_output:
+                        group = max(group, self.n_out)
+                        down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
+                        counts.update({(c, "fills"): down, (p, "reads"): down, (c, "drains"): m, (p, "updates"): group})
+                        into, out = down, down
+                    else:
+                        counts.update({(c, "fills"): m, (p, "reads"): group})
+                        into, out = m, group
+                loads.append((p, c, into, out))
             last = chain[-1]
             reads, updates = mac_side(X)
-            if X.is_output:
-                per[(last, "updates")] = per.get((last, "updates"), 0) + updates
-            per[(last, "reads")] = per.get((last, "reads"), 0) + reads
+            for counts in (per, per_lat):
+                if X.is_output:
+                    counts[(last, "updates")] = counts.get((last, "updates"), 0) + updates
+                counts[(last, "reads")] = counts.get((last, "reads"), 0) + reads
             energy = 0.0
-            bits = []
+            w = fewest_bits(X, arch)
             for (lv, kind), v in per.items():
                 L = arch.levels[lv]
                 s = self.scale[(lv, X.name)]
                 energy += v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
-                bits.append((lv, kind, v * fewest_bits(X, arch)))
+            bits = [(lv, kind, v * w) for (lv, kind), v in per_lat.items()]
             energy += self.network_energy(X, per)
             serial = {}
-            w = fewest_bits(X, arch)
             for p, c, into, out in loads:
                 if c in self.serial_fill:
                     P, C = arch.levels[p], arch.levels[c]
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w)
 
         mac_sides: dict[str, tuple[float, float]] = {}
 
@@ -299,8 +308,11 @@ class BoundContext:
                               for l, cap in enumerate(self.spatial_cap[:level]))
         spatial_max = spatial_fixed * min(prod_r, open_fans)
         compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
-        # An operand with no boundary at or below ``level`` has the same traffic in every case.
-        moved = {X.name: any(c >= level for c in self.chains[X.name][1:]) for X in op.operands}
+        # An operand with no boundary at or below ``level`` (and none that rule B17 counts) has the same traffic in
+        # every case.
+        moved = {X.name: any(c >= level or (pinned_steps and X.name not in self.loose
+                                            and self.holds_only(X, c, tile_at(X, c)))
+                             for c in self.chains[X.name][1:]) for X in op.operands}
         traffic: dict[tuple[str, int | None], tuple] = {}
         cases: list[tuple[tuple[str, int | None], ...]] = []
         for alt in alternatives:
@@ -323,8 +335,10 @@ class BoundContext:
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
+            chained = 0.0
             for tk in keys:
-                e, bits, loads, queued, on_port = traffic[tk]
+                e, bits, loads, queued, on_port, own = traffic[tk]
+                chained = max(chained, own)
                 energy += e
                 for lv, kind, b in bits:
                     key = (lv, kind in ("reads", "drains"))
@@ -342,6 +356,9 @@ class BoundContext:
             # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
             # (other operands' and other levels' alike), so the stall is at least their sum.
             stall = max(stall, max(port_queue.values(), default=0.0))
+            # Rule B16: an operand's loads into a single-buffered level and its parent run in sequence; the output's
+            # stores run one after another, and its reloads into a level wait for that level's store.
+            stall = max(stall, chained)
             # Latency is at least the MAC schedule and at least every port's traffic over its
             # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
             transfer = 0.0
@@ -370,6 +387,57 @@ class BoundContext:
         if unit:
             out = out + self.op.macs * (2 if X.is_output else 1) * unit
         return out
+
+    def unfixed_steps(self, rem: dict[str, int], level: int) -> int:
+        """Rule B17: the temporal iterations of the unfixed levels (below ``level``), when every fan-out is fixed
+        (then exactly ``temporal_left``'s product); 0 when some fan-out is open (the rule is then not used)."""
+        T, exact = self.temporal_left(rem, level)
+        return math.prod(T.values()) if exact else 0
+
+    def open_instances_above(self, c: int) -> int:
+        """Instances of level ``c`` that fan-outs fixed in advance (``spatial``) give it: the unrolling of every
+        fan-out above c. For a level above the node's fixed ones."""
+        return math.prod(math.prod(cap.values()) for cap in self.spatial_cap[:c] if cap)
+
+    def holds_only(self, X: Operand, c: int, tile: Any) -> Any:
+        """Rule B17: can level c hold no tile of X larger than ``tile`` elements (its capacity, or X's partition, is
+        below one element more, at X's fewest bits)? Then no loop over a dim X uses may be added at or below c. A
+        number or an array of rows."""
+        cap = self.arch.levels[c].capacity_for(X.cls)
+        if cap is None:
+            return False
+        return cap < (tile + 1) * fewest_bits(X, self.arch)
+
+    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
+        """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
+        (``cost.latency._transition_time``). At a tile change a level's load of X waits for X's load into its parent
+        level, so where a single-buffered level c and its single-buffered parent p (adjacent in X's chain) both load,
+        the two loads run in sequence: summed over the run, the stall is at least both levels' loads of X. The
+        output's stores drain one after another, deepest level first, and a level's reload of partial sums waits
+        for its own store: the stall is at least, for each single-buffered output level c, every store from c and
+        the single-buffered levels below it plus c's reloads. A store takes at least its elements over the child's
+        read port and over the parent's write port, both spread over all instances. ``per``: B1's counts of X
+        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Returns the largest such
+        sum (a number or an array of rows; 0 without any)."""
+        chain = self.chains[X.name]
+        best: Any = 0.0
+        for p, c in pairwise(chain):
+            if p in serial and c in serial:
+                best = np.maximum(best, serial[p] + serial[c])
+        if X.is_output:
+            below: Any = 0.0
+            for p, c in reversed(list(pairwise(chain))):
+                if c not in self.serial_fill:
+                    continue
+                C, P = self.arch.levels[c], self.arch.levels[p]
+                store: Any = 0.0
+                if C.read_bw_bits is not None:
+                    store = per[(c, "drains")] * w / C.instances / C.read_bw_bits
+                if P.write_bw_bits is not None:
+                    store = np.maximum(store, per[(p, "updates")] * w / P.instances / P.write_bw_bits)
+                below = below + store
+                best = np.maximum(best, below + serial.get(c, 0.0))
+        return best
 
     def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:
         """Per parent level p, the cycles of the loads ``loads`` ((parent, child, elements in, parent-side

@@ -140,11 +140,12 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
 
     def operand_traffic(X: Operand, runs: np.ndarray | None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
-            return 0.0, [], {}, [], {}, {}
+            return 0.0, [], {}, [], {}, {}, 0.0
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp
         per: list[tuple[int, str, Any]] = []
+        per_lat: list[tuple[int, str, Any]] = []     # rule B17's counts for the latency terms (B8 has the energy)
         loads = []
         for p, c in pairwise(chain):
             if c > level:
@@ -162,32 +163,44 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             else:
                 member = np.full(n, fp, dtype=np.int64)
             member = np.maximum(member, floor)
-            group = np.maximum(member / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)),
-                               fp if not X.is_output else 0)
-            if X.is_output:
-                group = np.maximum(group, ctx.n_out)
-                down = np.maximum(0.0, group - ctx.n_out * (lineage_max(X, p) - ctx.init_read))
-                per += [(c, "fills", down), (p, "reads", down), (c, "drains", member), (p, "updates", group)]
-                loads.append((p, c, down, down))
-            else:
-                per += [(c, "fills", member), (p, "reads", group)]
-                loads.append((p, c, member, group))
+            # Rule B17 (as ``BoundContext.lower_bound``): the latency terms' count at an open level that holds no more
+            # than X's fixed tile, in the cases where X gets every run.
+            counted = member
+            if runs is not None and pinned_steps is not None and c < level:
+                t = tile_at(X, c)
+                pinned = (runs == full) & ctx.holds_only(X, c, t)
+                if np.any(pinned):
+                    counted = np.where(pinned, np.maximum(pinned_steps * ctx.open_instances_above(c) * t, floor),
+                                       member)
+            for counts, m in ((per, member), (per_lat, counted)):
+                group = np.maximum(m / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)),
+                                   fp if not X.is_output else 0)
+                if X.is_output:
+                    group = np.maximum(group, ctx.n_out)
+                    down = np.maximum(0.0, group - ctx.n_out * (lineage_max(X, p) - ctx.init_read))
+                    counts += [(c, "fills", down), (p, "reads", down), (c, "drains", m), (p, "updates", group)]
+                    into, out = down, down
+                else:
+                    counts += [(c, "fills", m), (p, "reads", group)]
+                    into, out = m, group
+            loads.append((p, c, into, out))
         last = chain[-1]
         merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
         g = op.macs / merge
         if X.is_output:
-            per += [(last, "updates", 0 + g),
-                    (last, "reads", 0 + np.maximum(0.0, g - ctx.n_out * (lineage_max(X, last) - ctx.init_read)))]
+            mac = [(last, "updates", 0 + g),
+                   (last, "reads", 0 + np.maximum(0.0, g - ctx.n_out * (lineage_max(X, last) - ctx.init_read)))]
         else:
-            per.append((last, "reads", 0 + g))
+            mac = [(last, "reads", 0 + g)]
+        per += mac
+        per_lat += mac
         energy = np.zeros(n)
-        bits = []
         w = fewest_bits(X, arch)
         for lv, kind, v in per:
             L = arch.levels[lv]
             s = ctx.scale[(lv, X.name)]
             energy = energy + v * (L.read_energy_pj if kind in ("reads", "drains") else L.write_energy_pj) * s
-            bits.append((lv, kind, v * w))
+        bits = [(lv, kind, v * w) for lv, kind, v in per_lat]
         energy = energy + ctx.network_energy(X, {(lv, kind): v for lv, kind, v in per})
         serial = {}
         for p, c, into, out in loads:
@@ -199,7 +212,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         served = [(last, True, per[-1][2] * w)]
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
-        return energy, bits, serial, served, queued, on_port
+        lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
+        return energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, lat_counts, serial, w)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -207,6 +221,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     spatial_max = spatial_fixed * np.minimum(prod_r, open_fans)
     compute = np.ceil(np.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
     alternatives = _alternative_masks(ctx, rem, level)
+    # Rule B17: the unfixed temporal iterations per row, when every fan-out is fixed (None: the rule is off).
+    T_left, fans_fixed = _temporal_left_rows(ctx, rem, level)
+    pinned_steps = np.prod(T_left, axis=1) if fans_fixed and ctx.whole_tiles else None
     base = {}
     for X in op.operands:
         got = operand_traffic(X, None)
@@ -253,8 +270,10 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
         port_queue: dict[int, np.ndarray] = {}
         port_loads: dict[int, np.ndarray] = {}
+        chained = np.zeros(n)
         for X in op.operands:
-            e, bits, loads, _, queued, on_port = traffic[(X.name, keys[X.name])]
+            e, bits, loads, _, queued, on_port, own = traffic[(X.name, keys[X.name])]
+            chained = np.maximum(chained, own)
             energy = energy + e
             for lv, kind, b in bits:
                 key = (lv, kind in ("reads", "drains"))
@@ -268,6 +287,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
+        stall = np.maximum(stall, chained)       # rule B16 (as ``BoundContext.lower_bound``)
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():
             L = arch.levels[lv]

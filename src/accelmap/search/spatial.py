@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.mapping.loopnest import Loop
+from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import shared_axis_dims
 from accelmap.search.bounds import spatial_bounds
@@ -350,3 +350,13 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
     energy, latency = spatial_bounds(op, arch, merges, pes, chains)
     best = scalar(objective if objective != "pareto" else "edp", energy, latency)
     return float(best.min()), float(energy.min()), float(latency.min())
+
+
+def unrolling_of(arch: Accelerator, m: Mapping) -> dict[str, dict[str, int]]:
+    """A mapping's fan-outs as the exact search fixes them (the constraints' form: every axis -> {dim: bound},
+    an axis the mapping does not use empty)."""
+    spatial: dict[str, dict[str, int]] = {name: {} for name in arch.fanout_axes()}
+    for l in m.loops:
+        if l.axis is not None and l.bound > 1:
+            spatial[l.axis][l.dim] = spatial[l.axis].get(l.dim, 1) * l.bound
+    return spatial
