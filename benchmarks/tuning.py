@@ -49,6 +49,7 @@ from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
     TUNERS,
+    XGB3_MODEL,
     ModelTuner,
     ValiditySettings,
     ValidityTuner,
@@ -170,7 +171,16 @@ _JOB: dict = {}
 # the command): AutoTVM's annealer returns only configurations the model scores at least 0 and fills
 # the rest of a batch at random; "-sa-all" takes the annealer's best 50 whatever their sign.
 SA_ALL = replace(DEFAULT_ANNEALING, min_score=None)
+# "-xgb3": the tuners as the protocol's first 20 runs ran them (tuning_runs.jsonl): XGBoost 3's
+# rank:pairwise defaults and 100 rounds, the annealer's knobs drawn uniformly, no redraw of an all-invalid
+# first batch. They reproduce that file's runs trial for trial.
+FIRST_SA = replace(DEFAULT_ANNEALING, uniform_knobs=True)
 VARIANTS = {
+    "autotvm-xgb3": lambda space, seed, is_valid: ModelTuner(space, seed, model=XGB3_MODEL, annealing=FIRST_SA),
+    "validity-xgb3": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, model=XGB3_MODEL,
+                                                                 annealing=FIRST_SA),
+    # the baseline of the fixed tuners without the dissertation's redraw of an all-invalid first batch
+    "autotvm-no-redraw": lambda space, seed, is_valid: ModelTuner(space, seed),
     "autotvm-sa-all": lambda space, seed, is_valid: ModelTuner(space, seed, annealing=SA_ALL),
     "validity-sa-all": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, annealing=SA_ALL),
     "validity-parallel-1": lambda space, seed, is_valid: ValidityTuner(
@@ -215,6 +225,9 @@ VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(sp
 def _make(name: str, space, seed: int, is_valid):
     if name in VARIANTS:
         return VARIANTS[name](space, seed, is_valid)
+    if name == "autotvm":
+        # the dissertation's baseline: a random first batch without a valid configuration is redrawn
+        return ModelTuner(space, seed, redraw_invalid_first=is_valid)
     return make_tuner(name, space, seed, is_valid=is_valid)
 
 
