@@ -57,3 +57,13 @@ def test_the_baseline_redraws_a_first_batch_without_a_valid_configuration():
     tuner = ModelTuner(space, 3, plan_size=10, redraw_invalid_first=lambda p: p == only)
     batch = tuner.next_batch(10)
     assert only in batch and tuner.redrawn > 0 and len(set(batch)) == 10
+
+
+def test_a_loop_order_is_a_permutation_vector_to_the_model():
+    space = KnobSpace((Knob("tile", (1, 2, 4), "split"),
+                       Knob("reorder", ("a", "b"), "permutation", ((0, 1, 2), (2, 0, 1))),
+                       Knob("nthread", (1, 2), "threads")))
+    got = space.features(np.array([[2, 1, 1], [0, 0, 0]]))
+    assert got.tolist() == [[2.0, 2.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 2.0, 0.0]]
+    with pytest.raises(ValueError, match="one feature vector"):
+        Knob("reorder", ("a", "b"), "permutation", ((0, 1), (1, 0, 2)))

@@ -21,10 +21,16 @@ class Knob:
     name: str
     options: tuple            # the values, in the order neighbourhoods walk them
     kind: str = "choice"      # "split" (options are factors), "permutation", "threads" or "choice"
+    # the model's features of each option where not the option's own value: a loop order's permutation
+    # vector (AutoTVM's ``ReorderEntity`` feature), one tuple per option, all of one length
+    features: tuple | None = None
 
     def __post_init__(self) -> None:
         if not self.options:
             raise ValueError(f"knob {self.name!r} has no options")
+        if self.features is not None and (len(self.features) != len(self.options)
+                                          or len({len(f) for f in self.features}) != 1):
+            raise ValueError(f"knob {self.name!r}: one feature vector of one length per option")
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,16 @@ class KnobSpace:
         return out
 
     def features(self, points: np.ndarray) -> np.ndarray:
-        """AutoTVM-style knob features: the option value of each knob (log2 of a factor, the index of
-        a permutation), one row per configuration."""
+        """AutoTVM-style knob features (its ``get_flatten_feature``), one row per configuration: per
+        knob the option's feature vector where it has one (a loop order's permutation), else its value
+        (log2 of a factor: a tree model splits it as it would the factor; the index of any other
+        choice)."""
         cols = []
         for axis, knob in enumerate(self.knobs):
+            if knob.features is not None:
+                vectors = np.array(knob.features, dtype=np.float64)[points[:, axis]]
+                cols.extend(vectors.T)
+                continue
             if knob.kind in ("split", "threads"):
                 table = np.log2(np.array(knob.options, dtype=np.float64))
             else:
