@@ -92,7 +92,7 @@ def test_mean_rows_equal_a_walk_of_every_load_edge_tiles_included(expr):
                 assert got == pytest.approx(_walked_rows(op, m, X, c), rel=1e-12), (m, X.name, c)
                 edges += got != float(tile_rows(nest, X, c)[0])
                 checked += 1
-    assert checked == 90 and edges > 10          # the edge tiles changed the rows in many cases
+    assert checked == 90 and edges > 30          # the edge tiles changed the rows in many cases
 
 
 def test_a_known_edge_tile_by_hand_and_what_a_load_pays():
