@@ -65,5 +65,7 @@ def test_a_loop_order_is_a_permutation_vector_to_the_model():
                        Knob("nthread", (1, 2), "threads")))
     got = space.features(np.array([[2, 1, 1], [0, 0, 0]]))
     assert got.tolist() == [[2.0, 2.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 2.0, 0.0]]
+    # the protocol's first runs saw the order's index
+    assert space.features(np.array([[2, 1, 1]]), permutations=False).tolist() == [[2.0, 1.0, 1.0]]
     with pytest.raises(ValueError, match="one feature vector"):
         Knob("reorder", ("a", "b"), "permutation", ((0, 1), (1, 0, 2)))

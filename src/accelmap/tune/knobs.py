@@ -86,14 +86,14 @@ class KnobSpace:
                     out.append(point[:axis] + (v,) + point[axis + 1:])
         return out
 
-    def features(self, points: np.ndarray) -> np.ndarray:
+    def features(self, points: np.ndarray, permutations: bool = True) -> np.ndarray:
         """AutoTVM-style knob features (its ``get_flatten_feature``), one row per configuration: per
         knob the option's feature vector where it has one (a loop order's permutation), else its value
         (log2 of a factor: a tree model splits it as it would the factor; the index of any other
-        choice)."""
+        choice). ``permutations=False``: a loop order's index instead (the protocol's first runs)."""
         cols = []
         for axis, knob in enumerate(self.knobs):
-            if knob.features is not None:
+            if knob.features is not None and permutations:
                 vectors = np.array(knob.features, dtype=np.float64)[points[:, axis]]
                 cols.extend(vectors.T)
                 continue
