@@ -49,6 +49,7 @@ from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
     TUNERS,
+    XGB3_MODEL,
     ModelTuner,
     ValiditySettings,
     ValidityTuner,
@@ -170,7 +171,16 @@ _JOB: dict = {}
 # the command): AutoTVM's annealer returns only configurations the model scores at least 0 and fills
 # the rest of a batch at random; "-sa-all" takes the annealer's best 50 whatever their sign.
 SA_ALL = replace(DEFAULT_ANNEALING, min_score=None)
+# "-xgb3": the tuners as the protocol's first 20 runs ran them (tuning_runs.jsonl): XGBoost 3's
+# rank:pairwise defaults and 100 rounds, the annealer's knobs drawn uniformly, no redraw of an all-invalid
+# first batch. They reproduce that file's runs trial for trial.
+FIRST_SA = replace(DEFAULT_ANNEALING, uniform_knobs=True)
 VARIANTS = {
+    "autotvm-xgb3": lambda space, seed, is_valid: ModelTuner(space, seed, model=XGB3_MODEL, annealing=FIRST_SA),
+    "validity-xgb3": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, model=XGB3_MODEL,
+                                                                 annealing=FIRST_SA),
+    # the baseline of the fixed tuners without the dissertation's redraw of an all-invalid first batch
+    "autotvm-no-redraw": lambda space, seed, is_valid: ModelTuner(space, seed),
     "autotvm-sa-all": lambda space, seed, is_valid: ModelTuner(space, seed, annealing=SA_ALL),
     "validity-sa-all": lambda space, seed, is_valid: ValidityTuner(space, seed, is_valid, annealing=SA_ALL),
     "validity-parallel-1": lambda space, seed, is_valid: ValidityTuner(
@@ -215,6 +225,9 @@ VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(sp
 def _make(name: str, space, seed: int, is_valid):
     if name in VARIANTS:
         return VARIANTS[name](space, seed, is_valid)
+    if name == "autotvm":
+        # the dissertation's baseline: a random first batch without a valid configuration is redrawn
+        return ModelTuner(space, seed, redraw_invalid_first=is_valid)
     return make_tuner(name, space, seed, is_valid=is_valid)
 
 
@@ -235,6 +248,34 @@ def _run_job(args):
     random_fill = getattr(tuner, "random_fill", None)
     return (thesis_id, tuner_name, seed, hit, near, first_valid, time.perf_counter() - t0, valid,
             first_batch_valid, random_fill)
+
+
+def read_runs(path: Path, repair: bool = False) -> list[tuple]:
+    """The runs of a runs file, one JSON list a line. A sweep stopped while writing can leave its last line
+    cut short: that run is dropped (and said so); with ``repair`` (``--resume``, which appends) the file is
+    also truncated to its complete lines, so the run is done again and appended after a whole line."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    runs, keep = [], 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            keep += len(line)
+            continue
+        try:
+            runs.append(tuple(json.loads(line)))
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise SystemExit(f"{path}: line {i + 1} is not a run (a JSON list): {line[:60]!r}") from None
+            print(f"{path}: its last line is cut short (a stopped sweep); that run is dropped")
+            if repair:
+                with path.open("r+") as f:
+                    f.truncate(keep)
+            break
+        if repair and not line.endswith("\n"):
+            with path.open("a") as f:      # a whole last line without its newline: end it before appending
+                f.write("\n")
+        keep += len(line)
+    return runs
 
 
 def stats(values: list[int]) -> tuple[float, float]:
@@ -504,9 +545,10 @@ def main() -> None:
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
     if args.from_runs:
         # the runs a sweep already wrote (an interrupted one too): the layers and tuners with all their runs
-        results = [tuple(json.loads(line)) for line in runs_path.read_text().splitlines() if line.strip()]
+        results = read_runs(runs_path)
         done = {(r[0], r[1]) for r in results}
-        count = {k: sum(1 for r in results if (r[0], r[1]) == k) for k in done}
+        # the seeds below --runs only: a later seed's runs of an interrupted sweep do not stand in for them
+        count = {k: len({r[2] for r in results if (r[0], r[1]) == k and r[2] < args.runs}) for k in done}
         layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
         results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
         if not layers:
@@ -518,15 +560,13 @@ def main() -> None:
         if args.resume and runs_path.exists():
             # keep the runs an interrupted sweep finished (a run is deterministic in its seed) and do the rest
             wanted = {(lid, t, seed) for lid, t, seed, _ in jobs}
-            results = [r for r in (tuple(json.loads(line)) for line in runs_path.read_text().splitlines()
-                                   if line.strip()) if (r[0], r[1], r[2]) in wanted]
+            results = [r for r in read_runs(runs_path, repair=True) if (r[0], r[1], r[2]) in wanted]
             have = {(r[0], r[1], r[2]) for r in results}
             jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]
             print(f"\nresuming: {len(results)} runs from {runs_path}, {len(jobs)} to do")
         if args.baseline_runs:
             # the baseline's runs of an earlier sweep with the same seeds, instead of running them again
-            base = [r for r in (tuple(json.loads(line)) for line in Path(args.baseline_runs).read_text().splitlines()
-                                if line.strip()) if r[1] == baseline and (r[0], r[1], r[2]) in
+            base = [r for r in read_runs(Path(args.baseline_runs)) if r[1] == baseline and (r[0], r[1], r[2]) in
                     {(lid, t, seed) for lid, t, seed, _ in jobs}]
             have = {(r[0], r[1], r[2]) for r in base}
             jobs = [j for j in jobs if (j[0], j[1], j[2]) not in have]

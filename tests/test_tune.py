@@ -324,7 +324,9 @@ def _synthetic_table():
 def test_every_tuner_finds_the_optimum_of_a_small_space(name):
     space, is_valid, table = _synthetic_table()
     tuner = make_tuner(name, space, 0, is_valid=is_valid, plan_size=20)
-    run = run_tuner(tuner, lookup_measurer(table), space.size, 20)
+    # Optuna's sampler costs grow with the trials told (6.5 s of CPU for all 144): it gets 60, and finds the
+    # optimum at trial 45 with this seed
+    run = run_tuner(tuner, lookup_measurer(table), 60 if name == "optuna" else space.size, 20)
     assert len({m.point for m in run.history}) == len(run.history)     # never measures a point twice
     assert run.best is not None and run.best.cost == 1.0
     assert run.trials_to_reach(1.0) is not None

@@ -419,8 +419,9 @@ def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
     per_c = fills * X.bits / nest.used(c) / safe
     per_p = reads_p * X.bits / nest.used(p) / safe
     times = []
-    setup = load_setup_cycles(nest, X, c, p)
-    for (w, _), dl in zip(cases, dls, strict=True):
+    for (w, over), dl in zip(cases, dls, strict=True):
+        # the load pays the rows of the tile it brings: an edge case's extents, else the full tile's
+        setup = load_setup_cycles(nest, X, c, p, {d: new for d, (_, new) in over.items()})
         t = (np.where(dl != 0, setup, 0.0) +
              np.maximum(cycles(dl * per_c, lv.write_bw_bits), cycles(dl * per_p, levels[p].read_bw_bits)))
         times.append((w, np.where(valid, t, 0.0)))

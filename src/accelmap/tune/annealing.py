@@ -37,6 +37,7 @@ class AnnealingSettings:
     # AutoTVM's SA returns only points scored at least 0 (the rest of a batch is then drawn at random);
     # None returns the best ``num`` whatever their sign (a variant measured in the tuning benchmark).
     min_score: float | None = 0.0
+    uniform_knobs: bool = False
 
 
 class Annealer:
@@ -46,16 +47,27 @@ class Annealer:
         self.rng = rng
         self.shape = np.array(space.shape, dtype=np.int64)
         self.chains: np.ndarray | None = None
+        # AutoTVM's knob weights; ``uniform_knobs`` (the walk of the protocol's first runs) draws every
+        # knob alike, and a knob with one option then leaves the point where it is
+        w = (self.shape - 1) / self.shape if not settings.uniform_knobs else np.ones(len(self.shape))
+        self.walk_weights = w / w.sum() if w.sum() > 0 else None
 
     def _random_points(self, n: int) -> np.ndarray:
         return np.stack([self.rng.integers(0, s, size=n) for s in self.shape], axis=1).astype(np.int64)
 
     def _walk(self, points: np.ndarray) -> np.ndarray:
+        """Every point moved by AutoTVM's ``random_walk``: it draws a knob and a value uniformly until the
+        value differs from the point's, so a knob of d options is changed with weight (d - 1) / d (a
+        knob with one option never) and then to one of its other options, uniformly."""
         new = points.copy()
+        if self.walk_weights is None:
+            return new                      # a single configuration: nowhere to walk
         rows = np.arange(len(points))
-        axes = self.rng.integers(0, len(self.shape), size=len(points))
+        if self.settings.uniform_knobs:
+            axes = self.rng.integers(0, len(self.shape), size=len(points))
+        else:
+            axes = self.rng.choice(len(self.shape), size=len(points), p=self.walk_weights)
         sizes = self.shape[axes]
-        # another option of the chosen knob, uniformly (a knob with one option stays)
         shift = np.where(sizes > 1, self.rng.integers(1, np.maximum(sizes, 2)), 0)
         new[rows, axes] = (points[rows, axes] + shift) % sizes
         return new

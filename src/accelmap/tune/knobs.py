@@ -21,10 +21,16 @@ class Knob:
     name: str
     options: tuple            # the values, in the order neighbourhoods walk them
     kind: str = "choice"      # "split" (options are factors), "permutation", "threads" or "choice"
+    # the model's features of each option where not the option's own value: a loop order's permutation
+    # vector (AutoTVM's ``ReorderEntity`` feature), one tuple per option, all of one length
+    features: tuple | None = None
 
     def __post_init__(self) -> None:
         if not self.options:
             raise ValueError(f"knob {self.name!r} has no options")
+        if self.features is not None and (len(self.features) != len(self.options)
+                                          or len({len(f) for f in self.features}) != 1):
+            raise ValueError(f"knob {self.name!r}: one feature vector of one length per option")
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,17 @@ class KnobSpace:
                     out.append(point[:axis] + (v,) + point[axis + 1:])
         return out
 
-    def features(self, points: np.ndarray) -> np.ndarray:
-        """AutoTVM-style knob features: the option value of each knob (log2 of a factor, the index of
-        a permutation), one row per configuration."""
+    def features(self, points: np.ndarray, permutations: bool = True) -> np.ndarray:
+        """AutoTVM-style knob features (its ``get_flatten_feature``), one row per configuration: per
+        knob the option's feature vector where it has one (a loop order's permutation), else its value
+        (log2 of a factor: a tree model splits it as it would the factor; the index of any other
+        choice). ``permutations=False``: a loop order's index instead (the protocol's first runs)."""
         cols = []
         for axis, knob in enumerate(self.knobs):
+            if knob.features is not None and permutations:
+                vectors = np.array(knob.features, dtype=np.float64)[points[:, axis]]
+                cols.extend(vectors.T)
+                continue
             if knob.kind in ("split", "threads"):
                 table = np.log2(np.array(knob.options, dtype=np.float64))
             else:

@@ -257,7 +257,10 @@ class ScheduleTemplate:
                 options = ordered_factorizations(rest, len(self.tile_levels))
             knobs.append(Knob(SPLIT_NAMES.get(d, f"tile_{d}"), options, "split"))
         if len(self.orders) > 1:
-            knobs.append(Knob("reorder", tuple(label for label, _ in self.orders), "permutation"))
+            # the model sees an order as AutoTVM's reorder knob: the permutation of the tile loops
+            perms = tuple(tuple(self.split_dims.index(d) for d in order) for _, order in self.orders)
+            knobs.append(Knob("reorder", tuple(label for label, _ in self.orders), "permutation",
+                              perms if all(sorted(q) == list(range(len(self.split_dims))) for q in perms) else None))
         for name, _dim in self.thread_knobs:
             knobs.append(Knob(name, THREAD_OPTIONS, "threads"))
         if len(self.layouts) > 1:

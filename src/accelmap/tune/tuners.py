@@ -37,13 +37,30 @@ TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa"
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """The XGBoost ranking model, with AutoTVM's parameters for ``rank`` loss."""
+    """The XGBoost ranking model, with AutoTVM's parameters for ``rank`` loss.
 
-    boost_rounds: int = 100       # AutoTVM trains up to 8000 rounds with early stopping on training recall
+    AutoTVM (and so the dissertation) trained with XGBoost 1.x, whose ``rank:pairwise`` paired every
+    sample with one random sample of another label and took the plain pairwise logistic gradient.
+    XGBoost 2.0 changed the objective's defaults: pairs only among the top 32 of the current ranking
+    (``lambdarank_pair_method=topk``), each pair's gradient divided by the score difference
+    (``lambdarank_score_normalization``, 3.0) and the leaves normalised by the lambda gradient
+    (``lambdarank_normalization``, 2.1). The ``xgboost1`` settings restore the 1.x objective; without
+    them the model ranks the top of its own list, not the whole training set."""
+
+    max_rounds: int = 8000        # AutoTVM: up to 8000 rounds, ...
+    early_stop: int | None = 20   # ... stopped 20 rounds after the training set's average recall@plan_size
+    #                               last improved (None: exactly ``max_rounds`` rounds)
     max_depth: int = 3
     eta: float = 0.3
     gamma: float = 1e-4
     epsilon_greedy: float = 0.05  # share of a batch drawn at random
+    xgboost1: bool = True         # XGBoost 1.x's rank:pairwise (above); False: the installed version's defaults
+    permutation_features: bool = True   # a loop order as its permutation vector (AutoTVM), else its index
+
+
+# The model of the protocol's first 20 runs (before the deviations above were fixed): 100 rounds with
+# XGBoost 3's rank:pairwise defaults, the loop order's index as its feature. Kept to compare against (benchmarks/tuning.py's "-xgb3" tuners).
+XGB3_MODEL = ModelSettings(max_rounds=100, early_stop=None, xgboost1=False, permutation_features=False)
 
 
 @dataclass(frozen=True)
@@ -115,9 +132,16 @@ class ModelTuner(Tuner):
 
     name = "autotvm"
 
+    REDRAWS = 100   # random first batches drawn at most while looking for one with a valid configuration
+
     def __init__(self, space: KnobSpace, seed: int, plan_size: int = 50,
-                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING):
+                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING,
+                 redraw_invalid_first: Callable[[Point], bool] | None = None):
         super().__init__(space, seed)
+        # The dissertation's baseline redraws a random first batch that holds no valid configuration
+        # (Sec. 5.3; its protocol knows every configuration's validity): given the check, so does this one.
+        self.redraw_invalid_first = redraw_invalid_first
+        self.redrawn = 0
         self.plan_size = plan_size
         self.model = model
         self.annealer = Annealer(space, annealing, self.rng)
@@ -131,9 +155,15 @@ class ModelTuner(Tuner):
         self.measured = 0                 # trials told to the tuner (the retraining schedule counts these)
         self.prior_xs: list[int] = []     # training rows that were never measured (known-invalid, throughput 0)
         self.random_fill = 0              # points of model-guided batches drawn at random (SA had no more)
+        self.rounds: list[int] = []       # boosting rounds of every retraining
 
     def first_batch(self, n: int) -> list[Point]:
-        return self._random_unvisited(n)
+        batch = self._random_unvisited(n)
+        check = self.redraw_invalid_first
+        while check is not None and self.redrawn < self.REDRAWS and not any(check(p) for p in batch):
+            self.redrawn += 1
+            batch = self._random_unvisited(n)
+        return batch
 
     def bias(self) -> np.ndarray | None:
         return None
@@ -184,13 +214,50 @@ class ModelTuner(Tuner):
         pts = np.array([self.space.point(f) for f in self.xs + prior], dtype=np.int64)
         y = np.array(self.ys + [0.0] * len(prior), dtype=np.float64)
         y = y / y.max()
-        dtrain = xgb.DMatrix(np.ascontiguousarray(self.space.features(pts), dtype=np.float32), label=y, nthread=1)
+        perm = self.model.permutation_features
+        dtrain = xgb.DMatrix(np.ascontiguousarray(self.space.features(pts, perm), dtype=np.float32), label=y,
+                             nthread=1)
         params = {"max_depth": self.model.max_depth, "gamma": self.model.gamma, "min_child_weight": 1,
                   "subsample": 1.0, "eta": self.model.eta, "lambda": 1.0, "alpha": 0.0,
                   "objective": "rank:pairwise", "nthread": 1, "seed": int(self.rng.integers(2 ** 31)),
                   "verbosity": 0}
-        booster = xgb.train(params, dtrain, num_boost_round=self.model.boost_rounds)
-        return lambda points: booster.inplace_predict(self.space.features(points))
+        if self.model.xgboost1:
+            params.update(XGBOOST1_PAIRWISE)
+        if self.model.early_stop is None:
+            booster = xgb.train(params, dtrain, num_boost_round=self.model.max_rounds)
+        else:
+            # AutoTVM's fit: early stopping on the training set's a-recall@plan_size; the booster keeps
+            # every round it trained (AutoTVM predicts with all of them)
+            params["disable_default_eval_metric"] = 1
+            booster = xgb.train(params, dtrain, num_boost_round=self.model.max_rounds, evals=[(dtrain, "tr")],
+                                custom_metric=average_recall_metric(self.plan_size), maximize=True,
+                                early_stopping_rounds=self.model.early_stop, verbose_eval=False)
+        self.rounds.append(booster.num_boosted_rounds())
+        return lambda points: booster.inplace_predict(self.space.features(points, perm))
+
+
+# XGBoost 1.x's rank:pairwise in XGBoost >= 2's parameters: one random pair per sample, the plain
+# pairwise gradient (no division by the score difference, no lambda normalisation of the leaves)
+XGBOOST1_PAIRWISE = {"lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": 1,
+                     "lambdarank_normalization": False, "lambdarank_score_normalization": False}
+
+
+def average_recall(preds: np.ndarray, labels: np.ndarray, n: int) -> float:
+    """AutoTVM's ``xgb_average_recalln_curve_score``: the mean over the model's first ``n`` picks of the
+    recall curve, entry i being the share of the first i picks (sic: i, not i + 1) whose true rank is at
+    most i, over i + 1."""
+    order = np.argsort(preds)[::-1]
+    ranks = np.empty(len(labels), dtype=np.int64)
+    ranks[np.argsort(-labels[order])] = np.arange(len(labels))
+    m = min(n, len(ranks))
+    curve = [np.count_nonzero(ranks[:i] <= i) / (i + 1) for i in range(m)]
+    return float(np.sum(curve)) / n
+
+
+def average_recall_metric(n: int):
+    def metric(preds: np.ndarray, dtrain) -> tuple[str, float]:
+        return f"a-recall@{n}", average_recall(preds, dtrain.get_label(), n)
+    return metric
 
 
 class ValidityTuner(ModelTuner):
