@@ -169,6 +169,8 @@ def _group_dict(grp: FusedGroup) -> dict:
             "energy_pj": c.energy, "offchip_bits_modeled": c.offchip_bits,
             "offchip_bits_simulated": sim.offchip_bits if sim else None,
             "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
+            "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
+            "skip_fetched": c.counts.skip_fetched if c.join else None,
             "buffer_bits": c.counts.buffer_total_bits, "host_model_cycles": (grp.host_work.read + grp.host_work.written)
             / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok}
 

@@ -244,7 +244,7 @@ def _qlinear_add_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs:
     if (any(p is None or p[0].op_type != "DequantizeLinear" or p[0].input[0] in g.consts for p in prods)
             or len(y_readers) != 1 or y_readers[0].op_type != "QuantizeLinear" or out in graph_outputs):
         return None
-    dqa, dqb, q = prods[0][0], prods[1][0], y_readers[0]   # type: ignore[index]
+    dqa, dqb, q = prods[0][0], prods[1][0], y_readers[0]
     if not g.shape(dqa.input[0]) == g.shape(dqb.input[0]) == g.shape(out):
         return None            # a broadcast add stays float (dequantize, add, quantize)
     qa, qb = quant_params(g, dqa, "the first input"), quant_params(g, dqb, "the second input")

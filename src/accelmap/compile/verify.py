@@ -259,7 +259,8 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
         ref_i = run_onnxruntime(intf, g, inputs, ints)
         v.file_outputs, v.outputs = v.outputs, [compare(o, run.outputs[o], ref_i[o]) for o in g.outputs]
         v.reference = where + (", on the integer form (QLinearConv / QLinearMatMul / QGemm for each integer product, "
-                               "QLinearSoftmax / QLinearGlobalAveragePool for each quantized softmax and global pool)")
+                               "QLinearSoftmax / QLinearGlobalAveragePool / QLinearAdd for each quantized softmax, global pool "
+                               "and add)")
         v.quantized = [compare(n, dumped[n], ref_i[n]) for n in ints if n in ref_i]
         if not v.ok:
             bad = _first_bad(prog, dumped, ref_i)
