@@ -196,6 +196,8 @@ def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[s
     add (run on the last block, like the epilogue), then the add, which the group now ends with."""
     join, policy = grp.cost.join, grp.cost.skip_policy
     assert join is not None
+    if policy not in ("kept", "re-read"):
+        raise SpecError(f"skip policy {policy!r} of {join.name}")
     v = grp.output
     path: list[int] = []
     while True:
@@ -237,5 +239,3 @@ def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[s
     grp.members = tuple(sorted((*grp.members, *path, nxt)))
     grp.join_step, grp.skip, grp.join_chain_first = nxt, skip, first
     grp.output, grp.at = out, nxt
-    if policy not in ("kept", "re-read"):
-        raise SpecError(f"skip policy {policy!r} of {join.name}")
