@@ -20,7 +20,8 @@ It then loads one report in headless Chromium (Debian's ``chromium``, installed 
 missing), checks that the page logs no console error, and writes a screenshot.
 
     python benchmarks/compile_e2e.py [--models M ...] [--archs A ...] [--seq-len N] [--time-limit S]
-                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S]] [--objective O]
+                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S] [--fused-only]]
+                                     [--objective O]
 
 Prints a table, writes benchmarks/results/compile_e2e.json (and the screenshot
 benchmarks/results/compile_e2e_report.png). Needs onnxruntime (``pip install -e '.[compile]'``).
@@ -103,6 +104,8 @@ def main() -> None:
     ap.add_argument("--fuse", action="store_true", help="compile every pair layer by layer and then fused")
     ap.add_argument("--fuse-tile-time", type=float, default=2.0, help="seconds per tile mapping of the fusion search")
     ap.add_argument("--fuse-time-limit", type=float, default=None, help="seconds of the whole fusion search")
+    ap.add_argument("--fused-only", action="store_true", help="with --fuse: compile each pair fused only (not "
+                    "layer by layer first)")
     args = ap.parse_args()
     rows = []
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
@@ -114,7 +117,7 @@ def main() -> None:
     first_report = None
     for name in args.models:
         path, form = model_for(name, args.seq_len, work)
-        for arch_name, fuse in [(a, f) for a in args.archs for f in ((False, True) if args.fuse else (False,))]:
+        for arch_name, fuse in [(a, f) for a in args.archs for f in (((True,) if args.fused_only else (False, True)) if args.fuse else (False,))]:
             arch = get_accelerator(arch_name)
             t0 = time.perf_counter()
             try:

@@ -254,3 +254,33 @@ def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "tiny_chain", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
                           [helper.make_tensor_value_info("y", F, None)], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8) -> onnx.ModelProto:
+    """Two residual blocks (ResNet's pattern): a stem conv + relu; conv + relu, conv, add of the block's input,
+    relu; then conv + relu, conv, add of a 1x1 projection shortcut of that block's input, relu; a global pool
+    and a classifier. What ``--fuse`` runs as groups with joins (the skip the group's input, or from outside)."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    conv = lambda x, wn, y, nm, **kw: helper.make_node("Conv", [x, wn, "b" + wn[1:]], [y], name=nm, **kw)
+    nodes = [
+        conv("x", "w0", "c0", "stem", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+        conv("r0", "w1", "c1", "b1.conv1", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["r1"], name="b1.relu1"),
+        conv("r1", "w2", "c2", "b1.conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r0"], ["a1"], name="b1.add"), helper.make_node("Relu", ["a1"], ["o1"], name="b1.relu"),
+        conv("o1", "w3", "c3", "b2.conv1", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c3"], ["r3"], name="b2.relu1"),
+        conv("r3", "w4", "c4", "b2.conv2", pads=[1, 1, 1, 1]),
+        conv("o1", "w5", "c5", "b2.shortcut"),
+        helper.make_node("Add", ["c4", "c5"], ["a2"], name="b2.add"), helper.make_node("Relu", ["a2"], ["o2"], name="b2.relu"),
+        helper.make_node("GlobalAveragePool", ["o2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w6", "b6"], ["y"], name="fc", transB=1),
+    ]
+    inits = [_init("w0", w(c, 3, 3, 3)), _init("b0", b(c))]
+    inits += [x for k in (1, 2, 3, 4) for x in (_init(f"w{k}", w(c, c, 3, 3)), _init(f"b{k}", b(c)))]
+    inits += [_init("w5", w(c, c, 1, 1)), _init("b5", b(c)), _init("w6", w(10, c)), _init("b6", b(10))]
+    g = helper.make_graph(nodes, "tiny_residual", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -9,6 +9,14 @@ nonzero count (and, since buffers start filled with a poison value, as a wrong r
 input elements fetched, output elements written, MACs per stage (every tap of every computed output,
 padded taps included, as the model counts them) and invalid reads.
 
+A group may end with a residual *join* (``JoinC``): the last stage's block, after its epilogue, plus the
+skip tensor at the same positions, element by element, as the fusion plan chose: *kept*, the skip is one
+of the group's tensors and is read from its on-chip buffer (the tile schedule then covers its positions,
+``fusion.geometry.schedules`` with the join; a read of an element not valid is counted like any other),
+or *re-read*, each element fetched once from the skip tensor in memory as its tile is written (counted:
+skip elements fetched). The join's own lines (an integer add with its requantization, or a float add)
+turn the two blocks into the group's output block.
+
 ``fused_group_c`` writes the tile loop for any element types: a stage computes its block (rows x
 columns of the tile, all channels) into a contiguous block buffer, then its *epilogue* (C lines the
 caller gives, e.g. the requantization of an integer product and the element-wise operators after it)
@@ -30,7 +38,7 @@ import numpy as np
 
 from accelmap.codegen.build import compile_shared
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Stage, schedules
+from accelmap.fusion.geometry import MODES, Join, Stage, check_join, schedules
 from accelmap.fusion.stages import MacStage
 from accelmap.workload.numpy_reference import reference
 
@@ -39,6 +47,8 @@ POISON = -7777777
 # (block buffer of the stage's results, block buffer of its epilogue's output, elements, elements per channel)
 # -> C lines computing the second from the first
 Epilogue = Callable[[str, str, str, str], list[str]]
+# (the last stage's block after its epilogue, the skip's block, the output block, elements) -> C lines
+JoinLines = Callable[[str, str, str, str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class FusedRun:
     output_written: int
     macs: tuple[int, ...]
     invalid_reads: int
+    skip_fetched: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,20 @@ class StageC:
     epilogue: Epilogue | None = None
 
 
+@dataclass(frozen=True)
+class JoinC:
+    """A residual join after the group's last stage, in C: ``join`` (its skip tensor) taken as
+    ``skip_policy`` says (``kept``: from the skip's on-chip buffer; ``re-read``: from the function's ``skip``
+    argument, the tensor in memory), its elements of ``skip_type``; ``lines`` compute the output block, of
+    ``out_type``, from the last stage's block and the skip's."""
+
+    join: Join
+    skip_policy: str
+    skip_type: str
+    out_type: str
+    lines: JoinLines
+
+
 def _table(name: str, vals: list[int]) -> str:
     return f"static const int {name}[{max(1, len(vals))}] = {{{', '.join(map(str, vals or [0]))}}};"
 
@@ -85,32 +110,44 @@ def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
     return r, s, dh, dw, op.sizes.get("G", 1)
 
 
-def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...]) -> list[int]:
-    """Per stage: the most elements (all channels) of one block it computes."""
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+                   join: Join | None = None, skip_policy: str = "re-read") -> list[int]:
+    """Per stage: the most elements (all channels) of one block it computes (with ``join``: the schedule that
+    keeps or re-reads its skip)."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
     return [st.out_depth * max(t[j + 1][1] - t[j + 1][0] for t in rows.comp)
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-                  policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str) -> str:
-    """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc).
+                  policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None) -> str:
+    """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with a
+    ``join``, ``static void NAME(const IN *x, const SKIP *skip, OUT *y, long long *cnt)``.
 
-    ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage.
-    It needs <string.h> and whatever the epilogues call.
+    ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage, then
+    with a join the skip elements fetched from memory. It needs <string.h> and whatever the epilogues call.
     """
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies)
+    jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy)
     n = len(stages)
     if len(specs) != n:
         raise SpecError(f"fused group {name}: {n} stages but {len(specs)} stage descriptions")
+    kept = join.join.skip if join is not None and join.skip_policy == "kept" else None
+    if join is not None:
+        check_join(stages, join.join, join.skip_policy)
+        if kept is not None and join.skip_type != ([in_type] + [sp.out_type for sp in specs])[kept]:
+            raise SpecError(f"fused group {name}: join {join.join.name} keeps tensor {kept}, whose buffer is not "
+                            f"of its skip type {join.skip_type}")
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
     size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
     types = [in_type] + [sp.out_type for sp in specs]
-    blocks = block_elements(stages, tile_rows, tile_cols, policies)
+    blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy)
+    ncnt = 3 + n + (join is not None)
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
-                    f"halos {', '.join(policies)} */"]
+                    f"halos {', '.join(policies)}"
+                    + (f", join {join.join.name} (skip {join.skip_policy})" if join is not None else "") + " */"]
     for t in range(n + 1):
         w.append(_table(f"{name}_RLO{t}", [tile[t][0] for tile in rows.comp]))
         w.append(_table(f"{name}_RHI{t}", [tile[t][1] for tile in rows.comp]))
@@ -120,8 +157,14 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static unsigned char {name}_v{t}[{size[t]}];")
     for j, sp in enumerate(specs):
         w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
-    w += ["", f"static void {name}(const {in_type} *x, {types[n]} *y, long long *cnt) {{",
-          f"  memset(cnt, 0, sizeof(long long) * {3 + n});"]
+    out_type = types[n]
+    skip_arg = ""
+    if join is not None:
+        out_type = join.out_type
+        skip_arg = f"const {join.skip_type} *skip, "
+        w.append(f"static {join.skip_type} {name}_k[{blocks[n - 1]}]; static {join.out_type} {name}_j[{blocks[n - 1]}];")
+    w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
+          f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
     for t in range(n):
         w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ {name}_b{t}[i] = ({types[t]}){POISON}; "
                  f"{name}_v{t}[i] = 0; }}")
@@ -186,6 +229,18 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             w.append(f"        memcpy({out}, {blk}, sizeof({sp.acc_type}) * (size_t)({nblk}));")
         else:
             w += ["        " + ln for ln in sp.epilogue(blk, out, f"({nblk})", "(br * bc)")]
+        if join is not None and j == n - 1:
+            # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
+            take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k[b] = {name}_b{kept}[o];" if kept is not None
+                    else f"{name}_k[b] = skip[o]; cnt[{ncnt - 1}]++;")
+            w += [f"        for (int k = 0; k < {depth[n]}; k++)",
+                  "          for (int r = r0; r < r1; r++)",
+                  "            for (int c = c0; c < c1; c++) {",
+                  f"              long o = ((long)k * {height[n]} + r) * {width[n]} + c, "
+                  "b = ((long)k * br + (r - r0)) * bc + (c - c0);",
+                  f"              {take}", "            }"]
+            w += ["        " + ln for ln in join.lines(out, f"{name}_k", f"{name}_j", f"({nblk})")]
+            out = f"{name}_j"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         store = f"{dst}[o] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
         store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
@@ -199,27 +254,36 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
 
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-                     policies: tuple[str, ...]) -> str:
-    """C source of ``accelmap_fused(x, weights, y, counters)``: the group on 64-bit integers, no epilogue."""
+                     policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> str:
+    """C source of ``accelmap_fused(x, skip, weights, y, counters)``: the group on 64-bit integers, no epilogue;
+    with ``join``, its output plus the skip tensor (``skip`` in memory when re-read)."""
     specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs else StageC("i64", "i64", acc_init="LLONG_MIN")
                   for j in range(len(stages)))
-    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64")
+    jc = None
+    if join is not None:
+        jc = JoinC(join, skip_policy, "i64", "i64",
+                   lambda a, b, y, n: [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"])
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc)
+    call = "group(x, skip, y, cnt);" if join is not None else "group(x, y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
                       "static const i64 *const *wts;", body,
-                      "int accelmap_fused(const i64 *x, const i64 *const *weights, i64 *y, i64 *cnt) {",
-                      "  wts = weights;", "  group(x, y, cnt);", "  return 0;", "}", ""])
+                      "int accelmap_fused(const i64 *x, const i64 *skip, const i64 *const *weights, i64 *y, i64 *cnt) {",
+                      "  (void)skip;", "  wts = weights;", f"  {call}", "  return 0;", "}", ""])
 
 
-def numpy_chain(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
-                weights: dict[int, np.ndarray]) -> np.ndarray:
-    """The group computed layer by layer by NumPy (64-bit integers): the reference."""
+def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
+                  weights: dict[int, np.ndarray]) -> list[np.ndarray]:
+    """Every tensor of the group (its input, then each stage's output) computed layer by layer by NumPy
+    (64-bit integers): the reference."""
     a = x.astype(np.int64)
+    out_all = [a]
     for j, st in enumerate(stages):
         ms = macs.get(j)
         if ms is not None:
             wop = ms.operator.inputs[1]   # kernel dims of size 1 are not in the operator's weight index
             a = reference(ms.operator, {ms.operator.inputs[0].name: a[None],
                                         wop.name: weights[j].reshape(ms.operator.index_extent(wop))})[0]
+            out_all.append(a)
             continue
         out = np.full((st.out_depth, st.out_rows, st.out_cols), np.iinfo(np.int64).min, dtype=np.int64)
         for kr in range(st.rows.span):
@@ -233,12 +297,16 @@ def numpy_chain(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndar
                         if 0 <= ic < st.in_cols:
                             out[:, r, c] = np.maximum(out[:, r, c], a[:, ir, ic])
         a = out
-    return a
+        out_all.append(a)
+    return out_all
 
 
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-              policies: tuple[str, ...], seed: int = 0) -> tuple[FusedRun, np.ndarray]:
-    """Build and run the group's C on random integers; returns its run and NumPy's output."""
+              policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
+              skip_policy: str = "re-read") -> tuple[FusedRun, np.ndarray]:
+    """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
+    output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside);
+    ``FusedRun.skip_fetched`` counts the skip elements read from memory."""
     for p in policies:
         if p not in MODES:
             raise SpecError(f"halo policy {p!r} unknown; choose one of {', '.join(MODES)}")
@@ -248,16 +316,27 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     for j, ms in macs.items():
         r, s, _, _, _ = conv_shape(ms)
         weights[j] = rng.integers(-4, 4, size=(stages[j].out_depth, stages[j].in_depth, r, s), dtype=np.int64)
-    lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies))))
+    lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
+                                                          skip_policy))))
     fn = lib.accelmap_fused
     p64 = ctypes.POINTER(ctypes.c_longlong)
-    fn.argtypes = [p64, ctypes.POINTER(p64), p64, p64]
+    fn.argtypes = [p64, p64, ctypes.POINTER(p64), p64, p64]
     fn.restype = ctypes.c_int
     last = stages[-1]
+    tensors = numpy_tensors(stages, macs, x, weights)
+    ref = tensors[-1]
+    skip = np.zeros(1, dtype=np.int64)
+    if join is not None:
+        skip = (tensors[join.skip] if join.skip is not None
+                else rng.integers(-8, 8, size=ref.shape, dtype=np.int64))
+        skip = np.ascontiguousarray(skip.reshape(ref.shape))
+        ref = ref + skip
     y = np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64)
-    cnt = np.zeros(3 + len(stages), dtype=np.int64)
+    cnt = np.zeros(3 + len(stages) + (join is not None), dtype=np.int64)
     wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
-    fn(np.ascontiguousarray(x).ctypes.data_as(p64), warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
-    ref = numpy_chain(stages, macs, x, weights)
-    return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:]), int(cnt[2])), ref
+    fn(np.ascontiguousarray(x).ctypes.data_as(p64), skip.ctypes.data_as(p64), warr, y.ctypes.data_as(p64),
+       cnt.ctypes.data_as(p64))
+    n = len(stages)
+    return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
+                    int(cnt[3 + n]) if join is not None else 0), ref

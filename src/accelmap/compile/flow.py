@@ -169,6 +169,8 @@ def _group_dict(grp: FusedGroup) -> dict:
             "energy_pj": c.energy, "offchip_bits_modeled": c.offchip_bits,
             "offchip_bits_simulated": sim.offchip_bits if sim else None,
             "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
+            "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
+            "skip_fetched": c.counts.skip_fetched if c.join else None,
             "buffer_bits": c.counts.buffer_total_bits, "host_model_cycles": (grp.host_work.read + grp.host_work.written)
             / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok}
 
@@ -181,6 +183,8 @@ def _check_counts(res: CompileResult) -> None:
         got = res.run.fused_counters.get(grp.index)
         cnt = grp.cost.counts
         want = [cnt.input_fetched, cnt.output_written, 0, *cnt.macs]
+        if grp.join_step is not None:
+            want.append(cnt.skip_fetched)
         grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
@@ -302,7 +306,8 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             assert inner is not None
             c = grp.cost
             grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
-                                     c.weights_resident, model_latency=c.latency)
+                                     c.weights_resident, model_latency=c.latency, join=c.join,
+                                     skip_policy=c.skip_policy or "re-read")
         res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
                                   groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0

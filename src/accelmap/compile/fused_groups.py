@@ -9,10 +9,17 @@ tile loop of ``codegen.fused_c`` with every operator's block followed by those h
 block (its *epilogue*), intermediate tensors in on-chip buffers, halos as the plan chose. It runs
 where its last operator ran; the steps it covers run nowhere else.
 
+A group that ends in its chain's residual join (the plan prices the add inside the tile loop, its skip
+kept on chip or re-read per tile) covers the join's step too: the add of a QDQ model (``Add (QDQ)``,
+onnxruntime's QLinearAdd) or of a float model, after the last operator's epilogue, on each output block;
+the group then runs where the join ran (a skip from outside the group, a projection shortcut, is computed
+by then) and writes the join's output.
+
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
 an operator that is not a single-image 2-D convolution, a host step between two operators that is
-not element-wise (``host_ops.BLOCK_OPS``) or a pool that is not a max pool, or a value on the way
-that another step or a graph output reads.
+not element-wise (``host_ops.BLOCK_OPS``) or a pool that is not a max pool, a value on the way
+that another step or a graph output reads, or a join whose add is not one of the program's (a broadcast
+add, an add of a skip that is an intermediate of the group) or whose skip is re-read but not in memory.
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ class FusedGroup:
     input: str                                # the value it reads from memory
     output: str                               # the value it writes
     at: int                                   # the step index where it runs (its last operator's)
+    join_step: int | None = None              # the residual add's step (the group ends with it), if any
+    skip: str | None = None                   # the join's skip value
+    join_chain_first: bool = True             # the group's value is the add's first input (A), the skip its second
     sim: FusedSimResult | None = None
     host_work: HostWork = field(default_factory=HostWork)
     counters_ok: bool | None = None           # the program's counters equal to the fusion model's
@@ -64,11 +74,13 @@ class FusedGroup:
 
     @property
     def label(self) -> str:
-        return " -> ".join(st.name for st in self.stages)
+        j = self.cost.join
+        return " -> ".join(st.name for st in self.stages) + (f" + {j.name} (skip {self.cost.skip_policy})" if j else "")
 
     def computed(self, stage: int) -> int:
         """Elements of stage ``stage``'s output the tile loop computes, recomputed halos included."""
-        rows, cols = schedules(self.stages, self.cost.tile_rows, self.cost.tile_cols, self.cost.policies)
+        c = self.cost
+        rows, cols = schedules(self.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy or "re-read")
         return rows.computed_total(stage + 1) * cols.computed_total(stage + 1) * self.stages[stage].out_depth
 
 
@@ -116,12 +128,6 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     stages, macs = chain.group(chain.nodes.index(gc.names[0]), chain.nodes.index(gc.names[-1]))
     if tuple(st.name for st in stages) != gc.names:
         raise SpecError(f"its stages {gc.names} are not those of its chain")
-    if gc.join is not None:
-        # The plan prices the residual add inside the tile loop (its skip kept on chip or re-read per tile);
-        # the fused C has no join yet, so running the chain fused with the add on the host afterwards would
-        # run a different program from the one the plan priced.
-        raise SpecError(f"it ends in the residual add {gc.join.name} (skip {gc.skip_policy}), which the fused C "
-                        "program does not emit yet")
     step_of: dict[int, int] = {}
     for j, ms in macs.items():
         if ms.operator.name not in at:
@@ -175,5 +181,61 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     if g.size(x) != stages[0].in_depth * stages[0].in_rows * stages[0].in_cols:
         raise SpecError(f"its input {x!r} has {g.size(x)} elements, the first stage reads "
                         f"{stages[0].in_depth * stages[0].in_rows * stages[0].in_cols}")
-    return FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
-                      tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]])
+    if order[-1] != len(stages) - 1:
+        raise SpecError(f"it ends with the pooling stage {stages[-1].name}")
+    grp = FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
+                     tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]])
+    if gc.join is not None:
+        _plan_join(grp, steps, g, producer, readers)
+    return grp
+
+
+def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[str, int],
+               readers: dict[str, int]) -> None:
+    """Extend ``grp`` to its join: the element-wise host steps from its last operator's output to the residual
+    add (run on the last block, like the epilogue), then the add, which the group now ends with."""
+    join, policy = grp.cost.join, grp.cost.skip_policy
+    assert join is not None
+    if policy not in ("kept", "re-read"):
+        raise SpecError(f"skip policy {policy!r} of {join.name}")
+    v = grp.output
+    path: list[int] = []
+    while True:
+        if v in g.outputs or readers.get(v, 0) != 1:
+            raise SpecError(f"value {v!r} before the residual add {join.name} is read outside the group")
+        nxt = next((i for i, s in enumerate(steps) if v in s.inputs), None)
+        if nxt is None:
+            raise SpecError(f"value {v!r} is read by no step")
+        s = steps[nxt]
+        if s.name == join.name:
+            break
+        if s.placement != "host" or s.op_type not in BLOCK_OPS or len([x for x in s.inputs if x not in g.consts]) != 1:
+            raise SpecError(f"step {s.name} ({s.op_type}) between {grp.stages[-1].name} and the residual add "
+                            f"{join.name} is not element-wise")
+        path.append(nxt)
+        v = s.outputs[0]
+    add = steps[nxt]
+    if add.op_type not in ("Add (QDQ)", "Add") or len(add.inputs) != 2:
+        raise SpecError(f"the residual add {join.name} runs as {add.op_type}; a fused tile runs an Add of two "
+                        "tensors (float, or QDQ as onnxruntime's QLinearAdd)")
+    out = add.outputs[0]
+    if not g.shape(add.inputs[0]) == g.shape(add.inputs[1]) == g.shape(out):
+        raise SpecError(f"the residual add {join.name} broadcasts; a fused tile adds tensors of one shape")
+    if add.op_type == "Add" and not all(g.c_type(t) == "float" for t in (*add.inputs, out)):
+        raise SpecError(f"the residual add {join.name} is not float nor a QDQ add")
+    first = add.inputs.index(v) == 0
+    skip = add.inputs[1 if first else 0]
+    if join.skip is None:
+        if producer.get(skip) is None and skip not in g.inputs:
+            raise SpecError(f"the skip {skip!r} of {join.name} is not computed by the program")
+    elif join.skip == 0:
+        if skip != grp.input:
+            raise SpecError(f"the skip {skip!r} of {join.name} is not the group's input {grp.input!r}")
+    else:
+        raise SpecError(f"the skip of {join.name} is the group's intermediate tensor {join.skip}, which the program "
+                        "does not keep for an add")
+    for p in path:
+        grp.epilogues[len(grp.stages) - 1] += (p,)
+    grp.members = tuple(sorted((*grp.members, *path, nxt)))
+    grp.join_step, grp.skip, grp.join_chain_first = nxt, skip, first
+    grp.output, grp.at = out, nxt

@@ -257,6 +257,22 @@ def _qlinear_global_avg(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
             f"{int(s.qin.zero_point[0])}, {c_float(s.qout.scale[0])}, {int(s.qout.zero_point[0])}, {lo}, {hi});"]
 
 
+def _qlinear_add(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
+    """DequantizeLinear (a), DequantizeLinear (b) -> Add -> QuantizeLinear as onnxruntime's QLinearAdd."""
+    a, b, y = s.inputs[0], s.inputs[1], s.outputs[0]
+    return [qlinear_add_call(s, g, buf(a), buf(b), buf(y), f"{g.size(y)}L")]
+
+
+def qlinear_add_call(s: Step, g: NetGraph, a: str, b: str, y: str, n: str) -> str:
+    """The C call of an ``Add (QDQ)`` step on ``n`` elements of C arrays ``a``, ``b`` into ``y``."""
+    assert s.qin is not None and s.qin_b is not None and s.qout is not None
+    ta, tb, ty = (TYPE_CODES[g.c_type(v)] for v in (*s.inputs[:2], s.outputs[0]))
+    lo, hi = q_range(s.qout.elem)
+    return (f"qlinear_add({a}, {ta}, {b}, {tb}, {y}, {ty}, {n}, {c_float(s.qin.scale[0])}, "
+            f"{int(s.qin.zero_point[0])}, {c_float(s.qin_b.scale[0])}, {int(s.qin_b.zero_point[0])}, "
+            f"{c_float(s.qout.scale[0])}, {int(s.qout.zero_point[0])}, {lo}, {hi});")
+
+
 HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
     **{k: _binary for k in ("Add", "Sub", "Mul", "Div", "Pow")},
     **{k: _unary for k in (*_UNARY, "Gelu")},
@@ -264,7 +280,7 @@ HOST_OPS: dict[str, Callable[[Step, NetGraph, Buffers], list[str]]] = {
     "Transpose": _transpose, "Softmax": _softmax, "LayerNormalization": _layernorm,
     "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "Concat": _concat,
     "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
-    "Softmax (QDQ)": _qlinear_softmax, "GlobalAveragePool (QDQ)": _qlinear_global_avg,
+    "Softmax (QDQ)": _qlinear_softmax, "GlobalAveragePool (QDQ)": _qlinear_global_avg, "Add (QDQ)": _qlinear_add,
 }
 
 

@@ -257,6 +257,23 @@ static void qlinear_global_avg(const void *x, int tx, void *y, int ty, long nc, 
     }
 }
 
+/* onnxruntime's QLinearAdd (com.microsoft) as its x86 AVX2 kernel computes it (MLAS
+   MlasQLinearAddKernelAvx2Helper, int8 and uint8 alike): the scale ratios a_scale / y_scale and
+   b_scale / y_scale in float32, the fixed part y_zp - (ra * a_zp + rb * b_zp) with the sum contracted into
+   one fused multiply-add (as the compiled kernel has it), then fma(a, ra, fma(b, rb, fixed)) per element,
+   rounded half to even and saturated. The float reading of the QDQ file (dequantize, add, quantize) can
+   land on the other side of a rounding tie. */
+static void qlinear_add(const void *a, int ta, const void *b, int tb, void *y, int ty, long n, float a_scale,
+                        int a_zp, float b_scale, int b_zp, float y_scale, int y_zp, int qmin, int qmax) {
+    const float ra = a_scale / y_scale, rb = b_scale / y_scale;
+    const float fixed = (float)y_zp - fmaf(ra, (float)a_zp, rb * (float)b_zp);
+    for (long i = 0; i < n; i++) {
+        float f = fmaf((float)get_num(a, ta, i), ra, fmaf((float)get_num(b, tb, i), rb, fixed));
+        long long v = (long long)nearbyintf(f);
+        put_int(y, ty, i, v < qmin ? qmin : (v > qmax ? qmax : v));
+    }
+}
+
 /* an operand in the accelerator's element type, less its zero point */
 static void to_operand(const void *x, int tx, void *y, int ty, long n, int zp) {
     for (long i = 0; i < n; i++) {

@@ -8,7 +8,9 @@ depends on which. The integer form removes that freedom: ``QLinearConv`` and ``Q
 rounding half to even and saturation, as the compiled program does. A Softmax or GlobalAveragePool
 between a DequantizeLinear and a QuantizeLinear becomes ``com.microsoft.QLinearSoftmax`` /
 ``QLinearGlobalAveragePool``, the kernels onnxruntime's QDQ transformer puts there for the file itself
-(a table-based softmax, an integer sum requantized), which the program computes too. The program must
+(a table-based softmax, an integer sum requantized), which the program computes too; an Add of two
+dequantized tensors quantized again becomes ``com.microsoft.QLinearAdd`` (every one, including those
+onnxruntime would leave in float because a DequantizeLinear has other readers). The program must
 match onnxruntime on this form bit for bit.
 """
 
@@ -48,7 +50,9 @@ def integer_form(g: NetGraph, steps: list[Step]) -> onnx.ModelProto | None:
         w = [dqw.input[0], dqw.input[1], zp_of(dqw, "w")] if dqw is not None else []
         y = [q.input[1], zp_of(q, "y")]
         a = attrs(n)
-        if n.op_type == "Softmax":
+        if n.op_type == "Add":     # com.microsoft QLinearAdd: A, its scale and zero point, B, ..., C's
+            new = helper.make_node("QLinearAdd", x + w + y, [q.output[0]], name=n.name, domain="com.microsoft")
+        elif n.op_type == "Softmax":
             opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 13)
             new = helper.make_node("QLinearSoftmax", x + y, [q.output[0]], name=n.name, domain="com.microsoft",
                                    axis=int(a.get("axis", -1 if opset >= 13 else 1)), opset=int(opset))

@@ -70,6 +70,7 @@ class Step:
     qin: Quant | None = None          # integer product: the data input's quantization
     qw: Quant | None = None           # ... the weight's
     qout: Quant | None = None         # ... the output's
+    qin_b: Quant | None = None        # a two-input integer host kernel (QLinearAdd): the second input's
     weight_q: np.ndarray | None = None   # quantized weight values
     bias_q: np.ndarray | None = None     # int32 bias of an integer product
     # an integer product's folded nodes: DequantizeLinear of data, of weight, QuantizeLinear, of bias (or None)
@@ -151,8 +152,9 @@ def partition(g: NetGraph, accel_nodes: set[str]) -> list[Step]:
         if nm in accel_nodes:
             steps.append(_accel_step(g, n, nm, producer, readers, graph_outputs, skip))
             continue
-        if n.op_type in QLINEAR_HOST_OPS:
-            qstep = _qlinear_host_step(g, n, nm, producer, readers, graph_outputs, skip)
+        if n.op_type in QLINEAR_HOST_OPS or n.op_type == "Add":
+            qstep = (_qlinear_add_step if n.op_type == "Add" else _qlinear_host_step)(
+                g, n, nm, producer, readers, graph_outputs, skip)
             if qstep is not None:
                 steps.append(qstep)
                 continue
@@ -224,6 +226,35 @@ def _qlinear_host_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs
     skip.add(q.output[0])
     return Step(nm, n.op_type + " (QDQ)", "host", n, [dqx.input[0]], [q.output[0]], fused=[dqx.name, q.name],
                 dtype="int", qin=qin, qout=qout, qdq_nodes=(dqx, None, q, None))
+
+
+def _qlinear_add_step(g: NetGraph, n, nm: str, producer, readers, graph_outputs: set[str],
+                      skip: set[str]) -> Step | None:
+    """DequantizeLinear (a), DequantizeLinear (b) -> Add -> QuantizeLinear, per tensor, of one shape and one
+    element type, as one integer host step: onnxruntime's QLinearAdd (the residual add of a QDQ network).
+
+    onnxruntime's QDQ transformer fuses such an Add only when each DequantizeLinear has the Add as its only
+    reader; the program computes every one as the integer kernel, and the integer form states each one as
+    ``com.microsoft.QLinearAdd`` (``integer_form.py``), so both sides round the same way."""
+    if len(n.input) != 2:
+        return None
+    prods = [producer.get(x) for x in n.input]
+    out = n.output[0]
+    y_readers = readers.get(out, [])
+    if (any(p is None or p[0].op_type != "DequantizeLinear" or p[0].input[0] in g.consts for p in prods)
+            or len(y_readers) != 1 or y_readers[0].op_type != "QuantizeLinear" or out in graph_outputs):
+        return None
+    dqa, dqb, q = prods[0][0], prods[1][0], y_readers[0]
+    if not g.shape(dqa.input[0]) == g.shape(dqb.input[0]) == g.shape(out):
+        return None            # a broadcast add stays float (dequantize, add, quantize)
+    qa, qb = quant_params(g, dqa, "the first input"), quant_params(g, dqb, "the second input")
+    qout = quant_params(g, q, "the output")
+    if qa.scale.size != 1 or qb.scale.size != 1 or qout.scale.size != 1 or not qa.elem == qb.elem == qout.elem:
+        return None
+    skip.add(q.output[0])
+    return Step(nm, "Add (QDQ)", "host", n, [dqa.input[0], dqb.input[0]], [q.output[0]],
+                fused=[dqa.name, dqb.name, q.name], dtype="int", qin=qa, qin_b=qb, qout=qout,
+                qdq_nodes=(dqa, dqb, q, None))
 
 
 def _live(steps: list[Step], graph_outputs: set[str]) -> list[Step]:

@@ -33,7 +33,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
-from accelmap.codegen.fused_c import StageC, block_elements, fused_group_c
+from accelmap.codegen.fused_c import JoinC, StageC, block_elements, fused_group_c
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.compile.fused_groups import FusedGroup
 from accelmap.compile.graph import NetGraph
@@ -47,6 +47,7 @@ from accelmap.compile.host_ops import (
     c_ints,
     c_longs,
     host_lines,
+    qlinear_add_call,
 )
 from accelmap.compile.host_runtime import HOST_C
 from accelmap.compile.intrinsic_choice import IntrinsicChoice, selected_programs, why_not
@@ -441,11 +442,36 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
         specs.append(StageC(acc_t, out_t, weights=weights, zero_point=zp, acc_init=MAX_INIT.get(acc_t, "0"),
                             epilogue=epilogue if ops else None))
         cur_type = out_t
-    if cur_type != g.c_type(grp.output):
+    join = _join_code(grp, steps, g, cur_type) if grp.join_step is not None else None
+    if (join.out_type if join else cur_type) != g.c_type(grp.output):
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
     return fused_group_c(grp.name, grp.stages, grp.macs, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies,
-                         tuple(specs), in_type)
+                         tuple(specs), in_type, join)
+
+
+def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
+    """The residual add a group ends with, on each output block: onnxruntime's QLinearAdd for a QDQ add (its
+    inputs in the step's order: the kernel's rounding is not symmetric in them), a float add otherwise. Its
+    host work: both blocks read, the output written, once per output element."""
+    assert grp.join_step is not None and grp.skip is not None and grp.cost.join is not None
+    add = steps[grp.join_step]
+    out_t, skip_t = g.c_type(add.outputs[0]), g.c_type(grp.skip)
+    chain_value = add.inputs[0 if grp.join_chain_first else 1]
+    if g.c_type(chain_value) != block_type:
+        raise SpecError(f"fused group {grp.label}: the add reads {g.c_type(chain_value)}, its last block is "
+                        f"{block_type}", where=g.source)
+    n_out = g.size(add.outputs[0])
+    grp.host_work.add(n_out, ELEM_SIZES[block_type], 0, 0)
+    grp.host_work.add(n_out, ELEM_SIZES[skip_t], n_out, ELEM_SIZES[out_t])
+
+    def lines(block: str, skip: str, out: str, n: str) -> list[str]:
+        a, b = (block, skip) if grp.join_chain_first else (skip, block)
+        if add.op_type == "Add (QDQ)":
+            return [qlinear_add_call(add, g, a, b, out, n)]
+        return [f"for (long i = 0; i < {n}; i++) {out}[i] = {a}[i] + {b}[i];"]
+
+    return JoinC(grp.cost.join, grp.cost.skip_policy or "re-read", skip_t, out_t, lines)
 
 
 def _packing_work(code: LayerCode) -> HostWork:
@@ -499,10 +525,11 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
         body.append("    t0 = now_s();")
         if grp is not None:
             fused_defs.append(_fused_group_code(grp, steps, g, em))
-            ncnt = 3 + len(grp.stages)
+            ncnt = 3 + len(grp.stages) + (grp.join_step is not None)
+            skip_arg = f"{em.value(grp.skip)}, " if grp.skip is not None else ""
             lines = [f"/* fused group {grp.index}: {grp.label} (steps {', '.join(map(str, grp.members))}) */",
-                     f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {em.value(grp.output)}, "
-                     f"cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]
+                     f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {skip_arg}"
+                     f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]
         elif s.placement == "accelerator":
             lm = layers[s.name]
             if lm.mapping is None:

@@ -38,7 +38,7 @@ class RunOutput:
     counters: dict[int, np.ndarray]          # step index -> the layer's transfer counters
     wall_s: float
     dumped: dict[str, np.ndarray] = field(default_factory=dict)
-    # fused group index -> input fetched, output written, invalid reads, MACs per stage
+    # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched)
     fused_counters: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -259,7 +259,8 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
         ref_i = run_onnxruntime(intf, g, inputs, ints)
         v.file_outputs, v.outputs = v.outputs, [compare(o, run.outputs[o], ref_i[o]) for o in g.outputs]
         v.reference = where + (", on the integer form (QLinearConv / QLinearMatMul / QGemm for each integer product, "
-                               "QLinearSoftmax / QLinearGlobalAveragePool for each quantized softmax and global pool)")
+                               "QLinearSoftmax / QLinearGlobalAveragePool / QLinearAdd for each quantized softmax, global pool "
+                               "and add)")
         v.quantized = [compare(n, dumped[n], ref_i[n]) for n in ints if n in ref_i]
         if not v.ok:
             bad = _first_bad(prog, dumped, ref_i)
