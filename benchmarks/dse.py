@@ -23,7 +23,7 @@ from pathlib import Path
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.dse import components
-from accelmap.dse.design import derive
+from accelmap.dse.design import derive, make_design
 from accelmap.dse.memory_search import co_search, config_arch, configs_within, grid_search, split_l1_base
 from accelmap.dse.report import plot, summary
 from accelmap.dse.space import load_space
@@ -173,6 +173,57 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
     return {"strategy": strategy, "time_limit": time_limit, "runs": rows, "estimate_100_machines": est}
 
 
+def _sweep_run(space, model, pts, strategy: str, time_limit: float, warm: bool, workers: int = 2) -> dict:
+    """One sweep of ``pts`` with the heuristic's limit on the CPU clock: per design its EDP, CPU seconds and
+    certificate (proven, or best found with its certified gap)."""
+    load_before = os.getloadavg()[0]
+    res = run_sweep(space, model, points=pts, workers=workers, store_path=None, progress=False, strategy=strategy,
+                    time_limit=time_limit, warm_start=warm, cpu_clock=True)
+    designs = {}
+    for o in res.outcomes:
+        d = o.to_dict("edp")
+        designs[o.design.label] = {"edp": d.get("edp"), "cpu_seconds": d.get("cpu_seconds"), "proven": d.get("proven"),
+                                   "gap": d.get("gap"), "status": o.status}
+    cpu = [v["cpu_seconds"] for v in designs.values() if v["cpu_seconds"] is not None]
+    return {"time_limit_cpu_s": time_limit, "warm_start": warm, "workers": workers, "wall_s": res.wall_seconds,
+            "load_average_before_after": [load_before, os.getloadavg()[0]],
+            "cpu_seconds_per_design": sum(cpu) / len(cpu), "cpu_seconds_per_design_max": max(cpu),
+            "minutes_for_500_on_2_idle_cores": 500 * (sum(cpu) / len(cpu)) / 2 / 60, "designs": designs}
+
+
+def budget(n_designs: int, budgets: list[float], reference: dict | None) -> dict:
+    """The heuristic with a CPU budget per layer against the same heuristic without a binding limit, on the same
+    designs: what the budget saves in CPU seconds and what it loses in EDP, design by design, and the certified
+    gap each budgeted design reports."""
+    space = load_space(str(SPACE))
+    model = load_model("resnet18")
+    pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
+    labels = [make_design(space, p).label for p in pts]
+    if reference is None or set(labels) - set(reference["designs"]):
+        # A limit of 600 CPU s per layer is never reached on ResNet-18 (a whole design takes ~45 CPU s).
+        reference = _sweep_run(space, model, pts, "heuristic", 600.0, False)
+        print(f"reference (no binding limit): {reference['cpu_seconds_per_design']:.1f} CPU s per design", flush=True)
+    runs = []
+    for b in budgets:
+        for warm in (False, True):
+            r = _sweep_run(space, model, pts, "heuristic", b, warm)
+            for label, d in r["designs"].items():
+                ref = reference["designs"][label]["edp"]
+                d["edp_vs_reference"] = d["edp"] / ref - 1 if d["edp"] and ref else None
+            runs.append(r)
+            print(f"budget {b} CPU s/layer, warm {warm}: {r['cpu_seconds_per_design']:.2f} CPU s/design", flush=True)
+    print(f"\nbudgeted heuristic on {len(pts)} Eyeriss-like designs, ResNet-18, 2 workers, limits on the CPU clock")
+    print(f"{'limit/layer':>11} {'warm':>5} {'CPU s/design':>12} {'max':>6} {'500 designs, min':>16} "
+          f"{'EDP vs full: median':>20} {'max':>7} {'best':>7} {'max certified gap':>17}")
+    for r in [dict(reference, ref=True)] + runs:
+        loss = sorted(d.get("edp_vs_reference", 0.0) or 0.0 for d in r["designs"].values())
+        gaps = [d["gap"] for d in r["designs"].values() if d["gap"] is not None]
+        print(f"{r['time_limit_cpu_s']:>11} {str(r['warm_start']):>5} {r['cpu_seconds_per_design']:12.2f} "
+              f"{r['cpu_seconds_per_design_max']:6.2f} {r['minutes_for_500_on_2_idle_cores']:16.1f} "
+              f"{loss[len(loss) // 2]:20.1%} {loss[-1]:7.1%} {loss[0]:7.1%} {max(gaps) if gaps else float('nan'):17.1%}")
+    return {"designs": labels, "reference": reference, "runs": runs}
+
+
 def eyeriss(samples: int, strategy: str, time_limit: float | None, workers: int) -> dict:
     space = load_space(str(SPACE))
     model = load_model("resnet18")
@@ -305,6 +356,10 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=None, help="mapper seconds per layer (sweeps)")
     ap.add_argument("--warm-start", choices=("off", "on", "both"), default="off",
                     help="throughput: start each design from its mapped neighbours' mappings (both: a run of each)")
+    ap.add_argument("--budgets", default="0.4",
+                    help="budget part: CPU seconds per layer for the heuristic, comma-separated")
+    ap.add_argument("--reuse-reference", action="store_true",
+                    help="budget part: take the unbudgeted reference from --out if it has these designs")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
@@ -327,6 +382,9 @@ def main() -> None:
             out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
+        elif part == "budget":
+            ref = out.get("budget", {}).get("reference") if args.reuse_reference else None
+            out["budget"] = budget(args.designs, [float(b) for b in args.budgets.split(",")], ref)
         elif part == "capacity":
             out["capacity"] = capacity()
         elif part == "sunstone":
