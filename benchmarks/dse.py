@@ -173,6 +173,44 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
     return {"strategy": strategy, "time_limit": time_limit, "runs": rows, "estimate_100_machines": est}
 
 
+def profile_design() -> dict:
+    """Where one design's mapping spends its CPU seconds: the heuristic without a binding limit on the first
+    Eyeriss-like design of the throughput part, layer by layer under cProfile (which adds its own overhead), with
+    the share of the CPU time of the functions that dominate."""
+    import cProfile
+    import pstats
+
+    from accelmap.arch.accelerator import adopt_precision as adopt
+    space = load_space(str(SPACE))
+    model = load_model("resnet18")
+    d = make_design(space, next(p for p in space.grid() if dict(p)["array"] == (14, 12)))
+    arch = d.accelerator
+    prof = cProfile.Profile()
+    c0 = time.process_time()
+    for layer in model.layers:
+        prof.enable()
+        map_operator(adopt(layer.operator, arch), arch, "edp", strategy="heuristic", time_limit=600)
+        prof.disable()
+    total = time.process_time() - c0
+    st = pstats.Stats(prof)
+    parts = {"cost model, batch (cost.batch.evaluate_batch)": "evaluate_batch",
+             "  latency rows (cost.latency.latency_rows)": "latency_rows",
+             "  single-buffer stall schedule (cost.latency._single_stall)": "_single_stall",
+             "  access counts (cost.batch.batch_counts)": "batch_counts",
+             "maximal tilings (search.tilings.maximal_tilings)": "maximal_tilings",
+             "climb (search.tilings.climb)": "climb",
+             "scalar model for exact orders (cost.model.evaluate)": "evaluate"}
+    stats = st.stats  # type: ignore[attr-defined]
+    shares = {}
+    for label, fn in parts.items():
+        cum = max((v[3] for k, v in stats.items() if k[2] == fn), default=0.0)
+        shares[label] = cum / total
+    print(f"\none design ({d.label}), ResNet-18, heuristic without a binding limit: {total:.1f} CPU s under cProfile")
+    for label, share in shares.items():
+        print(f"  {share:6.1%}  {label}")
+    return {"design": d.label, "cpu_seconds_profiled": total, "shares": shares}
+
+
 def _sweep_run(space, model, pts, strategy: str, time_limit: float, warm: bool, workers: int = 2) -> dict:
     """One sweep of ``pts`` with the heuristic's limit on the CPU clock: per design its EDP, CPU seconds and
     certificate (proven, or best found with its certified gap)."""
@@ -312,9 +350,12 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
-def capacity() -> dict:
-    """Rule C on the Table 7.1 space, bounds only (no mapping): how far its capacity bound is from rule H's."""
+def capacity(incumbents: dict[str, float]) -> dict:
+    """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
+    how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
+    found: a co-search with those answers prunes a configuration whose bound is at least it)."""
     from accelmap.dse.capacity_bound import capacity_energy_bound
+    from accelmap.dse.fill_stall_bound import fill_stall_bound
     from accelmap.search.bounds import chain_options
     from accelmap.search.space import Constraints, keep_options
     from accelmap.search.spatial import certified_lower_bound
@@ -326,23 +367,32 @@ def capacity() -> dict:
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
         op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
-        ratios, raised, traffic = [], 0, []
+        ratios, raised, traffic, f_ratios, f_best = [], 0, [], [], []
         for c in configs:
             arch = config_arch(base, levels, c)
             cons = Constraints()
             obj, e, lat = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), "edp")
             cb = capacity_energy_bound(op, arch)
+            fb = fill_stall_bound(op, arch, "edp", cons, energy_floor=cb.energy_pj)
+            f_ratios.append(fb.value / max(obj, cb.energy_pj * lat))
+            if name in incumbents:
+                f_best.append(fb.value / incumbents[name])
             ratios.append(cb.energy_pj / e)
             raised += cb.energy_pj * lat > obj
             traffic.append((cb.transfers / op.macs, cb.transfers * cb.per_transfer_pj / e, cb.per_transfer_pj, c))
         most = max(traffic)
         row = {"layer": name, "configs": len(configs), "raised_above_h": raised,
                "c_over_h_energy": [min(ratios), max(ratios)], "most_forced_words_per_mac": most[0],
-               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3])}
+               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3]),
+               "f_over_h_and_c": [min(f_ratios), max(f_ratios)], "incumbent_edp": incumbents.get(name),
+               "f_over_incumbent": [min(f_best), max(f_best)] if f_best else None,
+               "f_would_prune": sum(r >= 1 for r in f_best) if f_best else None}
         rows.append(row)
         print(f"{name}: C above H on {raised} of {len(configs)}; C/H energy {min(ratios):.3f}-{max(ratios):.3f}; "
               f"most forced traffic {most[0]:.3f} words/MAC on {most[3]} at {most[2]:.3g} pJ each, "
-              f"{most[1]:.2%} of H's energy bound")
+              f"{most[1]:.2%} of H's energy bound; F/max(H, C) {min(f_ratios):.3f}-{max(f_ratios):.3f}"
+              + (f"; F/incumbent {min(f_best):.3f}-{max(f_best):.3f}, prunes {row['f_would_prune']}" if f_best else ""),
+              flush=True)
     return {"rows": rows}
 
 
@@ -382,11 +432,14 @@ def main() -> None:
             out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
+        elif part == "profile":
+            out["profile"] = profile_design()
         elif part == "budget":
             ref = out.get("budget", {}).get("reference") if args.reuse_reference else None
             out["budget"] = budget(args.designs, [float(b) for b in args.budgets.split(",")], ref)
         elif part == "capacity":
-            out["capacity"] = capacity()
+            out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
+                                        for r in out.get("sunstone", {}).get("rows", [])})
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:
