@@ -117,7 +117,7 @@ def store_rate(n: int = 300) -> float:
 
 
 def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_runs: list[tuple[str, int]],
-               warm_starts: tuple[bool, ...] = (False,)) -> dict:
+               warm_starts: tuple[bool, ...] = (False,), cpu_clock: bool = False) -> dict:
     space = load_space(str(SPACE))
     model = load_model("resnet18")
     pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
@@ -126,7 +126,8 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as d:
             res = run_sweep(space, model, points=pts, engine=engine, workers=workers, store_path=Path(d) / "s.sqlite",
-                            progress=False, strategy=strategy, time_limit=time_limit, warm_start=warm)
+                            progress=False, strategy=strategy, time_limit=time_limit, warm_start=warm,
+                            cpu_clock=cpu_clock)
         per = sum(res.map_seconds) / len(res.map_seconds)
         cpu = [o.run.result.get("cpu_seconds") for o in res.outcomes if o.run is not None]
         # How many layer mappings the mapper proved optimal (the exact search finished, or its best met the
@@ -170,7 +171,8 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
             print(f"  {r['engine']}:{r['workers']} warm {r['warm_start']}: EDP {edp:.4g}  {label}")
     print(f"100 machines x 2 cores: {est['designs_per_minute']:.0f} designs/min (store commits "
           f"{rate:.0f}/s, so the store is not the limit); 500 designs in {est['minutes_for_500_designs']:.1f} min")
-    return {"strategy": strategy, "time_limit": time_limit, "runs": rows, "estimate_100_machines": est}
+    return {"strategy": strategy, "time_limit": time_limit, "cpu_clock": cpu_clock, "runs": rows,
+            "estimate_100_machines": est}
 
 
 def profile_design() -> dict:
@@ -406,6 +408,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=None, help="mapper seconds per layer (sweeps)")
     ap.add_argument("--warm-start", choices=("off", "on", "both"), default="off",
                     help="throughput: start each design from its mapped neighbours' mappings (both: a run of each)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="throughput: the heuristic's --time-limit per layer counts CPU seconds")
     ap.add_argument("--budgets", default="0.4",
                     help="budget part: CPU seconds per layer for the heuristic, comma-separated")
     ap.add_argument("--reuse-reference", action="store_true",
@@ -429,7 +433,7 @@ def main() -> None:
             if importlib.util.find_spec("distributed") is None:
                 runs = [r for r in runs if r[0] != "dask"]
             warm = {"off": (False,), "on": (True,), "both": (False, True)}[args.warm_start]
-            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
+            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm, args.cpu_clock)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
         elif part == "profile":

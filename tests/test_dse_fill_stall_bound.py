@@ -92,8 +92,8 @@ def test_rule_f_prunes_only_configurations_worse_at_their_optimum(brute_force):
         return best[c]
 
     grid = grid_search(op, base, LEVELS, configs, mapper)
-    with_f = co_search(op, base, LEVELS, (2, 4096), configs, mapper)
-    without = co_search(op, base, LEVELS, (2, 4096), configs, mapper, fill_stalls=False)
+    with_f = co_search(op, base, LEVELS, (2, 4096), configs, mapper, fill_stalls=True)
+    without = co_search(op, base, LEVELS, (2, 4096), configs, mapper)
     assert with_f.value == grid.value == without.value == min(v for v, _ in best.values())
     # Rule F prunes the largest configuration, which rules H and C alone must map ...
     assert (4096, 4096, 4096) in with_f.pruned_by_bound

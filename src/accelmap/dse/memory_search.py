@@ -176,14 +176,15 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
               archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
-              capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = True) -> MemorySearch:
+              capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = False) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
     ``tile_dominance``: also apply rule T (the thesis' Observation 4), an uncertified heuristic that may
     lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``. ``capacity_bound``: rule C
     raises each configuration's bound by the traffic its buffer capacities force (certified; on by default).
-    ``fill_stalls``: rule F raises it by the stalls single-buffered levels' fills force (certified; on by default).
+    ``fill_stalls``: rule F raises it by the stalls single-buffered levels' fills force (certified; opt-in: it
+    costs one certified bound per bypass choice, ~0.5 CPU s per Table 7.1 configuration).
     ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
     for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
     (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
