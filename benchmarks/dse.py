@@ -23,7 +23,7 @@ from pathlib import Path
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.dse import components
-from accelmap.dse.design import derive
+from accelmap.dse.design import derive, make_design
 from accelmap.dse.memory_search import co_search, config_arch, configs_within, grid_search, split_l1_base
 from accelmap.dse.report import plot, summary
 from accelmap.dse.space import load_space
@@ -117,7 +117,7 @@ def store_rate(n: int = 300) -> float:
 
 
 def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_runs: list[tuple[str, int]],
-               warm_starts: tuple[bool, ...] = (False,)) -> dict:
+               warm_starts: tuple[bool, ...] = (False,), cpu_clock: bool = False) -> dict:
     space = load_space(str(SPACE))
     model = load_model("resnet18")
     pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
@@ -126,7 +126,8 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
         load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as d:
             res = run_sweep(space, model, points=pts, engine=engine, workers=workers, store_path=Path(d) / "s.sqlite",
-                            progress=False, strategy=strategy, time_limit=time_limit, warm_start=warm)
+                            progress=False, strategy=strategy, time_limit=time_limit, warm_start=warm,
+                            cpu_clock=cpu_clock)
         per = sum(res.map_seconds) / len(res.map_seconds)
         cpu = [o.run.result.get("cpu_seconds") for o in res.outcomes if o.run is not None]
         # How many layer mappings the mapper proved optimal (the exact search finished, or its best met the
@@ -170,7 +171,97 @@ def throughput(n_designs: int, strategy: str, time_limit: float | None, engine_r
             print(f"  {r['engine']}:{r['workers']} warm {r['warm_start']}: EDP {edp:.4g}  {label}")
     print(f"100 machines x 2 cores: {est['designs_per_minute']:.0f} designs/min (store commits "
           f"{rate:.0f}/s, so the store is not the limit); 500 designs in {est['minutes_for_500_designs']:.1f} min")
-    return {"strategy": strategy, "time_limit": time_limit, "runs": rows, "estimate_100_machines": est}
+    return {"strategy": strategy, "time_limit": time_limit, "cpu_clock": cpu_clock, "runs": rows,
+            "estimate_100_machines": est}
+
+
+def profile_design() -> dict:
+    """Where one design's mapping spends its CPU seconds: the heuristic without a binding limit on the first
+    Eyeriss-like design of the throughput part, layer by layer under cProfile (which adds its own overhead), with
+    the share of the CPU time of the functions that dominate."""
+    import cProfile
+    import pstats
+
+    from accelmap.arch.accelerator import adopt_precision as adopt
+    space = load_space(str(SPACE))
+    model = load_model("resnet18")
+    d = make_design(space, next(p for p in space.grid() if dict(p)["array"] == (14, 12)))
+    arch = d.accelerator
+    prof = cProfile.Profile()
+    c0 = time.process_time()
+    for layer in model.layers:
+        prof.enable()
+        map_operator(adopt(layer.operator, arch), arch, "edp", strategy="heuristic", time_limit=600)
+        prof.disable()
+    total = time.process_time() - c0
+    st = pstats.Stats(prof)
+    parts = {"cost model, batch (cost.batch.evaluate_batch)": "evaluate_batch",
+             "  latency rows (cost.latency.latency_rows)": "latency_rows",
+             "  single-buffer stall schedule (cost.latency._single_stall)": "_single_stall",
+             "  access counts (cost.batch.batch_counts)": "batch_counts",
+             "maximal tilings (search.tilings.maximal_tilings)": "maximal_tilings",
+             "climb (search.tilings.climb)": "climb",
+             "scalar model for exact orders (cost.model.evaluate)": "evaluate"}
+    stats = st.stats  # type: ignore[attr-defined]
+    shares = {}
+    for label, fn in parts.items():
+        cum = max((v[3] for k, v in stats.items() if k[2] == fn), default=0.0)
+        shares[label] = cum / total
+    print(f"\none design ({d.label}), ResNet-18, heuristic without a binding limit: {total:.1f} CPU s under cProfile")
+    for label, share in shares.items():
+        print(f"  {share:6.1%}  {label}")
+    return {"design": d.label, "cpu_seconds_profiled": total, "shares": shares}
+
+
+def _sweep_run(space, model, pts, strategy: str, time_limit: float, warm: bool, workers: int = 2) -> dict:
+    """One sweep of ``pts`` with the heuristic's limit on the CPU clock: per design its EDP, CPU seconds and
+    certificate (proven, or best found with its certified gap)."""
+    load_before = os.getloadavg()[0]
+    res = run_sweep(space, model, points=pts, workers=workers, store_path=None, progress=False, strategy=strategy,
+                    time_limit=time_limit, warm_start=warm, cpu_clock=True)
+    designs = {}
+    for o in res.outcomes:
+        d = o.to_dict("edp")
+        designs[o.design.label] = {"edp": d.get("edp"), "cpu_seconds": d.get("cpu_seconds"), "proven": d.get("proven"),
+                                   "gap": d.get("gap"), "status": o.status}
+    cpu = [v["cpu_seconds"] for v in designs.values() if v["cpu_seconds"] is not None]
+    return {"time_limit_cpu_s": time_limit, "warm_start": warm, "workers": workers, "wall_s": res.wall_seconds,
+            "load_average_before_after": [load_before, os.getloadavg()[0]],
+            "cpu_seconds_per_design": sum(cpu) / len(cpu), "cpu_seconds_per_design_max": max(cpu),
+            "minutes_for_500_on_2_idle_cores": 500 * (sum(cpu) / len(cpu)) / 2 / 60, "designs": designs}
+
+
+def budget(n_designs: int, budgets: list[float], reference: dict | None) -> dict:
+    """The heuristic with a CPU budget per layer against the same heuristic without a binding limit, on the same
+    designs: what the budget saves in CPU seconds and what it loses in EDP, design by design, and the certified
+    gap each budgeted design reports."""
+    space = load_space(str(SPACE))
+    model = load_model("resnet18")
+    pts = [p for p in space.grid() if dict(p)["array"] in ((14, 12), (16, 16))][:n_designs]
+    labels = [make_design(space, p).label for p in pts]
+    if reference is None or set(labels) - set(reference["designs"]):
+        # A limit of 600 CPU s per layer is never reached on ResNet-18 (a whole design takes ~45 CPU s).
+        reference = _sweep_run(space, model, pts, "heuristic", 600.0, False)
+        print(f"reference (no binding limit): {reference['cpu_seconds_per_design']:.1f} CPU s per design", flush=True)
+    runs = []
+    for b in budgets:
+        for warm in (False, True):
+            r = _sweep_run(space, model, pts, "heuristic", b, warm)
+            for label, d in r["designs"].items():
+                ref = reference["designs"][label]["edp"]
+                d["edp_vs_reference"] = d["edp"] / ref - 1 if d["edp"] and ref else None
+            runs.append(r)
+            print(f"budget {b} CPU s/layer, warm {warm}: {r['cpu_seconds_per_design']:.2f} CPU s/design", flush=True)
+    print(f"\nbudgeted heuristic on {len(pts)} Eyeriss-like designs, ResNet-18, 2 workers, limits on the CPU clock")
+    print(f"{'limit/layer':>11} {'warm':>5} {'CPU s/design':>12} {'max':>6} {'500 designs, min':>16} "
+          f"{'EDP vs full: median':>20} {'max':>7} {'best':>7} {'max certified gap':>17}")
+    for r in [dict(reference, ref=True)] + runs:
+        loss = sorted(d.get("edp_vs_reference", 0.0) or 0.0 for d in r["designs"].values())
+        gaps = [d["gap"] for d in r["designs"].values() if d["gap"] is not None]
+        print(f"{r['time_limit_cpu_s']:>11} {str(r['warm_start']):>5} {r['cpu_seconds_per_design']:12.2f} "
+              f"{r['cpu_seconds_per_design_max']:6.2f} {r['minutes_for_500_on_2_idle_cores']:16.1f} "
+              f"{loss[len(loss) // 2]:20.1%} {loss[-1]:7.1%} {loss[0]:7.1%} {max(gaps) if gaps else float('nan'):17.1%}")
+    return {"designs": labels, "reference": reference, "runs": runs}
 
 
 def eyeriss(samples: int, strategy: str, time_limit: float | None, workers: int) -> dict:
@@ -261,9 +352,12 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
-def capacity() -> dict:
-    """Rule C on the Table 7.1 space, bounds only (no mapping): how far its capacity bound is from rule H's."""
+def capacity(incumbents: dict[str, float]) -> dict:
+    """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
+    how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
+    found: a co-search with those answers prunes a configuration whose bound is at least it)."""
     from accelmap.dse.capacity_bound import capacity_energy_bound
+    from accelmap.dse.fill_stall_bound import fill_stall_bound
     from accelmap.search.bounds import chain_options
     from accelmap.search.space import Constraints, keep_options
     from accelmap.search.spatial import certified_lower_bound
@@ -275,23 +369,32 @@ def capacity() -> dict:
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
         op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
-        ratios, raised, traffic = [], 0, []
+        ratios, raised, traffic, f_ratios, f_best = [], 0, [], [], []
         for c in configs:
             arch = config_arch(base, levels, c)
             cons = Constraints()
             obj, e, lat = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), "edp")
             cb = capacity_energy_bound(op, arch)
+            fb = fill_stall_bound(op, arch, "edp", cons, energy_floor=cb.energy_pj)
+            f_ratios.append(fb.value / max(obj, cb.energy_pj * lat))
+            if name in incumbents:
+                f_best.append(fb.value / incumbents[name])
             ratios.append(cb.energy_pj / e)
             raised += cb.energy_pj * lat > obj
             traffic.append((cb.transfers / op.macs, cb.transfers * cb.per_transfer_pj / e, cb.per_transfer_pj, c))
         most = max(traffic)
         row = {"layer": name, "configs": len(configs), "raised_above_h": raised,
                "c_over_h_energy": [min(ratios), max(ratios)], "most_forced_words_per_mac": most[0],
-               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3])}
+               "its_energy_share_of_h": most[1], "pj_per_transfer": most[2], "at_config": list(most[3]),
+               "f_over_h_and_c": [min(f_ratios), max(f_ratios)], "incumbent_edp": incumbents.get(name),
+               "f_over_incumbent": [min(f_best), max(f_best)] if f_best else None,
+               "f_would_prune": sum(r >= 1 for r in f_best) if f_best else None}
         rows.append(row)
         print(f"{name}: C above H on {raised} of {len(configs)}; C/H energy {min(ratios):.3f}-{max(ratios):.3f}; "
               f"most forced traffic {most[0]:.3f} words/MAC on {most[3]} at {most[2]:.3g} pJ each, "
-              f"{most[1]:.2%} of H's energy bound")
+              f"{most[1]:.2%} of H's energy bound; F/max(H, C) {min(f_ratios):.3f}-{max(f_ratios):.3f}"
+              + (f"; F/incumbent {min(f_best):.3f}-{max(f_best):.3f}, prunes {row['f_would_prune']}" if f_best else ""),
+              flush=True)
     return {"rows": rows}
 
 
@@ -305,6 +408,12 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=None, help="mapper seconds per layer (sweeps)")
     ap.add_argument("--warm-start", choices=("off", "on", "both"), default="off",
                     help="throughput: start each design from its mapped neighbours' mappings (both: a run of each)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="throughput: the heuristic's --time-limit per layer counts CPU seconds")
+    ap.add_argument("--budgets", default="0.4",
+                    help="budget part: CPU seconds per layer for the heuristic, comma-separated")
+    ap.add_argument("--reuse-reference", action="store_true",
+                    help="budget part: take the unbudgeted reference from --out if it has these designs")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
@@ -324,11 +433,17 @@ def main() -> None:
             if importlib.util.find_spec("distributed") is None:
                 runs = [r for r in runs if r[0] != "dask"]
             warm = {"off": (False,), "on": (True,), "both": (False, True)}[args.warm_start]
-            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm)
+            out["throughput"] = throughput(args.designs, args.strategy, args.time_limit, runs, warm, args.cpu_clock)
         elif part == "eyeriss":
             out["eyeriss"] = eyeriss(args.eyeriss_samples, args.strategy, args.time_limit, 2)
+        elif part == "profile":
+            out["profile"] = profile_design()
+        elif part == "budget":
+            ref = out.get("budget", {}).get("reference") if args.reuse_reference else None
+            out["budget"] = budget(args.designs, [float(b) for b in args.budgets.split(",")], ref)
         elif part == "capacity":
-            out["capacity"] = capacity()
+            out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
+                                        for r in out.get("sunstone", {}).get("rows", [])})
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:

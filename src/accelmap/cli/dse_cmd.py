@@ -53,8 +53,12 @@ def default_store_path() -> Path:
               help="Start each design's layers (with --method sunstone, each configuration's) from the best mappings "
                    "of the nearest designs already mapped, validated and re-costed on it; designs go to workers one "
                    "at a time.")
+@click.option("--cpu-clock", is_flag=True,
+              help="Grid/random sweeps: the heuristic's --time-limit per layer counts the worker's CPU seconds, a "
+                   "budget that does not shrink with the machine's load. Each design is then reported as proven or "
+                   "best found with its certified gap.")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start, cpu_clock):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
         if v is not None and v < 1:
@@ -72,7 +76,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         # The co-search visits configurations in order of their bounds and prunes on what it found so far:
         # it runs in this process, and its answers are per layer, not designs for the store.
         for flag, given in (("--engine", engine != "local"), ("--address", address), ("--workers", workers),
-                            ("--store", store_file), ("--samples", samples)):
+                            ("--store", store_file), ("--samples", samples), ("--cpu-clock", cpu_clock)):
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
@@ -93,7 +97,8 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     with stop_cleanly(store, "mapped designs"):
         res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
                         store_path=store, progress=False if no_progress else None, strategy=strategy,
-                        objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start)
+                        objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start,
+                        cpu_clock=cpu_clock)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

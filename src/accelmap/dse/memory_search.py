@@ -42,6 +42,7 @@ from accelmap.cost.model import evaluate
 from accelmap.dse import components
 from accelmap.dse.capacity_bound import capacity_energy_bound
 from accelmap.dse.design import derive
+from accelmap.dse.fill_stall_bound import fill_stall_bound
 from accelmap.errors import AccelmapError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import capacity_usage
@@ -134,6 +135,7 @@ class MemorySearch:
     pruned_by_tiles: list[Config] = field(default_factory=list)  # rule T (opt-in, not certified)
     lower_bounds: dict[Config, float] = field(default_factory=dict)
     raised_by_capacity: list[Config] = field(default_factory=list)   # rule C's bound above rule H's
+    raised_by_fill_stalls: list[Config] = field(default_factory=list)   # rule F's bound above H's and C's
     seconds: float = 0.0
 
     @property
@@ -141,16 +143,20 @@ class MemorySearch:
         return 1 - len(self.mapped) / self.configs if self.configs else 0.0
 
 
-def lower_bound(op: Operator, arch: Accelerator, objective: str, capacity: bool = True) -> float:
+def lower_bound(op: Operator, arch: Accelerator, objective: str, capacity: bool = True,
+                fill_stalls: bool = False) -> float:
     """Rule H's bound of the objective, raised by rule C (``capacity_bound``) where that is higher: energy is at
-    least the capacity bound, and latency at least H's latency bound, so EDP at least their product."""
+    least the capacity bound, and latency at least H's latency bound, so EDP at least their product. With
+    ``fill_stalls``, also by rule F (``fill_stall_bound``): per bypass choice, latency is at least the MAC schedule
+    plus the stalls the inputs' fills of single-buffered levels force."""
     cons = Constraints()
     obj, energy, latency = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)),
                                                  objective)
-    if not capacity or objective == "latency":
-        return obj
-    e_cap = capacity_energy_bound(op, arch).energy_pj
-    return max(obj, e_cap if objective == "energy" else e_cap * latency)
+    e_cap = capacity_energy_bound(op, arch).energy_pj if capacity and objective != "latency" else 0.0
+    value = obj if not e_cap else max(obj, e_cap if objective == "energy" else e_cap * latency)
+    if fill_stalls and objective != "energy":
+        value = max(value, fill_stall_bound(op, arch, objective, cons, energy_floor=e_cap).value)
+    return value
 
 
 def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], configs: list[Config],
@@ -170,13 +176,15 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
               archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
-              capacity_bound: bool = True, warm_start: bool = False) -> MemorySearch:
+              capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = False) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
     ``tile_dominance``: also apply rule T (the thesis' Observation 4), an uncertified heuristic that may
     lose the optimum; the configurations it drops are listed in ``pruned_by_tiles``. ``capacity_bound``: rule C
     raises each configuration's bound by the traffic its buffer capacities force (certified; on by default).
+    ``fill_stalls``: rule F raises it by the stalls single-buffered levels' fills force (certified; opt-in: it
+    costs one certified bound per bypass choice, ~0.5 CPU s per Table 7.1 configuration).
     ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
     for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
     (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
@@ -189,9 +197,14 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         res.pruned_by_tiles = [c for c in configs if c not in keep]
         configs = [c for c in configs if c in keep]
     for c in configs:
-        res.lower_bounds[c] = lower_bound(op, archs[c], objective, capacity_bound)
-        if capacity_bound and res.lower_bounds[c] > lower_bound(op, archs[c], objective, False):
+        h = lower_bound(op, archs[c], objective, False)
+        with_c = lower_bound(op, archs[c], objective, capacity_bound) if capacity_bound else h
+        res.lower_bounds[c] = lower_bound(op, archs[c], objective, capacity_bound, fill_stalls) if fill_stalls \
+            else with_c
+        if with_c > h:
             res.raised_by_capacity.append(c)
+        if res.lower_bounds[c] > with_c:
+            res.raised_by_fill_stalls.append(c)
     incumbent: dict[Config, tuple[float, Mapping]] = {}
     found_on: dict[Config, Mapping] = {}
     order = sorted(configs, key=lambda c: (res.lower_bounds[c], c))

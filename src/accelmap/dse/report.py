@@ -20,6 +20,7 @@ def summary(res: SweepResult) -> dict[str, Any]:
     full = pareto_front(res.outcomes, ("energy", "latency", "area"))
     edp_area = pareto_front(res.outcomes, ("edp", "area"))
     best = res.best("edp")
+    outs = [o.to_dict(res.objective) for o in res.outcomes]
     return {
         "space": res.space, "model": res.model, "engine": res.engine, "workers": res.workers,
         "store": res.store, "wall_seconds": res.wall_seconds,
@@ -33,7 +34,10 @@ def summary(res: SweepResult) -> dict[str, Any]:
         "best_edp": best.design.label if best else None,
         "front_energy_latency_area": [o.design.label for o in full],
         "front_edp_area": [o.design.label for o in edp_area],
-        "outcomes": [o.to_dict() for o in res.outcomes],
+        "proven": sum(1 for d in outs if d.get("proven")),
+        "max_gap": max((d["gap"] for d in outs if d.get("gap") is not None), default=None),
+        "without_gap": sum(1 for d in outs if d["status"] == "mapped" and d.get("gap") is None),
+        "outcomes": outs,
     }
 
 
@@ -43,6 +47,12 @@ def format_summary(res: SweepResult) -> str:
              f"{s['mapped']} mapped ({s['mapped_now']} now, {s['from_store']} from the store), "
              f"{s['excluded']} excluded by the constraints, {s['invalid']} invalid, {s['failed']} with layers "
              f"not mapped; {res.wall_seconds:.1f} s"]
+    if s["mapped"]:
+        # Which results are optima and which are best found: a budgeted search must not pass for an exact one.
+        gap = f"; the others are best found, {res.objective} at most {s['max_gap']:.1%} above their optimum " \
+            "(certified gap)" if s["max_gap"] else ""
+        unknown = f"; {s['without_gap']} without a certified bound" if s["without_gap"] else ""
+        lines.append(f"{s['proven']} of {s['mapped']} mapped designs proven optimal (every layer){gap}{unknown}")
     edp_area = pareto_front(res.outcomes, ("edp", "area"))
     if edp_area:
         lines.append("")
@@ -57,12 +67,12 @@ def format_summary(res: SweepResult) -> str:
     return "\n".join(lines)
 
 
-def _row(o: Outcome) -> dict[str, Any]:
-    d = o.to_dict()
+def _row(o: Outcome, objective: str) -> dict[str, Any]:
+    d = o.to_dict(objective)
     out = {"design": d["design"], "status": d["status"], "cached": d["cached"], "area_mm2": d["area_mm2"],
            "sram_bits": d["sram_bits"], "energy_pj": d.get("energy_pj"), "latency_cycles": d.get("latency_cycles"),
            "edp": d.get("edp"), "utilization": d.get("utilization"), "seconds": d.get("seconds"),
-           "reason": d["reason"]}
+           "proven": d.get("proven"), "gap": d.get("gap"), "reason": d["reason"]}
     out.update({f"param.{k}": v for k, v in d["point"].items()})
     return out
 
@@ -109,7 +119,7 @@ def write_report(res: SweepResult, out: Path, plots: bool = True) -> list[Path]:
         files: list[str] = []
         (tmp / "summary.json").write_text(json.dumps(summary(res), indent=2, default=str))
         files.append("summary.json")
-        rows = [_row(o) for o in res.outcomes]
+        rows = [_row(o, res.objective) for o in res.outcomes]
         keys: list[str] = []
         for r in rows:
             keys.extend(k for k in r if k not in keys)

@@ -37,12 +37,15 @@ def model_key(model: ModelImport) -> str:
 
 
 def run_key(design_key: str, model: ModelImport, strategy: str, objective: str, time_limit: float | None,
-            seed: int, warm_start: bool = False) -> str:
+            seed: int, warm_start: bool = False, cpu_clock: bool = False) -> str:
     parts = [f"dse {SCHEMA}", design_key, model_key(model), strategy, objective, repr(time_limit), str(seed),
              code_fingerprint()]
     if warm_start:
         # A warm-started search may end elsewhere within its time limit: its rows are its own.
         parts.append("warm start")
+    if cpu_clock:
+        # The time limit counts CPU seconds: another budget than the same number of wall seconds.
+        parts.append("cpu clock")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

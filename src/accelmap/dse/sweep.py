@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.dse.certificate import DesignCertificate, design_certificate
 from accelmap.dse.design import Design, make_design, violation
 from accelmap.dse.engines import run_tasks
 from accelmap.dse.progress import SweepProgress
@@ -33,6 +34,7 @@ from accelmap.errors import AccelmapError, SpecError
 from accelmap.mapping.forms import mapping_from_yaml, mapping_to_yaml
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.cache import code_fingerprint
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mapper import valid_warm_start
 from accelmap.search.model_mapper import map_model
 from accelmap.search.space import Constraints
@@ -51,6 +53,9 @@ class DesignTask:
     # Per layer name, mappings of neighbouring designs (YAML form) to start from; empty: a cold start.
     warm_start: tuple[tuple[str, tuple[dict, ...]], ...] = ()
     warm_from: tuple[str, ...] = ()            # the labels of those designs
+    # The heuristic's time limit counts this worker's CPU seconds, not wall time: a budget per layer that
+    # does not shrink with the machine's load (``HeuristicConfig.cpu_clock``).
+    cpu_clock: bool = False
 
 
 def warm_mappings(task: DesignTask) -> dict[str, tuple[Mapping, ...]]:
@@ -75,12 +80,13 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     warm = warm_mappings(task)
     mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
                    time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed,
-                   warm_start=warm)
+                   warm_start=warm, heuristic_config=HeuristicConfig(cpu_clock=True) if task.cpu_clock
+                   else DEFAULT_HEURISTIC)
     layers = []
     for l in mm.layers:
         ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error,
                                "proven_optimal": l.proven_optimal, "timed_out": l.timed_out,
-                               "seconds": l.search_seconds}
+                               "seconds": l.search_seconds, "lower_bound": l.lower_bound}
         if task.warm_start:
             # How many of the neighbours' mappings were valid here (costed again: a few evaluations).
             ent["warm_start_valid"] = len(valid_warm_start(l.layer.operator, task.accelerator, Constraints(),
@@ -126,7 +132,13 @@ class Outcome:
     def area(self) -> float:
         return self.design.area_mm2
 
-    def to_dict(self) -> dict[str, Any]:
+    def certificate(self, objective: str) -> DesignCertificate | None:
+        """Proven optimal, or best found with a certified gap (``dse.certificate``); None if not mapped."""
+        if not self.ok or self.run is None:
+            return None
+        return design_certificate(self.run.result.get("layers", []), objective)
+
+    def to_dict(self, objective: str = "edp") -> dict[str, Any]:
         d: dict[str, Any] = {"design": self.design.label, "point": {n: v if not isinstance(v, tuple) else list(v)
                                                                    for n, v in self.design.point},
                              "status": self.status, "cached": self.cached, "reason": self.reason,
@@ -135,7 +147,12 @@ class Outcome:
         if self.run is not None:
             d.update(energy_pj=self.run.energy_pj, latency_cycles=self.run.latency_cycles,
                      edp=self.edp if self.ok else None, seconds=self.run.seconds, worker=self.run.worker,
-                     utilization=self.run.result.get("utilization"))
+                     utilization=self.run.result.get("utilization"), cpu_seconds=self.run.result.get("cpu_seconds"))
+        cert = self.certificate(objective)
+        if cert is not None:
+            value = self.edp if objective == "edp" else self.energy if objective == "energy" else self.latency
+            d.update(proven=cert.proven, proven_layers=cert.proven_layers, objective_lower_bound=cert.lower_bound,
+                     gap=cert.gap(value))
         return d
 
 
@@ -150,6 +167,7 @@ class SweepResult:
     store: str | None
     mapped_now: int = 0                # designs mapped by this run (not found in the store)
     map_seconds: list[float] = field(default_factory=list)
+    objective: str = "edp"             # what each design's layers were mapped for (its certificate's objective)
 
     @property
     def mapped(self) -> list[Outcome]:
@@ -187,10 +205,12 @@ def with_warm_start(task: DesignTask, space: DesignSpace, point: tuple[tuple[str
 def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = None, engine: str = "local",
               workers: int = 1, address: str | None = None, store_path: str | Path | None = None,
               progress: bool | None = None, strategy: str | None = None, objective: str | None = None,
-              time_limit: float | None = None, seed: int = 0, warm_start: bool = False,
+              time_limit: float | None = None, seed: int = 0, warm_start: bool = False, cpu_clock: bool = False,
               on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
     """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given).
-    ``warm_start``: start each design's layers from the nearest mapped designs' mappings (module docstring)."""
+    ``warm_start``: start each design's layers from the nearest mapped designs' mappings (module docstring).
+    ``cpu_clock``: the heuristic's ``time_limit`` per layer counts the worker's CPU seconds (a budget that does not
+    depend on the load); each design's result then says whether it is proven or its certified gap (``to_dict``)."""
     t0 = time.perf_counter()
     strategy = strategy or space.strategy
     objective = objective or space.objective
@@ -202,7 +222,8 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
     tasks: list[DesignTask] = []
     finished: list[tuple[int, StoredRun]] = []     # complete designs (point index, result): warm starts
     store = DesignStore(store_path) if store_path is not None else None
-    res = SweepResult(space.name, model.name, engine, workers, [], 0.0, str(store_path) if store_path else None)
+    res = SweepResult(space.name, model.name, engine, workers, [], 0.0, str(store_path) if store_path else None,
+                      objective=objective)
     bar: SweepProgress | None = None
     try:
         for i, pt in enumerate(pts):
@@ -212,7 +233,7 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
             if why is not None or d.accelerator is None:
                 outcomes[i] = Outcome(d, "invalid" if d.error else "excluded", reason=why)
                 continue
-            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start)
+            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start, cpu_clock)
             hit = store.get(key) if store is not None else None
             if hit is not None:
                 outcomes[i] = Outcome(d, "mapped" if hit.complete else "failed", hit, True, hit.error)
@@ -222,7 +243,8 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                     on_outcome(outcomes[i])
                 continue
             if key not in todo:
-                tasks.append(DesignTask(key, d.accelerator, model, strategy, objective, time_limit, seed))
+                tasks.append(DesignTask(key, d.accelerator, model, strategy, objective, time_limit, seed,
+                                        cpu_clock=cpu_clock))
             todo.setdefault(key, []).append(i)
         show = progress if progress is not None else sys.stderr.isatty()
         bar = SweepProgress(show, len(tasks), f"{space.name}: {model.name}")

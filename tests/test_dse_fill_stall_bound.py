@@ -1,0 +1,109 @@
+"""Rule F: the latency that single-buffered levels' fills force holds for every mapping, and the co-search that
+prunes with it loses nothing: the configurations it prunes are worse at their true optimum (exhaustive search)."""
+
+import itertools
+import math
+
+import pytest
+
+from accelmap.arch import accelerator_from_dict
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.cost.model import evaluate
+from accelmap.dse.fill_stall_bound import fill_stall_bound, fill_stall_cycles, single_buffered, touched_stored_elements
+from accelmap.dse.memory_search import co_search, config_arch, grid_search, lower_bound
+from accelmap.search.baselines import search_random
+from accelmap.search.mapper import map_operator
+from accelmap.workload.constructors import conv2d, gemm
+
+LEVELS = ("L1I", "L1W", "L1O")
+
+
+def _base(bypass: bool = True, double_buffered: bool = False):
+    """One PE with three single-class buffers straight under a DRAM that delivers one word a cycle: every input
+    word a buffer takes arrives while the PE waits, unless the buffer is double-buffered."""
+    dram = {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+            "read_energy": "1 pJ", "write_energy": "1 pJ", "read_bandwidth": "1 words/cycle"}
+    lv = [dram] + [{"name": f"L1{c}", "holds": [c], "capacity": "16 words", "width": "8 bit", "bypass": bypass,
+                    "double_buffered": double_buffered} for c in "IWO"]
+    return accelerator_from_dict({"name": "pe", "compute": {"mac_energy": "0.1 pJ",
+                                                            "precision": {"I": 8, "W": 8, "O": 8}}, "levels": lv})
+
+
+def test_parts_of_the_bound():
+    # A padded 3x3 convolution touches every stored input element once at least (the halo is not stored).
+    op = conv2d("c", c=2, h=6, w=6, k=3, r=3, s=3, padding=1)
+    assert touched_stored_elements(op, op.operand("I")) == 2 * 6 * 6
+    assert touched_stored_elements(op, op.operand("W")) == 3 * 2 * 3 * 3
+    arch = _base()
+    assert all(single_buffered(arch.levels[i]) for i in (1, 2, 3))
+    assert not single_buffered(_base(double_buffered=True).levels[1])
+    g = adopt_precision(gemm("g", m=2, n=3, k=4), arch)
+    name = {X.cls: X.name for X in g.operands}
+
+    def chains(i, w):
+        return {name["I"]: i, name["W"]: w, name["O"]: (0, 3)}
+
+    # Both inputs through L1 on the one DRAM read port: 2x4 + 4x3 words at one word a cycle, summed.
+    assert fill_stall_cycles(g, arch, chains((0, 1), (0, 2))) == 8 + 12
+    assert fill_stall_cycles(g, arch, chains((0,), (0, 2))) == 12     # the input streams from DRAM: no stall
+    db = _base(double_buffered=True)
+    assert fill_stall_cycles(g, db, chains((0, 1), (0, 2))) == 0       # fills overlap compute
+
+
+def test_stall_bound_is_below_every_sampled_mappings_stalls_and_the_bound_below_its_edp():
+    base = _base()
+    op = adopt_precision(gemm("g", m=4, n=4, k=4), base)
+    checked = 0
+    for c in ((1, 1, 1), (4, 16, 4), (16, 16, 16)):
+        arch = config_arch(base, LEVELS, c)
+        bound = fill_stall_bound(op, arch, "edp")
+        assert bound.value >= bound.h_value and bound.choices == 4 ** 0 * 2 ** 3
+        found, _ = search_random(op, arch, "edp", k=30, seed=1, max_samples=120)
+        for f in found:
+            r = evaluate(op, arch, f.mapping)
+            chains = {X.name: tuple(i for i, kp in enumerate(f.mapping.keep) if X.name in kp) for X in op.operands}
+            stalls = dict(r.latency_parts)["single-buffer stalls"]
+            assert stalls >= fill_stall_cycles(op, arch, chains) - 1e-9
+            assert r.latency >= op.macs + fill_stall_cycles(op, arch, chains) - 1e-9
+            assert r.edp >= bound.value * (1 - 1e-9)
+            checked += 1
+    assert checked > 45
+
+
+@pytest.fixture(scope="module")
+def brute_force():
+    """Every configuration of L1 sizes {2, 4096} words (bypass off, so the exhaustive search is fast) with its true
+    optimum by exhaustive search."""
+    base = _base(bypass=False)
+    op = adopt_precision(gemm("g", m=2, n=2, k=2), base)
+    configs = list(itertools.product((2, 4096), repeat=3))
+    best = {}
+    for c in configs:
+        r = map_operator(op, config_arch(base, LEVELS, c), "edp", strategy="exhaustive", time_limit=60)
+        assert r.proven_optimal
+        best[c] = (r.best.value, r.best.mapping)
+    return base, op, configs, best
+
+
+def test_rule_f_prunes_only_configurations_worse_at_their_optimum(brute_force):
+    base, op, configs, best = brute_force
+
+    def mapper(c, arch):
+        return best[c]
+
+    grid = grid_search(op, base, LEVELS, configs, mapper)
+    with_f = co_search(op, base, LEVELS, (2, 4096), configs, mapper, fill_stalls=True)
+    without = co_search(op, base, LEVELS, (2, 4096), configs, mapper)
+    assert with_f.value == grid.value == without.value == min(v for v, _ in best.values())
+    # Rule F prunes the largest configuration, which rules H and C alone must map ...
+    assert (4096, 4096, 4096) in with_f.pruned_by_bound
+    assert not without.pruned_by_bound and len(without.mapped) + len(without.proven_by_incumbent) == 8
+    assert len(with_f.mapped) < len(without.mapped)
+    assert set(with_f.raised_by_fill_stalls) == set(configs)
+    # ... and every configuration it prunes is no better at its true optimum, whose value is at least its bound.
+    for c in with_f.pruned_by_bound:
+        assert best[c][0] >= with_f.value
+    for c in configs:
+        assert best[c][0] >= with_f.lower_bounds[c] * (1 - 1e-9)
+        assert with_f.lower_bounds[c] >= lower_bound(op, config_arch(base, LEVELS, c), "edp")
+    assert math.isclose(with_f.lower_bounds[(4096, 4096, 4096)] / best[(4096, 4096, 4096)][0], 0.889, abs_tol=0.01)
