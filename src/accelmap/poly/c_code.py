@@ -103,8 +103,8 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
     producer instruction's loops, the wait before the consumer's, in the tile's sequence of instruction loops
     (an extension from the tile coordinates, like the DMA copies), or, for an L1 -> L0 load and the cube
     statement it feeds, in the sequence inside the reduction-chunk loop (from the prefix values there: once per
-    chunk, as the timing model issues them). Also the number of flags not placed (none is left unplaced for the
-    kernels built here; the count guards the search for a position)."""
+    chunk, as the timing model issues them). Also the number of flags not placed: an instruction with no statement in the code (the L1 -> L0
+    loads of a fused cube producer), or a position inside a fused producer's extension, where isl cannot graft."""
     sched = c.ast_schedule()
     placed: list[EmittedFlag] = []
     skipped = 0
@@ -126,14 +126,21 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
             # once per tile, or per chunk: the chunk-loop values where the cube statement (the consumer) runs
             when = found[0].child(found[2]).child(0).get_prefix_schedule_relation().range() if chunked else tiles
             names = (f"set{plan.index}_{j}", f"wait{plan.index}_{j}")
-            for name, after in ((names[1], False), (names[0], True)):
-                found = _flag_position(sched, plan, x, w, chunked)
-                assert found is not None
-                seq, ix, iw = found
-                target = seq.child(ix if after else iw).child(0)
-                rel = isl.UnionMap.from_domain_and_range(when, isl.UnionSet(f"{{ {name}[] }}", context=c.program.ctx))
-                graft = isl.ScheduleNode.from_extension(rel).root()
-                sched = (target.graft_after(graft) if after else target.graft_before(graft)).get_schedule()
+            trial = sched
+            try:
+                for name, after in ((names[1], False), (names[0], True)):
+                    found = _flag_position(trial, plan, x, w, chunked)
+                    assert found is not None
+                    seq, ix, iw = found
+                    target = seq.child(ix if after else iw).child(0)
+                    rel = isl.UnionMap.from_domain_and_range(when, isl.UnionSet(f"{{ {name}[] }}",
+                                                                                context=c.program.ctx))
+                    graft = isl.ScheduleNode.from_extension(rel).root()
+                    trial = (target.graft_after(graft) if after else target.graft_before(graft)).get_schedule()
+            except isl.Error:   # the position is inside a fused producer's extension, where isl cannot graft
+                skipped += 1
+                continue
+            sched = trial
             placed.append(EmittedFlag(f, names[0], names[1], program[f.set_after].text,
                                       program[f.wait_before].text))
     return sched, placed, skipped

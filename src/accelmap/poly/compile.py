@@ -851,8 +851,13 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
         for rel in plan.copy_in.values():
             point = point.graft_before(_copy_graft(rel))
-        for idx, _g in plan.fused:
+        for idx, g in plan.fused:
             src = _band_of(_group_node(sched, idx)) or _group_node(sched, idx)
+            if is_type(src, isl.schedule_node_type.band) and len(g) > 1:
+                # the producer's statements distributed as the tile's are (isl cannot reorder below an extension
+                # node: distribute a copy in a tree of their own first)
+                alone = isl.Schedule.from_domain(prog.domain.intersect(prog.stmt_set(g))).get_root().child(0)
+                src = _distribute(prog, _copy_into(alone, src), g)
             graft = isl.ScheduleNode.from_extension(plan.extensions[idx])
             graft = _copy_into(graft.child(0), src).root()
             point = point.graft_before(graft)
