@@ -29,6 +29,7 @@ from accelmap.poly.schedule import (
 from accelmap.poly.simd import contiguous_inner, inner_dims, sink_fast_dims
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 from accelmap.poly.timing import time_compiled, time_kernel
+from accelmap.poly.vector_intrinsics import VECTOR_BYTES
 
 # Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
 # L0 buffers hold 16x16 fp16 fractals, 512 B).
@@ -513,7 +514,10 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
                 continue
             _footprints(prog, plan, band, tuple(cand), caps, plans)
             moved = sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local)
-            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, -i)
+            # between equal data moved, keep the innermost member at least one vector repeat long: the vector
+            # unit issues its instructions per row of it (vector_intrinsics.vector_work)
+            short_rows = i == inner and not cube and cand[i] * elem_bytes < VECTOR_BYTES
+            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, short_rows, -i)
             if best is None or score < best[0]:
                 best = (score, cand)
         if best is None:

@@ -227,6 +227,9 @@ def _why_not(c: Compiled, plan: KernelPlan, st: Statement, root: isl.ScheduleNod
     prog = c.program
     if not st.dims:
         return "it computes a single element"
+    cube = [w.name for w in c.kernel.writer(st.out.tensor) if w.is_cube and w.name in plan.statements]
+    if st.kind == "init" and cube:   # the timing model charges no vector work for it (the mmad's init bit)
+        return f"it initializes the accumulator of cube statement {cube[0]}, whose first mmad clears it"
     if not c.vector_contiguous.get(st.name, True):
         return "its innermost loop walks its data with a stride (one element per 32-byte block)"
     dim = c.vector_row_dims.get(st.name)
