@@ -113,3 +113,12 @@ def test_fused_producers_run_in_rows_of_their_tiles():
     r = run_and_check(c)
     assert r.ok, r.detail
     assert (r.counts["vector_instructions"], r.counts["vector_repeats"]) == _model(c)
+
+
+def test_auto_tiling_keeps_rows_of_a_repeat_between_equal_data_moved():
+    """A max over the middle axis moves the same data whether auto-tiling halves c or w; halving w to 16 fp32
+    (64 bytes) would make every instruction a quarter of a repeat, so c is halved and w stays whole."""
+    c = _compiled("name t\ninput X[16, 64, 32] float32\nM[n:16, w:32] = max(X[n, c, w], c=64)", fuse=False)
+    assert [p.sizes for p in c.plans] == [(16, 32, 32)] and c.vector_row_dims["S1"] == "w"
+    r = run_and_check(c)
+    assert r.exact and (r.counts["vector_instructions"], r.counts["vector_repeats"]) == _model(c)
