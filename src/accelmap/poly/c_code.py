@@ -67,22 +67,30 @@ class EmittedFlag:
     consumer_instr: str
 
 
-def _instr_statement(c: Compiled, plan: KernelPlan, ins: Instr) -> str:
-    """The statement whose loops carry an instruction of the tile program in the code."""
+def _instr_statement(c: Compiled, plan: KernelPlan, program: list[Instr], at: int) -> tuple[str, bool]:
+    """The statement whose loops carry instruction ``program[at]`` in the code, and whether the instruction runs
+    just before those loops rather than in them. An L1 -> L0 load without a copy statement (the operands of a
+    cube statement that is a fused producer, which reads them from L1) is issued just before the cube statement
+    it feeds: its flags are placed there."""
+    ins = program[at]
     words = ins.text.split()
     if words[0] == "copy":
-        return copy_name(words[2], plan, words[1])
+        return copy_name(words[2], plan, words[1]), False
     if words[0] == "load":
-        return plan.l0_copies[words[1]][2] if words[1] in plan.l0_copies else ""
-    return ins.text
+        if words[1] in plan.l0_copies:
+            return plan.l0_copies[words[1]][2], False
+        cube = next(i for i in program[at + 1:] if i.queue == "cube" and f"{words[1]}@L0" in i.reads)
+        return cube.text, True
+    return ins.text, False
 
 
-def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str,
-                   in_chunk_loop: bool) -> tuple[isl.ScheduleNode, int, int] | None:
+def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str, in_chunk_loop: bool,
+                   set_before_x: bool = False) -> tuple[isl.ScheduleNode, int, int] | None:
     """The sequence inside ``plan``'s tiles whose children separate the loops of statements ``x`` and ``w``, and
     the two children. Between it and the tile band there is no loop, so the flag runs once per tile, except with
     ``in_chunk_loop`` (both run in the cube's L0 reduction-chunk loop), where one loop is crossed: the flag runs
-    once per chunk."""
+    once per chunk. With ``set_before_x`` the set goes before ``x``'s loops (a load issued just before them), so
+    ``x`` may be ``w`` itself or run before it in the same child."""
     seq = next_sequence(group_nodes(schedule)[plan.index], 1)   # below the tile band
     while seq is not None:
         where = [subtree_statements(seq.child(i)) for i in range(seq.n_children())]
@@ -90,8 +98,10 @@ def _flag_position(schedule: isl.Schedule, plan: KernelPlan, x: str, w: str,
         iw = [i for i, names in enumerate(where) if w in names]
         if not ix or not iw:
             return None
-        if ix[-1] < iw[0]:
-            return seq, ix[-1], iw[0]
+        if ix[-1] < iw[0] or (set_before_x and ix[0] < iw[0]):
+            return seq, (ix[0] if set_before_x else ix[-1]), iw[0]
+        if set_before_x and x == w and ix == iw and where[ix[0]] == {x}:
+            return seq, ix[0], iw[0]
         if ix != iw or len(ix) != 1:
             return None
         seq = next_sequence(seq.child(ix[0]).child(0), 1 if in_chunk_loop else 0)
@@ -103,8 +113,10 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
     producer instruction's loops, the wait before the consumer's, in the tile's sequence of instruction loops
     (an extension from the tile coordinates, like the DMA copies), or, for an L1 -> L0 load and the cube
     statement it feeds, in the sequence inside the reduction-chunk loop (from the prefix values there: once per
-    chunk, as the timing model issues them). Also the number of flags not placed: an instruction with no statement in the code (the L1 -> L0
-    loads of a fused cube producer), or a position inside a fused producer's extension, where isl cannot graft."""
+    chunk, as the timing model issues them). The L1 -> L0 loads of a cube statement that is a fused producer have
+    no statement (it reads its operands from L1): their flags sit just before the cube statement's loops, where
+    the loads are issued. Also the number of flags not placed: a position inside a fused producer's extension,
+    where isl cannot graft."""
     sched = c.ast_schedule()
     placed: list[EmittedFlag] = []
     skipped = 0
@@ -116,10 +128,10 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
         flags, _direct, _kept = kernel_flags(c, plan, per_tile)
         tiles = plan.tile_instances.domain()
         for j, f in enumerate(flags):
-            x = _instr_statement(c, plan, program[f.set_after])
-            w = _instr_statement(c, plan, program[f.wait_before])
+            x, set_before = _instr_statement(c, plan, program, f.set_after)
+            w, _ = _instr_statement(c, plan, program, f.wait_before)
             chunked = issues_per_tile(program, f, plan.l0_chunks) > 1
-            found = _flag_position(sched, plan, x, w, chunked) if x and w else None
+            found = _flag_position(sched, plan, x, w, chunked, set_before)
             if found is None:
                 skipped += 1
                 continue
@@ -128,11 +140,15 @@ def with_flags(c: Compiled) -> tuple[isl.Schedule, list[EmittedFlag], int]:
             names = (f"set{plan.index}_{j}", f"wait{plan.index}_{j}")
             trial = sched
             try:
-                for name, after in ((names[1], False), (names[0], True)):
-                    found = _flag_position(trial, plan, x, w, chunked)
+                # a set before x's loops is grafted first: the wait grafted before the same loops then follows it
+                order = ((names[0], True), (names[1], False)) if set_before else \
+                    ((names[1], False), (names[0], True))
+                for name, is_set in order:
+                    found = _flag_position(trial, plan, x, w, chunked, set_before)
                     assert found is not None
                     seq, ix, iw = found
-                    target = seq.child(ix if after else iw).child(0)
+                    target = seq.child(ix if is_set else iw).child(0)
+                    after = is_set and not set_before
                     rel = isl.UnionMap.from_domain_and_range(when, isl.UnionSet(f"{{ {name}[] }}",
                                                                                 context=c.program.ctx))
                     graft = isl.ScheduleNode.from_extension(rel).root()
