@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from accelmap.arch.presets import get_accelerator
-from accelmap.poly.c_code import run_and_check
+from accelmap.poly.c_code import code_schedule, run_and_check
 from accelmap.poly.compile import compile_subgraph
 from accelmap.poly.dsl import parse_subgraph
 from accelmap.poly.from_onnx import kernel_from_onnx
@@ -157,18 +157,29 @@ def main() -> None:
         conv_rows.append(dict(shape=sz, direct_cycles=direct.cycles, img2col_cycles=ti.cycles, compile_s=ct))
     out["conv_img2col"] = conv_rows
 
-    print("\nFunctional check of the generated C (smallest built-in shape of each kind), and the cube's block mmad "
-          "calls the C issued beside the timing model's cube blocks:")
+    print("\nFunctional check of the generated C (smallest built-in shape of each kind), the cube's block mmad "
+          "calls and the vector instructions (and their 256-byte repeats) the C issued beside the timing model's; "
+          "statements left element by element and why:")
     checks = {}
     kinds = [(name, parse_subgraph(library_subgraph(name), name)) for name in FIG9]
     kinds.append(("conv_img2col", conv_fractal_kernel(N=1, C1=1, H=18, W=18, Co=16, KH=3, KW=3)))
     for name, k in kinds:
         c = compile_subgraph(k, arch, fuse=True)
         r = run_and_check(c)
-        blocks = time_compiled(c).cube_blocks
-        checks[name] = dict(detail=r.detail, mmad_issued=r.counts["mmad"], model_cube_blocks=blocks)
+        tm = time_compiled(c)
+        blocks = tm.cube_blocks
+        vec = (sum(kt.vector_instructions for kt in tm.kernels), sum(kt.vector_repeats for kt in tm.kernels))
+        notes = code_schedule(c)[4].notes
+        checks[name] = dict(detail=r.detail, mmad_issued=r.counts["mmad"], model_cube_blocks=blocks,
+                            vector_instructions_issued=r.counts["vector_instructions"],
+                            vector_repeats_issued=r.counts["vector_repeats"], model_vector_instructions=vec[0],
+                            model_vector_repeats=vec[1], scalar_notes=notes)
         mm = f"; mmad issued {r.counts['mmad']:,}, model {blocks:,}" if blocks else ""
-        print(f"  {name:<14}{'OK' if r.ok else 'MISMATCH'}: {r.detail}{mm}")
+        vv = (f"; vector instructions issued {r.counts['vector_instructions']:,} ({r.counts['vector_repeats']:,} "
+              f"repeats), model {vec[0]:,} ({vec[1]:,})")
+        print(f"  {name:<14}{'OK' if r.ok else 'MISMATCH'}: {r.detail}{mm}{vv}")
+        for note in notes:
+            print(f"  {'':<14}{note}")
     out["c_checks"] = checks
 
     print("\nGEMM M = N = K (fp16): simulated cycles and cube utilization (cube-busy cycles / total)")
@@ -231,8 +242,11 @@ def main() -> None:
         t0 = time.process_time()
         run = run_and_check(cf)
         run_cpu = time.process_time() - t0
+        vec = (sum(kt.vector_instructions for kt in tf.kernels), sum(kt.vector_repeats for kt in tf.kernels))
         print(f"{'':<6}C run at full size: {'OK' if run.ok else 'MISMATCH'} ({run.detail}); mmad calls "
-              f"{run.counts['mmad']:,} (model cube blocks {tf.cube_blocks:,}); gcc {run.compile_s:.1f} s wall, run "
+              f"{run.counts['mmad']:,} (model cube blocks {tf.cube_blocks:,}); vector instructions "
+              f"{run.counts['vector_instructions']:,} of {run.counts['vector_repeats']:,} repeats (model {vec[0]:,} of "
+              f"{vec[1]:,}); gcc {run.compile_s:.1f} s wall, run "
               f"{run.run_s:.2f} s wall, {run_cpu:.1f} s CPU in this process with the NumPy reference")
         onnx_rows.append(dict(subgraph=label, model=fname, nodes=nodes, dims=dims, statements=len(k.statements),
                               fused_cycles=tf.cycles, greedy_cycles=tg.cycles, per_op_cycles=tu.cycles,
@@ -240,6 +254,8 @@ def main() -> None:
                               kernels=[len(cf.plans), len(cu.plans)], schedule=cf.option_set,
                               fusion_notes=list(cf.fusion_notes), compile_s=ct,
                               c_run=dict(ok=run.ok, detail=run.detail, mmad=run.counts["mmad"],
+                                         vector_instructions=run.counts["vector_instructions"],
+                                         vector_repeats=run.counts["vector_repeats"], model_vector=list(vec),
                                          model_cube_blocks=tf.cube_blocks, gcc_s=run.compile_s, run_s=run.run_s,
                                          check_cpu_s=run_cpu)))
     out["onnx_subgraphs"] = onnx_rows

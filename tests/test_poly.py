@@ -323,7 +323,10 @@ def test_intra_tile_distribution_of_vector_statements():
     """Fig. 3(f): inside a tile the cube part (S1, S2) and each vector statement get their own point loops,
     the vector ones under a "local_UB" mark; the result stays bit-exact."""
     from accelmap.poly.c_code import ast_code
-    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 16@UB, 16@UB"))
+    # the paper's greedy fusion on the "akg" groups (cost-driven fusion keeps one 32 x 32 tile of the distributed
+    # groups here: rows of 16 int32 fill a quarter of a vector repeat)
+    c = compile_subgraph(fig3(34, 34), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 16@UB, 16@UB"),
+                         fusion="greedy")
     code = ast_code(c)
     assert code.count("// local_UB") == 2
     after_s2 = code[code.index("S2("):]
@@ -611,3 +614,26 @@ def test_sync_flags_are_emitted_in_the_c_and_checked_when_it_runs():
 
     assert run(src) == 0
     assert run(src.replace("      set1_2();\n", "", 1)) == c.plans[0].n_tiles == 4
+
+
+def test_flags_of_a_fused_cube_producers_loads_sit_before_its_cube_statement():
+    """Cost-driven fusion of Fig. 3 with 16 x 16 tiles of S_2 fuses the convolution (S2) into the tiles of S4 as a
+    producer: it reads its operands from L1, so its L1 -> L0 loads have no statement. Their flags go just before
+    S2's loops, where the loads are issued: every DP-grouped flag is placed, and the C issues the model's count."""
+    from accelmap.poly.c_code import with_flags
+    c = compile_subgraph(fig3(66, 66), ASCEND, fuse=True, tile_spec=parse_tile_spec("S_2: 16@UB, 16@UB"))
+    (plan,) = [p for p in c.plans if p.sizes]
+    assert plan.l0_copies == {} and "S2" in plan.statements   # the cube is a fused producer
+    _, flags, skipped = with_flags(c)
+    assert skipped == 0 and [(f.producer_instr, f.consumer_instr) for f in flags] == [
+        ("copy A in", "S0"), ("S0", "load A1 to L0"), ("copy B in", "load B to L0"), ("load B to L0", "S2"),
+        ("S2", "S3"), ("S4", "copy E out")]
+    src, _ = generate_c(c)
+    body = src[src.index("int accelmap_run"):]
+    s0, s2 = body.index("S0("), body.index("S2(")
+    # the waits for S0 and copy B (before the loads), then the loads' set and the cube's wait, then the cube
+    assert s0 < body.index("set4_1();") < body.index("wait4_1();") < body.index("wait4_2();") \
+        < body.index("set4_3();") < body.index("wait4_3();") < s2
+    r = run_and_check(c)
+    assert r.exact, r.detail
+    assert r.counts["flags"] == time_compiled(c).kernels[-1].flags == 6

@@ -10,16 +10,16 @@ import click
 from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
 from accelmap.errors import SpecError
-from accelmap.poly.c_code import generate_c, run_and_check
+from accelmap.poly.c_code import code_schedule, generate_c, run_and_check
 from accelmap.poly.compile import compile_subgraph
 from accelmap.poly.dsl import load_subgraph, parse_subgraph
 from accelmap.poly.from_onnx import kernel_from_onnx, onnx_node_names
 from accelmap.poly.img2col import conv_fractal_kernel
-from accelmap.poly.intrinsics import cube_blocks
 from accelmap.poly.library import LIBRARY, library_names, library_subgraph
 from accelmap.poly.schedule import OPTION_SETS
 from accelmap.poly.tiling import parse_tile_spec
 from accelmap.poly.timing import time_compiled
+from accelmap.poly.vector_intrinsics import instructions
 from accelmap.tune.akg_tuner import tune_poly
 
 
@@ -134,21 +134,29 @@ def poly_cmd(subgraph, arch, fuse, fusion, run_it, tiles, sizes, option_set, cod
             where = ("emitted: " + ", ".join(f"{t} -> {b} chunk {list(box)}" for t, (b, box, _) in p.l0_copies.items())
                      if p.l0_copies else "timing model only (the reduction's loops are inner bands)")
             click.echo(f"    L0 reduction chunk (second-level tiling) {p.l0_k_chunk} of {p.l0_k_extent}; {where}")
-    blocks = cube_blocks(c, c.ast_schedule())
+    _c, _sched, _flags, blocks, rows = code_schedule(c)
     for b in blocks.blocks:
         click.echo(f"  {b.stmt}: cube block mmad over M {b.dims[0]}, N {b.dims[1]}, K {b.dims[2]} into {b.l0c()} "
                    f"(L0C), init {b.init} folded in")
-    for note in blocks.notes:
+    for row in rows.rows:
+        st = k.statement(row.stmt)
+        click.echo(f"  {row.stmt}: vector instructions per row of {row.dim}: "
+                   f"{', '.join(instructions(st, row.dim))} ({row.nbytes}-byte elements, 256 bytes per repeat)")
+    for note in blocks.notes + rows.notes:
         click.echo(f"  {note}")
     if code:
         click.echo("\ngenerated C:")
         click.echo(generate_c(c)[0])
     click.echo("\nDAE timing (simulated on the model, not measured on hardware):")
-    click.echo(time_compiled(c).table())
+    timing = time_compiled(c)
+    click.echo(timing.table())
     if run_it:
         r = run_and_check(c)
+        model = (sum(kt.vector_instructions for kt in timing.kernels), sum(kt.vector_repeats for kt in timing.kernels))
         click.echo(f"\nrun on the host: {'OK' if r.ok else 'MISMATCH'} ({r.detail}); "
                    f"compile {r.compile_s:.2f} s, run {r.run_s * 1e3:.1f} ms; issued {r.counts['mmad']:,} mmad "
-                   f"blocks, {r.counts['flags']:,} set/wait flags")
+                   f"blocks (model {timing.cube_blocks:,}), {r.counts['vector_instructions']:,} vector instructions "
+                   f"of {r.counts['vector_repeats']:,} repeats (model {model[0]:,} of {model[1]:,}), "
+                   f"{r.counts['flags']:,} set/wait flags (model {sum(kt.flags for kt in timing.kernels):,})")
         if not r.ok:
             raise SystemExit(1)

@@ -26,9 +26,10 @@ from accelmap.poly.schedule import (
     make_context,
     statements_of,
 )
-from accelmap.poly.simd import contiguous_inner, sink_fast_dims
+from accelmap.poly.simd import contiguous_inner, inner_dims, sink_fast_dims
 from accelmap.poly.tiling import box_sizes, member_extents, per_tensor, tile_map
 from accelmap.poly.timing import time_compiled, time_kernel
+from accelmap.poly.vector_intrinsics import VECTOR_BYTES
 
 # Alignment of a buffer allocation, bytes (AKG's kMemVCAlign = 32 for UB, kMemC1Align = 512 for L1;
 # L0 buffers hold 16x16 fp16 fractals, 512 B).
@@ -101,6 +102,8 @@ class Compiled:
     fusion_notes: tuple[str, ...] = ()
     # per vector statement: its innermost loop walks its dominant tensor contiguously (full vector repeats)
     vector_contiguous: dict[str, bool] = field(default_factory=dict)
+    # per contiguous vector statement: the dim its innermost loop steps (the vector unit's rows run along it)
+    vector_row_dims: dict[str, str] = field(default_factory=dict)
 
     def ast_schedule(self) -> isl.Schedule:
         """The final tree with the skipped subtrees emptied, ready for AST generation."""
@@ -211,6 +214,7 @@ def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, 
     live = {t.name for t in k.live_out}
     deps = _statement_deps(prog)
     contiguous = contiguous_inner(prog, scheduled)
+    row_dims = inner_dims(prog, scheduled)
     owner = {s: plan for plan in (KernelPlan(i, g) for i, g in enumerate(groups)) for s in plan.group}
     # id(plan) -> (plan, (cycles or inf, off-chip bytes), why it does not fit)
     costs: dict[int, tuple[KernelPlan, tuple[float, int], str]] = {}
@@ -224,7 +228,7 @@ def plan_by_cost(prog: PolyProgram, scheduled: isl.Schedule, arch: Accelerator, 
             try:
                 _size_plan(prog, plan, plans, nodes, tile_spec, caps)
                 probe = Compiled(k, prog, option_set, scheduled, scheduled, [plan], arch, True,
-                                 vector_contiguous=contiguous)
+                                 vector_contiguous=contiguous, vector_row_dims=row_dims)
                 t = time_kernel(probe, plan)
                 costs[id(plan)] = (plan, (t.cycles, t.in_bytes + t.out_bytes), "")
             except SpecError:
@@ -510,7 +514,10 @@ def _auto_sizes(prog, plan, band, caps, plans, elem_bytes: int) -> tuple[int, ..
                 continue
             _footprints(prog, plan, band, tuple(cand), caps, plans)
             moved = sum(f.bytes * (plan.n_tiles // f.run) for f in plan.footprints.values() if not f.local)
-            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, -i)
+            # between equal data moved, keep the innermost member at least one vector repeat long: the vector
+            # unit issues its instructions per row of it (vector_intrinsics.vector_work)
+            short_rows = i == inner and not cube and cand[i] * elem_bytes < VECTOR_BYTES
+            score = (bool(_fits(plan, caps)), moved + WARMUP_BYTES * plan.n_tiles, short_rows, -i)
             if best is None or score < best[0]:
                 best = (score, cand)
         if best is None:
@@ -589,7 +596,8 @@ def compile_subgraph(k: Kernel, arch: Accelerator, *, fuse: bool = True, option_
         if best is None or cycles < best_cycles:
             kept = frozenset(s for g, _why in notes for s in g)
             best = Compiled(k, prog, opts, scheduled, _transform(prog, scheduled, plans), plans, arch, True, kept,
-                            tuple("{" + ",".join(g) + "} " + why for g, why in notes), contiguous_inner(prog, scheduled))
+                            tuple("{" + ",".join(g) + "} " + why for g, why in notes), contiguous_inner(prog, scheduled),
+                            inner_dims(prog, scheduled))
             best_cycles = cycles
     try:   # the paper's greedy grouping is a candidate too (cost-driven choices are greedy themselves)
         greedy = _compile_greedy(k, arch, True, option_set, tile_spec, caps, sink, mine)
@@ -640,7 +648,8 @@ def _compile_greedy(k: Kernel, arch: Accelerator, fuse: bool, option_set: str,
             plans = plan_kernels(prog, scheduled, fuse, frozenset(apart))
     schedule = _transform(prog, scheduled, plans)
     return Compiled(k, prog, option_set, scheduled, schedule, plans, arch, fuse, frozenset(apart_names),
-                    vector_contiguous=contiguous_inner(prog, scheduled))
+                    vector_contiguous=contiguous_inner(prog, scheduled),
+                    vector_row_dims=inner_dims(prog, scheduled))
 
 
 def external_schedule(prog: PolyProgram) -> isl.Schedule:
@@ -846,8 +855,13 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
         # DMA: the staged tiles of off-chip tensors come in before anything of the tile runs, go out after
         for rel in plan.copy_in.values():
             point = point.graft_before(_copy_graft(rel))
-        for idx, _g in plan.fused:
+        for idx, g in plan.fused:
             src = _band_of(_group_node(sched, idx)) or _group_node(sched, idx)
+            if is_type(src, isl.schedule_node_type.band) and len(g) > 1:
+                # the producer's statements distributed as the tile's are (isl cannot reorder below an extension
+                # node: distribute a copy in a tree of their own first)
+                alone = isl.Schedule.from_domain(prog.domain.intersect(prog.stmt_set(g))).get_root().child(0)
+                src = _distribute(prog, _copy_into(alone, src), g)
             graft = isl.ScheduleNode.from_extension(plan.extensions[idx])
             graft = _copy_into(graft.child(0), src).root()
             point = point.graft_before(graft)
@@ -859,6 +873,14 @@ def _transform(prog: PolyProgram, scheduled: isl.Schedule, plans: list[KernelPla
             inner = node.child(0) if is_type(node, isl.schedule_node_type.filter) else node
             sched = inner.insert_mark(isl.Id("skipped", context=ctx)).get_schedule()
     return sched
+
+
+def with_extensions(c: Compiled, extensions: dict[int, dict[int, isl.UnionMap]]) -> Compiled:
+    """``c`` rebuilt with some fused producers' extension relations replaced (kernel index -> producer group ->
+    tile -> instances): the vector code brings a producer that runs in rows into each tile at its rows' first
+    instances only. The plans are copied; their sizes, footprints and timing are unchanged."""
+    plans = [replace(p, extensions={**p.extensions, **extensions.get(p.index, {})}) for p in c.plans]
+    return replace(c, schedule=_transform(c.program, c.scheduled, plans), plans=plans)
 
 
 def _first_band_with(node: isl.ScheduleNode, stmt: isl.UnionSet) -> isl.ScheduleNode | None:
@@ -982,14 +1004,17 @@ def _expected_l0_chunks(prog: PolyProgram, plan: KernelPlan, band: isl.ScheduleN
 
 def _distribute(prog: PolyProgram, point: isl.ScheduleNode, group: tuple[str, ...]) -> isl.ScheduleNode:
     """Intra-tile distribution (Sec. 4.3, Fig. 3(f)): inside the tile, each vector statement (a reduction's
-    init and update stay together) gets its own copy of the point loops, under a "local_UB" mark; the cube
+    init and update stay together when the cube runs the update) gets its own copy of the point loops, under a "local_UB" mark; the cube
     statements keep theirs. Legal because every dependence in a kernel points forward in program order.
     Returns the node at ``point``'s position (now the sequence of the parts)."""
     k = prog.kernel
-    parts: list[tuple[str, list[str]]] = []
+    parts: list[tuple[tuple[str, str], list[str]]] = []
     for name in sorted(group, key=lambda n: int(n[1:])):
         st = k.statement(name)
-        key = st.out.tensor if st.kind in ("init", "update") else name
+        # a cube reduction's init stays with its update (the first mmad folds it); a vector reduction's init gets
+        # its own loops, so that the vector unit fills the tile's accumulator in rows before the update runs
+        cube_init = st.kind == "init" and any(w.is_cube for w in k.writer(st.out.tensor))
+        key = ("tensor", st.out.tensor) if st.kind == "update" or cube_init else ("statement", name)
         if parts and parts[-1][0] == key:
             parts[-1][1].append(name)
         else:

@@ -33,7 +33,7 @@ import islpy as isl
 
 from accelmap.poly.compile import independent_of_tile_loop
 from accelmap.poly.kernel import CUBE, Statement
-from accelmap.poly.schedule import group_nodes, is_type, next_sequence, statements_of, subtree_statements
+from accelmap.poly.schedule import group_nodes, innermost_band, next_sequence, statements_of, subtree_statements
 
 if TYPE_CHECKING:
     from accelmap.poly.compile import Compiled, KernelPlan
@@ -75,18 +75,6 @@ def block_dims(st: Statement) -> tuple[str, str, str] | str:
             return f"its {label} dims {', '.join(dims)} have no single dim to block by {CUBE}"
         out.append(fractal[-1])
     return out[0], out[1], out[2]
-
-
-def _innermost_band(node: isl.ScheduleNode, stmt: str) -> isl.ScheduleNode | None:
-    found = None
-    if is_type(node, isl.schedule_node_type.band) \
-            and stmt in statements_of(node.band_get_partial_schedule_union_map().domain()):
-        found = node
-    for i in range(node.n_children()):
-        inner = _innermost_band(node.child(i), stmt)
-        if inner is not None:
-            found = inner
-    return found
 
 
 def _same_block(st: Statement, dims: tuple[str, ...]) -> str:
@@ -149,7 +137,7 @@ def _why_not(c: Compiled, plan: KernelPlan, st: Statement,
         return "its reduction's init runs in another kernel"
     if not plan.sizes or plan.tile_instances is None:
         return "its kernel is not tiled"
-    band = _innermost_band(root, st.name)
+    band = innermost_band(root, st.name)
     if band is None:
         return "it has no band"
     others = set(statements_of(band.band_get_partial_schedule_union_map().domain())) - {st.name, inits[0]}

@@ -104,3 +104,16 @@ def next_sequence(node: isl.ScheduleNode, bands: int) -> isl.ScheduleNode | None
             return None
         node = node.child(0)
     return node
+
+
+def innermost_band(node: isl.ScheduleNode, stmt: str) -> isl.ScheduleNode | None:
+    """The last band at or below ``node`` (depth first) whose partial schedule covers ``stmt``: its innermost loops."""
+    found = None
+    if is_type(node, isl.schedule_node_type.band) \
+            and stmt in statements_of(node.band_get_partial_schedule_union_map().domain()):
+        found = node
+    for i in range(node.n_children()):
+        inner = innermost_band(node.child(i), stmt)
+        if inner is not None:
+            found = inner
+    return found

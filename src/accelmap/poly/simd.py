@@ -129,3 +129,31 @@ def contiguous_inner(prog: PolyProgram, scheduled: isl.Schedule) -> dict[str, bo
                    if not rng.dim_max_val(j).eq(rng.dim_min_val(j))]
         out[st.name] = bool(varying) and contiguous_along(m, _access_map(prog, st), varying[-1])
     return out
+
+
+def inner_dims(prog: PolyProgram, scheduled: isl.Schedule) -> dict[str, str]:
+    """Per vector statement whose innermost loop walks its dominant tensor contiguously: the statement dim that
+    loop steps by one (x -> x + e_d moves the schedule by one in that loop only). The vector unit's rows run
+    along it: the timing model charges repeats per row and the code issues one instruction per row."""
+    full = scheduled.get_map()
+    contiguous = contiguous_inner(prog, scheduled)
+    out: dict[str, str] = {}
+    for st in _vector(prog, [s.name for s in prog.kernel.statements]):
+        if not st.dims or not contiguous.get(st.name):
+            continue
+        m = _one(full.intersect_domain(prog.stmt_set([st.name])))
+        rng = m.range()
+        n = m.dim(isl.dim_type.out)
+        varying = [j for j in range(n) if not rng.dim_max_val(j).eq(rng.dim_min_val(j))]
+        unit = isl.Set(f"{{ [{', '.join('1' if j == varying[-1] else '0' for j in range(n))}] }}", context=prog.ctx)
+        dom = m.domain()
+        for d in st.dim_names:
+            names = st.dim_names
+            step = isl.Map(f"{{ {st.name}[{', '.join(names)}] -> {st.name}[{', '.join(f'{x} + 1' if x == d else x for x in names)}] }}",
+                           context=prog.ctx).intersect_domain(dom).intersect_range(dom)
+            if step.is_empty():
+                continue
+            if step.apply_domain(m).apply_range(m).deltas().reset_tuple_id().is_equal(unit):
+                out[st.name] = d
+                break
+    return out

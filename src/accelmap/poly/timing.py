@@ -25,13 +25,12 @@ import islpy as isl
 
 from accelmap.poly.kernel import CUBE, Access, Call, dtype_bytes, strip_casts
 from accelmap.poly.sync import Flag, group_flags, issues_per_tile, plan_flags, tile_program
+from accelmap.poly.vector_intrinsics import VECTOR_BYTES, vector_work
 
 if TYPE_CHECKING:   # compile.py costs its fusion choices with this model
     from accelmap.poly.compile import Compiled, KernelPlan
 
 QUEUES = ("MTE-in", "MTE-L1L0", "cube", "vector", "MTE-out")
-VECTOR_BYTES = 256
-VECTOR_BLOCKS = 8   # blocks of 32 contiguous bytes per vector repeat (AKG's kVBlockNum)
 # Fixed cycles to start one DMA transfer (one tensor's tile) when the accelerator file gives none for
 # its DRAM level (transfer_setup_cycles). An assumption of this model: without it a tile of 32 bytes
 # would look as cheap per byte as a tile of 32 KiB.
@@ -60,6 +59,8 @@ class KernelTiming:
     flags_direct: int = 0         # one pair per cross-queue dependence
     flags_covered: int = 0        # after eliminating only the waits another flag covers at no delay
     flag_cycles: int = 0          # issue cycles of the flags' sets and waits, summed over the queues
+    vector_instructions: int = 0  # block instructions of the vector statements (vector_intrinsics.vector_work)
+    vector_repeats: int = 0       # their 256-byte repeats: the vector queue's cycles without drains and flags
 
 
 @dataclass
@@ -123,6 +124,8 @@ class _TileCosts:
         self.read = {a.tensor for s in mine for a in k.statement(s).reads}
         self.layout = k.layout_statements()
         self.cache: dict[tuple[int, ...], tuple[dict[str, int], dict[str, int], int, dict[str, int]]] = {}
+        self.vector: dict[tuple[int, ...], tuple[int, int]] = {}   # per tile class: vector instructions, repeats
+        self.vector_total = (0, 0)   # over the tiles ``tiles`` has yielded
 
     def at(self, key: tuple[int, ...]) -> tuple[dict[str, int], dict[str, int], int, dict[str, int]]:
         """Cycles per queue without the off-chip transfers, footprint bytes per tensor, cube blocks,
@@ -147,6 +150,7 @@ class _TileCosts:
         cyc = dict.fromkeys(QUEUES, 0)
         blocks = 0
         l0 = 0
+        vec = (0, 0)   # vector instructions and repeats of the statements (the L0C drain apart)
         cube_outs: set[str] = set()
         for name, dom in per_stmt.items():
             st = k.statement(name)
@@ -167,14 +171,14 @@ class _TileCosts:
                 continue   # the cube's first accumulation overwrites L0C: no separate clear
             elif name in self.layout:
                 continue   # img2col / fractal layout: the MTE produces it in the cube operand's L1 -> L0 load
-            elif c.vector_contiguous.get(name, True):
-                cyc["vector"] += math.ceil(math.prod(box.values()) * dtype_bytes(k.tensors[st.out.tensor].dtype)
-                                           / VECTOR_BYTES)
-            else:   # the innermost loop is strided in memory: one element per 32-byte block of a repeat
-                cyc["vector"] += math.ceil(math.prod(box.values()) / VECTOR_BLOCKS)
+            else:   # rows of block instructions, or one element per 32-byte block when strided
+                ins, reps = vector_work(k, st, box, c.vector_contiguous.get(name, True), c.vector_row_dims.get(name))
+                cyc["vector"] += reps
+                vec = (vec[0] + ins, vec[1] + reps)
         # L0C -> UB (on the vector queue), once the accumulation of an output tile is complete
         drain = {t: math.ceil(nbytes[t] / VECTOR_BYTES) for t in cube_outs if "UB" in plan.footprints[t].buffers}
         cyc["MTE-L1L0"] = math.ceil(l0 / self.l1_bw)
+        self.vector[key] = vec
         return cyc, nbytes, blocks, drain
 
     def tiles(self):
@@ -187,6 +191,7 @@ class _TileCosts:
         for idx, pos in enumerate(itertools.product(*(range(n) for n in shape))):
             key = tuple(0 if j == 0 else (2 if j == n - 1 else 1) for j, n in zip(pos, shape, strict=True))
             cyc, nbytes, blocks, drain = self.at(key)
+            self.vector_total = (self.vector_total[0] + self.vector[key][0], self.vector_total[1] + self.vector[key][1])
             loads = [nbytes.get(t, 0) for t, run in ins if idx % run == 0]
             stores = [nbytes.get(t, 0) for t, run in outs if idx % run == run - 1]
             bin_, bout = sum(loads), sum(stores)
@@ -272,7 +277,7 @@ def time_kernel(c: Compiled, plan: KernelPlan, double_buffer: bool = True, seria
     cycles, busy, _edges = simulate_kernel(per_tile, len(per_tile), double_buffer, serialize)
     n = len(per_tile)
     return KernelTiming(plan, bin_, bout, blocks, cycles, busy, issued * n, direct * n, kept * n,
-                        sum(issue.values()) * n)
+                        sum(issue.values()) * n, *costs.vector_total)
 
 
 def time_compiled(c: Compiled, double_buffer: bool = True, serialize: bool = False) -> Timing:
