@@ -35,6 +35,7 @@ level that holds their class (ZigZag has no bypass choice).
     python benchmarks/mapper_vs_zigzag.py [--objective edp] [--models resnet18 mobilenetv2]
         [--hardware tpu_like edge_tpu_like ascend_like] [--jobs 2] [--time-limit 10]
     python benchmarks/mapper_vs_zigzag.py --model-only [--simulate]   # both cost models on ZigZag's mappings
+    python benchmarks/mapper_vs_zigzag.py --report A.json B.json ...  # the tables of earlier runs together
 
 Prints a summary table and the per-layer disagreements; writes
 benchmarks/results/mapper_vs_zigzag.json.
@@ -535,7 +536,14 @@ def main() -> None:
     ap.add_argument("--model-only", action="store_true",
                     help="no search: both cost models on ZigZag's stored mappings, per layer and per conversion "
                          "property (needs results/zigzag_raw/ from an earlier run)")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                    help="no search: print the tables of results written by earlier runs (e.g. one run per pair, "
+                         "started side by side), together")
     a = ap.parse_args()
+    if a.report:
+        stored = [json.loads(path.read_text()) for path in a.report]
+        report([p for d in stored for p in d["pairs"]], stored[0]["objective"])
+        return
     if a.model_only:
         zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
         out = model_only(a.models, a.hardware, zz_opt, a.simulate)
