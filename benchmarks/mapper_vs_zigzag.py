@@ -244,7 +244,7 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
 # ---------------------------------------------------------------- our side and comparison
 
 def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None,
-             free_spatial: bool = False, cpu_clock: bool = False):
+             free_spatial: bool = False, cpu_clock: bool = False, knobs: dict | None = None):
     from accelmap.arch.zigzag_import import load_zigzag_accelerator, load_zigzag_spatial_constraints
     from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
     from accelmap.search.model_mapper import map_model
@@ -259,7 +259,7 @@ def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: in
     model = load_model(onnx)
     mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
                    jobs=jobs, cache_path=None, progress=False,
-                   heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
+                   heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock, **(knobs or {})))
     return mm, arch, time.perf_counter() - t0, cpu_seconds() - c0, notes
 
 
@@ -539,10 +539,14 @@ def main() -> None:
     ap.add_argument("--unrolling", choices=["both", "fixed", "free"], default="both",
                     help="which of our searches to run: ZigZag's spatial unrolling fixed, ours free, or both "
                          "(--report puts a fixed run and a free run of the same pair together)")
+    ap.add_argument("--heuristic", nargs="+", default=[], metavar="KNOB=VALUE",
+                    help="the heuristic's knobs (accelmap.search.heuristic_config.HeuristicConfig fields) for both "
+                         "searches, e.g. climbs=4 packing_climbs=2 (the budget before this session's change)")
     ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
                     help="no search: print the tables of results written by earlier runs (e.g. one run per pair, "
                          "started side by side), together")
     a = ap.parse_args()
+    knobs = heuristic_knobs(a.heuristic)
     if a.report:
         stored = [json.loads(path.read_text()) for path in a.report]
         report(merge_pairs([p for d in stored for p in d["pairs"]]), stored[0]["objective"])
@@ -568,9 +572,10 @@ def main() -> None:
             load_before = os.getloadavg()[0]
             files = (inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
                      inputs / "mapping" / f"{hw}.yaml")
-            fixed = (run_ours(*files, a.objective, a.jobs, a.time_limit, cpu_clock=a.cpu_clock)
+            fixed = (run_ours(*files, a.objective, a.jobs, a.time_limit, cpu_clock=a.cpu_clock, knobs=knobs)
                      if a.unrolling != "free" else None)
-            free = (run_ours(*files, a.objective, a.jobs, a.time_limit, free_spatial=True, cpu_clock=a.cpu_clock)
+            free = (run_ours(*files, a.objective, a.jobs, a.time_limit, free_spatial=True, cpu_clock=a.cpu_clock,
+                             knobs=knobs)
                     if a.unrolling != "fixed" else None)
             arch = (fixed or free)[1]
             rows = compare(zz, (fixed or free)[0], arch, a.objective)
@@ -604,9 +609,28 @@ def main() -> None:
     report(pairs, a.objective)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
-                                   "time_limit_clock": "cpu" if a.cpu_clock else "wall",
+                                   "time_limit_clock": "cpu" if a.cpu_clock else "wall", "heuristic_knobs": knobs,
                                    "zigzag_version": ZIGZAG_VERSION, "pairs": pairs}, indent=2) + "\n")
     print(f"wrote {a.out}")
+
+
+def heuristic_knobs(items: list[str]) -> dict:
+    """``KNOB=VALUE`` words -> HeuristicConfig fields with their types; a bad one exits with one line."""
+    from dataclasses import fields
+
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    types = {f.name: type(getattr(HeuristicConfig(), f.name)) for f in fields(HeuristicConfig)}
+    out: dict = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in types or not value:
+            sys.exit(f"--heuristic {item}: expected KNOB=VALUE with KNOB one of {', '.join(sorted(types))}")
+        try:
+            out[name] = value.lower() in ("1", "true", "yes") if types[name] is bool else types[name](value)
+        except ValueError:
+            sys.exit(f"--heuristic {item}: {value!r} is not a {types[name].__name__}")
+    return out
 
 
 def merge_pairs(pairs: list[dict]) -> list[dict]:
