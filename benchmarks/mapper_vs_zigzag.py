@@ -35,6 +35,7 @@ level that holds their class (ZigZag has no bypass choice).
     python benchmarks/mapper_vs_zigzag.py [--objective edp] [--models resnet18 mobilenetv2]
         [--hardware tpu_like edge_tpu_like ascend_like] [--jobs 2] [--time-limit 10]
     python benchmarks/mapper_vs_zigzag.py --model-only [--simulate]   # both cost models on ZigZag's mappings
+    python benchmarks/mapper_vs_zigzag.py --report A.json B.json ...  # the tables of earlier runs together
 
 Prints a summary table and the per-layer disagreements; writes
 benchmarks/results/mapper_vs_zigzag.json.
@@ -243,7 +244,7 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
 # ---------------------------------------------------------------- our side and comparison
 
 def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: int, time_limit: float | None,
-             free_spatial: bool = False, cpu_clock: bool = False):
+             free_spatial: bool = False, cpu_clock: bool = False, knobs: dict | None = None):
     from accelmap.arch.zigzag_import import load_zigzag_accelerator, load_zigzag_spatial_constraints
     from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
     from accelmap.search.model_mapper import map_model
@@ -258,7 +259,7 @@ def run_ours(onnx: Path, hw_path: Path, map_path: Path, objective: str, jobs: in
     model = load_model(onnx)
     mm = map_model(model, arch, objective, constraints=cons, strategy="auto", time_limit_per_layer=time_limit,
                    jobs=jobs, cache_path=None, progress=False,
-                   heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
+                   heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock, **(knobs or {})))
     return mm, arch, time.perf_counter() - t0, cpu_seconds() - c0, notes
 
 
@@ -547,7 +548,21 @@ def main() -> None:
     ap.add_argument("--model-only", action="store_true",
                     help="no search: both cost models on ZigZag's stored mappings, per layer and per conversion "
                          "property (needs results/zigzag_raw/ from an earlier run)")
+    ap.add_argument("--unrolling", choices=["both", "fixed", "free"], default="both",
+                    help="which of our searches to run: ZigZag's spatial unrolling fixed, ours free, or both "
+                         "(--report puts a fixed run and a free run of the same pair together)")
+    ap.add_argument("--heuristic", nargs="+", default=[], metavar="KNOB=VALUE",
+                    help="the heuristic's knobs (accelmap.search.heuristic_config.HeuristicConfig fields) for both "
+                         "searches, e.g. climbs=4 packing_climbs=2 (the budget before this session's change)")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                    help="no search: print the tables of results written by earlier runs (e.g. one run per pair, "
+                         "started side by side), together")
     a = ap.parse_args()
+    knobs = heuristic_knobs(a.heuristic)
+    if a.report:
+        stored = [json.loads(path.read_text()) for path in a.report]
+        report(merge_pairs([p for d in stored for p in d["pairs"]]), stored[0]["objective"])
+        return
     if a.model_only:
         zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
         out = model_only(a.models, a.hardware, zz_opt, a.simulate)
@@ -567,42 +582,89 @@ def main() -> None:
             zz = run_zigzag(py, model, hw, zz_opt, a.reuse_zigzag)
             print(f"  {model} on {hw}: ZigZag {zz['wall_seconds']:.1f} s; accelmap ...", file=sys.stderr, flush=True)
             load_before = os.getloadavg()[0]
-            mm, arch, ours_wall, ours_cpu, conv_notes = run_ours(inputs / "workload" / f"{model}.onnx",
-                                                       inputs / "hardware" / f"{hw}.yaml",
-                                                       inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs,
-                                                       a.time_limit, cpu_clock=a.cpu_clock)
-            rows = compare(zz, mm, arch, a.objective)
-            free, _, free_wall, free_cpu, _ = run_ours(inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
-                                             inputs / "mapping" / f"{hw}.yaml", a.objective, a.jobs, a.time_limit,
-                                             free_spatial=True, cpu_clock=a.cpu_clock)
-            by_name = {l.name: l for l in free.layers}
-            for r in rows:
-                fl = by_name.get(r["layer"])
-                r["ours_free_spatial"] = None if fl is None or not fl.ok else {
-                    "energy": fl.result.energy_total, "latency": fl.result.latency, "edp": fl.result.edp,
-                    "gap": fl.gap, "spatial": [f"{lp.dim}{lp.bound}@{lp.axis}" for lp in fl.mapping.loops
-                                               if lp.spatial]}
+            files = (inputs / "workload" / f"{model}.onnx", inputs / "hardware" / f"{hw}.yaml",
+                     inputs / "mapping" / f"{hw}.yaml")
+            fixed = (run_ours(*files, a.objective, a.jobs, a.time_limit, cpu_clock=a.cpu_clock, knobs=knobs)
+                     if a.unrolling != "free" else None)
+            free = (run_ours(*files, a.objective, a.jobs, a.time_limit, free_spatial=True, cpu_clock=a.cpu_clock,
+                             knobs=knobs)
+                    if a.unrolling != "fixed" else None)
+            arch = (fixed or free)[1]
+            rows = compare(zz, (fixed or free)[0], arch, a.objective)
+            if fixed is None:       # the rows compare ZigZag's mapping only; ours is the free search's
+                for r in rows:
+                    r["ours"] = None
+            if free is not None:
+                by_name = {l.name: l for l in free[0].layers}
+                for r in rows:
+                    fl = by_name.get(r["layer"])
+                    r["ours_free_spatial"] = None if fl is None or not fl.ok else {
+                        "energy": fl.result.energy_total, "latency": fl.result.latency, "edp": fl.result.edp,
+                        "gap": fl.gap, "spatial": [f"{lp.dim}{lp.bound}@{lp.axis}" for lp in fl.mapping.loops
+                                                   if lp.spatial]}
             pairs.append({"model": model, "hardware": hw, "zigzag_seconds": zz["wall_seconds"],
-                          "ours_seconds": ours_wall, "ours_cpu_seconds": ours_cpu,
-                          "ours_free_spatial_cpu_seconds": free_cpu,
-                          # 1-minute load average before and after both of our runs (2-core machine shared)
+                          "ours_seconds": fixed and fixed[2], "ours_cpu_seconds": fixed and fixed[3],
+                          "ours_free_spatial_cpu_seconds": free and free[3],
+                          # 1-minute load average before and after our runs (2-core machine shared)
                           "load_average": [load_before, os.getloadavg()[0]],
                           "zigzag_layers_mapped": len(zz["layers"]),
-                          "our_distinct_layers": len(mm.layers), "conversion_notes": conv_notes,
+                          "our_distinct_layers": len(rows), "conversion_notes": (fixed or free)[4],
                           "zigzag_total": {"energy": zz["energy"], "latency": zz["latency"]},
-                          "ours_total": {"energy": mm.energy_total, "latency": mm.latency_total},
-                          "ours_free_spatial_seconds": free_wall,
-                          "ours_free_spatial_total": {"energy": free.energy_total, "latency": free.latency_total},
+                          "ours_total": fixed and {"energy": fixed[0].energy_total, "latency": fixed[0].latency_total},
+                          "ours_free_spatial_seconds": free and free[2],
+                          "ours_free_spatial_total": free and {"energy": free[0].energy_total,
+                                                               "latency": free[0].latency_total},
                           "layers": rows})
-            print(f"  {model} on {hw}: accelmap {ours_wall:.1f} s ({ours_cpu:.1f} s CPU), spatial free "
-                  f"{free_wall:.1f} s ({free_cpu:.1f} s CPU), load {load_before:.1f}-{os.getloadavg()[0]:.1f}",
-                  file=sys.stderr, flush=True)
+            print(f"  {model} on {hw}: " + (f"accelmap {fixed[2]:.1f} s ({fixed[3]:.1f} s CPU) " if fixed else "")
+                  + (f"spatial free {free[2]:.1f} s ({free[3]:.1f} s CPU) " if free else "")
+                  + f"load {load_before:.1f}-{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     report(pairs, a.objective)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
-                                   "time_limit_clock": "cpu" if a.cpu_clock else "wall",
+                                   "time_limit_clock": "cpu" if a.cpu_clock else "wall", "heuristic_knobs": knobs,
                                    "zigzag_version": ZIGZAG_VERSION, "pairs": pairs}, indent=2) + "\n")
     print(f"wrote {a.out}")
+
+
+def heuristic_knobs(items: list[str]) -> dict:
+    """``KNOB=VALUE`` words -> HeuristicConfig fields with their types; a bad one exits with one line."""
+    from dataclasses import fields
+
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    types = {f.name: type(getattr(HeuristicConfig(), f.name)) for f in fields(HeuristicConfig)}
+    out: dict = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in types or not value:
+            sys.exit(f"--heuristic {item}: expected KNOB=VALUE with KNOB one of {', '.join(sorted(types))}")
+        try:
+            out[name] = value.lower() in ("1", "true", "yes") if types[name] is bool else types[name](value)
+        except ValueError:
+            sys.exit(f"--heuristic {item}: {value!r} is not a {types[name].__name__}")
+    return out
+
+
+def merge_pairs(pairs: list[dict]) -> list[dict]:
+    """Runs of the same (model, hardware) made apart (--unrolling fixed, --unrolling free) as one pair: the
+    fixed run's fields and rows, the free run's ``ours_free_spatial*`` fields and per-layer results."""
+    out: dict[tuple[str, str], dict] = {}
+    for p in pairs:
+        key = (p["model"], p["hardware"])
+        if key not in out:
+            out[key] = json.loads(json.dumps(p))
+            continue
+        have = out[key]
+        fixed, free = (have, p) if have.get("ours_seconds") is not None else (p, have)
+        merged = json.loads(json.dumps(fixed))
+        for k in ("ours_free_spatial_cpu_seconds", "ours_free_spatial_seconds", "ours_free_spatial_total"):
+            merged[k] = free[k]
+        merged["load_average"] = fixed["load_average"] + free["load_average"]
+        by_layer = {r["layer"]: r for r in free["layers"]}
+        for r in merged["layers"]:
+            r["ours_free_spatial"] = by_layer.get(r["layer"], {}).get("ours_free_spatial")
+        out[key] = merged
+    return list(out.values())
 
 
 def _ratio(a: float, b: float) -> float:
@@ -618,6 +680,8 @@ def report(pairs: list[dict], objective: str) -> None:
     print(hdr)
     print("-" * len(hdr))
     for p in pairs:
+        if p["ours_seconds"] is None:      # a run of the free search only
+            continue
         rows = p["layers"]
         comp = [r for r in rows if r["ours"] and r["zigzag_in_ours"]]
         better = sum(1 for r in comp if r["ours"][key] <= r["zigzag_in_ours"][key] * (1 + 1e-9))
@@ -650,6 +714,8 @@ def report(pairs: list[dict], objective: str) -> None:
     print(hdr2)
     print("-" * len(hdr2))
     for p in pairs:
+        if p.get("ours_free_spatial_seconds") is None:     # a run of the fixed search only
+            continue
         rows = [r for r in p["layers"] if r.get("ours_free_spatial") and r["zigzag_in_ours"]]
         ratios = [_ratio(r["zigzag_in_ours"][key], r["ours_free_spatial"][key]) for r in rows]
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else float("nan")
@@ -661,7 +727,8 @@ def report(pairs: list[dict], objective: str) -> None:
         zz_v = {"energy": zz_e, "latency": zz_l, "edp": zz_e * zz_l}[key]
         fr_v = {"energy": fr_e, "latency": fr_l, "edp": fr_e * fr_l}[key]
         ft, ff = p["ours_total"], p["ours_free_spatial_total"]
-        fixed_v = {"energy": ft["energy"], "latency": ft["latency"], "edp": ft["energy"] * ft["latency"]}[key]
+        fixed_v = ({"energy": ft["energy"], "latency": ft["latency"], "edp": ft["energy"] * ft["latency"]}[key]
+                   if ft else math.nan)
         free_v = {"energy": ff["energy"], "latency": ff["latency"], "edp": ff["energy"] * ff["latency"]}[key]
         p["summary_free_spatial"] = {"compared": len(rows), "free_equal_or_better": sum(1 for x in ratios if x >= 1 - 1e-9),
                                      "geomean_zigzag_over_free": gm, "best_layer": max(ratios, default=float("nan")),
@@ -700,6 +767,10 @@ def report(pairs: list[dict], objective: str) -> None:
                 print(f"  worse than ZigZag's mapping: {p['model']}/{p['hardware']} {r['layer']} "
                       f"({r['ours']['how']}): ours {r['ours'][key]:.4g} vs {r['zigzag_in_ours'][key]:.4g} "
                       f"[{r['status']}]")
+            free = r.get("ours_free_spatial")
+            if free and r["zigzag_in_ours"] and free[key] > r["zigzag_in_ours"][key] * (1 + 1e-9):
+                print(f"  worse than ZigZag's mapping with our unrolling free: {p['model']}/{p['hardware']} "
+                      f"{r['layer']}: ours {free[key]:.4g} vs {r['zigzag_in_ours'][key]:.4g} [{r['status']}]")
 
 
 if __name__ == "__main__":

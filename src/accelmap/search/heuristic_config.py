@@ -28,26 +28,32 @@ class HeuristicConfig:
     probe_random_tilings: int = 200     # random tilings a probe adds
     # Step 2, tilings of the best probed candidates (tilings.py).
     full_searches: int = 2              # best probed candidates searched in full
-    bypass_choices: int = 3             # bypass choices (fullest first) searched per candidate
+    # Bypass choices (fullest first) searched per candidate; the climbs' bypass toggles reach the others.
+    bypass_choices: int = 1
     rows_per_level: int = 4000          # maximal tilings kept per level (a deterministic sample beyond)
-    random_tilings: int = 2000          # random tilings sampled per (candidate, bypass choice)
+    random_tilings: int = 500           # random tilings sampled per (candidate, bypass choice)
     starts_per_group: int = 2           # best maximal and best random tilings kept as climb starts, each
     greedy_unrollings: int = 3          # probed candidates given LOMA's greedy allocation per operand priority
     greedy_bypass_choices: int = 2      # bypass choices (fullest first) the greedy allocation uses
-    # Step 3, the climb.
-    climbs: int = 4                     # best starts climbed
+    # Step 3, the climb. Each step is one call of the vectorized model (about 11 ms of overhead plus 0.1 ms per
+    # row on ZigZag's ascend_like), so the number of climbs and of orders tried sets the search's time. Cut from 4
+    # plain + 2 packing climbs, toggles in every climb and every order, ZigZag's ResNet-18 on its three machines
+    # kept every layer at least as good as ZigZag's mapping at 3-4x less CPU (docs/mapper.md).
+    climbs: int = 1                     # best starts climbed
     climb_steps: int = 60               # steps a climb takes at most
-    packing_climbs: int = 2             # best starts of the other packings (tilings.Packing) climbed besides
+    packing_climbs: int = 1             # best starts of the other packings (tilings.Packing) climbed besides
+    toggle_climbs: int = 1              # best climb ends that climb on with one-level bypass toggles too
+    climb_orders: int = 2               # per-level orders a climb tries at a local optimum (best seeds' orders first)
     # Step 4, exact orders and the scalar model.
-    exact_candidates: int = 8           # best candidates given exact per-level orders
-    orders_per_candidate: int = 8       # order combinations costed per candidate
+    exact_candidates: int = 4           # best candidates given exact per-level orders
+    orders_per_candidate: int = 4       # order combinations costed per candidate
     # The time limit's clock: False, wall clock (what a user waits); True, the search process's CPU seconds, so a
     # result does not depend on the machine's load (benchmarks on a shared machine).
     cpu_clock: bool = False
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            least = 0 if name.startswith("greedy_") or name == "packing_climbs" else 1
+            least = 0 if name.startswith("greedy_") or name in ("packing_climbs", "toggle_climbs") else 1
             if isinstance(value, int) and not isinstance(value, bool) and value < least:
                 raise ValueError(f"HeuristicConfig.{name} must be an integer >= {least}, got {value}")
         if not 0.0 <= self.min_pe_fraction <= 1.0 or not 0.0 < self.probe_share <= 1.0:
