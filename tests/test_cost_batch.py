@@ -50,7 +50,7 @@ def test_batch_equals_scalar(arch, seed):
     assert math.isclose(got["latency"][0], ref.latency, rel_tol=1e-9)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(accelerators(), st.integers(0, 2 ** 31))
 def test_imperfect_rows_equal_scalar(arch, seed):
     """Rows with partial tiles (padded spatial unrollings, imperfect temporal factors) beside a perfect row
