@@ -35,9 +35,9 @@ def test_a_loop_of_ten_million_evaluates_in_well_under_a_second():
     m = Mapping((Loop("M", 10**7, 0), Loop("K", 16, 1, "X"), Loop("N", 16, 1, "Y")),
                 (frozenset("ABO"), frozenset("ABO"), frozenset("B")))
     evaluate(op, arch, m)   # warm up imports and caches
-    t0 = time.perf_counter()
+    t0 = time.process_time()       # CPU time: a parallel test worker on the other core cannot starve it
     res = evaluate(op, arch, m)
-    assert time.perf_counter() - t0 < 0.25
+    assert time.process_time() - t0 < 0.25
     assert abs(res.latency - 40_000_018) < 1e-3
 
 

@@ -166,8 +166,12 @@ def test_sigterm_stops_the_workers_and_keeps_finished_layers(tmp_path):
     p = subprocess.Popen([sys.executable, "-c", "from accelmap.cli import main; main()", "map", "resnet50", "--arch", "simba_like",
                           "--jobs", "2", "--no-plots", "--out", str(tmp_path / "o")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    time.sleep(6)
-    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    # Wait for the workers (a loaded machine, or a sibling test worker, can slow the CLI's start-up).
+    deadline = time.monotonic() + 60
+    children: list[str] = []
+    while not children and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.5)
+        children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
     assert children, "the run should have worker processes by now"
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)

@@ -19,10 +19,10 @@ def _bomb(levels: int = 9) -> str:
 
 
 def test_alias_bomb_fails_fast_with_a_short_message():
-    t0 = time.perf_counter()
+    t0 = time.process_time()       # CPU time: a parallel test worker on the other core cannot starve it
     with pytest.raises(SpecError, match="aliases expand this document by more than") as e:
         parse_yaml(_bomb(), "bomb.yaml")
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     assert len(str(e.value)) < 200
 
 

@@ -1,4 +1,4 @@
-"""Vectorized cost of many perfectly factored tilings of one loop structure.
+"""Vectorized cost of many tilings of one loop structure.
 
 A structure is the nest with its loops' dimensions, levels and axes fixed; a
 row of ``bounds`` gives every loop's bound. Loops of bound 1 change no count
@@ -9,9 +9,13 @@ Counting follows ``access_counts.entering_perfect`` term by term over the rows
 of a ``NestRows``, and energy follows ``model.evaluate``; latency is
 ``latency.latency_rows``, the one definition the model of a single mapping
 also runs. Counts must agree with the scalar counter exactly
-(tests/test_cost_batch.py). Rows that are not perfectly factored, or whose
-sliding-window axis is not a contiguous interval (stride larger than the
-dilated window and coprime with it), are evaluated by the scalar model.
+(tests/test_cost_batch.py). A sliding-window axis that is not a contiguous
+interval (stride larger than the dilated window and coprime with it) is counted
+element by element inside ``NestRows`` (exact, cached per shape). Rows that are
+not perfectly factored (partial edge tiles) take their access counts from the
+scalar counter (``model.access_counts``, row by row: its per-dimension state
+histograms are the one definition of edge-tile counts); their energy and latency
+are then computed over rows with every other row's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.latency import latency_rows
 from accelmap.cost.level_energy import fanout_element_energy, level_energy, stream_accesses
-from accelmap.cost.model import check_countable, evaluate
+from accelmap.cost.model import access_counts, check_countable
 from accelmap.cost.nest_rows import NestRows, Structure, final_outputs, tile_sizes
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.workload.operator import Operand, Operator
@@ -34,15 +38,25 @@ __all__ = ["Structure", "evaluate_batch", "structure_mapping", "tile_sizes"]
 CLASS_ELEMENTS = 32768
 
 
-def _entering(nest: NestRows, X: Operand, c: int, fallback: np.ndarray) -> np.ndarray:
+def _entering(nest: NestRows, X: Operand, c: int) -> np.ndarray:
     """Elements of X entering level c over the run: the first tile plus, per transition class,
     transitions x the elements that change (``_deltas``), times the instances in use."""
-    fallback |= nest.sizes(X, c)[2]
     return nest.used(c) * nest.deltas(X, c)[2]
 
 
-def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, str], list[np.ndarray]]:
-    """(level, operand) -> [fills, reads, updates, drains] per row, as ``model.access_counts``."""
+def edge_tile_counts(op: Operator, arch: Accelerator, structure: Structure, keep, B: np.ndarray,
+                     rows: np.ndarray, counts: dict[tuple[int, str], list[np.ndarray]]) -> None:
+    """Overwrite the counts of ``rows`` (imperfectly factored: partial tiles at the edges) with the
+    exact counter's (``model.access_counts``); energy and latency then take them over rows."""
+    for r in rows:
+        for key, c in access_counts(op, arch, structure_mapping(structure, keep, B[r])).items():
+            for k, v in enumerate(c.as_tuple()):
+                counts[key][k][r] = v
+
+
+def batch_counts(nest: NestRows, keep) -> dict[tuple[int, str], list[np.ndarray]]:
+    """(level, operand) -> [fills, reads, updates, drains] per row, as ``model.access_counts`` for
+    perfectly factored rows (the others are ``edge_tile_counts``' job)."""
     op, arch, structure, B, n, nlev = nest.op, nest.arch, nest.structure, nest.B, nest.n, nest.nlev
     n_out = op.footprint(op.output)
     init_read = 1 if op.init_output == "read" else 0
@@ -63,7 +77,7 @@ def batch_counts(nest: NestRows, keep, fallback: np.ndarray) -> dict[tuple[int, 
     for X in op.operands:
         chain = [i for i in range(nlev) if X.name in keep[i]]
         for p, c in pairwise(chain):
-            member = _entering(nest, X, c, fallback)
+            member = _entering(nest, X, c)
             group = member // merged_product(X, p, c)
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             if X.is_output:
@@ -131,19 +145,14 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: 
     if len(live) < B.shape[1]:
         structure, B = [structure[j] for j in live], B[:, live]
     nest = NestRows(op, arch, structure, B)
-    # Counting here is for perfectly factored rows (edge tiles are the scalar counter's job)
-    fallback = ~nest.perfect
-    counts = batch_counts(nest, keep, fallback)
+    counts = batch_counts(nest, keep)
+    imperfect = np.nonzero(~nest.perfect)[0]
+    if len(imperfect):
+        edge_tile_counts(op, arch, structure, keep, B, imperfect, counts)
     out = {"energy": batch_energy(nest, keep, counts),
            "compute_cycles": -(-nest.temporal // arch.compute.macs_per_cycle)}
     if latency:
         out["latency"] = latency_rows(nest, keep, counts)["latency"]
-    if fallback.any():
-        for r in np.nonzero(fallback)[0]:
-            res = evaluate(op, arch, structure_mapping(structure, keep, B[r]), check=False)
-            out["energy"][r] = res.energy_total
-            if latency:
-                out["latency"][r] = res.latency
     if latency:
         out["edp"] = out["energy"] * out["latency"]
     return out
