@@ -240,16 +240,21 @@ class BoundContext:
                             and self.holds_only(X, c, tile_at(X, c)):
                         pinned = max(pinned_steps * self.open_instances_above(c) * tile_at(X, c), floor)
                 member = max(member, floor)
-                for counts, m in ((per, member), (per_lat, member if pinned is None else pinned)):
+                # Energy takes B1's counts, the latency terms B17's where it applies (the loads as well): one
+                # computation for both where it does not.
+                cases = ((member, (per, per_lat)),) if pinned is None else ((member, (per,)), (pinned, (per_lat,)))
+                for m, targets in cases:
                     group = max(m / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
                     if X.is_output:
                         group = max(group, self.n_out)
                         down = max(0.0, group - self.n_out * (lineage_max(X, p) - self.init_read))
-                        counts.update({(c, "fills"): down, (p, "reads"): down, (c, "drains"): m, (p, "updates"): group})
+                        moved = {(c, "fills"): down, (p, "reads"): down, (c, "drains"): m, (p, "updates"): group}
                         into, out = down, down
                     else:
-                        counts.update({(c, "fills"): m, (p, "reads"): group})
+                        moved = {(c, "fills"): m, (p, "reads"): group}
                         into, out = m, group
+                    for counts in targets:
+                        counts.update(moved)
                 loads.append((p, c, into, out))
             last = chain[-1]
             reads, updates = mac_side(X)
