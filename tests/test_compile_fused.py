@@ -21,7 +21,7 @@ pytest.importorskip("onnxruntime")
 
 # A small search: groups of up to three operators, two row tiles per mode, the whole width.
 FAST = {"time_limit_per_layer": 0.3, "fuse": True, "fuse_tile_time_limit": 0.1,
-        "fuse_config": FusionConfig(max_group=3, row_tiles=2, col_tiles=1, per_mode=1)}
+        "fuse_config": FusionConfig(max_group=3, row_tiles=2, col_tiles=1, per_mode=1), "c_opt": "-O0"}
 
 
 @pytest.fixture(scope="module")

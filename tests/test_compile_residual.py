@@ -25,7 +25,7 @@ from compile_models import quantize_qdq, tiny_residual  # noqa: E402
 ort = pytest.importorskip("onnxruntime")
 
 FAST = {"time_limit_per_layer": 0.1, "fuse": True, "fuse_tile_time_limit": 0.05,
-        "fuse_config": FusionConfig(max_group=3, row_tiles=2, col_tiles=1, per_mode=1)}
+        "fuse_config": FusionConfig(max_group=3, row_tiles=2, col_tiles=1, per_mode=1), "c_opt": "-O0"}
 
 PROBE = HOST_C + r"""
 void probe(const void *a, const void *b, void *y, int t, long n, float sa, int za, float sb, int zb, float sc, int zc,

@@ -211,7 +211,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
                   seed: int = 0, inputs: dict[str, np.ndarray] | None = None, run: bool = True,
                   check: bool = True, simulate: bool = True, intrinsics: str = "always", fuse: bool = False,
                   fuse_tile_time_limit: float = 2.0, fuse_time_limit: float | None = None,
-                  fuse_config: FusionConfig = DEFAULT_FUSION) -> CompileResult:
+                  fuse_config: FusionConfig = DEFAULT_FUSION, c_opt: str = "-O2") -> CompileResult:
     """Compile ``model`` for ``arch`` into ``out_dir`` (C files, weights, Makefile, the executable).
 
     ``run`` executes the program once on ``inputs`` (random, seeded, when None); ``check``
@@ -220,7 +220,8 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     program wherever the accelerator's intrinsic embeds usably, ``faster`` only where that program is
     modeled faster than the mapper's tile program, ``never`` runs tile programs only. ``fuse`` runs the
     fusion search (``fuse_tile_time_limit`` seconds per tile mapping, ``fuse_time_limit`` in all) and emits
-    its groups as fused steps (``fused_groups.py``).
+    its groups as fused steps (``fused_groups.py``). ``c_opt`` is the C compiler's optimization level (the
+    Makefile keeps -O2; the results are the same bits at every level).
     """
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -271,7 +272,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     prog = emit_program(g, steps, layer_of_node, arch, out_dir, None if intrinsics == "never" else choices, groups)
     prog.notes += fuse_notes
     seconds["emit"] = partition_s + time.perf_counter() - t0
-    build_program(prog)
+    build_program(prog, c_opt)
     seconds["build"] = prog.build_s
     res = CompileResult(g, mm, steps, prog, {s.name: layer_of_node[s.name] for s in steps
                                              if s.placement == "accelerator"}, None, None, None, seconds=seconds,
