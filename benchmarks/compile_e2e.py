@@ -9,7 +9,8 @@ and of the host (host model). Models (the bundled weight-free graphs get random 
 * ``bert_base_layer``: float, sequence length 128 (``--seq-len``), compared within tolerance;
 * ``resnet18`` and ``mobilenetv2``: int8 QDQ made with onnxruntime's quantization tools (static,
   symmetric int8, per-channel weights, calibrated on 4 random inputs), compared bit for bit on
-  their integer form, and against the file as written.
+  their integer form, and against the file as written (default session options, and with onnxruntime's
+  int8 QDQ kernels: session.qdqisint8allowed=1).
 
 With ``--fuse`` every pair is compiled twice, one after the other: layer by layer, then with the fusion
 search's groups run fused (``accelmap compile --fuse``); the rows add the CPU seconds of the mapping
@@ -148,6 +149,10 @@ def main() -> None:
                 first = v.file_first_bad.split(":")[0] if v.file_first_bad else "?"
                 verdict += "; file as written: " + ("match" if all(c.ok for c in v.file_outputs) else
                                                     f"differs from {first}")
+            if v.file_int8_outputs:     # the file run with onnxruntime's int8 QDQ kernels
+                verdict += (f"; file, int8 kernels: {sum(c.ok for c in v.file_int8_quantized)}/"
+                            f"{len(v.file_int8_quantized)} bit-exact, outputs "
+                            + ("match" if all(c.ok for c in v.file_int8_outputs) else "differ"))
             d.update({"form": form, "fused": fuse, "compile_s": compile_s, "process_cpu_s": compile_cpu,
                       "total_s": total,
                       "accelerator_simulated_cycles": acc_sim, "accelerator_modeled_cycles": acc_mod,

@@ -70,6 +70,10 @@ class Verification:
     file_outputs: list[Comparison] = field(default_factory=list)
     file_first_bad: str | None = None
     file_note: str | None = None              # why the file's run is not the exact integer computation here
+    # the file as written run with onnxruntime's int8 QDQ kernels (session.qdqisint8allowed=1): its outputs and
+    # every quantized value, bit for bit
+    file_int8_outputs: list[Comparison] = field(default_factory=list)
+    file_int8_quantized: list[Comparison] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +92,12 @@ class Verification:
             lines.append(f"    first step that differs from it: {self.file_first_bad}")
         if self.file_note:
             lines.append(f"    note: {self.file_note}")
+        if self.file_int8_outputs:
+            bad = [c for c in self.file_int8_outputs + self.file_int8_quantized if not c.ok]
+            lines.append(f"  the file as written, onnxruntime with {INT8_QDQ_ENTRY}=1 (its int8 QDQ kernels): outputs "
+                         f"{'match' if all(c.ok for c in self.file_int8_outputs) else 'differ'}; quantized values "
+                         f"{sum(c.ok for c in self.file_int8_quantized)} of {len(self.file_int8_quantized)} bit-exact"
+                         + (f"; first differing: {bad[0].line()}" if bad else ""))
         if self.first_bad_step:
             lines.append(f"  first step that differs: {self.first_bad_step}"
                          + (f" ({self.first_bad_value.line()})" if self.first_bad_value else ""))
@@ -158,8 +168,10 @@ def _onnxruntime() -> Any:
 
 
 def run_onnxruntime(source: onnx.ModelProto, g: NetGraph, inputs: dict[str, np.ndarray],
-                    extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
-    """onnxruntime's outputs of ``source`` (default session options, CPU) and the values named in ``extra``."""
+                    extra: Sequence[str] = (), config: dict[str, str] | None = None,
+                    optimized: Path | None = None) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs of ``source`` (CPU; default session options plus the session ``config`` entries) and
+    the values named in ``extra``; ``optimized`` gets the graph onnxruntime runs (after its fusions)."""
     ort = _onnxruntime()
     model = onnx.ModelProto()
     model.CopyFrom(source)
@@ -171,10 +183,29 @@ def run_onnxruntime(source: onnx.ModelProto, g: NetGraph, inputs: dict[str, np.n
             have.add(name)
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    for k, v in (config or {}).items():
+        so.add_session_config_entry(k, v)
+    if optimized is not None:
+        so.optimized_model_filepath = str(optimized)
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     res = sess.run(names, {k: v for k, v in inputs.items()})
     return dict(zip(names, res, strict=True))
+
+
+# onnxruntime's session entry that lets its QDQ transformer fuse int8-activation groups into its int8 kernels
+# (QLinearConv, QLinearMatMul, ...); by default on x86 it leaves a Conv with int8 activations in float.
+INT8_QDQ_ENTRY = "session.qdqisint8allowed"
+FLOAT_PRODUCT_OPS = ("Conv", "MatMul", "Gemm", "ConvTranspose", "Einsum")
+INTEGER_PRODUCT_OPS = ("QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger", "MatMulInteger", "DynamicQuantizeMatMul")
+
+
+def product_kernels(optimized: Path) -> tuple[int, int]:
+    """How many matrix products onnxruntime ran in float (Conv, MatMul, ... of the default domain) and with an
+    integer kernel, in the graph it ran (after its fusions)."""
+    nodes = onnx.load(str(optimized)).graph.node
+    return (sum(n.op_type in FLOAT_PRODUCT_OPS and n.domain in ("", "ai.onnx") for n in nodes),
+            sum(n.op_type in INTEGER_PRODUCT_OPS for n in nodes))
 
 
 U8S8_SATURATION_NOTE = (
@@ -265,14 +296,28 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
         if not v.ok:
             bad = _first_bad(prog, dumped, ref_i)
         elif not all(c.ok for c in v.file_outputs):
-            bad = _first_bad(prog, dumped, run_onnxruntime(g.model, g, inputs, ints))
+            with tempfile.TemporaryDirectory(prefix="accelmap-ort-") as td:
+                opt = Path(td) / "optimized.onnx"
+                bad = _first_bad(prog, dumped, run_onnxruntime(g.model, g, inputs, ints, optimized=opt))
+                n_float, n_int = product_kernels(opt)
             if bad:
                 v.file_first_bad = f"{bad[0]}: {bad[1].line()}"
-            if onnxruntime_u8s8_saturates():
-                v.file_note = U8S8_SATURATION_NOTE
+            notes = []
+            if n_float:
+                notes.append(f"onnxruntime ran {n_float} of the file's matrix products in float (with default session "
+                             f"options its QDQ transformer leaves int8-activation groups it does not fuse in float; "
+                             f"{INT8_QDQ_ENTRY}=1 fuses them into its int8 kernels), where the program multiplies "
+                             f"integers; a float sum at a rounding tie can land on either side")
+            if n_int and onnxruntime_u8s8_saturates():
+                notes.append(U8S8_SATURATION_NOTE)
+            v.file_note = "; ".join(notes) or None
             bad = None
         else:
             bad = None
+        # the file with onnxruntime's int8 kernels: the same integer computation, fused by onnxruntime itself
+        ref_8 = run_onnxruntime(g.model, g, inputs, ints, config={INT8_QDQ_ENTRY: "1"})
+        v.file_int8_outputs = [compare(o, run.outputs[o], ref_8[o]) for o in g.outputs]
+        v.file_int8_quantized = [compare(n, dumped[n], ref_8[n]) for n in ints if n in ref_8]
     else:
         if ints:
             ref_q = run_onnxruntime(g.model, g, inputs, ints)
