@@ -284,3 +284,27 @@ def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8) -> onnx.Model
     g = helper.make_graph(nodes, "tiny_residual", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
                           [helper.make_tensor_value_info("y", F, None)], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_ffn(seed: int = 0, seq: int = 8, d: int = 16, hidden: int = 32) -> onnx.ModelProto:
+    """A transformer's feed-forward block in miniature (as in BERT): MatMul, bias Add, GELU, MatMul, bias Add,
+    the residual Add of the block's input, layer norm."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="ffn1"),
+        helper.make_node("Add", ["h", "b1"], ["hb"], name="ffn1.bias"),
+        helper.make_node("Gelu", ["hb"], ["a"], name="gelu"),
+        helper.make_node("MatMul", ["a", "w2"], ["o"], name="ffn2"),
+        helper.make_node("Add", ["o", "b2"], ["ob"], name="ffn2.bias"),
+        helper.make_node("Add", ["ob", "x"], ["res"], name="residual"),
+        helper.make_node("LayerNormalization", ["res", "g", "b"], ["y"], name="ln", axis=-1),
+    ]
+    inits = [_init("w1", (rng.standard_normal((d, hidden)) / np.sqrt(d)).astype(np.float32)),
+             _init("b1", 0.1 * rng.standard_normal(hidden).astype(np.float32)),
+             _init("w2", (rng.standard_normal((hidden, d)) / np.sqrt(hidden)).astype(np.float32)),
+             _init("b2", 0.1 * rng.standard_normal(d).astype(np.float32)),
+             _init("g", (1 + 0.1 * rng.standard_normal(d)).astype(np.float32)),
+             _init("b", 0.1 * rng.standard_normal(d).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_ffn", [helper.make_tensor_value_info("x", F, [1, seq, d])],
+                          [helper.make_tensor_value_info("y", F, [1, seq, d])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])

@@ -15,7 +15,7 @@ from accelmap.compile import compile_model  # noqa: E402
 from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
-from compile_models import quantize_qdq, tiny_chain  # noqa: E402
+from compile_models import quantize_qdq, tiny_chain, tiny_ffn  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
@@ -89,3 +89,23 @@ def test_an_accelerator_without_a_shared_store_runs_layer_by_layer(tmp_path):
     r = compile_model(tiny_chain(), get_accelerator("vta_like"), tmp_path, run=False, simulate=False, **FAST)
     assert r.groups == [] and r.fusion is None
     assert any("no fused groups" in n and "partitioned" in n for n in r.program.notes)
+
+
+def test_float_matrix_product_chain_fused_matches_onnxruntime(tmp_path):
+    """A transformer's feed-forward chain (MatMul, bias Add, GELU, MatMul; tokens x features, token-major as ONNX
+    stores them): the two products run as one fused group, the bias adds and the GELU on each block, within
+    tolerance of onnxruntime; its counters and the simulator's off-chip bits equal the fusion model's."""
+    r = compile_model(tiny_ffn(seq=16, d=16, hidden=32), get_accelerator("eyeriss_like"), tmp_path, **FAST)
+    assert r.verification is not None and r.verification.ok, r.verification.summary() if r.verification else ""
+    assert not any("runs layer by layer" in n for n in r.program.notes), r.program.notes
+    assert [grp.label for grp in r.groups] == ["ffn1 -> ffn2"]
+    grp = r.groups[0]
+    assert grp.channel_axis == -1 and grp.counters_ok is True
+    assert sorted(r.steps[i].name for i in grp.members) == ["ffn1", "ffn1.bias", "ffn2", "gelu"]
+    c = grp.cost
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
+    assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                  *want.macs]
+    assert want.macs == (16 * 16 * 32, 16 * 32 * 16)
+    assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+    assert "ffn1 -> ffn2" in report_html(r)

@@ -3,6 +3,7 @@ of anything its halo policy has evicted."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from accelmap.codegen.fused_c import run_fused
 from accelmap.fusion.geometry import MODES, Join, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
-from accelmap.workload import conv2d
+from accelmap.workload import conv2d, gemm
 
 
 def random_group(rng: random.Random):
@@ -82,3 +83,29 @@ def test_fused_c_with_a_residual_join_is_bit_exact_and_counts_the_skip(kernels, 
     assert (run.input_fetched, run.output_written, run.macs) == (model.input_fetched, model.output_written,
                                                                    model.macs)
     assert run.skip_fetched == model.skip_fetched == (0 if skip_policy == "kept" else ref.size)
+
+
+# (rows, features through the chain, tile rows, halo policies, skip tensor, skip policy): a transformer's
+# feed-forward chain (d -> hidden -> d), several row tiles; its residual skip kept as the input or re-read.
+MATMUL_CASES = [
+    (9, (6, 10, 6), 2, ("fully-cached", "fully-recompute"), 0, "kept"),
+    (7, (5, 8, 5), 3, ("H-cached-V-recompute", "fully-cached"), 0, "re-read"),
+    (8, (4, 6, 3), 5, ("fully-recompute", "fully-recompute"), None, None),
+]
+
+
+@pytest.mark.parametrize("rows,features,tile,policies,skip,skip_policy", MATMUL_CASES)
+def test_fused_c_of_matrix_products_is_bit_exact_token_major(rows, features, tile, policies, skip, skip_policy):
+    """Matrix products fused along their rows (tokens), tensors token-major in memory as ONNX stores them, the
+    weight [K][N]: the output equals NumPy's chain (plus the skip), nothing evicted is read, and the input
+    fetched, output written, MACs and skip fetched equal the model's."""
+    macs = {i: mac_stage(gemm(f"mm{i}", m=rows, n=n, k=k)) for i, (k, n) in enumerate(itertools.pairwise(features))}
+    stages = tuple(ms.stage for ms in macs.values())
+    join = Join("add", skip, 16) if skip_policy else None
+    model = fused_counts(stages, tile, 1, policies, join, skip_policy or "re-read")
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=rows, join=join, skip_policy=skip_policy or "re-read")
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
+        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    assert run.macs == tuple(rows * k * n for k, n in itertools.pairwise(features))

@@ -98,11 +98,23 @@ def _table(name: str, vals: list[int]) -> str:
     return f"static const int {name}[{max(1, len(vals))}] = {{{', '.join(map(str, vals or [0]))}}};"
 
 
-def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
-    """(kernel rows, kernel columns, dilation rows, dilation columns, groups) of a single-image convolution."""
+def is_matrix_product(ms: MacStage) -> bool:
+    """A matrix product ``O[M, N] += A[M, K] * B[K, N]`` (no batch axes): fused along its rows (tokens) like a
+    1x1 convolution of K input channels into N, its tensors token-major (``[M][K]``, ``[M][N]``, channels last)
+    and its weight ``B`` stored ``[K][N]``."""
     op = ms.operator
+    return op.kind == "matmul" and {d for d, _ in op.dims} == {"M", "N", "K"}
+
+
+def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
+    """(kernel rows, kernel columns, dilation rows, dilation columns, groups) of a single-image convolution, or
+    (1, 1, 1, 1, 1) for a matrix product (``is_matrix_product``)."""
+    op = ms.operator
+    if is_matrix_product(ms):
+        return 1, 1, 1, 1, 1
     if op.kind not in ("conv2d", "depthwise_conv2d", "grouped_conv2d") or op.sizes.get("N", 1) != 1:
-        raise SpecError(f"fused C covers single-image 2-D convolutions; {op.name} is {op.kind}"
+        raise SpecError(f"fused C covers single-image 2-D convolutions and matrix products without batch axes; "
+                        f"{op.name} is {op.kind}"
                         + (f" of batch {op.sizes['N']}" if op.sizes.get("N", 1) != 1 else ""))
     r, s = op.sizes.get("R", 1), op.sizes.get("S", 1)
     dh = (ms.stage.rows.span - 1) // (r - 1) if r > 1 else 1
@@ -145,6 +157,19 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     types = [in_type] + [sp.out_type for sp in specs]
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy)
     ncnt = 3 + n + (join is not None)
+    products = {j: is_matrix_product(ms) for j, ms in macs.items()}
+    if len(set(products.values())) > 1:
+        raise SpecError(f"fused group {name}: it mixes convolutions and matrix products")
+    # Matrix products keep their tensors token-major in memory ([rows][cols][channels]); on chip every buffer is
+    # channel-major, as for convolutions, so only the fetches and stores below index differently.
+    channels_last = any(products.values())
+
+    def mem(t: int, k: str, r: str, c: str) -> str:
+        """The index of tensor ``t``'s element (channel k, row r, column c) in memory."""
+        if channels_last:
+            return f"((long){r} * {width[t]} + {c}) * {depth[t]} + {k}"
+        return f"((long){k} * {height[t]} + {r}) * {width[t]} + {c}"
+
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
                     f"halos {', '.join(policies)}"
                     + (f", join {join.join.name} (skip {join.skip_policy})" if join is not None else "") + " */"]
@@ -180,7 +205,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
           f"        for (int r = {name}_RLO0[ty]; r < {name}_RHI0[ty]; r++)",
           f"          for (int c = {name}_CLO0[tx]; c < {name}_CHI0[tx]; c++) {{",
           f"            long i = ((long)d * {height[0]} + r) * {width[0]} + c;",
-          f"            {name}_b0[i] = x[i]; {name}_v0[i] = 1; cnt[0]++;", "          }"]
+          f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = 1; cnt[0]++;", "          }"]
     for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
         src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
@@ -207,6 +232,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             kr_, ks_, dh, dw, groups = conv_shape(ms)
             cg, kg = depth[j] // groups, depth[j + 1] // groups
             zp = f" - {sp.zero_point}" if sp.zero_point else ""
+            widx = (f"(long)ci * {depth[j + 1]} + k" if products[j]      # B[K][N]
+                    else f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc")
             w += [f"              {sp.acc_type} acc = 0;",
                   f"              const int g = k / {kg};",
                   f"              cnt[{3 + j}] += {cg * kr_ * ks_};",
@@ -217,8 +244,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
                   f"                long i = ((long)(g * {cg} + ci) * {hin} + ir) * {win} + ic;",
                   f"                if (!{name}_v{j}[i]) cnt[2]++;",
-                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){sp.weights}"
-                  f"[(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc];",
+                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){sp.weights}[{widx}];",
                   "              }"]
         w += [f"              {blk}[((long)k * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
         nblk = f"{depth[j + 1]}L * br * bc"
@@ -232,7 +258,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         if join is not None and j == n - 1:
             # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
             take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k[b] = {name}_b{kept}[o];" if kept is not None
-                    else f"{name}_k[b] = skip[o]; cnt[{ncnt - 1}]++;")
+                    else f"{name}_k[b] = skip[{mem(n, 'k', 'r', 'c')}]; cnt[{ncnt - 1}]++;")
             w += [f"        for (int k = 0; k < {depth[n]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {",
@@ -242,7 +268,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             w += ["        " + ln for ln in join.lines(out, f"{name}_k", f"{name}_j", f"({nblk})")]
             out = f"{name}_j"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
-        store = f"{dst}[o] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
+        at = "o" if j + 1 < n else mem(n, "k", "r", "c")
+        store = f"{dst}[{at}] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
         store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
         w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
               "          for (int r = r0; r < r1; r++)",
@@ -273,12 +300,16 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
 
 def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
                   weights: dict[int, np.ndarray]) -> list[np.ndarray]:
-    """Every tensor of the group (its input, then each stage's output) computed layer by layer by NumPy
-    (64-bit integers): the reference."""
+    """Every tensor of the group (its input, then each stage's output, channel-major) computed layer by layer by
+    NumPy (64-bit integers): the reference. A matrix product's weight is ``[K][N]``."""
     a = x.astype(np.int64)
     out_all = [a]
     for j, st in enumerate(stages):
         ms = macs.get(j)
+        if ms is not None and is_matrix_product(ms):
+            a = np.einsum("kn,kmc->nmc", weights[j], a)      # O[m, n] = sum_k A[m, k] B[k, n], channel-major
+            out_all.append(a)
+            continue
         if ms is not None:
             wop = ms.operator.inputs[1]   # kernel dims of size 1 are not in the operator's weight index
             a = reference(ms.operator, {ms.operator.inputs[0].name: a[None],
@@ -315,7 +346,12 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     weights = {}
     for j, ms in macs.items():
         r, s, _, _, _ = conv_shape(ms)
-        weights[j] = rng.integers(-4, 4, size=(stages[j].out_depth, stages[j].in_depth, r, s), dtype=np.int64)
+        shape = ((stages[j].in_depth, stages[j].out_depth) if is_matrix_product(ms)
+                 else (stages[j].out_depth, stages[j].in_depth, r, s))
+        weights[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
+    # matrix products keep their tensors token-major in memory: [rows][cols][channels]
+    channels_last = any(is_matrix_product(ms) for ms in macs.values())
+    memory = (lambda t: np.ascontiguousarray(t.transpose(1, 2, 0))) if channels_last else np.ascontiguousarray
     lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
                                                           skip_policy))))
     fn = lib.accelmap_fused
@@ -331,12 +367,15 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
                 else rng.integers(-8, 8, size=ref.shape, dtype=np.int64))
         skip = np.ascontiguousarray(skip.reshape(ref.shape))
         ref = ref + skip
-    y = np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64)
+        skip = memory(skip)
+    y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64))
     cnt = np.zeros(3 + len(stages) + (join is not None), dtype=np.int64)
     wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
-    fn(np.ascontiguousarray(x).ctypes.data_as(p64), skip.ctypes.data_as(p64), warr, y.ctypes.data_as(p64),
+    fn(memory(x).ctypes.data_as(p64), skip.ctypes.data_as(p64), warr, y.ctypes.data_as(p64),
        cnt.ctypes.data_as(p64))
+    if channels_last:
+        y = np.ascontiguousarray(y.transpose(2, 0, 1))
     n = len(stages)
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
                     int(cnt[3 + n]) if join is not None else 0), ref

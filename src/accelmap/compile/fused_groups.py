@@ -31,9 +31,9 @@ from pathlib import Path
 
 import onnx
 
-from accelmap.codegen.fused_c import conv_shape
+from accelmap.codegen.fused_c import conv_shape, is_matrix_product
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import BLOCK_OPS, HostWork
+from accelmap.compile.host_ops import BLOCK_CONST_OPS, BLOCK_OPS, HostWork, block_constant
 from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
@@ -64,6 +64,7 @@ class FusedGroup:
     join_step: int | None = None              # the residual add's step (the group ends with it), if any
     skip: str | None = None                   # the join's skip value
     join_chain_first: bool = True             # the group's value is the add's first input (A), the skip its second
+    channel_axis: int = 1                     # of its tensors: 1 (convolutions, NCHW), -1 (matrix products)
     sim: FusedSimResult | None = None
     host_work: HostWork = field(default_factory=HostWork)
     counters_ok: bool | None = None           # the program's counters equal to the fusion model's
@@ -133,10 +134,18 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
         if ms.operator.name not in at:
             raise SpecError(f"operator {ms.operator.name} is no accelerator step of the program")
         s = steps[at[ms.operator.name]]
-        if s.node.op_type != "Conv":
-            raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions")
+        if s.node.op_type == "MatMul" and is_matrix_product(ms):
+            if s.dtype != "fp32":
+                raise SpecError(f"{s.name} is a quantized MatMul; fused tiles run float matrix products")
+            if s.node.input[1] not in g.consts:
+                raise SpecError(f"{s.name} multiplies two computed values; fused tiles run products with a "
+                                "constant weight")
+        elif s.node.op_type != "Conv":
+            raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions and float MatMuls "
+                            "without batch axes")
         conv_shape(ms)
         step_of[j] = at[ms.operator.name]
+    axis = -1 if any(is_matrix_product(ms) for ms in macs.values()) else 1
     order = sorted(macs)
     epilogues: dict[int, list[int]] = {j: [] for j in range(len(stages))}
     members: list[int] = []
@@ -167,9 +176,7 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                 if hs.op_type != "MaxPool" or cur >= b or stages[cur].name != hs.node.name:
                     raise SpecError(f"step {hs.name} ({hs.op_type}) is not the group's max-pooling stage")
                 continue
-            if hs.op_type not in BLOCK_OPS:
-                raise SpecError(f"step {hs.name} ({hs.op_type}) is not element-wise; a fused tile runs "
-                                f"{', '.join(sorted(BLOCK_OPS))} and max pooling")
+            _check_block_step(hs, g, axis)
             epilogues[cur].append(p)
         if cur != b - 1:
             raise SpecError(f"the pooling stages between {stages[a].name} and {stages[b].name} are not the "
@@ -184,7 +191,7 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     if order[-1] != len(stages) - 1:
         raise SpecError(f"it ends with the pooling stage {stages[-1].name}")
     grp = FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
-                     tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]])
+                     tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]], channel_axis=axis)
     if gc.join is not None:
         _plan_join(grp, steps, g, producer, readers)
     return grp
@@ -209,9 +216,10 @@ def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[s
         s = steps[nxt]
         if s.name == join.name:
             break
-        if s.placement != "host" or s.op_type not in BLOCK_OPS or len([x for x in s.inputs if x not in g.consts]) != 1:
+        if s.placement != "host" or len([x for x in s.inputs if x not in g.consts]) != 1:
             raise SpecError(f"step {s.name} ({s.op_type}) between {grp.stages[-1].name} and the residual add "
-                            f"{join.name} is not element-wise")
+                            f"{join.name} is not a host step of one non-constant input")
+        _check_block_step(s, g, grp.channel_axis)
         path.append(nxt)
         v = s.outputs[0]
     add = steps[nxt]
@@ -239,3 +247,13 @@ def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[s
     grp.members = tuple(sorted((*grp.members, *path, nxt)))
     grp.join_step, grp.skip, grp.join_chain_first = nxt, skip, first
     grp.output, grp.at = out, nxt
+
+
+def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
+    """One clear line when a fused block cannot run the host step ``s`` (``host_ops.block_lines``)."""
+    if s.op_type in BLOCK_CONST_OPS:
+        block_constant(s, g, channel_axis)
+    elif s.op_type not in BLOCK_OPS:
+        raise SpecError(f"step {s.name} ({s.op_type}) is not element-wise; a fused tile runs "
+                        f"{', '.join(sorted(BLOCK_OPS))}, a float {', '.join(BLOCK_CONST_OPS)} with a constant per "
+                        "channel, and max pooling")

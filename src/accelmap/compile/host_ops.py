@@ -301,10 +301,48 @@ def host_lines(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
 BLOCK_OPS = frozenset({*_UNARY, "Gelu", "QuantizeLinear", "DequantizeLinear", "Identity", "Dropout"})
 
 
-def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str) -> list[str]:
+# Float binary ops with one constant operand that a block runs when the constant is a scalar or varies along the
+# channels only (a bias): the same single float operation as ``bcast_binary``, so the same bits.
+BLOCK_CONST_OPS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+
+
+def block_constant(s: Step, g: NetGraph, channel_axis: int) -> tuple[str, int, bool]:
+    """For a ``BLOCK_CONST_OPS`` step of one value and one constant: (the constant, how many channel values it
+    has (1: a scalar), whether it is the first operand). One clear line when a block cannot run it: the
+    constant varies along another axis than ``channel_axis`` of the value, or the value broadcasts."""
+    if s.op_type not in BLOCK_CONST_OPS or len(s.node.input) != 2:
+        raise _problem(g, s, f"not a binary op of {', '.join(BLOCK_CONST_OPS)}")
+    a, b = s.node.input[0], s.node.input[1]
+    const_first = a in g.consts
+    c, v = (a, b) if const_first else (b, a)
+    if c not in g.consts or v in g.consts:
+        raise _problem(g, s, "a fused block runs a binary op of one value and one constant")
+    _float_io(g, s, [a, b, s.outputs[0]])
+    shape, cshape = g.shape(v), g.shape(c)
+    if g.shape(s.outputs[0]) != shape or len(cshape) > len(shape):
+        raise _problem(g, s, f"its value {v!r} broadcasts to {list(g.shape(s.outputs[0]))}")
+    axis = channel_axis % len(shape)
+    full = (1,) * (len(shape) - len(cshape)) + tuple(cshape)
+    if any(d != 1 for i, d in enumerate(full) if i != axis):
+        raise _problem(g, s, f"its constant {c!r} of shape {list(cshape)} varies along another axis than the "
+                             f"channels (axis {axis}); a fused block adds a scalar or one value per channel")
+    return c, full[axis], const_first
+
+
+def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channel_axis: int = 1,
+                const: Callable[[str], str] | None = None) -> list[str]:
     """The host step ``s`` applied to a block of its input, channel-major (``n`` elements, ``inner`` per
-    channel, C expressions): ``x`` in, ``y`` out. Only element-wise ops (``BLOCK_OPS``); per-channel
-    quantization only along the channels (axis 1)."""
+    channel, C expressions): ``x`` in, ``y`` out. Element-wise ops (``BLOCK_OPS``), and a float binary op with a
+    constant per channel or scalar (``BLOCK_CONST_OPS``; ``const`` names a constant in C); per-channel
+    quantization only along the channels (``channel_axis`` of the tensor: 1 for a convolution's NCHW, the last
+    for a matrix product's tokens x features)."""
+    if s.op_type in BLOCK_CONST_OPS and s.node.domain in ("", "ai.onnx"):
+        assert const is not None
+        c, nch, const_first = block_constant(s, g, channel_axis)
+        at = f"{const(c)}[i / ({inner})]" if nch > 1 else f"{const(c)}[0]"
+        op = BLOCK_CONST_OPS[s.op_type]
+        expr = f"{at} {op} {x}[i]" if const_first else f"{x}[i] {op} {at}"
+        return [f"for (long i = 0; i < {n}; i++) {y}[i] = {expr};"]
     if s.op_type not in BLOCK_OPS or s.node.domain not in ("", "ai.onnx"):
         raise _problem(g, s, f"not element-wise; a fused group's tile can run {', '.join(sorted(BLOCK_OPS))}")
     src, dst = s.node.input[0], s.outputs[0]
@@ -312,9 +350,10 @@ def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str) -> lis
         return [f"memcpy({y}, {x}, {ELEM_SIZES[g.c_type(dst)]} * (size_t){n});"]
     if s.op_type in ("QuantizeLinear", "DequantizeLinear"):
         q = quant_params(g, s.node, "the output" if s.op_type == "QuantizeLinear" else "the input")
-        if q.scale.size > 1 and q.axis % len(g.shape(src)) != 1:
+        nd = len(g.shape(src))
+        if q.scale.size > 1 and q.axis % nd != channel_axis % nd:
             raise _problem(g, s, f"quantized per channel along axis {q.axis}; in a fused tile only along the "
-                                 "channels (axis 1)")
+                                 f"channels (axis {channel_axis % nd})")
         call = _quantize_call if s.op_type == "QuantizeLinear" else _dequantize_call
         return [call(s, g, x, y, n, inner, q.scale.size)]
     _float_io(g, s, [src, dst])

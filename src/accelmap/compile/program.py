@@ -342,8 +342,9 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     a = attrs(node)
     if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
         raise SpecError(f"node {s.name!r} (Gemm): alpha and beta other than 1 are not handled", where=g.source)
-    if block is not None and node.op_type != "Conv":
-        raise SpecError(f"node {s.name!r} ({node.op_type}): fused groups run convolutions only", where=g.source)
+    if block is not None and node.op_type not in ("Conv", "MatMul"):
+        raise SpecError(f"node {s.name!r} ({node.op_type}): fused groups run convolutions and matrix products "
+                        "only", where=g.source)
     has_bias = node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and bool(node.input[2])
     y_c = y if block is not None else em.value(y)
     n_c = block[0] if block is not None else f"{n_out}L"
@@ -438,7 +439,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
                     if s.dtype == "fp32":           # the bias is added in place
                         lines.append(f"memcpy({dst}, {cur}, sizeof(float) * (size_t){n});")
                 else:
-                    lines += block_lines(hs, g, cur, dst, n, inner)
+                    lines += block_lines(hs, g, cur, dst, n, inner, grp.channel_axis, em.value)
                 cur = dst
             return lines
 
