@@ -15,7 +15,7 @@ from accelmap.compile import compile_model  # noqa: E402
 from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
-from compile_models import quantize_qdq, tiny_chain, tiny_ffn  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_chain, tiny_ffn  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
@@ -108,4 +108,22 @@ def test_float_matrix_product_chain_fused_matches_onnxruntime(tmp_path):
                                                                   *want.macs]
     assert want.macs == (16 * 16 * 32, 16 * 32 * 16)
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
-    assert "ffn1 -> ffn2" in report_html(r)
+    html = report_html(r)
+    assert grp.name in html and "ffn1 -&gt; ffn2" in html
+
+
+def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
+    """Attention's QK^T -> scale -> softmax -> PV per head (batched products whose second operand, K^T or V, is
+    a computed tensor read from memory): one fused group, the scale and the softmax over each block's keys,
+    within tolerance of onnxruntime, its counters and the simulator's off-chip bits equal to the fusion model's."""
+    r = compile_model(tiny_attention(seq=8), get_accelerator("tpu_like"), tmp_path, **FAST)
+    assert r.verification is not None and r.verification.ok, r.verification.summary() if r.verification else ""
+    assert [grp.label for grp in r.groups] == ["scores -> context"], r.program.notes
+    grp = r.groups[0]
+    assert sorted(r.steps[i].name for i in grp.members) == ["context", "scale", "scores", "softmax"]
+    c = grp.cost
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
+    assert want.macs == (2 * 8 * 8 * 8, 2 * 8 * 8 * 8)      # 2 heads, 8 tokens, 8 features per head
+    assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                  *want.macs]
+    assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits

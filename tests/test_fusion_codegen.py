@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accelmap.codegen.fused_c import run_fused
 from accelmap.fusion.geometry import MODES, Join, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
-from accelmap.workload import conv2d, gemm
+from accelmap.workload import batched_matmul, conv2d, gemm
 
 
 def random_group(rng: random.Random):
@@ -109,3 +109,21 @@ def test_fused_c_of_matrix_products_is_bit_exact_token_major(rows, features, til
     assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
         model.input_fetched, model.output_written, model.macs, model.skip_fetched)
     assert run.macs == tuple(rows * k * n for k, n in itertools.pairwise(features))
+
+
+@pytest.mark.parametrize("batch,rows,tile,policies", [(2, 6, 4, ("fully-cached", "fully-recompute")),
+                                                      (3, 5, 2, ("H-cached-V-recompute", "fully-cached"))])
+def test_fused_c_of_batched_products_is_bit_exact_batch_major(batch, rows, tile, policies):
+    """Attention's two products per head (scores = Q K^T, context = P V: [b][M][K] x [b][K][N], the second
+    operand a tensor in memory like a weight), fused along the query rows: each head a group of the on-chip
+    channels, tensors batch-major then token-major in memory; bit-exact against NumPy, counters the model's."""
+    d, n = 4, rows
+    macs = {0: mac_stage(batched_matmul("scores", batch=batch, m=rows, n=n, k=d)),
+            1: mac_stage(batched_matmul("context", batch=batch, m=rows, n=d, k=n))}
+    stages = (macs[0].stage, macs[1].stage)
+    model = fused_counts(stages, tile, 1, policies)
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=batch)
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs) == (model.input_fetched, model.output_written, model.macs)
+    assert run.macs == (batch * rows * n * d, batch * rows * d * n)

@@ -98,20 +98,35 @@ def _table(name: str, vals: list[int]) -> str:
     return f"static const int {name}[{max(1, len(vals))}] = {{{', '.join(map(str, vals or [0]))}}};"
 
 
-def is_matrix_product(ms: MacStage) -> bool:
-    """A matrix product ``O[M, N] += A[M, K] * B[K, N]`` (no batch axes): fused along its rows (tokens) like a
-    1x1 convolution of K input channels into N, its tensors token-major (``[M][K]``, ``[M][N]``, channels last)
-    and its weight ``B`` stored ``[K][N]``."""
+_PRODUCT_INDICES = {"matmul": (("M", "N"), ("M", "K"), ("K", "N")),
+                    "batched_matmul": (("B", "M", "N"), ("B", "M", "K"), ("B", "K", "N"))}
+
+
+def product_batch(ms: MacStage) -> int | None:
+    """The batch of a matrix product ``O[b, M, N] += A[b, M, K] * W[b, K, N]`` (1 without batch axes), fused along
+    its rows (tokens) like a grouped 1x1 convolution, one group per batch, of K input channels into N; its tensors
+    are stored batch-major, then token-major (``[b][M][K]``, ``[b][M][N]``) and its weight ``[b][K][N]``. None for
+    any other operator (a convolution, a product with broadcast operands)."""
     op = ms.operator
-    return op.kind == "matmul" and {d for d, _ in op.dims} == {"M", "N", "K"}
+    want = _PRODUCT_INDICES.get(op.kind)
+    if want is None or {d for d, _ in op.dims} != set(want[0]) | {"K"}:
+        return None
+    got = tuple(tuple(d for ix in o.indices for d in ix.dims) for o in op.operands)
+    return op.sizes.get("B", 1) if got == want else None
+
+
+def is_matrix_product(ms: MacStage) -> bool:
+    """A matrix product ``product_batch`` covers."""
+    return product_batch(ms) is not None
 
 
 def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
     """(kernel rows, kernel columns, dilation rows, dilation columns, groups) of a single-image convolution, or
     (1, 1, 1, 1, 1) for a matrix product (``is_matrix_product``)."""
     op = ms.operator
-    if is_matrix_product(ms):
-        return 1, 1, 1, 1, 1
+    batch = product_batch(ms)
+    if batch is not None:
+        return 1, 1, 1, 1, batch
     if op.kind not in ("conv2d", "depthwise_conv2d", "grouped_conv2d") or op.sizes.get("N", 1) != 1:
         raise SpecError(f"fused C covers single-image 2-D convolutions and matrix products without batch axes; "
                         f"{op.name} is {op.kind}"
@@ -157,18 +172,24 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     types = [in_type] + [sp.out_type for sp in specs]
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy)
     ncnt = 3 + n + (join is not None)
-    products = {j: is_matrix_product(ms) for j, ms in macs.items()}
+    products = {j: product_batch(ms) for j, ms in macs.items()}
     if len(set(products.values())) > 1:
-        raise SpecError(f"fused group {name}: it mixes convolutions and matrix products")
-    # Matrix products keep their tensors token-major in memory ([rows][cols][channels]); on chip every buffer is
-    # channel-major, as for convolutions, so only the fetches and stores below index differently.
-    channels_last = any(products.values())
+        raise SpecError(f"fused group {name}: it mixes convolutions and matrix products, or products of "
+                        "different batches")
+    # Matrix products keep their tensors batch-major, then token-major in memory ([batch][rows][cols][channels]);
+    # on chip every buffer is channel-major (channel = batch * channels + channel), as for convolutions, so only
+    # the fetches and stores below index differently.
+    batch = next(iter(products.values()), None)
 
     def mem(t: int, k: str, r: str, c: str) -> str:
         """The index of tensor ``t``'s element (channel k, row r, column c) in memory."""
-        if channels_last:
-            return f"((long){r} * {width[t]} + {c}) * {depth[t]} + {k}"
-        return f"((long){k} * {height[t]} + {r}) * {width[t]} + {c}"
+        if batch is None:
+            return f"((long){k} * {height[t]} + {r}) * {width[t]} + {c}"
+        x = depth[t] // batch
+        pos = f"(long){r} * {width[t]} + {c}"
+        if batch == 1:
+            return f"({pos}) * {x} + {k}"
+        return f"(((long)({k}) / {x}) * {height[t] * width[t]} + {pos}) * {x} + ({k}) % {x}"
 
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
                     f"halos {', '.join(policies)}"
@@ -232,7 +253,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             kr_, ks_, dh, dw, groups = conv_shape(ms)
             cg, kg = depth[j] // groups, depth[j + 1] // groups
             zp = f" - {sp.zero_point}" if sp.zero_point else ""
-            widx = (f"(long)ci * {depth[j + 1]} + k" if products[j]      # B[K][N]
+            widx = (f"((long)g * {cg} + ci) * {kg} + (k - g * {kg})" if products[j] is not None   # W[b][K][N]
                     else f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc")
             w += [f"              {sp.acc_type} acc = 0;",
                   f"              const int g = k / {kg};",
@@ -306,8 +327,9 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
     out_all = [a]
     for j, st in enumerate(stages):
         ms = macs.get(j)
-        if ms is not None and is_matrix_product(ms):
-            a = np.einsum("kn,kmc->nmc", weights[j], a)      # O[m, n] = sum_k A[m, k] B[k, n], channel-major
+        nb = product_batch(ms) if ms is not None else None
+        if nb is not None:     # O[b, m, n] = sum_k A[b, m, k] W[b, k, n], channel-major (b * N + n, m, col)
+            a = np.einsum("bkn,bkmc->bnmc", weights[j], a.reshape(nb, -1, *a.shape[1:])).reshape(-1, *a.shape[1:])
             out_all.append(a)
             continue
         if ms is not None:
@@ -346,12 +368,17 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     weights = {}
     for j, ms in macs.items():
         r, s, _, _, _ = conv_shape(ms)
-        shape = ((stages[j].in_depth, stages[j].out_depth) if is_matrix_product(ms)
+        nb = product_batch(ms)
+        shape = ((nb, stages[j].in_depth // nb, stages[j].out_depth // nb) if nb is not None
                  else (stages[j].out_depth, stages[j].in_depth, r, s))
         weights[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
-    # matrix products keep their tensors token-major in memory: [rows][cols][channels]
-    channels_last = any(is_matrix_product(ms) for ms in macs.values())
-    memory = (lambda t: np.ascontiguousarray(t.transpose(1, 2, 0))) if channels_last else np.ascontiguousarray
+    # matrix products keep their tensors batch-major, then token-major in memory: [batch][rows][cols][channels]
+    nb = next((b for b in map(product_batch, macs.values()) if b is not None), None)
+
+    def memory(t: np.ndarray) -> np.ndarray:
+        if nb is None:
+            return np.ascontiguousarray(t)
+        return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
     lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
                                                           skip_policy))))
     fn = lib.accelmap_fused
@@ -374,8 +401,9 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
     fn(memory(x).ctypes.data_as(p64), skip.ctypes.data_as(p64), warr, y.ctypes.data_as(p64),
        cnt.ctypes.data_as(p64))
-    if channels_last:
-        y = np.ascontiguousarray(y.transpose(2, 0, 1))
+    if nb is not None:
+        y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
+                                 .reshape(last.out_depth, last.out_rows, last.out_cols))
     n = len(stages)
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
                     int(cnt[3 + n]) if join is not None else 0), ref

@@ -33,7 +33,7 @@ import onnx
 
 from accelmap.codegen.fused_c import conv_shape, is_matrix_product
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import BLOCK_CONST_OPS, BLOCK_OPS, HostWork, block_constant
+from accelmap.compile.host_ops import BLOCK_CONST_OPS, BLOCK_OPS, HostWork, block_constant, block_softmax
 from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
@@ -135,14 +135,13 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
             raise SpecError(f"operator {ms.operator.name} is no accelerator step of the program")
         s = steps[at[ms.operator.name]]
         if s.node.op_type == "MatMul" and is_matrix_product(ms):
+            # the second operand, a constant or a value computed before the group runs (attention's K^T, V),
+            # is read from memory like a weight
             if s.dtype != "fp32":
                 raise SpecError(f"{s.name} is a quantized MatMul; fused tiles run float matrix products")
-            if s.node.input[1] not in g.consts:
-                raise SpecError(f"{s.name} multiplies two computed values; fused tiles run products with a "
-                                "constant weight")
         elif s.node.op_type != "Conv":
             raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions and float MatMuls "
-                            "without batch axes")
+                            "(batched per head too, no broadcast operand)")
         conv_shape(ms)
         step_of[j] = at[ms.operator.name]
     axis = -1 if any(is_matrix_product(ms) for ms in macs.values()) else 1
@@ -253,7 +252,9 @@ def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
     """One clear line when a fused block cannot run the host step ``s`` (``host_ops.block_lines``)."""
     if s.op_type in BLOCK_CONST_OPS:
         block_constant(s, g, channel_axis)
+    elif s.op_type == "Softmax":
+        block_softmax(s, g, channel_axis)
     elif s.op_type not in BLOCK_OPS:
         raise SpecError(f"step {s.name} ({s.op_type}) is not element-wise; a fused tile runs "
                         f"{', '.join(sorted(BLOCK_OPS))}, a float {', '.join(BLOCK_CONST_OPS)} with a constant per "
-                        "channel, and max pooling")
+                        "channel, a float Softmax over the channels of a matrix product, and max pooling")

@@ -329,6 +329,20 @@ def block_constant(s: Step, g: NetGraph, channel_axis: int) -> tuple[str, int, b
     return c, full[axis], const_first
 
 
+def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
+    """The length of the rows a Softmax step normalizes when a fused block can run it: a float softmax over
+    the channels (the last axis) of a matrix product's tensor, whose block holds every channel of its
+    positions; one clear line otherwise."""
+    x = s.node.input[0]
+    _float_io(g, s, [x, s.outputs[0]])
+    shape = g.shape(x)
+    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
+    if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
+        raise _problem(g, s, f"a softmax over axis {axis} of {list(shape)}; a fused block normalizes over the "
+                             "features (last axis) of a matrix product")
+    return shape[-1]
+
+
 def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channel_axis: int = 1,
                 const: Callable[[str], str] | None = None) -> list[str]:
     """The host step ``s`` applied to a block of its input, channel-major (``n`` elements, ``inner`` per
@@ -343,6 +357,10 @@ def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channe
         op = BLOCK_CONST_OPS[s.op_type]
         expr = f"{at} {op} {x}[i]" if const_first else f"{x}[i] {op} {at}"
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {expr};"]
+    if s.op_type == "Softmax" and s.node.domain in ("", "ai.onnx"):
+        # the block is [batch][features][positions]: the host's softmax over its middle axis, the same sums
+        rows = block_softmax(s, g, channel_axis)
+        return [f"softmax({x}, {y}, ({n}) / ({rows}L * ({inner})), {rows}L, {inner});"]
     if s.op_type not in BLOCK_OPS or s.node.domain not in ("", "ai.onnx"):
         raise _problem(g, s, f"not element-wise; a fused group's tile can run {', '.join(sorted(BLOCK_OPS))}")
     src, dst = s.node.input[0], s.outputs[0]
