@@ -1,5 +1,7 @@
-"""C for a fused group of convolutions (and max-pooling windows): one tile loop, each stage computing
-its block of the tile into an on-chip buffer, halos recomputed or cached as the policy says.
+"""C for a fused group of convolutions (and max-pooling windows) or of matrix products: one tile loop, each
+stage computing its block of the tile into an on-chip buffer, halos recomputed or cached as the policy says.
+A matrix product (``product_batch``) is a 1x1 convolution on chip, grouped per batch (attention's heads);
+its tensors stay batch-major, token-major in memory, as ONNX stores them.
 
 Every on-chip tensor carries a valid flag per element, cleared as its policy evicts it: at every
 tile (fully recompute), at every tile row (H-cached-V-recompute) or never (fully cached); the group's

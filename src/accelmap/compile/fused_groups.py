@@ -15,9 +15,15 @@ onnxruntime's QLinearAdd) or of a float model, after the last operator's epilogu
 the group then runs where the join ran (a skip from outside the group, a projection shortcut, is computed
 by then) and writes the join's output.
 
+Float matrix products (a feed-forward chain; attention's batched products per head, whose second operand is
+a tensor computed before the group runs) are fused along their rows (tokens) the same way, their tensors
+token-major in memory (``codegen.fused_c.product_batch``); a bias or scale (a constant per channel or a
+scalar) and a softmax over the features run on their blocks.
+
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
-an operator that is not a single-image 2-D convolution, a host step between two operators that is
-not element-wise (``host_ops.BLOCK_OPS``) or a pool that is not a max pool, a value on the way
+an operator that is not a single-image 2-D convolution or a float matrix product of that form, a host step
+between two operators that a block cannot run (``host_ops.BLOCK_OPS``, ``BLOCK_CONST_OPS``, a softmax over
+the features) or a pool that is not a max pool, a value on the way
 that another step or a graph output reads, or a join whose add is not one of the program's (a broadcast
 add, an add of a skip that is an intermediate of the group) or whose skip is re-read but not in memory.
 """
