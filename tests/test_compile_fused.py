@@ -127,3 +127,20 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs]
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+
+
+def test_qdq_matrix_product_chain_fused_bit_exact(tmp_path):
+    """The feed-forward chain quantized (int8 QDQ, 7-bit weights): its integer products fused, each block
+    requantized per output feature, then dequantized, the bias added, quantized, GELU between dequantize and
+    quantize, all on the block; every value the program keeps bit-exact on the integer form and on the file run
+    with onnxruntime's int8 kernels, the counters the model's."""
+    m = quantize_qdq(tiny_ffn(seq=16, d=16, hidden=32), reduce_range=True)
+    r = compile_model(m, get_accelerator("tpu_like"), tmp_path, simulate=False, **FAST)
+    v = r.verification
+    assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
+    assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
+    assert [grp.label for grp in r.groups] == ["ffn1 -> ffn2"], r.program.notes
+    grp = r.groups[0]
+    assert grp.counters_ok is True
+    assert {r.steps[i].op_type for i in grp.members} == {"MatMul (QDQ)", "DequantizeLinear", "Add", "QuantizeLinear",
+                                                           "Gelu"}

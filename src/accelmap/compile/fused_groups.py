@@ -142,9 +142,8 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
         s = steps[at[ms.operator.name]]
         if s.node.op_type == "MatMul" and is_matrix_product(ms):
             # the second operand, a constant or a value computed before the group runs (attention's K^T, V),
-            # is read from memory like a weight
-            if s.dtype != "fp32":
-                raise SpecError(f"{s.name} is a quantized MatMul; fused tiles run float matrix products")
+            # is read from memory like a weight; an integer product's weight is a constant (partition.py)
+            pass
         elif s.node.op_type != "Conv":
             raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions and float MatMuls "
                             "(batched per head too, no broadcast operand)")
