@@ -15,13 +15,13 @@ onnxruntime's QLinearAdd) or of a float model, after the last operator's epilogu
 the group then runs where the join ran (a skip from outside the group, a projection shortcut, is computed
 by then) and writes the join's output.
 
-Float matrix products (a feed-forward chain; attention's batched products per head, whose second operand is
-a tensor computed before the group runs) are fused along their rows (tokens) the same way, their tensors
+Matrix products (a feed-forward chain, float or int8 QDQ; attention's float batched products per head, whose
+second operand is a tensor computed before the group runs) are fused along their rows (tokens) the same way, their tensors
 token-major in memory (``codegen.fused_c.product_batch``); a bias or scale (a constant per channel or a
 scalar) and a softmax over the features run on their blocks.
 
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
-an operator that is not a single-image 2-D convolution or a float matrix product of that form, a host step
+an operator that is not a single-image 2-D convolution or a matrix product of that form, a host step
 between two operators that a block cannot run (``host_ops.BLOCK_OPS``, ``BLOCK_CONST_OPS``, a softmax over
 the features) or a pool that is not a max pool, a value on the way
 that another step or a graph output reads, or a join whose add is not one of the program's (a broadcast
@@ -187,6 +187,10 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                             "program's")
         members += [step_of[a], *path]
     members.append(step_of[order[-1]])
+    for j in order:       # a computed second operand is read from memory: it must not be one of the group's values
+        wv = steps[step_of[j]].node.input[1]
+        if producer.get(wv) in members:
+            raise SpecError(f"{stages[j].name} multiplies by {wv!r}, which the group itself computes")
     first, last = steps[step_of[order[0]]], steps[step_of[order[-1]]]
     x = first.inputs[0]
     if g.size(x) != stages[0].in_depth * stages[0].in_rows * stages[0].in_cols:
