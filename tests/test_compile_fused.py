@@ -144,3 +144,19 @@ def test_qdq_matrix_product_chain_fused_bit_exact(tmp_path):
     assert grp.counters_ok is True
     assert {r.steps[i].op_type for i in grp.members} == {"MatMul (QDQ)", "DequantizeLinear", "Add", "QuantizeLinear",
                                                            "Gelu"}
+
+
+def test_qdq_attention_fused_with_onnxruntimes_integer_softmax_bit_exact(tmp_path):
+    """The tiny attention block quantized (int8 QDQ, 7-bit weights): scores and context multiply two computed
+    tensors, so they run in float between DequantizeLinear and QuantizeLinear; the group runs them with the
+    quantize / dequantize steps, the scale and the softmax as onnxruntime's QLinearSoftmax on each block; every
+    value the program keeps is bit-exact on the integer form and on the file with onnxruntime's int8 kernels."""
+    m = quantize_qdq(tiny_attention(seq=8), reduce_range=True)
+    r = compile_model(m, get_accelerator("tpu_like"), tmp_path, simulate=False, **FAST)
+    v = r.verification
+    assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
+    assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
+    assert [grp.label for grp in r.groups] == ["scores -> context"], r.program.notes
+    grp = r.groups[0]
+    assert grp.counters_ok is True
+    assert "Softmax (QDQ)" in {r.steps[i].op_type for i in grp.members}

@@ -261,7 +261,7 @@ def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
     """One clear line when a fused block cannot run the host step ``s`` (``host_ops.block_lines``)."""
     if s.op_type in BLOCK_CONST_OPS:
         block_constant(s, g, channel_axis)
-    elif s.op_type == "Softmax":
+    elif s.op_type in ("Softmax", "Softmax (QDQ)"):
         block_softmax(s, g, channel_axis)
     elif s.op_type not in BLOCK_OPS:
         raise SpecError(f"step {s.name} ({s.op_type}) is not element-wise; a fused tile runs "

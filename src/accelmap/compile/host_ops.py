@@ -228,20 +228,29 @@ def _dequantize(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     return [_dequantize_call(s, g, buf(x), buf(y), f"{g.size(y)}L", f"{inner}L", nch)]
 
 
+def _softmax_opset(g: NetGraph) -> int:
+    return next((o.version for o in g.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+
+
 def _qlinear_softmax(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
     """DequantizeLinear -> Softmax -> QuantizeLinear as onnxruntime's QLinearSoftmax computes it."""
     x, y = s.inputs[0], s.outputs[0]
-    assert s.qin is not None and s.qout is not None
     shape = g.shape(x)
-    opset = next((o.version for o in g.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    opset = _softmax_opset(g)
     axis = int(attrs(s.node).get("axis", -1 if opset >= 13 else 1)) % len(shape)
     # before opset 13 Softmax normalizes over all axes from ``axis`` on (the rows of a 2-D view)
     n = shape[axis] if opset >= 13 else int(np.prod(shape[axis:]))
     outer = int(np.prod(shape[:axis]))
     inner = int(np.prod(shape[axis + 1:])) if opset >= 13 else 1
-    return [f"qlinear_softmax({buf(x)}, {TYPE_CODES[g.c_type(x)]}, {buf(y)}, {TYPE_CODES[g.c_type(y)]}, "
-            f"{outer}L, {n}L, {inner}L, {c_float(s.qin.scale[0])}, {c_float(s.qout.scale[0])}, "
-            f"{int(s.qout.zero_point[0])}, {q_range(s.qout.elem)[1]});"]
+    return [qlinear_softmax_call(s, g, buf(x), buf(y), f"{outer}L", f"{n}L", f"{inner}L")]
+
+
+def qlinear_softmax_call(s: Step, g: NetGraph, x: str, y: str, outer: str, n: str, inner: str) -> str:
+    """The C call of onnxruntime's QLinearSoftmax on ``x`` as [outer, n, inner] (C expressions) into ``y``."""
+    assert s.qin is not None and s.qout is not None
+    return (f"qlinear_softmax({x}, {TYPE_CODES[g.c_type(s.inputs[0])]}, {y}, {TYPE_CODES[g.c_type(s.outputs[0])]}, "
+            f"{outer}, {n}, {inner}, {c_float(s.qin.scale[0])}, {c_float(s.qout.scale[0])}, "
+            f"{int(s.qout.zero_point[0])}, {q_range(s.qout.elem)[1]});")
 
 
 def _qlinear_global_avg(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
@@ -330,11 +339,14 @@ def block_constant(s: Step, g: NetGraph, channel_axis: int) -> tuple[str, int, b
 
 
 def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
-    """The length of the rows a Softmax step normalizes when a fused block can run it: a float softmax over
-    the channels (the last axis) of a matrix product's tensor, whose block holds every channel of its
-    positions; one clear line otherwise."""
-    x = s.node.input[0]
-    _float_io(g, s, [x, s.outputs[0]])
+    """The length of the rows a Softmax step normalizes when a fused block can run it: a softmax (float, or a
+    quantized one as onnxruntime's QLinearSoftmax) over the channels (the last axis) of a matrix product's
+    tensor, whose block holds every channel of its positions; one clear line otherwise."""
+    x = s.inputs[0]
+    if s.op_type == "Softmax":
+        _float_io(g, s, [x, s.outputs[0]])
+    elif _softmax_opset(g) < 13:
+        raise _problem(g, s, "a softmax before opset 13 normalizes over several axes; a fused block does not")
     shape = g.shape(x)
     axis = int(attrs(s.node).get("axis", -1)) % len(shape)
     if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
@@ -357,10 +369,13 @@ def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channe
         op = BLOCK_CONST_OPS[s.op_type]
         expr = f"{at} {op} {x}[i]" if const_first else f"{x}[i] {op} {at}"
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {expr};"]
-    if s.op_type == "Softmax" and s.node.domain in ("", "ai.onnx"):
+    if s.op_type in ("Softmax", "Softmax (QDQ)") and s.node.domain in ("", "ai.onnx"):
         # the block is [batch][features][positions]: the host's softmax over its middle axis, the same sums
         rows = block_softmax(s, g, channel_axis)
-        return [f"softmax({x}, {y}, ({n}) / ({rows}L * ({inner})), {rows}L, {inner});"]
+        outer = f"({n}) / ({rows}L * ({inner}))"
+        if s.op_type == "Softmax (QDQ)":
+            return [qlinear_softmax_call(s, g, x, y, outer, f"{rows}L", f"({inner})")]
+        return [f"softmax({x}, {y}, {outer}, {rows}L, {inner});"]
     if s.op_type not in BLOCK_OPS or s.node.domain not in ("", "ai.onnx"):
         raise _problem(g, s, f"not element-wise; a fused group's tile can run {', '.join(sorted(BLOCK_OPS))}")
     src, dst = s.node.input[0], s.outputs[0]
