@@ -129,21 +129,27 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
 
 
+def _qdq_one_group_bit_exact(model, label, tmp_path) -> set[str]:
+    """Compile ``model`` quantized (int8 QDQ, 7-bit weights) on tpu_like with --fuse; check that the plan's one
+    group ``label`` runs fused with the model's counters and every value the program keeps is bit-exact on the
+    integer form and on the file run with onnxruntime's int8 kernels; return the op types the group covers."""
+    r = compile_model(quantize_qdq(model, reduce_range=True), get_accelerator("tpu_like"), tmp_path,
+                      simulate=False, **FAST)
+    v = r.verification
+    assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
+    assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
+    assert [grp.label for grp in r.groups] == [label], r.program.notes
+    assert r.groups[0].counters_ok is True
+    return {r.steps[i].op_type for i in r.groups[0].members}
+
+
 def test_qdq_matrix_product_chain_fused_bit_exact(tmp_path):
     """The feed-forward chain quantized (int8 QDQ, 7-bit weights): its integer products fused, each block
     requantized per output feature, then dequantized, the bias added, quantized, GELU between dequantize and
     quantize, all on the block; every value the program keeps bit-exact on the integer form and on the file run
     with onnxruntime's int8 kernels, the counters the model's."""
-    m = quantize_qdq(tiny_ffn(seq=16, d=16, hidden=32), reduce_range=True)
-    r = compile_model(m, get_accelerator("tpu_like"), tmp_path, simulate=False, **FAST)
-    v = r.verification
-    assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
-    assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
-    assert [grp.label for grp in r.groups] == ["ffn1 -> ffn2"], r.program.notes
-    grp = r.groups[0]
-    assert grp.counters_ok is True
-    assert {r.steps[i].op_type for i in grp.members} == {"MatMul (QDQ)", "DequantizeLinear", "Add", "QuantizeLinear",
-                                                           "Gelu"}
+    ops = _qdq_one_group_bit_exact(tiny_ffn(seq=16, d=16, hidden=32), "ffn1 -> ffn2", tmp_path)
+    assert ops == {"MatMul (QDQ)", "DequantizeLinear", "Add", "QuantizeLinear", "Gelu"}
 
 
 def test_qdq_attention_fused_with_onnxruntimes_integer_softmax_bit_exact(tmp_path):
@@ -151,12 +157,4 @@ def test_qdq_attention_fused_with_onnxruntimes_integer_softmax_bit_exact(tmp_pat
     tensors, so they run in float between DequantizeLinear and QuantizeLinear; the group runs them with the
     quantize / dequantize steps, the scale and the softmax as onnxruntime's QLinearSoftmax on each block; every
     value the program keeps is bit-exact on the integer form and on the file with onnxruntime's int8 kernels."""
-    m = quantize_qdq(tiny_attention(seq=8), reduce_range=True)
-    r = compile_model(m, get_accelerator("tpu_like"), tmp_path, simulate=False, **FAST)
-    v = r.verification
-    assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
-    assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
-    assert [grp.label for grp in r.groups] == ["scores -> context"], r.program.notes
-    grp = r.groups[0]
-    assert grp.counters_ok is True
-    assert "Softmax (QDQ)" in {r.steps[i].op_type for i in grp.members}
+    assert "Softmax (QDQ)" in _qdq_one_group_bit_exact(tiny_attention(seq=8), "scores -> context", tmp_path)
