@@ -798,7 +798,8 @@ def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict
 
 
 def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], pes: np.ndarray,
-                   chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+                   chains: dict[str, list[list[int]]],
+                   fits: dict[str, list[np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
@@ -810,7 +811,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     depending only on that operand's levels, so its minimum over bypass choices is the sum of
     per-operand minima. Latency is at least the MAC schedule over the unrolled PEs and at least any
     one operand's traffic over the ports it uses (the fewest its level sets allow): the larger of the
-    two holds for every choice.
+    two holds for every choice. ``fits`` (rule S6, ``unrolling_fit``): per operand and level set, the rows
+    where the set can hold the operand's smallest tile; a set is left out of a row's minimum where it cannot.
     """
     nlev = len(arch.levels)
     macs = op.macs
@@ -826,13 +828,15 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
         traffic.append([])
-        for chain in chains[X.name]:
+        for j, chain in enumerate(chains[X.name]):
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
             e = np.zeros(len(pes))
             if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
+                if fits is not None:
+                    e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
                 best_e = np.minimum(best_e, e)
-                best_t = np.minimum(best_t, 0.0)
+                best_t = np.minimum(best_t, np.where(np.isfinite(e), 0.0, np.inf))
                 traffic[-1].append((reads, writes))
                 continue
 
@@ -869,6 +873,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                 charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
             else:
                 charge(last, "read", served)
+            if fits is not None:
+                e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
             transfer = busiest_port(arch, reads, writes, len(pes))
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
@@ -876,6 +882,12 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
         energy += best_e
         latency = np.maximum(latency, best_t)
     return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes)))
+
+
+def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
+    """Rule S6: a level set no mapping of the row can use costs infinitely much there (out of every minimum)."""
+    bad = ~ok
+    return (np.where(bad, np.inf, e), np.where(bad[:, None], np.inf, reads), np.where(bad[:, None], np.inf, writes))
 
 
 # Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
