@@ -30,6 +30,7 @@ from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints
 from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
+from accelmap.search.unrolling_stall import stall_terms
 from accelmap.workload.operator import Operator
 
 # Defaults from the heuristic's knobs (heuristic_config.py says what they mean).
@@ -170,7 +171,8 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
         groups.append((l.level, axes[-1][1].multicast, B))
     pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
     fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
-    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains, fits)
+    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains, fits,
+                            stall_terms(op, arch, pes, chains))                             # rule S7
     return float(e[0]), float(lat[0])
 
 
@@ -244,11 +246,12 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
 def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
                      chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
     """Rule S1 (+S3) of every row of ``space``, each operand's level sets restricted to those that can hold its
-    smallest tile under the row's unrolling (rule S6)."""
+    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7)."""
     groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
-    return spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains, fits)
+    pes = space.pes.astype(np.float64)
+    return spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
 
 
 def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
@@ -361,7 +364,7 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         fits = {name: [ok[keep] for ok in masks] for name, masks in fits.items()}
         if not len(pes):
             return math.inf, math.inf, math.inf
-    energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits)
+    energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
     best = scalar(objective if objective != "pareto" else "edp", energy, latency)
     return float(best.min()), float(energy.min()), float(latency.min())
 
