@@ -1,0 +1,56 @@
+"""How many unrollings the exact search must open, and how tight the certificate is, for a fixed incumbent.
+
+For every layer of a results file of ``mapper_scaling.py`` (one preset), with that run's result (EDP) as the
+incumbent: the exact search's unrollings (``exact.ranked_unrollings``: rule S1 with S3, S6 and S7), the classes of
+dividing unrollings of equal fan-out products (rule S5) whose bound is below the incumbent (each is a subtree the
+search must open), the CPU seconds of ranking them, and the certificate's gap (rule S2) against the incumbent. Run it
+with ``PYTHONPATH`` on two versions of ``src`` to compare their rules on the same incumbents.
+
+    python benchmarks/unrolling_bounds.py --arch simba_like --results benchmarks/results/FILE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    import numpy as np
+
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.search.bounds import chain_options
+    from accelmap.search.exact import ranked_unrollings
+    from accelmap.search.space import Constraints, keep_options
+    from accelmap.search.spatial import certified_lower_bound
+    from accelmap.workload.models import load_model
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", required=True)
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--results", type=Path, required=True, help="a mapper_scaling.py JSON with a run on --arch")
+    a = ap.parse_args()
+    runs = [r for r in json.loads(a.results.read_text())["runs"] if r["arch"] == a.arch and r["model"] == a.model]
+    incumbent = {l["layer"]: l["edp"] for l in runs[0]["layers"]}
+    arch = get_accelerator(a.arch)
+    cons = Constraints()
+    print(f"{'layer':<22} {'unrollings':>10} {'classes':>8} {'below':>7} {'rank CPU s':>10} {'certificate gap':>15}")
+    for layer in load_model(a.model).layers:
+        if incumbent.get(layer.name) is None:
+            continue
+        op = adopt_precision(layer.operator, arch)
+        chains = chain_options(op, keep_options(op, arch, cons))
+        t = time.process_time()
+        ranked = ranked_unrollings(op, arch, cons, "edp", chains)
+        cpu = time.process_time() - t
+        below = (ranked.energy * ranked.latency < incumbent[layer.name]) & ranked.divides
+        bound = certified_lower_bound(op, arch, cons, chains, "edp")[0]
+        print(f"{layer.name:<22} {len(ranked.order):>10} {ranked.classes:>8} {len(np.unique(ranked.cls[below])):>7} "
+              f"{cpu:>10.2f} {incumbent[layer.name] / bound - 1:>14.1%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
