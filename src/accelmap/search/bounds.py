@@ -105,8 +105,9 @@ class BoundContext:
         self.port_paced: dict[tuple[int, int], float] = {}
         for o in op.operands:
             for p, c in pairwise(self.chains[o.name]):
-                if c in self.serial_fill and paced_by_parent(arch, p, c):
-                    self.port_paced[(p, c)] = arch.levels[p].read_bw_bits
+                read_bw = arch.levels[p].read_bw_bits
+                if c in self.serial_fill and read_bw is not None and paced_by_parent(arch, p, c):
+                    self.port_paced[(p, c)] = read_bw
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's

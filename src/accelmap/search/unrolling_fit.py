@@ -18,6 +18,8 @@ whose every index is a single dim, whose tile is then the product of the class e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
@@ -25,7 +27,7 @@ from accelmap.cost.nest_rows import tile_sizes
 from accelmap.workload.operator import Operand, Operator
 
 
-def level_extents(arch: Accelerator, groups: list[tuple[int, str | None, np.ndarray]], c: int) -> np.ndarray:
+def level_extents(arch: Accelerator, groups: Sequence[tuple[int, str | None, np.ndarray]], c: int) -> np.ndarray:
     """[row, column]: the product of the spatial bounds inside level ``c``'s tiles (``Accelerator.inside``).
     ``groups``: (fan-out level, axis name or None when unknown, bounds[row, column]). An axis of unknown name
     counts only when at or below c (leaving out a loop only shrinks the tile: the test stays necessary)."""
