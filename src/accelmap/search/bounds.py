@@ -98,17 +98,15 @@ class BoundContext:
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
-        self.serial_fill = frozenset(i for i, lv in enumerate(arch.levels)
-                                     if not lv.refills_during_compute and not lv.double_buffered_when_fits
-                                     and not lv.stream_single_tile)
+        self.serial_fill = serial_fill_levels(arch)
         # Rule B12: single-buffered levels whose loads from parent p are paced by p's read port (the child's write
         # port is no slower), so that they queue on it at every tile change.
         # (parent, child) -> the parent's read bandwidth.
         self.port_paced: dict[tuple[int, int], float] = {}
         for o in op.operands:
             for p, c in pairwise(self.chains[o.name]):
-                read_bw, write_bw = arch.levels[p].read_bw_bits, arch.levels[c].write_bw_bits
-                if c in self.serial_fill and read_bw is not None and (write_bw is None or write_bw >= read_bw):
+                read_bw = arch.levels[p].read_bw_bits
+                if c in self.serial_fill and read_bw is not None and paced_by_parent(arch, p, c):
                     self.port_paced[(p, c)] = read_bw
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
@@ -613,6 +611,19 @@ OPEN_FLOOR_SHAPES = 200_000
 
 
 
+def serial_fill_levels(arch: Accelerator) -> frozenset[int]:
+    """Rule B9: levels that load with compute stopped under every mapping (single-buffered, not double-buffered
+    when two tiles fit, and not streaming a tile kept for the whole run)."""
+    return frozenset(i for i, lv in enumerate(arch.levels)
+                     if not lv.refills_during_compute and not lv.double_buffered_when_fits and not lv.stream_single_tile)
+
+
+def paced_by_parent(arch: Accelerator, p: int, c: int) -> bool:
+    """Rule B12: is a load into c from p paced by p's read port (c's write port no slower, or unlimited)?"""
+    read_bw, write_bw = arch.levels[p].read_bw_bits, arch.levels[c].write_bw_bits
+    return read_bw is not None and (write_bw is None or write_bw >= read_bw)
+
+
 def loose_operand(arch: Accelerator, X: Operand, chain) -> bool:
     """Is operand X, kept at the levels ``chain``, one the bound rules cannot count? They count as if every
     level had one instance per position of the fan-outs above it (not so past a level shared along a fan-out
@@ -798,7 +809,9 @@ def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict
 
 
 def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], pes: np.ndarray,
-                   chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+                   chains: dict[str, list[list[int]]],
+                   fits: dict[str, list[np.ndarray]] | None = None,
+                   stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
@@ -810,7 +823,10 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     depending only on that operand's levels, so its minimum over bypass choices is the sum of
     per-operand minima. Latency is at least the MAC schedule over the unrolled PEs and at least any
     one operand's traffic over the ports it uses (the fewest its level sets allow): the larger of the
-    two holds for every choice.
+    two holds for every choice. ``fits`` (rule S6, ``unrolling_fit``): per operand and level set, the rows
+    where the set can hold the operand's smallest tile; a set is left out of a row's minimum where it cannot.
+    ``stall`` (rule S7, ``unrolling_stall``): the MAC schedule per row and, per operand and level set, its stall
+    vector; each combination of level sets then also takes the schedule plus its summed stall (``shared_port_bound``).
     """
     nlev = len(arch.levels)
     macs = op.macs
@@ -826,13 +842,15 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
         traffic.append([])
-        for chain in chains[X.name]:
+        for j, chain in enumerate(chains[X.name]):
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
             e = np.zeros(len(pes))
             if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
+                if fits is not None:
+                    e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
                 best_e = np.minimum(best_e, e)
-                best_t = np.minimum(best_t, 0.0)
+                best_t = np.minimum(best_t, np.where(np.isfinite(e), 0.0, np.inf))
                 traffic[-1].append((reads, writes))
                 continue
 
@@ -869,13 +887,23 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                 charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
             else:
                 charge(last, "read", served)
+            if fits is not None:
+                e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
             transfer = busiest_port(arch, reads, writes, len(pes))
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
             traffic[-1].append((reads, writes))
         energy += best_e
         latency = np.maximum(latency, best_t)
-    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes)))
+    stall_vectors = None if stall is None else [stall[1][X.name] for X in op.operands]
+    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
+                                                         None if stall is None else stall[0]))
+
+
+def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
+    """Rule S6: a level set no mapping of the row can use costs infinitely much there (out of every minimum)."""
+    bad = ~ok
+    return (np.where(bad, np.inf, e), np.where(bad[:, None], np.inf, reads), np.where(bad[:, None], np.inf, writes))
 
 
 # Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
@@ -883,22 +911,30 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
 PORT_COMBINATIONS = 512
 
 
-def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int) -> np.ndarray:
+def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
+                      stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
     spread over all instances), or, past PORT_COMBINATIONS combinations, the busiest port of each operand's
-    least traffic per level."""
+    least traffic per level. With ``stall`` (rule S7: per operand, per level set, a constant vector of stall cycles) and
+    ``compute`` (the MAC schedule per row), each combination also takes ``compute`` plus its summed vector's largest
+    entry (past PORT_COMBINATIONS, each operand's least vector per entry)."""
     n_comb = math.prod(len(t) for t in traffic)
+    stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
     if n_comb > PORT_COMBINATIONS:
         combos = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in traffic]
+        stalls = [[np.minimum.reduce(v)] for v in stalls]
     else:
         combos = traffic
     best = np.full(rows, np.inf)
-    for pick in itertools.product(*combos):
+    for pick, vecs in zip(itertools.product(*combos), itertools.product(*stalls), strict=True):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
-        best = np.minimum(best, busiest_port(arch, reads, writes, rows))
+        cycles = busiest_port(arch, reads, writes, rows)
+        if compute is not None:
+            cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
+        best = np.minimum(best, cycles)
     return best
 
 

@@ -39,18 +39,17 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.validate import check_precision
-from accelmap.search.bounds import chain_options, spatial_bounds
+from accelmap.search.bounds import chain_options
 from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import (
     SpatialSpace,
-    dims_used,
     enumerate_spatial,
     fanout_products,
-    group_merges,
     row_classes,
+    unrolling_bounds,
 )
 from accelmap.workload.operator import Operator
 
@@ -195,9 +194,7 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
                                     per_axis=[B[:0] for B in space.per_axis])
     n = len(space.pes)
     if n:
-        groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
-        merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-        e_lb, l_lb = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
+        e_lb, l_lb = unrolling_bounds(op, arch, space, chains)
         rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
         order = np.argsort(rank, kind="stable")
     else:

@@ -29,6 +29,8 @@ from accelmap.search.bounds import spatial_bounds
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints
+from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
+from accelmap.search.unrolling_stall import stall_terms
 from accelmap.workload.operator import Operator
 
 # Defaults from the heuristic's knobs (heuristic_config.py says what they mean).
@@ -161,13 +163,16 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
                         chains: dict[str, list[list[int]]]) -> tuple[float, float]:
     """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
     dims = op.dim_names
-    groups = []
+    groups, axes = [], []
     for l in spatial:
         B = np.ones((1, len(dims)), dtype=np.int64)
         B[0, dims.index(l.dim)] = l.bound
-        groups.append((l.level, arch.fanout_axis(l.level, l.axis).multicast, B))
+        axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
+        groups.append((l.level, axes[-1][1].multicast, B))
     pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
-    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains)
+    fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
+    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains, fits,
+                            stall_terms(op, arch, pes, chains))                             # rule S7
     return float(e[0]), float(lat[0])
 
 
@@ -238,6 +243,17 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
     return SpatialSpace(axes, options, per_axis, used, pes, choice)
 
 
+def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
+                     chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rule S1 (+S3) of every row of ``space``, each operand's level sets restricted to those that can hold its
+    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7)."""
+    groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
+    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+    fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
+    pes = space.pes.astype(np.float64)
+    return spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
+
+
 def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
                    objective: str, *, max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
                    min_pe_fraction: float = MIN_PE_FRACTION, limit: int = 256) -> list[SpatialCandidate]:
@@ -248,9 +264,7 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
-    groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
-    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-    energy, latency = spatial_bounds(op, arch, merges, space.pes.astype(np.float64), chains)
+    energy, latency = unrolling_bounds(op, arch, space, chains)
     values = scalar(objective if objective != "pareto" else "edp", energy, latency)
     _, group = np.unique(np.stack([energy, latency], axis=1), axis=0, return_inverse=True)
     group = group.reshape(-1)
@@ -341,13 +355,16 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
     chosen = [(lvl, multicast, vecs[picks[:, g]]) for g, (lvl, multicast, vecs) in enumerate(groups)]
     classes_used = {X.name: np.array([X.name in k for k in keys]) for X in op.operands}
     merges = group_merges(op, len(arch.levels), chosen, classes_used)
+    # Rule S6: level sets that cannot hold an operand's smallest tile under the vector are left out.
+    fits = class_chain_fits(op, arch, [(lvl, vecs) for lvl, _, vecs in chosen], classes_used, chains)
     if cons.min_utilization:
         keep = pes >= cons.min_utilization * arch.num_pes
         pes = pes[keep]
         merges = {k: v[keep] for k, v in merges.items()}
+        fits = {name: [ok[keep] for ok in masks] for name, masks in fits.items()}
         if not len(pes):
             return math.inf, math.inf, math.inf
-    energy, latency = spatial_bounds(op, arch, merges, pes, chains)
+    energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
     best = scalar(objective if objective != "pareto" else "edp", energy, latency)
     return float(best.min()), float(energy.min()), float(latency.min())
 

@@ -1,0 +1,79 @@
+"""Rule S7 of docs/mapper.md: under an unrolling, single-buffered loads add to the MAC schedule.
+
+Rule S1 bounds latency by the larger of the MAC schedule and the busiest port. But a level that never overlaps its
+loads with compute (rule B9's levels) stops compute while it loads, and loads a parent's read port paces queue on
+that port one after another (rule B12): the model's latency is at least the MAC schedule plus that stall. At the root
+of the branch and bound (nothing fixed) the node bound has this term with footprint counts (every element of an input
+enters each level that keeps it at least once, and leaves its parent at least once), which do not depend on the
+unrolling; only the MAC schedule (the unrolling's PEs) and which level sets can hold the smallest tiles (rule S6) do.
+The output's stores from its single-buffered levels run one after another (rule B16), each at least its footprint.
+So it is computed for every unrolling at once, before any subtree is opened: per operand and level set, a stall
+vector (per parent port the B12 queue, per level the B9 load time, per operand its B16 chain) is summed over a
+combination of the operands' level sets, and rule S3's loop over combinations takes, per combination, the larger of
+the busiest port and the MAC schedule plus the summed vector's largest entry, then the least over combinations (a set
+S6 rules out has infinite traffic there). Outputs enter with their stores only (their first-touch fills may be none),
+which only weakens the bound. On simba_like (every level single-buffered, the weights streamed from DRAM into the PE
+buffers past the global buffer) this is most of what the root bound adds to S1.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.nest_rows import fewest_bits
+from accelmap.search.bounds import loose_operand, paced_by_parent, serial_fill_levels
+from accelmap.workload.operator import Operator
+
+
+def operand_stall_vectors(op: Operator, arch: Accelerator,
+                          chains: dict[str, list[list[int]]]) -> dict[str, list[np.ndarray]]:
+    """Per operand, per level set: a vector of stall cycles whose sum over the operands' sets has, in every entry,
+    a lower bound of the model's single-buffer stall under that choice, for footprint counts spread over all
+    instances. Entries: per parent level, the B12 queue on its read port (inputs' loads into single-buffered levels
+    it paces, summed over operands); per level, the B9 load time (the larger of its write port's and the parent's
+    read port's time, summed over operands); per operand, its own B16 chain (its loads into two adjacent
+    single-buffered levels in sequence; for the output, its stores from every single-buffered level of its set,
+    each the larger of the child's read and the parent's write time). Loose operands: zeros."""
+    nlev = len(arch.levels)
+    serial = serial_fill_levels(arch)
+    out: dict[str, list[np.ndarray]] = {}
+    for k, X in enumerate(op.operands):
+        vecs = []
+        fp = op.footprint(X) * fewest_bits(X, arch)
+        for chain in chains[X.name]:
+            queue, load, own = np.zeros(nlev), np.zeros(nlev), np.zeros(len(op.operands))
+            if not loose_operand(arch, X, chain):
+                for p, c in itertools.pairwise(chain):
+                    if c not in serial:
+                        continue
+                    P, C = arch.levels[p], arch.levels[c]
+                    if X.is_output:
+                        # B16: the stores from c (at least the footprint drains out, and is updated at p).
+                        child = 0.0 if C.read_bw_bits is None else fp / C.instances / C.read_bw_bits
+                        parent = 0.0 if P.write_bw_bits is None else fp / P.instances / P.write_bw_bits
+                        own[k] += max(child, parent)
+                        continue
+                    parent = 0.0 if P.read_bw_bits is None else fp / P.instances / P.read_bw_bits
+                    child = 0.0 if C.write_bw_bits is None else fp / C.instances / C.write_bw_bits
+                    if paced_by_parent(arch, p, c):
+                        queue[p] += parent
+                    load[c] = max(parent, child)
+                if not X.is_output:
+                    own[k] = max((load[p] + load[c] for p, c in itertools.pairwise(chain) if p in serial),
+                                 default=0.0)
+            vecs.append(np.concatenate([queue, load, own]))
+        out[X.name] = vecs
+    return out
+
+
+def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray,
+                chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
+    """What ``bounds.spatial_bounds`` takes as ``stall``: the MAC schedule over ``pes`` per row and every operand's
+    stall vectors (``operand_stall_vectors``). Rule S3's combination loop adds, per combination of level
+    sets, the schedule plus the summed vectors' largest entry: a level set that loads nothing (weights read straight
+    from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice."""
+    compute = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
+    return compute, operand_stall_vectors(op, arch, chains)
