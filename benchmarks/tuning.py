@@ -222,7 +222,39 @@ class LocalValidityTuner(ValidityTuner):
 VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(space, seed, is_valid)
 
 
-def _make(name: str, space, seed: int, is_valid):
+def _named(tuner, name: str):
+    tuner.name = name
+    return tuner
+
+
+# Variants that need the template (the model's footprint features), built from it: the dissertation's method
+# with one change each, for finding what moves its convergence.
+# "-valid-first": the first batch is 50 presampled-valid configurations spread by Algorithm 5 (invalid ones
+# are still measured when the model picks them); "-balanced": that first batch, and known-invalid
+# configurations train the model unmeasured, at most as many as the valid ones measured (the model study's
+# 0.5 valid ratio); "-footprint": the model also sees each operand's log2 tile size.
+TEMPLATE_VARIANTS = {
+    "validity-valid-first": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), valid_ratio=1.0)), "validity-valid-first"),
+    "validity-balanced": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, measure_invalid=False, validity=replace(ValiditySettings(), prior_invalid_share=0.5)),
+        "validity-balanced"),
+    "validity-footprint": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, extra_features=tpl.footprint_features), "validity-footprint"),
+    "validity-balanced-footprint": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, measure_invalid=False, extra_features=tpl.footprint_features,
+        validity=replace(ValiditySettings(), prior_invalid_share=0.5)), "validity-balanced-footprint"),
+    "validity-edge-25": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), edge_walk=25)), "validity-edge-25"),
+    "autotvm-footprint": lambda tpl, seed, is_valid: _named(ModelTuner(
+        tpl.space, seed, redraw_invalid_first=is_valid, extra_features=tpl.footprint_features), "autotvm-footprint"),
+}
+
+
+def _make(name: str, template, seed: int, is_valid):
+    space = template.space
+    if name in TEMPLATE_VARIANTS:
+        return TEMPLATE_VARIANTS[name](template, seed, is_valid)
     if name in VARIANTS:
         return VARIANTS[name](space, seed, is_valid)
     if name == "autotvm":
@@ -237,7 +269,7 @@ def _run_job(args):
     thesis_id, tuner_name, seed, trials = args
     template, table, best = _JOB[thesis_id]
     # validity by lookup too: the ground truth holds every configuration's build result
-    tuner = _make(tuner_name, template.space, seed, lambda p: table[p].valid)
+    tuner = _make(tuner_name, template, seed, lambda p: table[p].valid)
     t0 = time.perf_counter()
     run = run_tuner(tuner, lookup_measurer(table), trials, 50)
     hit = run.trials_to_reach(best)
