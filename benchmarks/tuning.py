@@ -263,6 +263,34 @@ def _make(name: str, template, seed: int, is_valid):
     return make_tuner(name, space, seed, is_valid=is_valid)
 
 
+def trace_run(thesis_id: int, tuner_name: str, seed: int, trials: int) -> dict:
+    """One run with what happens at every retraining: where the best configurations rank under the score the
+    annealer maximises (model plus bias) among the unmeasured ones (None once one is measured), how many of
+    the 50 best-scored are valid, and per batch how many measured configurations were valid."""
+    template, table, best = _JOB[thesis_id]
+    space = template.space
+    points = [tuple(int(v) for v in p) for p in space.all_points()]
+    valid = np.array([table[p].valid for p in points])
+    at_best = {i for i, p in enumerate(points) if table[p].valid and table[p].cost <= best * (1 + 1e-9)}
+    tuner = _make(tuner_name, template, seed, lambda p: table[p].valid)
+    ranks: list[int | None] = []
+    top_valid: list[float] = []
+    find = tuner.annealer.find_maximums
+
+    def traced(predict, num, exclude, bias=None):
+        score = predict(space.all_points()).astype(np.float64) + (bias if bias is not None else 0.0)
+        order = [int(f) for f in np.argsort(-score, kind="stable") if int(f) not in exclude]
+        ranks.append(None if at_best & exclude else min(order.index(f) for f in at_best))
+        top_valid.append(float(valid[order[:50]].mean()))
+        return find(predict, num, exclude, bias)
+
+    tuner.annealer.find_maximums = traced
+    run = run_tuner(tuner, lookup_measurer(table), trials, 50)
+    return {"thesis_id": thesis_id, "tuner": tuner_name, "seed": seed, "trials_to_best": run.trials_to_reach(best),
+            "valid_per_batch": [sum(m.valid for m in run.history[i:i + 50]) for i in range(0, len(run.history), 50)],
+            "best_rank_per_retraining": ranks, "valid_share_of_top50": top_valid}
+
+
 def _run_job(args):
     """One run; besides convergence it records how many trials were valid and how many of the
     model-guided batches' points were drawn at random (the annealer found no more scored >= 0)."""
@@ -514,6 +542,9 @@ def main() -> None:
                     help="only the layout knob priced with a DRAM read latency per row (--row-cycles) on --layers")
     ap.add_argument("--row-cycles", type=int, default=16,
                     help="DRAM read_row_cycles for --layout-only (16: VTA's simulated DRAM latency per request)")
+    ap.add_argument("--trace", action="store_true",
+                    help="run --runs seeds of --tuners on --layers one by one and print, per retraining, where the "
+                         "best configurations rank under the annealer's score (no sweep)")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -565,6 +596,16 @@ def main() -> None:
               f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%} {shape['valid_regions']:>7} "
               f"{shape['edge_share_of_valid']:>5.2f} {shape['best_on_edge']:>4}/{s['configs_at_best']:<4} "
               f"{shape['near_best_on_edge_share']:>8.2f}")
+    if args.trace:
+        traces = [trace_run(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
+        for tr in traces:
+            print(f"{tr['thesis_id']:>4} {tr['tuner']:<16} seed {tr['seed']:>2}: best at {tr['trials_to_best']}; "
+                  f"valid per batch {tr['valid_per_batch'][:8]}; the best's rank per retraining "
+                  f"{tr['best_rank_per_retraining'][:8]}; valid share of the top 50 "
+                  f"{[round(v, 2) for v in tr['valid_share_of_top50'][:8]]}")
+        (RESULTS / f"{args.out}_trace.json").write_text(json.dumps(traces, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_trace.json')}")
+        return
     if args.ground_truth_only:
         RESULTS.mkdir(exist_ok=True)
         spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")

@@ -366,10 +366,10 @@ class ValidityTuner(ModelTuner):
             for i in splits:
                 for j in splits:
                     if i != j and b[i] + 1 < self.space.shape[i] and b[j] >= 1:
-                        q = list(b)
-                        q[i] += 1
-                        q[j] -= 1
-                        steps.append(tuple(q))
+                        trade = list(b)
+                        trade[i] += 1
+                        trade[j] -= 1
+                        steps.append(tuple(trade))
             for q in steps:
                 f = self.space.flat(q)
                 if f not in self.visited and f not in self.known_invalid:
