@@ -165,6 +165,29 @@ def simulator_check(template, table, rng) -> dict:
     return {"configs": len(sample), "max_rel_dev": max(dev), "seconds": time.perf_counter() - t0}
 
 
+def simulator_scan(template, table, limit: int) -> dict:
+    """The simulator against the model on the ``limit`` valid configurations of lowest model cost (all with
+    ``limit`` 0): how many differ, split by whether the configuration has virtual threads (the double-buffered
+    ones, where the model's ``_burst`` window is known to be pessimistic), and the largest differences."""
+    valid = sorted((m for m in table.values() if m.valid), key=lambda m: (m.cost, m.point))
+    valid = valid[:limit] if limit else valid
+    t0 = time.process_time()
+    rows = []
+    for m in valid:
+        values = template.space.values(m.point)
+        threaded = any(int(v) > 1 for k, v in values.items() if k.endswith("nthread"))
+        rows.append((measure_one(template, "sim", m.point).cost / m.cost - 1, threaded, m.cost,
+                     template.describe(m.point)))
+    differ = [r for r in rows if abs(r[0]) > 1e-9]
+    return {"configs": len(rows), "of_valid": sum(m.valid for m in table.values()),
+            "largest_model_cost": valid[-1].cost if valid else None, "cpu_s": time.process_time() - t0,
+            "threaded": sum(r[1] for r in rows), "threaded_differ": sum(r[1] for r in differ),
+            "single_differ": sum(not r[1] for r in differ), "sim_faster": sum(r[0] < 0 for r in differ),
+            "sim_faster_over_5pct": sum(r[0] < -0.05 for r in differ), "sim_slower": sum(r[0] > 0 for r in differ),
+            "worst": [{"rel_dev": r[0], "model": r[2], "config": r[3]} for r in sorted(rows, key=lambda r: r[0])[:3]],
+            "largest_slower": max((r[0] for r in rows), default=0.0)}
+
+
 _JOB: dict = {}
 
 # Variants of the tuners, for finding what separates our results from the dissertation's (not tuners of
@@ -542,6 +565,9 @@ def main() -> None:
                     help="only the layout knob priced with a DRAM read latency per row (--row-cycles) on --layers")
     ap.add_argument("--row-cycles", type=int, default=16,
                     help="DRAM read_row_cycles for --layout-only (16: VTA's simulated DRAM latency per request)")
+    ap.add_argument("--sim-scan", type=int, metavar="N",
+                    help="run the simulator on the N valid configurations of lowest model cost of each of --layers "
+                         "(0: all) and compare it with the model (no sweep)")
     ap.add_argument("--trace", action="store_true",
                     help="run --runs seeds of --tuners on --layers one by one and print, per retraining, where the "
                          "best configurations rank under the annealer's score (no sweep)")
@@ -596,6 +622,21 @@ def main() -> None:
               f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%} {shape['valid_regions']:>7} "
               f"{shape['edge_share_of_valid']:>5.2f} {shape['best_on_edge']:>4}/{s['configs_at_best']:<4} "
               f"{shape['near_best_on_edge_share']:>8.2f}")
+    if args.sim_scan is not None:
+        scans = {}
+        for lid in layers:
+            template, table, _best = _JOB[lid]
+            scans[lid] = scan = simulator_scan(template, table, args.sim_scan)
+            print(f"{lid}: {scan['configs']} of {scan['of_valid']} valid configurations (model cost up to "
+                  f"{scan['largest_model_cost']:,.0f}), {scan['cpu_s']:.0f} CPU s: simulator differs on "
+                  f"{scan['single_differ']} single-threaded and {scan['threaded_differ']} of {scan['threaded']} "
+                  f"with virtual threads; faster on {scan['sim_faster']} ({scan['sim_faster_over_5pct']} by over "
+                  f"5%), slower on {scan['sim_slower']} (at most {scan['largest_slower']:.2%})")
+            for w in scan["worst"]:
+                print(f"    {w['rel_dev']:+.2%} (model {w['model']:,.0f})  {w['config']}")
+        (RESULTS / f"{args.out}_simscan.json").write_text(json.dumps(scans, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_simscan.json')}")
+        return
     if args.trace:
         traces = [trace_run(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
         for tr in traces:

@@ -38,7 +38,7 @@ def test_footprint_features_are_the_log2_tile_blocks_of_each_operand():
 
 
 def _strip_space():
-    """A 10x10 grid, valid where x <= 2 (30 of 100 points); throughput grows with x + y."""
+    """A 10x10 grid, valid where the option index of x is at most 2 (x in 1..3: 30 of 100 points)."""
     space = KnobSpace((Knob("x", tuple(range(1, 11)), "split"), Knob("y", tuple(range(1, 11)), "split")))
     return space, (lambda p: p[0] <= 2)
 
@@ -91,16 +91,16 @@ def test_extra_features_reach_the_model():
 def test_edge_steps_are_one_knob_or_a_trade_of_two_tiles_from_the_best_measured():
     space, is_valid = _strip_space()
     tuner = ValidityTuner(space, 0, is_valid, plan_size=10,
-                          validity=ValiditySettings(presamples=20, edge_walk=5, edge_bases=1))
-    # measured: (1, 4) is the best; (0, 3) and (1, 5) are measured, so they are not steps again
-    pts = [(1, 4), (0, 3), (1, 5)]
-    tuner.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0, 3.0), strict=True)])
+                          validity=ValiditySettings(presamples=100, edge_walk=5, edge_bases=2))
+    assert len(tuner.known_invalid) == 70                               # the whole grid presampled
+    # measured: (1, 4) the best, (2, 7) the second; (0, 3) the worst, so not a base
+    pts = [(1, 4), (2, 7), (0, 3), (1, 5)]
+    tuner.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0, 4.0, 3.0), strict=True)])
     tuner.predict = lambda points: points[:, 1].astype(np.float64)     # the model prefers large y
     steps = tuner.edge_steps(100)
-    # one knob +-1: (0,4) (2,4) (1,3) [(1,5) measured]; trades: (2,3) (0,5) [x+1,y-1 and x-1,y+1]; minus the
-    # known-invalid points (x index >= 2 is x >= 3: invalid) the presampling or the measurements found
-    want = {(0, 4), (2, 4), (1, 3), (2, 3), (0, 5)} - {space.point(f) for f in tuner.known_invalid}
-    assert set(steps) == want
-    scores = [p[1] + (1.0 if space.flat(p) in tuner.known_valid else 0.0) for p in steps]
-    assert scores == sorted(scores, reverse=True)                      # the model's order, bias included
-    assert len(tuner.edge_steps(2)) == min(2, len(want))
+    # (1, 4): one knob +-1 (0,4) (2,4) (1,3) [(1,5) measured]; trades x+1,y-1 (2,3) and y+1,x-1 (0,5).
+    # (2, 7): (1,7) (2,6) (2,8) [(3,7) known invalid]; trades (1,8) [(3,6) known invalid]
+    assert set(steps) == {(0, 4), (2, 4), (1, 3), (2, 3), (0, 5), (1, 7), (2, 6), (2, 8), (1, 8)}
+    scores = [p[1] + 1.0 for p in steps]                               # every step is known valid: +1
+    assert scores == sorted(scores, reverse=True)                      # the model's order
+    assert tuner.edge_steps(2) == steps[:2] and [p[1] for p in steps[:2]] == [8, 8]
