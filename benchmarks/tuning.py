@@ -269,6 +269,9 @@ TEMPLATE_VARIANTS = {
         validity=replace(ValiditySettings(), prior_invalid_share=0.5)), "validity-balanced-footprint"),
     "validity-edge-25": lambda tpl, seed, is_valid: _named(ValidityTuner(
         tpl.space, seed, is_valid, validity=replace(ValiditySettings(), edge_walk=25)), "validity-edge-25"),
+    "validity-edge-b10": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), edge_walk=10, edge_bases=10)),
+        "validity-edge-b10"),
     "autotvm-footprint": lambda tpl, seed, is_valid: _named(ModelTuner(
         tpl.space, seed, redraw_invalid_first=is_valid, extra_features=tpl.footprint_features), "autotvm-footprint"),
 }
