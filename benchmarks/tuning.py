@@ -165,6 +165,29 @@ def simulator_check(template, table, rng) -> dict:
     return {"configs": len(sample), "max_rel_dev": max(dev), "seconds": time.perf_counter() - t0}
 
 
+def simulator_scan(template, table, limit: int) -> dict:
+    """The simulator against the model on the ``limit`` valid configurations of lowest model cost (all with
+    ``limit`` 0): how many differ, split by whether the configuration has virtual threads (the double-buffered
+    ones, where the model's ``_burst`` window is known to be pessimistic), and the largest differences."""
+    valid = sorted((m for m in table.values() if m.valid), key=lambda m: (m.cost, m.point))
+    valid = valid[:limit] if limit else valid
+    t0 = time.process_time()
+    rows = []
+    for m in valid:
+        values = template.space.values(m.point)
+        threaded = any(int(v) > 1 for k, v in values.items() if k.endswith("nthread"))
+        rows.append((measure_one(template, "sim", m.point).cost / m.cost - 1, threaded, m.cost,
+                     template.describe(m.point)))
+    differ = [r for r in rows if abs(r[0]) > 1e-9]
+    return {"configs": len(rows), "of_valid": sum(m.valid for m in table.values()),
+            "largest_model_cost": valid[-1].cost if valid else None, "cpu_s": time.process_time() - t0,
+            "threaded": sum(r[1] for r in rows), "threaded_differ": sum(r[1] for r in differ),
+            "single_differ": sum(not r[1] for r in differ), "sim_faster": sum(r[0] < 0 for r in differ),
+            "sim_faster_over_5pct": sum(r[0] < -0.05 for r in differ), "sim_slower": sum(r[0] > 0 for r in differ),
+            "worst": [{"rel_dev": r[0], "model": r[2], "config": r[3]} for r in sorted(rows, key=lambda r: r[0])[:3]],
+            "largest_slower": max((r[0] for r in rows), default=0.0)}
+
+
 _JOB: dict = {}
 
 # Variants of the tuners, for finding what separates our results from the dissertation's (not tuners of
@@ -222,7 +245,42 @@ class LocalValidityTuner(ValidityTuner):
 VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(space, seed, is_valid)
 
 
-def _make(name: str, space, seed: int, is_valid):
+def _named(tuner, name: str):
+    tuner.name = name
+    return tuner
+
+
+# Variants that need the template (the model's footprint features), built from it: the dissertation's method
+# with one change each, for finding what moves its convergence.
+# "-valid-first": the first batch is 50 presampled-valid configurations spread by Algorithm 5 (invalid ones
+# are still measured when the model picks them); "-balanced": that first batch, and known-invalid
+# configurations train the model unmeasured, at most as many as the valid ones measured (the model study's
+# 0.5 valid ratio); "-footprint": the model also sees each operand's log2 tile size.
+TEMPLATE_VARIANTS = {
+    "validity-valid-first": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), valid_ratio=1.0)), "validity-valid-first"),
+    "validity-balanced": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, measure_invalid=False, validity=replace(ValiditySettings(), prior_invalid_share=0.5)),
+        "validity-balanced"),
+    "validity-footprint": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, extra_features=tpl.footprint_features), "validity-footprint"),
+    "validity-balanced-footprint": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, measure_invalid=False, extra_features=tpl.footprint_features,
+        validity=replace(ValiditySettings(), prior_invalid_share=0.5)), "validity-balanced-footprint"),
+    "validity-edge-25": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), edge_walk=25)), "validity-edge-25"),
+    "validity-edge-b10": lambda tpl, seed, is_valid: _named(ValidityTuner(
+        tpl.space, seed, is_valid, validity=replace(ValiditySettings(), edge_walk=10, edge_bases=10)),
+        "validity-edge-b10"),
+    "autotvm-footprint": lambda tpl, seed, is_valid: _named(ModelTuner(
+        tpl.space, seed, redraw_invalid_first=is_valid, extra_features=tpl.footprint_features), "autotvm-footprint"),
+}
+
+
+def _make(name: str, template, seed: int, is_valid):
+    space = template.space
+    if name in TEMPLATE_VARIANTS:
+        return TEMPLATE_VARIANTS[name](template, seed, is_valid)
     if name in VARIANTS:
         return VARIANTS[name](space, seed, is_valid)
     if name == "autotvm":
@@ -231,13 +289,41 @@ def _make(name: str, space, seed: int, is_valid):
     return make_tuner(name, space, seed, is_valid=is_valid)
 
 
+def trace_run(thesis_id: int, tuner_name: str, seed: int, trials: int) -> dict:
+    """One run with what happens at every retraining: where the best configurations rank under the score the
+    annealer maximises (model plus bias) among the unmeasured ones (None once one is measured), how many of
+    the 50 best-scored are valid, and per batch how many measured configurations were valid."""
+    template, table, best = _JOB[thesis_id]
+    space = template.space
+    points = [tuple(int(v) for v in p) for p in space.all_points()]
+    valid = np.array([table[p].valid for p in points])
+    at_best = {i for i, p in enumerate(points) if table[p].valid and table[p].cost <= best * (1 + 1e-9)}
+    tuner = _make(tuner_name, template, seed, lambda p: table[p].valid)
+    ranks: list[int | None] = []
+    top_valid: list[float] = []
+    find = tuner.annealer.find_maximums
+
+    def traced(predict, num, exclude, bias=None):
+        score = predict(space.all_points()).astype(np.float64) + (bias if bias is not None else 0.0)
+        order = [int(f) for f in np.argsort(-score, kind="stable") if int(f) not in exclude]
+        ranks.append(None if at_best & exclude else min(order.index(f) for f in at_best))
+        top_valid.append(float(valid[order[:50]].mean()))
+        return find(predict, num, exclude, bias)
+
+    tuner.annealer.find_maximums = traced
+    run = run_tuner(tuner, lookup_measurer(table), trials, 50)
+    return {"thesis_id": thesis_id, "tuner": tuner_name, "seed": seed, "trials_to_best": run.trials_to_reach(best),
+            "valid_per_batch": [sum(m.valid for m in run.history[i:i + 50]) for i in range(0, len(run.history), 50)],
+            "best_rank_per_retraining": ranks, "valid_share_of_top50": top_valid}
+
+
 def _run_job(args):
     """One run; besides convergence it records how many trials were valid and how many of the
     model-guided batches' points were drawn at random (the annealer found no more scored >= 0)."""
     thesis_id, tuner_name, seed, trials = args
     template, table, best = _JOB[thesis_id]
     # validity by lookup too: the ground truth holds every configuration's build result
-    tuner = _make(tuner_name, template.space, seed, lambda p: table[p].valid)
+    tuner = _make(tuner_name, template, seed, lambda p: table[p].valid)
     t0 = time.perf_counter()
     run = run_tuner(tuner, lookup_measurer(table), trials, 50)
     hit = run.trials_to_reach(best)
@@ -482,6 +568,12 @@ def main() -> None:
                     help="only the layout knob priced with a DRAM read latency per row (--row-cycles) on --layers")
     ap.add_argument("--row-cycles", type=int, default=16,
                     help="DRAM read_row_cycles for --layout-only (16: VTA's simulated DRAM latency per request)")
+    ap.add_argument("--sim-scan", type=int, metavar="N",
+                    help="run the simulator on the N valid configurations of lowest model cost of each of --layers "
+                         "(0: all) and compare it with the model (no sweep)")
+    ap.add_argument("--trace", action="store_true",
+                    help="run --runs seeds of --tuners on --layers one by one and print, per retraining, where the "
+                         "best configurations rank under the annealer's score (no sweep)")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -533,6 +625,31 @@ def main() -> None:
               f"{s['configs_within_1pct']:>5} {check['max_rel_dev']:>8.2%} {shape['valid_regions']:>7} "
               f"{shape['edge_share_of_valid']:>5.2f} {shape['best_on_edge']:>4}/{s['configs_at_best']:<4} "
               f"{shape['near_best_on_edge_share']:>8.2f}")
+    if args.sim_scan is not None:
+        scans = {}
+        for lid in layers:
+            template, table, _best = _JOB[lid]
+            scans[lid] = scan = simulator_scan(template, table, args.sim_scan)
+            print(f"{lid}: {scan['configs']} of {scan['of_valid']} valid configurations (model cost up to "
+                  f"{scan['largest_model_cost']:,.0f}), {scan['cpu_s']:.0f} CPU s: simulator differs on "
+                  f"{scan['single_differ']} single-threaded and {scan['threaded_differ']} of {scan['threaded']} "
+                  f"with virtual threads; faster on {scan['sim_faster']} ({scan['sim_faster_over_5pct']} by over "
+                  f"5%), slower on {scan['sim_slower']} (at most {scan['largest_slower']:.2%})")
+            for w in scan["worst"]:
+                print(f"    {w['rel_dev']:+.2%} (model {w['model']:,.0f})  {w['config']}")
+        (RESULTS / f"{args.out}_simscan.json").write_text(json.dumps(scans, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_simscan.json')}")
+        return
+    if args.trace:
+        traces = [trace_run(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]
+        for tr in traces:
+            print(f"{tr['thesis_id']:>4} {tr['tuner']:<16} seed {tr['seed']:>2}: best at {tr['trials_to_best']}; "
+                  f"valid per batch {tr['valid_per_batch'][:8]}; the best's rank per retraining "
+                  f"{tr['best_rank_per_retraining'][:8]}; valid share of the top 50 "
+                  f"{[round(v, 2) for v in tr['valid_share_of_top50'][:8]]}")
+        (RESULTS / f"{args.out}_trace.json").write_text(json.dumps(traces, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_trace.json')}")
+        return
     if args.ground_truth_only:
         RESULTS.mkdir(exist_ok=True)
         spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")

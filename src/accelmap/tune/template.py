@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import AccelmapError, SpecError
 from accelmap.mapping.loopnest import Loop, Mapping
@@ -410,6 +412,30 @@ class ScheduleTemplate:
         if lv.capacity_bits is None:
             return []
         return [(sum(use.values()) * scale, lv.capacity_bits)]
+
+    def footprint_features(self, points: np.ndarray) -> np.ndarray:
+        """Per operand, log2 of its innermost tile's size in compute blocks (times the virtual threads that
+        split one of its dims: each thread owns a tile), one row per configuration. Linear in the knob
+        features, but a tree splits one feature at a time, so "how full a buffer is" (Rieber: the best
+        configurations sit on the valid region's edge, buffers as full as possible) is one split here and
+        many on the tile knobs. Window halos are left out: a feature, not the capacity check."""
+        knobs = self.space.knobs
+        axis_of = {k.name: a for a, k in enumerate(knobs)}
+        cols = []
+        for X in self.op.operands:
+            col = np.zeros(len(points), dtype=np.float64)
+            for d in self.split_dims:
+                if d not in X.dims:
+                    continue
+                a = axis_of[SPLIT_NAMES.get(d, f"tile_{d}")]
+                inner = [v if isinstance(v, int) else v[-1] for v in knobs[a].options]
+                col += np.log2(np.array(inner, dtype=np.float64))[points[:, a]]
+            for name, d in self.thread_knobs:
+                if d in X.dims:
+                    a = axis_of[name]
+                    col += np.log2(np.array(knobs[a].options, dtype=np.float64))[points[:, a]]
+            cols.append(col)
+        return np.stack(cols, axis=1)
 
     def describe(self, point: tuple[int, ...]) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.space.values(point).items())

@@ -12,6 +12,9 @@
   the dissertation's ablations. ``validity-plus`` is ours: a validity check is a build, not a
   measurement, so the known-invalid configurations train the model (throughput 0) without being
   measured, and the first batch is all presampled-valid configurations, spread by Algorithm 5.
+  ``validity-edge`` is ours too: the full method, every model-guided batch led by an edge walk (the model's
+  best-scored configurations one step from the best measured ones, a step being one knob +-1 or a trade of
+  two tile sizes; ``ValiditySettings.edge_walk``).
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -32,7 +35,8 @@ from accelmap.tune.measure import Measurement
 from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
-TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "optuna")
+TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
+          "optuna")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,22 @@ class ValiditySettings:
     valid_ratio: float = 0.5      # of the first batch (the nDCG peak the dissertation found)
     invalid_score: float = -1e6   # biased SA
     valid_bonus: float = 1.0
+    # ``measure_invalid=False`` only: the largest share of known-invalid rows in the model's training set
+    # (None: every known-invalid configuration). The dissertation's model study found the ranking best
+    # (nDCG) with half the training samples valid; more invalid ones rank valid against invalid, not
+    # valid against valid.
+    prior_invalid_share: float | None = None
+    # Edge walk (ours): the first ``edge_walk`` points of every model-guided batch are the model's best-scored
+    # unmeasured, not-known-invalid configurations one step from the ``edge_bases`` best measured ones, a step
+    # being one knob +-1 or a trade of two tile sizes (one split knob +1, another -1): the best configurations
+    # fill the buffers (the valid region's edge, the dissertation's Sec. 5.1), and along that edge a larger
+    # tile of one dim is paid for with a smaller one of another. 0: off (the dissertation's method).
+    edge_walk: int = 0
+    edge_bases: int = 3
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
+EDGE_WALK = ValiditySettings(edge_walk=10)   # the ``validity-edge`` tuner: 10 of every model-guided batch of 50
 
 
 class Tuner:
@@ -136,8 +153,11 @@ class ModelTuner(Tuner):
 
     def __init__(self, space: KnobSpace, seed: int, plan_size: int = 50,
                  model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING,
-                 redraw_invalid_first: Callable[[Point], bool] | None = None):
+                 redraw_invalid_first: Callable[[Point], bool] | None = None,
+                 extra_features: Callable[[np.ndarray], np.ndarray] | None = None):
         super().__init__(space, seed)
+        # columns the model sees besides the knob features (e.g. ``ScheduleTemplate.footprint_features``)
+        self.extra_features = extra_features
         # The dissertation's baseline redraws a random first batch that holds no valid configuration
         # (Sec. 5.3; its protocol knows every configuration's validity): given the check, so does this one.
         self.redraw_invalid_first = redraw_invalid_first
@@ -156,6 +176,7 @@ class ModelTuner(Tuner):
         self.prior_xs: list[int] = []     # training rows that were never measured (known-invalid, throughput 0)
         self.random_fill = 0              # points of model-guided batches drawn at random (SA had no more)
         self.rounds: list[int] = []       # boosting rounds of every retraining
+        self.predict: Callable[[np.ndarray], np.ndarray] | None = None   # the last model trained
 
     def first_batch(self, n: int) -> list[Point]:
         batch = self._random_unvisited(n)
@@ -202,6 +223,7 @@ class ModelTuner(Tuner):
         self.measured += len(points)
         if self.measured >= self.plan_size * (self.train_count + 1) and max(self.ys) > 0:
             predict = self._fit()
+            self.predict = predict
             self.trials = self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
             self.trial_pt = 0
             self.train_count += 1
@@ -214,9 +236,7 @@ class ModelTuner(Tuner):
         pts = np.array([self.space.point(f) for f in self.xs + prior], dtype=np.int64)
         y = np.array(self.ys + [0.0] * len(prior), dtype=np.float64)
         y = y / y.max()
-        perm = self.model.permutation_features
-        dtrain = xgb.DMatrix(np.ascontiguousarray(self.space.features(pts, perm), dtype=np.float32), label=y,
-                             nthread=1)
+        dtrain = xgb.DMatrix(np.ascontiguousarray(self._features(pts), dtype=np.float32), label=y, nthread=1)
         params = {"max_depth": self.model.max_depth, "gamma": self.model.gamma, "min_child_weight": 1,
                   "subsample": 1.0, "eta": self.model.eta, "lambda": 1.0, "alpha": 0.0,
                   "objective": "rank:pairwise", "nthread": 1, "seed": int(self.rng.integers(2 ** 31)),
@@ -233,7 +253,13 @@ class ModelTuner(Tuner):
                                 custom_metric=average_recall_metric(self.plan_size), maximize=True,
                                 early_stopping_rounds=self.model.early_stop, verbose_eval=False)
         self.rounds.append(booster.num_boosted_rounds())
-        return lambda points: booster.inplace_predict(self.space.features(points, perm))
+        return lambda points: booster.inplace_predict(self._features(points))
+
+    def _features(self, points: np.ndarray) -> np.ndarray:
+        knob = self.space.features(points, self.model.permutation_features)
+        if self.extra_features is None:
+            return knob
+        return np.concatenate([knob, self.extra_features(points)], axis=1)
 
 
 # XGBoost 1.x's rank:pairwise in XGBoost >= 2's parameters: one random pair per sample, the plain
@@ -268,8 +294,9 @@ class ValidityTuner(ModelTuner):
     def __init__(self, space: KnobSpace, seed: int, is_valid: Callable[[Point], bool], *, ssdm: bool = True,
                  bsa: bool = True, measure_invalid: bool = True, plan_size: int = 50,
                  validity: ValiditySettings = ValiditySettings(),
-                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING):
-        super().__init__(space, seed, plan_size, model, annealing)
+                 model: ModelSettings = ModelSettings(), annealing: AnnealingSettings = DEFAULT_ANNEALING,
+                 extra_features: Callable[[np.ndarray], np.ndarray] | None = None):
+        super().__init__(space, seed, plan_size, model, annealing, extra_features=extra_features)
         self.is_valid = is_valid
         self.ssdm = ssdm
         self.bsa = bsa
@@ -288,6 +315,10 @@ class ValidityTuner(ModelTuner):
             # A validity check is a build, not a measurement: known-invalid points train the model as
             # throughput 0 without spending trials on them.
             self.prior_xs = sorted(self.known_invalid)
+        # the order the known-invalid rows join a capped training set in: presampling's (no random draw, so
+        # the other tuners' streams stay as they were), fixed, so a retraining keeps the last one's rows
+        self.prior_order = [space.flat(p) for p, ok in self.presampled.items() if not ok]
+        self.costs: list[float | None] = []   # of the measured configurations, in the order of ``xs``
 
     def first_batch(self, n: int) -> list[Point]:
         valid = [p for p, ok in self.presampled.items() if ok]
@@ -313,7 +344,56 @@ class ValidityTuner(ModelTuner):
     def update(self, points: list[Point], results: list[Measurement]) -> None:
         for p, r in zip(points, results, strict=True):
             (self.known_valid if r.valid else self.known_invalid).add(self.space.flat(p))
+            self.costs.append(r.cost if r.valid else None)
         super().update(points, results)
+
+    def next_batch(self, n: int) -> list[Point]:
+        if self.validity.edge_walk <= 0 or self.predict is None or self.first:
+            return super().next_batch(n)
+        lead = self.edge_steps(min(n, self.validity.edge_walk))
+        self.visited.update(self.space.flat(q) for q in lead)     # the model's picks skip them
+        return lead + super().next_batch(n - len(lead))
+
+    def edge_steps(self, k: int) -> list[Point]:
+        """Up to ``k`` unmeasured, not-known-invalid configurations one edge step from the best measured ones,
+        the model's (biased) best-scored first."""
+        ranked = sorted((c, f) for f, c in zip(self.xs, self.costs, strict=True) if c is not None)
+        bases = [self.space.point(f) for _, f in ranked[:self.validity.edge_bases]]
+        splits = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "split" and self.space.shape[a] > 1]
+        cand: dict[int, None] = {}
+        for b in bases:
+            steps = list(self.space.neighbours(b))
+            for i in splits:
+                for j in splits:
+                    if i != j and b[i] + 1 < self.space.shape[i] and b[j] >= 1:
+                        trade = list(b)
+                        trade[i] += 1
+                        trade[j] -= 1
+                        steps.append(tuple(trade))
+            for q in steps:
+                f = self.space.flat(q)
+                if f not in self.visited and f not in self.known_invalid:
+                    cand[f] = None
+        if not cand or self.predict is None:
+            return []
+        flat = np.fromiter(cand, dtype=np.int64)
+        score = self.predict(self.space.all_points()[flat]).astype(np.float64)
+        bias = self.bias()
+        if bias is not None:
+            score = score + bias[flat]
+        order = np.argsort(-score, kind="stable")[:k]
+        return [self.space.point(int(flat[i])) for i in order]
+
+    def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
+        share = self.validity.prior_invalid_share
+        if not self.measure_invalid and share is not None:
+            valid = sum(1 for y in self.ys if y > 0)
+            invalid = len(self.ys) - valid
+            # priors p with (invalid + p) / (valid + invalid + p) <= share
+            room = max(0, int(share * (valid + invalid) / (1 - share)) - invalid) if share < 1 else len(self.known_invalid)
+            measured = set(self.xs)
+            self.prior_xs = [f for f in self.prior_order if f not in measured][:room]
+        return super()._fit()
 
     def bias(self) -> np.ndarray | None:
         if not self.bsa:
@@ -408,6 +488,10 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
     if name.startswith("validity"):
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
+        if name == "validity-edge":
+            edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=EDGE_WALK)
+            edge.name = name
+            return edge
         return ValidityTuner(space, seed, is_valid, ssdm=name != "validity-no-ssdm", bsa=name != "validity-no-bsa",
                              measure_invalid=name != "validity-plus", plan_size=plan_size)
     if name == "optuna":

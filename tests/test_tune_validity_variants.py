@@ -1,0 +1,106 @@
+"""Variants of the validity-driven tuner: the model's footprint features and a training set whose
+known-invalid rows are capped at the dissertation's 0.5 valid ratio (exact counts on small spaces)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.arch.presets import get_accelerator
+from accelmap.tune.knobs import Knob, KnobSpace
+from accelmap.tune.measure import Measurement
+from accelmap.tune.template import ScheduleTemplate
+from accelmap.tune.tuners import ValiditySettings, ValidityTuner
+from accelmap.workload.constructors import conv2d
+
+VTA = get_accelerator("vta_like")
+
+
+def test_footprint_features_are_the_log2_tile_blocks_of_each_operand():
+    op = adopt_precision(conv2d("t", n=2, k=32, h=4, w=4, r=3, s=3, c=32, stride=1, padding=1), VTA)
+    t = ScheduleTemplate(op, VTA)
+    pts = t.space.all_points()
+    got = t.footprint_features(pts)
+    names = [X.name for X in op.operands]
+    assert got.shape == (t.space.size, len(names))
+    for p, row in zip(pts, got, strict=True):
+        v = t.space.values(tuple(int(i) for i in p))
+        lg = {k: math.log2(v[k]) for k in ("tile_b", "tile_co", "tile_ci", "tile_h", "tile_w", "oc_nthread",
+                                           "h_nthread")}
+        # output (N, K, P, Q), input (N, C, P, Q and the window), weights (K, C and the window); each
+        # virtual thread owns a tile of the operands indexed by the dim it splits (oc: K, h: P)
+        want = {"O": lg["tile_b"] + lg["tile_co"] + lg["tile_h"] + lg["tile_w"] + lg["oc_nthread"] + lg["h_nthread"],
+                "I": lg["tile_b"] + lg["tile_ci"] + lg["tile_h"] + lg["tile_w"] + lg["h_nthread"],
+                "W": lg["tile_co"] + lg["tile_ci"] + lg["oc_nthread"]}
+        assert [row[names.index(n)] for n in ("O", "I", "W")] == [want["O"], want["I"], want["W"]]
+
+
+def _strip_space():
+    """A 10x10 grid, valid where the option index of x is at most 2 (x in 1..3: 30 of 100 points)."""
+    space = KnobSpace((Knob("x", tuple(range(1, 11)), "split"), Knob("y", tuple(range(1, 11)), "split")))
+    return space, (lambda p: p[0] <= 2)
+
+
+def test_capped_priors_keep_half_the_training_set_valid():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, measure_invalid=False, plan_size=10,
+                          validity=ValiditySettings(presamples=100, prior_invalid_share=0.5))
+    assert len(tuner.known_invalid) == 70 and len(tuner.known_valid) == 30      # the whole grid presampled
+    batch = tuner.next_batch(10)
+    assert all(is_valid(p) for p in batch)                  # all valid: no trial on a known-invalid point
+    tuner.update(batch, [Measurement(p, True, 100.0 - sum(p)) for p in batch])
+    # 10 valid measured, none invalid: 10 known-invalid rows join, in presampling's order
+    order = [space.flat(p) for p, ok in tuner.presampled.items() if not ok]
+    assert tuner.prior_xs == order[:10]
+    batch = tuner.next_batch(10)
+    results = [Measurement(p, is_valid(p), 100.0 - sum(p) if is_valid(p) else None) for p in batch]
+    tuner.update(batch, results)
+    valid = sum(y > 0 for y in tuner.ys)
+    invalid = len(tuner.ys) - valid
+    assert len(tuner.prior_xs) == max(0, valid - invalid)
+    assert not set(tuner.prior_xs) & set(tuner.xs)          # a row is measured or a prior, not both
+
+
+def test_uncapped_priors_are_every_known_invalid_point():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, measure_invalid=False, plan_size=10,
+                          validity=ValiditySettings(presamples=100))
+    batch = tuner.next_batch(10)
+    tuner.update(batch, [Measurement(p, True, 100.0 - sum(p)) for p in batch])
+    assert set(tuner.prior_xs) == tuner.known_invalid and len(tuner.prior_xs) == 70
+
+
+def test_extra_features_reach_the_model():
+    space, is_valid = _strip_space()
+    seen: list[int] = []
+
+    def extra(points: np.ndarray) -> np.ndarray:
+        seen.append(len(points))
+        return (points[:, :1] * 2.0).astype(np.float64)
+
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=10, validity=ValiditySettings(presamples=40),
+                          extra_features=extra)
+    assert tuner._features(space.all_points()).shape == (100, 3)
+    batch = tuner.next_batch(10)
+    tuner.update(batch, [Measurement(p, is_valid(p), 100.0 - sum(p) if is_valid(p) else None) for p in batch])
+    assert tuner.train_count == 1 and 10 in seen and 100 in seen   # trained on the batch, scored the grid
+
+
+def test_edge_steps_are_one_knob_or_a_trade_of_two_tiles_from_the_best_measured():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=10,
+                          validity=ValiditySettings(presamples=100, edge_walk=5, edge_bases=2))
+    assert len(tuner.known_invalid) == 70                               # the whole grid presampled
+    # measured: (1, 4) the best, (2, 7) the second; (0, 3) the worst, so not a base
+    pts = [(1, 4), (2, 7), (0, 3), (1, 5)]
+    tuner.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0, 4.0, 3.0), strict=True)])
+    tuner.predict = lambda points: points[:, 1].astype(np.float64)     # the model prefers large y
+    steps = tuner.edge_steps(100)
+    # (1, 4): one knob +-1 (0,4) (2,4) (1,3) [(1,5) measured]; trades x+1,y-1 (2,3) and y+1,x-1 (0,5).
+    # (2, 7): (1,7) (2,6) (2,8) [(3,7) known invalid]; trades (1,8) [(3,6) known invalid]
+    assert set(steps) == {(0, 4), (2, 4), (1, 3), (2, 3), (0, 5), (1, 7), (2, 6), (2, 8), (1, 8)}
+    scores = [p[1] + 1.0 for p in steps]                               # every step is known valid: +1
+    assert scores == sorted(scores, reverse=True)                      # the model's order
+    assert tuner.edge_steps(2) == steps[:2] and [p[1] for p in steps[:2]] == [8, 8]
