@@ -9,7 +9,8 @@ limit.
 A call of the vectorized model costs mostly per call, not per row (about 5 ms for one row or a hundred on
 ResNet-18 layer3.0.conv2 on eyeriss_like, and a probe has a hundred-odd rows under six orders), so probing one
 unrolling at a time spent most of the README job's CPU in the calls' overhead. Here the seeds of up to
-``BATCH`` unrollings are drawn first and costed together, one call per order for all of them
+``BATCH`` unrollings are drawn first and costed together (fewer at first and near the probes' deadline), one call
+per order for all of them
 (``tiling.batch_form`` puts several unrollings in one loop structure, the others' spatial loops at bound 1,
 which costs exactly the same as a call of its own: every value is bit-identical, checked in
 ``tests/test_search_probes.py``).
@@ -45,6 +46,11 @@ log = logging.getLogger("accelmap.search.heuristic")
 # Unrollings whose seeds are costed together at most (the batch halves after a batch cut short; no result
 # depends on it, only the work: a batch cut short drew and costed the seeds of the unrollings after the cut).
 BATCH = 16
+# The first batch's size; it doubles after every batch not cut short, up to BATCH, and never exceeds what the
+# CPU per probe of the batches so far leaves until the probes' deadline. A probe on ZigZag's ascend_like (8 levels,
+# four packings, hundreds of seeds under six orders) costs about half a CPU second: a first batch of 16 there ran
+# past a 5 s time limit before any full search (ResNet-18 conv1 ended 800x worse than with the probes one by one).
+FIRST_BATCH = 2
 
 
 @dataclass
@@ -116,13 +122,19 @@ def probe_unrollings(op: Operator, arch: Accelerator, ranked: list[SpatialCandid
     out = Probes()
     cut: set[int] = set()
     best = math.inf
-    batch = BATCH
+    batch = min(FIRST_BATCH, BATCH)
+    per_probe = 0.0          # clock seconds per probe (drawn and costed) so far
+    n_done = 0
     i = 0
     stop: str | None = None
     while i < len(ranked) and stop is None:
         entries: list[_Entry] = []
         j = i
-        while j < len(ranked) and len(entries) < batch:
+        size = batch
+        if n_done and math.isfinite(probe_deadline):
+            size = max(1, min(batch, int((probe_deadline - clock()) / max(per_probe, 1e-9))))
+        started = clock()
+        while j < len(ranked) and len(entries) < size:
             cand = ranked[j]
             if cand.bound(objective) >= best:
                 if j not in cut and log.isEnabledFor(logging.DEBUG):
@@ -140,6 +152,9 @@ def probe_unrollings(op: Operator, arch: Accelerator, ranked: list[SpatialCandid
             entries.append(_Entry(j, cand, state, _draw(op, arch, cand, by_fullness, rng, config)))
             j += 1
         out.costed += _cost(arch, entries, objective, orders)
+        if entries:
+            per_probe = (per_probe * n_done + (clock() - started)) / (n_done + len(entries))
+            n_done += len(entries)
         # The sequence would have skipped an unrolling whose bound is not below an earlier probe of this batch:
         # the batch ends there, and the generator goes back to where the sequence would have it.
         for e in entries:
