@@ -12,7 +12,7 @@ unrolling at a time spent most of the README job's CPU in the calls' overhead. H
 ``BATCH`` unrollings are drawn first and costed together (fewer at first and near the probes' deadline), one call
 per order for all of them
 (``tiling.batch_form`` puts several unrollings in one loop structure, the others' spatial loops at bound 1,
-which costs exactly the same as a call of its own: every value is bit-identical, checked in
+which gives exactly the values a call of its own gives: every value is bit-identical, checked in
 ``tests/test_search_probes.py``).
 
 The result is the sequential one, to the bit: the same unrollings probed, the same values, the same random
