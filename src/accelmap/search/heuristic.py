@@ -43,6 +43,7 @@ from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
 from accelmap.search.orders import order_candidates, order_costs
+from accelmap.search.probes import probe_unrollings
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import ranked_spatial
 from accelmap.search.tiling import (
@@ -155,58 +156,24 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     orders = dim_orders(op)
     nprng = np.random.default_rng(seed)
     costed = 0
-    # Probe the spatial candidates in order of their lower bound: the maximal tilings of each (and a few
-    # random ones) under the fullest bypass choice that admits one. A candidate whose bound is not below
-    # the best probe cannot beat it and is skipped; the probes stop when their budget is spent.
+    # Probe the spatial candidates in order of their lower bound (probes.py): the maximal tilings of each (and a
+    # few random ones) under the fullest bypass choice that admits one. A candidate whose bound is not below the
+    # best probe cannot beat it and is skipped; the probes stop when their budget is spent.
     probe_deadline = t0 + config.probe_share * (deadline - t0)
-    probes: list[tuple[float, dict]] = []
-    best_probe = math.inf
     stats.extra["spatial_candidates"] = len(ranked)
     log.info("%s: %d spatial unrollings ranked by lower bound (%s); probing in that order",
              op.name, len(ranked), obj)
-    cut_by_bound = 0
     # Probes choose which unrollings are searched in full: with no more candidates than that (a fixed unrolling)
     # every one is searched in full anyway, and probing would only cost their seeds twice.
     unprobed = len(ranked) <= config.full_searches
     if unprobed:
         probes = [(cand.bound(obj), cand.assignment) for cand in ranked]
-    for cand in ([] if unprobed else ranked):
-        if cand.bound(obj) >= best_probe:
-            cut_by_bound += 1
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: skip %s: its bound %.4g cannot beat the best probe %.4g",
-                          op.name, describe_spatial(cand.assignment, arch), cand.bound(obj), best_probe)
-            continue
-        if len(probes) >= config.max_probes or (probes and clock() > probe_deadline):
-            log.info("%s: probes stop at %s", op.name, f"the budget of {config.max_probes}"
-                     if len(probes) >= config.max_probes else f"{config.probe_share:.0%} of the time limit")
-            break
-        spatial = cand.assignment
-        op_pad, rem = padded_operator(op, spatial)
-        for keep in by_fullness:
-            F = np.concatenate(seed_tilings(op_pad, arch, keep, spatial, rem, nprng,
-                                            rows_per_level=config.probe_rows_per_level))
-            # A few random tilings too: where a maximal tile packs a buffer badly (every maximal tiling
-            # of ZigZag's own unrolling of ResNet-18 layer4.0.conv2 on its tpu_like is 750x off), the
-            # unrolling is still judged by what it can do.
-            R = random_tilings(op_pad, arch, keep, spatial, rem, nprng, config.probe_random_tilings)
-            if not len(F) and not len(R):
-                continue
-            (found,), n_rows = rank_tilings(op_pad, arch, keep, spatial, [np.concatenate([F, R])], obj,
-                                            orders, top=1)
-            costed += n_rows
-            probes.append((found[0].value, spatial))
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: probe %s: bound %.4g, best of %d tilings %.4g", op.name,
-                          describe_spatial(spatial, arch), cand.bound(obj), len(F) + len(R), found[0].value)
-            best_probe = min(best_probe, found[0].value)
-            break
-        else:   # no bypass choice admits a tiling: the candidate is not probed
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s: %s: no tiling fits under any bypass choice", op.name, describe_spatial(spatial, arch))
-        if clock() > deadline:
-            log.info("%s: time limit reached while probing", op.name)
-            break
+        cut_by_bound = 0
+    else:
+        found = probe_unrollings(op, arch, ranked, by_fullness, obj, orders, nprng, config, clock,
+                                 probe_deadline, deadline)
+        probes, cut_by_bound = found.found, found.cut_by_bound
+        costed += found.costed
     stats.extra["spatial_probed"] = 0 if unprobed else len(probes)
     stats.extra["seconds_probing"] = clock() - t0
     stats.extra["spatial_cut_by_bound"] = cut_by_bound

@@ -106,26 +106,43 @@ def ordered_mapping(temporal: Temporal, spatial: Spatial, keep: Keep, order: tup
     return Mapping(tuple(loops), keep)
 
 
-def batch_form(op: Operator, nlev: int, spatial: Spatial, order: tuple[str, ...],
-               factors: np.ndarray) -> tuple[Structure, np.ndarray]:
+def batch_form(op: Operator, nlev: int, spatials: list[Spatial], order: tuple[str, ...],
+               factor_groups: list[np.ndarray]) -> tuple[Structure, np.ndarray]:
     """Factor arrays F[row, level, dim] under one per-level order as the vectorized model's input: the
     loop slots (every dim at every level in ``order``, then the level's spatial loops) and the bound
-    of every slot in every row."""
+    of every slot in every row. ``factor_groups[g]`` is tiled under the unrolling ``spatials[g]`` (rows
+    in that order): the structure holds every spatial loop any of them has, and the rows of the others
+    give that loop bound 1, which changes no count and no latency term (``cost.batch``). So one call of
+    the vectorized model costs several unrollings' tilings (its cost is mostly per call)."""
     dims = op.dim_names
-    sp_loops = [(lvl, ax, d, b) for (lvl, ax), o in spatial.items() for d, b in o.items() if b > 1]
+    slots: dict[tuple[int, str, str], None] = {}      # (level, axis, dim), in first-seen order
+    for spatial in spatials:
+        for (lvl, ax), o in spatial.items():
+            for d, b in o.items():
+                if b > 1:
+                    slots.setdefault((lvl, ax, d))
     structure: Structure = []
-    cols: list[tuple[int, int] | int] = []
+    temporal_cols: list[tuple[int, int, int]] = []    # (slot, level, dim index)
+    spatial_col: dict[tuple[int, str, str], int] = {}
     for lv in range(nlev):
         for d in order:
+            temporal_cols.append((len(structure), lv, dims.index(d)))
             structure.append((d, lv, None))
-            cols.append((lv, dims.index(d)))
-        for lvl, ax, d, b in sp_loops:
+        for lvl, ax, d in slots:
             if lvl == lv:
+                spatial_col[(lvl, ax, d)] = len(structure)
                 structure.append((d, lv, ax))
-                cols.append(b)
-    bounds = np.empty((len(factors), len(structure)), dtype=np.int64)
-    for j, col in enumerate(cols):
-        bounds[:, j] = factors[:, col[0], col[1]] if isinstance(col, tuple) else col
+    F = np.concatenate(factor_groups) if len(factor_groups) > 1 else factor_groups[0]
+    bounds = np.ones((len(F), len(structure)), dtype=np.int64)
+    for j, lv, i in temporal_cols:
+        bounds[:, j] = F[:, lv, i]
+    lo = 0
+    for spatial, G in zip(spatials, factor_groups, strict=True):
+        for (lvl, ax), o in spatial.items():
+            for d, b in o.items():
+                if b > 1:
+                    bounds[lo:lo + len(G), spatial_col[(lvl, ax, d)]] = b
+        lo += len(G)
     return structure, bounds
 
 

@@ -158,31 +158,39 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
             if rem[d] == 1 or not len(F):
                 continue
             q = rem[d] // cum[:, i]
-            parts_F, parts_cum = [], []
+            # Every divisor's rows at once (grouped by divisor, as one loop per divisor would give them), and
+            # one fit check for all of them: the check's cost is mostly per call, not per row.
+            sel_rows, values = [], []
             for v in divisors(rem[d]):
-                sel = q % v == 0
-                if not sel.any():
-                    continue
-                f2, c2 = F[sel].copy(), cum[sel].copy()
-                f2[:, c, i] = v
-                c2[:, i] *= v
-                ok = fits_up(c2, c) if v > 1 else np.ones(len(f2), dtype=bool)
-                parts_F.append(f2[ok])
-                parts_cum.append(c2[ok])
-            F, cum = np.concatenate(parts_F), np.concatenate(parts_cum)
-        # Maximal: no dim can take one more prime factor at this level.
-        maximal = np.ones(len(F), dtype=bool)
+                sel = np.nonzero(q % v == 0)[0]
+                sel_rows.append(sel)
+                values.append(np.full(len(sel), v, dtype=np.int64))
+            pick, val = np.concatenate(sel_rows), np.concatenate(values)
+            f2, c2 = F[pick], cum[pick]
+            f2[:, c, i] = val
+            c2[:, i] *= val
+            ok = val == 1
+            if not ok.all():
+                ok[~ok] = fits_up(c2[~ok], c)
+            F, cum = f2[ok], c2[ok]
+        # Maximal: no dim can take one more prime factor at this level (the grown rows of every dim checked at once).
+        grown_rows, grown_cum = [], []
         for i, d in takes:
             q = rem[d] // cum[:, i]
-            grow = q > 1
-            if not grow.any():
+            grow = np.nonzero(q > 1)[0]
+            if not len(grow):
                 continue
             # q divides rem[d]: look its smallest prime up among rem[d]'s few distinct values.
-            uniq, inv = np.unique(q, return_inverse=True)
-            p = np.array([prime_factors(int(x))[0] if x > 1 else 1 for x in uniq])[inv.reshape(-1)]
-            c2 = cum.copy()
+            uniq, inv = np.unique(q[grow], return_inverse=True)
+            p = np.array([prime_factors(int(x))[0] for x in uniq])[inv.reshape(-1)]
+            c2 = cum[grow]
             c2[:, i] *= p
-            maximal &= ~(grow & fits_up(c2, c))
+            grown_rows.append(grow)
+            grown_cum.append(c2)
+        maximal = np.ones(len(F), dtype=bool)
+        if grown_rows:
+            grow = np.concatenate(grown_rows)
+            maximal[grow[fits_up(np.concatenate(grown_cum), c)]] = False
         F, cum = F[maximal], cum[maximal]
         if len(F) > rows_per_level:
             pick = np.sort(rng.choice(len(F), rows_per_level, replace=False))
@@ -244,7 +252,14 @@ def dim_orders(op: Operator) -> list[tuple[str, ...]]:
 def cost_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarray, objective: str,
               order: tuple[str, ...]) -> np.ndarray:
     """Objective of every tiling in F under one per-level order (vectorized model)."""
-    structure, bounds = batch_form(op, len(arch.levels), spatial, order, F)
+    return cost_rows_many(op, arch, keep, [spatial], [F], objective, order)
+
+
+def cost_rows_many(op: Operator, arch: Accelerator, keep, spatials: list[Spatial], factor_groups: list[np.ndarray],
+                   objective: str, order: tuple[str, ...]) -> np.ndarray:
+    """``cost_rows`` of several unrollings' tilings (``factor_groups[g]`` under ``spatials[g]``) in one call,
+    the values concatenated in that order (``tiling.batch_form``)."""
+    structure, bounds = batch_form(op, len(arch.levels), spatials, order, factor_groups)
     res = evaluate_batch(op, arch, structure, keep, bounds, latency=objective != "energy")
     return res["energy"] if objective == "energy" else res["latency"] if objective == "latency" else res["edp"]
 
