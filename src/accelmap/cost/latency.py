@@ -304,37 +304,71 @@ def _period_share(nest: NestRows, keep, X, c: int) -> np.ndarray:
     return share
 
 
-def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
-    """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
-    new) extents where they differ from the full tile). Per transition class j and per edge dim
-    (``NestRows.edges``) with its loop g: g sits at its last position (the edge tile) in 1/bound of
-    the transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
-    first position (full) whenever a loop outside it advances. Perfect rows: one case of weight 1."""
-    key = ("edge cases", c)
+def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
+    """Transitions split by the edge tiles of imperfect factors, jointly for ``levels`` (which move
+    together in a single-buffered transition), over the transition classes of the deepest of them
+    (the slots above a level are a prefix of the slots above any deeper one). Returns (per edge dim:
+    (dim, per level its edge extent where that level has the edge, else -1)), and the cases: (weight
+    per class and row, dim -> (old tile at its edge, new tile at its edge), masks per class and row).
+
+    Per transition class j and per edge dim (``NestRows.edges``) with its loop g: g sits at its last
+    position (the edge tile) in 1/bound of the transitions of loops outside it, lands there in
+    1/(bound-1) of its own, and leaves it for its first position (full) whenever a loop inside it
+    advances. Loops' positions are independent, so the edge dims' cases multiply. Perfect rows: one
+    case of weight 1."""
+    key = ("edge states", levels)
     cached = nest._loads.get(key)
     if cached is not None:
-        return list(cached)
-    cnt, _ = nest.classes(c)
+        return cached
+    cnt, _ = nest.classes(max(levels))
     K = cnt.shape[0]
     kk = np.arange(K)[:, None]
-    ext = nest.inner[c]
+    found: dict[str, list] = {}       # dim -> [slot of g, g's bound, {level: edge extent or -1}]
+    for c in levels:
+        for d, k, b, e in nest.edges(c):
+            slot, bound, ext = found.setdefault(d, [np.full(nest.n, -1), b, {}])
+            found[d][0] = np.maximum(slot, k)          # the same loop g, a prefix slot, wherever present
+            ext[c] = np.where(k >= 0, e, -1)
+    dims = tuple((d, ext) for d, (_, _, ext) in found.items())
     cases: list[tuple[np.ndarray, dict[str, tuple]]] = [(np.ones(cnt.shape), {})]
-    for d, k, b, e in nest.edges(c):
+    for d, (k, b, _) in found.items():
         outside = (k[None] >= 0) & (k[None] < kk)
         at = (k[None] >= 0) & (k[None] == kk)
         # a loop outside g advances only when g is at its last position: g leaves its edge tile
         leaving = (k[None] >= 0) & (k[None] > kk)
         p = (np.where(outside, 1.0 / b, 0.0) + np.where(at, 1.0 / np.maximum(b - 1, 1), 0.0)
              + np.where(leaving, 1.0, 0.0))
-        old = np.broadcast_to(np.where(outside | leaving, e[None], ext[d][None]), cnt.shape)
-        new = np.broadcast_to(np.where(leaving, ext[d][None], e[None]), cnt.shape)
+        state = (np.broadcast_to(outside | leaving, cnt.shape), np.broadcast_to(~leaving, cnt.shape))
         split = []
         for w, over in cases:
-            split.append((w * p, {**over, d: (old, new)}))
+            split.append((w * p, {**over, d: state}))
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
-    nest._loads[key] = tuple(cases)
-    return cases
+    nest._loads[key] = (dims, tuple(cases))
+    return nest._loads[key]
+
+
+def _case_extents(nest: NestRows, c: int, dims: tuple, over: dict[str, tuple]) -> dict[str, tuple]:
+    """One edge case's (old, new) extents of level c's tile (classes above c x rows), for the dims
+    where c's tile has an edge (``_edge_states``); the other dims keep the full extent."""
+    K = len(nest.above(c))
+    ext = nest.inner[c]
+    out = {}
+    for d, e_at in dims:
+        e = e_at.get(c)
+        if d not in over or e is None or not (e >= 0).any():
+            continue
+        has = e[None] >= 0
+        old, new = over[d]
+        out[d] = (np.where(old[:K] & has, e[None], ext[d][None]), np.where(new[:K] & has, e[None], ext[d][None]))
+    return out
+
+
+def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
+    """Transitions of level c's tiles split by edge tiles (``_edge_states`` for c alone): (weight per
+    class and row, dim -> (old, new) extents where they differ from the full tile)."""
+    dims, cases = _edge_states(nest, (c,))
+    return [(w, _case_extents(nest, c, dims, over)) for w, over in cases]
 
 
 def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
@@ -357,6 +391,17 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
         for coeffs, ds in axes:
             ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
         out[k, r] = max(0, tile_size(X, en) - ov)
+    return out
+
+
+def _case_old_sizes(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
+    """Elements of X's tile at level c before the transitions of one edge case (classes x rows; the
+    first instance's, the old extents of ``over``): what an output tile drains as it leaves."""
+    out = np.zeros(w.shape, dtype=np.int64)
+    ext = nest.inner[c]
+    for k, r in zip(*np.nonzero(w > 0), strict=True):
+        eo = {d: int(over[d][0][k, r]) if d in over else int(ext[d][r]) for d in ext}
+        out[k, r] = tile_size(X, eo) if all(v > 0 for v in eo.values()) else 0
     return out
 
 
@@ -841,24 +886,34 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
     """Compute waits while single-buffered levels change tiles; ``on[c]``: rows where single-buffered
     level c moves data. Per transition class (the loop that advances), the levels below that loop
     move the exact deltas of their operands, timed by ``_transition_time``. The first tiles load
-    before any compute and the last ones drain after it (whole tiles).
+    before any compute and the last ones drain after it (whole tiles; the last one an edge tile
+    where an imperfect factor leaves one last).
 
-    The first fill and every transition class are scheduled in one ``_transition_time`` call
-    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th temporal
-    slot), a move absent from a block being marked not present. The slots above a level are a
-    prefix of the slots above any deeper level, and a slot's transitions do not depend on the
-    level, so the deepest level's classes index all.
+    Edge tiles of imperfect factors split every class into cases (``_edge_states``, joint over the
+    levels, since they move together): a transition's time is a maximum over units and ports, so
+    it is timed on each case's exact deltas (the first instance's, scaled to the counts as the
+    simulator scales them), not on a mean delta. An output tile drains what entered it: the old
+    tile's size.
 
-    Returns the stall per row, and per transition class and row how often it occurs and its stall."""
+    The first fill and every (case, class) are scheduled in one ``_transition_time`` call over
+    stacked copies of the rows (block 0: first tiles, then per case one block per temporal slot),
+    a move absent from a block being marked not present. The slots above a level are a prefix of
+    the slots above any deeper level, and a slot's transitions do not depend on the level, so the
+    deepest level's classes index all.
+
+    Returns the stall per row, and per transition class and row how often it occurs and its mean
+    stall over the cases."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
     deepest = max(on)
     trans, _ = nest.classes(deepest)
     K = trans.shape[0]
-    nb = K + 1
+    dims, cases = _edge_states(nest, tuple(sorted(on)))
+    nb = 1 + K * len(cases)
     moves = []
     last = np.zeros(n)
     for c, active_c in on.items():
         lc = levels[c]
+        Kc = len(nest.above(c))
         for X in op.operands:
             chain = [i for i in range(nest.nlev) if X.name in keep[i]]
             if c not in chain[1:]:
@@ -867,12 +922,21 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             lp = levels[p]
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             nc, np_ = nest.used(c), nest.used(p)
-            full, dl, counted = nest.deltas(X, c)
+            full, dl, _ = nest.deltas(X, c)
+            k = np.zeros((nb, n), dtype=np.int64)
+            gone = np.zeros((nb, n), dtype=np.int64)       # outputs: the size of the tile that leaves
+            k[0] = full
+            counted = full.copy()
+            for i, (w, over) in enumerate(cases):
+                ext = _case_extents(nest, c, dims, over)
+                dl_i = _case_deltas(nest, X, c, w[:Kc], ext) if ext else dl
+                blk = slice(1 + i * K, 1 + i * K + Kc)
+                k[blk] = dl_i
+                counted = counted + (trans[:Kc] * w[:Kc] * dl_i).sum(axis=0)
+                if X.is_output:
+                    gone[blk] = np.where(dl_i > 0, _case_old_sizes(nest, X, c, w[:Kc], ext) if ext else dl_i, 0)
             valid = active_c & (counted != 0)
             safe = np.where(valid, counted, 1)
-            k = np.zeros((nb, n), dtype=np.int64)
-            k[0] = full
-            k[1:1 + len(dl)] = dl
             k = k.reshape(-1)
             ld_c, ld_p = _blocks(cc[0] * X.bits / nc / safe, nb), _blocks(pc[1] * X.bits / np_ / safe, nb)
             tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
@@ -881,20 +945,23 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             if X.is_output:
                 ob = output_bits(nest, keep, counts)
                 st_c, st_p = _blocks(ob[c][1] / nc / safe, nb), _blocks(ob[p][0] / np_ / safe, nb)
-                store = lc.transfer_setup_cycles + np.maximum(cycles(k * st_c, lc.read_bw_bits),
-                                                              cycles(k * st_p, lp.write_bw_bits))
-                store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
+                gone[0] = _last_tile(nest, X, c) if not nest.perfect.all() else full
+                g = gone.reshape(-1)
+                store = lc.transfer_setup_cycles + np.maximum(cycles(g * st_c, lc.read_bw_bits),
+                                                              cycles(g * st_p, lp.write_bw_bits))
+                store = np.where((g > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
             else:
                 store = np.zeros(nb * n)
             last = last + np.where(valid, store[:n], 0.0)
             store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
             present = _blocks(valid, nb)
-            present[(1 + len(dl)) * n:] = False
+            for i in range(len(cases)):      # classes below c: c does not move
+                present[(1 + i * K + Kc) * n:(1 + (i + 1) * K) * n] = False
             present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
             moves.append((c, X.name, p, X.is_output, load, store, present))
     T = _transition_time(moves, nb * n)
-    per_class = T[n:].reshape(K, n)
-    return T[:n] + last + (trans * per_class).sum(axis=0), trans, per_class
+    each = sum(w * T[(1 + i * K) * n:(1 + (i + 1) * K) * n].reshape(K, n) for i, (w, _) in enumerate(cases))
+    return T[:n] + last + (trans * each).sum(axis=0), trans, each
 
 
 # ---------------------------------------------------------------- the whole run
