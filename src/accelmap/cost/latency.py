@@ -497,7 +497,7 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     cached = nest._loads.get(key)
     if cached is None:
         cached = nest._loads[key] = _burst_loads(nest, keep, counts, c, held)
-    steps, cases, total_load, any_load, window, moved = cached
+    steps, cases, total_load, any_load, window, moved, early = cached
     # Drains that recur within every window (an output tile per window or more) pace its steps too,
     # from the second window on: a tile drains while the next one computes.
     first = busy / steps * window
@@ -511,6 +511,12 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     # of T transitions, T - 1 are paced.
     moves = (cnt * moved).sum(axis=0)
     paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
+    # A rarer stream queued before every stream that loads each window starts one window early: its
+    # tile two back was released long ago, so it follows the previous window's loads (those
+    # streams' F, with the port's share of the others), and the window's own loads follow it
+    # after their release: the window takes max(F + the later loads, 2F + the loads - the window).
+    total_load = [np.where(pre > 0, np.minimum(tl, np.maximum(tl - pre, tl + f - first)), tl)
+                  for tl, (f, pre) in zip(total_load, early, strict=True)]
     out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
         np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
                       for (w, _), tl in zip(cases, total_load, strict=True))
@@ -531,11 +537,14 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
     window = steps.copy()               # per row: the shortest period of a stream that loads
     moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
     ports: set[str] = set()             # the parents' read ports the loads into c use
-    for X in nest.op.operands:
+    streams = []
+    # the level's load queue: inputs in operand order, then returning partial sums (as the simulator)
+    for X in sorted(nest.op.operands, key=lambda X: X.is_output):
         loads = _stream_loads(nest, keep, counts, c, X)
         if loads is None:
             continue
         valid, moves, period, times = loads
+        streams.append((valid, period, times))
         any_load |= valid
         window = np.where(valid, np.minimum(window, period), window)
         moved |= moves.T & valid[None]
@@ -543,6 +552,19 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
             tl += t
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         ports.add(f"{nest.arch.levels[chain[chain.index(c) - 1]].name}.read")
+    # per case: the loads of the streams that change every window (F) and of the rarer ones queued
+    # before all of those (periods are products of suffixes of the loops above c, so a rarer
+    # stream's period is at least two windows)
+    every = [np.zeros(cnt.shape) for _ in cases]
+    pre = [np.zeros(cnt.shape) for _ in cases]
+    before = np.ones(n, dtype=bool)     # no stream of every window queued yet
+    for valid, period, times in streams:
+        frequent = valid & (period == window)
+        rare = valid & (period > window) & before
+        for f, r, (_, t) in zip(every, pre, times, strict=True):
+            f += np.where(frequent, t, 0.0)
+            r += np.where(rare, t, 0.0)
+        before &= ~frequent
     shared = np.zeros(n)                # other levels' loads on those ports that recur within a window
     for port in ports:
         for (lvl, name), t in held.get(port, {}).items():
@@ -552,7 +574,8 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
                     o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
-    return steps, cases, total_load, any_load, window, moved
+    early = [(f + np.where(f > 0, shared / steps * window, 0.0), r) for f, r in zip(every, pre, strict=True)]
+    return steps, cases, total_load, any_load, window, moved, early
 
 
 def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> np.ndarray:
@@ -689,6 +712,19 @@ def _follows_walk(nest: NestRows, c: int, dims, walk_dim: list[str], slot: np.nd
     return out
 
 
+def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Rows (of ``B``) where an operand over ``dims`` changes tile whenever the walk of level c's output
+    tiles (the loop at ``slot``) starts over: the innermost loop above c outside the walked one (of
+    bound above 1) moves it. Its loads then fall on the walk's first position, once per pass."""
+    out = np.zeros(len(B), dtype=bool)
+    seen = np.zeros(len(B), dtype=bool)
+    for j in reversed(nest.above(c)):
+        hit = ~seen & (slot > j) & (B[:, j] > 1)
+        out |= hit & (nest.structure[j][0] in dims)
+        seen |= hit
+    return out
+
+
 # an unequal-tile chain is followed over at most this many positions of the output loop
 MAX_CHAIN_POSITIONS = 64
 
@@ -707,7 +743,14 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains."""
     n = nest.n
     found, size, stride, bound, ext, dim, slot = positions
-    edge = found & (bound * stride > size) & (bound <= MAX_CHAIN_POSITIONS)
+    # equal tiles pair up into the two-half cycle unless another operand's loads, queued on the same
+    # load unit, fall on some positions only (its tile changes when the walk starts over)
+    walk_dim_all = [list(nest.op.output.dims)[i] if i >= 0 else "" for i in dim.tolist()]
+    rare = np.zeros(n, dtype=bool)
+    for dims, mv in inputs:
+        rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
+            _restarts_with_walk(nest, c, dims, slot, nest.B)
+    edge = found & ((bound * stride > size) | rare) & (bound <= MAX_CHAIN_POSITIONS)
     if not edge.any():
         return np.zeros(n)
     rows = np.flatnonzero(edge)
@@ -763,6 +806,7 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         if not share.any():
             continue
         L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
+        reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
         # the other operands' loads: those whose tile changes with every output tile wait, like the
         # reload, for the compute of the tile two back; the others (at the first position) for their
         # own tile two back, long done
@@ -784,9 +828,11 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
             for j in range(P):
                 on = live[:, j]
                 # the load unit takes the other operands' loads (after the compute two tiles back)
-                # and then the reload (after the drain two tiles back)
-                nl = np.maximum(np.maximum(l + A_first[:, j], c_prev) + A_every[:, j], s_prev) + L[:, j]
-                nc = np.maximum(cm, nl) + C
+                # and then the reload (after the drain two tiles back); without reloads it is free
+                # once the loads are done, and the compute still waits for its half's drain
+                nl = np.maximum(l + A_first[:, j], c_prev) + A_every[:, j]
+                nl = np.where(reloads, np.maximum(nl, s_prev) + L[:, j], nl)
+                nc = np.maximum(np.maximum(cm, nl), s_prev) + C
                 ns = np.maximum(s, nc) + S[:, j]
                 l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
                                             np.where(on, s, s_prev), np.where(on, ns, s))
