@@ -41,6 +41,8 @@ latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-hal
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -727,6 +729,8 @@ def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.nd
 
 # an unequal-tile chain is followed over at most this many positions of the output loop
 MAX_CHAIN_POSITIONS = 64
+# ... and runs of edge tiles of the outer output loops in order over at most this many passes of it
+MAX_WALK_PASSES = 64
 
 
 def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], load, store, inputs: list,
@@ -800,44 +804,91 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         data = np.maximum(total / T - setup, 0.0) / mean_seg * seg_scale(sc, dims)
         return np.where(live, setup[:, None] + data[:, None] * shape, 0.0)
 
-    total = np.zeros(len(rows))
     C = compute[rows] / T
-    for share, sc in segments:
-        if not share.any():
-            continue
-        L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
-        reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
-        # the other operands' loads: those whose tile changes with every output tile wait, like the
-        # reload, for the compute of the tile two back; the others (at the first position) for their
-        # own tile two back, long done
-        A_every, A_first = np.zeros_like(w), np.zeros_like(w)
-        for dims, mv in inputs:
-            every = _follows_walk(nest, c, dims, walk_dim, slot, B)
-            t = per_tile(mv, dims, sc)
-            A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
-        z = np.zeros(len(rows))
+    reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
+    moves: dict[tuple[str, ...], tuple] = {}
+
+    def tile_moves(sc: dict[str, np.ndarray]) -> tuple:
+        """Per position of a pass at the segment's scale: reload, drain, and the other operands' loads
+        (those whose tile changes with every output tile wait, like the reload, for the compute of
+        the tile two back; the others, at the first position, for their own tile two back, long done)."""
+        key = tuple(sorted(sc))
+        if key not in moves:
+            L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
+            A_every, A_first = np.zeros_like(w), np.zeros_like(w)
+            for dims, mv in inputs:
+                every = _follows_walk(nest, c, dims, walk_dim, slot, B)
+                t = per_tile(mv, dims, sc)
+                A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
+            moves[key] = (L, S, A_every, A_first)
+        return moves[key]
+
+    def walk(passes: list[dict[str, np.ndarray]], sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The end of the first run of ``passes`` (each a pass over the walked loop's positions at a
+        segment's scale) and the growth per output tile in the periodic regime, for rows ``sel``."""
+        z = np.zeros(int(sel.sum()))
         # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
         l, cm, s, c_prev, s_prev = z, z, z, z, z
         periods = 4
         first = mark = z
+        Cs, rl = C[sel], reloads[sel]
         for rep in range(periods):
             if rep == 1:
                 first = s
             if rep == periods - 2:
                 mark = s
-            for j in range(P):
-                on = live[:, j]
-                # the load unit takes the other operands' loads (after the compute two tiles back)
-                # and then the reload (after the drain two tiles back); without reloads it is free
-                # once the loads are done, and the compute still waits for its half's drain
-                nl = np.maximum(l + A_first[:, j], c_prev) + A_every[:, j]
-                nl = np.where(reloads, np.maximum(nl, s_prev) + L[:, j], nl)
-                nc = np.maximum(np.maximum(cm, nl), s_prev) + C
-                ns = np.maximum(s, nc) + S[:, j]
-                l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
-                                            np.where(on, s, s_prev), np.where(on, ns, s))
-        rate = (s - mark) / (2 * per_period)
-        total = total + share * (first + rate * np.maximum(T - per_period, 0.0))
+            for sc in passes:
+                L, S, A_every, A_first = (x[sel] for x in tile_moves(sc))
+                for j in range(P):
+                    on = live[sel, j]
+                    # the load unit takes the other operands' loads (after the compute two tiles back)
+                    # and then the reload (after the drain two tiles back); without reloads it is free
+                    # once the loads are done, and the compute still waits for its half's drain
+                    nl = np.where(A_every[:, j] > 0, np.maximum(l + A_first[:, j], c_prev) + A_every[:, j],
+                                  l + A_first[:, j])
+                    nl = np.where(rl, np.maximum(nl, s_prev) + L[:, j], nl)
+                    nc = np.maximum(np.maximum(cm, nl), s_prev) + Cs
+                    ns = np.maximum(s, nc) + S[:, j]
+                    l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
+                                                np.where(on, s, s_prev), np.where(on, ns, s))
+        return first, (s - mark) / (2 * per_period[sel] * len(passes))
+
+    total = np.zeros(len(rows))
+    done = np.zeros(len(rows), dtype=bool)
+    if len(segments) > 1:
+        # Runs of edge tiles and of full ones follow each other in the loop order, and a run of small
+        # tiles lets the units catch up on a run of large ones: where the passes from the outermost
+        # edge loop in to the walked loop are few, they are walked in order, one sequence per row.
+        edge_dims = {d: (kk[rows], e[rows] / nest.inner[c][d][rows]) for d, kk, _, e in nest.edges(c)
+                     if d in out_dims}
+        above = nest.above(c)
+        for i in range(len(rows)):
+            segs = {d: (int(kk[i]), r[i]) for d, (kk, r) in edge_dims.items()
+                    if kk[i] >= 0 and out_dims.index(d) != dim[i]}
+            if not segs:
+                continue
+            w_k = above.index(int(slot[i]))
+            outer = min(k for k, _ in segs.values())
+            span = [int(B[i, above[k]]) for k in range(outer, w_k)]
+            if outer >= w_k or math.prod(span) > MAX_WALK_PASSES:
+                continue
+            passes = []
+            for digits in itertools.product(*(range(b) for b in span)):
+                passes.append({d: np.full(len(rows), r) for d, (k, r) in segs.items()
+                               if k - outer < len(span) and digits[k - outer] == span[k - outer] - 1})
+            sel = np.zeros(len(rows), dtype=bool)
+            sel[i] = True
+            first, rate = walk(passes, sel)
+            total[i] = (first + rate * max(T[i] - per_period[i] * len(passes), 0.0))[0]
+            done[i] = True
+    if not done.all():
+        # otherwise each segment settles at its own rate, weighted by its share of the tiles
+        rest = ~done
+        for share, sc in segments:
+            if not share[rest].any():
+                continue
+            first, rate = walk([sc], rest)
+            total[rest] = total[rest] + share[rest] * (first + rate * np.maximum(T[rest] - per_period[rest], 0.0))
     out = np.zeros(n)
     out[rows] = total
     return out
