@@ -346,8 +346,9 @@ def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
             split.append((w * p, {**over, d: state}))
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
-    nest._loads[key] = (dims, tuple(cases))
-    return nest._loads[key]
+    out = (dims, tuple(cases))
+    nest._loads[key] = out
+    return out
 
 
 def _case_extents(nest: NestRows, c: int, dims: tuple, over: dict[str, tuple]) -> dict[str, tuple]:
