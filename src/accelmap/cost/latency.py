@@ -728,6 +728,20 @@ def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.nd
     return out
 
 
+def _halves_step(state: tuple, a_first, a_every, pen_c, load, pen_r, compute, store, mx) -> tuple:
+    """One output tile of the halves' recurrence: end times (last load, compute, drain, previous
+    compute, previous drain) after the tile. The load unit takes the other operands' loads (those
+    at the first position at once; those changing with every tile after the compute two tiles
+    back, ``pen_c`` 0, else -inf: no such load) and then the reload (after the drain two tiles back,
+    ``pen_r`` 0, else -inf: no reloads, the unit is free once its loads are done); the compute waits
+    for them, the previous compute and its half's drain; the drain for the compute and the previous
+    drain. ``mx``: ``max`` on floats, ``np.maximum`` on rows."""
+    l, cm, s, c_prev, s_prev = state
+    nl = mx(mx(l + a_first, c_prev + pen_c) + a_every, s_prev + pen_r) + load
+    nc = mx(mx(cm, nl), s_prev) + compute
+    return nl, nc, mx(s, nc) + store, cm, s
+
+
 # an unequal-tile chain is followed over at most this many positions of the output loop
 MAX_CHAIN_POSITIONS = 64
 # ... and runs of edge tiles of the outer output loops in order over at most this many passes of it
@@ -826,33 +840,44 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
 
     def walk(passes: list[dict[str, np.ndarray]], sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The end of the first run of ``passes`` (each a pass over the walked loop's positions at a
-        segment's scale) and the growth per output tile in the periodic regime, for rows ``sel``."""
-        z = np.zeros(int(sel.sum()))
-        # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
-        l, cm, s, c_prev, s_prev = z, z, z, z, z
+        segment's scale) and the growth per output tile in the periodic regime, for rows ``sel``
+        (one row: the same recurrence over plain floats, the live positions only)."""
         periods = 4
+        Cs, pen_r = C[sel], np.where(reloads[sel], 0.0, -np.inf)
+        seq = []
+        for sc in passes:
+            L, S, A_every, A_first = (x[sel] for x in tile_moves(sc))
+            seq.append((L, S, A_every, A_first, np.where(A_every > 0, 0.0, -np.inf)))
+        if sel.sum() == 1:
+            c1, r1 = float(Cs[0]), float(pen_r[0])
+            on1 = np.flatnonzero(live[sel][0]).tolist()
+            steps = [(float(A_first[0, j]), float(A_every[0, j]), float(pen_c[0, j]), float(L[0, j]), float(S[0, j]))
+                     for L, S, A_every, A_first, pen_c in seq for j in on1]
+            st = (0.0,) * 5
+            first1 = mark1 = 0.0
+            for rep in range(periods):
+                if rep == 1:
+                    first1 = st[2]
+                if rep == periods - 2:
+                    mark1 = st[2]
+                for a_first, a_every, p_c, ld, sd in steps:
+                    st = _halves_step(st, a_first, a_every, p_c, ld, r1, c1, sd, max)
+            return np.array([first1]), np.array([(st[2] - mark1) / (2 * per_period[sel][0] * len(passes))])
+        z = np.zeros(int(sel.sum()))
+        state = (z, z, z, z, z)
         first = mark = z
-        Cs, rl = C[sel], reloads[sel]
         for rep in range(periods):
             if rep == 1:
-                first = s
+                first = state[2]
             if rep == periods - 2:
-                mark = s
-            for sc in passes:
-                L, S, A_every, A_first = (x[sel] for x in tile_moves(sc))
+                mark = state[2]
+            for L, S, A_every, A_first, pen_c in seq:
                 for j in range(P):
                     on = live[sel, j]
-                    # the load unit takes the other operands' loads (after the compute two tiles back)
-                    # and then the reload (after the drain two tiles back); without reloads it is free
-                    # once the loads are done, and the compute still waits for its half's drain
-                    nl = np.where(A_every[:, j] > 0, np.maximum(l + A_first[:, j], c_prev) + A_every[:, j],
-                                  l + A_first[:, j])
-                    nl = np.where(rl, np.maximum(nl, s_prev) + L[:, j], nl)
-                    nc = np.maximum(np.maximum(cm, nl), s_prev) + Cs
-                    ns = np.maximum(s, nc) + S[:, j]
-                    l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
-                                                np.where(on, s, s_prev), np.where(on, ns, s))
-        return first, (s - mark) / (2 * per_period[sel] * len(passes))
+                    new = _halves_step(state, A_first[:, j], A_every[:, j], pen_c[:, j], L[:, j], pen_r, Cs, S[:, j],
+                                       np.maximum)
+                    state = tuple(np.where(on, x, y) for x, y in zip(new, state, strict=True))
+        return first, (state[2] - mark) / (2 * per_period[sel] * len(passes))
 
     total = np.zeros(len(rows))
     done = np.zeros(len(rows), dtype=bool)
