@@ -728,6 +728,20 @@ def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.nd
     return out
 
 
+def _settle(one_run, state: tuple, periods: int) -> tuple:
+    """Run ``one_run`` (the halves' recurrence over one sequence of tiles) ``periods`` times: the last
+    drain's end after the first run, at the start of the second-to-last, and at the end (the regime's
+    growth over the last two runs)."""
+    first = mark = state[2]
+    for rep in range(periods):
+        if rep == 1:
+            first = state[2]
+        if rep == periods - 2:
+            mark = state[2]
+        state = one_run(state)
+    return first, mark, state[2]
+
+
 def _halves_step(state: tuple, a_first, a_every, pen_c, load, pen_r, compute, store, mx) -> tuple:
     """One output tile of the halves' recurrence: end times (last load, compute, drain, previous
     compute, previous drain) after the tile. The load unit takes the other operands' loads (those
@@ -853,31 +867,26 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
             on1 = np.flatnonzero(live[sel][0]).tolist()
             steps = [(float(A_first[0, j]), float(A_every[0, j]), float(pen_c[0, j]), float(L[0, j]), float(S[0, j]))
                      for L, S, A_every, A_first, pen_c in seq for j in on1]
-            st = (0.0,) * 5
-            first1 = mark1 = 0.0
-            for rep in range(periods):
-                if rep == 1:
-                    first1 = st[2]
-                if rep == periods - 2:
-                    mark1 = st[2]
+            def floats(st: tuple) -> tuple:
                 for a_first, a_every, p_c, ld, sd in steps:
                     st = _halves_step(st, a_first, a_every, p_c, ld, r1, c1, sd, max)
-            return np.array([first1]), np.array([(st[2] - mark1) / (2 * per_period[sel][0] * len(passes))])
-        z = np.zeros(int(sel.sum()))
-        state = (z, z, z, z, z)
-        first = mark = z
-        for rep in range(periods):
-            if rep == 1:
-                first = state[2]
-            if rep == periods - 2:
-                mark = state[2]
+                return st
+
+            first1, mark1, end1 = _settle(floats, (0.0,) * 5, periods)
+            return np.array([first1]), np.array([(end1 - mark1) / (2 * per_period[sel][0] * len(passes))])
+
+        def rows_(state: tuple) -> tuple:
             for L, S, A_every, A_first, pen_c in seq:
                 for j in range(P):
                     on = live[sel, j]
                     new = _halves_step(state, A_first[:, j], A_every[:, j], pen_c[:, j], L[:, j], pen_r, Cs, S[:, j],
                                        np.maximum)
                     state = tuple(np.where(on, x, y) for x, y in zip(new, state, strict=True))
-        return first, (state[2] - mark) / (2 * per_period[sel] * len(passes))
+            return state
+
+        z = np.zeros(int(sel.sum()))
+        first, mark, end = _settle(rows_, (z,) * 5, periods)
+        return first, (end - mark) / (2 * per_period[sel] * len(passes))
 
     total = np.zeros(len(rows))
     done = np.zeros(len(rows), dtype=bool)
