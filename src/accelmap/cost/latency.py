@@ -51,7 +51,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.dma_rows import load_setup_cycles
 from accelmap.cost.nest_rows import NestRows, axis_sizes, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.workload.index_sets import axis_overlap, tile_size
+from accelmap.workload.index_sets import axis_overlap
 from accelmap.workload.operator import Operator
 
 
@@ -374,38 +374,57 @@ def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tupl
     return [(w, _case_extents(nest, c, dims, over)) for w, over in cases]
 
 
+def _case_extents_full(nest: NestRows, c: int, w: np.ndarray, over: dict[str, tuple]) -> tuple[dict, dict]:
+    """Old and new extents of level c's tile per dim for one edge case, as (classes x rows) arrays."""
+    ext = nest.inner[c]
+    eo = {d: over[d][0] if d in over else np.broadcast_to(ext[d][None], w.shape) for d in ext}
+    en = {d: over[d][1] if d in over else np.broadcast_to(ext[d][None], w.shape) for d in ext}
+    return eo, en
+
+
+def _points(X, e: dict[str, np.ndarray]) -> np.ndarray:
+    """Points of X touched by tiles of extents ``e`` ((classes x rows) arrays), zero where one is empty."""
+    shape = next(iter(e.values())).shape
+    flat = {d: np.maximum(v, 1).reshape(-1) for d, v in e.items()}
+    size = axis_sizes(X, flat)[1].reshape(shape)
+    empty = np.zeros(shape, dtype=bool)
+    for v in e.values():
+        empty |= v <= 0
+    return np.where(empty, 0, size)
+
+
 def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
     """Elements of X entering level c at the transitions of one edge case (classes x rows), from
     the first instance's tiles: the new tile less its overlap with the old one; entries of zero
-    weight are left at zero. Edge cases occur only in imperfect rows, counted one by one."""
+    weight are left at zero. A single-term axis overlaps in closed form; a sliding-window axis is
+    counted exactly, entry by entry (edge cases occur only in imperfect rows)."""
     if not over:
         return nest.deltas(X, c)[1]
     _, shifts = nest.classes(c)
-    ext = nest.inner[c]
-    out = np.zeros(w.shape, dtype=np.int64)
-    axes = operand_axes(X)
-    for k, r in zip(*np.nonzero(w > 0), strict=True):
-        eo = {d: int(over[d][0][k, r]) if d in over else int(ext[d][r]) for d in ext}
-        en = {d: int(over[d][1][k, r]) if d in over else int(ext[d][r]) for d in ext}
-        if any(v <= 0 for v in en.values()):
+    eo, en = _case_extents_full(nest, c, w, over)
+    zero = np.zeros(w.shape, dtype=np.int64)
+    sh = {d: shifts[d] if d in shifts else zero for d in eo}
+    on = w > 0
+    ov = np.ones(w.shape, dtype=np.int64)
+    for coeffs, ds in operand_axes(X):
+        if len(ds) == 1:
+            d = ds[0]
+            ov = ov * np.maximum(0, np.minimum(eo[d], sh[d] + en[d]) - np.maximum(0, sh[d]))
             continue
-        sh = {d: int(shifts[d][k, r]) if d in shifts else 0 for d in ext}
-        ov = 1
-        for coeffs, ds in axes:
-            ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
-        out[k, r] = max(0, tile_size(X, en) - ov)
-    return out
+        o = np.zeros(w.shape, dtype=np.int64)
+        for k, r in zip(*np.nonzero(on), strict=True):
+            o[k, r] = axis_overlap(coeffs, tuple(int(eo[d][k, r]) for d in ds), tuple(int(en[d][k, r]) for d in ds),
+                                   tuple(int(sh[d][k, r]) for d in ds))
+        ov = ov * o
+    new = _points(X, en)
+    return np.where(on & (new > 0), np.maximum(0, new - ov), 0)
 
 
 def _case_old_sizes(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
     """Elements of X's tile at level c before the transitions of one edge case (classes x rows; the
     first instance's, the old extents of ``over``): what an output tile drains as it leaves."""
-    out = np.zeros(w.shape, dtype=np.int64)
-    ext = nest.inner[c]
-    for k, r in zip(*np.nonzero(w > 0), strict=True):
-        eo = {d: int(over[d][0][k, r]) if d in over else int(ext[d][r]) for d in ext}
-        out[k, r] = tile_size(X, eo) if all(v > 0 for v in eo.values()) else 0
-    return out
+    eo, _ = _case_extents_full(nest, c, w, over)
+    return np.where(w > 0, _points(X, eo), 0)
 
 
 def _last_tile(nest: NestRows, X, c: int) -> np.ndarray:
