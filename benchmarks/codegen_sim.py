@@ -12,6 +12,7 @@ It also reproduces the worked example of Hamdi's thesis (DIANA, Set-A layer L1: 
 cycles against an ideal 3,072). Prints tables, writes benchmarks/results/codegen_sim.json.
 
     python benchmarks/codegen_sim.py [--quick] [--compile-all] [--zigzag] [--archs A ...]
+    python benchmarks/codegen_sim.py --reevaluate benchmarks/results/codegen_sim.json ... [--resimulate]
 
 ``--zigzag`` adds ZigZag's tpu_like, edge_tpu_like and ascend_like hardware files as converted by
 ``accelmap.arch.zigzag_import`` (written to codegen_sim_zigzag.json).
@@ -263,6 +264,55 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
     return {"seed": seed, "per_arch": n_per_arch, "max_steps": RANDOM_MAX_STEPS, "summary": summary, "rows": rows}
 
 
+# ---------------------------------------------------------------- stored mappings re-evaluated
+def reevaluate(paths: list[Path], resimulate: bool = False) -> dict:
+    """The model of every stored mapping (mapper rows and random rows of earlier runs' JSON) against the
+    simulator cycles stored beside it, or simulated again (``resimulate``: where the accelerator or
+    the simulator changed since). The same draws, so a model change shows row by row."""
+    from accelmap.sim.engine import run_timing
+    from accelmap.sim.program import build_program
+
+    ops: dict[tuple[str, str], list] = {}
+    for model in MODELS:
+        for layer in load_model(model).layers:
+            ops.setdefault((model, layer.operator.name), []).append(layer.operator)
+            ops.setdefault(("", layer.operator.name), []).append(layer.operator)
+    out: dict = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        for kind, rows in (("mapper", data["rows"]), ("random", (data.get("random_mappings") or {}).get("rows", []))):
+            errs: dict[str, list[float]] = {}
+            for r in rows:
+                arch = get_arch(r["arch"])
+                bits = int(r.get("output_bits") or (8 if r["arch"] == "diana_like" else 32))
+                found = None
+                for cand in ops[(r.get("model", ""), r["layer"])]:
+                    op = at_precision(cand, arch, bits)
+                    try:
+                        m = parse_text(r["mapping"], arch, str(path))
+                        validate(op, arch, m)
+                    except MappingError:
+                        continue
+                    found = op, m
+                    break
+                if found is None:
+                    print(f"  {path.name} {kind} {r['arch']} {r['layer']}: stored mapping no longer valid, skipped")
+                    continue
+                op, m = found
+                sim = run_timing(build_program(op, arch, m), 0).cycles if resimulate else float(r["sim_cycles"])
+                err = (evaluate(op, arch, m, check=False).latency - sim) / sim
+                errs.setdefault(r["arch"], []).append(abs(err))
+                before = float(r["error"])
+                if abs(err) > 0.02 or abs(abs(err) - abs(before)) > 0.002:
+                    print(f"  {path.name} {kind} {r['arch']} {r['layer']}: stored {before:+.2%}, now {err:+.2%}")
+            for a, e in errs.items():
+                out[f"{path.name} {kind} {a}"] = {"n": len(e), "mean_abs_error": statistics.mean(e), "max_abs_error": max(e)}
+    print(f"\n{'stored rows':<48} {'n':>4} {'mean |err|':>11} {'max |err|':>10}")
+    for k, v in out.items():
+        print(f"{k:<48} {v['n']:>4} {v['mean_abs_error']:>11.2%} {v['max_abs_error']:>10.2%}")
+    return out
+
+
 # ---------------------------------------------------------------- main
 def main(argv: list[str]) -> int:
     global MAPPER_TIME_LIMIT, ARCHS
@@ -276,7 +326,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--zigzag", action="store_true", help="also ZigZag's tpu_like, edge_tpu_like and ascend_like, "
                     "converted (installs ZigZag into benchmarks/.venv-zigzag on first use)")
     ap.add_argument("--archs", nargs="+", help="only these accelerators (presets or zigzag:NAME)")
+    ap.add_argument("--reevaluate", type=Path, nargs="+", metavar="JSON",
+                    help="only re-evaluate the model on the mappings stored in these results files")
+    ap.add_argument("--resimulate", action="store_true", help="with --reevaluate: simulate the stored mappings again")
     args = ap.parse_args(argv)
+    if args.reevaluate:
+        reevaluate(args.reevaluate, args.resimulate)
+        return 0
     if args.zigzag:
         ARCHS = ARCHS + ZIGZAG_ARCHS
     if args.archs:

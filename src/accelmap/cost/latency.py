@@ -41,6 +41,8 @@ latency = max(max(compute + stall, busiest double-buffered unit, bursts, two-hal
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +51,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.dma_rows import load_setup_cycles
 from accelmap.cost.nest_rows import NestRows, axis_sizes, cycles, operand_axes, output_bits
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.workload.index_sets import axis_overlap, tile_size
+from accelmap.workload.index_sets import axis_overlap
 from accelmap.workload.operator import Operator
 
 
@@ -304,60 +306,125 @@ def _period_share(nest: NestRows, keep, X, c: int) -> np.ndarray:
     return share
 
 
-def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
-    """Transitions of level c's tiles split by edge tiles: (weight per class and row, dim -> (old,
-    new) extents where they differ from the full tile). Per transition class j and per edge dim
-    (``NestRows.edges``) with its loop g: g sits at its last position (the edge tile) in 1/bound of
-    the transitions of loops inside it, lands there in 1/(bound-1) of its own, and leaves it for its
-    first position (full) whenever a loop outside it advances. Perfect rows: one case of weight 1."""
-    key = ("edge cases", c)
+def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
+    """Transitions split by the edge tiles of imperfect factors, jointly for ``levels`` (which move
+    together in a single-buffered transition), over the transition classes of the deepest of them
+    (the slots above a level are a prefix of the slots above any deeper one). Returns (per edge dim:
+    (dim, per level its edge extent where that level has the edge, else -1)), and the cases: (weight
+    per class and row, dim -> (old tile at its edge, new tile at its edge), masks per class and row).
+
+    Per transition class j and per edge dim (``NestRows.edges``) with its loop g: g sits at its last
+    position (the edge tile) in 1/bound of the transitions of loops outside it, lands there in
+    1/(bound-1) of its own, and leaves it for its first position (full) whenever a loop inside it
+    advances. Loops' positions are independent, so the edge dims' cases multiply. Perfect rows: one
+    case of weight 1."""
+    key = ("edge states", levels)
     cached = nest._loads.get(key)
     if cached is not None:
-        return list(cached)
-    cnt, _ = nest.classes(c)
+        return cached
+    cnt, _ = nest.classes(max(levels))
     K = cnt.shape[0]
     kk = np.arange(K)[:, None]
-    ext = nest.inner[c]
+    found: dict[str, list] = {}       # dim -> [slot of g, g's bound, {level: edge extent or -1}]
+    for c in levels:
+        for d, k, b, e in nest.edges(c):
+            slot, bound, ext = found.setdefault(d, [np.full(nest.n, -1), b, {}])
+            found[d][0] = np.maximum(slot, k)          # the same loop g, a prefix slot, wherever present
+            ext[c] = np.where(k >= 0, e, -1)
+    dims = tuple((d, ext) for d, (_, _, ext) in found.items())
     cases: list[tuple[np.ndarray, dict[str, tuple]]] = [(np.ones(cnt.shape), {})]
-    for d, k, b, e in nest.edges(c):
+    for d, (k, b, _) in found.items():
         outside = (k[None] >= 0) & (k[None] < kk)
         at = (k[None] >= 0) & (k[None] == kk)
         # a loop outside g advances only when g is at its last position: g leaves its edge tile
         leaving = (k[None] >= 0) & (k[None] > kk)
         p = (np.where(outside, 1.0 / b, 0.0) + np.where(at, 1.0 / np.maximum(b - 1, 1), 0.0)
              + np.where(leaving, 1.0, 0.0))
-        old = np.broadcast_to(np.where(outside | leaving, e[None], ext[d][None]), cnt.shape)
-        new = np.broadcast_to(np.where(leaving, ext[d][None], e[None]), cnt.shape)
+        state = (np.broadcast_to(outside | leaving, cnt.shape), np.broadcast_to(~leaving, cnt.shape))
         split = []
         for w, over in cases:
-            split.append((w * p, {**over, d: (old, new)}))
+            split.append((w * p, {**over, d: state}))
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
-    nest._loads[key] = tuple(cases)
-    return cases
+    out = (dims, tuple(cases))
+    nest._loads[key] = out
+    return out
+
+
+def _case_extents(nest: NestRows, c: int, dims: tuple, over: dict[str, tuple]) -> dict[str, tuple]:
+    """One edge case's (old, new) extents of level c's tile (classes above c x rows), for the dims
+    where c's tile has an edge (``_edge_states``); the other dims keep the full extent."""
+    K = len(nest.above(c))
+    ext = nest.inner[c]
+    out = {}
+    for d, e_at in dims:
+        e = e_at.get(c)
+        if d not in over or e is None or not (e >= 0).any():
+            continue
+        has = e[None] >= 0
+        old, new = over[d]
+        out[d] = (np.where(old[:K] & has, e[None], ext[d][None]), np.where(new[:K] & has, e[None], ext[d][None]))
+    return out
+
+
+def _edge_cases(nest: NestRows, c: int) -> list[tuple[np.ndarray, dict[str, tuple]]]:
+    """Transitions of level c's tiles split by edge tiles (``_edge_states`` for c alone): (weight per
+    class and row, dim -> (old, new) extents where they differ from the full tile)."""
+    dims, cases = _edge_states(nest, (c,))
+    return [(w, _case_extents(nest, c, dims, over)) for w, over in cases]
+
+
+def _case_extents_full(nest: NestRows, c: int, w: np.ndarray, over: dict[str, tuple]) -> tuple[dict, dict]:
+    """Old and new extents of level c's tile per dim for one edge case, as (classes x rows) arrays."""
+    ext = nest.inner[c]
+    eo = {d: over[d][0] if d in over else np.broadcast_to(ext[d][None], w.shape) for d in ext}
+    en = {d: over[d][1] if d in over else np.broadcast_to(ext[d][None], w.shape) for d in ext}
+    return eo, en
+
+
+def _points(X, e: dict[str, np.ndarray]) -> np.ndarray:
+    """Points of X touched by tiles of extents ``e`` ((classes x rows) arrays), zero where one is empty."""
+    shape = next(iter(e.values())).shape
+    flat = {d: np.maximum(v, 1).reshape(-1) for d, v in e.items()}
+    size = axis_sizes(X, flat)[1].reshape(shape)
+    empty = np.zeros(shape, dtype=bool)
+    for v in e.values():
+        empty |= v <= 0
+    return np.where(empty, 0, size)
 
 
 def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
     """Elements of X entering level c at the transitions of one edge case (classes x rows), from
     the first instance's tiles: the new tile less its overlap with the old one; entries of zero
-    weight are left at zero. Edge cases occur only in imperfect rows, counted one by one."""
+    weight are left at zero. A single-term axis overlaps in closed form; a sliding-window axis is
+    counted exactly, entry by entry (edge cases occur only in imperfect rows)."""
     if not over:
         return nest.deltas(X, c)[1]
     _, shifts = nest.classes(c)
-    ext = nest.inner[c]
-    out = np.zeros(w.shape, dtype=np.int64)
-    axes = operand_axes(X)
-    for k, r in zip(*np.nonzero(w > 0), strict=True):
-        eo = {d: int(over[d][0][k, r]) if d in over else int(ext[d][r]) for d in ext}
-        en = {d: int(over[d][1][k, r]) if d in over else int(ext[d][r]) for d in ext}
-        if any(v <= 0 for v in en.values()):
+    eo, en = _case_extents_full(nest, c, w, over)
+    zero = np.zeros(w.shape, dtype=np.int64)
+    sh = {d: shifts[d] if d in shifts else zero for d in eo}
+    on = w > 0
+    ov = np.ones(w.shape, dtype=np.int64)
+    for coeffs, ds in operand_axes(X):
+        if len(ds) == 1:
+            d = ds[0]
+            ov = ov * np.maximum(0, np.minimum(eo[d], sh[d] + en[d]) - np.maximum(0, sh[d]))
             continue
-        sh = {d: int(shifts[d][k, r]) if d in shifts else 0 for d in ext}
-        ov = 1
-        for coeffs, ds in axes:
-            ov *= axis_overlap(coeffs, tuple(eo[d] for d in ds), tuple(en[d] for d in ds), tuple(sh[d] for d in ds))
-        out[k, r] = max(0, tile_size(X, en) - ov)
-    return out
+        o = np.zeros(w.shape, dtype=np.int64)
+        for k, r in zip(*np.nonzero(on), strict=True):
+            o[k, r] = axis_overlap(coeffs, tuple(int(eo[d][k, r]) for d in ds), tuple(int(en[d][k, r]) for d in ds),
+                                   tuple(int(sh[d][k, r]) for d in ds))
+        ov = ov * o
+    new = _points(X, en)
+    return np.where(on & (new > 0), np.maximum(0, new - ov), 0)
+
+
+def _case_old_sizes(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple]) -> np.ndarray:
+    """Elements of X's tile at level c before the transitions of one edge case (classes x rows; the
+    first instance's, the old extents of ``over``): what an output tile drains as it leaves."""
+    eo, _ = _case_extents_full(nest, c, w, over)
+    return np.where(w > 0, _points(X, eo), 0)
 
 
 def _last_tile(nest: NestRows, X, c: int) -> np.ndarray:
@@ -452,7 +519,7 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     cached = nest._loads.get(key)
     if cached is None:
         cached = nest._loads[key] = _burst_loads(nest, keep, counts, c, held)
-    steps, cases, total_load, any_load, window, moved = cached
+    steps, cases, total_load, any_load, window, moved, early = cached
     # Drains that recur within every window (an output tile per window or more) pace its steps too,
     # from the second window on: a tile drains while the next one computes.
     first = busy / steps * window
@@ -466,6 +533,12 @@ def _burst(nest: NestRows, keep, counts, c: int, busy: np.ndarray, held: dict, d
     # of T transitions, T - 1 are paced.
     moves = (cnt * moved).sum(axis=0)
     paced = np.where(moves > 0, (moves - 1) / np.maximum(moves, 1), 0.0)
+    # A rarer stream queued before every stream that loads each window starts one window early: its
+    # tile two back was released long ago, so it follows the previous window's loads (those
+    # streams' F, with the port's share of the others), and the window's own loads follow it
+    # after their release: the window takes max(F + the later loads, 2F + the loads - the window).
+    total_load = [np.where(pre > 0, np.minimum(tl, np.maximum(tl - pre, tl + f - first)), tl)
+                  for tl, (f, pre) in zip(total_load, early, strict=True)]
     out = first + sum((cnt * w * np.where(moved, np.maximum(first, tl) + paced * (
         np.maximum(span, tl - (span - first)) - np.maximum(first, tl)), 0.0)).sum(axis=0)
                       for (w, _), tl in zip(cases, total_load, strict=True))
@@ -486,11 +559,14 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
     window = steps.copy()               # per row: the shortest period of a stream that loads
     moved = np.zeros(cnt.shape, dtype=bool)   # classes at which some loading stream changes tile
     ports: set[str] = set()             # the parents' read ports the loads into c use
-    for X in nest.op.operands:
+    streams = []
+    # the level's load queue: inputs in operand order, then returning partial sums (as the simulator)
+    for X in sorted(nest.op.operands, key=lambda X: X.is_output):
         loads = _stream_loads(nest, keep, counts, c, X)
         if loads is None:
             continue
         valid, moves, period, times = loads
+        streams.append((valid, period, times))
         any_load |= valid
         window = np.where(valid, np.minimum(window, period), window)
         moved |= moves.T & valid[None]
@@ -498,6 +574,19 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
             tl += t
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         ports.add(f"{nest.arch.levels[chain[chain.index(c) - 1]].name}.read")
+    # per case: the loads of the streams that change every window (F) and of the rarer ones queued
+    # before all of those (periods are products of suffixes of the loops above c, so a rarer
+    # stream's period is at least two windows)
+    every = [np.zeros(cnt.shape) for _ in cases]
+    pre = [np.zeros(cnt.shape) for _ in cases]
+    before = np.ones(n, dtype=bool)     # no stream of every window queued yet
+    for valid, period, times in streams:
+        frequent = valid & (period == window)
+        rare = valid & (period > window) & before
+        for f, r, (_, t) in zip(every, pre, times, strict=True):
+            f += np.where(frequent, t, 0.0)
+            r += np.where(rare, t, 0.0)
+        before &= ~frequent
     shared = np.zeros(n)                # other levels' loads on those ports that recur within a window
     for port in ports:
         for (lvl, name), t in held.get(port, {}).items():
@@ -507,7 +596,8 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
                     o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
-    return steps, cases, total_load, any_load, window, moved
+    early = [(f + np.where(f > 0, shared / steps * window, 0.0), r) for f, r in zip(every, pre, strict=True)]
+    return steps, cases, total_load, any_load, window, moved, early
 
 
 def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> np.ndarray:
@@ -644,8 +734,51 @@ def _follows_walk(nest: NestRows, c: int, dims, walk_dim: list[str], slot: np.nd
     return out
 
 
+def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Rows (of ``B``) where an operand over ``dims`` changes tile whenever the walk of level c's output
+    tiles (the loop at ``slot``) starts over: the innermost loop above c outside the walked one (of
+    bound above 1) moves it. Its loads then fall on the walk's first position, once per pass."""
+    out = np.zeros(len(B), dtype=bool)
+    seen = np.zeros(len(B), dtype=bool)
+    for j in reversed(nest.above(c)):
+        hit = ~seen & (slot > j) & (B[:, j] > 1)
+        out |= hit & (nest.structure[j][0] in dims)
+        seen |= hit
+    return out
+
+
+def _settle(one_run, state: tuple, periods: int) -> tuple:
+    """Run ``one_run`` (the halves' recurrence over one sequence of tiles) ``periods`` times: the last
+    drain's end after the first run, at the start of the second-to-last, and at the end (the regime's
+    growth over the last two runs)."""
+    first = mark = state[2]
+    for rep in range(periods):
+        if rep == 1:
+            first = state[2]
+        if rep == periods - 2:
+            mark = state[2]
+        state = one_run(state)
+    return first, mark, state[2]
+
+
+def _halves_step(state: tuple, a_first, a_every, pen_c, load, pen_r, compute, store, mx) -> tuple:
+    """One output tile of the halves' recurrence: end times (last load, compute, drain, previous
+    compute, previous drain) after the tile. The load unit takes the other operands' loads (those
+    at the first position at once; those changing with every tile after the compute two tiles
+    back, ``pen_c`` 0, else -inf: no such load) and then the reload (after the drain two tiles back,
+    ``pen_r`` 0, else -inf: no reloads, the unit is free once its loads are done); the compute waits
+    for them, the previous compute and its half's drain; the drain for the compute and the previous
+    drain. ``mx``: ``max`` on floats, ``np.maximum`` on rows."""
+    l, cm, s, c_prev, s_prev = state
+    nl = mx(mx(l + a_first, c_prev + pen_c) + a_every, s_prev + pen_r) + load
+    nc = mx(mx(cm, nl), s_prev) + compute
+    return nl, nc, mx(s, nc) + store, cm, s
+
+
 # an unequal-tile chain is followed over at most this many positions of the output loop
 MAX_CHAIN_POSITIONS = 64
+# ... and runs of edge tiles of the outer output loops in order over at most this many passes of it
+MAX_WALK_PASSES = 64
 
 
 def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], load, store, inputs: list,
@@ -662,7 +795,14 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains."""
     n = nest.n
     found, size, stride, bound, ext, dim, slot = positions
-    edge = found & (bound * stride > size) & (bound <= MAX_CHAIN_POSITIONS)
+    # equal tiles pair up into the two-half cycle unless another operand's loads, queued on the same
+    # load unit, fall on some positions only (its tile changes when the walk starts over)
+    walk_dim_all = [list(nest.op.output.dims)[i] if i >= 0 else "" for i in dim.tolist()]
+    rare = np.zeros(n, dtype=bool)
+    for dims, mv in inputs:
+        rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
+            _restarts_with_walk(nest, c, dims, slot, nest.B)
+    edge = found & ((bound * stride > size) | rare) & (bound <= MAX_CHAIN_POSITIONS)
     if not edge.any():
         return np.zeros(n)
     rows = np.flatnonzero(edge)
@@ -712,41 +852,97 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         data = np.maximum(total / T - setup, 0.0) / mean_seg * seg_scale(sc, dims)
         return np.where(live, setup[:, None] + data[:, None] * shape, 0.0)
 
-    total = np.zeros(len(rows))
     C = compute[rows] / T
-    for share, sc in segments:
-        if not share.any():
-            continue
-        L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
-        # the other operands' loads: those whose tile changes with every output tile wait, like the
-        # reload, for the compute of the tile two back; the others (at the first position) for their
-        # own tile two back, long done
-        A_every, A_first = np.zeros_like(w), np.zeros_like(w)
-        for dims, mv in inputs:
-            every = _follows_walk(nest, c, dims, walk_dim, slot, B)
-            t = per_tile(mv, dims, sc)
-            A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
-        z = np.zeros(len(rows))
-        # end times of the last tile's reload, compute and drain, the previous tile's compute and drain
-        l, cm, s, c_prev, s_prev = z, z, z, z, z
+    reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
+    moves: dict[tuple[str, ...], tuple] = {}
+
+    def tile_moves(sc: dict[str, np.ndarray]) -> tuple:
+        """Per position of a pass at the segment's scale: reload, drain, and the other operands' loads
+        (those whose tile changes with every output tile wait, like the reload, for the compute of
+        the tile two back; the others, at the first position, for their own tile two back, long done)."""
+        key = tuple(sorted(sc))
+        if key not in moves:
+            L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
+            A_every, A_first = np.zeros_like(w), np.zeros_like(w)
+            for dims, mv in inputs:
+                every = _follows_walk(nest, c, dims, walk_dim, slot, B)
+                t = per_tile(mv, dims, sc)
+                A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
+            moves[key] = (L, S, A_every, A_first)
+        return moves[key]
+
+    def walk(passes: list[dict[str, np.ndarray]], sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The end of the first run of ``passes`` (each a pass over the walked loop's positions at a
+        segment's scale) and the growth per output tile in the periodic regime, for rows ``sel``
+        (one row: the same recurrence over plain floats, the live positions only)."""
         periods = 4
-        first = mark = z
-        for rep in range(periods):
-            if rep == 1:
-                first = s
-            if rep == periods - 2:
-                mark = s
-            for j in range(P):
-                on = live[:, j]
-                # the load unit takes the other operands' loads (after the compute two tiles back)
-                # and then the reload (after the drain two tiles back)
-                nl = np.maximum(np.maximum(l + A_first[:, j], c_prev) + A_every[:, j], s_prev) + L[:, j]
-                nc = np.maximum(cm, nl) + C
-                ns = np.maximum(s, nc) + S[:, j]
-                l, c_prev, cm, s_prev, s = (np.where(on, nl, l), np.where(on, cm, c_prev), np.where(on, nc, cm),
-                                            np.where(on, s, s_prev), np.where(on, ns, s))
-        rate = (s - mark) / (2 * per_period)
-        total = total + share * (first + rate * np.maximum(T - per_period, 0.0))
+        Cs, pen_r = C[sel], np.where(reloads[sel], 0.0, -np.inf)
+        seq = []
+        for sc in passes:
+            L, S, A_every, A_first = (x[sel] for x in tile_moves(sc))
+            seq.append((L, S, A_every, A_first, np.where(A_every > 0, 0.0, -np.inf)))
+        if sel.sum() == 1:
+            c1, r1 = float(Cs[0]), float(pen_r[0])
+            on1 = np.flatnonzero(live[sel][0]).tolist()
+            steps = [(float(A_first[0, j]), float(A_every[0, j]), float(pen_c[0, j]), float(L[0, j]), float(S[0, j]))
+                     for L, S, A_every, A_first, pen_c in seq for j in on1]
+            def floats(st: tuple) -> tuple:
+                for a_first, a_every, p_c, ld, sd in steps:
+                    st = _halves_step(st, a_first, a_every, p_c, ld, r1, c1, sd, max)
+                return st
+
+            first1, mark1, end1 = _settle(floats, (0.0,) * 5, periods)
+            return np.array([first1]), np.array([(end1 - mark1) / (2 * per_period[sel][0] * len(passes))])
+
+        def rows_(state: tuple) -> tuple:
+            for L, S, A_every, A_first, pen_c in seq:
+                for j in range(P):
+                    on = live[sel, j]
+                    new = _halves_step(state, A_first[:, j], A_every[:, j], pen_c[:, j], L[:, j], pen_r, Cs, S[:, j],
+                                       np.maximum)
+                    state = tuple(np.where(on, x, y) for x, y in zip(new, state, strict=True))
+            return state
+
+        z = np.zeros(int(sel.sum()))
+        first, mark, end = _settle(rows_, (z,) * 5, periods)
+        return first, (end - mark) / (2 * per_period[sel] * len(passes))
+
+    total = np.zeros(len(rows))
+    done = np.zeros(len(rows), dtype=bool)
+    if len(segments) > 1:
+        # Runs of edge tiles and of full ones follow each other in the loop order, and a run of small
+        # tiles lets the units catch up on a run of large ones: where the passes from the outermost
+        # edge loop in to the walked loop are few, they are walked in order, one sequence per row.
+        edge_dims = {d: (kk[rows], e[rows] / nest.inner[c][d][rows]) for d, kk, _, e in nest.edges(c)
+                     if d in out_dims}
+        above = nest.above(c)
+        for i in range(len(rows)):
+            segs = {d: (int(kk[i]), r[i]) for d, (kk, r) in edge_dims.items()
+                    if kk[i] >= 0 and out_dims.index(d) != dim[i]}
+            if not segs:
+                continue
+            w_k = above.index(int(slot[i]))
+            outer = min(k for k, _ in segs.values())
+            span = [int(B[i, above[k]]) for k in range(outer, w_k)]
+            if outer >= w_k or math.prod(span) > MAX_WALK_PASSES:
+                continue
+            passes = []
+            for digits in itertools.product(*(range(b) for b in span)):
+                passes.append({d: np.full(len(rows), r) for d, (k, r) in segs.items()
+                               if k - outer < len(span) and digits[k - outer] == span[k - outer] - 1})
+            sel = np.zeros(len(rows), dtype=bool)
+            sel[i] = True
+            first, rate = walk(passes, sel)
+            total[i] = (first + rate * max(T[i] - per_period[i] * len(passes), 0.0))[0]
+            done[i] = True
+    if not done.all():
+        # otherwise each segment settles at its own rate, weighted by its share of the tiles
+        rest = ~done
+        for share, sc in segments:
+            if not share[rest].any():
+                continue
+            first, rate = walk([sc], rest)
+            total[rest] = total[rest] + share[rest] * (first + rate * np.maximum(T[rest] - per_period[rest], 0.0))
     out = np.zeros(n)
     out[rows] = total
     return out
@@ -841,24 +1037,34 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
     """Compute waits while single-buffered levels change tiles; ``on[c]``: rows where single-buffered
     level c moves data. Per transition class (the loop that advances), the levels below that loop
     move the exact deltas of their operands, timed by ``_transition_time``. The first tiles load
-    before any compute and the last ones drain after it (whole tiles).
+    before any compute and the last ones drain after it (whole tiles; the last one an edge tile
+    where an imperfect factor leaves one last).
 
-    The first fill and every transition class are scheduled in one ``_transition_time`` call
-    over stacked copies of the rows (block 0: first tiles, block k: class of the k-th temporal
-    slot), a move absent from a block being marked not present. The slots above a level are a
-    prefix of the slots above any deeper level, and a slot's transitions do not depend on the
-    level, so the deepest level's classes index all.
+    Edge tiles of imperfect factors split every class into cases (``_edge_states``, joint over the
+    levels, since they move together): a transition's time is a maximum over units and ports, so
+    it is timed on each case's exact deltas (the first instance's, scaled to the counts as the
+    simulator scales them), not on a mean delta. An output tile drains what entered it: the old
+    tile's size.
 
-    Returns the stall per row, and per transition class and row how often it occurs and its stall."""
+    The first fill and every (case, class) are scheduled in one ``_transition_time`` call over
+    stacked copies of the rows (block 0: first tiles, then per case one block per temporal slot),
+    a move absent from a block being marked not present. The slots above a level are a prefix of
+    the slots above any deeper level, and a slot's transitions do not depend on the level, so the
+    deepest level's classes index all.
+
+    Returns the stall per row, and per transition class and row how often it occurs and its mean
+    stall over the cases."""
     op, levels, n = nest.op, nest.arch.levels, nest.n
     deepest = max(on)
     trans, _ = nest.classes(deepest)
     K = trans.shape[0]
-    nb = K + 1
+    dims, cases = _edge_states(nest, tuple(sorted(on)))
+    nb = 1 + K * len(cases)
     moves = []
     last = np.zeros(n)
     for c, active_c in on.items():
         lc = levels[c]
+        Kc = len(nest.above(c))
         for X in op.operands:
             chain = [i for i in range(nest.nlev) if X.name in keep[i]]
             if c not in chain[1:]:
@@ -867,12 +1073,21 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             lp = levels[p]
             cc, pc = counts[(c, X.name)], counts[(p, X.name)]
             nc, np_ = nest.used(c), nest.used(p)
-            full, dl, counted = nest.deltas(X, c)
+            full, dl, _ = nest.deltas(X, c)
+            k = np.zeros((nb, n), dtype=np.int64)
+            gone = np.zeros((nb, n), dtype=np.int64)       # outputs: the size of the tile that leaves
+            k[0] = full
+            counted = full.copy()
+            for i, (w, over) in enumerate(cases):
+                ext = _case_extents(nest, c, dims, over)
+                dl_i = _case_deltas(nest, X, c, w[:Kc], ext) if ext else dl
+                blk = slice(1 + i * K, 1 + i * K + Kc)
+                k[blk] = dl_i
+                counted = counted + (trans[:Kc] * w[:Kc] * dl_i).sum(axis=0)
+                if X.is_output:
+                    gone[blk] = np.where(dl_i > 0, _case_old_sizes(nest, X, c, w[:Kc], ext) if ext else dl_i, 0)
             valid = active_c & (counted != 0)
             safe = np.where(valid, counted, 1)
-            k = np.zeros((nb, n), dtype=np.int64)
-            k[0] = full
-            k[1:1 + len(dl)] = dl
             k = k.reshape(-1)
             ld_c, ld_p = _blocks(cc[0] * X.bits / nc / safe, nb), _blocks(pc[1] * X.bits / np_ / safe, nb)
             tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
@@ -881,20 +1096,23 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             if X.is_output:
                 ob = output_bits(nest, keep, counts)
                 st_c, st_p = _blocks(ob[c][1] / nc / safe, nb), _blocks(ob[p][0] / np_ / safe, nb)
-                store = lc.transfer_setup_cycles + np.maximum(cycles(k * st_c, lc.read_bw_bits),
-                                                              cycles(k * st_p, lp.write_bw_bits))
-                store = np.where((k > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
+                gone[0] = _last_tile(nest, X, c) if not nest.perfect.all() else full
+                g = gone.reshape(-1)
+                store = lc.transfer_setup_cycles + np.maximum(cycles(g * st_c, lc.read_bw_bits),
+                                                              cycles(g * st_p, lp.write_bw_bits))
+                store = np.where((g > 0) & ((st_c > 0) | (st_p > 0)), store, 0.0)
             else:
                 store = np.zeros(nb * n)
             last = last + np.where(valid, store[:n], 0.0)
             store[:n] = 0.0                  # the first tiles only load; the last ones drain after compute
             present = _blocks(valid, nb)
-            present[(1 + len(dl)) * n:] = False
+            for i in range(len(cases)):      # classes below c: c does not move
+                present[(1 + i * K + Kc) * n:(1 + (i + 1) * K) * n] = False
             present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
             moves.append((c, X.name, p, X.is_output, load, store, present))
     T = _transition_time(moves, nb * n)
-    per_class = T[n:].reshape(K, n)
-    return T[:n] + last + (trans * per_class).sum(axis=0), trans, per_class
+    each = sum(w * T[(1 + i * K) * n:(1 + (i + 1) * K) * n].reshape(K, n) for i, (w, _) in enumerate(cases))
+    return T[:n] + last + (trans * each).sum(axis=0), trans, each
 
 
 # ---------------------------------------------------------------- the whole run
