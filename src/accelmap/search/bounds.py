@@ -211,6 +211,15 @@ class BoundContext:
         # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
         pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
 
+        shares: dict[tuple[str, str, int], float] = {}
+
+        def window_share(X: Operand, d: str, c: int) -> float:
+            # Rule B18: the share of X's tile at c that every run brings when the innermost unfixed loop is over d.
+            got = shares.get((X.name, d, c))
+            if got is None:
+                got = shares[(X.name, d, c)] = first_tile_share(X, self.windows[(X.name, d)], d, fixed, level, c)
+            return got
+
         def operand_traffic(X: Operand, runs: int | tuple[int, str] | None) -> tuple[float, list[tuple[int, str, float]],
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
                                                                    Any]:
@@ -232,20 +241,18 @@ class BoundContext:
                 if runs is not None and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
-                    member = runs * fi * t
+                    member: float = runs * fi * t
                     if window is not None:
-                        member = max(member, full * fi * t * first_tile_share(
-                            X, self.windows[(X.name, window)], window, fixed, level, c))
+                        member = max(member, full * fi * t * window_share(X, window, c))
                 elif c > level:
                     t = tile_at(X, c)
                     fi = instances_below(c)
                     part = entering_at(X, c)
                     # Every run of the fixed nest repeats its transitions; ``runs`` of them start with a new first
                     # tile (rules B7, B15; at least one), and in rule B18's case every run brings part of one.
-                    first = (1 if runs is None else runs) * fi * t
+                    first: float = (1 if runs is None else runs) * fi * t
                     if window is not None:
-                        first = max(first, full * fi * t * first_tile_share(
-                            X, self.windows[(X.name, window)], window, fixed, level, c))
+                        first = max(first, full * fi * t * window_share(X, window, c))
                     member = full * (part - fi * t) + first
                 else:
                     member = fp

@@ -139,6 +139,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     for f in reversed(levels):
         first_temporal = np.where((free[f] > 1).any(axis=1), np.minimum(first_temporal, f), first_temporal)
 
+    shares: dict[tuple[str, str, int], np.ndarray] = {}      # rule B18's share per (operand, dim, boundary)
+
     def operand_traffic(X: Operand, runs: np.ndarray | None, window: str | None = None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
             return 0.0, [], {}, [], {}, {}, 0.0
@@ -146,10 +148,14 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         def first_tiles(c: int, t: np.ndarray, fi: int) -> np.ndarray:
             # Rules B7 and B15: ``runs`` runs start with a whole new tile; rule B18: in its case every run brings
             # at least a share of one (as ``BoundContext.lower_bound``).
+            assert runs is not None
             first = runs * fi * t
             if window is not None:
-                first = np.maximum(first, full * fi * t * first_tile_share_rows(
-                    X, ctx.windows[(X.name, window)], window, shared, free, dims, level, c, n))
+                share = shares.get((X.name, window, c))
+                if share is None:
+                    share = shares[(X.name, window, c)] = first_tile_share_rows(
+                        X, ctx.windows[(X.name, window)], window, shared, free, dims, level, c, n)
+                first = np.maximum(first, full * fi * t * share)
             return first
 
         chain = ctx.chains[X.name]
