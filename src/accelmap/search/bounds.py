@@ -29,6 +29,7 @@ from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
+from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import index_size, tile_size
 from accelmap.workload.operator import Operand, Operator
 
@@ -94,7 +95,9 @@ class BoundContext:
         self.net_unit = {(o.name, c): network_unit(arch, o, p, c) for o in op.operands
                          for p, c in pairwise(self.chains[o.name] + [self.nlev])}
         self._open_floor: dict[int, float] = {}
-        self._runs: dict[tuple, list[dict[str, int]]] = {}      # run_alternatives per (rem, level, ...)
+        self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
+        # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
+        self.windows = window_indices(op)
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -206,7 +209,16 @@ class BoundContext:
         # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
         pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
 
-        def operand_traffic(X: Operand, runs: int | None) -> tuple[float, list[tuple[int, str, float]],
+        shares: dict[tuple[str, str, int], float] = {}
+
+        def window_share(X: Operand, d: str, c: int) -> float:
+            # Rule B18: the share of X's tile at c that every run brings when the innermost unfixed loop is over d.
+            got = shares.get((X.name, d, c))
+            if got is None:
+                got = shares[(X.name, d, c)] = first_tile_share(X, self.windows[(X.name, d)], d, fixed, level, c)
+            return got
+
+        def operand_traffic(X: Operand, runs: int | tuple[int, str] | None) -> tuple[float, list[tuple[int, str, float]],
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
                                                                    Any]:
             if X.name in self.loose:
@@ -219,19 +231,27 @@ class BoundContext:
             # (``per`` for energy, where rule B8 already charges open levels' refills: not counted twice).
             per_lat: dict[tuple[int, str], Any] = {}
             loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
+            window = None
+            if isinstance(runs, tuple):     # rule B18's case: (runs with a whole new tile, the window's dim)
+                runs, window = runs
             for p, c in pairwise(chain):
                 pinned = None
                 if runs is not None and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
-                    member = runs * fi * t
+                    member: float = runs * fi * t
+                    if window is not None:
+                        member = max(member, full * fi * t * window_share(X, window, c))
                 elif c > level:
                     t = tile_at(X, c)
                     fi = instances_below(c)
                     part = entering_at(X, c)
                     # Every run of the fixed nest repeats its transitions; ``runs`` of them start with a new first
-                    # tile (rules B7, B15; at least one).
-                    member = full * (part - fi * t) + (1 if runs is None else runs) * fi * t
+                    # tile (rules B7, B15; at least one), and in rule B18's case every run brings part of one.
+                    first: float = (1 if runs is None else runs) * fi * t
+                    if window is not None:
+                        first = max(first, full * fi * t * window_share(X, window, c))
+                    member = full * (part - fi * t) + first
                 else:
                     member = fp
                     if runs is not None and runs == full and pinned_steps and c < level \
@@ -562,21 +582,24 @@ class BoundContext:
         got = self._runs.get(memo)
         if got is not None:
             return got
-        cases = self._innermost_alternatives(rem, level)
-        if frozenset() in cases:
-            cases = [frozenset()]   # it gives every operand the fewest runs of any case
         T, exact = self.temporal_left(rem, level)
+        # Rule B18 (with every fan-out fixed and whole tiles): the sliding-window users of the innermost loop's dim.
+        cases = self._innermost_alternatives(rem, level, windows=exact and perfect and self.whole_tiles)
+        if (frozenset(), ()) in cases:
+            cases = [(frozenset(), ())]   # it gives every operand the fewest runs of any case
         S = full // math.prod(T.values()) if exact and perfect else 1
-        out: list[dict[str, int]] = []
-        for users in cases:
+        out: list[dict[str, Any]] = []
+        for users, windows in cases:
             others = [X.name for X in self.op.operands if X.name not in users]
             for perm in itertools.permutations(others) if perfect else [tuple(others)]:
-                runs = dict.fromkeys(users, full)
+                runs: dict[str, Any] = dict.fromkeys(users, full)
                 seen: set[str] = set()
                 for name in perm:
                     seen |= self.plain[name]
                     own = math.prod(T[d] for d in self.plain[name])
                     runs[name] = S * math.prod(T[d] for d in seen) if perfect and own > 1 else S
+                for name, d in windows:
+                    runs[name] = (runs[name], d)
                 if runs not in out:
                     out.append(runs)
         if len(self._runs) > 100_000:
@@ -584,24 +607,29 @@ class BoundContext:
         self._runs[memo] = out
         return out
 
-    def _innermost_alternatives(self, rem: dict[str, int], level: int) -> list[frozenset[str]]:
+    def _innermost_alternatives(self, rem: dict[str, int], level: int, *, windows: bool = False
+                                ) -> list[tuple[frozenset[str], tuple[tuple[str, str], ...]]]:
         """Rule B7's cases: per dim that may have an unfixed temporal loop (more of it left than the unfixed
         fan-outs can unroll), the operands that use it as a plain index; the empty set when every unfixed loop
-        may be spatial (then no temporal loop is left to be innermost)."""
-        out: list[frozenset[str]] = []
+        may be spatial (then no temporal loop is left to be innermost). Each case also lists, with ``windows``
+        (every fan-out fixed), the (operand, dim) pairs rule B18 counts in it (``window_runs.window_users``)."""
+        out: list[tuple[frozenset[str], tuple[tuple[str, str], ...]]] = []
         caps = self.spatial_cap[:level]
         exact = all(cap is not None for cap in caps)
         forced = False
+        still = {d for d, r in rem.items()
+                 if r > 1 and r > math.prod(cap.get(d, 1) for cap in caps if cap is not None)} if windows else set()
         for d, r in rem.items():
             most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
             if r == 1 or (exact and r <= most):
                 continue        # no temporal loop over d is left
             forced |= r > most
-            alt = frozenset(X.name for X in self.op.operands if d in self.plain[X.name])
+            alt = (frozenset(X.name for X in self.op.operands if d in self.plain[X.name]),
+                   window_users(self.op, self.windows, self.loose, d, still) if windows else ())
             if alt not in out:
                 out.append(alt)
-        if not forced and frozenset() not in out:
-            out.append(frozenset())
+        if not forced and (frozenset(), ()) not in out:
+            out.append((frozenset(), ()))
         return out
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
+from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
 from accelmap.workload.operator import Operand
 
@@ -138,9 +139,25 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     for f in reversed(levels):
         first_temporal = np.where((free[f] > 1).any(axis=1), np.minimum(first_temporal, f), first_temporal)
 
-    def operand_traffic(X: Operand, runs: np.ndarray | None):
+    shares: dict[tuple[str, str, int], np.ndarray] = {}      # rule B18's share per (operand, dim, boundary)
+
+    def operand_traffic(X: Operand, runs: np.ndarray | None, window: str | None = None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
             return 0.0, [], {}, [], {}, {}, 0.0
+
+        def first_tiles(c: int, t: np.ndarray, fi: int) -> np.ndarray:
+            # Rules B7 and B15: ``runs`` runs start with a whole new tile; rule B18: in its case every run brings
+            # at least a share of one (as ``BoundContext.lower_bound``).
+            assert runs is not None
+            first = runs * fi * t
+            if window is not None:
+                share = shares.get((X.name, window, c))
+                if share is None:
+                    share = shares[(X.name, window, c)] = first_tile_share_rows(
+                        X, ctx.windows[(X.name, window)], window, shared, free, dims, level, c, n)
+                first = np.maximum(first, full * fi * t * share)
+            return first
+
         chain = ctx.chains[X.name]
         fp = ctx.footprint[X.name]
         floor = ctx.n_out if X.is_output else fp
@@ -154,12 +171,16 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 part = entering_at(X, c)
                 if part is None:
                     return None
-                member = full * (part - fi * t) + (1 if runs is None else runs) * fi * t
-                if runs is not None and level <= c:
-                    member = np.where(c <= first_temporal, runs * fi * t, member)
+                if runs is None:
+                    member = full * (part - fi * t) + fi * t
+                else:
+                    first = first_tiles(c, t, fi)
+                    member = full * (part - fi * t) + first
+                    if level <= c:
+                        member = np.where(c <= first_temporal, first, member)
             elif runs is not None and level <= c:
                 t = tile_at(X, c)
-                member = np.where(c <= first_temporal, runs * instances_below(c) * t, fp)
+                member = np.where(c <= first_temporal, first_tiles(c, t, instances_below(c)), fp)
             else:
                 member = np.full(n, fp, dtype=np.int64)
             member = np.maximum(member, floor)
@@ -236,27 +257,30 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     S = prod_r // np.prod(T, axis=1) if exact else np.ones(n, dtype=np.int64)
     traffic: dict[tuple[str, frozenset[str] | None], tuple] = {}
     cases = []
-    for users, mask in alternatives.items():
+    for (users, windows), mask in alternatives.items():
         others = [X.name for X in op.operands if X.name not in users]
         for perm in itertools.permutations(others):
-            keys: dict[str, frozenset[str] | None] = dict.fromkeys(users)
+            keys: dict[str, Any] = dict.fromkeys(users)
             seen: frozenset[str] = frozenset()
             for name in perm:
                 seen = seen | ctx.plain[name]
                 keys[name] = seen
-            for name, dealt in keys.items():
-                if (name, dealt) in traffic:
+            for name, d in windows:       # rule B18's case for this operand: (dims dealt, the window's dim)
+                keys[name] = (keys[name], d)
+            for name, key in keys.items():
+                if (name, key) in traffic:
                     continue
+                dealt, window = key if isinstance(key, tuple) else (key, None)
                 if dealt is None:
                     runs = prod_r
                 else:
                     own = np.prod(T[:, [i for i, d in enumerate(dims) if d in ctx.plain[name]]], axis=1)
                     runs = np.where(own > 1, S * np.prod(T[:, [i for i, d in enumerate(dims) if d in dealt]], axis=1),
                                     S)
-                got = operand_traffic(op.operand(name), runs)
+                got = operand_traffic(op.operand(name), runs, window)
                 if got is None:
                     return None
-                traffic[(name, dealt)] = got
+                traffic[(name, key)] = got
             cases.append((keys, mask))
     energy_lb = np.full(n, np.inf)
     latency_lb = np.full(n, np.inf)
@@ -310,22 +334,41 @@ def _temporal_left_rows(ctx: BoundContext, rem: np.ndarray, level: int) -> tuple
     return np.maximum(1, -(-rem // most)), all(cap is not None for cap in caps)
 
 
-def _alternative_masks(ctx: BoundContext, rem: np.ndarray, level: int) -> dict[frozenset[str], np.ndarray]:
-    """``BoundContext._innermost_alternatives`` per row: each case (the operands a plain dim serves; the empty set
-    for "no temporal loop left") with the rows that have it. A row with the empty case has it alone."""
+def _alternative_masks(ctx: BoundContext, rem: np.ndarray, level: int
+                       ) -> dict[tuple[frozenset[str], tuple[tuple[str, str], ...]], np.ndarray]:
+    """``BoundContext._innermost_alternatives`` per row: each case (the operands a plain dim serves, and the
+    (operand, dim) pairs rule B18 counts in it; the empty case for "no temporal loop left") with the rows that have
+    it. A row with the empty case has it alone."""
     caps = ctx.spatial_cap[:level]
     exact = all(cap is not None for cap in caps)
     n = len(rem)
     forced = np.zeros(n, dtype=bool)
-    out: dict[frozenset[str], np.ndarray] = {}
-    for i, d in enumerate(ctx.op.dim_names):
+    dims = ctx.op.dim_names
+    # Rule B18 (every fan-out fixed, whole tiles): per row, the dims with unfixed temporal iterations left.
+    windows = exact and ctx.whole_tiles
+    still = rem > np.array([math.prod(cap.get(d, 1) for cap in caps if cap is not None) for d in dims]) \
+        if windows else np.zeros_like(rem, dtype=bool)
+    none: tuple[tuple[str, str], ...] = ()
+    out: dict[tuple[frozenset[str], tuple[tuple[str, str], ...]], np.ndarray] = {}
+    for i, d in enumerate(dims):
         most = math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
         r = rem[:, i]
         possible = (r != 1) & ~(exact & (r <= most))
         forced |= r > most
-        alt = frozenset(X.name for X in ctx.op.operands if d in ctx.plain[X.name])
-        out[alt] = out.get(alt, np.zeros(n, dtype=bool)) | possible
-    empty = out.get(frozenset(), np.zeros(n, dtype=bool)) | ~forced
-    out = {alt: m & ~empty for alt, m in out.items() if alt}
-    out[frozenset()] = empty
+        users = frozenset(X.name for X in ctx.op.operands if d in ctx.plain[X.name])
+        if not windows or not possible.any():
+            groups = [(none, possible)]
+        else:
+            combos, inverse = np.unique(still, axis=0, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            groups = []
+            for j, row in enumerate(combos):
+                pairs = window_users(ctx.op, ctx.windows, ctx.loose, d, {k for k, s in zip(dims, row, strict=True) if s})
+                groups.append((pairs, possible & (inverse == j)))
+        for pairs, rows in groups:
+            alt = (users, pairs)
+            out[alt] = out.get(alt, np.zeros(n, dtype=bool)) | rows
+    empty = out.get((frozenset(), none), np.zeros(n, dtype=bool)) | ~forced
+    out = {alt: m & ~empty for alt, m in out.items() if alt != (frozenset(), none)}
+    out[(frozenset(), none)] = empty
     return {alt: m for alt, m in out.items() if m.any()}
