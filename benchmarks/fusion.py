@@ -190,6 +190,10 @@ def print_sims(sims: list[dict]) -> None:
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
               f"blocks alone: model {x['model_block_cycles']:,.0f}, simulated {x['sim_block_cycles']:,.0f}; "
               f"double-buffered staging {x['sim_cycles_double_buffered']:,.0f} cycles; {x['sim_seconds']:.1f} s")
+        for b in x.get("block_errors", [])[:3]:
+            share = "" if b["share_of_group_error"] is None else f", {b['share_of_group_error']:.0%} of the group's"
+            print(f"      block {b['stage']} {b['rows']}x{b['cols']} x{b['runs']}: model {b['model_cycles']:,.1f}, "
+                  f"simulated {b['sim_cycles']:,.1f} ({b['error']:+.2%}{share})")
 
 
 def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
@@ -216,8 +220,24 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
                     "sim_offchip_bits": sim.offchip_bits, "model_offchip_bits": g.offchip_bits,
                     "sim_cycles_double_buffered": db.cycles, "sim_seconds": sim_s,
                     # where a difference comes from: the blocks alone, simulated and modeled
-                    "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages)})
+                    "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages),
+                    "block_errors": block_errors(g, stages, sim)})
     return out
+
+
+def block_errors(g, stages, sim) -> list[dict]:
+    """Every distinct block whose modeled cycles differ from the simulator's on the same mapping: the
+    single-operator latency model's own error, which is where a group's difference comes from."""
+    modeled = {(s.name, r, c): (runs, lat) for s in g.stages for (r, c, runs, lat, _) in s.blocks}
+    out = []
+    for (j, r, c), (cycles, _) in sim.programs.items():
+        runs, lat = modeled[(stages[j].name, r, c)]
+        if abs(lat - cycles) > 1e-6 * max(cycles, 1.0):
+            out.append({"stage": stages[j].name, "rows": r, "cols": c, "runs": runs, "model_cycles": lat,
+                        "sim_cycles": cycles, "error": (lat - cycles) / cycles,
+                        "share_of_group_error": runs * (lat - cycles) / (g.latency - sim.cycles)
+                        if g.latency != sim.cycles else None})
+    return sorted(out, key=lambda b: -abs(b["runs"] * (b["model_cycles"] - b["sim_cycles"])))
 
 
 def main() -> None:
