@@ -141,7 +141,7 @@ def _stored_input(op) -> int:
 
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
-                exact: bool = False) -> list:
+                exact: bool = False, span: bool = False) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -156,7 +156,8 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             lbl_s = time.perf_counter() - t0
             t1, c1 = time.perf_counter(), time.process_time()
             inner = InnerMappings(mapper_search("edp", tile_limit))
-            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=EXACT_FUSION if exact else DEFAULT_FUSION)
+            config = replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span)
+            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=config)
             fuse_s, fuse_cpu = time.perf_counter() - t1, time.process_time() - c1
             u, b = fm.unfused, fm.best
             fu = sum(x for _, x, _ in fm.layer_fmap)
@@ -164,7 +165,7 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             sims = simulate_groups(fm.groups, fm.chains, arch, inner)
             worst = max((abs(x["model_error"]) for x in sims), default=0.0)
             kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
-            row = {"model": model, "accelerator": arch_name, "layer_by_layer_seconds": lbl_s,
+            row = {"model": model, "accelerator": arch_name, "span_residuals": span, "layer_by_layer_seconds": lbl_s,
                    "fusion_seconds": fuse_s, "fusion_cpu_seconds": fuse_cpu, "fmap_bits_unfused": fu,
                    "fmap_bits_fused": ff, **fm.to_dict(), "simulated_groups": sims}
             rows.append(row)
@@ -184,7 +185,8 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
 
 def print_sims(sims: list[dict]) -> None:
     for x in sims:
-        join = f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
+        join = "".join(f" + {a} inside (skip {sp})" for a, sp in x.get("inner_joins", []))
+        join += f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
         print(f"    sim {' > '.join(x['stages'])}{join}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
               f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
@@ -208,12 +210,14 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
         macs = {i: by_name[s.name] for i, s in enumerate(stages) if s.name in by_name}
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read")
+                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                            prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read")
+                            prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
+                            inner_joins=g.inner_joins)
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
                     "join": None if g.join is None else g.join.name, "skip": g.skip_policy,
+                    "inner_joins": [[j.name, sp] for j, sp in g.inner_joins],
                     "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
                     "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
                     "offchip_equal": sim.offchip_bits == g.offchip_bits and sim.macs == g.counts.macs,
@@ -248,6 +252,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["resnet18", "bert_base_layer"])
     ap.add_argument("--archs", nargs="+", default=["eyeriss_like", "tpu_like"])
     ap.add_argument("--exact", action="store_true", help="exact tile search (every tile size, with a certificate)")
+    ap.add_argument("--span-residuals", action="store_true",
+                    help="groups may span consecutive residual blocks (FusionConfig.span_residuals)")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -258,13 +264,14 @@ def main() -> None:
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
-        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact)
+        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals)
         for r in rows:
             r["exact"] = a.exact
-        # rows of (model, accelerator, exact) not rerun keep their last results
-        redone = {(r["model"], r["accelerator"], r["exact"]) for r in rows}
+        # rows of (model, accelerator, exact, span) not rerun keep their last results
+        redone = {(r["model"], r["accelerator"], r["exact"], r["span_residuals"]) for r in rows}
         out["models"] = [r for r in out.get("models", [])
-                         if (r["model"], r["accelerator"], r.get("exact", False)) not in redone] + rows
+                         if (r["model"], r["accelerator"], r.get("exact", False), r.get("span_residuals", False))
+                         not in redone] + rows
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {a.out}")
 
