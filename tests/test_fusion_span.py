@@ -12,12 +12,16 @@ from hypothesis import strategies as st
 from accelmap.arch.presets import get_accelerator
 from accelmap.errors import SpecError
 from accelmap.fusion.brute_force import walk
+from accelmap.fusion.chain import fusable_chains, span_residual_blocks
 from accelmap.fusion.geometry import MODES, SKIP_POLICIES, AxisMap, Join, Stage, fused_counts, schedules
 from accelmap.fusion.group_cost import InnerMappings, group_cost, pipeline_latency
 from accelmap.fusion.stages import mac_stage
 from accelmap.mapping.sampling import random_mapping
 from accelmap.sim.fused import simulate_fused
 from accelmap.workload import conv2d
+from accelmap.workload.models import load_model
+from accelmap.workload.models.bundled import bundled_model_path
+from accelmap.workload.models.chains import model_chains
 
 
 def two_blocks(rng: random.Random):
@@ -136,3 +140,20 @@ def test_simulated_two_block_group_moves_what_the_model_counts(arch_name, seed):
             reread[k] = reread.get(k, 0) + c * jn.bits
     closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols, 0, reread)
     assert closed == pytest.approx(sim.cycles, rel=1e-9)
+
+
+def test_resnet18_blocks_join_into_chains_of_two():
+    """ResNet-18's layerN.0 add result feeds layerN.1 (its first convolution and its add) alone: the two
+    blocks of each stage become one chain with a join inside; layerN.1's result also feeds the next
+    stage's downsampling projection, so chains stop there."""
+    m = load_model("resnet18")
+    ops = {n: lm.operator for lm in m.layers for n in lm.nodes}
+    links = model_chains(bundled_model_path("resnet18"), set(ops))
+    chains = span_residual_blocks([c for ls in links for c in fusable_chains(ls, ops)])
+    spanned = {c.nodes: (c.inner_joins, c.join) for c in chains if c.inner_joins}
+    assert len(spanned) == 4
+    inner, end = spanned[("layer1.0.conv1", "layer1.0.conv2", "layer1.1.conv1", "layer1.1.conv2")]
+    # layer1.0 adds its input (tensor 0) to conv2's output (tensor 2); layer1.1 adds that sum (tensor 2).
+    assert inner == (Join("layer1.0.add", 0, 8, 2),) and end == Join("layer1.1.add", 2, 8)
+    inner, end = spanned[("layer2.0.conv1", "layer2.0.conv2", "layer2.1.conv1", "layer2.1.conv2")]
+    assert inner[0].skip is None and end.skip == 2       # the projection shortcut comes from outside
