@@ -141,7 +141,7 @@ def _stored_input(op) -> int:
 
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
-                exact: bool = False) -> list:
+                exact: bool = False, span: bool = False) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -156,7 +156,8 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             lbl_s = time.perf_counter() - t0
             t1, c1 = time.perf_counter(), time.process_time()
             inner = InnerMappings(mapper_search("edp", tile_limit))
-            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=EXACT_FUSION if exact else DEFAULT_FUSION)
+            config = replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span)
+            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=config)
             fuse_s, fuse_cpu = time.perf_counter() - t1, time.process_time() - c1
             u, b = fm.unfused, fm.best
             fu = sum(x for _, x, _ in fm.layer_fmap)
@@ -164,7 +165,7 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             sims = simulate_groups(fm.groups, fm.chains, arch, inner)
             worst = max((abs(x["model_error"]) for x in sims), default=0.0)
             kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
-            row = {"model": model, "accelerator": arch_name, "layer_by_layer_seconds": lbl_s,
+            row = {"model": model, "accelerator": arch_name, "span_residuals": span, "layer_by_layer_seconds": lbl_s,
                    "fusion_seconds": fuse_s, "fusion_cpu_seconds": fuse_cpu, "fmap_bits_unfused": fu,
                    "fmap_bits_fused": ff, **fm.to_dict(), "simulated_groups": sims}
             rows.append(row)
@@ -184,12 +185,17 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
 
 def print_sims(sims: list[dict]) -> None:
     for x in sims:
-        join = f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
+        join = "".join(f" + {a} inside (skip {sp})" for a, sp in x.get("inner_joins", []))
+        join += f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
         print(f"    sim {' > '.join(x['stages'])}{join}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
               f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
               f"blocks alone: model {x['model_block_cycles']:,.0f}, simulated {x['sim_block_cycles']:,.0f}; "
               f"double-buffered staging {x['sim_cycles_double_buffered']:,.0f} cycles; {x['sim_seconds']:.1f} s")
+        for b in x.get("block_errors", [])[:3]:
+            share = "" if b["share_of_group_error"] is None else f", {b['share_of_group_error']:.0%} of the group's"
+            print(f"      block {b['stage']} {b['rows']}x{b['cols']} x{b['runs']}: model {b['model_cycles']:,.1f}, "
+                  f"simulated {b['sim_cycles']:,.1f} ({b['error']:+.2%}{share})")
 
 
 def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
@@ -204,20 +210,38 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
         macs = {i: by_name[s.name] for i, s in enumerate(stages) if s.name in by_name}
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read")
+                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                            prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read")
+                            prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
+                            inner_joins=g.inner_joins)
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
                     "join": None if g.join is None else g.join.name, "skip": g.skip_policy,
+                    "inner_joins": [[j.name, sp] for j, sp in g.inner_joins],
                     "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
                     "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
                     "offchip_equal": sim.offchip_bits == g.offchip_bits and sim.macs == g.counts.macs,
                     "sim_offchip_bits": sim.offchip_bits, "model_offchip_bits": g.offchip_bits,
                     "sim_cycles_double_buffered": db.cycles, "sim_seconds": sim_s,
                     # where a difference comes from: the blocks alone, simulated and modeled
-                    "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages)})
+                    "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages),
+                    "block_errors": block_errors(g, stages, sim)})
     return out
+
+
+def block_errors(g, stages, sim) -> list[dict]:
+    """Every distinct block whose modeled cycles differ from the simulator's on the same mapping: the
+    single-operator latency model's own error, which is where a group's difference comes from."""
+    modeled = {(s.name, r, c): (runs, lat) for s in g.stages for (r, c, runs, lat, _) in s.blocks}
+    out = []
+    for (j, r, c), (cycles, _) in sim.programs.items():
+        runs, lat = modeled[(stages[j].name, r, c)]
+        if abs(lat - cycles) > 1e-6 * max(cycles, 1.0):
+            out.append({"stage": stages[j].name, "rows": r, "cols": c, "runs": runs, "model_cycles": lat,
+                        "sim_cycles": cycles, "error": (lat - cycles) / cycles,
+                        "share_of_group_error": runs * (lat - cycles) / (g.latency - sim.cycles)
+                        if g.latency != sim.cycles else None})
+    return sorted(out, key=lambda b: -abs(b["runs"] * (b["model_cycles"] - b["sim_cycles"])))
 
 
 def main() -> None:
@@ -228,6 +252,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["resnet18", "bert_base_layer"])
     ap.add_argument("--archs", nargs="+", default=["eyeriss_like", "tpu_like"])
     ap.add_argument("--exact", action="store_true", help="exact tile search (every tile size, with a certificate)")
+    ap.add_argument("--span-residuals", action="store_true",
+                    help="groups may span consecutive residual blocks (FusionConfig.span_residuals)")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -238,13 +264,14 @@ def main() -> None:
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
-        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact)
+        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals)
         for r in rows:
             r["exact"] = a.exact
-        # rows of (model, accelerator, exact) not rerun keep their last results
-        redone = {(r["model"], r["accelerator"], r["exact"]) for r in rows}
+        # rows of (model, accelerator, exact, span) not rerun keep their last results
+        redone = {(r["model"], r["accelerator"], r["exact"], r["span_residuals"]) for r in rows}
         out["models"] = [r for r in out.get("models", [])
-                         if (r["model"], r["accelerator"], r.get("exact", False)) not in redone] + rows
+                         if (r["model"], r["accelerator"], r.get("exact", False), r.get("span_residuals", False))
+                         not in redone] + rows
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {a.out}")
 

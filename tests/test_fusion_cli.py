@@ -58,8 +58,10 @@ def test_chains_carry_the_residual_add_after_them():
                                                                                        for n in l.nodes})}
     r18 = joins("resnet18")
     # An identity block adds its input (what its first convolution reads); a downsampling block a projection.
-    assert r18["layer1.0.conv2"] == ChainJoin("layer1.0.add", "layer1.0.conv1")
-    assert r18["layer2.0.conv2"] == ChainJoin("layer2.0.add", None)
+    # Its result feeds the next block (its first convolution and its add) unless a projection reads it too.
+    assert r18["layer1.0.conv2"] == ChainJoin("layer1.0.add", "layer1.0.conv1", "layer1.1.conv1")
+    assert r18["layer1.1.conv2"] == ChainJoin("layer1.1.add", "layer1.1.conv1", None)
+    assert r18["layer2.0.conv2"] == ChainJoin("layer2.0.add", None, "layer2.1.conv1")
     assert joins("bert_base_layer") == {"attention.context": None,
                                         "ffn.output": ChainJoin("ffn.residual", "ffn.intermediate")}
     mb = joins("mobilenetv2")

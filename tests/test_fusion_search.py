@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.cost.model import evaluate
-from accelmap.fusion.chain import fusable_chains
+from accelmap.fusion.chain import fusable_chains, span_residual_blocks
 from accelmap.fusion.geometry import MODES, schedules
 from accelmap.fusion.group_cost import (
     GroupCost,
@@ -32,6 +32,7 @@ from accelmap.fusion.search import (
     chain_front,
     group_candidates,
     join_alone,
+    joins_alone,
     pareto,
 )
 from accelmap.mapping.sampling import random_mapping
@@ -68,13 +69,13 @@ def singles_of(ops, rng):
     return out
 
 
-def front_equals_every_plan(chain, ops, rng):
+def front_equals_every_plan(chain, ops, rng, cfg=None):
     """The dynamic program's front holds, per objective, the best of every partition of the chain into runs and
     every candidate of every run (the same memoized tiles); returns the front, the layer-by-layer singles, the
     tile mappings and the configuration."""
     singles = singles_of(ops, rng)
     inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
-    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
+    cfg = cfg or FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
     front = chain_front(chain, singles, EYERISS, inner, cfg)
     totals = every_plan(chain, singles, inner, cfg)
     for goal in ("energy", "latency", "edp"):
@@ -144,10 +145,10 @@ def residual_chain(rng: random.Random, n: int | None = None, size: tuple[int, in
 
 
 def every_plan(chain, singles, inner, cfg):
-    """Every partition of the chain into runs and every candidate of every run; a plan whose last run
-    leaves the join out runs it alone after it."""
+    """Every partition of the chain into runs and every candidate of every run; a run that leaves the
+    join after it out runs that join alone after it."""
     n = len(chain.nodes)
-    alone = join_alone(chain, EYERISS)
+    alone_after = joins_alone(chain, EYERISS)
     cands: dict[tuple[int, int], list] = {}
     for i in range(n):
         cands[(i, i)] = [singles[chain.nodes[i]]]
@@ -162,9 +163,8 @@ def every_plan(chain, singles, inner, cfg):
                 start = k
         runs.append((start, n - 1))
         for pick in itertools.product(*(cands[r] for r in runs)):
-            last = pick[-1]
-            if alone is not None and not (isinstance(last, GroupCost) and last.join is not None):
-                pick = pick + (alone,)
+            pick = tuple(pick) + tuple(alone_after[b] for (_, b), p in zip(runs, pick, strict=True)
+                                       if b in alone_after and not (isinstance(p, GroupCost) and p.join is not None))
             totals.append(Point(sum(p.energy for p in pick), sum(p.latency for p in pick),
                                 sum(p.offchip_bits for p in pick), tuple(pick)))
     return totals
@@ -188,6 +188,28 @@ def test_the_dynamic_program_is_the_best_partition_with_a_residual_join(seed):
     if len(ops) == 3:
         tail = group_candidates(chain, 1, 2, EYERISS, inner, cfg, SearchLog())
         assert {g.skip_policy for g in tail} <= {None, "re-read"}
+
+
+@settings(max_examples=1, deadline=None)
+@given(st.integers(0, 10**9))
+def test_the_dynamic_program_is_the_best_partition_over_two_residual_blocks(seed):
+    """Two residual blocks (2 convolutions each), the first add's result read by the next block and the
+    next add, as one chain: the dynamic program over cuts (a join inside a group, ending it, or alone)
+    equals every partition's best, and the whole chain is a group keeping both skips on chip."""
+    rng = random.Random(seed)
+    h, w, c = rng.randint(3, 4), rng.randint(3, 4), 1
+    ops = {f"c{i}": conv2d(f"c{i}", c=c, h=h, w=w, k=c, r=3, s=3, padding=1, bits=BITS) for i in range(4)}
+    a = fusable_chains((ChainLink("c0"), ChainLink("c1", join=ChainJoin("add1", "c0", "c2"))), ops)
+    b = fusable_chains((ChainLink("c2"), ChainLink("c3", join=ChainJoin("add2", "c2"))), ops)
+    (chain,) = span_residual_blocks(a + b)
+    assert chain.nodes == ("c0", "c1", "c2", "c3") and chain.joins_after().keys() == {1, 3}
+    _, _, inner, cfg = front_equals_every_plan(chain, ops, rng, FusionConfig(row_tiles=2, col_tiles=1, per_mode=1))
+    whole = group_candidates(chain, 0, 3, EYERISS, inner, cfg, SearchLog())
+    assert all(len(g.inner_joins) == 1 for g in whole)
+    assert any(g.inner_joins[0][1] == "kept" and g.inner_join_costs[0].offchip_bits == 0 for g in whole)
+    # A group from the second convolution on sees the first add's skip from outside: re-read.
+    mid = group_candidates(chain, 1, 2, EYERISS, inner, cfg, SearchLog())
+    assert {g.skip_policy for g in mid} <= {None, "re-read"}
 
 
 @settings(max_examples=4, deadline=None)

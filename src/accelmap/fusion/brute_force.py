@@ -12,7 +12,8 @@ from the cache, counted from the last tile that computed them.
 A residual join (``join``) reads its skip tensor at the tile's output positions: kept, the tile
 needs of that tensor the bounding rectangle of what its window needs and those positions (what is
 not available is computed, or fetched); re-read, they are fetched from off-chip memory and staged
-for the tile.
+for the tile. A join inside the group (``inner_joins``, spanning two residual blocks) does the same
+at the positions of its tensor that the tile computes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class WalkedCounts:
     blocks: tuple[dict[tuple[int, int], int], ...]
     skip_fetched: int = 0          # elements of a join's skip tensor read from off-chip memory
     skip_live_bits: int = 0        # the most of them staged at one tile
-    skip_window_empty: bool = False  # a kept skip at a tile needing nothing else of its tensor
+    # a kept skip at a tile needing nothing else of its tensor, or for an add computing nothing there
+    skip_window_empty: bool = False
 
 
 def _reads(stage: Stage, p: Point) -> set[Point]:
@@ -46,9 +48,12 @@ def _reads(stage: Stage, p: Point) -> set[Point]:
 
 
 def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
-         join: Join | None = None, skip_policy: str = "re-read") -> WalkedCounts:
+         join: Join | None = None, skip_policy: str = "re-read",
+         inner_joins: tuple[tuple[Join, str], ...] = ()) -> WalkedCounts:
     n = len(stages)
-    kept_at = join.skip if join is not None and skip_policy == "kept" else None
+    joins = tuple(inner_joins) + (((join, skip_policy),) if join is not None else ())
+    targets = [n if jn.at is None else jn.at for jn, _ in joins]
+    depth = [stages[0].in_depth] + [s.out_depth for s in stages]
     skip_fetched = skip_live = 0
     empty = False
     last = stages[-1]
@@ -70,11 +75,15 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
         for j in range(n - 1, -1, -1):
             for p in comp[j + 1]:
                 need[j] |= _reads(stages[j], p)
-            if j == kept_at:
-                # The add reads the skip where the tile writes its output; the tensor's buffer holds the
+            for (jn, sp), k in zip(joins, targets, strict=True):
+                if sp != "kept" or jn.skip != j:
+                    continue
+                # The add reads the skip where the tile computes its tensor; the skip's buffer holds the
                 # rectangle around those positions and its window.
-                empty = empty or not need[j]
-                both = need[j] | out
+                if not need[j] or not comp[k]:
+                    empty = True
+                    continue
+                both = need[j] | comp[k]
                 rs, cs = [r for r, _ in both], [c for _, c in both]
                 need[j] = {(r, c) for r in range(min(rs), max(rs) + 1) for c in range(min(cs), max(cs) + 1)}
             policy = policies[j]
@@ -85,12 +94,14 @@ def walk(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tu
             done_row[j] |= comp[j]
         computed_at.append(comp)
         needed_at.append(need)
-        if join is not None and kept_at is None:
-            skip_fetched += len(out) * last.out_depth
-            skip_live = max(skip_live, len(out) * last.out_depth * join.bits)
+        staged = 0
+        for (jn, sp), k in zip(joins, targets, strict=True):
+            if sp != "kept":
+                skip_fetched += len(comp[k]) * depth[k]
+                staged += len(comp[k]) * depth[k] * jn.bits
+        skip_live = max(skip_live, staged)
     macs = tuple(s.macs_per_pixel * sum(len(c[j + 1]) for c in computed_at) for j, s in enumerate(stages))
     fetched = sum(len(c[0]) for c in computed_at) * stages[0].in_depth
-    depth = [stages[0].in_depth] + [s.out_depth for s in stages]
     bits = [stages[0].in_bits] + [s.out_bits for s in stages]
     live = []
     for j in range(n + 1):

@@ -21,26 +21,74 @@ class FusableChain:
     mac_at: tuple[int, ...]                  # stage index of each operator
     mac_stages: tuple[MacStage, ...]
     join: Join | None = None                 # a residual add after the last operator; skip: a stage index
+    # Residual adds after operators inside the chain (``Join.at``: the tensor they add to, by the chain's
+    # tensor index), where the chain spans residual blocks (``span_residual_blocks``).
+    inner_joins: tuple[Join, ...] = ()
+    feeds: str | None = None                 # the next block's first operator, reading the join's result
 
     def group(self, first: int, last: int) -> tuple[tuple[Stage, ...], dict[int, MacStage]]:
         """The stages of operators ``first..last`` (inclusive) and their operators by stage index."""
         a, b = self.mac_at[first], self.mac_at[last]
         return self.stages[a:b + 1], {self.mac_at[k] - a: self.mac_stages[k] for k in range(first, last + 1)}
 
+    def joins_after(self) -> dict[int, Join]:
+        """Every join of the chain by the index of the operator it follows."""
+        out = {self.mac_at.index(j.at - 1): j for j in self.inner_joins if j.at is not None}
+        if self.join is not None:
+            out[len(self.nodes) - 1] = self.join
+        return out
+
     def group_join(self, first: int, last: int) -> Join | None:
-        """The chain's join as the group ``first..last`` sees it: only a group ending the chain has it;
-        its skip is a tensor of the group, or (before the group's first stage) from outside."""
-        if self.join is None or last != len(self.nodes) - 1:
+        """The join after operator ``last`` as the group ``first..last`` sees it (ending the group); its
+        skip is a tensor of the group, or (before the group's first stage) from outside."""
+        j = self.joins_after().get(last)
+        if j is None:
             return None
         a = self.mac_at[first]
-        skip = self.join.skip
-        return replace(self.join, skip=None if skip is None or skip < a else skip - a)
+        return replace(j, skip=None if j.skip is None or j.skip < a else j.skip - a, at=None)
+
+    def group_inner_joins(self, first: int, last: int) -> tuple[Join, ...]:
+        """The joins after operators ``first..last-1``: inside the group, by its tensor indices."""
+        a = self.mac_at[first]
+        return tuple(replace(j, skip=None if j.skip is None or j.skip < a else j.skip - a, at=self.mac_at[m] + 1 - a)
+                     for m, j in sorted(self.joins_after().items()) if first <= m < last)
+
+    def join_bits_of(self, join: Join) -> int:
+        """Bits of a join's skip, all of it (what its add reads, each position once)."""
+        t = self.stages[join.target(len(self.stages)) - 1]
+        return t.out_rows * t.out_cols * t.out_depth * join.bits
 
     @property
     def join_bits(self) -> int:
         """Bits of the join's skip, all of it (what the add reads)."""
-        last = self.stages[-1]
-        return last.out_rows * last.out_cols * last.out_depth * self.join.bits if self.join else 0
+        return self.join_bits_of(self.join) if self.join else 0
+
+
+def _shifted(j: Join, off: int) -> Join:
+    """A join of a chain placed after ``off`` stages of another."""
+    return replace(j, skip=None if j.skip is None else j.skip + off, at=None if j.at is None else j.at + off)
+
+
+def span_residual_blocks(chains: list[FusableChain]) -> list[FusableChain]:
+    """Chains of consecutive residual blocks joined into one: where a chain's add result is read only
+    by the next chain's first operator and by the next chain's add (as its skip, the next block's
+    input), the two become one chain whose first add is a join inside it. A group of it may then span
+    both blocks, keeping the add's result on chip for the next block and for the next add."""
+    out: list[FusableChain] = []
+    for c in chains:
+        prev = out[-1] if out else None
+        if (prev is not None and prev.join is not None and prev.feeds == c.nodes[0] and c.join is not None
+                and c.join.skip == c.mac_at[0] and (prev.stages[-1].out_rows, prev.stages[-1].out_cols,
+                                                    prev.stages[-1].out_depth)
+                == (c.stages[0].in_rows, c.stages[0].in_cols, c.stages[0].in_depth)):
+            off = len(prev.stages)
+            out[-1] = FusableChain(prev.nodes + c.nodes, prev.stages + c.stages,
+                                   prev.mac_at + tuple(x + off for x in c.mac_at), prev.mac_stages + c.mac_stages,
+                                   _shifted(c.join, off), prev.inner_joins + (replace(prev.join, at=off),)
+                                   + tuple(_shifted(j, off) for j in c.inner_joins), c.feeds)
+        else:
+            out.append(c)
+    return out
 
 
 def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator]) -> list[FusableChain]:
@@ -53,7 +101,9 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
 
     def close() -> None:
         if len(nodes) >= 2:
-            out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), chain_join()))
+            jn = chain_join()
+            feeds = links[-1].join.feeds if jn is not None and links[-1].join is not None else None
+            out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), jn, (), feeds))
         nodes.clear()
         stages.clear()
         mac_at.clear()

@@ -24,6 +24,12 @@ so the tensor's elements live until the add has read them; where the window hold
 adds nothing), or read again from off-chip memory at every tile (``re-read``: each element once,
 staged in the store for one tile); a skip from outside the group (a projection shortcut) can only
 be re-read.
+
+A group may also span residual blocks: a join *inside* it (``Join.at``: the tensor it adds to, as that
+tensor is computed) makes the add's result the tensor the next stage reads, and a later join may add
+that result again (ResNet's block output read by the next block and by the next add). Such an add
+applies at the positions of its tensor computed at each tile (recomputed positions again), so a kept
+skip's window is widened to those positions, and a re-read skip is fetched at each of them.
 """
 
 from __future__ import annotations
@@ -57,6 +63,13 @@ class Join:
     name: str
     skip: int | None         # the group's tensor added (0: its input, j: stage j-1's output); None: from outside
     bits: int                # of a skip element
+    # The tensor the add applies to, as it is computed (j: stage j-1's output, which then holds the sum);
+    # None: the group's output. A join inside the group spans two residual blocks.
+    at: int | None = None
+
+    def target(self, n_stages: int) -> int:
+        """The tensor index the add applies to in a group of ``n_stages`` stages."""
+        return n_stages if self.at is None else self.at
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,10 @@ class AxisSchedule:
     def max_need(self, tensor: int) -> int:
         return max(t[tensor][1] - t[tensor][0] for t in self.need)
 
+    def comp_sizes(self, tensor: int) -> np.ndarray:
+        """Per tile, how many positions of the tensor it computes."""
+        return np.array([t[tensor][1] - t[tensor][0] for t in self.comp], dtype=np.int64)
+
     def first_last(self, tensor: int, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Per position of the axis: the first and last tile whose window needs it (-1: none does).
 
@@ -136,12 +153,14 @@ class AxisSchedule:
 
 
 def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size: int, tile: int,
-                  cached: tuple[bool, ...], skip_at: int | None = None) -> AxisSchedule:
+                  cached: tuple[bool, ...], kept_skips: dict[int, tuple[int, ...]] | None = None) -> AxisSchedule:
     """The windows of one axis. ``maps[j]``/``in_sizes[j]``: stage j's input axis; ``cached[j]``:
     tensor j (0 = the group's input) keeps its halo instead of recomputing (re-fetching) it.
-    ``skip_at``: a tensor of the output's shape that a join reads at the tile's output positions; its
-    window is widened to hold them (both ends move forward with the tiles, so caching still holds)."""
+    ``kept_skips[j]``: the tensors whose adds read tensor j, kept on chip, where each is computed at a
+    tile (the group's output: the tile's output positions); tensor j's window is widened to hold them
+    (both ends move forward with the tiles, so caching still holds)."""
     n = len(maps)
+    kept_skips = kept_skips or {}
     high = [0] * n           # past the last position computed so far, per cached tensor
     needs, comps = [], []
     for t in range(math.ceil(out_size / tile)):
@@ -151,13 +170,18 @@ def axis_schedule(maps: tuple[AxisMap, ...], in_sizes: tuple[int, ...], out_size
         need[n] = comp[n] = (lo, hi)
         for j in range(n - 1, -1, -1):
             a, b = maps[j].needed(comp[j + 1][0], comp[j + 1][1], in_sizes[j])
-            if j == skip_at:
+            for k in kept_skips.get(j, ()):
+                if comp[k][1] <= comp[k][0]:
+                    # The add computes nothing at this tile along this axis (so nothing at all), but the
+                    # other axis cannot see that: the widened region would be no product of the two.
+                    raise SpecError(f"a kept skip of tensor {j} for an add at a tile computing nothing of its "
+                                    f"tensor {k} is not modeled")
                 if b <= a:
                     # The tile needs nothing else of the tensor (along this axis, so at all): the kept
-                    # region would be the output positions alone, which the other axis cannot see.
+                    # region would be the add's positions alone, which the other axis cannot see.
                     raise SpecError(f"a kept skip at a tile that needs nothing else of its tensor {j} is not "
                                     "modeled (a window reading only padding, or everything computed before)")
-                a, b = min(a, lo), max(b, hi)
+                a, b = min(a, comp[k][0]), max(b, comp[k][1])
             need[j] = (a, b)
             if cached[j]:
                 # Needed windows only move forward, so everything below the high-water mark that
@@ -189,15 +213,26 @@ class FusedCounts:
         return sum(self.buffer_bits) + self.skip_buffer_bits
 
 
+def all_joins(join: Join | None, skip_policy: str,
+              inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[tuple[Join, str], ...]:
+    """The group's joins with their skip policies: those inside it, then the one ending it."""
+    return tuple(inner_joins) + (((join, skip_policy),) if join is not None else ())
+
+
 def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
-              join: Join | None = None, skip_policy: str = "re-read") -> tuple[AxisSchedule, AxisSchedule]:
+              join: Join | None = None, skip_policy: str = "re-read",
+              inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[AxisSchedule, AxisSchedule]:
     """Row and column schedules; ``policies[j]`` is the mode of tensor j (0 = the group's input).
-    A ``join`` whose skip is ``kept`` widens what the tiles need of the skip's tensor."""
+    A ``join`` (ending the group) or one of ``inner_joins`` (each with its skip policy) whose skip is
+    ``kept`` widens what the tiles need of the skip's tensor."""
     check_chain(stages)
-    skip_at = None
-    if join is not None:
-        check_join(stages, join, skip_policy)
-        skip_at = join.skip if skip_policy == "kept" else None
+    skip_at: dict[int, tuple[int, ...]] = {}
+    n = len(stages)
+    for jn, sp in all_joins(join, skip_policy, inner_joins):
+        check_join(stages, jn, sp)
+        if sp == "kept":
+            assert jn.skip is not None
+            skip_at[jn.skip] = skip_at.get(jn.skip, ()) + (jn.target(n),)
     if len(policies) != len(stages):
         raise SpecError(f"fused group of {len(stages)} stages needs {len(stages)} halo policies (its input and "
                         f"every intermediate), got {len(policies)}")
@@ -216,7 +251,8 @@ def schedules(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policie
 
 
 def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
-    """A join's skip tensor has the group output's shape; only a tensor of the group can be kept."""
+    """A join's skip tensor has the shape of the tensor it adds to (the group's output, or an
+    intermediate for a join inside the group); only a tensor of the group before it can be kept."""
     if skip_policy not in SKIP_POLICIES:
         raise SpecError(f"skip policy {skip_policy!r} of join {join.name} unknown; choose one of "
                         f"{', '.join(SKIP_POLICIES)}")
@@ -225,22 +261,27 @@ def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
             raise SpecError(f"join {join.name}: its skip tensor comes from outside the group, so it cannot be kept")
         return
     n = len(stages)
-    if not 0 <= join.skip < n:
-        raise SpecError(f"join {join.name}: skip tensor {join.skip} is not one of the group's tensors 0..{n - 1} "
-                        "(its input and intermediates)")
+    at = join.target(n)
+    if not 1 <= at <= n:
+        raise SpecError(f"join {join.name}: it adds to tensor {at}, not one of the group's tensors 1..{n} (the "
+                        "stages' outputs)")
+    if not 0 <= join.skip < at:
+        raise SpecError(f"join {join.name}: skip tensor {join.skip} is not one of the group's tensors 0..{at - 1} "
+                        "(its input and the intermediates before the add)")
     s = stages[join.skip]
-    last = stages[-1]
-    if (s.in_rows, s.in_cols, s.in_depth) != (last.out_rows, last.out_cols, last.out_depth):
+    t = stages[at - 1]
+    if (s.in_rows, s.in_cols, s.in_depth) != (t.out_rows, t.out_cols, t.out_depth):
         raise SpecError(f"join {join.name}: skip tensor {s.in_rows}x{s.in_cols}x{s.in_depth} differs from the "
-                        f"output {last.out_rows}x{last.out_cols}x{last.out_depth}")
+                        f"tensor it adds to, {t.out_rows}x{t.out_cols}x{t.out_depth}")
 
 
 def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
-                 policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> FusedCounts:
-    """The tile loop's counts; with ``join``, its skip tensor ``kept`` on chip (the tensor's windows
-    widened to the tiles' output positions: more buffer, or more computed, where they were not in
-    them) or ``re-read`` per tile."""
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
+                 policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
+                 inner_joins: tuple[tuple[Join, str], ...] = ()) -> FusedCounts:
+    """The tile loop's counts; with ``join`` (and ``inner_joins``), each skip tensor ``kept`` on chip
+    (the tensor's windows widened to the positions the add computes: more buffer, or more computed,
+    where they were not in them) or ``re-read`` at each position the add computes, staged per tile."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
                  for j, s in enumerate(stages))
@@ -255,11 +296,14 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
         rows_cached, cols_cached = MODES[policies[j]] if j < n else (False, False)
         live = live_elements(rows, cols, j, heights[j], widths[j], rows_cached, cols_cached)
         buffers.append(live * depth[j] * bits[j])
-    skip_fetched = skip_buffer = 0
-    if join is not None:
-        if skip_policy != "kept":
-            skip_fetched = last.out_rows * last.out_cols * last.out_depth
-            skip_buffer = rows.max_need(n) * cols.max_need(n) * last.out_depth * join.bits
+    skip_fetched = 0
+    staged = np.zeros((len(rows.comp), len(cols.comp)), dtype=np.int64)    # re-read skip bits per tile
+    for jn, sp in all_joins(join, skip_policy, inner_joins):
+        if sp != "kept":
+            k = jn.target(n)
+            skip_fetched += rows.computed_total(k) * cols.computed_total(k) * depth[k]
+            staged += np.outer(rows.comp_sizes(k), cols.comp_sizes(k)) * depth[k] * jn.bits
+    skip_buffer = int(staged.max())
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
                        last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer)
 

@@ -23,7 +23,9 @@ A residual join (the add after the last operator) is applied as the output is wr
 element-wise work, so what it costs is its skip tensor's read (``skip_energy``): from the store
 when the group keeps it there (its tensor's windows widened to hold it, in the buffers), else fetched from off-chip memory into the store and read from it,
 per tile before the tile's last block (its load waits for it). A join outside any group (layer by
-layer) reads its skip the same way, as one transfer at the off-chip read bandwidth.
+layer) reads its skip the same way, as one transfer at the off-chip read bandwidth. A join inside a
+group (spanning two residual blocks) reads its skip at every position of its tensor computed (again
+where recomputed), its re-read skip loading with the block that computes them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator, Level
 from accelmap.cost.model import CostResult, evaluate
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Join, Stage, fused_counts, schedules
+from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Join, Stage, all_joins, fused_counts, schedules
 from accelmap.fusion.stages import MacStage, tile_operator
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
 from accelmap.mapping.validate import validate
@@ -202,6 +204,9 @@ class GroupCost:
     join: Join | None = None   # a residual add after the last stage, with its skip tensor
     skip_policy: str | None = None     # "kept" on chip or "re-read" per tile
     join_cost: StageCost | None = None  # the join's skip read (included in energy and offchip_bits)
+    # joins inside the group (spanning residual blocks), each with its skip policy and its cost (included)
+    inner_joins: tuple[tuple[Join, str], ...] = ()
+    inner_join_costs: tuple[StageCost, ...] = ()
 
     @property
     def edp(self) -> float:
@@ -209,7 +214,8 @@ class GroupCost:
 
     @property
     def fmap_bits(self) -> int:
-        return sum(s.fmap_bits for s in self.stages) + (self.join_cost.fmap_bits if self.join_cost else 0)
+        return (sum(s.fmap_bits for s in self.stages) + (self.join_cost.fmap_bits if self.join_cost else 0)
+                + sum(c.fmap_bits for c in self.inner_join_costs))
 
     def objective(self, name: str) -> float:
         return {"energy": self.energy, "latency": self.latency, "edp": self.edp}[name]
@@ -223,20 +229,21 @@ def resident_weight_bits(macs: dict[int, MacStage]) -> int:
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
                tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                weights_resident: bool = False, join: Join | None = None,
-               skip_policy: str = "re-read") -> GroupCost | str:
+               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
     ``weights_resident`` every operator's weights are fetched into the store once and stay there
     for all tiles (reserved next to the buffers): the tiles read them at the store's price. With
-    ``join`` the group ends with that residual add, its skip tensor ``kept`` or ``re-read``.
+    ``join`` the group ends with that residual add, its skip tensor ``kept`` or ``re-read``; with
+    ``inner_joins`` adds inside the group (each with its skip policy) span residual blocks.
     """
     try:
-        counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy)
+        counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     except SpecError as err:
-        if join is None:
+        if join is None and not inner_joins:
             raise
-        return f"join {join.name}: {err}"
+        return f"joins: {err}"
     st_lv = arch.levels[store_index(arch)]
     if weights_resident and "W" not in st_lv.holds:
         return f"{st_lv.name} holds no weights"
@@ -248,7 +255,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     out: list[StageCost] = []
     # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs
@@ -298,22 +305,33 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                              tuple((r, c, shapes[(r, c)], lat, w) for (r, c), (lat, w) in per_shape.items())))
     if macs.get(n - 1) is None or macs.get(0) is None:
         raise SpecError("a fused group starts and ends with a multiply-accumulate operator")
-    join_cost = None
-    skip_bits_per_elem = 0
-    if join is not None:
-        last = stages[-1]
-        read = last.out_rows * last.out_cols * last.out_depth * join.bits
-        fetched_skip = counts.skip_fetched * join.bits
-        join_cost = StageCost(join.name, 0, skip_energy(arch, read, skip_policy == "kept"), 0.0, fetched_skip,
-                              fetched_skip, 0)
-        skip_bits_per_elem = 0 if skip_policy == "kept" else last.out_depth * join.bits
-    energy = sum(s.energy for s in out) + (join_cost.energy if join_cost else 0.0)
-    off = sum(s.offchip_bits for s in out) + (join_cost.offchip_bits if join_cost else 0)
+    join_costs: list[StageCost] = []
+    skip_bits_per_elem: dict[int, int] = {}      # per stage: re-read skip bits per position it computes
+    for jn, sp, read in join_reads(stages, rows, cols, all_joins(join, skip_policy, inner_joins)):
+        k = jn.target(n)
+        fetched_skip = 0 if sp == "kept" else read
+        join_costs.append(StageCost(jn.name, 0, skip_energy(arch, read, sp == "kept"), 0.0,
+                                    fetched_skip, fetched_skip, 0))
+        if sp != "kept":
+            skip_bits_per_elem[k - 1] = skip_bits_per_elem.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
+    energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs)
+    off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs)
     latency = pipeline_latency(top, blocks, stages, rows, cols, resident_weight_bits(macs) if weights_resident else 0,
                                skip_bits_per_elem)
+    join_cost = join_costs[-1] if join is not None else None
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
-                     energy, latency, off, join, skip_policy if join is not None else None, join_cost)
+                     energy, latency, off, join, skip_policy if join is not None else None, join_cost,
+                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]))
+
+
+def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,
+               joins: tuple[tuple[Join, str], ...]) -> list[tuple[Join, str, int]]:
+    """Per join, the bits of its skip its add reads: at every position of its tensor computed
+    (recomputed ones again; the group's output is computed once)."""
+    n = len(stages)
+    return [(jn, sp, rows.computed_total(k) * cols.computed_total(k) * stages[k - 1].out_depth * jn.bits)
+            for jn, sp in joins for k in (jn.target(n),)]
 
 
 def block_shapes(rows: AxisSchedule, cols: AxisSchedule, stage: int) -> Counter[tuple[int, int]]:
@@ -360,7 +378,8 @@ class TileBounds:
 def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
                       counts: FusedCounts, rows: AxisSchedule, cols: AxisSchedule, weights_resident: bool,
                       join: Join | None = None, skip_policy: str = "re-read",
-                      tile_bounds: TileBounds | None = None) -> tuple[float, float]:
+                      tile_bounds: TileBounds | None = None,
+                      inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[float, float]:
     """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
 
     Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
@@ -399,10 +418,9 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
             # Refined, the store-priced bound already reads them; off-chip they cost the difference more.
             energy += w * tile_bounds.extra_per_bit if refined and tile_bounds else transfer_energy(top, w, 0)
             load_bits += w
-    if join is not None:
-        last = stages[-1]
-        energy += skip_energy(arch, last.out_rows * last.out_cols * last.out_depth * join.bits, skip_policy == "kept")
-        load_bits += counts.skip_fetched * join.bits
+    for _, sp, read in join_reads(stages, rows, cols, all_joins(join, skip_policy, inner_joins)):
+        energy += skip_energy(arch, read, sp == "kept")
+        load_bits += 0 if sp == "kept" else read
 
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -413,7 +431,7 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
 
 def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[float, int]]],
                      stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int,
-                     skip_bits: int = 0) -> float:
+                     skip_bits: dict[int, int] | None = None) -> float:
     """The group's cycles as a three-stage pipeline: off-chip loads, the blocks, off-chip write-backs.
 
     The blocks run one after another in the tile loop's order (``blocks[j][shape]``: the latency and
@@ -423,7 +441,8 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
     tile's output is written back after its last block. A flow shop with its order fixed: with L, C,
     W the loads, blocks and write-backs in order, the run takes the most over i <= k of
     L_1..L_i + C_i..C_k + W_k..W_N (the path through the three units turning at i and k).
-    A re-read join's skip (``skip_bits`` per output position) loads with the tile's last block.
+    A re-read join's skip (``skip_bits[j]`` per position stage j computes, for the adds to its output)
+    loads with the block computing the positions it is added to.
     """
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -443,9 +462,8 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
                 lat, w = shapes.get(shape, (0.0, 0))
                 bits = w + (((rows.comp[ry][0][1] - rows.comp[ry][0][0]) * (cols.comp[cx][0][1] - cols.comp[cx][0][0])
                              * in_elems) if j == first else 0)
-                if j == n - 1:
-                    bits += ((rows.need[ry][n][1] - rows.need[ry][n][0]) * (cols.need[cx][n][1] - cols.need[cx][n][0])
-                             * skip_bits)
+                if skip_bits and j in skip_bits:
+                    bits += shape[0] * shape[1] * skip_bits[j]
                 load.append(t(bits, top.read_bw_bits))
                 comp.append(lat)
                 write.append(0.0)

@@ -16,7 +16,7 @@ from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.chain import FusableChain, fusable_chains
+from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
 from accelmap.fusion.search import (
     DEFAULT_FUSION,
@@ -26,7 +26,7 @@ from accelmap.fusion.search import (
     Single,
     chain_front,
     combine,
-    join_alone,
+    joins_alone,
 )
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.heuristic_config import HeuristicConfig
@@ -95,6 +95,7 @@ class FusedModel:
                 "joins": list(self.joins),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
+                            "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
                                                                  "skip_offchip_bits": g.counts.skip_fetched
                                                                  * g.join.bits},
@@ -173,10 +174,12 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     else:
         notes.append("no ONNX graph, so no chains: every layer runs alone")
     chains = [c for ls in links for run in _cut_at_failures(ls, set(singles)) for c in fusable_chains(run, operators)]
+    if config.span_residuals:
+        chains = span_residual_blocks(chains)
     if any(lm.count > 1 and any(n in c.nodes for c in chains for n in lm.layer.nodes) for lm in mm.layers):
         notes.append("a layer that occurs several times is fused per occurrence (chain by chain)")
     # A residual add after a chain reads its skip tensor: charged in both plans (alone, or in a group).
-    joins = [j for c in chains if (j := join_alone(c, arch)) is not None]
+    joins = [j for c in chains for j in joins_alone(c, arch).values()]
     for j in joins:
         singles[j.node] = j
     unfused = Point(base_e + sum(j.energy for j in joins), base_l + sum(j.latency for j in joins),
@@ -210,7 +213,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         if isinstance(c, Single):
             fused_bits[c.node] = (c.offchip_bits, c.fmap_bits)
         else:
-            for st in c.stages + ((c.join_cost,) if c.join_cost else ()):
+            for st in c.stages + ((c.join_cost,) if c.join_cost else ()) + c.inner_join_costs:
                 if st.name in operators or st.name in singles:
                     fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
     layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())

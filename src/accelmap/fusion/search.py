@@ -54,6 +54,10 @@ class FusionConfig:
     exact_max_tiles: int = 4096
     exact_group_seconds: float = 60.0
     front_limit: int | None = 64  # points kept per Pareto front (None: all; thinning voids the certificate)
+    # Join consecutive residual blocks into one chain, so that a group may span them (the first add's
+    # result kept on chip for the next block and the next add). Off by default: the network compiler
+    # does not emit joins inside a group.
+    span_residuals: bool = False
 
 
 DEFAULT_FUSION = FusionConfig()
@@ -130,6 +134,16 @@ def join_variants(join: Join | None) -> list[tuple[Join | None, str]]:
     return ([(join, "kept")] if join.skip is not None else []) + [(None, "re-read"), (join, "re-read")]
 
 
+def inner_join_variants(joins: tuple[Join, ...]) -> list[tuple[tuple[Join, str], ...]]:
+    """How a group treats the joins inside it (it must run them: their results feed its next stage):
+    every skip the group holds kept, or every skip re-read."""
+    if not joins:
+        return [()]
+    kept = tuple((j, "kept" if j.skip is not None else "re-read") for j in joins)
+    reread = tuple((j, "re-read") for j in joins)
+    return [kept, reread] if kept != reread else [reread]
+
+
 @dataclass(frozen=True)
 class _Candidate:
     resident: bool
@@ -139,10 +153,11 @@ class _Candidate:
     join: Join | None
     skip_policy: str
     bound: tuple[float, float] = (0.0, 0.0)
+    inner_joins: tuple[tuple[Join, str], ...] = ()
 
 
 def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, join: Join | None,
-               cfg: FusionConfig, exact: bool) -> list[_Candidate]:
+               cfg: FusionConfig, exact: bool, inner_joins: tuple[Join, ...] = ()) -> list[_Candidate]:
     """The group's candidates whose buffers fit the store, with their lower bounds when ``exact``."""
     out_last = stages[-1]
     if exact:
@@ -164,28 +179,35 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             for tc in cols:
                 fitting = 0
                 for tr in row_sizes:
-                    plain = fused_counts(stages, tr, tc, policies)
                     options = []
-                    for j, sp in join_variants(join):
+                    for ij in inner_join_variants(inner_joins):
                         try:
-                            counts = plain if j is None else fused_counts(stages, tr, tc, policies, j, sp)
+                            plain = fused_counts(stages, tr, tc, policies, inner_joins=ij)
                         except SpecError:
-                            continue        # a kept skip the model does not cover here: the others remain
-                        options.append((j, sp, counts))
-                        if sp == "kept" and counts.macs == plain.macs and \
-                                counts.buffer_total_bits == plain.buffer_total_bits:
-                            # Kept within the windows: the same buffers and work, the skip read from the
-                            # store instead of off-chip; it dominates the other two.
-                            break
+                            continue        # a kept skip inside the group the model does not cover here
+                        for j, sp in join_variants(join):
+                            try:
+                                counts = plain if j is None else fused_counts(stages, tr, tc, policies, j, sp, ij)
+                            except SpecError:
+                                continue        # a kept skip the model does not cover here: the others remain
+                            options.append((j, sp, ij, counts))
+                            if sp == "kept" and counts.macs == plain.macs and \
+                                    counts.buffer_total_bits == plain.buffer_total_bits:
+                                # Kept within the windows: the same buffers and work, the skip read from the
+                                # store instead of off-chip; it dominates the other two.
+                                break
+                        if ij and all(sp == "kept" for _, sp in ij) and options and options[-1][2] == ij:
+                            break           # the inner skips kept worked: re-reading them is not tried
                     fits = False
-                    for j, sp, counts in options:
+                    for j, sp, ij, counts in options:
                         if reserved(arch, counts.buffer_total_bits + extra) is None:
                             continue
                         bound = (0.0, 0.0)
                         if exact:
-                            rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp)
-                            bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp)
-                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound))
+                            rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp, ij)
+                            bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
+                                                      inner_joins=ij)
+                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij))
                         fits = True
                     fitting += fits
                     if not exact and fitting >= cfg.per_mode:
@@ -207,15 +229,16 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     """
     stages, macs = chain.group(first, last)
     join = chain.group_join(first, last)
+    inner_joins = chain.group_inner_joins(first, last)
     out_last = stages[-1]
     exact = cfg.exact_tiles and out_last.out_rows * out_last.out_cols <= cfg.exact_max_tiles
     if cfg.exact_tiles and not exact:
         stats.inexact_groups += 1
-    cands = _enumerate(stages, macs, arch, join, cfg, exact)
+    cands = _enumerate(stages, macs, arch, join, cfg, exact, inner_joins)
     if exact:
         # The default search's candidates first (so that a search cut by its time limit is no worse than
         # it), then the rest in the order of their bound.
-        seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False)}
+        seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False, inner_joins)}
         cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
@@ -227,10 +250,11 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         late = group_deadline is not None and time.perf_counter() >= group_deadline
         if exact and tile_bounds is not None and tile_bounds.usable and not late:
             # The certified bounds of its tiles, found only for the candidates the cheap bound leaves.
-            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
-            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
+            rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy,
+                                       c.inner_joins)
+            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
-                                      tile_bounds)
+                                      tile_bounds, c.inner_joins)
             c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
             if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
                 stats.candidates_pruned += 1
@@ -244,7 +268,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy)
+                         c.skip_policy, c.inner_joins)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -268,11 +292,17 @@ def tile_bounds_of(arch: Accelerator) -> TileBounds:
 def join_alone(chain: FusableChain, arch: Accelerator) -> Single | None:
     """The chain's residual add run after its last operator, outside any group: it reads its skip
     tensor from off-chip memory (through the store), at the off-chip read bandwidth."""
-    if chain.join is None:
-        return None
-    bits = chain.join_bits
+    return joins_alone(chain, arch).get(len(chain.nodes) - 1)
+
+
+def joins_alone(chain: FusableChain, arch: Accelerator) -> dict[int, Single]:
+    """Every join of the chain run alone, by the index of the operator it follows."""
     bw = arch.levels[0].read_bw_bits
-    return Single(chain.join.name, skip_energy(arch, bits, False), bits / bw if bw else 0.0, bits, bits)
+    out = {}
+    for m, j in chain.joins_after().items():
+        bits = chain.join_bits_of(j)
+        out[m] = Single(j.name, skip_energy(arch, bits, False), bits / bw if bw else 0.0, bits, bits)
+    return out
 
 
 def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, float]:
@@ -302,7 +332,7 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
     stats = stats if stats is not None else SearchLog()
     t0 = time.perf_counter()
     n = len(chain.nodes)
-    alone = join_alone(chain, arch)
+    alone_after = joins_alone(chain, arch)
     keep = cfg.front_limit
     fronts: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
     bounds: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
@@ -325,8 +355,9 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                 options = [(g.energy, g.latency, g.offchip_bits, (g,))
                            for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved)]
                 lows = unresolved
-            if k == n and alone is not None:
-                # A plan whose last piece leaves the join out runs it alone after it.
+            alone = alone_after.get(k - 1)
+            if alone is not None:
+                # A plan whose last piece leaves the join after it out runs it alone after it.
                 options = [(e + alone.energy, lat + alone.latency, off + alone.offchip_bits, c + (alone,))
                            if not (isinstance(c[-1], GroupCost) and c[-1].join is not None) else (e, lat, off, c)
                            for e, lat, off, c in options]

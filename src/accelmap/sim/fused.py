@@ -25,7 +25,8 @@ write-back end.
 A residual join at the end of the group reads its skip tensor at each tile's output positions: kept,
 the tile needs of that tensor the rectangle around those positions and its window (computed or
 fetched where not valid, as any other read); re-read, the DMA engine loads them with the tile's last
-block.
+block. A join inside the group (spanning two residual blocks) does the same at the positions of its
+tensor a tile computes, its re-read skip loaded with the block computing them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Join, Stage, check_chain, check_join, fused_counts
+from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_chain, check_join, fused_counts
 from accelmap.fusion.group_cost import (
     InnerMappings,
     reserved,
@@ -113,14 +114,17 @@ def _block(mask: np.ndarray, what: str) -> Block | None:
 
 
 def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
-                join: Join | None = None, skip_policy: str = "re-read") -> tuple[list[list[Block | None]], list[int]]:
+                join: Join | None = None, skip_policy: str = "re-read",
+                inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[list[list[Block | None]], list[int]]:
     """Per tile (loop order) and stage: the block it computes; and per tile the input elements fetched.
-    A kept join's skip positions are read from their tensor like any other read."""
+    A kept join's skip positions (where its add computes) are read from their tensor like any other read."""
     check_chain(stages)
-    kept_at = None
-    if join is not None:
-        check_join(stages, join, skip_policy)
-        kept_at = join.skip if skip_policy == "kept" else None
+    kept: list[tuple[int, int]] = []          # (skip tensor, the tensor its add applies to)
+    for jn, sp in all_joins(join, skip_policy, inner_joins):
+        check_join(stages, jn, sp)
+        if sp == "kept":
+            assert jn.skip is not None
+            kept.append((jn.skip, jn.target(len(stages))))
     if len(policies) != len(stages) or any(p not in MODES for p in policies):
         raise SpecError(f"fused simulation needs one halo policy of {', '.join(MODES)} per tensor before the "
                         f"last stage ({len(stages)}), got {policies}")
@@ -140,18 +144,24 @@ def walk_blocks(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, polic
                     valid[j][:] = False       # columns recomputed too: nothing outlives its tile
             comp = np.zeros(shapes[n], dtype=bool)
             comp[ty * tile_rows:(ty + 1) * tile_rows, tx * tile_cols:(tx + 1) * tile_cols] = True
-            out = comp
+            computed = {n: comp}
             row: list[Block | None] = [None] * n
             for j in range(n - 1, -1, -1):
                 row[j] = _block(comp, f"{stages[j].name} at tile ({ty}, {tx})")
                 comp = _window_image(stages[j], comp)
-                if j == kept_at:
-                    # the add reads the skip at the tile's output positions: the rectangle around them
-                    r0, r1, c0, c1 = _bounds(comp | out)
+                for skip, k in kept:
+                    if skip != j:
+                        continue
+                    if not comp.any() or not computed[k].any():
+                        raise SpecError(f"fused simulation: a kept skip of tensor {j} at tile ({ty}, {tx}) is no "
+                                        "rectangle of the two axes (the model refuses it)")
+                    # the add reads the skip where its tensor is computed: the rectangle around them
+                    r0, r1, c0, c1 = _bounds(comp | computed[k])
                     comp = np.zeros_like(comp)
                     comp[r0:r1, c0:c1] = True
                 comp &= ~valid[j]
                 valid[j] |= comp
+                computed[j] = comp
             blocks.append(row)
             fetched.append(int(comp.sum()) * stages[0].in_depth)
     return blocks, fetched
@@ -161,13 +171,19 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                    tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                    weights_resident: bool = False, model_latency: float | None = None,
                    prefetch_tiles: int | None = None, join: Join | None = None,
-                   skip_policy: str = "re-read") -> FusedSimResult:
+                   skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> FusedSimResult:
     """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
-    With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``."""
-    blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy)
+    With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``; with
+    ``inner_joins``, adds inside the group (each with its skip policy)."""
+    blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
-    reread = join is not None and skip_policy != "kept"
-    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy).buffer_total_bits
+    # per stage: bits of re-read skip per position of its output (its adds' skips, loaded with its block)
+    reread: dict[int, int] = {}
+    for jn, sp in all_joins(join, skip_policy, inner_joins):
+        if sp != "kept":
+            k = jn.target(n)
+            reread[k - 1] = reread.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
+    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins).buffer_total_bits
     keep += resident_weight_bits(macs) if weights_resident else 0
     got = reserved(arch, keep)
     if got is None:
@@ -231,9 +247,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                 continue        # a pooling window: comparisons on the output path, not charged
             cycles, w = block_run(j, r, c)
             load = w + (fetched[t] * stages[0].in_bits if j == 0 else 0)
-            if reread and j == n - 1:
-                assert join is not None
-                skip = r * c * stages[-1].out_depth * join.bits       # the skip at the tile's output
+            if j in reread:
+                skip = r * c * reread[j]           # the skip where the block computes its add's tensor
                 load += skip
                 skip_bits += skip
             weight_bits += w

@@ -47,6 +47,10 @@ class Join:
 
     name: str                           # the add node
     skip_node: str | None               # the link whose operator's first input is the skip tensor; None: elsewhere
+    # The operator whose first input is the add's result (through single-reader element-wise work) when
+    # that result is read by it and by one other add alone: the next residual block, whose own add
+    # takes it as its skip (a group may span both blocks). None otherwise.
+    feeds: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +143,24 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
                 continue
             if op_key(n) != "Add" or len(others) != 1 or list(n.input).count(tensor) != 1:
                 return None
-            return Join(names[k], links_by_input.get(others[0]))
+            return Join(names[k], links_by_input.get(others[0]), next_block(n.output[0]))
         return None
+
+    def next_block(tensor: str) -> str | None:
+        """The operator reading an add's result (through single-reader element-wise work) when one
+        operator and one other add are its only readers."""
+        while readers.get(tensor, 0) == 1:
+            k = next((i for i, n in enumerate(g.node) if tensor in n.input), -1)
+            n = g.node[k] if k >= 0 else None
+            if n is None or op_key(n) not in ELEMENTWISE or any(x != tensor and derives(x) for x in n.input if x):
+                return None
+            tensor = n.output[0]
+        if readers.get(tensor, 0) != 2:
+            return None
+        users = [i for i, n in enumerate(g.node) if tensor in n.input]
+        ops = [i for i in users if is_operator(i) and g.node[i].input[0] == tensor]
+        adds = [i for i in users if op_key(g.node[i]) == "Add"]
+        return names[ops[0]] if len(ops) == 1 and len(adds) == 1 and len(users) == 2 else None
 
     by_name = {nm: i for i, nm in names.items()}
     nxt: dict[int, tuple[int, tuple[Window, ...], bool]] = {}

@@ -1,0 +1,234 @@
+"""Fused against unfused on one GPT-3 6.7B decoder layer (2048-token prefill), next to AccelForge.
+
+AccelForge's Fast & Fusiest mapper (Gilbert et al., arXiv 2602.15166) reports, on one GPT-3 6.7B
+decoder layer with a 2048-token prefill on a TPU v4i-like accelerator, 1.38x less energy, 1.16x lower
+latency and 1.59x better EDP fused than unfused (403 s unfused and 1,170 s fused on 2 cores). This
+benchmark:
+
+1. builds that layer as AccelForge's example workload has it (Q/K/V projections, 32 heads of 128,
+   the scores, softmax and attention per head, the output projection and the two FFN products of
+   16,384; no LayerNorm, GELU or residual adds, which the example leaves out too), all values 8-bit,
+   as an ONNX graph;
+2. maps it layer by layer and fused (``fuse_model``, best EDP plan) on ``tpu_v4i_like``: AccelForge's
+   example architecture in this tool's terms (off-chip memory at 7.03 pJ/bit and 614 GB/s, a 128 MiB
+   global buffer at 1.88 / 2.36 pJ/bit and 2,048 / 1,024 GB/s, 4 cores each with a 4 MiB local buffer
+   for inputs and outputs and a 128x128 weight-stationary array at 0.084 pJ per MAC, 1.05 GHz);
+3. with ``--accelforge``, runs AccelForge 1.0.467 itself in its own virtual environment (Python 3.12,
+   created and installed by this script if missing; never a dependency of the package) on its own
+   example files, fused (its default: intermediates may stay on chip) and unfused (every tensor kept
+   in off-chip memory), each with a time limit, and prints its ratios next to ours.
+
+    python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
+        [--accelforge-timeout 1800]
+
+Writes benchmarks/results/fusion_accelforge.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from accelmap.arch.presets import get_accelerator
+from accelmap.fusion.group_cost import InnerMappings
+from accelmap.fusion.model_fusion import fuse_model, mapper_search
+from accelmap.search.cache import default_cache_path
+from accelmap.search.model_mapper import map_model
+from accelmap.workload.models import load_model
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PAPER = {"energy": 1.38, "latency": 1.16, "edp": 1.59, "unfused_s": 403, "fused_s": 1170}
+VENV = Path(os.environ.get("ACCELFORGE_VENV", "/work/venvs/accelforge"))
+ACCELFORGE = "accelforge==1.0.467"
+
+# AccelForge's examples/arches/tpu_v4i.yaml in this tool's terms: energies per 64-bit word (its
+# per-bit energies x 64), bandwidths in bytes per cycle at 1.05 GHz.
+TPU_V4I_LIKE = """
+name: tpu_v4i_like
+description: AccelForge's TPU v4i example (Jouppi et al., ISCA 2023) in this tool's terms
+compute:
+  mac_energy: 0.084 pJ
+  macs_per_cycle: 1
+  precision: {I: 8, W: 8, O: 8}
+levels:
+  - name: MainMemory
+    holds: [I, W, O]
+    capacity: unbounded
+    width: 64 bit
+    read_energy: 449.92 pJ          # 7.03 pJ/bit
+    write_energy: 449.92 pJ
+    read_bandwidth: 585 B/cycle     # 614 GB/s at 1.05 GHz
+    write_bandwidth: 585 B/cycle
+  - name: GlobalBuffer
+    holds: [I, W, O]
+    capacity: 128 MiB
+    width: 64 bit
+    read_energy: 120.32 pJ          # 1.88 pJ/bit
+    write_energy: 151.04 pJ         # 2.36 pJ/bit
+    read_bandwidth: 1950 B/cycle    # 2,048 GB/s
+    write_bandwidth: 975 B/cycle    # 1,024 GB/s
+    fanout:
+      axes:
+        - {name: Z, size: 4, multicast: true, reduce: false}
+  - name: LocalBuffer
+    holds: [I, O]
+    capacity: 4 MiB
+    width: 64 bit
+    read_energy: 15.94 pJ           # 0.249 pJ/bit
+    write_energy: 18.75 pJ          # 0.293 pJ/bit
+    read_bandwidth: 65536 B/cycle   # unbounded in AccelForge's model
+    write_bandwidth: 65536 B/cycle
+    fanout:
+      axes:
+        - {name: X, size: 128, multicast: true, reduce: true}
+        - {name: Y, size: 128, multicast: true, reduce: false}
+  - name: Register
+    holds: [W]
+    capacity: 1 words
+    width: 8 bit
+    read_energy: 0 pJ
+    write_energy: 0 pJ
+"""
+
+
+def gpt3_layer_onnx(path: Path, tokens: int = 2048) -> None:
+    """AccelForge's GPT-3 6.7B example layer as an ONNX graph (weight-free, batch 1)."""
+    from accelmap.workload.models.zoo import GraphBuilder
+
+    d, heads, dh, ff = 4096, 32, 128, 16384
+    b = GraphBuilder("gpt3_6.7b_layer", [("hidden", [1, tokens, d])])
+    heads_shape = b.const_i64("shape.heads", [0, 0, heads, dh])
+    merged_shape = b.const_i64("shape.merged", [0, 0, d])
+
+    def proj(x: str, name: str, cin: int, cout: int) -> str:
+        return b.node("MatMul", [x, b.weight(f"{name}.weight", [cin, cout])], name)
+
+    def split(x: str, name: str, perm: list[int]) -> str:
+        return b.node("Transpose", [b.node("Reshape", [x, heads_shape], f"{name}.reshape")], f"{name}.transpose",
+                      perm=perm)
+
+    q = split(proj("hidden", "attention.query", d, d), "query", [0, 2, 1, 3])
+    kt = split(proj("hidden", "attention.key", d, d), "key", [0, 2, 3, 1])
+    v = split(proj("hidden", "attention.value", d, d), "value", [0, 2, 1, 3])
+    probs = b.node("Softmax", [b.node("MatMul", [q, kt], "attention.scores")], "attention.softmax", axis=-1)
+    ctx = b.node("MatMul", [probs, v], "attention.context")
+    ctx = b.node("Reshape", [b.node("Transpose", [ctx], "context.transpose", perm=[0, 2, 1, 3]), merged_shape],
+                 "context.reshape")
+    z = proj(ctx, "attention.output", d, d)
+    out = proj(proj(z, "ffn.a", d, ff), "ffn.b", ff, d)
+    path.write_bytes(b.model(out, [1, tokens, d], doc="GPT-3 6.7B decoder layer as AccelForge's example").
+                     SerializeToString())
+
+
+def ours(time_limit: float, tile_limit: float, tmp: Path) -> dict:
+    arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
+    arch_file.write_text(TPU_V4I_LIKE)
+    gpt3_layer_onnx(model_file)
+    arch = get_accelerator(str(arch_file))
+    m = load_model(model_file, bits={"I": 8, "W": 8, "O": 8})
+    t0, c0 = time.perf_counter(), time.process_time()
+    mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=Path(default_cache_path()),
+                   progress=False)
+    lbl = (time.perf_counter() - t0, time.process_time() - c0)
+    t1, c1 = time.perf_counter(), time.process_time()
+    fm = fuse_model(mm, tile_time_limit=tile_limit, inner=InnerMappings(mapper_search("edp", tile_limit)))
+    fuse = (time.perf_counter() - t1, time.process_time() - c1)
+    u, f = fm.unfused, fm.best
+    return {"accelerator": arch.name, "layers": [lm.layer.name for lm in mm.layers],
+            "failed_layers": [lm.layer.name for lm in mm.layers if lm.result is None],
+            "unfused": fm.to_dict()["unfused"], "fused": fm.to_dict()["fused"], "groups": fm.to_dict()["groups"],
+            "energy_ratio": u.energy / f.energy, "latency_ratio": u.latency / f.latency,
+            "edp_ratio": u.energy * u.latency / (f.energy * f.latency), "offchip_ratio": u.offchip_bits / f.offchip_bits,
+            "layer_by_layer_wall_s": lbl[0], "layer_by_layer_cpu_s": lbl[1], "fusion_wall_s": fuse[0],
+            "fusion_cpu_s": fuse[1], "notes": list(fm.notes)}
+
+
+RUNNER = '''
+import json, sys, time
+import accelforge as af
+mode = sys.argv[1]
+af.set_n_parallel_jobs(1, print_message=False)
+ex = af.examples
+spec = af.Spec.from_yaml(ex.arches.tpu_v4i, ex.workloads.gpt3_6_7B, jinja_parse_data={"N_TOKENS": 2048})
+if mode == "unfused":
+    spec.arch.nodes[0].tensors.keep = "All"     # every tensor, intermediates included, kept off chip
+t0, c0 = time.perf_counter(), time.process_time()
+m = spec.map_workload_to_arch(print_progress=False)
+print(json.dumps({"mode": mode, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                  "energy": float(m.energy()), "latency": float(m.latency())}))
+'''
+
+
+def accelforge(timeout: float) -> dict:
+    """AccelForge's own fused and unfused runs, or why they could not run."""
+    if shutil.which("dot") is None:
+        # AccelForge renders every chosen mapping to SVG with Graphviz after its search, and fails without it.
+        return {"skipped": "Graphviz's dot is not installed (apt-get install graphviz): AccelForge 1.0.467 renders "
+                           "each chosen mapping with it and fails after its search"}
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        made = subprocess.run(["python3.12", "-m", "venv", str(VENV)], capture_output=True, text=True,
+                              env={**os.environ, "PYENV_VERSION": os.environ.get("PYENV_VERSION", "3.12.1")})
+        if made.returncode:
+            return {"skipped": f"no Python 3.12 virtual environment: {made.stderr.strip()[-300:]}"}
+    if subprocess.run([str(py), "-c", "import accelforge"], capture_output=True).returncode:
+        got = subprocess.run([str(py), "-m", "pip", "install", "-q", ACCELFORGE], capture_output=True, text=True)
+        if got.returncode:
+            return {"skipped": f"pip install {ACCELFORGE} failed: {got.stderr.strip()[-300:]}"}
+    out: dict = {}
+    for mode in ("unfused", "fused"):
+        try:
+            r = subprocess.run([str(py), "-c", RUNNER, mode], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out[mode] = {"timed_out_s": timeout}
+            continue
+        lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
+        out[mode] = json.loads(lines[-1]) if r.returncode == 0 and lines else {"error": r.stderr.strip()[-500:]}
+    if all("energy" in out.get(k, {}) for k in ("unfused", "fused")):
+        u, f = out["unfused"], out["fused"]
+        out["energy_ratio"] = u["energy"] / f["energy"]
+        out["latency_ratio"] = u["latency"] / f["latency"]
+        out["edp_ratio"] = out["energy_ratio"] * out["latency_ratio"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer, layer by layer")
+    ap.add_argument("--tile-time-limit", type=float, default=1.0, help="seconds per tile mapping search")
+    ap.add_argument("--accelforge", action="store_true", help="also run AccelForge 1.0.467 (its own venv)")
+    ap.add_argument("--accelforge-timeout", type=float, default=1800.0, help="seconds per AccelForge run")
+    ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = {"ours": ours(a.time_limit, a.tile_time_limit, Path(tmp)), "paper": PAPER}
+    o = res["ours"]
+    print(f"GPT-3 6.7B decoder layer, 2048 tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
+    print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")
+    print(f"{'ours (best EDP plan)':<34} {o['energy_ratio']:>7.2f}x {o['latency_ratio']:>7.2f}x {o['edp_ratio']:>7.2f}x "
+          f"{o['layer_by_layer_wall_s'] + o['fusion_wall_s']:>10.0f}   (cpu {o['layer_by_layer_cpu_s']:.0f} + "
+          f"{o['fusion_cpu_s']:.0f} s)")
+    print(f"{'AccelForge, published (2 cores)':<34} {PAPER['energy']:>7.2f}x {PAPER['latency']:>7.2f}x "
+          f"{PAPER['edp']:>7.2f}x {PAPER['unfused_s'] + PAPER['fused_s']:>10}")
+    for g in o["groups"]:
+        print(f"  group {' > '.join(g['stages'])}: tile {g['tile'][0]}x{g['tile'][1]}, {g['tiles']} tiles")
+    if a.accelforge:
+        res["accelforge"] = af_res = accelforge(a.accelforge_timeout)
+        if "energy_ratio" in af_res:
+            print(f"{'AccelForge 1.0.467, here':<34} {af_res['energy_ratio']:>7.2f}x {af_res['latency_ratio']:>7.2f}x "
+                  f"{af_res['edp_ratio']:>7.2f}x {af_res['unfused']['wall_s'] + af_res['fused']['wall_s']:>10.0f}")
+        else:
+            print(f"AccelForge 1.0.467: {json.dumps(af_res)[:400]}")
+    Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
