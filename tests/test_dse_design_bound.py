@@ -1,0 +1,110 @@
+"""Rule D (a design pruned because a mapped design of no more area beats every mapping it could have) and the
+per-design CPU budget split over layers."""
+
+import math
+
+import pytest
+
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.dse.design_bound import DesignBounds, MappedPoint, design_bounds, dominator, off_three_metric_front
+from accelmap.dse.layer_budget import FLOOR_SHARE, layer_budgets
+from accelmap.dse.pareto import pareto_front
+from accelmap.dse.report import summary
+from accelmap.dse.space import space_from_dict
+from accelmap.dse.sweep import run_sweep
+from accelmap.errors import SpecError
+from accelmap.search.mapper import map_operator
+from accelmap.workload.constructors import gemm
+from accelmap.workload.models import Layer, ModelImport
+
+TINY = """
+name: tiny
+compute: {mac_energy: 1 pJ, precision: {I: 8, W: 8, O: 32}}
+levels:
+  - {name: DRAM, holds: [I, W, O], capacity: unbounded, width: 8 bit, read_energy: 100 pJ,
+     read_bandwidth: 4 words/cycle}
+  - name: GLB
+    holds: [I, W, O]
+    capacity: 1 KiB
+    width: 8 bit
+    read_energy: 6 pJ
+    fanout: {axes: [{name: X, size: 2}, {name: Y, size: 2}]}
+  - {name: RF, holds: [I, W, O], capacity: 64 B, width: 8 bit, read_energy: 1 pJ}
+"""
+
+
+def _space(tmp_path, strategy="heuristic"):
+    # Two designs: the second has the larger buffer (more area) and a DRAM four times as costly per access, so every
+    # mapping of it is worse than the first's best: rule D's bound must see that before mapping it.
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    data = {"name": "tiny", "base": "tiny.yaml", "energy": "base",
+            "parameters": [{"name": "mem", "set": ["levels.GLB.capacity", "levels.DRAM.read_energy"],
+                            "values": [["1 KiB", "100 pJ"], ["256 KiB", "400 pJ"]]}],
+            "mapper": {"strategy": strategy, "time_limit": 60}}
+    return space_from_dict(data, str(tmp_path / "space.yaml"), tmp_path / "space.yaml")
+
+
+def _model():
+    return ModelImport("tiny", "test", (Layer(gemm("g", m=2, n=2, k=2), ("g1",), "Gemm"),))
+
+
+def test_layer_budgets_split_a_design_budget_by_work_above_a_floor():
+    model = ModelImport("m", "test", (Layer(gemm("a", m=4, n=4, k=4), ("a1", "a2", "a3"), "Gemm"),   # 3 x 64 MACs
+                                      Layer(gemm("b", m=2, n=2, k=2), ("b1",), "Gemm")))              # 8 MACs
+    b = layer_budgets(model, 4.0)
+    floor = FLOOR_SHARE * 4.0 / 2
+    assert b == pytest.approx({"a": floor + 3.0 * 192 / 200, "b": floor + 3.0 * 8 / 200})
+    assert sum(b.values()) == pytest.approx(4.0)
+    with pytest.raises(SpecError, match="positive CPU seconds"):
+        layer_budgets(model, 0.0)
+
+
+def test_dominator_needs_no_more_area_and_edp_at_most_the_bound_one_strictly():
+    bounds = DesignBounds(energy=10.0, latency=10.0, edp=100.0)
+    small_good = MappedPoint("a", 1.0, 9.0, 10.0)      # EDP 90 at less area: dominates
+    same_area_tie = MappedPoint("b", 2.0, 10.0, 10.0)  # EDP 100 = the bound at the same area: a tie, kept
+    bigger = MappedPoint("c", 3.0, 1.0, 1.0)           # far better EDP but more area: on the front beside it
+    tie_smaller = MappedPoint("d", 1.5, 10.0, 10.0)    # EDP = bound at less area: dominates
+    assert dominator(bounds, 2.0, (same_area_tie, bigger)) is None
+    assert dominator(bounds, 2.0, (same_area_tie, tie_smaller)) is tie_smaller
+    assert dominator(bounds, 2.0, (tie_smaller, small_good, bigger)) is small_good   # the least EDP
+    # Energy and latency both within their bounds: off the three-metric front too; 9 x 10 is, 12 x 5 is not.
+    assert off_three_metric_front(bounds, 2.0, (small_good,))
+    assert not off_three_metric_front(bounds, 2.0, (MappedPoint("e", 1.0, 12.0, 5.0),))
+
+
+def test_rule_d_prunes_a_design_whose_true_optimum_is_dominated(tmp_path):
+    space = _space(tmp_path)
+    res = run_sweep(space, _model(), workers=1, store_path=tmp_path / "s.sqlite", progress=False, prune=True)
+    assert [o.status for o in res.outcomes] == ["mapped", "pruned"]
+    small, big = res.outcomes
+    assert "rule D" in big.reason and "mem=" in big.reason and big.run.result["pruned_by"]["edp"] == small.edp
+    # Brute force: the pruned design's proven optimum is no better than the mapped design's EDP, at more area.
+    arch = big.design.accelerator
+    opt = map_operator(adopt_precision(_model().layers[0].operator, arch), arch, "edp", strategy="optimal")
+    assert opt.proven_optimal
+    assert opt.best.value >= small.edp and big.area > small.area
+    bounds = design_bounds(_model(), arch)
+    assert bounds.edp <= opt.best.value * (1 + 1e-9)
+    assert bounds.energy <= opt.best.result.energy_total * (1 + 1e-9)
+    assert bounds.latency <= opt.best.result.latency * (1 + 1e-9)
+    assert [o.design.label for o in pareto_front(res.outcomes, ("edp", "area"))] == [small.design.label]
+    s = summary(res)
+    assert s["pruned"] == 1 and s["mapped"] == 1
+    # Its energy and latency bounds are both above the small design's: off the three-metric front as well.
+    assert big.run.result["off_three_metric_front"] and s["pruned_maybe_on_three_metric_front"] == 0
+    # The store keeps the proof: the same sweep again maps nothing and prunes the same design; without rule D
+    # the design is mapped (its own store row).
+    again = run_sweep(space, _model(), workers=1, store_path=tmp_path / "s.sqlite", progress=False, prune=True)
+    assert again.mapped_now == 0 and [o.status for o in again.outcomes] == ["mapped", "pruned"]
+
+
+def test_design_budget_maps_with_the_heuristic_only(tmp_path):
+    space = _space(tmp_path)
+    pts = list(space.grid())[:1]
+    res = run_sweep(space, _model(), points=pts, workers=1, store_path=None, progress=False, design_budget=0.2)
+    assert [o.status for o in res.outcomes] == ["mapped"]
+    assert res.outcomes[0].run.result["cpu_seconds"] < 5 and math.isfinite(res.outcomes[0].edp)
+    with pytest.raises(SpecError, match="heuristic"):
+        run_sweep(space, _model(), points=pts, workers=1, store_path=None, progress=False, design_budget=0.2,
+                  strategy="optimal")
