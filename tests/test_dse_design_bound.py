@@ -2,15 +2,18 @@
 per-design CPU budget split over layers."""
 
 import math
+from importlib import resources
 
 import pytest
+from click.testing import CliRunner
 
 from accelmap.arch.accelerator import adopt_precision
+from accelmap.cli import main
 from accelmap.dse.design_bound import DesignBounds, MappedPoint, design_bounds, dominator, off_three_metric_front
 from accelmap.dse.layer_budget import FLOOR_SHARE, layer_budgets
 from accelmap.dse.pareto import pareto_front
 from accelmap.dse.report import summary
-from accelmap.dse.space import space_from_dict
+from accelmap.dse.space import load_space, space_from_dict
 from accelmap.dse.sweep import run_sweep
 from accelmap.errors import SpecError
 from accelmap.search.mapper import map_operator
@@ -108,3 +111,12 @@ def test_design_budget_maps_with_the_heuristic_only(tmp_path):
     with pytest.raises(SpecError, match="heuristic"):
         run_sweep(space, _model(), points=pts, workers=1, store_path=None, progress=False, design_budget=0.2,
                   strategy="optimal")
+
+
+def test_cli_refuses_a_design_budget_beside_a_time_limit_and_a_nonpositive_neighbour_count():
+    space = str(resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.yaml")
+    r = CliRunner().invoke(main, ["dse", space, "--model", "resnet18", "--design-budget", "5", "--time-limit", "1"])
+    assert r.exit_code == 2 and r.output.startswith("error: --design-budget: a budget per design replaces"), r.output
+    r = CliRunner().invoke(main, ["dse", space, "--model", "resnet18", "--warm-start", "--warm-neighbours", "0"])
+    assert r.exit_code == 2 and r.output.startswith("error: --warm-neighbours: must be a positive integer"), r.output
+    assert load_space(space).size == 504
