@@ -398,6 +398,57 @@ def capacity(incumbents: dict[str, float]) -> dict:
     return {"rows": rows}
 
 
+SPACE_504 = resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.yaml"
+
+
+def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int) -> dict:
+    """The 504-design ResNet-18 sweep as a user runs it (2 local workers, the heuristic with ``design_budget`` CPU
+    seconds per design split over the layers, warm starts from ``neighbours`` neighbours, rule D), resumable from
+    ``store``; ``first``: only the first designs in order of area (the order rule D maps them in). Per design its
+    status, CPU seconds and EDP; against the same heuristic without a binding limit (600 CPU s per layer, stored in
+    the same store) on the designs at positions ``reference_at`` of that order."""
+    space = load_space(str(SPACE_504))
+    model = load_model("resnet18")
+    pts = sorted(space.points(), key=lambda p: make_design(space, p).area_mm2)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    res = run_sweep(space, model, points=pts[:first], workers=2, store_path=store, progress=False,
+                    strategy="heuristic", design_budget=design_budget, warm_start=True, warm_neighbours=neighbours,
+                    prune=True)
+    wall = time.perf_counter() - t0
+    outs = {o.design.label: o for o in res.outcomes}
+    cpu = {st: [o.run.result["cpu_seconds"] for o in res.outcomes if o.status == st and o.run] for st in
+           ("mapped", "pruned")}
+    all_cpu = cpu["mapped"] + cpu["pruned"]
+    ref = run_sweep(space, model, points=[pts[i] for i in reference_at], workers=1, store_path=store,
+                    progress=False, strategy="heuristic", time_limit=600.0, cpu_clock=True)
+    losses = []
+    for o in ref.outcomes:
+        mine = outs.get(o.design.label)
+        losses.append({"design": o.design.label, "reference_edp": o.edp,
+                       "reference_cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
+                       "status": mine.status if mine else "not in this run",
+                       "edp": mine.edp if mine and mine.ok else None,
+                       "edp_vs_reference": mine.edp / o.edp - 1 if mine and mine.ok else None})
+    out = {"designs": len(res.outcomes), "of": len(pts), "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
+           "mapped_now": res.mapped_now, "wall_s_this_call": wall, "load_average_before_after":
+           [load_before, os.getloadavg()[0]], "design_budget_cpu_s": design_budget, "warm_neighbours": neighbours,
+           "cpu_s_per_mapped_design": sum(cpu["mapped"]) / max(1, len(cpu["mapped"])),
+           "cpu_s_per_pruned_design": sum(cpu["pruned"]) / max(1, len(cpu["pruned"])),
+           "cpu_s_total": sum(all_cpu), "minutes_on_2_idle_cores": sum(all_cpu) / 2 / 60,
+           "loss_vs_unbudgeted": losses,
+           "outcomes": [{"design": o.design.label, "area_mm2": o.area, "status": o.status,
+                         "edp": o.edp if o.ok else None, "cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
+                         "seconds": o.run.seconds if o.run else None, "reason": o.reason} for o in res.outcomes]}
+    print(f"\n504-design sweep, first {len(res.outcomes)} designs by area: {out['mapped']} mapped, {out['pruned']} "
+          f"pruned by rule D; CPU s per mapped design {out['cpu_s_per_mapped_design']:.2f}, per pruned "
+          f"{out['cpu_s_per_pruned_design']:.2f}; {out['minutes_on_2_idle_cores']:.1f} min of 2 idle cores")
+    for row in losses:
+        print(f"  {row['design']}: {row['status']}, EDP vs unbudgeted "
+              + (f"{row['edp_vs_reference']:+.1%}" if row["edp_vs_reference"] is not None else "-"))
+    return out
+
+
 def root_bounds(incumbents: dict[str, float]) -> dict:
     """The exact search's own bounds as a per-configuration prune on the Table 7.1 space (bounds only): for each
     configuration, its spatial unrollings in the order of their rule-S1 bound; one whose S1 bound is at least the
@@ -473,6 +524,13 @@ def main() -> None:
                     help="budget part: CPU seconds per layer for the heuristic, comma-separated")
     ap.add_argument("--reuse-reference", action="store_true",
                     help="budget part: take the unbudgeted reference from --out if it has these designs")
+    ap.add_argument("--design-budget", type=float, default=5.4, help="sweep500: CPU seconds per design")
+    ap.add_argument("--warm-neighbours", type=int, default=4, help="sweep500: neighbours giving warm starts")
+    ap.add_argument("--store", default=str(RESULTS / "dse_sweep500.sqlite"), help="sweep500: the result store")
+    ap.add_argument("--sweep-designs", type=int, default=None,
+                    help="sweep500: only the first N designs in order of area (default all 504)")
+    ap.add_argument("--reference-at", default="5,17,25,40",
+                    help="sweep500: positions (in order of area) of the designs mapped without a binding limit")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
@@ -503,6 +561,9 @@ def main() -> None:
         elif part == "capacity":
             out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
                                         for r in out.get("sunstone", {}).get("rows", [])})
+        elif part == "sweep500":
+            out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
+                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours)
         elif part == "rootbound":
             out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
                                             for r in out.get("sunstone", {}).get("rows", [])})
