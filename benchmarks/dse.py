@@ -352,6 +352,14 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
+def _table71_space():
+    """Table 7.1's split-L1 machine, its three buffers and the configurations within the area of one 128-word
+    buffer."""
+    base = split_l1_base()
+    levels = ("L1I", "L1W", "L1O")
+    return base, levels, configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+
+
 def capacity(incumbents: dict[str, float]) -> dict:
     """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
     how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
@@ -362,9 +370,7 @@ def capacity(incumbents: dict[str, float]) -> dict:
     from accelmap.search.space import Constraints, keep_options
     from accelmap.search.spatial import certified_lower_bound
 
-    base = split_l1_base()
-    levels = ("L1I", "L1W", "L1O")
-    configs = configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+    base, levels, configs = _table71_space()
     rows = []
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
@@ -463,9 +469,7 @@ def root_bounds(incumbents: dict[str, float]) -> dict:
     from accelmap.search.objective import scalar
     from accelmap.search.space import Constraints, keep_options
 
-    base = split_l1_base()
-    levels = ("L1I", "L1W", "L1O")
-    configs = configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+    base, levels, configs = _table71_space()
     rows = []
     print("\nthe exact search's root bounds per configuration on the Table 7.1 space, against each layer's incumbent")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():

@@ -14,7 +14,8 @@ from accelmap.dse.layer_budget import FLOOR_SHARE, layer_budgets
 from accelmap.dse.pareto import pareto_front
 from accelmap.dse.report import summary
 from accelmap.dse.space import load_space, space_from_dict
-from accelmap.dse.sweep import run_sweep
+from accelmap.dse.store import StoredRun
+from accelmap.dse.sweep import DesignTask, run_sweep, with_warm_start
 from accelmap.errors import SpecError
 from accelmap.search.mapper import map_operator
 from accelmap.workload.constructors import gemm
@@ -102,14 +103,22 @@ def test_rule_d_prunes_a_design_whose_true_optimum_is_dominated(tmp_path):
     assert again.mapped_now == 0 and [o.status for o in again.outcomes] == ["mapped", "pruned"]
 
 
-def test_design_budget_maps_with_the_heuristic_only(tmp_path):
+def test_design_budget_maps_every_layer_in_model_order_with_the_heuristic_only(tmp_path):
     space = _space(tmp_path)
     pts = list(space.grid())[:1]
-    res = run_sweep(space, _model(), points=pts, workers=1, store_path=None, progress=False, design_budget=0.2)
-    assert [o.status for o in res.outcomes] == ["mapped"]
-    assert res.outcomes[0].run.result["cpu_seconds"] < 5 and math.isfinite(res.outcomes[0].edp)
+    # Two layers of different work get different limits, so they are mapped in two groups and put back in order.
+    model = ModelImport("two", "test", (Layer(gemm("small", m=2, n=2, k=2), ("s1",), "Gemm"),
+                                        Layer(gemm("big", m=4, n=4, k=4), ("b1", "b2"), "Gemm")))
+    assert len(set(layer_budgets(model, 0.3).values())) == 2
+    res = run_sweep(space, model, points=pts, workers=1, store_path=None, progress=False, design_budget=0.3)
+    o = res.outcomes[0]
+    assert o.status == "mapped" and o.run.result["cpu_seconds"] < 5 and math.isfinite(o.edp)
+    layers = o.run.result["layers"]
+    assert [(ly["name"], ly["count"]) for ly in layers] == [("small", 1), ("big", 2)]
+    assert o.energy == pytest.approx(sum(ly["count"] * ly["energy_pj"] for ly in layers))
+    assert o.latency == pytest.approx(sum(ly["count"] * ly["latency_cycles"] for ly in layers))
     with pytest.raises(SpecError, match="heuristic"):
-        run_sweep(space, _model(), points=pts, workers=1, store_path=None, progress=False, design_budget=0.2,
+        run_sweep(space, model, points=pts, workers=1, store_path=None, progress=False, design_budget=0.2,
                   strategy="optimal")
 
 
@@ -120,3 +129,19 @@ def test_cli_refuses_a_design_budget_beside_a_time_limit_and_a_nonpositive_neigh
     r = CliRunner().invoke(main, ["dse", space, "--model", "resnet18", "--warm-start", "--warm-neighbours", "0"])
     assert r.exit_code == 2 and r.output.startswith("error: --warm-neighbours: must be a positive integer"), r.output
     assert load_space(space).size == 504
+
+
+def test_warm_start_from_more_neighbours_gives_each_mapping_once(tmp_path):
+    space = _space(tmp_path)
+    a, b = list(space.grid())
+    task = DesignTask("k", None, _model(), "heuristic", "edp", None, 0)
+
+    def run(forms):
+        return StoredRun(1.0, 1.0, True, None, 0.0, "w", {"layers": [{"name": "g", "mapping": f} for f in forms]})
+
+    mapped = [(a, "A", run([{"m": 1}])), (b, "B", run([{"m": 1}])), (b, "C", run([{"m": 2}]))]
+    two = with_warm_start(task, space, b, mapped)
+    assert two.warm_from == ("B", "C") and two.warm_start == (("g", ({"m": 1}, {"m": 2})),)
+    three = with_warm_start(task, space, b, mapped, neighbours=3)
+    # A's mapping equals B's: handed over once.
+    assert three.warm_from == ("B", "C", "A") and three.warm_start == (("g", ({"m": 1}, {"m": 2})),)
