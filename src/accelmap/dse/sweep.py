@@ -331,8 +331,9 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                                 f"{fingerprint}); install the same version on every worker", where="--address")
             if store is not None:
                 store.put(key, designs[todo[key][0]].label, model.name, run)
-            res.mapped_now += 1
-            res.map_seconds.append(run.seconds)
+            if run.result.get("pruned_by") is None:      # a design rule D pruned was not mapped
+                res.mapped_now += 1
+                res.map_seconds.append(run.seconds)
             if run.complete:
                 finished.append((todo[key][0], run))
             for i in todo[key]:
