@@ -456,59 +456,28 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
 
 
 def root_bounds(incumbents: dict[str, float]) -> dict:
-    """The exact search's own bounds as a per-configuration prune on the Table 7.1 space (bounds only): for each
-    configuration, its spatial unrollings in the order of their rule-S1 bound; one whose S1 bound is at least the
-    layer's incumbent (the best EDP the sunstone part found) is cut with every later one, as the exact search cuts
-    them; any other is bounded by the search's root bound of each bypass choice (``BoundContext.lower_bound`` with
-    nothing fixed: rule B8 adds each level's least refill over the tiles that fit it, so this bound sees the
-    capacities). A configuration is pruned when every unrolling is cut this way; the walk stops at the first
-    unrolling that is not (a padded one counts as not cut: the root bound is for dividing unrollings), whose root
-    bound over the incumbent is reported."""
-    from accelmap.search.bounds import BoundContext, chain_options
-    from accelmap.search.exact import ranked_unrollings
-    from accelmap.search.objective import scalar
-    from accelmap.search.space import Constraints, keep_options
+    """Rule R (``dse.root_bound``: the exact search's own S1 and root bounds as a per-configuration prune) on the
+    Table 7.1 space, bounds only, against each layer's incumbent (the best EDP the sunstone part found)."""
+    from accelmap.dse.root_bound import beaten_by_root_bounds
 
     base, levels, configs = _table71_space()
     rows = []
-    print("\nthe exact search's root bounds per configuration on the Table 7.1 space, against each layer's incumbent")
+    print("\nrule R (the exact search's root bounds) per configuration on the Table 7.1 space")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
         if name not in incumbents:
             continue
         inc = incumbents[name]
         op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
         c0 = time.process_time()
-        pruned, ratios = [], []
-        for c in configs:
-            arch = config_arch(base, levels, c)
-            cons = Constraints()
-            keeps = keep_options(op, arch, cons)
-            un = ranked_unrollings(op, arch, cons, "edp", chain_options(op, keeps), skip_equivalent=False)
-            s1 = scalar("edp", un.energy, un.latency)
-            stop = None
-            for row in un.order:
-                if s1[row] >= inc:
-                    break
-                if not un.divides[row]:
-                    stop = float(s1[row]) / inc
-                    break
-                spatial = {axis: dict(dims) for (_, axis), dims in un.space.assignment(int(row)).items()}
-                root = min(float(scalar("edp", *BoundContext(op, arch, k, spatial).lower_bound(
-                    (), len(arch.levels), dict(op.sizes))))
-                    for k in keeps)
-                if root < inc:
-                    stop = root / inc
-                    break
-            if stop is None:
-                pruned.append(list(c))
-            else:
-                ratios.append(stop)
-        row = {"layer": name, "incumbent_edp": inc, "configs": len(configs), "pruned": pruned,
-               "root_over_incumbent_at_first_open_unrolling": [min(ratios), max(ratios)] if ratios else None,
+        checks = [(c, beaten_by_root_bounds(op, config_arch(base, levels, c), "edp", inc)) for c in configs]
+        ratios = [r.ratio for _, r in checks if r.ratio is not None]
+        row = {"layer": name, "incumbent_edp": inc, "configs": len(configs),
+               "pruned": [list(c) for c, r in checks if r.beaten],
+               "bound_over_incumbent_where_kept": [min(ratios), max(ratios)] if ratios else None,
                "cpu_seconds": time.process_time() - c0}
         rows.append(row)
-        print(f"{name}: pruned {len(pruned)} of {len(configs)}; root bound / incumbent at the first unrolling not "
-              f"cut: {min(ratios):.3f}-{max(ratios):.3f}; {row['cpu_seconds']:.1f} CPU s", flush=True)
+        print(f"{name}: pruned {len(row['pruned'])} of {len(configs)} {row['pruned']}; bound / incumbent where kept: "
+              f"{min(ratios):.3f}-{max(ratios):.3f}; {row['cpu_seconds']:.1f} CPU s", flush=True)
     return {"rows": rows}
 
 
