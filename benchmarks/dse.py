@@ -499,7 +499,8 @@ def main() -> None:
                     help="budget part: take the unbudgeted reference from --out if it has these designs")
     ap.add_argument("--design-budget", type=float, default=5.4, help="sweep500: CPU seconds per design")
     ap.add_argument("--warm-neighbours", type=int, default=4, help="sweep500: neighbours giving warm starts")
-    ap.add_argument("--store", default=str(RESULTS / "dse_sweep500.sqlite"), help="sweep500: the result store")
+    ap.add_argument("--store", default=str(Path.home() / ".cache" / "accelmap" / "dse_sweep500.sqlite"),
+                    help="sweep500: the result store (resumable)")
     ap.add_argument("--sweep-designs", type=int, default=None,
                     help="sweep500: only the first N designs in order of area (default all 504)")
     ap.add_argument("--reference-at", default="5,17,25,40",

@@ -6,6 +6,7 @@ from importlib import resources
 
 import pytest
 from click.testing import CliRunner
+from tests.test_dse_sweep import TINY
 
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cli import main
@@ -20,21 +21,6 @@ from accelmap.errors import SpecError
 from accelmap.search.mapper import map_operator
 from accelmap.workload.constructors import gemm
 from accelmap.workload.models import Layer, ModelImport
-
-TINY = """
-name: tiny
-compute: {mac_energy: 1 pJ, precision: {I: 8, W: 8, O: 32}}
-levels:
-  - {name: DRAM, holds: [I, W, O], capacity: unbounded, width: 8 bit, read_energy: 100 pJ,
-     read_bandwidth: 4 words/cycle}
-  - name: GLB
-    holds: [I, W, O]
-    capacity: 1 KiB
-    width: 8 bit
-    read_energy: 6 pJ
-    fanout: {axes: [{name: X, size: 2}, {name: Y, size: 2}]}
-  - {name: RF, holds: [I, W, O], capacity: 64 B, width: 8 bit, read_energy: 1 pJ}
-"""
 
 
 def _space(tmp_path, strategy="heuristic"):
