@@ -352,6 +352,14 @@ def sunstone(time_limit: float, layers: list[str]) -> dict:
     return {"configs": [list(c) for c in configs], "area_cap_um2": cap, "rows": rows}
 
 
+def _table71_space():
+    """Table 7.1's split-L1 machine, its three buffers and the configurations within the area of one 128-word
+    buffer."""
+    base = split_l1_base()
+    levels = ("L1I", "L1W", "L1O")
+    return base, levels, configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+
+
 def capacity(incumbents: dict[str, float]) -> dict:
     """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
     how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
@@ -362,9 +370,7 @@ def capacity(incumbents: dict[str, float]) -> dict:
     from accelmap.search.space import Constraints, keep_options
     from accelmap.search.spatial import certified_lower_bound
 
-    base = split_l1_base()
-    levels = ("L1I", "L1W", "L1O")
-    configs = configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
+    base, levels, configs = _table71_space()
     rows = []
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
@@ -398,6 +404,83 @@ def capacity(incumbents: dict[str, float]) -> dict:
     return {"rows": rows}
 
 
+SPACE_504 = resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.yaml"
+
+
+def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int) -> dict:
+    """The 504-design ResNet-18 sweep as a user runs it (2 local workers, the heuristic with ``design_budget`` CPU
+    seconds per design split over the layers, warm starts from ``neighbours`` neighbours, rule D), resumable from
+    ``store``; ``first``: only the first designs in order of area (the order rule D maps them in). Per design its
+    status, CPU seconds and EDP; against the same heuristic without a binding limit (600 CPU s per layer, stored in
+    the same store) on the designs at positions ``reference_at`` of that order."""
+    space = load_space(str(SPACE_504))
+    model = load_model("resnet18")
+    pts = sorted(space.points(), key=lambda p: make_design(space, p).area_mm2)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    res = run_sweep(space, model, points=pts[:first], workers=2, store_path=store, progress=False,
+                    strategy="heuristic", design_budget=design_budget, warm_start=True, warm_neighbours=neighbours,
+                    prune=True)
+    wall = time.perf_counter() - t0
+    outs = {o.design.label: o for o in res.outcomes}
+    cpu = {st: [o.run.result["cpu_seconds"] for o in res.outcomes if o.status == st and o.run] for st in
+           ("mapped", "pruned")}
+    all_cpu = cpu["mapped"] + cpu["pruned"]
+    ref = run_sweep(space, model, points=[pts[i] for i in reference_at], workers=1, store_path=store,
+                    progress=False, strategy="heuristic", time_limit=600.0, cpu_clock=True)
+    losses = []
+    for o in ref.outcomes:
+        mine = outs.get(o.design.label)
+        losses.append({"design": o.design.label, "reference_edp": o.edp,
+                       "reference_cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
+                       "status": mine.status if mine else "not in this run",
+                       "edp": mine.edp if mine and mine.ok else None,
+                       "edp_vs_reference": mine.edp / o.edp - 1 if mine and mine.ok else None})
+    out = {"designs": len(res.outcomes), "of": len(pts), "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
+           "mapped_now": res.mapped_now, "wall_s_this_call": wall, "load_average_before_after":
+           [load_before, os.getloadavg()[0]], "design_budget_cpu_s": design_budget, "warm_neighbours": neighbours,
+           "cpu_s_per_mapped_design": sum(cpu["mapped"]) / max(1, len(cpu["mapped"])),
+           "cpu_s_per_pruned_design": sum(cpu["pruned"]) / max(1, len(cpu["pruned"])),
+           "cpu_s_total": sum(all_cpu), "minutes_on_2_idle_cores": sum(all_cpu) / 2 / 60,
+           "loss_vs_unbudgeted": losses,
+           "outcomes": [{"design": o.design.label, "area_mm2": o.area, "status": o.status,
+                         "edp": o.edp if o.ok else None, "cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
+                         "seconds": o.run.seconds if o.run else None, "reason": o.reason} for o in res.outcomes]}
+    print(f"\n504-design sweep, first {len(res.outcomes)} designs by area: {out['mapped']} mapped, {out['pruned']} "
+          f"pruned by rule D; CPU s per mapped design {out['cpu_s_per_mapped_design']:.2f}, per pruned "
+          f"{out['cpu_s_per_pruned_design']:.2f}; {out['minutes_on_2_idle_cores']:.1f} min of 2 idle cores")
+    for row in losses:
+        print(f"  {row['design']}: {row['status']}, EDP vs unbudgeted "
+              + (f"{row['edp_vs_reference']:+.1%}" if row["edp_vs_reference"] is not None else "-"))
+    return out
+
+
+def root_bounds(incumbents: dict[str, float]) -> dict:
+    """Rule R (``dse.root_bound``: the exact search's own S1 and root bounds as a per-configuration prune) on the
+    Table 7.1 space, bounds only, against each layer's incumbent (the best EDP the sunstone part found)."""
+    from accelmap.dse.root_bound import beaten_by_root_bounds
+
+    base, levels, configs = _table71_space()
+    rows = []
+    print("\nrule R (the exact search's root bounds) per configuration on the Table 7.1 space")
+    for name, (hw, ck) in SUNSTONE_LAYERS.items():
+        if name not in incumbents:
+            continue
+        inc = incumbents[name]
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        c0 = time.process_time()
+        checks = [(c, beaten_by_root_bounds(op, config_arch(base, levels, c), "edp", inc)) for c in configs]
+        ratios = [r.ratio for _, r in checks if r.ratio is not None]
+        row = {"layer": name, "incumbent_edp": inc, "configs": len(configs),
+               "pruned": [list(c) for c, r in checks if r.beaten],
+               "bound_over_incumbent_where_kept": [min(ratios), max(ratios)] if ratios else None,
+               "cpu_seconds": time.process_time() - c0}
+        rows.append(row)
+        print(f"{name}: pruned {len(row['pruned'])} of {len(configs)} {row['pruned']}; bound / incumbent where kept: "
+              f"{min(ratios):.3f}-{max(ratios):.3f}; {row['cpu_seconds']:.1f} CPU s", flush=True)
+    return {"rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
@@ -414,6 +497,14 @@ def main() -> None:
                     help="budget part: CPU seconds per layer for the heuristic, comma-separated")
     ap.add_argument("--reuse-reference", action="store_true",
                     help="budget part: take the unbudgeted reference from --out if it has these designs")
+    ap.add_argument("--design-budget", type=float, default=5.4, help="sweep500: CPU seconds per design")
+    ap.add_argument("--warm-neighbours", type=int, default=4, help="sweep500: neighbours giving warm starts")
+    ap.add_argument("--store", default=str(Path.home() / ".cache" / "accelmap" / "dse_sweep500.sqlite"),
+                    help="sweep500: the result store (resumable)")
+    ap.add_argument("--sweep-designs", type=int, default=None,
+                    help="sweep500: only the first N designs in order of area (default all 504)")
+    ap.add_argument("--reference-at", default="5,17,25,40",
+                    help="sweep500: positions (in order of area) of the designs mapped without a binding limit")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
@@ -444,6 +535,12 @@ def main() -> None:
         elif part == "capacity":
             out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
                                         for r in out.get("sunstone", {}).get("rows", [])})
+        elif part == "sweep500":
+            out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
+                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours)
+        elif part == "rootbound":
+            out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
+                                            for r in out.get("sunstone", {}).get("rows", [])})
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:

@@ -1,5 +1,6 @@
 """Rule F: the latency that single-buffered levels' fills force holds for every mapping, and the co-search that
-prunes with it loses nothing: the configurations it prunes are worse at their true optimum (exhaustive search)."""
+prunes with it loses nothing: the configurations it prunes are worse at their true optimum (exhaustive search).
+Rule R (the exact search's root bounds per configuration) against the same brute force."""
 
 import itertools
 import math
@@ -11,6 +12,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.dse.fill_stall_bound import fill_stall_bound, fill_stall_cycles, single_buffered, touched_stored_elements
 from accelmap.dse.memory_search import co_search, config_arch, grid_search, lower_bound
+from accelmap.dse.root_bound import beaten_by_root_bounds
 from accelmap.search.baselines import search_random
 from accelmap.search.mapper import map_operator
 from accelmap.workload.constructors import conv2d, gemm
@@ -107,3 +109,28 @@ def test_rule_f_prunes_only_configurations_worse_at_their_optimum(brute_force):
         assert best[c][0] >= with_f.lower_bounds[c] * (1 - 1e-9)
         assert with_f.lower_bounds[c] >= lower_bound(op, config_arch(base, LEVELS, c), "edp")
     assert math.isclose(with_f.lower_bounds[(4096, 4096, 4096)] / best[(4096, 4096, 4096)][0], 0.889, abs_tol=0.01)
+
+
+def test_rule_r_prunes_only_configurations_no_better_at_their_optimum(brute_force):
+    base, op, configs, best = brute_force
+    optimum = min(v for v, _ in best.values())
+    # Against the optimum as the bar: only the largest configuration (13.8% worse) is beaten by the exact
+    # search's root bounds; one PE means one unrolling, so the kept ones' ratio is a bound on the configuration.
+    checks = {c: beaten_by_root_bounds(op, config_arch(base, LEVELS, c), "edp", optimum) for c in configs}
+    assert [c for c, r in checks.items() if r.beaten] == [(4096, 4096, 4096)]
+    assert best[(4096, 4096, 4096)][0] > optimum * 1.13
+    for c, r in checks.items():
+        assert r.unrollings_bounded == 1
+        if not r.beaten:
+            assert r.ratio * optimum <= best[c][0] * (1 + 1e-9)
+
+    def mapper(c, arch):
+        return best[c]
+
+    # In the co-search the bar is the best found so far: the answer is the grid's, and what rule R prunes is no
+    # better at its true optimum.
+    with_r = co_search(op, base, LEVELS, (2, 4096), configs, mapper, capacity_bound=False, root_bounds=True)
+    assert with_r.value == optimum
+    assert with_r.pruned_by_root_bounds == [(4096, 4096, 4096)]
+    for c in with_r.pruned_by_root_bounds:
+        assert best[c][0] >= with_r.value

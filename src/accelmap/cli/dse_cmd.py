@@ -14,7 +14,7 @@ from accelmap.dse.arch_search import format_sunstone, run_sunstone, write_sunsto
 from accelmap.dse.engines import ENGINES
 from accelmap.dse.report import format_summary, write_report
 from accelmap.dse.space import METHODS, OBJECTIVES, load_space
-from accelmap.dse.sweep import run_sweep
+from accelmap.dse.sweep import WARM_NEIGHBOURS, run_sweep
 from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir
 from accelmap.search.cache import default_cache_path
@@ -57,14 +57,29 @@ def default_store_path() -> Path:
               help="Grid/random sweeps: the heuristic's --time-limit per layer counts the worker's CPU seconds, a "
                    "budget that does not shrink with the machine's load. Each design is then reported as proven or "
                    "best found with its certified gap.")
+@click.option("--design-budget", type=float, default=None,
+              help="Grid/random sweeps with the heuristic: CPU seconds per design, split over the model's distinct "
+                   "layers by their MACs (instead of --time-limit per layer).")
+@click.option("--warm-neighbours", type=int, default=None,
+              help="With --warm-start: how many of the nearest mapped designs give their mappings (default 2).")
+@click.option("--prune-dominated", is_flag=True,
+              help="Grid/random sweeps: map designs in order of area and skip one whose certified EDP bound is not "
+                   "below the EDP of a mapped design of no more area (it is on no EDP-area front).")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start, cpu_clock):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start, cpu_clock,
+            design_budget, warm_neighbours, prune_dominated):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
-    for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch)):
+    for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch),
+                    ("--warm-neighbours", warm_neighbours)):
         if v is not None and v < 1:
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     if time_limit is not None and not time_limit > 0:
         raise SpecError(f"must be positive seconds, got {time_limit}", where="--time-limit")
+    if design_budget is not None and time_limit is not None:
+        raise SpecError("a budget per design replaces the time limit per layer; give one of them",
+                        where="--design-budget")
+    if design_budget is not None and not design_budget > 0:
+        raise SpecError(f"must be positive CPU seconds, got {design_budget}", where="--design-budget")
     if address and engine == "local":
         raise SpecError("applies to the dask and ray engines; add --engine dask", where="--address")
     space = load_space(space_file)
@@ -76,7 +91,9 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         # The co-search visits configurations in order of their bounds and prunes on what it found so far:
         # it runs in this process, and its answers are per layer, not designs for the store.
         for flag, given in (("--engine", engine != "local"), ("--address", address), ("--workers", workers),
-                            ("--store", store_file), ("--samples", samples), ("--cpu-clock", cpu_clock)):
+                            ("--store", store_file), ("--samples", samples), ("--cpu-clock", cpu_clock),
+                            ("--design-budget", design_budget), ("--warm-neighbours", warm_neighbours),
+                            ("--prune-dominated", prune_dominated)):
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
@@ -98,7 +115,9 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
         res = run_sweep(space, m, engine=engine, workers=workers or os.cpu_count() or 1, address=address,
                         store_path=store, progress=False if no_progress else None, strategy=strategy,
                         objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start,
-                        cpu_clock=cpu_clock)
+                        cpu_clock=cpu_clock, design_budget=design_budget,
+                        warm_neighbours=warm_neighbours if warm_neighbours is not None else WARM_NEIGHBOURS,
+                        prune=prune_dominated)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

@@ -43,6 +43,7 @@ from accelmap.dse import components
 from accelmap.dse.capacity_bound import capacity_energy_bound
 from accelmap.dse.design import derive
 from accelmap.dse.fill_stall_bound import fill_stall_bound
+from accelmap.dse.root_bound import beaten_by_root_bounds
 from accelmap.errors import AccelmapError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import capacity_usage
@@ -136,6 +137,7 @@ class MemorySearch:
     lower_bounds: dict[Config, float] = field(default_factory=dict)
     raised_by_capacity: list[Config] = field(default_factory=list)   # rule C's bound above rule H's
     raised_by_fill_stalls: list[Config] = field(default_factory=list)   # rule F's bound above H's and C's
+    pruned_by_root_bounds: list[Config] = field(default_factory=list)   # rule R (opt-in, certified)
     seconds: float = 0.0
 
     @property
@@ -176,7 +178,8 @@ def grid_search(op: Operator, base: Accelerator, levels: tuple[str, ...], config
 def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices: Choices,
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
               archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
-              capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = False) -> MemorySearch:
+              capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = False,
+              root_bounds: bool = False) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
@@ -185,6 +188,10 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
     raises each configuration's bound by the traffic its buffer capacities force (certified; on by default).
     ``fill_stalls``: rule F raises it by the stalls single-buffered levels' fills force (certified; opt-in: it
     costs one certified bound per bypass choice, ~0.5 CPU s per Table 7.1 configuration).
+    ``root_bounds``: rule R, before mapping a configuration, checks it against the best value found so far with the
+    exact search's own unrolling and root bounds (``dse.root_bound``; certified; opt-in: 0.2-0.5 CPU s per Table 7.1
+    configuration); one every mapping of which costs at least that value is not mapped
+    (``pruned_by_root_bounds``).
     ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
     for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
     (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
@@ -216,6 +223,10 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         inc = incumbent.get(c)
         if inc is not None and inc[0] <= lb * (1 + _TOLERANCE):
             res.proven_by_incumbent.append(c)              # rule S made its optimum known
+            continue
+        if root_bounds and res.value < float("inf") and beaten_by_root_bounds(op, archs[c], objective,
+                                                                               res.value).beaten:
+            res.pruned_by_root_bounds.append(c)            # rule R: no mapping of it beats the best found
             continue
         if warm_start:
             found = map_config(c, archs[c], _warm_mappings(c, found_on, inc, per_level(choices, len(levels))))

@@ -29,6 +29,10 @@ def summary(res: SweepResult) -> dict[str, Any]:
         "excluded": sum(1 for o in res.outcomes if o.status == "excluded"),
         "invalid": sum(1 for o in res.outcomes if o.status == "invalid"),
         "failed": sum(1 for o in res.outcomes if o.status == "failed"),
+        "pruned": sum(1 for o in res.outcomes if o.status == "pruned"),
+        # Pruned by rule D on the EDP-area front only: the energy-latency-area front may miss these.
+        "pruned_maybe_on_three_metric_front": sum(1 for o in res.outcomes if o.status == "pruned" and o.run
+                                                  and not o.run.result.get("off_three_metric_front")),
         "designs_per_minute": (60.0 * res.mapped_now / res.wall_seconds) if res.wall_seconds and res.mapped_now
         else None,
         "best_edp": best.design.label if best else None,
@@ -46,7 +50,9 @@ def format_summary(res: SweepResult) -> str:
     lines = [f"{res.space}: {s['designs']} designs of {res.model} on engine {res.engine} ({res.workers} workers): "
              f"{s['mapped']} mapped ({s['mapped_now']} now, {s['from_store']} from the store), "
              f"{s['excluded']} excluded by the constraints, {s['invalid']} invalid, {s['failed']} with layers "
-             f"not mapped; {res.wall_seconds:.1f} s"]
+             f"not mapped" + (f", {s['pruned']} pruned by their certified bound (rule D; "
+                                f"{s['pruned_maybe_on_three_metric_front']} of them may be on the energy-latency-"
+                                f"area front)" if s["pruned"] else "") + f"; {res.wall_seconds:.1f} s"]
     if s["mapped"]:
         # Which results are optima and which are best found: a budgeted search must not pass for an exact one.
         gap = f"; the others are best found, {res.objective} at most {s['max_gap']:.1%} above their optimum " \

@@ -37,15 +37,24 @@ def model_key(model: ModelImport) -> str:
 
 
 def run_key(design_key: str, model: ModelImport, strategy: str, objective: str, time_limit: float | None,
-            seed: int, warm_start: bool = False, cpu_clock: bool = False) -> str:
+            seed: int, warm_start: bool = False, cpu_clock: bool = False, design_budget: float | None = None,
+            warm_neighbours: int = 2, prune: bool = False) -> str:
     parts = [f"dse {SCHEMA}", design_key, model_key(model), strategy, objective, repr(time_limit), str(seed),
              code_fingerprint()]
     if warm_start:
         # A warm-started search may end elsewhere within its time limit: its rows are its own.
         parts.append("warm start")
+        if warm_neighbours != 2:
+            parts.append(f"from {warm_neighbours} neighbours")
     if cpu_clock:
         # The time limit counts CPU seconds: another budget than the same number of wall seconds.
         parts.append("cpu clock")
+    if design_budget is not None:
+        # CPU seconds per design, split over its layers (``dse.layer_budget``): not a limit per layer.
+        parts.append(f"design budget {design_budget!r}")
+    if prune:
+        # A pruned row holds rule D's proof instead of a mapping: a sweep without rule D maps that design.
+        parts.append("rule D")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

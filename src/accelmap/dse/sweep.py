@@ -19,14 +19,16 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.dse.certificate import DesignCertificate, design_certificate
 from accelmap.dse.design import Design, make_design, violation
+from accelmap.dse.design_bound import MappedPoint, design_bounds, dominator, off_three_metric_front
 from accelmap.dse.engines import run_tasks
+from accelmap.dse.layer_budget import layer_budgets
 from accelmap.dse.progress import SweepProgress
 from accelmap.dse.space import DesignSpace
 from accelmap.dse.store import DesignStore, StoredRun, run_key
@@ -37,6 +39,7 @@ from accelmap.search.cache import code_fingerprint
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mapper import valid_warm_start
 from accelmap.search.model_mapper import map_model
+from accelmap.search.model_result import LayerMapping, ModelMapping
 from accelmap.search.space import Constraints
 from accelmap.workload.models.result import ModelImport
 
@@ -56,6 +59,13 @@ class DesignTask:
     # The heuristic's time limit counts this worker's CPU seconds, not wall time: a budget per layer that
     # does not shrink with the machine's load (``HeuristicConfig.cpu_clock``).
     cpu_clock: bool = False
+    # Per distinct layer name, its CPU seconds (``dse.layer_budget``); empty: ``time_limit`` for every layer.
+    layer_limits: tuple[tuple[str, float], ...] = ()
+    # Rule D (``dse.design_bound``): the design's area and the mapped designs of no more area; with ``prune`` the
+    # worker first bounds the design and returns it unmapped when one of them dominates it.
+    prune: bool = False
+    area_mm2: float = math.nan
+    dominators: tuple[MappedPoint, ...] = ()
 
 
 def warm_mappings(task: DesignTask) -> dict[str, tuple[Mapping, ...]]:
@@ -74,14 +84,47 @@ def warm_mappings(task: DesignTask) -> dict[str, tuple[Mapping, ...]]:
     return out
 
 
+def _map_with_layer_limits(task: DesignTask, limits: dict[str, float], warm: dict[str, tuple[Mapping, ...]],
+                           config: HeuristicConfig) -> ModelMapping:
+    """``map_model`` with each distinct layer's own time limit: the layers that share a limit mapped together, the
+    results put back in the model's order."""
+    groups: dict[float, list[int]] = {}
+    for i, layer in enumerate(task.model.layers):
+        groups.setdefault(limits[layer.name], []).append(i)
+    by_index: dict[int, LayerMapping] = {}
+    parts = []
+    for limit, idx in groups.items():
+        part = map_model(replace(task.model, layers=tuple(task.model.layers[i] for i in idx)), task.accelerator,
+                         task.objective, strategy=task.strategy, time_limit_per_layer=limit, jobs=1, cache_path=None,
+                         progress=False, seed=task.seed, warm_start=warm, heuristic_config=config)
+        by_index.update(zip(idx, part.layers, strict=True))
+        parts.append(part)
+    return replace(parts[0], model=task.model, layers=tuple(by_index[i] for i in range(len(task.model.layers))),
+                   wall_seconds=sum(p.wall_seconds for p in parts))
+
+
 def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
     """Run in a worker: map every layer of the model on one design (key, result, code fingerprint)."""
     t0, c0 = time.perf_counter(), time.process_time()
+    if task.prune:
+        bounds = design_bounds(task.model, task.accelerator)
+        by = dominator(bounds, task.area_mm2, task.dominators)
+        if by is not None:
+            return task.key, StoredRun(None, None, False, None, time.perf_counter() - t0,
+                                       f"{socket.gethostname()}:{os.getpid()}",
+                                       {"pruned_by": {"design": by.label, "area_mm2": by.area_mm2, "edp": by.edp},
+                                        "bounds": asdict(bounds), "cpu_seconds": time.process_time() - c0,
+                                        "off_three_metric_front": off_three_metric_front(bounds, task.area_mm2,
+                                                                                         task.dominators)}), \
+                code_fingerprint()
     warm = warm_mappings(task)
-    mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
-                   time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed,
-                   warm_start=warm, heuristic_config=HeuristicConfig(cpu_clock=True) if task.cpu_clock
-                   else DEFAULT_HEURISTIC)
+    config = HeuristicConfig(cpu_clock=True) if task.cpu_clock else DEFAULT_HEURISTIC
+    if task.layer_limits:
+        mm = _map_with_layer_limits(task, dict(task.layer_limits), warm, config)
+    else:
+        mm = map_model(task.model, task.accelerator, task.objective, strategy=task.strategy,
+                       time_limit_per_layer=task.time_limit, jobs=1, cache_path=None, progress=False, seed=task.seed,
+                       warm_start=warm, heuristic_config=config)
     layers = []
     for l in mm.layers:
         ent: dict[str, Any] = {"name": l.name, "count": l.count, "how": l.how, "error": l.error,
@@ -107,7 +150,9 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
 @dataclass(frozen=True)
 class Outcome:
     design: Design
-    status: str                       # mapped, failed (a layer did not map), excluded (constraints), invalid
+    # mapped, failed (a layer did not map), excluded (constraints), invalid, pruned (rule D: a mapped design of no
+    # more area has no more EDP than any mapping of this one could; ``dse.design_bound``)
+    status: str
     run: StoredRun | None = None
     cached: bool = False
     reason: str | None = None
@@ -156,6 +201,15 @@ class Outcome:
         return d
 
 
+def _outcome(design: Design, run: StoredRun, cached: bool) -> Outcome:
+    by = run.result.get("pruned_by")
+    if by is not None:
+        return Outcome(design, "pruned", run, cached,
+                       f"rule D: EDP at least {run.result['bounds']['edp']:.4g} (certified) >= {by['edp']:.4g} of "
+                       f"{by['design']} at area {by['area_mm2']:.4g} mm2")
+    return Outcome(design, "mapped" if run.complete else "failed", run, cached, run.error)
+
+
 @dataclass
 class SweepResult:
     space: str
@@ -189,15 +243,17 @@ def point_distance(space: DesignSpace, a: tuple[tuple[str, Any], ...], b: tuple[
 
 
 def with_warm_start(task: DesignTask, space: DesignSpace, point: tuple[tuple[str, Any], ...],
-                    mapped: list[tuple[tuple[tuple[str, Any], ...], str, StoredRun]]) -> DesignTask:
-    """``task`` with each layer's best mappings on the ``WARM_NEIGHBOURS`` designs of ``mapped`` (point, label,
-    result) nearest to ``point`` (ties: the one mapped first)."""
-    near = sorted(range(len(mapped)), key=lambda j: (point_distance(space, point, mapped[j][0]), j))[:WARM_NEIGHBOURS]
+                    mapped: list[tuple[tuple[tuple[str, Any], ...], str, StoredRun]],
+                    neighbours: int = WARM_NEIGHBOURS) -> DesignTask:
+    """``task`` with each layer's best mappings on the ``neighbours`` designs of ``mapped`` (point, label,
+    result) nearest to ``point`` (ties: the one mapped first); a mapping two of them share is given once."""
+    near = sorted(range(len(mapped)), key=lambda j: (point_distance(space, point, mapped[j][0]), j))[:neighbours]
     per_layer: dict[str, list[dict]] = {}
     for j in near:
         for ly in mapped[j][2].result.get("layers", []):
-            if ly.get("mapping") is not None:
-                per_layer.setdefault(ly["name"], []).append(ly["mapping"])
+            form = ly.get("mapping")
+            if form is not None and form not in per_layer.get(ly["name"], []):
+                per_layer.setdefault(ly["name"], []).append(form)
     return replace(task, warm_start=tuple((n, tuple(ms)) for n, ms in per_layer.items()),
                    warm_from=tuple(mapped[j][1] for j in near))
 
@@ -206,16 +262,32 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
               workers: int = 1, address: str | None = None, store_path: str | Path | None = None,
               progress: bool | None = None, strategy: str | None = None, objective: str | None = None,
               time_limit: float | None = None, seed: int = 0, warm_start: bool = False, cpu_clock: bool = False,
+              design_budget: float | None = None, warm_neighbours: int = WARM_NEIGHBOURS, prune: bool = False,
               on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
     """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given).
     ``warm_start``: start each design's layers from the nearest mapped designs' mappings (module docstring).
     ``cpu_clock``: the heuristic's ``time_limit`` per layer counts the worker's CPU seconds (a budget that does not
-    depend on the load); each design's result then says whether it is proven or its certified gap (``to_dict``)."""
+    depend on the load); each design's result then says whether it is proven or its certified gap (``to_dict``).
+    ``design_budget``: instead of a limit per layer, the heuristic's CPU seconds for each whole design, split over
+    the model's distinct layers by their work (``dse.layer_budget``; implies ``cpu_clock``, needs the heuristic).
+    ``warm_neighbours``: how many of the nearest mapped designs give their mappings to a warm start.
+    ``prune``: rule D (``dse.design_bound``): designs are mapped in order of area, and one that a mapped design of
+    no more area beats whatever its mappings is listed as ``pruned`` instead of mapped."""
     t0 = time.perf_counter()
     strategy = strategy or space.strategy
     objective = objective or space.objective
     time_limit = time_limit if time_limit is not None else space.time_limit
     pts = points if points is not None else space.points()
+    layer_limits: tuple[tuple[str, float], ...] = ()
+    if design_budget is not None:
+        if strategy != "heuristic":
+            raise SpecError(f"a budget per design splits the heuristic's CPU seconds over the layers; the strategy is "
+                            f"{strategy!r}", where="--design-budget")
+        layer_limits = tuple(layer_budgets(model, design_budget).items())
+        cpu_clock = True
+        time_limit = None
+    if warm_neighbours < 1:
+        raise SpecError(f"must be a positive integer, got {warm_neighbours}", where="--warm-neighbours")
     outcomes: dict[int, Outcome] = {}
     todo: dict[str, list[int]] = {}            # run key -> indices of the points that give that design
     designs: list[Design] = []
@@ -233,10 +305,11 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
             if why is not None or d.accelerator is None:
                 outcomes[i] = Outcome(d, "invalid" if d.error else "excluded", reason=why)
                 continue
-            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start, cpu_clock)
+            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start, cpu_clock, design_budget,
+                          warm_neighbours, prune)
             hit = store.get(key) if store is not None else None
             if hit is not None:
-                outcomes[i] = Outcome(d, "mapped" if hit.complete else "failed", hit, True, hit.error)
+                outcomes[i] = _outcome(d, hit, True)
                 if hit.complete:
                     finished.append((i, hit))
                 if on_outcome:
@@ -244,7 +317,8 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                 continue
             if key not in todo:
                 tasks.append(DesignTask(key, d.accelerator, model, strategy, objective, time_limit, seed,
-                                        cpu_clock=cpu_clock))
+                                        cpu_clock=cpu_clock, layer_limits=layer_limits, prune=prune,
+                                        area_mm2=d.area_mm2))
             todo.setdefault(key, []).append(i)
         show = progress if progress is not None else sys.stderr.isatty()
         bar = SweepProgress(show, len(tasks), f"{space.name}: {model.name}")
@@ -257,12 +331,13 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                                 f"{fingerprint}); install the same version on every worker", where="--address")
             if store is not None:
                 store.put(key, designs[todo[key][0]].label, model.name, run)
-            res.mapped_now += 1
-            res.map_seconds.append(run.seconds)
+            if run.result.get("pruned_by") is None:      # a design rule D pruned was not mapped
+                res.mapped_now += 1
+                res.map_seconds.append(run.seconds)
             if run.complete:
                 finished.append((todo[key][0], run))
             for i in todo[key]:
-                outcomes[i] = Outcome(designs[i], "mapped" if run.complete else "failed", run, False, run.error)
+                outcomes[i] = _outcome(designs[i], run, False)
                 if on_outcome:
                     on_outcome(outcomes[i])
             assert bar is not None
@@ -270,12 +345,22 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
 
         if tasks or engine not in ("dask", "ray"):   # everything stored: no cluster to reach
             prepare = None
-            if warm_start:
+            if prune:
+                # Smallest designs first: a design can only be dominated by one of no more area.
+                tasks.sort(key=lambda t: t.area_mm2)
+            if warm_start or prune:
                 index_of = {key: idx[0] for key, idx in todo.items()}
 
                 def prepare(task: DesignTask) -> DesignTask:
-                    return with_warm_start(task, space, pts[index_of[task.key]],
-                                           [(pts[i], designs[i].label, r) for i, r in finished])
+                    if warm_start:
+                        task = with_warm_start(task, space, pts[index_of[task.key]],
+                                               [(pts[i], designs[i].label, r) for i, r in finished], warm_neighbours)
+                    if prune:
+                        task = replace(task, dominators=tuple(
+                            MappedPoint(designs[i].label, designs[i].area_mm2, r.energy_pj, r.latency_cycles)
+                            for i, r in finished if designs[i].area_mm2 <= task.area_mm2
+                            and r.energy_pj is not None and r.latency_cycles is not None))
+                    return task
 
             run_tasks(engine, map_design, tasks, done, workers=workers, address=address, prepare=prepare)
     finally:
