@@ -53,7 +53,7 @@ def _sequential(op, arch, ranked, by_fullness, orders, rng, config):
 
 CASES = [
     ("eyeriss_like", conv2d("c", c=4, h=8, w=8, k=8, r=3, s=3)),
-    ("tpu_like", gemm("g", m=64, n=48, k=96)),
+    ("tpu_like", gemm("g", m=64, n=64, k=64)),
     ("vta_like", gemm("g", m=16, n=64, k=64)),
 ]
 # Unrollings skipped by their bound (on tpu_like and vta_like, none on eyeriss_like): a batch is cut
