@@ -29,6 +29,8 @@ from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
+from accelmap.search.case_pairs import CaseBound
+from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import index_size, tile_size
 from accelmap.workload.operator import Operand, Operator
@@ -42,10 +44,14 @@ class BoundContext:
     whole_tiles = True
 
     def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...],
-                 spatial: dict[str, dict[str, int]] | None = None):
+                 spatial: dict[str, dict[str, int]] | None = None, objective: str | None = None):
         """``spatial``: fan-out axes fixed in advance (axis -> {dim: bound}, as the constraints give them); a level
-        whose axes are all fixed unrolls exactly that, which tells rule B7 which dims have temporal loops left."""
+        whose axes are all fixed unrolls exactly that, which tells rule B7 which dims have temporal loops left.
+        ``objective``: a scalar objective the bounds serve (rule B22, ``case_pairs``: each case's energy and latency
+        stay paired, and the pair returned is then a bound of that objective only); None: an energy bound and a
+        latency bound, each valid alone."""
         self.op, self.arch, self.keep = op, arch, keep
+        self.objective = objective
         self.nlev = len(arch.levels)
         fixed_axes = spatial or {}
         self.plain = {o.name: frozenset(ix.terms[0][0] for ix in o.indices if len(ix.terms) == 1)
@@ -222,7 +228,7 @@ class BoundContext:
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
                                                                    Any]:
             if X.name in self.loose:
-                return 0.0, [], {}, {}, {}, 0.0
+                return 0.0, [], {}, {}, {}, 0.0, {}
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             floor = self.n_out if X.is_output else fp
@@ -231,6 +237,7 @@ class BoundContext:
             # (``per`` for energy, where rule B8 already charges open levels' refills: not counted twice).
             per_lat: dict[tuple[int, str], Any] = {}
             loads: list[tuple[int, int, float, float]] = []    # (parent, child, elements in, elements out)
+            pinned_extra: dict[int, float] = {}      # rule B23: per open level, B17's count's energy beyond B1's
             window = None
             if isinstance(runs, tuple):     # rule B18's case: (runs with a whole new tile, the window's dim)
                 runs, window = runs
@@ -261,6 +268,7 @@ class BoundContext:
                 # Energy takes B1's counts, the latency terms B17's where it applies (the loads as well): one
                 # computation for both where it does not.
                 cases = ((member, (per, per_lat)),) if pinned is None else ((member, (per,)), (pinned, (per_lat,)))
+                charged = []
                 for m, targets in cases:
                     group = max(m / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)), fp if not X.is_output else 0)
                     if X.is_output:
@@ -273,6 +281,10 @@ class BoundContext:
                         into, out = m, group
                     for counts in targets:
                         counts.update(moved)
+                    if pinned is not None:
+                        charged.append(boundary_charge(self, X, c, moved))
+                if charged:
+                    pinned_extra[c] = max(0.0, charged[1] - charged[0])
                 loads.append((p, c, into, out))
             last = chain[-1]
             reads, updates = mac_side(X)
@@ -295,7 +307,7 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w)
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), pinned_extra
 
         mac_sides: dict[str, tuple[float, float]] = {}
 
@@ -346,21 +358,22 @@ class BoundContext:
             for X, tk in zip(op.operands, keys, strict=True):
                 if tk not in traffic:
                     traffic[tk] = operand_traffic(X, tk[1])
-        energy_lb = latency_lb = math.inf
+        least = CaseBound(self.objective)      # rule B22
         edge, drain = self.edge_cycles(tile_at, level)
         edge, drain = float(edge), float(drain)
         busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
-        open_floor = sum(self.open_level_floor(c) for c in range(1, level))
+        floors = {c: self.open_level_floor(c) for c in range(1, level)}
         for keys in cases:
-            energy = op.macs * arch.compute.mac_energy_pj + open_floor
+            # Rule B23: per open level, the larger of B8's least refill and B17's refills in this case.
+            energy = op.macs * arch.compute.mac_energy_pj + open_levels_energy(floors, [traffic[tk][6] for tk in keys])
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
             chained = 0.0
             for tk in keys:
-                e, bits, loads, queued, on_port, own = traffic[tk]
+                e, bits, loads, queued, on_port, own, _ = traffic[tk]
                 chained = max(chained, own)
                 energy += e
                 for lv, kind, b in bits:
@@ -392,9 +405,8 @@ class BoundContext:
                     transfer = max(transfer, b / L.instances / bw)
             # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
             tail = max(port_loads.values(), default=0.0) + drain
-            energy_lb = min(energy_lb, energy)
-            latency_lb = min(latency_lb, max(busy + stall + edge, transfer, tail))
-        return energy_lb, latency_lb
+            least.add(energy, max(busy + stall + edge, transfer, tail))
+        return least.pair()
 
     def network_energy(self, X: Operand, per: dict[tuple[int, str], Any]) -> Any:
         """Rule B14: the network energy of X, from B1's fills and drains of every level of its chain but the first

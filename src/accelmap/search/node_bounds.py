@@ -21,6 +21,8 @@ import numpy as np
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
+from accelmap.search.case_pairs import CaseBoundRows
+from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
 from accelmap.workload.operator import Operand
@@ -143,7 +145,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
 
     def operand_traffic(X: Operand, runs: np.ndarray | None, window: str | None = None):
         if X.name in ctx.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
-            return 0.0, [], {}, [], {}, {}, 0.0
+            return 0.0, [], {}, [], {}, {}, 0.0, {}
 
         def first_tiles(c: int, t: np.ndarray, fi: int) -> np.ndarray:
             # Rules B7 and B15: ``runs`` runs start with a whole new tile; rule B18: in its case every run brings
@@ -164,6 +166,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         per: list[tuple[int, str, Any]] = []
         per_lat: list[tuple[int, str, Any]] = []     # rule B17's counts for the latency terms (B8 has the energy)
         loads = []
+        pinned_extra: dict[int, np.ndarray] = {}     # rule B23 (as ``BoundContext.lower_bound``)
         for p, c in pairwise(chain):
             if c > level:
                 t = tile_at(X, c)
@@ -187,23 +190,30 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             # Rule B17 (as ``BoundContext.lower_bound``): the latency terms' count at an open level that holds no more
             # than X's fixed tile, in the cases where X gets every run.
             counted = member
+            pinned = None
             if runs is not None and pinned_steps is not None and c < level:
                 t = tile_at(X, c)
                 pinned = (runs == full) & ctx.holds_only(X, c, t)
                 if np.any(pinned):
                     counted = np.where(pinned, np.maximum(pinned_steps * ctx.open_instances_above(c) * t, floor),
                                        member)
+            charged = []
             for counts, m in ((per, member), (per_lat, counted)):
                 group = np.maximum(m / (fixed_merge(X, p, c) * unfixed_merge(X, p, c)),
                                    fp if not X.is_output else 0)
                 if X.is_output:
                     group = np.maximum(group, ctx.n_out)
                     down = np.maximum(0.0, group - ctx.n_out * (lineage_max(X, p) - ctx.init_read))
-                    counts += [(c, "fills", down), (p, "reads", down), (c, "drains", m), (p, "updates", group)]
+                    moved = [(c, "fills", down), (p, "reads", down), (c, "drains", m), (p, "updates", group)]
                     into, out = down, down
                 else:
-                    counts += [(c, "fills", m), (p, "reads", group)]
+                    moved = [(c, "fills", m), (p, "reads", group)]
                     into, out = m, group
+                counts += moved
+                if pinned is not None and np.any(pinned):
+                    charged.append(boundary_charge(ctx, X, c, {(lv, kind): v for lv, kind, v in moved}))
+            if charged:
+                pinned_extra[c] = np.maximum(0.0, charged[1] - charged[0])
             loads.append((p, c, into, out))
         last = chain[-1]
         merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
@@ -234,7 +244,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
         lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
-        return energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, lat_counts, serial, w)
+        return (energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, lat_counts, serial, w),
+                pinned_extra)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -282,21 +293,22 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                     return None
                 traffic[(name, key)] = got
             cases.append((keys, mask))
-    energy_lb = np.full(n, np.inf)
-    latency_lb = np.full(n, np.inf)
+    least = CaseBoundRows(ctx.objective, n)      # rule B22
     edge, drain = ctx.edge_cycles(tile_at, level)
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
-    open_floor = sum(ctx.open_level_floor(c) for c in range(1, level))
+    floors = {c: ctx.open_level_floor(c) for c in range(1, level)}
     for keys, mask in cases:
-        energy = np.full(n, op.macs * arch.compute.mac_energy_pj + open_floor)
+        # Rule B23 (as ``BoundContext.lower_bound``).
+        energy = op.macs * arch.compute.mac_energy_pj + np.zeros(n) + open_levels_energy(
+            floors, [traffic[(X.name, keys[X.name])][7] for X in op.operands])
         port: dict[tuple[int, bool], np.ndarray] = {}
         serial = {lv: np.zeros(n) for lv in ctx.serial_fill}
         port_queue: dict[int, np.ndarray] = {}
         port_loads: dict[int, np.ndarray] = {}
         chained = np.zeros(n)
         for X in op.operands:
-            e, bits, loads, _, queued, on_port, own = traffic[(X.name, keys[X.name])]
+            e, bits, loads, _, queued, on_port, own, _ = traffic[(X.name, keys[X.name])]
             chained = np.maximum(chained, own)
             energy = energy + e
             for lv, kind, b in bits:
@@ -320,10 +332,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 transfer = np.maximum(transfer, b / L.instances / bw)
         # Rule B13 (as ``BoundContext.lower_bound``).
         tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain
-        energy_lb = np.where(mask, np.minimum(energy_lb, energy), energy_lb)
-        latency_lb = np.where(mask, np.minimum(latency_lb, np.maximum(np.maximum(busy + stall + edge, transfer),
-                                                                       tail)), latency_lb)
-    return energy_lb, latency_lb
+        least.add(energy, np.maximum(np.maximum(busy + stall + edge, transfer), tail), mask)
+    return least.rows()
 
 
 def _temporal_left_rows(ctx: BoundContext, rem: np.ndarray, level: int) -> tuple[np.ndarray, bool]:

@@ -224,7 +224,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial)
+        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial, objective)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
         # bypass choice before any tiling is enumerated.
         if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]):
