@@ -13,16 +13,14 @@ import pytest
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
-from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search import bounds, case_pairs
 from accelmap.search.bounds import BoundContext
 from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import scalar
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import gemm
-from accelmap.workload.models import load_model
 from strategies import fixed_at_and_above, random_perfect_mappings
-from test_bound_network_and_runs import _completions
+from test_bound_network_and_runs import _completions, downsample_on_edge_tpu
 from test_search_node_bounds import random_nodes
 
 
@@ -92,13 +90,7 @@ def test_pairs_and_pinned_refills_raise_the_root_bound_on_edge_tpu():
     B8's least refill of each register is 0 (some case leaves it in place), so before B23 every case had the same
     energy; B23 charges the partial sums' drains in the case that moves them, and B22 pairs that energy with that
     case's (short) latency. The root's EDP bound rises 3.8x and stays below the mapping's EDP."""
-    arch = get_accelerator("edge_tpu_like")
-    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer2.0.downsample").operator,
-                         arch)
-    L = Loop
-    m = Mapping((L("P", 14, 0), L("Q", 28, 0), L("P", 2, 2), L("C", 2, 2), L("K", 8, 2, "D1"), L("K", 4, 2, "D3"),
-                 L("K", 4, 2, "D4"), L("C", 4, 3), L("C", 8, 3, "D2")),
-                (frozenset("IWO"), frozenset("IO"), frozenset("W"), frozenset("O"), frozenset("W")))
+    arch, op, m = downsample_on_edge_tpu()
     res = evaluate(op, arch, m)
     root = ((), len(arch.levels), dict(op.sizes))
     unrolling = unrolling_of(arch, m)
