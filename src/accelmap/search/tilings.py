@@ -328,7 +328,7 @@ def valid_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarr
     # Every level's tiles in one fit check (its cost is mostly per call).
     ok = _fits_levels(op, arch, [(keep[c], c) for c in range(nlev - 1, -1, -1)],
                       {d: np.concatenate(e) for d, e in ext.items()})
-    return ok.reshape(nlev, len(F)).all(axis=0)
+    return np.asarray(ok.reshape(nlev, len(F)).all(axis=0))
 
 
 def neighbours(F: np.ndarray) -> np.ndarray:
