@@ -213,8 +213,8 @@ def test_ruby_s_mode_equals_exhaustive_over_its_space():
 
 def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
     """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
-    per round (two rounds) and halve the latency. The exact strategy accepts the padded constraint only with
-    imperfect tiles."""
+    per round (two rounds) and halve the latency, and so does the default exact search, whose padded unrollings
+    take the same two rounds. The exact strategy accepts a padded constraint only with imperfect tiles."""
     import pytest
 
     from accelmap.errors import SpecError
@@ -229,10 +229,13 @@ def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_
          "read_energy": "1 pJ", "write_energy": "1 pJ"}],
         "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
     op = gemm("g", m=5, n=2, k=2)
-    perfect, st_p = search_exact(op, arch, "latency", heuristic=False)
+    perfect, _ = search_exhaustive(op, arch, "latency")
+    padded, st_p = search_exact(op, arch, "latency", heuristic=False)
     imperfect, st_i = search_exact(op, arch, "latency", heuristic=False, imperfect=True)
     assert st_p.extra["proven"] and st_i.extra["proven"]
     assert imperfect[0].value < perfect[0].value
+    # The default exact search unrolls padded too (rule E2 of docs/mapper.md): it finds the two rounds of 3.
+    assert padded[0].value == imperfect[0].value and st_p.extra["spatial_padded_searched"] > 0
     assert any(l.spatial and l.dim == "M" and 5 % l.bound for l in imperfect[0].mapping.loops)
     padded = Constraints(spatial={"X": {"M": 3}})
     with pytest.raises(SpecError, match="perfect factorizations only"):

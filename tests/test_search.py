@@ -311,10 +311,21 @@ def test_unconstrained_result_is_never_worse_than_a_constrained_one():
     assert checked >= 8
 
 
+def ruby_s_size(op, arch) -> int:
+    """Mappings of exhaustive Ruby-S (any unrolling bound, temporal loops dividing what is left) before orders."""
+    from accelmap.mapping.sampling import slots
+    from accelmap.search.imperfect_tiles import imperfect_factorizations
+
+    spatial = tuple(axis is not None for _, axis, _ in slots(arch))
+    return math.prod(len(imperfect_factorizations(s, len(spatial), spatial)) for _, s in op.dims) * len(
+        keep_options(op, arch, Constraints()))
+
+
 def test_exact_search_with_spatial_unrolling_equals_exhaustive():
     """The exact search that enumerates the spatial unrolling in bound order (cutting by S1, searching the rest
-    by branch and bound with the unrolling fixed) finds the exhaustive optimum of every objective, and says it
-    is proven exactly when no padded unrolling was left open."""
+    by branch and bound with the unrolling fixed, a padded one over Ruby-S tiles: rule E2) finds the exhaustive
+    optimum over every unrolling with temporal loops dividing what is left (exhaustive Ruby-S) of every objective,
+    and says it is proven unless orders were restricted."""
     from accelmap.search.exact import search_exact
 
     rng = random.Random(23)
@@ -322,10 +333,10 @@ def test_exact_search_with_spatial_unrolling_equals_exhaustive():
     for n in range(40):
         arch = get_accelerator(PRESETS[n % len(PRESETS)])
         op = adopt_precision(random_operator(rng), arch)
-        if space_size(op, arch) > 3000:
+        if space_size(op, arch) > 3000 or ruby_s_size(op, arch) > 1500:
             continue
         for objective in ("energy", "latency", "edp"):
-            ref, st_ref = search_exhaustive(op, arch, objective, time_limit=60)
+            ref, st_ref = search_exhaustive(op, arch, objective, time_limit=60, imperfect="spatial")
             got, st = search_exact(op, arch, objective, heuristic=False, time_limit=60)
             assert not st_ref.extra.get("timed_out") and not st.extra["timed_out"]
             if not ref:
@@ -334,9 +345,9 @@ def test_exact_search_with_spatial_unrolling_equals_exhaustive():
             assert got and math.isclose(got[0].value, ref[0].value, rel_tol=1e-9), (op, arch.name, objective)
             assert st.extra["proven"] == (not st.extra["orders_restricted"])
             compared += 1
-        if compared >= 12:
+        if compared >= 9:
             break
-    assert compared >= 12
+    assert compared >= 9
 
 
 def test_order_candidates_share_counters_by_operand_signature():

@@ -4,9 +4,9 @@ The branch and bound of ``optimal.py`` enumerates spatial loops inside its tree,
 the innermost levels cannot tell unrollings apart; on a full-size layer it never gets past the first
 few. Here the unrolling is the outermost choice (Sunstone and the Turbo-Charged Mapper both fix it
 first): every unrolling the perfect-factorization space holds (any dims per axis, bounds whose product
-divides each dim) and every padded one (an output dim split into whole rounds, the last partial) is
-enumerated (``spatial.enumerate_spatial``, vectorized) and bounded by rule S1 (+S3) of docs/mapper.md,
-which holds for every mapping using it. In bound order:
+divides each dim) and every padded one (an output dim unrolled by any bound that does not divide it, the last
+round partial) is enumerated (``spatial.enumerate_spatial``, vectorized) and bounded by rule S1 (+S3) of
+docs/mapper.md, which holds for every mapping using it. In bound order:
 
 * an unrolling whose bound the best found already meets is cut, and (for a scalar objective) so is
   every later one;
@@ -15,19 +15,19 @@ which holds for every mapping using it. In bound order:
 * the mirror of an unrolling searched to the end (P<->Q and R<->S of a convolution symmetric in them, when
   neither accelerator nor constraints tell them apart: rule S4, ``mirror.py``) has the same optimum and is
   skipped, counted in ``spatial_mirror_skipped``;
-* a padded unrolling cannot be searched exactly (the tree covers perfect factorizations); it is counted
-  in ``spatial_padded_open`` when its bound is not cut.
+* a padded unrolling is searched by the same branch and bound over Ruby-S tiles (``imperfect="spatial"``:
+  the unrolling's last round partial, the temporal loops dividing what is left, which is what a padded
+  unrolling means; rule E2 of docs/mapper.md), counted in ``spatial_padded_searched``.
 
 With ``imperfect`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) a padded unrolling is
-searched too, over imperfect tiles (a dividing one over perfect tiles, quickly), and a last pass runs the
+searched over that mode's imperfect tiles (a dividing one over perfect tiles, quickly), and a last pass runs the
 branch and bound over imperfect tiles with the unrolling free, which covers the whole space (rule I5 of
 docs/mapper.md), unless the certificate's bound already meets the best found.
 
 The incumbent comes from the heuristic first (a share of the time limit; when that share finds nothing, half
-of what is left). The result is proven optimal
-over the space of perfect factorizations (what ``optimal`` and ``exhaustive`` cover) when every dividing
-unrolling was cut or searched to the end within the time limit; when moreover no padded unrolling is
-open, no fewest-rounds padded unrolling can beat it either.
+of what is left). The result is proven optimal over every unrolling, padded or not, with temporal loops that
+divide what the unrolling leaves (perfect factorizations, and Ruby-S's padded rounds), when every unrolling was
+cut or searched to the end within the time limit.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import (
     SpatialSpace,
+    TooManyUnrollings,
     enumerate_spatial,
     fanout_products,
     row_classes,
@@ -55,6 +56,9 @@ from accelmap.workload.operator import Operator
 
 # Share of the time limit the heuristic gets to find the first incumbent.
 INCUMBENT_SHARE = 0.25
+# Rule E2 enumerates every padded bound while the candidates stay within this many (about 0.1 s and 100 MB per
+# 10^5 on the README machine); past it only the fewest-rounds padded bound, and the search is not proven.
+EVERY_PADDED_ROWS = 300_000
 
 
 def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
@@ -105,9 +109,11 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     stats.extra["spatial_candidates"] = n
     # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
     # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
-    searchable = divides | bool(imperfect)
+    # Without it, a padded unrolling is searched over Ruby-S tiles (its last round partial, temporal loops dividing
+    # what is left): every unrolling is then searched or cut (rule E2).
+    padded_mode = imperfect or "spatial"
     done = np.zeros(unrollings.classes, dtype=bool)
-    searched = cut = padded_open = mirror_skipped = equivalent_skipped = 0
+    searched = cut = padded_searched = mirror_skipped = equivalent_skipped = 0
     timed_out, restricted = late, False
     for pos, row in enumerate(order):
         if best.prunes(float(e_lb[row]), float(l_lb[row])):
@@ -115,9 +121,6 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 cut += n - pos        # in bound order: no later unrolling can win either
                 break
             cut += 1
-            continue
-        if not searchable[row]:
-            padded_open += 1
             continue
         if done[unrollings.cls[row]]:
             equivalent_skipped += 1       # rule S5: an unrolling with the same fan-out products was searched
@@ -133,10 +136,11 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
         res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
                                  incumbents=tuple((f.result, f.mapping) for f in best.results()),
-                                 imperfect=False if divides[row] else imperfect)
+                                 imperfect=False if divides[row] else padded_mode)
         for f in res:
             best.offer(f.result, f.mapping)
         searched += 1
+        padded_searched += int(not divides[row])
         stats.nodes += st.nodes
         stats.pruned += st.pruned
         stats.evaluated += st.evaluated
@@ -157,11 +161,13 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         restricted |= more
     # --- end imperfect ---
     swapped = ", ".join(f"{a}<->{b}" for a, b in swap.items() if a < b) if swap else ""
-    stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_open=padded_open,
+    stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_searched=padded_searched,
                        spatial_mirror_skipped=mirror_skipped, spatial_equivalent_skipped=equivalent_skipped,
                        mirror_swap=swapped,
                        timed_out=timed_out, orders_restricted=restricted,
-                       proven=not timed_out and not restricted)
+                       spatial_every_padded=unrollings.every_padded,
+                       # (with imperfect tiles the free pass covers every unrolling, enumerated or not)
+                       proven=not timed_out and not restricted and (unrollings.every_padded or bool(imperfect)))
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
 
@@ -181,6 +187,7 @@ class RankedUnrollings:
     classes: int
     swap: dict[str, str] | None   # rule S4's relabelling, when it applies
     skip_equivalent: bool         # whether rules S4 and S5 may skip (one best mapping kept)
+    every_padded: bool            # every padded bound enumerated (rule E2), not only the fewest-rounds one
 
 
 def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, objective: str,
@@ -188,7 +195,14 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
                       enumerate_space: bool = True) -> RankedUnrollings:
     """The unrollings of the exact search, bounded by rule S1 (+S3) and in the order E1 visits them
     (``enumerate_space=False``: none of them; enumerating alone is cheap, bounding 10^5 rows is not)."""
-    space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+    try:
+        space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad="every", max_rows=EVERY_PADDED_ROWS)
+        every_padded = True
+    except TooManyUnrollings:
+        # Rule E2 past its budget: the fewest-rounds padded bound only; the search then proves nothing over the
+        # other padded unrollings (the certificate's bound, rule S2, still covers them).
+        space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+        every_padded = False
     if not enumerate_space:
         space = dataclasses.replace(space, choice=space.choice[:0], used=space.used[:0], pes=space.pes[:0],
                                     per_axis=[B[:0] for B in space.per_axis])
@@ -207,4 +221,5 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
     mirrored = mirror_products(products, op.dim_names, swap) if swap else products
     inverse, classes = row_classes(np.concatenate([products, mirrored]))
     cls, mirror_cls = inverse[:n], inverse[n:]
-    return RankedUnrollings(space, order, e_lb, l_lb, divides, cls, mirror_cls, classes, swap, skip_equivalent)
+    return RankedUnrollings(space, order, e_lb, l_lb, divides, cls, mirror_cls, classes, swap, skip_equivalent,
+                            every_padded)

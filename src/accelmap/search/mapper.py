@@ -151,9 +151,9 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         complete = bool(stats.extra.get("proven"))
         if stats.extra.get("orders_restricted"):
             notes.append("a level had more loops than orders are enumerated for: optimality not proven")
-        if stats.extra.get("spatial_padded_open"):
-            notes.append(f"{stats.extra['spatial_padded_open']} padded spatial unrollings were not excluded by "
-                         "their bound: the proof covers perfect factorizations only")
+        if stats.extra.get("spatial_every_padded") is False:
+            notes.append("too many padded spatial unrollings to enumerate every bound (only the fewest-rounds one "
+                         "was searched): optimality not proven over the others")
     elif strategy == "heuristic" and objective == "pareto":
         res, stats = _heuristic_front(op, arch, cons, limit, seed, heuristic_config)
         complete = False

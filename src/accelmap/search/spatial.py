@@ -49,20 +49,24 @@ class SpatialCandidate:
         return scalar(objective if objective != "pareto" else "edp", self.energy_bound, self.latency_bound)
 
 
-def axis_bounds(size: int, axis_size: int, may_pad: bool) -> list[int]:
-    """Bounds > 1 one dim of ``size`` can take on an axis of ``axis_size``."""
+def axis_bounds(size: int, axis_size: int, may_pad: bool | str) -> list[int]:
+    """Bounds > 1 one dim of ``size`` can take on an axis of ``axis_size``: its divisors, and where it may pad
+    the fewest-rounds bound (``may_pad`` "every": every bound up to the axis and the dim, the last round
+    partial)."""
     out = [b for b in divisors(size) if 1 < b <= axis_size]
-    if may_pad and size > 1:
+    if may_pad == "every":
+        out += [b for b in range(2, min(size, axis_size) + 1) if size % b]
+    elif may_pad and size > 1:
         b = -(-size // -(-size // axis_size))      # the fewest rounds, as even as they can be
         if 1 < b <= axis_size and b not in out:
             out.append(b)
     return out
 
 
-def axis_options(op: Operator, size: int, reduce: bool, max_dims: int, pad: bool) -> list[dict[str, int]]:
+def axis_options(op: Operator, size: int, reduce: bool, max_dims: int, pad: bool | str) -> list[dict[str, int]]:
     """Every assignment {dim: bound} of up to ``max_dims`` dims whose product fits the axis."""
     dims = [d for d in op.dim_names if d in op.output.dims or reduce]
-    per_dim = {d: axis_bounds(op.sizes[d], size, pad and d in op.output.dims) for d in dims}
+    per_dim = {d: axis_bounds(op.sizes[d], size, pad if d in op.output.dims else False) for d in dims}
     out: list[dict[str, int]] = [{}]
     for n in range(1, max_dims + 1):
         for chosen in itertools.combinations(dims, n):
@@ -86,14 +90,21 @@ class SpatialSpace:
         return {(i, a.name): self.options[k][self.choice[row, k]] for k, (i, a) in enumerate(self.axes)}
 
 
+class TooManyUnrollings(Exception):
+    """``enumerate_spatial`` stopped: the candidates would pass its ``max_rows``."""
+
+
 def _combinations(options: list[np.ndarray], limits: np.ndarray,
-                  twins: list[int | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  twins: list[int | None] | None = None, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Every choice of one row of each ``options[k]`` (a [rows, columns] matrix) whose column-wise
     product stays within ``limits``: the choices as [row, k] indices, and the products. ``twins[k] = j``
-    keeps only choices whose index at k is at least the one at j (interchangeable options)."""
+    keeps only choices whose index at k is at least the one at j (interchangeable options). Raises
+    TooManyUnrollings before a step would hold more than 8 x ``max_rows`` rows or keep more than ``max_rows``."""
     choice = np.zeros((1, 0), dtype=np.int64)
     total = np.ones((1, len(limits)), dtype=np.int64)
     for k, mat in enumerate(options):
+        if max_rows is not None and (len(choice) * len(mat) > 8 * max_rows or len(choice) > max_rows):
+            raise TooManyUnrollings
         rows = np.repeat(np.arange(len(choice)), len(mat))
         cols = np.tile(np.arange(len(mat)), len(choice))
         new_total = total[rows] * mat[cols]
@@ -177,11 +188,14 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
 
 
 def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
-                      max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
-                      min_pe_fraction: float = 0.0) -> SpatialSpace:
+                      max_dims: int = MAX_DIMS_PER_AXIS, pad: bool | str = True,
+                      min_pe_fraction: float = 0.0, max_rows: int | None = None) -> SpatialSpace:
     """Every valid candidate; axes fixed by ``cons.spatial`` take that assignment. Of axes that are
     interchangeable (same level, size, multicast and reduce), one ordering of their assignments
-    stands for all. Candidates below ``min_pe_fraction`` of the fullest one's PEs are left out."""
+    stands for all. Candidates below ``min_pe_fraction`` of the fullest one's PEs are left out.
+    ``pad``: output dims may pad (True: with the fewest-rounds bound per axis; "every": with any bound, and a
+    padded dim split over several axes is kept whatever its temporal loops, which the exact search places
+    itself; False: no padding). ``max_rows``: raise TooManyUnrollings rather than build more candidates than that."""
     dims = op.dim_names
     D = len(dims)
     sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
@@ -210,11 +224,16 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
                  and axes[j][1].name not in cons.spatial
                  and (axes[j][1].size, axes[j][1].multicast, axes[j][1].reduce) == (a.size, a.multicast, a.reduce)]
         twins.append(alike[-1] if alike else None)
-    choice, used = _combinations(mats, sizes, twins)
+    # A dim split over several axes covers it with whole rounds of the inner axes: its product stays below the dim,
+    # or, with any padded bound, below size + inner bound - 1 < 2 x size (the outer axis takes at most
+    # ceil(size / inner) rounds; the exact search keeps only the placements the validator accepts).
+    choice, used = _combinations(mats, sizes if pad != "every" else 2 * sizes - 1, twins, max_rows)
+    if max_rows is not None and len(choice) > max_rows:
+        raise TooManyUnrollings
     divides = sizes % used == 0
     # A padded dim: an output dim whose unrolling does not exceed it (every PE has work in the first
     # round); a fixed unrolling may pad where a free choice would not.
-    may_pad = is_out & (pad | fixed_dims)
+    may_pad = is_out & (bool(pad) | fixed_dims)
     ok = (divides | may_pad).all(axis=1)
     # Each loop's last iteration must start inside its dim (mapping.validate). The spatial loops are
     # emitted in axis order, and the temporal loops below may take the whole remainder ceil(N / used),
@@ -232,7 +251,8 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
         if axes[k][1].name not in cons.spatial:
             free_use |= B > 1
         inner = inner * B
-    ok &= ~(starts_outside & free_use).any(axis=1)
+    if pad != "every":
+        ok &= ~(starts_outside & free_use).any(axis=1)
     pes = used.prod(axis=1)
     if cons.min_utilization:
         ok &= pes >= cons.min_utilization * arch.num_pes

@@ -92,13 +92,20 @@ def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
           ext: dict[str, np.ndarray], half_when_fits: bool = False) -> np.ndarray:
     """Vectorized ``validate.tile_fits``; ``half_when_fits``: a level double-buffered when two tiles
     fit must hold two."""
-    lv = arch.levels[level]
-    mult = 2 if lv.double_buffered or (half_when_fits and lv.double_buffered_when_fits) else 1
-    n = len(next(iter(ext.values())))
-    by_cls: dict[str, np.ndarray] = {}
-    total = np.zeros(n, dtype=np.int64)
+    return _fits_levels(op, arch, [(keep, level)], ext, half_when_fits)
+
+
+def _fits_levels(op: Operator, arch: Accelerator, levels: list[tuple[frozenset[str], int]],
+                 ext: dict[str, np.ndarray], half_when_fits: bool = False) -> np.ndarray:
+    """``_fits`` of several (bypass choice, level) pairs in one call: ``ext`` holds one block of rows per pair, in
+    the order of ``levels``, and so does the result. Each operand's tile sizes are computed once over every block
+    (the cost of a fit check is mostly per call, and ``maximal_tilings`` checks a tile against every level outside
+    it at each step)."""
+    n_all = len(next(iter(ext.values())))
+    n = n_all // len(levels)
+    sizes: dict[str, np.ndarray] = {}
     for X in op.operands:
-        if X.name not in keep:
+        if not any(X.name in keep for keep, _ in levels):
             continue
         size, holes = tile_sizes(X, ext)
         if holes.any():
@@ -106,17 +113,27 @@ def _fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
             size = size.copy()
             for r in np.nonzero(holes)[0]:
                 size[r] = tile_size(X, {d: int(v[r]) for d, v in ext.items()})
-        bits = size * (X.bits * mult)
-        by_cls[X.cls] = by_cls.get(X.cls, 0) + bits
-        total = total + bits
-    if lv.partitions:
-        ok = np.ones(n, dtype=bool)
-        for cls, bits in by_cls.items():
-            ok &= bits <= lv.partition_bits(cls)
-        return ok
-    if lv.capacity_bits is None:
-        return np.ones(n, dtype=bool)
-    return total <= lv.capacity_bits
+        sizes[X.name] = size
+    out = np.ones(n_all, dtype=bool)
+    for b, (keep, level) in enumerate(levels):
+        lv = arch.levels[level]
+        mult = 2 if lv.double_buffered or (half_when_fits and lv.double_buffered_when_fits) else 1
+        by_cls: dict[str, np.ndarray] = {}
+        total = np.zeros(n, dtype=np.int64)
+        for X in op.operands:
+            if X.name not in keep:
+                continue
+            bits = sizes[X.name][b * n:(b + 1) * n] * (X.bits * mult)
+            by_cls[X.cls] = by_cls.get(X.cls, 0) + bits
+            total = total + bits
+        if lv.partitions:
+            ok = np.ones(n, dtype=bool)
+            for cls, bits in by_cls.items():
+                ok &= bits <= lv.partition_bits(cls)
+            out[b * n:(b + 1) * n] = ok
+        elif lv.capacity_bits is not None:
+            out[b * n:(b + 1) * n] = total <= lv.capacity_bits
+    return out
 
 
 def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...], spatial: dict,
@@ -136,21 +153,22 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
     F = np.ones((1, nlev, D), dtype=np.int64)
     cum = np.ones((1, D), dtype=np.int64)            # temporal product of the levels already dealt
 
-    def extents(cum_rows, c):
-        return {d: cum_rows[:, i] * sp_in[c][d] for i, d in enumerate(dims)}
-
     def fits_up(cum_rows, c):
-        # Tiles dealt so far must fit level c and every level outside it (each holds them at least once).
-        ok = np.ones(len(cum_rows), dtype=bool)
-        for c2 in range(c, -1, -1):
-            ok &= _fits(op, arch, keep[c2], c2, extents(cum_rows, c2), packing.half_when_fits)
-        return ok
+        # Tiles dealt so far must fit level c and every level outside it (each holds them at least once): one
+        # fit check over the levels' tiles stacked.
+        outside = range(c, -1, -1)
+        ext = {d: np.concatenate([cum_rows[:, i] * sp_in[c2][d] for c2 in outside]) for i, d in enumerate(dims)}
+        ok = _fits_levels(op, arch, [(keep[c2], c2) for c2 in outside], ext, packing.half_when_fits)
+        return ok.reshape(len(outside), len(cum_rows)).all(axis=0)
 
     for c in range(nlev - 1, 0, -1):
         if not len(F):
             break
-        base = fits_up(cum, c)
-        F, cum = F[base], cum[base]
+        if c == nlev - 1:
+            # (Every later level starts from rows already checked against it and the levels outside it: each
+            # row's tiles were checked against level c + 1 and every level outside it, with the same extents.)
+            base = fits_up(cum, c)
+            F, cum = F[base], cum[base]
         own = {d for X in op.operands if X.name in keep[c] for d in X.dims}
         # The dims this level takes factors of (and is maximal in).
         takes = [(i, d) for i, d in enumerate(dims) if not packing.own_dims_only or d in own]
@@ -300,13 +318,17 @@ def valid_rows(op: Operator, arch: Accelerator, keep, spatial: dict, F: np.ndarr
     dims = op.dim_names
     nlev = len(arch.levels)
     sp = spatial_at(spatial)
-    ok = np.ones(len(F), dtype=bool)
     cum = np.ones((len(F), len(dims)), dtype=np.int64)
+    ext: dict[str, list[np.ndarray]] = {d: [] for d in dims}
     for c in range(nlev - 1, -1, -1):
         cum = cum * F[:, c, :]
         sp_in = {d: math.prod(sp.get(l, {}).get(d, 1) for l in range(c, nlev)) for d in dims}
-        ok &= _fits(op, arch, keep[c], c, {d: cum[:, i] * sp_in[d] for i, d in enumerate(dims)})
-    return ok
+        for i, d in enumerate(dims):
+            ext[d].append(cum[:, i] * sp_in[d])
+    # Every level's tiles in one fit check (its cost is mostly per call).
+    ok = _fits_levels(op, arch, [(keep[c], c) for c in range(nlev - 1, -1, -1)],
+                      {d: np.concatenate(e) for d, e in ext.items()})
+    return np.asarray(ok.reshape(nlev, len(F)).all(axis=0))
 
 
 def neighbours(F: np.ndarray) -> np.ndarray:
