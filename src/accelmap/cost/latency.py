@@ -411,10 +411,15 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
             d = ds[0]
             ov = ov * np.maximum(0, np.minimum(eo[d], sh[d] + en[d]) - np.maximum(0, sh[d]))
             continue
+        # entry by entry, but each distinct (old extents, new extents, shifts) once: the classes and
+        # rows of one structure repeat a few shapes
         o = np.zeros(w.shape, dtype=np.int64)
-        for k, r in zip(*np.nonzero(on), strict=True):
-            o[k, r] = axis_overlap(coeffs, tuple(int(eo[d][k, r]) for d in ds), tuple(int(en[d][k, r]) for d in ds),
-                                   tuple(int(sh[d][k, r]) for d in ds))
+        keys = np.stack([np.broadcast_to(a[d], w.shape)[on] for a in (eo, en, sh) for d in ds], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        nd = len(ds)
+        vals = np.array([axis_overlap(coeffs, tuple(u[:nd]), tuple(u[nd:2 * nd]), tuple(u[2 * nd:]))
+                         for u in uniq.tolist()], dtype=np.int64)
+        o[on] = vals[inv.reshape(-1)] if len(vals) else 0
         ov = ov * o
     new = _points(X, en)
     return np.where(on & (new > 0), np.maximum(0, new - ov), 0)
@@ -988,6 +993,26 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
     return last
 
 
+def _timed_where_present(moves: list[tuple], n: int) -> np.ndarray:
+    """``_transition_time`` over only the columns where some move is present (a column without one
+    takes no time): the stacked (case, class) blocks of imperfect rows are mostly empty, and the
+    port schedules of ``_fill`` cost per column."""
+    live = np.zeros(n, dtype=bool)
+    for mv in moves:
+        live |= mv[6]
+    if live.all():
+        return _transition_time(moves, n)
+    idx = np.flatnonzero(live)
+
+    def sub(a):
+        return a[idx] if isinstance(a, np.ndarray) and a.shape == (n,) else a
+
+    moves = [(c, x, p, out, tuple(sub(a) for a in ld), sub(st), sub(pr)) for c, x, p, out, ld, st, pr in moves]
+    T = np.zeros(n)
+    T[idx] = _transition_time(moves, len(idx))
+    return T
+
+
 def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Move ``dur`` cycles of data from ``t0`` on in the free time of port ``name`` (busy intervals as
     arrays, +inf where a row has fewer; updated); only ``rows`` are placed. The bursts of
@@ -1110,7 +1135,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
                 present[(1 + i * K + Kc) * n:(1 + (i + 1) * K) * n] = False
             present[n:] &= (k[n:] != 0) & (load[0][n:] | (store[n:] != 0))
             moves.append((c, X.name, p, X.is_output, load, store, present))
-    T = _transition_time(moves, nb * n)
+    T = _timed_where_present(moves, nb * n)
     each = sum(w * T[(1 + i * K) * n:(1 + (i + 1) * K) * n].reshape(K, n) for i, (w, _) in enumerate(cases))
     return T[:n] + last + (trans * each).sum(axis=0), trans, each
 
