@@ -174,7 +174,8 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
 def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
     register written at the clock edge, a level double-buffered when two of the mapping's tiles
-    fit (in its capacity, or in each class's partition), or a level that streams its tiles
+    fit (in its capacity, or in each class's partition) or, refilled while read
+    (``refill_while_read``), whose tiles are each read through once (``_read_once``), or a level that streams its tiles
     (``stream_single_tile``) and keeps one tile of every operand for the whole run: it never
     changes tiles, so it needs no second buffer to stream them."""
     lv = nest.arch.levels[c]
@@ -200,8 +201,34 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
             cap = lv.capacity_bits if part is None else lv.capacity_for(part)
             if cap is not None:
                 fits &= 2 * bits <= cap
+        if lv.refill_while_read:
+            fits |= _read_once(nest, keep, c)
         nest._fits[c] = fits
     return nest._fits[c] | one_tile
+
+
+def _read_once(nest: NestRows, keep, c: int) -> np.ndarray:
+    """Rows where each operand's tile at level c is read through once: the outermost loop of bound
+    above 1 among the loops that drive its reads (those at c and below, down to the next level of the
+    operand's chain, or to the compute) moves it. A level that refills while read
+    (``refill_while_read``) then overlaps its refill with that pass; a loop over other dims on top
+    (ZigZag's top irrelevant loops) reads the whole tile again, and the refill waits for the last
+    pass (ZigZag narrows its window to that pass; here the level stalls). Rows without such a loop
+    read the tile in one step."""
+    ok = np.ones(nest.n, dtype=bool)
+    for X in nest.op.operands:
+        if X.name not in keep[c]:
+            continue
+        child = next((i for i in range(c + 1, nest.nlev) if X.name in keep[i]), nest.nlev)
+        seen = np.zeros(nest.n, dtype=bool)
+        for j in nest.temporal_slots:
+            d, lv, _ = nest.structure[j]
+            if c <= lv < child:
+                first = ~seen & (nest.B[:, j] > 1)
+                if d not in X.dims:
+                    ok &= ~first
+                seen |= first
+    return ok
 
 
 def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
