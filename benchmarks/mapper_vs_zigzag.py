@@ -159,8 +159,10 @@ def _level_of(arch, memory: str) -> int:
     raise KeyError(memory)
 
 
-def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
-    """ZigZag's mapping of one layer -> (our Mapping, displaced loops, notes). See the module docstring."""
+def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str], moved_loops: list[str] | None = None):
+    """ZigZag's mapping of one layer -> (our Mapping, displaced loops, displaced loops some operand they
+    index sees elsewhere, notes). See the module docstring. ``moved_loops``: filled with one line per
+    such loop (where it went, where ZigZag's operands see it)."""
     from accelmap.mapping.loopnest import Loop, Mapping
     from accelmap.mapping.validate import check_capacity
     from accelmap.errors import MappingError
@@ -235,6 +237,9 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str]):
             moved = [z for z in want if max((x for x in mem_levels[z] if x <= chosen), default=0) != want[z]]
             if any(dim in op.operand(opnd[z]).dims for z in moved):
                 relevant += 1
+                if moved_loops is not None:
+                    moved_loops.append(f"{dim}{b} at {arch.levels[chosen].name} (ZigZag: " + ", ".join(
+                        f"{z} at {arch.levels[want[z]].name}" for z in moved if dim in op.operand(opnd[z]).dims) + ")")
         placed.append((dim, b, chosen))
         bound = chosen
     m = build(placed)
@@ -336,6 +341,8 @@ CAUSES = {
         lambda arch: replace(arch, compute=replace(arch.compute, final_output_bits=None)),
     "double-buffered when two tiles fit (double_buffered: when_fits)":
         lambda arch: replace(arch, levels=tuple(replace(lv, double_buffered_when_fits=False) for lv in arch.levels)),
+    "single buffers refilled while read (refill_while_read)":
+        lambda arch: replace(arch, levels=tuple(replace(lv, refill_while_read=False) for lv in arch.levels)),
     "registers written at the clock edge (written_at_clock_edge)":
         lambda arch: replace(arch, levels=tuple(replace(lv, written_at_clock_edge=False) for lv in arch.levels)),
     "tiles kept for the whole run streamed during compute (stream_single_tile)":
@@ -399,14 +406,23 @@ def classify(row: dict, notes: list[str]) -> list[tuple[str, str]]:
         stalls = parts.get("single-buffer stalls", 0.0)
         if excess_l > 0 and stalls >= excess_l / 2:
             causes.append((f"latency: single-buffer stalls {stalls:.0f} of {excess_l:.0f} cycles over ZigZag's: a "
-                           "single buffer stalls the compute for its whole refill here; ZigZag refills it during "
-                           "the last iterations that still read it", "our convention"))
+                           "single buffer whose tile a loop on top reads more than once stalls the compute for its "
+                           "whole refill here; ZigZag refills it during the last pass of those loops "
+                           "(refill_while_read covers a tile read once)", "our convention"))
         elif excess_l > 0:
             big = max(((k, v) for k, v in parts.items() if k != "MAC schedule"), key=lambda kv: kv[1],
                       default=("", 0.0))
-            causes.append((f"latency: {excess_l:.0f} cycles over ZigZag's, most in '{big[0]}' ({big[1]:.0f})",
-                           "not traced"))
-    if row.get("status") == "approx" and causes:
+            moved = row.get("moved_loops", [])
+            if moved:
+                # a chain of levels gives a loop one place for all operands; ZigZag's operands see it at
+                # memories the chain cannot put in that order (side by side, or not fitting together)
+                causes.append((f"latency: {excess_l:.0f} cycles over ZigZag's, most in '{big[0]}' ({big[1]:.0f}); "
+                               f"loops the operands index sit elsewhere than ZigZag's memories for them: "
+                               f"{'; '.join(moved)}", "not expressible"))
+            else:
+                causes.append((f"latency: {excess_l:.0f} cycles over ZigZag's, most in '{big[0]}' ({big[1]:.0f})",
+                               "not traced"))
+    if row.get("status") == "approx" and causes and not row.get("moved_loops"):
         causes.append(("the mapping converter moved loops ZigZag's operands see at different memories",
                        "conversion"))
     return causes
@@ -455,7 +471,9 @@ def model_only(models: list[str], hardware: list[str], opt: str, sim: bool = Fal
                 row = {"model": model, "hardware": hw, "layer": layer.operator.name,
                        "zigzag": {"energy": zl["energy"], "latency": zl["latency"]}, "ours": {}}
                 try:
-                    m, displaced, relevant, notes = convert_mapping(zl, op, base, dim_names)
+                    moved_loops: list[str] = []
+                    m, displaced, relevant, notes = convert_mapping(zl, op, base, dim_names, moved_loops)
+                    row["moved_loops"] = moved_loops
                     for name, drop in variants.items():
                         r = evaluate(op, drop(base), m)
                         row["ours"][name] = {"energy": r.energy_total, "latency": r.latency}

@@ -102,6 +102,9 @@ def accelerators(draw):
                 lv["written_at_clock_edge"] = True
             else:
                 lv["double_buffered"] = buffering
+            if buffering == "when_fits":
+                # where two tiles do not fit: refilled while a tile read once is read, or stalled
+                lv["refill_while_read"] = draw(st.booleans())
             lv["transfer_setup_cycles"] = draw(st.sampled_from([0, 0, 1, 5]))
             # a tile kept for the whole run streams in during compute, or is loaded whole before it
             lv["stream_single_tile"] = draw(st.booleans())

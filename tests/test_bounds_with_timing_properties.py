@@ -31,9 +31,10 @@ COLUMNS = accelerator_from_dict({"name": "columns", "compute": {"mac_energy": "1
      "written_at_clock_edge": True, "shared_along": ["A"]}]})
 
 
-def _variant(arch, stream: bool):
+def _variant(arch, stream: bool, refill: bool = False):
     """Finished outputs at 8 bits; every double buffer decided per mapping; single-word levels
-    written at the clock edge; with ``stream``, every level streams a tile kept for the whole run."""
+    written at the clock edge; with ``stream``, every level streams a tile kept for the whole run;
+    with ``refill``, a level whose tiles do not fit twice refills while a tile read once is read."""
     levels = []
     for lv in arch.levels:
         lv = replace(lv, stream_single_tile=stream)
@@ -41,6 +42,8 @@ def _variant(arch, stream: bool):
             lv = replace(lv, double_buffered=False, double_buffered_when_fits=True)
         elif lv.capacity_bits is not None and lv.capacity_bits <= lv.width_bits:
             lv = replace(lv, written_at_clock_edge=True)
+        if lv.double_buffered_when_fits:
+            lv = replace(lv, refill_while_read=refill)
         levels.append(lv)
     return replace(arch, levels=tuple(levels), compute=replace(arch.compute, final_output_bits=8))
 
@@ -50,7 +53,7 @@ def test_lower_bounds_hold_with_the_timing_and_precision_properties():
     checked = 0
     for n in range(140):
         base = COLUMNS if n % (len(PRESETS) + 1) == len(PRESETS) else get_accelerator(PRESETS[n % len(PRESETS)])
-        arch = _variant(base, stream=n % 3 == 0)
+        arch = _variant(base, stream=n % 3 == 0, refill=n % 4 < 2)
         op = adopt_precision(random_operator(rng), arch)
         try:
             m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))

@@ -117,6 +117,8 @@ def test_crossing_served_dims_make_a_shared_column_accumulator(tmp_path):
     assert [lv.written_at_clock_edge for lv in acc.levels] == [False, False, False, True, True]
     # the SRAMs double-buffer when two of a mapping's tiles fit (ZigZag's rule); the top receives no tiles
     assert [lv.double_buffered_when_fits for lv in acc.levels] == [False, True, True, False, False]
+    # ... and otherwise refill during the last reads of the current tile
+    assert [lv.refill_while_read for lv in acc.levels] == [False, True, True, False, False]
     # ZigZag loads a tile kept for the whole run within the port's spare bandwidth during compute
     assert all(lv.stream_single_tile for lv in acc.levels)
     # ZigZag caps a tile's extent at the stored one: a tile spanning a whole padded axis moves real input only

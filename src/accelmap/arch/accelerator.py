@@ -83,6 +83,12 @@ class Level:
     # requests one row at a time). How many rows a tile is depends on the operand's layout
     # (``cost.dma_rows``). 0: reads cost their bits only.
     read_row_cycles: int = 0
+    # With ``double_buffered_when_fits``, for a mapping whose tiles do not fit twice: the next tile is
+    # written element by element as the current one's elements are read for the last time (ZigZag's
+    # rule for a memory it does not double-buffer), so the refill overlaps the compute where the tile
+    # is read once, i.e. the outermost loop inside the level's tiles moves every operand it keeps
+    # (ZigZag's top irrelevant loops of 1); where a loop re-reads the whole tile, the level stalls.
+    refill_while_read: bool = False
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
@@ -247,6 +253,7 @@ class Accelerator:
                          + (", double-buffered" if lv.double_buffered else "")
                          + (", double-buffered when two tiles fit" if lv.double_buffered_when_fits else "")
                          + (", written at the clock edge" if lv.written_at_clock_edge else "")
+                         + (", else refilled while read once" if lv.refill_while_read else "")
                          + (", a tile kept for the whole run streams in" if lv.stream_single_tile else "")
                          + (f", accessed in {lv.access_granularity_bits}-bit granules"
                             if lv.access_granularity_bits is not None else "")

@@ -51,6 +51,7 @@ class LevelSpec(_Strict):
     write_bandwidth: Quantity | None = None
     double_buffered: Union[bool, Literal["when_fits"]] = False
     written_at_clock_edge: bool = False
+    refill_while_read: bool = False
     bypass: bool = True
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
@@ -200,6 +201,10 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
             raise SpecError("double_buffered and written_at_clock_edge exclude each other: a register written "
                             "at the clock edge holds one tile and refills while it is read; set one of them",
                             where=f"{where}.written_at_clock_edge")
+        if ls.refill_while_read and ls.double_buffered != "when_fits":
+            raise SpecError("refill_while_read applies to a level double-buffered when two tiles fit "
+                            "(double_buffered: when_fits): it says how such a level refills when they do not",
+                            where=f"{where}.refill_while_read")
         width = _conv(parse_width_bits, ls.width, f"{where}.width")
         if (ls.capacity is None) == (ls.partitions is None):
             raise SpecError("give exactly one of 'capacity' (shared by the held operands) or "
@@ -257,7 +262,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                             instances // math.prod(a.size for a in shared), ls.transfer_setup_cycles,
                             ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
                             ls.stream_single_tile, tuple(a.name for a in shared),
-                            read_row_cycles=ls.read_row_cycles))
+                            read_row_cycles=ls.read_row_cycles, refill_while_read=ls.refill_while_read))
         if fan:
             instances *= fan.size
     top = levels[0]

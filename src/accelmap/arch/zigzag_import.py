@@ -175,8 +175,10 @@ def _level_dict(group: list[_Memory]) -> dict[str, Any]:
         # ZigZag never stalls the array to refill a register: its next value is written at the clock edge
         d["written_at_clock_edge"] = True
     else:
-        # ZigZag double-buffers a memory whenever two of the mapping's tiles fit in it
+        # ZigZag double-buffers a memory whenever two of the mapping's tiles fit in it; otherwise it
+        # refills it during the last iterations that still read it (its top irrelevant loops)
         d["double_buffered"] = "when_fits"
+        d["refill_while_read"] = True
     # ZigZag loads a tile that stays for the whole run (period count 1) within the port's spare
     # bandwidth during compute (CostModelEvaluation.calc_loading_single_port_period_count_1)
     d["stream_single_tile"] = True
@@ -290,6 +292,7 @@ def zigzag_to_dict(data: Any, source: str, links: dict[str, str] | None = None) 
         lv = _level_dict(g)
         if gi == 0 and lv.get("double_buffered") == "when_fits":
             del lv["double_buffered"]           # the outermost level receives no tiles
+            del lv["refill_while_read"]
         k_here = len(g[0].served)
         k_next = len(groups[gi + 1][0].served) if gi + 1 < len(groups) else 0
         axes = order[len(order) - k_here:len(order) - k_next]

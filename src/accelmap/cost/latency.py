@@ -174,7 +174,8 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
 def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     """Rows in which level c's transfers overlap the compute that reads it: a double buffer, a
     register written at the clock edge, a level double-buffered when two of the mapping's tiles
-    fit (in its capacity, or in each class's partition), or a level that streams its tiles
+    fit (in its capacity, or in each class's partition) or, refilled while read
+    (``refill_while_read``), whose tiles are each read through once (``_read_once``), or a level that streams its tiles
     (``stream_single_tile``) and keeps one tile of every operand for the whole run: it never
     changes tiles, so it needs no second buffer to stream them."""
     lv = nest.arch.levels[c]
@@ -200,8 +201,34 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
             cap = lv.capacity_bits if part is None else lv.capacity_for(part)
             if cap is not None:
                 fits &= 2 * bits <= cap
+        if lv.refill_while_read:
+            fits |= _read_once(nest, keep, c)
         nest._fits[c] = fits
     return nest._fits[c] | one_tile
+
+
+def _read_once(nest: NestRows, keep, c: int) -> np.ndarray:
+    """Rows where each operand's tile at level c is read through once: the outermost loop of bound
+    above 1 among the loops that drive its reads (those at c and below, down to the next level of the
+    operand's chain, or to the compute) moves it. A level that refills while read
+    (``refill_while_read``) then overlaps its refill with that pass; a loop over other dims on top
+    (ZigZag's top irrelevant loops) reads the whole tile again, and the refill waits for the last
+    pass (ZigZag narrows its window to that pass; here the level stalls). Rows without such a loop
+    read the tile in one step."""
+    ok = np.ones(nest.n, dtype=bool)
+    for X in nest.op.operands:
+        if X.name not in keep[c]:
+            continue
+        child = next((i for i in range(c + 1, nest.nlev) if X.name in keep[i]), nest.nlev)
+        seen = np.zeros(nest.n, dtype=bool)
+        for j in nest.temporal_slots:
+            d, lv, _ = nest.structure[j]
+            if c <= lv < child:
+                first = ~seen & (nest.B[:, j] > 1)
+                if d not in X.dims:
+                    ok &= ~first
+                seen |= first
+    return ok
 
 
 def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
@@ -411,10 +438,15 @@ def _case_deltas(nest: NestRows, X, c: int, w: np.ndarray, over: dict[str, tuple
             d = ds[0]
             ov = ov * np.maximum(0, np.minimum(eo[d], sh[d] + en[d]) - np.maximum(0, sh[d]))
             continue
+        # entry by entry, but each distinct (old extents, new extents, shifts) once: the classes and
+        # rows of one structure repeat a few shapes
         o = np.zeros(w.shape, dtype=np.int64)
-        for k, r in zip(*np.nonzero(on), strict=True):
-            o[k, r] = axis_overlap(coeffs, tuple(int(eo[d][k, r]) for d in ds), tuple(int(en[d][k, r]) for d in ds),
-                                   tuple(int(sh[d][k, r]) for d in ds))
+        keys = np.stack([np.broadcast_to(a[d], w.shape)[on] for a in (eo, en, sh) for d in ds], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        nd = len(ds)
+        vals = np.array([axis_overlap(coeffs, tuple(u[:nd]), tuple(u[nd:2 * nd]), tuple(u[2 * nd:]))
+                         for u in uniq.tolist()], dtype=np.int64)
+        o[on] = vals[inv.reshape(-1)] if len(vals) else 0
         ov = ov * o
     new = _points(X, en)
     return np.where(on & (new > 0), np.maximum(0, new - ov), 0)
@@ -1039,19 +1071,22 @@ def _scheduled_transitions(moves: list[tuple], nb: int, n: int, trans: np.ndarra
     class that never occurs in a row (``trans`` 0: its loop has bound 1 there) is multiplied by 0 wherever its time
     is used, so it is left at 0 too. Each column of the schedule is timed on its own (its ports' busy intervals are
     its own), so leaving columns out changes no other column's time. On the README's ResNet-18 on eyeriss_like about
-    half the (class, row) pairs never occur."""
-    need = np.zeros(nb * n, dtype=bool)
+    half the (class, row) pairs never occur; the (case, class) blocks of imperfect rows are mostly empty."""
+    total = nb * n
+    need = np.zeros(total, dtype=bool)
     for mv in moves:
         need |= mv[6]
     need[n:] &= np.broadcast_to(trans != 0, (ncases,) + trans.shape).reshape(-1)
     cols = np.flatnonzero(need)
-    if len(cols) == nb * n:
-        return _transition_time(moves, nb * n)
-    T = np.zeros(nb * n)
+    if len(cols) == total:
+        return _transition_time(moves, total)
+    T = np.zeros(total)
     if len(cols):
-        sub = [(c, x, p, out, (ld[0][cols], ld[1][cols], ld[2][cols], ld[3][cols], ld[4], ld[5]), st[cols],
-                present[cols]) for c, x, p, out, ld, st, present in moves]
-        T[cols] = _transition_time(sub, len(cols))
+        def sub(a):
+            return a[cols] if isinstance(a, np.ndarray) and a.shape == (total,) else a
+
+        sub_moves = [(c, x, p, out, tuple(sub(a) for a in ld), sub(st), sub(pr)) for c, x, p, out, ld, st, pr in moves]
+        T[cols] = _transition_time(sub_moves, len(cols))
     return T
 
 

@@ -42,7 +42,7 @@ from accelmap.search.bounds import chain_options
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.objective import collector
 from accelmap.search.optimal import SearchStats
-from accelmap.search.orders import order_candidates, order_costs
+from accelmap.search.orders import order_candidates, order_costs, refill_levels
 from accelmap.search.probes import probe_unrollings
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import ranked_spatial
@@ -101,7 +101,7 @@ def build_mappings(op: Operator, arch: Accelerator, tiling: Tiling, cons: Constr
                         for d, b in o.items() if b > 1)
         name = arch.levels[lvl].name
         orders = order_candidates(op, keep, lvl, t_loops, s_loops + rest, nlev, cons.orders.get(name),
-                                  cons.forbid_orders.get(name, ()), order_costs(arch))
+                                  cons.forbid_orders.get(name, ()), order_costs(arch), refill_levels(arch))
         if not orders:
             return []
         options_by_level[lvl] = [o + s_loops for o in orders]

@@ -35,7 +35,7 @@ from accelmap.search.imperfect_tiles import (
 )
 from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
-from accelmap.search.orders import order_candidates, order_costs, orders_exact
+from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.search.spatial import spatial_lower_bound
 from accelmap.workload.operator import Operator
@@ -168,7 +168,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 orders = every_order(op, t_loops, cons.orders.get(lvname), cons.forbid_orders.get(lvname, ()))
             else:
                 orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
-                                          cons.forbid_orders.get(lvname, ()), order_costs(arch))
+                                          cons.forbid_orders.get(lvname, ()), order_costs(arch), refill_levels(arch))
             for order in orders:
                 loops = order + rest
                 if level == 0 and cons.min_utilization and \

@@ -18,6 +18,12 @@ generated``) leaves the same halo rows out of every entry of a tile that spans t
 either is a positive factor per (operand, level) that the tiling sets and no order changes, so
 the dominance between orders is the same (``tests/test_shared_levels.py`` checks the kept
 orders against every permutation).
+
+A level that refills while read (``refill_while_read``) overlaps its refill only where the outermost loop
+driving its reads moves every operand it keeps (``cost.latency._read_once``): that depends on which loop
+of a level is first, which no counter sees, and an order with fewer counts can stall where another does
+not. So orders are first split by that loop's effect (rule O4, ``_refill_key``) and the rules above apply
+within each class.
 """
 
 from __future__ import annotations
@@ -81,7 +87,8 @@ EXACT_ORDER_LOOPS = 6
 
 def order_candidates(op: Operator, keep: tuple[frozenset[str], ...], level: int, temporal: tuple[Loop, ...],
                      rest: tuple[Loop, ...], nlev: int, fixed: tuple[str, ...] | None = None,
-                     forbidden: tuple[tuple[str, ...], ...] = (), order_costs: tuple[str, ...] | None = None) -> list[tuple[Loop, ...]]:
+                     forbidden: tuple[tuple[str, ...], ...] = (), order_costs: tuple[str, ...] | None = None,
+                     refills: tuple[int, ...] = ()) -> list[tuple[Loop, ...]]:
     """Orders of ``temporal`` (the level's loops with bound > 1) that may be optimal.
 
     ``rest`` are the level's spatial loops followed by every deeper loop, in
@@ -89,9 +96,33 @@ def order_candidates(op: Operator, keep: tuple[frozenset[str], ...], level: int,
     ``order_costs``: when the latency model also charges per tile transfer (DMA
     setup) or per result set and row (compute pipeline), the streamed dimensions
     of the pipeline (possibly empty); those counts join the dominance vector.
+    ``refills``: the levels that refill while read (``refill_levels``); rule O4.
     """
     return list(_cached(op, keep, level, tuple(sorted(temporal, key=lambda l: l.dim)), rest, nlev, fixed,
-                        forbidden, order_costs))
+                        forbidden, order_costs, refills))
+
+
+def refill_levels(arch) -> tuple[int, ...]:
+    """Levels whose stalls depend on which of their loops is outermost (``refill_while_read``; rule O4)."""
+    return tuple(c for c, lv in enumerate(arch.levels) if lv.refill_while_read)
+
+
+def _refill_key(op: Operator, keep: tuple[frozenset[str], ...], level: int, nlev: int, refills: tuple[int, ...]):
+    """Rule O4: the dim sets of the operands whose reads at a refill-while-read level c <= ``level`` are
+    driven by this level's loops (``level`` lies below c and above the next level of the operand's chain, or
+    the compute): per order, whether its first loop moves each of them decides ``_read_once`` of c wherever
+    no loop of bound above 1 sits between c and this level, and nothing else of the latency reads which loop
+    is first. Orders are compared only within a class of equal answers."""
+    driven = []
+    for c in refills:
+        if c > level:
+            continue
+        for X in op.operands:
+            if X.name in keep[c]:
+                child = next((i for i in range(c + 1, nlev) if X.name in keep[i]), nlev)
+                if child > level:
+                    driven.append(X.dims)
+    return tuple(dict.fromkeys(driven))
 
 
 def order_costs(arch) -> tuple[str, ...] | None:
@@ -115,11 +146,23 @@ def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
 
 
 @lru_cache(maxsize=200_000)
-def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs=None):
+def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs=None, refills=()):
     if orders_exact(len(temporal), level, nlev):
         perms = [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
     else:
         perms = list(dict.fromkeys(p for p in _priority_perms(op, temporal) if _allowed(p, fixed, forbidden)))
+    driven = _refill_key(op, keep, level, nlev, refills) if perms and perms[0] else ()
+    if not driven:
+        return _pruned(op, keep, level, rest, nlev, perms, order_costs)
+    # Rule O4: prune within each class of orders whose first loop moves the same driven operands.
+    classes: dict[tuple[bool, ...], list[tuple[Loop, ...]]] = {}
+    for p in perms:
+        classes.setdefault(tuple(p[0].dim in dims for dims in driven), []).append(p)
+    return tuple(p for ps in classes.values() for p in _pruned(op, keep, level, rest, nlev, ps, order_costs))
+
+
+def _pruned(op, keep, level, rest, nlev, perms, order_costs):
+    """Rules O1-O3 over ``perms``: the orders that may be optimal."""
     if len(perms) <= 1 or (level == nlev - 1 and order_costs is None):
         # The innermost level's order changes no access count: its loops run inside every tile.
         return tuple(perms[:1])

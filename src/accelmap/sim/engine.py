@@ -6,8 +6,8 @@ the steps. Each unit executes its queue in program order; an instruction
 starts when its unit is free and its dependency tokens have arrived:
 
 * load (c, k) waits for the buffer half it overwrites to be released: the
-  computes and the store of tile k-2 of level c if c is double-buffered (or a register written at the clock edge),
-  tile k-1 otherwise; and for the parent's tile that contains it. A level's
+  computes and the store of tile k-2 of level c if c is double-buffered (or a register written at the clock edge,
+  or a level refilled while a tile read once is read: ``latency.double_buffers``), tile k-1 otherwise; and for the parent's tile that contains it. A level's
   load queue holds its inputs before its returning partial sums, so a load
   that waits for a drain does not hold back the loads that need not wait;
 * compute (s) waits for every level's current tile to be loaded and for the
