@@ -66,6 +66,7 @@ def test_the_tuned_mapping_file_states_a_channels_last_layout_and_evaluates_to_t
     nhwc = next(p for p in points if t.build(p).valid and single(p) and t.space.values(p)["layout"] == "NHWC"
                 and evaluate(op, t.build(p).arch, t.build(p).mapping, check=False).latency != measure_one(t, "model", p).cost)
     path, cost = _tuned_folder(tmp_path, t, nhwc)
+    assert cost == 37_968
     data = yaml.safe_load(path.read_text())
     assert data["layouts"] == {"I": ["N", "P+R", "Q+S", "C"]}
     arch = t.build(nhwc).arch      # the buffering the configuration builds (best.arch.yaml when not the preset's)
@@ -92,3 +93,4 @@ def test_a_mapping_file_with_an_unknown_operand_in_its_layouts_is_refused(tmp_pa
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(SpecError, match=r"best.mapping.yaml: layouts: unknown operand 'Z'"):
         load_laid_out(str(path), VTA, op)
+

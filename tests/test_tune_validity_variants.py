@@ -159,3 +159,14 @@ def test_a_new_best_is_followed_by_its_edge_steps_in_the_next_step():
     # the epoch ends after 10 trials: the model is trained and the plan's last two points are dropped
     tuner.update(rest[:2], [Measurement(p, is_valid(p), 9.0 if is_valid(p) else None) for p in rest[:2]])
     assert tuner.train_count == 1 and tuner.first == []
+
+
+def test_a_measurement_step_that_does_not_divide_the_batch_is_refused():
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.tune.session import tune_operator
+
+    op = adopt_precision(conv2d("t", n=1, k=32, h=8, w=8, r=3, s=3, c=64, stride=1, padding=0), VTA)
+    with pytest.raises(SpecError, match=r"--step: the measurement step must divide the batch of 50, got 15"):
+        tune_operator(op, VTA, backend="model", batch_size=50, step=15)
