@@ -63,6 +63,8 @@ BASELINE = "autotvm"
 SIM_CHECK_TOP = 5         # best configurations run on the simulator
 SIM_CHECK_SAMPLE = 15     # random valid configurations run on the simulator
 NEAR = 0.01               # "within 1% of the best"
+EPOCH = 50                # the dissertation's epoch: the model is retrained after every 50 trials
+STEP = 50                 # configurations measured at a time (AutoTVM's n_parallel); --step sets it
 
 # Table 5.1: thesis ID -> (batch, out-ch, image HxW, kernel rows x columns, in-ch, stride, pad, space size,
 # valid ratio)
@@ -243,6 +245,14 @@ class LocalValidityTuner(ValidityTuner):
 
 
 VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(space, seed, is_valid)
+# following an improvement inside an epoch (``validity-edge-follow`` is 5 edge steps after a new best, from the
+# first epoch on): 10 or 5 steps from the first retraining on, and 10 from the first epoch on
+for _name, _settings in (("validity-edge-follow-late", ValiditySettings(edge_walk=10, edge_follow=10)),
+                         ("validity-edge-follow-late-5", ValiditySettings(edge_walk=10, edge_follow=5)),
+                         ("validity-edge-follow-10", ValiditySettings(edge_walk=10, edge_follow=10,
+                                                                      follow_first_epoch=True))):
+    VARIANTS[_name] = (lambda settings, name: lambda space, seed, is_valid: _named(
+        ValidityTuner(space, seed, is_valid, validity=settings), name))(_settings, _name)
 
 
 def _named(tuner, name: str):
@@ -311,7 +321,7 @@ def trace_run(thesis_id: int, tuner_name: str, seed: int, trials: int) -> dict:
         return find(predict, num, exclude, bias)
 
     tuner.annealer.find_maximums = traced
-    run = run_tuner(tuner, lookup_measurer(table), trials, 50)
+    run = run_tuner(tuner, lookup_measurer(table), trials, STEP)
     return {"thesis_id": thesis_id, "tuner": tuner_name, "seed": seed, "trials_to_best": run.trials_to_reach(best),
             "valid_per_batch": [sum(m.valid for m in run.history[i:i + 50]) for i in range(0, len(run.history), 50)],
             "best_rank_per_retraining": ranks, "valid_share_of_top50": top_valid}
@@ -325,7 +335,7 @@ def _run_job(args):
     # validity by lookup too: the ground truth holds every configuration's build result
     tuner = _make(tuner_name, template, seed, lambda p: table[p].valid)
     t0 = time.perf_counter()
-    run = run_tuner(tuner, lookup_measurer(table), trials, 50)
+    run = run_tuner(tuner, lookup_measurer(table), trials, STEP)
     hit = run.trials_to_reach(best)
     near = run.trials_to_reach(best, NEAR)
     first_valid = next((i for i, m in enumerate(run.history, 1) if m.valid), None)
@@ -541,7 +551,7 @@ def report_host(tuners: list[str], trials: int, layers: list[int], batch: int, r
 
 
 def main() -> None:
-    global NEAR
+    global NEAR, STEP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--trials", type=int, default=750)
@@ -562,6 +572,10 @@ def main() -> None:
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
     ap.add_argument("--baseline", default=BASELINE, help="the tuner the others are relative to")
     ap.add_argument("--baseline-runs", help="a runs file of an earlier sweep to take the baseline's runs from")
+    ap.add_argument("--step", type=int, default=STEP,
+                    help="configurations measured at a time (AutoTVM's n_parallel); the model is still retrained "
+                         f"every {EPOCH} trials. Only the tuners that follow an improvement inside an epoch "
+                         "(validity-edge-follow) depend on it")
     ap.add_argument("--near", type=float, default=NEAR,
                     help="the tolerance of 'trials to within' (0.01: 1%%; the *_within_1pct fields then hold it)")
     ap.add_argument("--layout-only", action="store_true",
@@ -578,6 +592,7 @@ def main() -> None:
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
     NEAR = args.near          # set before the workers fork: their runs read it
+    STEP = args.step
     layers = [int(x) for x in args.layers.split(",")]
     tuners = args.tuners.split(",")
     host_layers = [int(x) for x in args.host_layers.split(",")]
@@ -761,7 +776,7 @@ def main() -> None:
                              args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
-    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": 50, "baseline": baseline, "near": NEAR,
+    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},

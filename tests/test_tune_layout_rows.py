@@ -19,8 +19,9 @@ from accelmap.cost.nest_rows import NestRows
 from accelmap.errors import SpecError
 from accelmap.search.orders import order_costs
 from accelmap.tune.measure import measure_one
-from accelmap.tune.template import ScheduleTemplate, laid_out
+from accelmap.tune.template import ScheduleTemplate
 from accelmap.workload.constructors import conv2d
+from accelmap.workload.layouts import laid_out
 
 VTA = get_accelerator("vta_like")
 ROW = 16     # VTA's simulated DRAM: 16 cycles per read request (dpiDelay of VTAMemDPIToAXI)

@@ -104,3 +104,69 @@ def test_edge_steps_are_one_knob_or_a_trade_of_two_tiles_from_the_best_measured(
     scores = [p[1] + 1.0 for p in steps]                               # every step is known valid: +1
     assert scores == sorted(scores, reverse=True)                      # the model's order
     assert tuner.edge_steps(2) == steps[:2] and [p[1] for p in steps[:2]] == [8, 8]
+
+
+def _trials(tuner, is_valid, cost, trials: int, step: int) -> list[tuple[int, ...]]:
+    """The configurations a tuner measures, ``step`` at a time, on a synthetic space."""
+    out: list[tuple[int, ...]] = []
+    while len(out) < trials:
+        batch = tuner.next_batch(min(step, trials - len(out)))
+        tuner.update(batch, [Measurement(p, is_valid(p), cost(p) if is_valid(p) else None) for p in batch])
+        out += batch
+    return out
+
+
+def test_measuring_an_epoch_in_steps_changes_nothing_without_following():
+    # AutoTVM's loop measures n_parallel configurations at a time and retrains every plan_size: the baseline,
+    # the dissertation's method and the edge walk measure the same configurations in steps of 5 as of 10 (a
+    # step that divides the epoch)
+    space, is_valid = _strip_space()
+    cost = lambda p: 1.0 + abs(p[0] - 2) + abs(p[1] - 6)      # noqa: E731  (best (2, 6), on the edge)
+    from accelmap.tune.annealing import AnnealingSettings
+    from accelmap.tune.tuners import ModelSettings, ModelTuner
+    # the model's and the annealer's quality are not the point here
+    fast = dict(plan_size=10, model=ModelSettings(max_rounds=10, early_stop=None),
+                annealing=AnnealingSettings(parallel_size=16, n_iter=40))
+    for make in (lambda: ModelTuner(space, 3, **fast),
+                 lambda: ValidityTuner(space, 3, is_valid, validity=ValiditySettings(presamples=60), **fast),
+                 lambda: ValidityTuner(space, 3, is_valid, validity=ValiditySettings(presamples=60, edge_walk=3),
+                                       **fast)):
+        assert _trials(make(), is_valid, cost, 30, 5) == _trials(make(), is_valid, cost, 30, 10)
+
+
+def test_a_new_best_is_followed_by_its_edge_steps_in_the_next_step():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=10,
+                          validity=ValiditySettings(presamples=100, edge_follow=3, follow_first_epoch=True))
+    batch = tuner.next_batch(4)
+    plan = list(tuner.first)
+    assert len(plan) == 6                          # the first epoch's 10 are planned, 4 measured now
+    valid = [p for p in batch if is_valid(p)]
+    assert len(valid) == 2
+    # the first valid result is no improvement to follow; the better second one is
+    costs = {valid[0]: 5.0, valid[1]: 3.0}
+    tuner.update(batch, [Measurement(p, is_valid(p), costs.get(p)) for p in batch])
+    assert tuner.improved == valid[1]
+    follow = tuner.next_batch(4)
+    # before a model: up to three edge steps of the new best (a knob +-1 or a trade of two tiles), not measured,
+    # presampled-valid first; from the corner (0, 0) there are two, (1, 0) and (0, 1) (no trade stays on the
+    # grid); then the plan goes on
+    assert valid[1] == (0, 0)
+    assert set(follow[:2]) == {(1, 0), (0, 1)} and follow[2:] == plan[:2]
+    rest = plan[2:]
+    tuner.update(follow, [Measurement(p, is_valid(p), 9.0 if is_valid(p) else None) for p in follow])
+    assert tuner.next_batch(2) == rest[:2]         # no improvement: the plan's next
+    # the epoch ends after 10 trials: the model is trained and the plan's last two points are dropped
+    tuner.update(rest[:2], [Measurement(p, is_valid(p), 9.0 if is_valid(p) else None) for p in rest[:2]])
+    assert tuner.train_count == 1 and tuner.first == []
+
+
+def test_a_measurement_step_that_does_not_divide_the_batch_is_refused():
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.tune.session import tune_operator
+
+    op = adopt_precision(conv2d("t", n=1, k=32, h=8, w=8, r=3, s=3, c=64, stride=1, padding=0), VTA)
+    with pytest.raises(SpecError, match=r"--step: the measurement step must divide the batch of 50, got 15"):
+        tune_operator(op, VTA, backend="model", batch_size=50, step=15)

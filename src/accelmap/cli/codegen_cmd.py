@@ -10,7 +10,7 @@ import click
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cli import main
 from accelmap.cli.arch_cmd import resolve_accelerator
-from accelmap.cli.evaluate_cmd import load_mapping
+from accelmap.cli.evaluate_cmd import load_laid_out
 from accelmap.codegen.c_source import DTYPES, generate_c
 from accelmap.codegen.execute import check_mapping
 from accelmap.errors import SpecError
@@ -36,12 +36,14 @@ def check_executable(op, option: str) -> None:
 
 
 def load_problem(workload: str, arch: str, mapping: str):
-    """Operator, accelerator and mapping from CLI arguments (shared with ``simulate``)."""
+    """Operator (with the DRAM layouts the mapping file states), accelerator and mapping from CLI arguments
+    (shared with ``simulate``)."""
     acc = resolve_accelerator(arch)
     op, stated = load_workload(workload)
     if not stated:
         op = adopt_precision(op, acc)
-    return op, acc, load_mapping(mapping, acc, op)
+    op, m = load_laid_out(mapping, acc, op)
+    return op, acc, m
 
 
 @main.command("codegen")

@@ -12,8 +12,9 @@ from accelmap.cli.arch_cmd import resolve_accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import SpecError
 from accelmap.examples import example_path
-from accelmap.mapping.forms import format_text, mapping_from_yaml, parse_text
+from accelmap.mapping.forms import format_text, mapping_from_yaml, mapping_layouts, parse_text
 from accelmap.workload.files import load_workload
+from accelmap.workload.layouts import laid_out
 from accelmap.yaml_io import load_yaml
 
 
@@ -28,6 +29,16 @@ def load_mapping(path: str, arch, op=None):
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read: {e.__class__.__name__}", where=str(p)) from None
     return parse_text(text, arch, str(p))
+
+
+def load_laid_out(path: str, arch, op):
+    """``op`` with the DRAM layouts a mapping YAML states (``layouts``; the loop-nest text states none), and the
+    mapping."""
+    p = Path(path)
+    if p.suffix in (".yaml", ".yml"):
+        data = load_yaml(p)
+        return laid_out(op, mapping_layouts(data, op, str(p))), mapping_from_yaml(data, arch, str(p), op)
+    return op, load_mapping(path, arch, op)
 
 
 @main.command("evaluate")
@@ -46,7 +57,7 @@ def evaluate_cmd(workload, arch, mapping, as_json):
         mapping = example_path(f"conv_small.{acc.name}.mapping.yaml")
         if not Path(mapping).exists():
             raise SpecError(f"no bundled example mapping for {acc.name}; pass --mapping", where="--mapping")
-    m = load_mapping(mapping, acc, op)
+    op, m = load_laid_out(mapping, acc, op)
     res = evaluate(op, acc, m)
     if as_json:
         click.echo(res.to_json())

@@ -36,6 +36,9 @@ def _arch_source(arch: str) -> dict | None:
               help="Measurements per tuner.")
 @click.option("--batch", default=50, show_default=True, type=click.IntRange(min=1),
               help="Configurations per batch (the model is retrained after each).")
+@click.option("--step", default=None, type=click.IntRange(min=1),
+              help="Configurations measured at a time, a divisor of --batch (AutoTVM's n_parallel; default: the "
+                   "batch). Only validity-edge-follow uses the steps: it follows a new best in the next one.")
 @click.option("--workers", default=None, type=click.IntRange(min=1),
               help="Parallel measurement processes (default: 2 for sim and model, 1 for host).")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -46,10 +49,11 @@ def _arch_source(arch: str) -> dict | None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the tuners.")
 @click.option("--layout-knob", is_flag=True,
               help="Also tune the input's DRAM layout (NCHW or NHWC, conv2d): it decides which tiles one DMA "
-                   "transfer moves and the host's memory strides; the model and simulator do not price it.")
+                   "transfer moves and the host's memory strides; the model and simulator price it by the rows a tile load reads "
+                   "when the accelerator states read_row_cycles.")
 @click.option("--no-plots", is_flag=True, help="Skip the convergence plot.")
-def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, log_path, out_dir, seed, layout_knob,
-             no_plots):
+def tune_cmd(workload, arch, backend, tuners, trials, batch, step, workers, timeout, log_path, out_dir, seed,
+             layout_knob, no_plots):
     """Tune tiling, loop order and virtual threads of one operator by measuring configurations."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -82,7 +86,7 @@ def tune_cmd(workload, arch, backend, tuners, trials, batch, workers, timeout, l
             progress.update(tasks[name], completed=len(run.history), description=label)
 
         rep = tune_operator(op, acc, backend=backend, tuners=tuple(tuners), trials=trials, batch_size=batch,
-                            seed=seed, workers=workers, timeout=timeout, log=log, template=template,
+                            step=step, seed=seed, workers=workers, timeout=timeout, log=log, template=template,
                             measurer=measurer, on_batch=on_batch)
     click.echo(format_summary(rep))
     files = write_tuning_folder(rep, out, _arch_source(arch), plots=not no_plots)

@@ -13,7 +13,7 @@ dense box of every axis (``(extent - 1) x stride + window`` for a windowed axis:
 padding and strided rows included), clipped to the stored tensor. From the innermost axis out, the
 axes the tile spans whole continue one contiguous run; the first it cuts ends it; every axis outside
 that one multiplies the rows by its extent. A layout is chosen by the order of the operand's axes
-(``tune.template.laid_out`` declares a convolution's input channels-last).
+(``workload.layouts.laid_out`` declares a convolution's input channels-last).
 
 Edge tiles: where a tile does not divide its dim, the last tile along it is smaller and may have fewer
 rows. A load whose tile is known pays that tile's rows; a count of loads pays the mean over the tiles

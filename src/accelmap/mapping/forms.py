@@ -12,6 +12,7 @@ from typing import Any
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
 from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.workload.layouts import layouts_from_names
 from accelmap.workload.operator import Operator
 
 
@@ -102,9 +103,10 @@ def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>", op: 
     convolution but not of a gemm (A, B, O), so callers that know the operator should pass it."""
     if not isinstance(data, dict) or "mapping" not in data:
         raise SpecError("a mapping file needs a top-level key 'mapping' with one entry per level", where=source)
-    extra = set(data) - {"mapping", "constraints", "comment"}
+    extra = set(data) - {"mapping", "constraints", "comment", "layouts"}
     if extra:
-        raise SpecError(f"unknown top-level keys {sorted(extra, key=str)}; allowed: mapping, constraints, comment", where=source)
+        raise SpecError(f"unknown top-level keys {sorted(extra, key=str)}; allowed: mapping, constraints, comment, "
+                        "layouts", where=source)
     entries = data["mapping"]
     if not isinstance(entries, list):
         raise SpecError("'mapping' must be a list, one entry per level", where=f"{source}: mapping")
@@ -151,3 +153,11 @@ def mapping_from_yaml(data: Any, arch: Accelerator, source: str = "<yaml>", op: 
     if missing:
         raise SpecError(f"no entry for levels {missing}; list every level of {arch.name}", where=source)
     return Mapping(tuple(loops), tuple(keep[i] for i in range(len(arch.levels))))
+
+
+def mapping_layouts(data: Any, op: Operator, source: str = "<yaml>") -> dict[str, tuple[int, ...]]:
+    """The DRAM layouts a mapping file states (its optional ``layouts`` key: per operand its axes, named by their
+    indices, outermost first), checked against ``op``; empty when it states none (the workload's order)."""
+    if not isinstance(data, dict) or data.get("layouts") is None:
+        return {}
+    return layouts_from_names(op, data["layouts"], f"{source}: layouts")

@@ -12,6 +12,7 @@ from accelmap.arch.schema import accelerator_from_dict
 from accelmap.file_io import write_atomic, write_folder_atomic
 from accelmap.mapping.forms import mapping_to_yaml
 from accelmap.tune.session import TuneReport
+from accelmap.workload.layouts import layout_names
 
 
 def format_summary(rep: TuneReport) -> str:
@@ -86,6 +87,10 @@ def write_tuning_folder(rep: TuneReport, out: Path, arch_source: dict | None, pl
         if built is not None and built.valid and best is not None:
             assert built.arch is not None and built.mapping is not None
             mapping = {"mapping": mapping_to_yaml(built.mapping, built.arch)["mapping"]}
+            if built.layouts:
+                # the layout knob's choice when it is not the workload's order: evaluate, simulate and codegen
+                # read the operand stored this way
+                mapping["layouts"] = layout_names(rep.template.op, built.layout_map)
             comment = f"# tuned by accelmap tune ({rep.backend}): {rep.template.describe(best.point)}\n"
             if built.share is not None:
                 comment += (f"# split over {built.cores} cores: the mapping of one core's share, "

@@ -29,8 +29,9 @@ from typing import Any, Callable
 import numpy as np
 
 from accelmap.errors import AccelmapError, SpecError
-from accelmap.tune.template import ScheduleTemplate, laid_out, shared_outer_bandwidth
+from accelmap.tune.template import ScheduleTemplate, shared_outer_bandwidth
 from accelmap.worker_pool import reset_worker_signals
+from accelmap.workload.layouts import laid_out
 
 BACKENDS = ("model", "sim", "host")
 HOST_REPEATS = 7          # timed runs per configuration on the host (median and IQR over them)

@@ -54,18 +54,25 @@ class TuneReport:
 
 
 def tune_operator(op: Operator, arch: Accelerator, *, backend: str = "sim", tuners: tuple[str, ...] = ("validity",),
-                  trials: int = 200, batch_size: int = 50, seed: int = 0, workers: int = 1, timeout: float = 60.0,
+                  trials: int = 200, batch_size: int = 50, step: int | None = None, seed: int = 0,
+                  workers: int = 1, timeout: float = 60.0,
                   log: str | Path | None = None, spatial: dict[str, str] | None = None,
                   template: ScheduleTemplate | None = None, measurer: Measurer | None = None,
                   on_batch: Callable[[str, TuneRun], None] | None = None) -> TuneReport:
     """Tune ``op``'s schedule knobs on ``arch`` with each tuner in turn, measuring with ``backend``.
     ``template``: one already built for ``op`` and ``arch`` (else built here, with ``spatial``);
-    ``measurer``: one already built for that template and ``backend`` (else built here from the other options)."""
+    ``measurer``: one already built for that template and ``backend`` (else built here from the other options).
+    ``step``: configurations measured at a time (AutoTVM's ``n_parallel``), a divisor of ``batch_size``, the
+    epoch the model is retrained after (default: the batch)."""
     for name in tuners:
         if name not in TUNERS:
             raise SpecError(f"tuner {name!r} unknown; use one of {', '.join(TUNERS)}")
     if trials < 1 or batch_size < 1:
         raise SpecError(f"trials and batch size must be positive, got {trials} and {batch_size}")
+    step = batch_size if step is None else step
+    if step < 1 or batch_size % step:
+        # a step across the end of a batch would retrain the model later than after every batch
+        raise SpecError(f"the measurement step must divide the batch of {batch_size}, got {step}", where="--step")
     template = template if template is not None else ScheduleTemplate(op, arch, spatial=spatial)
     if measurer is None:
         measurer = Measurer(template, backend, workers=workers, timeout=timeout, log=log)
@@ -77,7 +84,7 @@ def tune_operator(op: Operator, arch: Accelerator, *, backend: str = "sim", tune
             tuner = make_tuner(name, template.space, seed, is_valid=lambda p: template.build(p).valid,
                                plan_size=batch_size)
             callback = (lambda run, name=name: on_batch(name, run)) if on_batch is not None else None
-            runs.append(run_tuner(tuner, measurer, trials, batch_size, callback))
+            runs.append(run_tuner(tuner, measurer, trials, step, callback))
     finally:
         measurer.close()
     notes = []

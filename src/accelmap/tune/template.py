@@ -186,22 +186,6 @@ def input_layouts(op: Operator) -> list[tuple[str, tuple[int, ...]]]:
     return [("NCHW", tuple(axes)), ("NHWC", tuple(last))]
 
 
-def laid_out(op: Operator, layouts: dict[str, tuple[int, ...]]) -> Operator:
-    """``op`` with each operand of ``layouts`` declaring its axes in that DRAM order (outermost first): the
-    same computation, and the order the model and the simulator read a tensor's layout from (the rows a
-    tile transfer reads, ``cost.dma_rows``)."""
-    if not layouts:
-        return op
-    ops = []
-    for X in op.operands:
-        order = layouts.get(X.name)
-        if order is not None:
-            pick = lambda t, order=order: tuple(t[a] for a in order) if t else t  # noqa: E731
-            X = replace(X, indices=pick(X.indices), pad_lo=pick(X.pad_lo), shape=pick(X.shape))
-        ops.append(X)
-    return replace(op, operands=tuple(ops))
-
-
 class ScheduleTemplate:
     """The knob space of ``op`` on ``arch`` and the program each configuration builds."""
 

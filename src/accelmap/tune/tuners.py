@@ -36,7 +36,7 @@ from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
 TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
-          "optuna")
+          "validity-edge-follow", "optuna")
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,21 @@ class ValiditySettings:
     # tile of one dim is paid for with a smaller one of another. 0: off (the dissertation's method).
     edge_walk: int = 0
     edge_bases: int = 3
+    # Following an improvement (ours): when a measurement step inside an epoch measures a configuration better
+    # than every earlier one, the next step starts with up to ``edge_follow`` of its edge steps (the model's
+    # best-scored first), instead of waiting for the next retraining. The model is still retrained once per
+    # epoch; this needs a loop that measures an epoch in several steps (AutoTVM's ``n_parallel``). 0: off.
+    edge_follow: int = 0
+    # follow improvements in the first epoch too, before there is a model: the edge steps ranked by the bias alone
+    # (presampled-valid first), ties in random order; the first batch's points not measured by the end of the
+    # epoch are dropped (the epoch stays ``plan_size`` trials)
+    follow_first_epoch: bool = False
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
 EDGE_WALK = ValiditySettings(edge_walk=10)   # the ``validity-edge`` tuner: 10 of every model-guided batch of 50
+# ``validity-edge-follow``: and every new best followed by 5 of its edge steps, from the first epoch on
+EDGE_FOLLOW = ValiditySettings(edge_walk=10, edge_follow=5, follow_first_epoch=True)
 
 
 class Tuner:
@@ -191,7 +202,9 @@ class ModelTuner(Tuner):
 
     def next_batch(self, n: int) -> list[Point]:
         if not self.xs and not self.first:
-            self.first = self.first_batch(n)
+            # the whole first epoch at once, measured in as many steps as the loop asks for (AutoTVM's loop
+            # measures ``n_parallel`` at a time; the epoch is ``plan_size``)
+            self.first = self.first_batch(max(n, self.plan_size))
         if self.first:
             batch, self.first = self.first[:n], self.first[n:]
             return batch
@@ -227,6 +240,7 @@ class ModelTuner(Tuner):
             self.trials = self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
             self.trial_pt = 0
             self.train_count += 1
+            self.first = []     # an epoch is over: first-batch points it did not reach are not measured
 
     def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
         import xgboost as xgb
@@ -319,6 +333,9 @@ class ValidityTuner(ModelTuner):
         # the other tuners' streams stay as they were), fixed, so a retraining keeps the last one's rows
         self.prior_order = [space.flat(p) for p, ok in self.presampled.items() if not ok]
         self.costs: list[float | None] = []   # of the measured configurations, in the order of ``xs``
+        self.edge_epoch = 0                   # the retraining whose epoch the edge walk last led
+        self.improved: Point | None = None    # a new best measured in the last step, to follow (``edge_follow``)
+        self.best_cost = float("inf")
 
     def first_batch(self, n: int) -> list[Point]:
         valid = [p for p, ok in self.presampled.items() if ok]
@@ -345,20 +362,40 @@ class ValidityTuner(ModelTuner):
         for p, r in zip(points, results, strict=True):
             (self.known_valid if r.valid else self.known_invalid).add(self.space.flat(p))
             self.costs.append(r.cost if r.valid else None)
+            if r.valid and r.cost is not None and r.cost < self.best_cost:
+                # the first valid measurement is no improvement to follow: there was nothing before it
+                self.improved = p if self.best_cost < float("inf") else None
+                self.best_cost = r.cost
         super().update(points, results)
 
     def next_batch(self, n: int) -> list[Point]:
-        if self.validity.edge_walk <= 0 or self.predict is None or self.first:
+        follow = self.validity.edge_follow
+        if self.predict is None and self.xs and self.validity.follow_first_epoch and follow > 0 and self.improved:
+            walk = self.edge_steps(min(n, follow), [self.improved])
+            self.improved = None
+            taken = {self.space.flat(q) for q in walk}
+            self.first = [p for p in self.first if self.space.flat(p) not in taken]
+            self.visited.update(taken)
+            return walk + super().next_batch(n - len(walk))
+        if self.predict is None or self.first:
             return super().next_batch(n)
-        lead = self.edge_steps(min(n, self.validity.edge_walk))
+        lead: list[Point] = []
+        if self.validity.edge_walk > 0 and self.edge_epoch != self.train_count:
+            # the first step of an epoch: the edge walk from the best measured ones
+            self.edge_epoch = self.train_count
+            lead = self.edge_steps(min(n, self.validity.edge_walk))
+        elif self.validity.edge_follow > 0 and self.improved is not None:
+            lead = self.edge_steps(min(n, self.validity.edge_follow), [self.improved])
+        self.improved = None
         self.visited.update(self.space.flat(q) for q in lead)     # the model's picks skip them
         return lead + super().next_batch(n - len(lead))
 
-    def edge_steps(self, k: int) -> list[Point]:
-        """Up to ``k`` unmeasured, not-known-invalid configurations one edge step from the best measured ones,
-        the model's (biased) best-scored first."""
-        ranked = sorted((c, f) for f, c in zip(self.xs, self.costs, strict=True) if c is not None)
-        bases = [self.space.point(f) for _, f in ranked[:self.validity.edge_bases]]
+    def edge_steps(self, k: int, bases: list[Point] | None = None) -> list[Point]:
+        """Up to ``k`` unmeasured, not-known-invalid configurations one edge step from ``bases`` (by default the
+        ``edge_bases`` best measured ones), the model's (biased) best-scored first."""
+        if bases is None:
+            ranked = sorted((c, f) for f, c in zip(self.xs, self.costs, strict=True) if c is not None)
+            bases = [self.space.point(f) for _, f in ranked[:self.validity.edge_bases]]
         splits = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "split" and self.space.shape[a] > 1]
         cand: dict[int, None] = {}
         for b in bases:
@@ -374,10 +411,14 @@ class ValidityTuner(ModelTuner):
                 f = self.space.flat(q)
                 if f not in self.visited and f not in self.known_invalid:
                     cand[f] = None
-        if not cand or self.predict is None:
+        if not cand:
             return []
         flat = np.fromiter(cand, dtype=np.int64)
-        score = self.predict(self.space.all_points()[flat]).astype(np.float64)
+        if self.predict is not None:
+            score = self.predict(self.space.all_points()[flat]).astype(np.float64)
+        else:   # before the first model: the bias alone, ties in random order
+            flat = flat[self.rng.permutation(len(flat))]
+            score = np.zeros(len(flat))
         bias = self.bias()
         if bias is not None:
             score = score + bias[flat]
@@ -488,8 +529,9 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
     if name.startswith("validity"):
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
-        if name == "validity-edge":
-            edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=EDGE_WALK)
+        if name in ("validity-edge", "validity-edge-follow"):
+            edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size,
+                                 validity=EDGE_WALK if name == "validity-edge" else EDGE_FOLLOW)
             edge.name = name
             return edge
         return ValidityTuner(space, seed, is_valid, ssdm=name != "validity-no-ssdm", bsa=name != "validity-no-bsa",
