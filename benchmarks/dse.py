@@ -407,18 +407,21 @@ def capacity(incumbents: dict[str, float]) -> dict:
 SPACE_504 = resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.yaml"
 
 
-def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int) -> dict:
+def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int,
+             at: list[int] | None = None) -> dict:
     """The 504-design ResNet-18 sweep as a user runs it (2 local workers, the heuristic with ``design_budget`` CPU
     seconds per design split over the layers, warm starts from ``neighbours`` neighbours, rule D), resumable from
     ``store``; ``first``: only the first designs in order of area (the order rule D maps them in). Per design its
     status, CPU seconds and EDP; against the same heuristic without a binding limit (600 CPU s per layer, stored in
-    the same store) on the designs at positions ``reference_at`` of that order."""
+    the same store) on the designs at positions ``reference_at`` of that order. ``at``: instead of the first designs,
+    only those at these positions (a sample, e.g. neighbouring designs of one array size, so they warm-start each
+    other as in the full sweep)."""
     space = load_space(str(SPACE_504))
     model = load_model("resnet18")
     pts = sorted(space.points(), key=lambda p: make_design(space, p).area_mm2)
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]
-    res = run_sweep(space, model, points=pts[:first], workers=2, store_path=store, progress=False,
+    res = run_sweep(space, model, points=[pts[i] for i in at] if at else pts[:first], workers=2, store_path=store, progress=False,
                     strategy="heuristic", design_budget=design_budget, warm_start=True, warm_neighbours=neighbours,
                     prune=True)
     wall = time.perf_counter() - t0
@@ -436,7 +439,8 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
                        "status": mine.status if mine else "not in this run",
                        "edp": mine.edp if mine and mine.ok else None,
                        "edp_vs_reference": mine.edp / o.edp - 1 if mine and mine.ok else None})
-    out = {"designs": len(res.outcomes), "of": len(pts), "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
+    out = {"designs": len(res.outcomes), "of": len(pts), "positions": at,
+           "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
            "mapped_now": res.mapped_now, "wall_s_this_call": wall, "load_average_before_after":
            [load_before, os.getloadavg()[0]], "design_budget_cpu_s": design_budget, "warm_neighbours": neighbours,
            "cpu_s_per_mapped_design": sum(cpu["mapped"]) / max(1, len(cpu["mapped"])),
@@ -446,7 +450,8 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
            "outcomes": [{"design": o.design.label, "area_mm2": o.area, "status": o.status,
                          "edp": o.edp if o.ok else None, "cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
                          "seconds": o.run.seconds if o.run else None, "reason": o.reason} for o in res.outcomes]}
-    print(f"\n504-design sweep, first {len(res.outcomes)} designs by area: {out['mapped']} mapped, {out['pruned']} "
+    which = "at " + ",".join(map(str, at)) if at else "first by area"
+    print(f"\n504-design sweep, {len(res.outcomes)} designs ({which}): {out['mapped']} mapped, {out['pruned']} "
           f"pruned by rule D; CPU s per mapped design {out['cpu_s_per_mapped_design']:.2f}, per pruned "
           f"{out['cpu_s_per_pruned_design']:.2f}; {out['minutes_on_2_idle_cores']:.1f} min of 2 idle cores")
     for row in losses:
@@ -503,6 +508,8 @@ def main() -> None:
                     help="sweep500: the result store (resumable)")
     ap.add_argument("--sweep-designs", type=int, default=None,
                     help="sweep500: only the first N designs in order of area (default all 504)")
+    ap.add_argument("--sweep-at", default=None,
+                    help="sweep500: only the designs at these positions in order of area (comma-separated), a sample")
     ap.add_argument("--reference-at", default="5,17,25,40",
                     help="sweep500: positions (in order of area) of the designs mapped without a binding limit")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
@@ -537,7 +544,8 @@ def main() -> None:
                                         for r in out.get("sunstone", {}).get("rows", [])})
         elif part == "sweep500":
             out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
-                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours)
+                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours,
+                                       [int(x) for x in args.sweep_at.split(",")] if args.sweep_at else None)
         elif part == "rootbound":
             out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
                                             for r in out.get("sunstone", {}).get("rows", [])})
