@@ -19,7 +19,7 @@ buffers past the global buffer) this is most of what the root bound adds to S1.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray,
     return compute, operand_stall_vectors(op, arch, chains)
 
 
-def choice_stall_cycles(op: Operator, arch: Accelerator, chains: dict[str, Sequence[int]]) -> float:
+def choice_stall_cycles(op: Operator, arch: Accelerator, chains: Mapping[str, Sequence[int]]) -> float:
     """The stall bound of one bypass choice (``chains``: the levels keeping each operand): the largest entry of its
     operands' stall vectors summed, which is what rule S3's combination loop adds to the MAC schedule for it. Every
     mapping keeping the operands so stalls at least this long (rule F of the co-search reports it)."""
