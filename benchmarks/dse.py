@@ -360,7 +360,7 @@ def _table71_space():
     return base, levels, configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
 
 
-def capacity(incumbents: dict[str, float]) -> dict:
+def capacity(incumbents: dict[str, float], layers: list[str] | None = None) -> dict:
     """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
     how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
     found: a co-search with those answers prunes a configuration whose bound is at least it)."""
@@ -374,6 +374,8 @@ def capacity(incumbents: dict[str, float]) -> dict:
     rows = []
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
+        if layers is not None and name not in layers:
+            continue
         op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
         ratios, raised, traffic, f_ratios, f_best = [], 0, [], [], []
         for c in configs:
@@ -486,6 +488,69 @@ def root_bounds(incumbents: dict[str, float]) -> dict:
     return {"rows": rows}
 
 
+def prunable(time_limit: float, layers: list[str], k: int) -> dict:
+    """How tight a certified bound must be to prune a Table 7.1 configuration. Each configuration is mapped once by
+    the heuristic (``time_limit`` CPU seconds, its ``k`` best mappings kept); every mapping found on any
+    configuration is then re-priced on every configuration it is valid on (the cost model, one evaluation each), so
+    U(c), the least value over those, is the EDP of a real mapping of c: an upper bound of c's optimum. The incumbent
+    is the least U. A certified bound LB(c) prunes c only if LB(c) >= incumbent, and LB(c) <= opt(c) <= U(c), so it
+    must reach at least incumbent / U(c) of c's optimum; rules H and C's bound (``lower_bound``) is put beside it."""
+    from accelmap.cost.model import evaluate
+    from accelmap.dse.memory_search import lower_bound
+    from accelmap.errors import AccelmapError
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    base, levels, configs = _table71_space()
+    archs = {c: config_arch(base, levels, c) for c in configs}
+    rows = []
+    for name in layers:
+        hw, ck = SUNSTONE_LAYERS[name]
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        c0 = time.process_time()
+        found = []
+        for c in configs:
+            r = map_operator(op, archs[c], "edp", strategy="heuristic", time_limit=time_limit, k=k,
+                             heuristic_config=HeuristicConfig(cpu_clock=True))
+            found += [(c, f.mapping) for f in r.results]
+        map_s = time.process_time() - c0
+        c0 = time.process_time()
+        upper, own = {}, {}
+        for c in configs:
+            best = float("inf")
+            for src, m in found:
+                try:
+                    v = evaluate(op, archs[c], m).edp
+                except AccelmapError:        # does not fit c (or its unrolling does not)
+                    continue
+                best = min(best, v)
+                if src == c:
+                    own[c] = min(own.get(c, v), v)
+            upper[c] = best
+        price_s = time.process_time() - c0
+        inc = min(upper.values())
+        bounds = {c: lower_bound(op, archs[c], "edp") for c in configs}
+        need = sorted(inc / upper[c] for c in configs)
+        has = sorted(bounds[c] / upper[c] for c in configs)
+        within = {f"{p:.0%}": sum(1 for c in configs if upper[c] <= inc * (1 + p)) for p in (0.01, 0.05, 0.10, 0.20)}
+        row = {"layer": name, "configs": len(configs), "incumbent_edp": inc,
+               "incumbent_config": min(configs, key=lambda c: upper[c]),
+               "mapped_cpu_s": map_s, "repriced_cpu_s": price_s, "mappings": len(found),
+               "improved_by_repricing": sum(1 for c in configs if upper[c] < own.get(c, float("inf")) * (1 - 1e-12)),
+               "configs_within_of_incumbent": within, "worst_upper_over_incumbent": max(upper.values()) / inc,
+               "needed_bound_over_optimum_min_median_max": [need[0], need[len(need) // 2], need[-1]],
+               "h_c_bound_over_upper_min_median_max": [has[0], has[len(has) // 2], has[-1]],
+               "h_c_would_prune": sum(1 for c in configs if bounds[c] >= inc),
+               "per_config": [{"config": list(c), "upper_edp": upper[c], "own_edp": own.get(c),
+                               "h_c_bound": bounds[c]} for c in configs]}
+        rows.append(row)
+        print(f"{name}: incumbent {inc:.4g} on {row['incumbent_config']}; configurations within 1/5/10/20% of it: "
+              f"{list(within.values())} of {len(configs)}; worst U/incumbent {row['worst_upper_over_incumbent']:.3f}; "
+              f"a pruning bound must reach {need[0]:.3f}-{need[-1]:.3f} (median {need[len(need) // 2]:.3f}) of the "
+              f"optimum; H+C reach at most {has[0]:.3f}-{has[-1]:.3f} of U (median {has[len(has) // 2]:.3f}); "
+              f"{map_s:.0f} CPU s mapping, {price_s:.0f} re-pricing", flush=True)
+    return {"time_limit_cpu_s": time_limit, "k": k, "rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
@@ -515,6 +580,9 @@ def main() -> None:
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
+    ap.add_argument("--prunable-time-limit", type=float, default=1.0,
+                    help="prunable: heuristic CPU seconds per configuration")
+    ap.add_argument("--prunable-k", type=int, default=3, help="prunable: best mappings kept per configuration")
     ap.add_argument("--ray-python", default=None, help="a Python with Ray installed, for the engine overhead")
     ap.add_argument("--out", default=str(RESULTS / "dse.json"))
     args = ap.parse_args()
@@ -541,7 +609,8 @@ def main() -> None:
             out["budget"] = budget(args.designs, [float(b) for b in args.budgets.split(",")], ref)
         elif part == "capacity":
             out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
-                                        for r in out.get("sunstone", {}).get("rows", [])})
+                                        for r in out.get("sunstone", {}).get("rows", [])},
+                                       args.sunstone_layers.split(","))
         elif part == "sweep500":
             out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
                                        [int(x) for x in args.reference_at.split(",")], args.warm_neighbours,
@@ -549,6 +618,8 @@ def main() -> None:
         elif part == "rootbound":
             out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
                                             for r in out.get("sunstone", {}).get("rows", [])})
+        elif part == "prunable":
+            out["prunable"] = prunable(args.prunable_time_limit, args.sunstone_layers.split(","), args.prunable_k)
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:
