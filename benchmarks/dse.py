@@ -616,8 +616,11 @@ def main() -> None:
                                        [int(x) for x in args.reference_at.split(",")], args.warm_neighbours,
                                        [int(x) for x in args.sweep_at.split(",")] if args.sweep_at else None)
         elif part == "rootbound":
-            out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
-                                            for r in out.get("sunstone", {}).get("rows", [])})
+            # Against the best EDP known per layer: the sunstone part's, or the prunable part's re-priced incumbent.
+            best = {r["layer"]: min(r["grid_edp"], r["co_edp"]) for r in out.get("sunstone", {}).get("rows", [])}
+            for r in out.get("prunable", {}).get("rows", []):
+                best[r["layer"]] = min(best.get(r["layer"], r["incumbent_edp"]), r["incumbent_edp"])
+            out["rootbound"] = root_bounds(best)
         elif part == "prunable":
             out["prunable"] = prunable(args.prunable_time_limit, args.sunstone_layers.split(","), args.prunable_k)
         elif part == "sunstone":
