@@ -360,7 +360,7 @@ def _table71_space():
     return base, levels, configs_within(base, levels, (8, 16, 32, 64, 128), components.sram(128 * 16, 16)[2])
 
 
-def capacity(incumbents: dict[str, float]) -> dict:
+def capacity(incumbents: dict[str, float], layers: list[str] | None = None) -> dict:
     """Rules C and F on the Table 7.1 space, bounds only (no mapping): how far their bounds are from rule H's, and
     how many configurations F's bound would prune against ``incumbents`` (per layer, the best EDP the sunstone part
     found: a co-search with those answers prunes a configuration whose bound is at least it)."""
@@ -374,6 +374,8 @@ def capacity(incumbents: dict[str, float]) -> dict:
     rows = []
     print("\nrule C (capacity bound) beside rule H on the Table 7.1 space (bounds only)")
     for name, (hw, ck) in SUNSTONE_LAYERS.items():
+        if layers is not None and name not in layers:
+            continue
         op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
         ratios, raised, traffic, f_ratios, f_best = [], 0, [], [], []
         for c in configs:
@@ -407,18 +409,21 @@ def capacity(incumbents: dict[str, float]) -> dict:
 SPACE_504 = resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.yaml"
 
 
-def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int) -> dict:
+def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int,
+             at: list[int] | None = None) -> dict:
     """The 504-design ResNet-18 sweep as a user runs it (2 local workers, the heuristic with ``design_budget`` CPU
     seconds per design split over the layers, warm starts from ``neighbours`` neighbours, rule D), resumable from
     ``store``; ``first``: only the first designs in order of area (the order rule D maps them in). Per design its
     status, CPU seconds and EDP; against the same heuristic without a binding limit (600 CPU s per layer, stored in
-    the same store) on the designs at positions ``reference_at`` of that order."""
+    the same store) on the designs at positions ``reference_at`` of that order. ``at``: instead of the first designs,
+    only those at these positions (a sample, e.g. neighbouring designs of one array size, so they warm-start each
+    other as in the full sweep)."""
     space = load_space(str(SPACE_504))
     model = load_model("resnet18")
     pts = sorted(space.points(), key=lambda p: make_design(space, p).area_mm2)
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]
-    res = run_sweep(space, model, points=pts[:first], workers=2, store_path=store, progress=False,
+    res = run_sweep(space, model, points=[pts[i] for i in at] if at else pts[:first], workers=2, store_path=store, progress=False,
                     strategy="heuristic", design_budget=design_budget, warm_start=True, warm_neighbours=neighbours,
                     prune=True)
     wall = time.perf_counter() - t0
@@ -436,7 +441,8 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
                        "status": mine.status if mine else "not in this run",
                        "edp": mine.edp if mine and mine.ok else None,
                        "edp_vs_reference": mine.edp / o.edp - 1 if mine and mine.ok else None})
-    out = {"designs": len(res.outcomes), "of": len(pts), "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
+    out = {"designs": len(res.outcomes), "of": len(pts), "positions": at,
+           "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
            "mapped_now": res.mapped_now, "wall_s_this_call": wall, "load_average_before_after":
            [load_before, os.getloadavg()[0]], "design_budget_cpu_s": design_budget, "warm_neighbours": neighbours,
            "cpu_s_per_mapped_design": sum(cpu["mapped"]) / max(1, len(cpu["mapped"])),
@@ -446,7 +452,8 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
            "outcomes": [{"design": o.design.label, "area_mm2": o.area, "status": o.status,
                          "edp": o.edp if o.ok else None, "cpu_s": o.run.result.get("cpu_seconds") if o.run else None,
                          "seconds": o.run.seconds if o.run else None, "reason": o.reason} for o in res.outcomes]}
-    print(f"\n504-design sweep, first {len(res.outcomes)} designs by area: {out['mapped']} mapped, {out['pruned']} "
+    which = "at " + ",".join(map(str, at)) if at else "first by area"
+    print(f"\n504-design sweep, {len(res.outcomes)} designs ({which}): {out['mapped']} mapped, {out['pruned']} "
           f"pruned by rule D; CPU s per mapped design {out['cpu_s_per_mapped_design']:.2f}, per pruned "
           f"{out['cpu_s_per_pruned_design']:.2f}; {out['minutes_on_2_idle_cores']:.1f} min of 2 idle cores")
     for row in losses:
@@ -481,6 +488,69 @@ def root_bounds(incumbents: dict[str, float]) -> dict:
     return {"rows": rows}
 
 
+def prunable(time_limit: float, layers: list[str], k: int) -> dict:
+    """How tight a certified bound must be to prune a Table 7.1 configuration. Each configuration is mapped once by
+    the heuristic (``time_limit`` CPU seconds, its ``k`` best mappings kept); every mapping found on any
+    configuration is then re-priced on every configuration it is valid on (the cost model, one evaluation each), so
+    U(c), the least value over those, is the EDP of a real mapping of c: an upper bound of c's optimum. The incumbent
+    is the least U. A certified bound LB(c) prunes c only if LB(c) >= incumbent, and LB(c) <= opt(c) <= U(c), so it
+    must reach at least incumbent / U(c) of c's optimum; rules H and C's bound (``lower_bound``) is put beside it."""
+    from accelmap.cost.model import evaluate
+    from accelmap.dse.memory_search import lower_bound
+    from accelmap.errors import AccelmapError
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    base, levels, configs = _table71_space()
+    archs = {c: config_arch(base, levels, c) for c in configs}
+    rows = []
+    for name in layers:
+        hw, ck = SUNSTONE_LAYERS[name]
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        c0 = time.process_time()
+        found = []
+        for c in configs:
+            r = map_operator(op, archs[c], "edp", strategy="heuristic", time_limit=time_limit, k=k,
+                             heuristic_config=HeuristicConfig(cpu_clock=True))
+            found += [(c, f.mapping) for f in r.results]
+        map_s = time.process_time() - c0
+        c0 = time.process_time()
+        upper, own = {}, {}
+        for c in configs:
+            best = float("inf")
+            for src, m in found:
+                try:
+                    v = evaluate(op, archs[c], m).edp
+                except AccelmapError:        # does not fit c (or its unrolling does not)
+                    continue
+                best = min(best, v)
+                if src == c:
+                    own[c] = min(own.get(c, v), v)
+            upper[c] = best
+        price_s = time.process_time() - c0
+        inc = min(upper.values())
+        bounds = {c: lower_bound(op, archs[c], "edp") for c in configs}
+        need = sorted(inc / upper[c] for c in configs)
+        has = sorted(bounds[c] / upper[c] for c in configs)
+        within = {f"{p:.0%}": sum(1 for c in configs if upper[c] <= inc * (1 + p)) for p in (0.01, 0.05, 0.10, 0.20)}
+        row = {"layer": name, "configs": len(configs), "incumbent_edp": inc,
+               "incumbent_config": min(configs, key=lambda c: upper[c]),
+               "mapped_cpu_s": map_s, "repriced_cpu_s": price_s, "mappings": len(found),
+               "improved_by_repricing": sum(1 for c in configs if upper[c] < own.get(c, float("inf")) * (1 - 1e-12)),
+               "configs_within_of_incumbent": within, "worst_upper_over_incumbent": max(upper.values()) / inc,
+               "needed_bound_over_optimum_min_median_max": [need[0], need[len(need) // 2], need[-1]],
+               "h_c_bound_over_upper_min_median_max": [has[0], has[len(has) // 2], has[-1]],
+               "h_c_would_prune": sum(1 for c in configs if bounds[c] >= inc),
+               "per_config": [{"config": list(c), "upper_edp": upper[c], "own_edp": own.get(c),
+                               "h_c_bound": bounds[c]} for c in configs]}
+        rows.append(row)
+        print(f"{name}: incumbent {inc:.4g} on {row['incumbent_config']}; configurations within 1/5/10/20% of it: "
+              f"{list(within.values())} of {len(configs)}; worst U/incumbent {row['worst_upper_over_incumbent']:.3f}; "
+              f"a pruning bound must reach {need[0]:.3f}-{need[-1]:.3f} (median {need[len(need) // 2]:.3f}) of the "
+              f"optimum; H+C reach at most {has[0]:.3f}-{has[-1]:.3f} of U (median {has[len(has) // 2]:.3f}); "
+              f"{map_s:.0f} CPU s mapping, {price_s:.0f} re-pricing", flush=True)
+    return {"time_limit_cpu_s": time_limit, "k": k, "rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="engines,throughput,eyeriss,sunstone")
@@ -503,11 +573,16 @@ def main() -> None:
                     help="sweep500: the result store (resumable)")
     ap.add_argument("--sweep-designs", type=int, default=None,
                     help="sweep500: only the first N designs in order of area (default all 504)")
+    ap.add_argument("--sweep-at", default=None,
+                    help="sweep500: only the designs at these positions in order of area (comma-separated), a sample")
     ap.add_argument("--reference-at", default="5,17,25,40",
                     help="sweep500: positions (in order of area) of the designs mapped without a binding limit")
     ap.add_argument("--eyeriss-samples", type=int, default=12)
     ap.add_argument("--sunstone-time-limit", type=float, default=2.0)
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
+    ap.add_argument("--prunable-time-limit", type=float, default=1.0,
+                    help="prunable: heuristic CPU seconds per configuration")
+    ap.add_argument("--prunable-k", type=int, default=3, help="prunable: best mappings kept per configuration")
     ap.add_argument("--ray-python", default=None, help="a Python with Ray installed, for the engine overhead")
     ap.add_argument("--out", default=str(RESULTS / "dse.json"))
     args = ap.parse_args()
@@ -534,13 +609,20 @@ def main() -> None:
             out["budget"] = budget(args.designs, [float(b) for b in args.budgets.split(",")], ref)
         elif part == "capacity":
             out["capacity"] = capacity({r["layer"]: min(r["grid_edp"], r["co_edp"])
-                                        for r in out.get("sunstone", {}).get("rows", [])})
+                                        for r in out.get("sunstone", {}).get("rows", [])},
+                                       args.sunstone_layers.split(","))
         elif part == "sweep500":
             out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
-                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours)
+                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours,
+                                       [int(x) for x in args.sweep_at.split(",")] if args.sweep_at else None)
         elif part == "rootbound":
-            out["rootbound"] = root_bounds({r["layer"]: min(r["grid_edp"], r["co_edp"])
-                                            for r in out.get("sunstone", {}).get("rows", [])})
+            # Against the best EDP known per layer: the sunstone part's, or the prunable part's re-priced incumbent.
+            best = {r["layer"]: min(r["grid_edp"], r["co_edp"]) for r in out.get("sunstone", {}).get("rows", [])}
+            for r in out.get("prunable", {}).get("rows", []):
+                best[r["layer"]] = min(best.get(r["layer"], r["incumbent_edp"]), r["incumbent_edp"])
+            out["rootbound"] = root_bounds(best)
+        elif part == "prunable":
+            out["prunable"] = prunable(args.prunable_time_limit, args.sunstone_layers.split(","), args.prunable_k)
         elif part == "sunstone":
             out["sunstone"] = sunstone(args.sunstone_time_limit, args.sunstone_layers.split(","))
         else:

@@ -121,3 +121,58 @@ def test_cli_tile_dominance_is_opt_in_and_sunstone_only(files):
     r = CliRunner().invoke(main, ["dse", str(files / "space.yaml"), "--model", str(files / "g.yaml"),
                                   "--method", "grid", "--tile-dominance"])
     assert r.exit_code == 2 and r.output.startswith("error: --tile-dominance: applies to search method sunstone")
+
+
+# One PE straight under a DRAM that delivers a word a cycle, with single-class buffers that cannot be bypassed:
+# a 1-word input buffer with a 4096-word output buffer is so much worse than the best configuration that the exact
+# search's own bounds (rule R) show it before it is mapped, while rules H and C, blind or nearly blind to capacity,
+# would map it.
+PE = """
+name: pe
+compute: {mac_energy: 0.1 pJ, precision: {I: 8, W: 8, O: 8}}
+levels:
+  - {name: DRAM, holds: [I, W, O], capacity: unbounded, width: 8 bit, read_energy: 1 pJ, write_energy: 1 pJ,
+     read_bandwidth: 1 words/cycle}
+  - {name: L1I, holds: [I], capacity: 1 words, width: 8 bit, bypass: false}
+  - {name: L1W, holds: [W], capacity: 1 words, width: 8 bit, bypass: false}
+  - {name: L1O, holds: [O], capacity: 1 words, width: 8 bit, bypass: false}
+"""
+PE_SPACE = {
+    "name": "pe_l1", "base": "pe.yaml",
+    "parameters": [{"name": "L1I", "set": "levels.L1I.capacity", "values": ["1 words", "2 words", "4096 words"]},
+                   {"name": "L1O", "set": "levels.L1O.capacity", "values": ["2 words", "4096 words"]}],
+    "search": {"method": "sunstone"},
+    "mapper": {"strategy": "exhaustive", "objective": "edp", "time_limit": 60},
+}
+
+
+def test_cli_root_bounds_prune_a_configuration_no_better_at_its_optimum(tmp_path):
+    (tmp_path / "pe.yaml").write_text(PE)
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(PE_SPACE))
+    (tmp_path / "g.yaml").write_text("name: g\ngemm: {m: 2, n: 2, k: 2}\n")
+    args = ["dse", str(tmp_path / "space.yaml"), "--model", str(tmp_path / "g.yaml")]
+    r = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "with"), "--root-bounds"])
+    assert r.exit_code == 0, r.output
+    assert "(with the root-bound rule)" in r.output
+    summary = json.loads((tmp_path / "with" / "summary.json").read_text())
+    (layer,) = summary["layers"]
+    assert summary["root_bounds"] is True
+    # Every configuration's true optimum (the exhaustive search proves it).
+    space = load_space(tmp_path / "space.yaml")
+    grid = {}
+    for pt in space.grid():
+        d = make_design(space, pt)
+        found = map_operator(adopt_precision(gemm("g", m=2, n=2, k=2), d.accelerator), d.accelerator, "edp",
+                             strategy="exhaustive", time_limit=60)
+        assert found.proven_optimal
+        grid[d.label] = found.best.value
+    assert len(grid) == layer["configs"] == 6
+    # The co-search's answer is the grid's; rule R dropped the 1-word input buffer beside the 4096-word output
+    # buffer without mapping it, and that configuration is no better at its optimum (it is 30% worse).
+    assert layer["value"] == pytest.approx(min(grid.values()), rel=1e-12)
+    assert layer["root_bound_pruned_designs"] == ["L1I=1 words, L1O=4096 words"]
+    assert layer["pruned_by_root_bounds"] == 1 and layer["mapped"] == 5 and layer["pruned_by_bound"] == 0
+    assert grid["L1I=1 words, L1O=4096 words"] > 1.3 * layer["value"]
+    # The flag is refused outside the co-search.
+    r = CliRunner().invoke(main, [*args, "--method", "grid", "--root-bounds"])
+    assert r.exit_code == 2 and r.output.startswith("error: --root-bounds: applies to search method sunstone")

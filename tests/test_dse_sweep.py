@@ -182,3 +182,28 @@ def test_cli_sweep_with_no_mapped_design_exits_1(tmp_path):
                                   "--workers", "1", "--no-store", "--out", str(tmp_path / "out")])
     assert r.exit_code == 1, r.output
     assert "error: no design of the space mapped every layer of the model" in r.output
+
+
+def test_cli_the_full_sweeps_flags_in_one_line_resume_from_the_store(tmp_path):
+    """The line docs/dse.md gives for the 504-design sweep (2 workers, a CPU budget per design, warm starts from 4
+    neighbours, rule D, a store) on the tiny space: run again, it answers every design from the store."""
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    (tmp_path / "g.yaml").write_text("name: g\ngemm: {m: 2, n: 4, k: 2}\n")
+    args = ["dse", str(tmp_path / "space.yaml"), "--model", str(tmp_path / "g.yaml"), "--workers", "2",
+            "--design-budget", "1", "--warm-start", "--warm-neighbours", "4", "--prune-dominated",
+            "--store", str(tmp_path / "s.sqlite"), "--no-plots", "--no-progress", "--out", str(tmp_path / "out")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    first = json.loads((tmp_path / "out" / "summary.json").read_text())
+    done = {d["design"]: d["status"] for d in first["outcomes"]}
+    assert len(done) == 4 and set(done.values()) <= {"mapped", "pruned"} and "mapped" in done.values()
+    assert first["mapped_now"] == first["mapped"] and first["from_store"] == 0
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    second = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert {d["design"]: d["status"] for d in second["outcomes"]} == done
+    assert second["mapped_now"] == 0 and second["from_store"] == 4

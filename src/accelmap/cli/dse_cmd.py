@@ -49,6 +49,10 @@ def default_store_path() -> Path:
 @click.option("--tile-dominance", is_flag=True,
               help="Sunstone co-search only: also drop configurations by the thesis' Observation 4 (a larger tile "
                    "that fits the same memory is assumed never worse). Not certified: it may lose the optimum.")
+@click.option("--root-bounds", is_flag=True,
+              help="Sunstone co-search only: before mapping a configuration, drop it when the exact search's own "
+                   "unrolling and root bounds show no mapping of it beats the best value found so far (rule R; "
+                   "certified; a few tenths of a CPU second per configuration).")
 @click.option("--warm-start", is_flag=True,
               help="Start each design's layers (with --method sunstone, each configuration's) from the best mappings "
                    "of the nearest designs already mapped, validated and re-costed on it; designs go to workers one "
@@ -66,7 +70,7 @@ def default_store_path() -> Path:
               help="Grid/random sweeps: map designs in order of area and skip one whose certified EDP bound is not "
                    "below the EDP of a mapped design of no more area (it is on no EDP-area front).")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, warm_start, cpu_clock,
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, root_bounds, warm_start, cpu_clock,
             design_budget, warm_neighbours, prune_dominated):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch),
@@ -97,14 +101,16 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
-    if tile_dominance and space.method != "sunstone":
-        raise SpecError("applies to search method sunstone only (--method sunstone)", where="--tile-dominance")
+    for flag, given in (("--tile-dominance", tile_dominance), ("--root-bounds", root_bounds)):
+        if given and space.method != "sunstone":
+            raise SpecError("applies to search method sunstone only (--method sunstone)", where=flag)
     m, _ = load_workload(model, batch, None, None)
     out = Path(out_dir) if out_dir else Path("out") / f"dse-{space.name}-{m.name}"
     check_output_dir(out, "--out")
     if space.method == "sunstone":
         sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
-                            seed=seed or 0, tile_dominance=tile_dominance, warm_start=warm_start)
+                            seed=seed or 0, tile_dominance=tile_dominance, warm_start=warm_start,
+                            root_bounds=root_bounds)
         click.echo(format_sunstone(sres))
         files = write_sunstone(sres, out)
         click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")

@@ -2,8 +2,8 @@
 
 Each parameter of such a space sets one level's capacity (``levels.NAME.capacity``); the space's
 designs within its constraints are the configurations (rule B), and ``memory_search.co_search``
-finds each distinct layer's best configuration and mapping with rules H and S, mapping fewer
-configurations than a grid. Like the thesis (Ng, UBC 2022, Ch. 7), the answer is per layer.
+finds each distinct layer's best configuration and mapping with rules H, C and S (R and T when asked),
+mapping fewer configurations than a grid. Like the thesis (Ng, UBC 2022, Ch. 7), the answer is per layer.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ class LayerSearch:
                 "energy_pj": self.energy_pj, "latency_cycles": self.latency_cycles,
                 "configs": s.configs, "mapped": len(s.mapped), "pruned_by_bound": len(s.pruned_by_bound),
                 "proven_by_incumbent": len(s.proven_by_incumbent), "dominated": len(s.dominated),
-                "pruned_by_tiles": len(s.pruned_by_tiles), "pruned_fraction": s.pruned_fraction,
+                "pruned_by_tiles": len(s.pruned_by_tiles), "pruned_by_root_bounds": len(s.pruned_by_root_bounds),
+                "root_bound_pruned_designs": [self.labels[c] for c in s.pruned_by_root_bounds],
+                "pruned_fraction": s.pruned_fraction,
                 "seconds": s.seconds}
 
 
@@ -61,22 +63,25 @@ class SunstoneResult:
     excluded: list[tuple[str, str]] = field(default_factory=list)    # (design, reason) outside rule B
     wall_seconds: float = 0.0
     tile_dominance: bool = False            # rule T (uncertified) was applied
+    root_bounds: bool = False               # rule R (certified, opt-in) was applied
 
     def to_dict(self) -> dict[str, Any]:
         return {"space": self.space, "model": self.model, "method": "sunstone", "levels": list(self.levels),
                 "objective": self.objective, "wall_seconds": self.wall_seconds,
-                "tile_dominance": self.tile_dominance,
+                "tile_dominance": self.tile_dominance, "root_bounds": self.root_bounds,
                 "excluded": [{"design": d, "reason": r} for d, r in self.excluded],
                 "layers": [ly.to_dict() for ly in self.layers]}
 
 
 def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None = None,
                  objective: str | None = None, time_limit: float | None = None, seed: int = 0,
-                 tile_dominance: bool = False, warm_start: bool = False,
+                 tile_dominance: bool = False, warm_start: bool = False, root_bounds: bool = False,
                  on_layer: Callable[[LayerSearch], None] | None = None) -> SunstoneResult:
     """Co-search every distinct layer of ``model`` over the buffer sizes of ``space`` (in this process).
 
     ``tile_dominance`` adds rule T (the thesis' Observation 4), which is not certified: it may lose the optimum.
+    ``root_bounds`` adds rule R (certified): a configuration the exact search's own bounds show no better than the
+    best value found so far is not mapped.
     ``warm_start``: each configuration's search starts from the best mappings of its nearest mapped configurations
     and rule S's incumbent (``co_search``), validated and re-costed by ``map_operator``."""
     t0 = time.perf_counter()
@@ -84,7 +89,8 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
     strategy = strategy or space.strategy
     objective = objective or space.objective
     time_limit = time_limit if time_limit is not None else space.time_limit
-    res = SunstoneResult(space.name, model.name, sl.levels, objective, tile_dominance=tile_dominance)
+    res = SunstoneResult(space.name, model.name, sl.levels, objective, tile_dominance=tile_dominance,
+                         root_bounds=root_bounds)
     archs: dict[Config, Accelerator] = {}
     labels: dict[Config, str] = {}
     for pt in space.grid():
@@ -110,7 +116,7 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
             return (r.best.value, r.best.mapping) if r.best is not None else None
 
         s = co_search(op, first, sl.levels, sl.words, configs, mapper, objective, archs=archs,
-                      tile_dominance=tile_dominance, warm_start=warm_start)
+                      tile_dominance=tile_dominance, warm_start=warm_start, root_bounds=root_bounds)
         ly = LayerSearch(layer.name, layer.count, s, labels)
         if s.best is not None and s.mapping is not None:
             cost = evaluate(op, archs[s.best], s.mapping)
@@ -126,13 +132,14 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
 def format_sunstone(res: SunstoneResult) -> str:
     head = (f"Sunstone-arch co-search of {', '.join(res.levels)} on {res.space}, {res.model} "
             f"({len(res.excluded)} designs outside the constraints), objective {res.objective}"
-            f"{' (with the uncertified tile-dominance rule)' if res.tile_dominance else ''}:")
+            f"{' (with the uncertified tile-dominance rule)' if res.tile_dominance else ''}"
+            f"{' (with the root-bound rule)' if res.root_bounds else ''}:")
     lines = [head, f"{'layer':<24} {'best':>12} {'mapped':>7} {'of':>4} {'pruned':>7} {'dominated':>9}  design"]
     for ly in res.layers:
         s = ly.search
         val = f"{s.value:.4g}" if s.best is not None else "not mapped"
         lines.append(f"{ly.name[:24]:<24} {val:>12} {len(s.mapped):>7} {s.configs:>4} "
-                     f"{len(s.pruned_by_bound) + len(s.proven_by_incumbent) + len(s.pruned_by_tiles):>7} "
+                     f"{s.configs - len(s.mapped):>7} "
                      f"{len(s.dominated):>9}  "
                      f"{ly.labels.get(s.best, '-') if s.best is not None else '-'}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ buffers past the global buffer) this is most of what the root bound adds to S1.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -77,3 +78,11 @@ def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray,
     from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice."""
     compute = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
     return compute, operand_stall_vectors(op, arch, chains)
+
+
+def choice_stall_cycles(op: Operator, arch: Accelerator, chains: Mapping[str, Sequence[int]]) -> float:
+    """The stall bound of one bypass choice (``chains``: the levels keeping each operand): the largest entry of its
+    operands' stall vectors summed, which is what rule S3's combination loop adds to the MAC schedule for it. Every
+    mapping keeping the operands so stalls at least this long (rule F of the co-search reports it)."""
+    vecs = operand_stall_vectors(op, arch, {name: [list(chain)] for name, chain in chains.items()})
+    return float(np.sum([v[0] for v in vecs.values()], axis=0).max())
