@@ -203,7 +203,14 @@ def test_the_dynamic_program_is_the_best_partition_over_two_residual_blocks(seed
     b = fusable_chains((ChainLink("c2"), ChainLink("c3", join=ChainJoin("add2", "c2"))), ops)
     (chain,) = span_residual_blocks(a + b)
     assert chain.nodes == ("c0", "c1", "c2", "c3") and chain.joins_after().keys() == {1, 3}
-    _, _, inner, cfg = front_equals_every_plan(chain, ops, rng, FusionConfig(row_tiles=2, col_tiles=1, per_mode=1))
+    front, singles, inner, cfg = front_equals_every_plan(chain, ops, rng,
+                                                         FusionConfig(row_tiles=2, col_tiles=1, per_mode=1))
+    # Every plan of the two blocks as separate chains is a plan of the spanned chain (the same groups, the
+    # first add ending a group or run alone): spanning is never worse, with the same tile mappings.
+    apart = [chain_front(c, singles, EYERISS, inner, cfg) for c in a + b]
+    for goal in ("energy", "latency"):
+        assert min(p.objective(goal) for p in front) <= sum(min(p.objective(goal) for p in f) for f in apart) * (
+            1 + 1e-12)
     whole = group_candidates(chain, 0, 3, EYERISS, inner, cfg, SearchLog())
     assert all(len(g.inner_joins) == 1 for g in whole)
     assert any(g.inner_joins[0][1] == "kept" and g.inner_join_costs[0].offchip_bits == 0 for g in whole)
