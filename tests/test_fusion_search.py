@@ -303,11 +303,11 @@ def test_exact_tile_search_out_of_time_keeps_a_proven_bound():
 
 
 def test_each_skip_inside_a_group_is_kept_or_re_read_by_cost():
-    """Three blocks of two convolutions (kernels 1 3, 1 1, 3 1) as one group: at the tiles and modes where the
-    search keeps one inner skip and re-reads the other, its best plan for energy, latency and EDP equals the best of every combination of each join's skip
-    kept, re-read (or, ending, left out) costed one by one; a treatment is only left out where another keeping
-    more skips runs the same blocks in the same room. Keeping the first inner skip is refused at some tiles
-    (a tile needing nothing else of it), where the second is still kept."""
+    """Three blocks of two convolutions (kernels 1 3, 1 1, 3 1) as one group. The first add's skip is the
+    group's input (kept or re-read); the other two are intermediates of the group, never written to memory, so
+    only kept. Keeping the first is refused at some tiles where the second is still kept: there the search
+    keeps one inner skip and re-reads the other, and its best plan for energy, latency and EDP equals the best
+    of every treatment costed one by one."""
     ops = {}
     for b, (r1, r2) in enumerate(((1, 3), (1, 1), (3, 1))):
         ops[f"p{b}"] = conv2d(f"p{b}", c=1, h=4, w=4, k=1, r=r1, s=r1, padding=r1 // 2, bits=BITS)
@@ -315,27 +315,23 @@ def test_each_skip_inside_a_group_is_kept_or_re_read_by_cost():
     chains = [fusable_chains((ChainLink(f"p{b}"), ChainLink(f"q{b}", join=ChainJoin(
         f"add{b}", f"p{b}", f"p{b + 1}" if b < 2 else None))), ops)[0] for b in range(3)]
     (chain,) = span_residual_blocks(chains)
-    assert len(chain.inner_joins) == 2
     rng = random.Random(11)
     inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
-    cfg = FusionConfig(row_tiles=3, col_tiles=2, per_mode=1)
-    found = group_candidates(chain, 0, 5, EYERISS, inner, cfg, SearchLog())
+    found = group_candidates(chain, 0, 5, EYERISS, inner, FusionConfig(row_tiles=3, col_tiles=2, per_mode=1),
+                             SearchLog())
     stages, macs = chain.group(0, 5)
     join, ij = chain.group_join(0, 5), chain.group_inner_joins(0, 5)
-    # Some plan keeps one inner skip and re-reads the other: the choice is per join.
-    mixed = {(g.tile_rows, g.tile_cols, g.policies) for g in found if len({sp for _, sp in g.inner_joins}) == 2}
+    assert [j.skip for j in ij] == [0, 2] and join.skip == 4
+    assert all(g.skip_policy == "kept" and g.inner_joins[1][1] == "kept" for g in found)
+    mixed = {(g.tile_rows, g.tile_cols, g.policies) for g in found if g.inner_joins[0][1] == "re-read"}
     assert mixed
-    found = [g for g in found if (g.tile_rows, g.tile_cols, g.policies) in mixed]
     every = []
     for tr, tc, pol in mixed:
-        for pick in itertools.product(("kept", "re-read"), repeat=len(ij)):
-            for j, sp in ((join, "kept"), (join, "re-read"), (None, "re-read")):
-                g = group_cost(stages, macs, EYERISS, tr, tc, pol, inner, False, j, sp, tuple(zip(ij, pick, strict=True)))
-                if not isinstance(g, str):
-                    alone = joins_alone(chain, EYERISS)[5] if j is None else None
-                    every.append((g.energy + (alone.energy if alone else 0), g.latency + (alone.latency if alone
-                                                                                          else 0)))
-    best = [(g.energy + (0 if g.join else joins_alone(chain, EYERISS)[5].energy),
-             g.latency + (0 if g.join else joins_alone(chain, EYERISS)[5].latency)) for g in found]
+        for first in ("kept", "re-read"):
+            g = group_cost(stages, macs, EYERISS, tr, tc, pol, inner, False, join, "kept",
+                           ((ij[0], first), (ij[1], "kept")))
+            if not isinstance(g, str):
+                every.append((g.energy, g.latency))
+    best = [(g.energy, g.latency) for g in found if (g.tile_rows, g.tile_cols, g.policies) in mixed]
     for f in (lambda p: p[0], lambda p: p[1], lambda p: p[0] * p[1]):
         assert min(map(f, best)) == pytest.approx(min(map(f, every)), rel=1e-12)

@@ -133,23 +133,32 @@ def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
 
 def join_variants(join: Join | None) -> list[tuple[Join | None, str]]:
     """How a group ending the chain may treat its join: keep a skip the group holds, re-read it, or
-    leave the join out (it runs alone after the group); without a join, the plain group."""
+    leave the join out (it runs alone after the group); without a join, the plain group. A skip that is
+    an intermediate of the group is never written to memory, so it can only be kept."""
     if join is None:
         return [(None, "re-read")]
+    if join.skip is not None and join.skip > 0:
+        return [(join, "kept")]
     return ([(join, "kept")] if join.skip is not None else []) + [(None, "re-read"), (join, "re-read")]
+
+
+def skip_options(join: Join) -> tuple[str, ...]:
+    """How a join inside a group may read its skip: an intermediate of the group (never in memory) kept, the
+    group's input kept or re-read, a skip from outside re-read."""
+    return ("re-read",) if join.skip is None else ("kept",) if join.skip > 0 else ("kept", "re-read")
 
 
 def inner_join_variants(joins: tuple[Join, ...], limit: int = 16) -> list[tuple[tuple[Join, str], ...]]:
     """How a group treats the joins inside it (it must run them: their results feed its next stage): each
-    skip the group holds kept or re-read, chosen per join (a skip from outside is re-read). Every
+    skip kept or re-read, chosen per join where both can be (``skip_options``). Every
     combination while there are at most ``limit``; beyond, every skip kept, every skip re-read, and each
     join re-read alone with the others kept."""
-    options = [("kept", "re-read") if j.skip is not None else ("re-read",) for j in joins]
+    options = [skip_options(j) for j in joins]
     if math.prod(len(o) for o in options) <= limit:
         return [tuple(zip(joins, pick, strict=True)) for pick in itertools.product(*options)]
     kept = tuple((j, o[0]) for j, o in zip(joins, options, strict=True))
-    out = [kept, tuple((j, "re-read") for j in joins)]
-    out += [kept[:i] + ((j, "re-read"),) + kept[i + 1:] for i, (j, sp) in enumerate(kept) if sp == "kept"]
+    out = [kept, tuple((j, o[-1]) for j, o in zip(joins, options, strict=True))]
+    out += [kept[:i] + ((j, o[-1]),) + kept[i + 1:] for i, (j, o) in enumerate(zip(joins, options, strict=True))]
     return list(dict.fromkeys(out))
 
 
