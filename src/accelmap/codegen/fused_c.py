@@ -179,17 +179,17 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     # the join adding to tensor t (t = n: the output), and its skip argument's name
     join_at: dict[int, tuple[JoinC, str]] = {}
     for i, jc in enumerate(inner):
-        at = jc.join.at
-        if at is None or not 1 <= at < n or at in join_at:
+        tgt = jc.join.at
+        if tgt is None or not 1 <= tgt < n or tgt in join_at:
             raise SpecError(f"fused group {name}: join {jc.join.name} inside the group must add to one of its "
                             f"intermediates 1..{n - 1}, one join each")
-        join_at[at] = (jc, f"skip_in{i}")
-        types[at] = jc.leaves
+        join_at[tgt] = (jc, f"skip_in{i}")
+        types[tgt] = jc.leaves
     if join is not None:
         join_at[n] = (join, "skip")
     for jc, _ in join_at.values():
         check_join(stages, jc.join, jc.skip_policy)
-        if jc.skip_policy == "kept" and jc.skip_type != types[jc.join.skip]:
+        if jc.skip_policy == "kept" and jc.join.skip is not None and jc.skip_type != types[jc.join.skip]:
             raise SpecError(f"fused group {name}: join {jc.join.name} keeps tensor {jc.join.skip}, whose buffer is "
                             f"not of its skip type {jc.skip_type}")
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]

@@ -198,15 +198,15 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                 # from its operand that the group computes
                 jn, sp = inner_at[b]
                 group_input = steps[step_of[order[0]]].inputs[0]
-                skip, first = _add_operands(hs, jn, g, steps, producer, step_of[a])
+                skip, chain_first = _add_operands(hs, jn, g, steps, producer, step_of[a])
                 _check_skip(jn, sp, skip, group_input, steps, step_of, producer, g)
                 path.reverse()
                 for q in path:
                     _check_block_step(steps[q], g, axis)
-                inner.append(InnerJoinPlan(b, p, skip, first, tuple(path)))
+                inner.append(InnerJoinPlan(b, p, skip, chain_first, tuple(path)))
                 members += [p, *path]
                 path = []
-                v = hs.inputs[0 if first else 1]
+                v = hs.inputs[0 if chain_first else 1]
                 continue
             if b in inner_at and not any(x.tensor == b for x in inner) and hs.op_type in ("Add (QDQ)", "Add"):
                 raise SpecError(f"the add {hs.name} between {stages[a].name} and {stages[b].name} is not the join "

@@ -57,8 +57,8 @@ class FusionConfig:
     exact_group_seconds: float = 60.0
     front_limit: int | None = 64  # points kept per Pareto front (None: all; thinning voids the certificate)
     # Join consecutive residual blocks into one chain, so that a group may span them (the first add's
-    # result kept on chip for the next block and the next add). Off by default: the network compiler
-    # does not emit joins inside a group.
+    # result kept on chip for the next block and the next add). Off by default (docs/fusion.md, "Groups
+    # spanning residual blocks": more groups to search, the measured gains small).
     span_residuals: bool = False
     # Inside a spanning group each inner skip is kept or re-read, every combination costed up to this many
     # (then: all kept, all re-read, and each one re-read alone).
@@ -235,19 +235,22 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                     # A treatment of the joins is left out where another keeps more skips with the same tile
                     # schedule and the same room left in the store: the same tiles, mapped alike, with less
                     # off-chip traffic, energy and load time (keeping dominates re-reading, or running alone).
-                    taken = {k: reserved(arch, o[3].buffer_total_bits + extra) for k, o in enumerate(options)}
+                    room: list[int | None] = []         # of the store taken, per treatment (None: no fit)
+                    for o in options:
+                        got = reserved(arch, o[3].buffer_total_bits + extra)
+                        room.append(None if got is None else got[1])
                     fits = False
                     for k, (j, sp, ij, counts, sched) in enumerate(options):
-                        if taken[k] is None:
+                        if room[k] is None:
                             continue
                         if any(keeps_more(_treatment(o[2], o[0], o[1], join), _treatment(ij, j, sp, join))
-                               and _computed(o[4]) == _computed(sched) and taken[m] is not None
-                               and taken[m][1] == taken[k][1]
+                               and _computed(o[4]) == _computed(sched) and room[m] == room[k]
                                for m, o in enumerate(options)):
                             continue
                         bound = (0.0, 0.0)
                         if exact:
-                            bound = group_lower_bound(stages, macs, arch, counts, *sched, resident, j, sp,
+                            rows_s, cols_s = sched
+                            bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
                                                       inner_joins=ij)
                         found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij))
                         fits = True
