@@ -13,6 +13,8 @@ the single-operator mapper at 1 s (wall) per tile, as ``benchmarks/fusion.py``. 
 import sys
 import time
 
+from fusion import block_errors  # benchmarks/fusion.py, next to this file
+
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.chain import fusable_chains, span_residual_blocks
 from accelmap.fusion.group_cost import InnerMappings, group_cost
@@ -22,7 +24,6 @@ from accelmap.sim.fused import simulate_fused
 from accelmap.workload.models import load_model
 from accelmap.workload.models.bundled import bundled_model_path
 from accelmap.workload.models.chains import model_chains
-from fusion import block_errors  # benchmarks/fusion.py, next to this file
 
 stage, tr, tc, mode, wres = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
 model = sys.argv[6] if len(sys.argv) > 6 else "resnet18"
