@@ -15,6 +15,7 @@ import time
 
 from fusion import block_errors  # benchmarks/fusion.py, next to this file
 
+from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.chain import fusable_chains, span_residual_blocks
 from accelmap.fusion.group_cost import InnerMappings, group_cost
@@ -29,7 +30,7 @@ stage, tr, tc, mode, wres = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys
 model = sys.argv[6] if len(sys.argv) > 6 else "resnet18"
 arch = get_accelerator(sys.argv[7] if len(sys.argv) > 7 else "tpu_like")
 m = load_model(model)
-ops = {n: lm.operator for lm in m.layers for n in lm.nodes}
+ops = {n: adopt_precision(lm.operator, arch) for lm in m.layers for n in lm.nodes}   # as the mapper maps them
 links = model_chains(bundled_model_path(model), set(ops))
 chains = [c for ls in links for c in fusable_chains(ls, ops)]
 spanned = next(c for c in span_residual_blocks(chains) if c.nodes[0].startswith(f"{stage}.") and c.inner_joins)
