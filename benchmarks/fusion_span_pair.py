@@ -43,16 +43,18 @@ def run(label, first, last):
     """The group's best EDP over the treatments of its joins (the join ending it kept in the group)."""
     stages, macs = spanned.group(first, last)
     pol = (mode,) * len(stages)
-    best = None
+    best, why = None, []
     for ij in inner_join_variants(spanned.group_inner_joins(first, last)):
         for j, sp in join_variants(spanned.group_join(first, last)):
             if j is None:
                 continue
             g = group_cost(stages, macs, arch, tr, tc, pol, inner, wres, j, sp, ij)
-            if not isinstance(g, str) and (best is None or g.edp < best.edp):
+            if isinstance(g, str):
+                why.append(g)
+            elif best is None or g.edp < best.edp:
                 best = g
     if best is None:
-        print(label, "no treatment of its joins fits or can be kept at this tile")
+        print(label, "no treatment of its joins runs at this tile:", "; ".join(dict.fromkeys(why)))
         return None
     g = best
     sim = simulate_fused(stages, macs, arch, tr, tc, pol, inner, wres, g.latency, join=g.join,

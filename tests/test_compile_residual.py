@@ -156,3 +156,12 @@ def test_a_group_spanning_two_residual_blocks_runs_fused_bit_exact_with_the_mode
     if qdq:
         assert r.verification.quantized and all(q.ok for q in r.verification.quantized)
         assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+
+
+def test_compile_span_flag_needs_fuse(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    r = CliRunner().invoke(main, ["compile", "resnet18", "--arch", "tpu_like", "--out", str(tmp_path / "o"),
+                                  "--fuse-span-residuals"])
+    assert r.exit_code == 2 and "need --fuse" in r.output and not (tmp_path / "o").exists()
