@@ -141,7 +141,7 @@ def _stored_input(op) -> int:
 
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
-                exact: bool = False, span: bool = False) -> list:
+                exact: bool = False, span: bool = False, compare_span: bool = False) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -154,33 +154,46 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             t0 = time.perf_counter()
             mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
             lbl_s = time.perf_counter() - t0
-            t1, c1 = time.perf_counter(), time.process_time()
             inner = InnerMappings(mapper_search("edp", tile_limit))
-            config = replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span)
-            fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=config)
-            fuse_s, fuse_cpu = time.perf_counter() - t1, time.process_time() - c1
-            u, b = fm.unfused, fm.best
-            fu = sum(x for _, x, _ in fm.layer_fmap)
-            ff = sum(x for _, _, x in fm.layer_fmap)
-            sims = simulate_groups(fm.groups, fm.chains, arch, inner)
-            worst = max((abs(x["model_error"]) for x in sims), default=0.0)
-            kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
-            row = {"model": model, "accelerator": arch_name, "span_residuals": span, "layer_by_layer_seconds": lbl_s,
-                   "fusion_seconds": fuse_s, "fusion_cpu_seconds": fuse_cpu, "fmap_bits_unfused": fu,
-                   "fmap_bits_fused": ff, **fm.to_dict(), "simulated_groups": sims}
-            rows.append(row)
-            print(f"{model:<16} {arch_name:<13} {len(fm.groups):>6} {kept:>4} {u.energy / b.energy:>7.2f}x "
-                  f"{u.latency / b.latency:>7.2f}x {u.energy * u.latency / (b.energy * b.latency):>7.2f}x "
-                  f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}"
-                  f" {fuse_cpu:>8.0f} {worst:>7.2%}")
-            if fm.certificate is not None:
-                gap = fm.gap
-                print(f"    exact tile search: {fm.certificate}, lower bound {fm.lower_bound:.4g}"
-                      + (f", gap {gap:.1%}" if gap is not None else "")
-                      + f"; {fm.stats.candidates_costed} costed, {fm.stats.candidates_pruned} pruned, "
-                        f"{fm.stats.candidates_unresolved} unresolved, {fm.stats.inexact_groups} groups too large")
-            print_sims(sims)
+            # --compare-span: without spanning, then with it on the same tile mappings (found once, shared), so
+            # that the difference is the spanning groups' alone, not the time-limited tile searches' luck.
+            for sp in ((False, True) if compare_span else (span,)):
+                rows.append(one_plan(model, arch_name, arch, mm, lbl_s, inner, tile_limit, exact, sp))
     return rows
+
+
+def one_plan(model: str, arch_name: str, arch, mm, lbl_s: float, inner: InnerMappings, tile_limit: float,
+             exact: bool, span: bool) -> dict:
+    """The fusion search on one layer-by-layer mapping, its row printed and its groups simulated."""
+    t1, c1 = time.perf_counter(), time.process_time()
+    config = replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span)
+    fm = fuse_model(mm, tile_time_limit=tile_limit, inner=inner, config=config)
+    fuse_s, fuse_cpu = time.perf_counter() - t1, time.process_time() - c1
+    u, b = fm.unfused, fm.best
+    fu = sum(x for _, x, _ in fm.layer_fmap)
+    ff = sum(x for _, _, x in fm.layer_fmap)
+    sims = simulate_groups(fm.groups, fm.chains, arch, inner)
+    worst = max((abs(x["model_error"]) for x in sims), default=0.0)
+    kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
+    spanning = sum(1 for g in fm.groups if g.inner_joins)
+    row = {"model": model, "accelerator": arch_name, "span_residuals": span, "layer_by_layer_seconds": lbl_s,
+           "fusion_seconds": fuse_s, "fusion_cpu_seconds": fuse_cpu, "fmap_bits_unfused": fu,
+           "fmap_bits_fused": ff, "spanning_groups": spanning, **fm.to_dict(), "simulated_groups": sims}
+    label = f"{arch_name}{' span' if span else ''}"
+    print(f"{model:<16} {label:<13} {len(fm.groups):>6} {kept:>4} {u.energy / b.energy:>7.2f}x "
+          f"{u.latency / b.latency:>7.2f}x {u.energy * u.latency / (b.energy * b.latency):>7.2f}x "
+          f"{u.offchip_bits / b.offchip_bits:>8.2f}x {fu / max(ff, 1):>7.2f}x {lbl_s:>7.0f} {fuse_s:>7.0f}"
+          f" {fuse_cpu:>8.0f} {worst:>7.2%}")
+    if fm.certificate is not None:
+        gap = fm.gap
+        print(f"    exact tile search: {fm.certificate}, lower bound {fm.lower_bound:.4g}"
+              + (f", gap {gap:.1%}" if gap is not None else "")
+              + f"; {fm.stats.candidates_costed} costed, {fm.stats.candidates_pruned} pruned, "
+                f"{fm.stats.candidates_unresolved} unresolved, {fm.stats.inexact_groups} groups too large")
+    print(f"    off-chip MB: layer by layer {mb(u.offchip_bits):.3f}, fused {mb(b.offchip_bits):.3f}; "
+          f"EDP {u.energy * u.latency:.4g} -> {b.energy * b.latency:.4g}; {spanning} groups span blocks")
+    print_sims(sims)
+    return row
 
 
 def print_sims(sims: list[dict]) -> None:
@@ -254,6 +267,8 @@ def main() -> None:
     ap.add_argument("--exact", action="store_true", help="exact tile search (every tile size, with a certificate)")
     ap.add_argument("--span-residuals", action="store_true",
                     help="groups may span consecutive residual blocks (FusionConfig.span_residuals)")
+    ap.add_argument("--compare-span", action="store_true",
+                    help="each model without and then with spanning groups, on the same tile mappings")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -264,7 +279,8 @@ def main() -> None:
     if "vgg" in a.parts:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
-        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals)
+        rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals,
+                           a.compare_span)
         for r in rows:
             r["exact"] = a.exact
         # rows of (model, accelerator, exact, span) not rerun keep their last results

@@ -256,10 +256,11 @@ def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8) -> onnx.ModelProto:
+def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8, shortcut: bool = True) -> onnx.ModelProto:
     """Two residual blocks (ResNet's pattern): a stem conv + relu; conv + relu, conv, add of the block's input,
-    relu; then conv + relu, conv, add of a 1x1 projection shortcut of that block's input, relu; a global pool
-    and a classifier. What ``--fuse`` runs as groups with joins (the skip the group's input, or from outside)."""
+    relu; then conv + relu, conv, add of a 1x1 projection shortcut of that block's input (``shortcut``; else of
+    the input itself, so a group may span both blocks), relu; a global pool and a classifier. What ``--fuse``
+    runs as groups with joins (the skip the group's input, an intermediate, or from outside)."""
     rng = np.random.default_rng(seed)
     c = channels
     w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
@@ -272,8 +273,8 @@ def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8) -> onnx.Model
         helper.make_node("Add", ["c2", "r0"], ["a1"], name="b1.add"), helper.make_node("Relu", ["a1"], ["o1"], name="b1.relu"),
         conv("o1", "w3", "c3", "b2.conv1", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c3"], ["r3"], name="b2.relu1"),
         conv("r3", "w4", "c4", "b2.conv2", pads=[1, 1, 1, 1]),
-        conv("o1", "w5", "c5", "b2.shortcut"),
-        helper.make_node("Add", ["c4", "c5"], ["a2"], name="b2.add"), helper.make_node("Relu", ["a2"], ["o2"], name="b2.relu"),
+        *([conv("o1", "w5", "c5", "b2.shortcut")] if shortcut else []),
+        helper.make_node("Add", ["c4", "c5" if shortcut else "o1"], ["a2"], name="b2.add"), helper.make_node("Relu", ["a2"], ["o2"], name="b2.relu"),
         helper.make_node("GlobalAveragePool", ["o2"], ["g"], name="gap"),
         helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "w6", "b6"], ["y"], name="fc", transB=1),

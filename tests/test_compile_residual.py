@@ -125,3 +125,43 @@ def test_float_residual_joins_fused_match_onnxruntime(tmp_path):
     assert r.verification is not None and r.verification.ok
     assert {grp.cost.join.name for grp in r.groups if grp.cost.join is not None} == {"b1.add", "b2.add"}
     assert all(grp.counters_ok for grp in r.groups)
+
+
+SPAN = {**FAST, "fuse_config": FusionConfig(max_group=4, row_tiles=2, col_tiles=1, per_mode=1, span_residuals=True)}
+
+
+@pytest.mark.parametrize("qdq", [False, True])
+def test_a_group_spanning_two_residual_blocks_runs_fused_bit_exact_with_the_models_counts(tmp_path, qdq):
+    """Two identity blocks as one group: the first add (and its ReLU) inside the tile loop, its skip the group's
+    input kept or re-read, the second add ending the group with the first add's result as its skip, kept on
+    chip. The program is bit-exact against onnxruntime (the float model, or the QDQ model's integer form), its
+    counters equal the fusion model's, and the simulator moves what the model counts."""
+    m = tiny_residual(size=6, channels=4, shortcut=False)
+    if qdq:
+        m = quantize_qdq(m, reduce_range=True)
+    r = compile_model(m, get_accelerator("tpu_like" if qdq else "eyeriss_like"), tmp_path, simulate=qdq, **SPAN)
+    assert r.verification is not None and r.verification.ok
+    assert not any("runs layer by layer" in n for n in r.program.notes), r.program.notes
+    (grp,) = [grp for grp in r.groups if grp.inner]
+    c = grp.cost
+    assert [jn.name for jn, _ in c.inner_joins] == ["b1.add"] and c.join is not None and c.join.name == "b2.add"
+    assert c.join.skip == 2 and c.skip_policy == "kept" and grp.inner[0].skip == grp.input
+    names = {s.name: i for i, s in enumerate(r.steps)}
+    assert {names["b1.add"], names["b1.relu"], names["b2.add"]} <= set(grp.members)
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins)
+    assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                 *want.macs, want.skip_fetched]
+    assert grp.counters_ok is True
+    assert "b1.add inside (skip" in r.summary()
+    if qdq:
+        assert r.verification.quantized and all(q.ok for q in r.verification.quantized)
+        assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+
+
+def test_compile_span_flag_needs_fuse(tmp_path):
+    from click.testing import CliRunner
+
+    from accelmap.cli import main
+    r = CliRunner().invoke(main, ["compile", "resnet18", "--arch", "tpu_like", "--out", str(tmp_path / "o"),
+                                  "--fuse-span-residuals"])
+    assert r.exit_code == 2 and "need --fuse" in r.output and not (tmp_path / "o").exists()

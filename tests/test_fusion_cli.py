@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import random
 
 import onnx
 from click.testing import CliRunner
 
+from accelmap.arch.presets import get_accelerator
 from accelmap.cli import main
+from accelmap.fusion.group_cost import InnerMappings
+from accelmap.fusion.model_fusion import fuse_model
+from accelmap.fusion.search import FusionConfig
+from accelmap.mapping.sampling import random_mapping
+from accelmap.report.fusion_report import format_fusion
+from accelmap.search.model_mapper import map_model
 from accelmap.workload.models.bundled import bundled_model_path, load_model
 from accelmap.workload.models.chains import Join as ChainJoin
 from accelmap.workload.models.chains import model_chains
@@ -143,3 +151,54 @@ def test_map_fuse_exact_out_of_time_reports_a_bound_not_optimality(tmp_path):
     r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--no-cache", "--out", str(tmp_path / "o"),
                                   "--fuse-exact"])
     assert r.exit_code == 2 and "applies only with --fuse" in r.output
+
+
+def two_residual_blocks(path):
+    """A stem convolution (x), then two ResNet-like blocks: x -> conv a -> relu -> conv b -> add x -> relu r1 ->
+    conv c -> relu -> conv d -> add r1."""
+    nodes = [node("Conv", ["x0", "ws"], ["x"], kernel_shape=[1, 1]),
+             node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Relu", ["a"], ["ra"]),
+             node("Conv", ["ra", "wb"], ["b"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Add", ["b", "x"], ["s1"]),
+             node("Relu", ["s1"], ["r1"]),
+             node("Conv", ["r1", "wc"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Relu", ["c"], ["rc"]),
+             node("Conv", ["rc", "wd"], ["d"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             node("Add", ["d", "r1"], ["y"])]
+    inits = [weight(w, [1, 1, 3, 3]) for w in ("wa", "wb", "wc", "wd")] + [weight("ws", [1, 1, 1, 1])]
+    onnx.save(graph_model(nodes, [("x0", F, [1, 1, 3, 3])], [("y", F, [1, 1, 3, 3])], inits), path)
+    return path
+
+
+def test_map_fuse_span_residuals_joins_blocks_and_says_which_groups_span(tmp_path):
+    p = two_residual_blocks(tmp_path / "res.onnx")
+    m = load_model(str(p))
+    links = model_chains(p, {n for l in m.layers for n in l.nodes})
+    assert [[l.node for l in c] for c in links] == [["a", "b"], ["c", "d"]]      # without spanning: two chains
+    # The flag reaches the search (no group tried here: the search's limit is already reached).
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--strategy", "heuristic", "--time-limit",
+                                  "0.1", "--no-cache", "--jobs", "1", "--fuse", "--fuse-span-residuals",
+                                  "--fuse-time-limit", "1e-9", "--no-plots", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "o" / "fusion.json").read_text())
+    assert data["chains"] == [["a", "b", "c", "d"]] and data["search"]["span_residuals"]
+    assert data["joins"] == ["s1", "y"]
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "eyeriss_like", "--no-cache", "--out", str(tmp_path / "o3"),
+                                  "--fuse-span-residuals"])
+    assert r.exit_code == 2 and "applies only with --fuse" in r.output
+    # The plan's table and JSON say which groups span blocks (tiles mapped at random, whole tiles only).
+    mm = map_model(m, get_accelerator("eyeriss_like"), "edp", strategy="random", time_limit_per_layer=0.05,
+                   jobs=1, progress=False)
+    rng = random.Random(0)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    fm = fuse_model(mm, config=FusionConfig(row_tiles=1, col_tiles=1, per_mode=1, span_residuals=True), inner=inner)
+    text = format_fusion(fm)
+    assert "1 chains" in text and "spanning residual blocks" in text
+    d = fm.to_dict()
+    assert d["search"]["span_residuals"]
+    for g, gd in zip(fm.groups, d["groups"], strict=True):
+        assert gd["spans_residual_blocks"] == bool(g.inner_joins)
+        if g.inner_joins:
+            assert gd["inner_joins"][0]["add"] == "s1" and "b + s1 inside (skip" in text
+    assert any(g.inner_joins for g in fm.groups)

@@ -127,3 +127,33 @@ def test_fused_c_of_batched_products_is_bit_exact_batch_major(batch, rows, tile,
     assert (run.output == ref).all()
     assert (run.input_fetched, run.output_written, run.macs) == (model.input_fetched, model.output_written, model.macs)
     assert run.macs == (batch * rows * n * d, batch * rows * d * n)
+
+
+# drawn so that the inner skip is kept (2), re-read from the group's input (3) and from outside (12)
+@pytest.mark.parametrize("seed", [2, 3, 12])
+def test_fused_c_spanning_two_blocks_is_bit_exact_and_counts_what_the_model_counts(seed):
+    """Two residual blocks (stride-1 convolutions, kernels 1 or 3) as one group: the first add inside it, its skip
+    the group's input kept or re-read, or from outside; the second add ending it, its skip the first add's result
+    kept on chip. Output bit-exact against NumPy layer by layer, no invalid read, and the input fetched, MACs and
+    skip elements fetched equal to the model's (``fused_counts`` with the inner join)."""
+    rng = random.Random(seed)
+    h, w, c = rng.randint(3, 7), rng.randint(3, 7), rng.randint(1, 3)
+    stages, macs = [], {}
+    for i in range(4):
+        r = rng.choice([1, 3])
+        ms = mac_stage(conv2d(f"c{i}", c=c, h=h, w=w, k=c, r=r, s=r, padding=r // 2))
+        macs[i] = ms
+        stages.append(ms.stage)
+    stages = tuple(stages)
+    inner = ((Join("add1", rng.choice([0, None]), 16, 2), ""),)
+    inner = ((inner[0][0], "re-read" if inner[0][0].skip is None else rng.choice(["kept", "re-read"])),)
+    end = Join("add2", 2, 16)
+    tr, tc = rng.randint(1, h), rng.randint(1, w)
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    want = fused_counts(stages, tr, tc, policies, end, "kept", inner)
+    run, ref = run_fused(stages, macs, tr, tc, policies, seed, end, "kept", inner)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
+        want.input_fetched, want.output_written, want.macs, want.skip_fetched)
+    if inner[0][1] == "re-read":
+        assert want.skip_fetched > 0

@@ -8,6 +8,7 @@ import random
 import time
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -203,7 +204,14 @@ def test_the_dynamic_program_is_the_best_partition_over_two_residual_blocks(seed
     b = fusable_chains((ChainLink("c2"), ChainLink("c3", join=ChainJoin("add2", "c2"))), ops)
     (chain,) = span_residual_blocks(a + b)
     assert chain.nodes == ("c0", "c1", "c2", "c3") and chain.joins_after().keys() == {1, 3}
-    _, _, inner, cfg = front_equals_every_plan(chain, ops, rng, FusionConfig(row_tiles=2, col_tiles=1, per_mode=1))
+    front, singles, inner, cfg = front_equals_every_plan(chain, ops, rng,
+                                                         FusionConfig(row_tiles=2, col_tiles=1, per_mode=1))
+    # Every plan of the two blocks as separate chains is a plan of the spanned chain (the same groups, the
+    # first add ending a group or run alone): spanning is never worse, with the same tile mappings.
+    apart = [chain_front(c, singles, EYERISS, inner, cfg) for c in a + b]
+    for goal in ("energy", "latency"):
+        assert min(p.objective(goal) for p in front) <= sum(min(p.objective(goal) for p in f) for f in apart) * (
+            1 + 1e-12)
     whole = group_candidates(chain, 0, 3, EYERISS, inner, cfg, SearchLog())
     assert all(len(g.inner_joins) == 1 for g in whole)
     assert any(g.inner_joins[0][1] == "kept" and g.inner_join_costs[0].offchip_bits == 0 for g in whole)
@@ -292,3 +300,38 @@ def test_exact_tile_search_out_of_time_keeps_a_proven_bound():
         low = min(p.objective(goal) for p in bound)
         assert low <= min(p.objective(goal) for p in totals) * (1 + 1e-12)
         assert low <= min(p.objective(goal) for p in front)
+
+
+def test_each_skip_inside_a_group_is_kept_or_re_read_by_cost():
+    """Three blocks of two convolutions (kernels 1 3, 1 1, 3 1) as one group. The first add's skip is the
+    group's input (kept or re-read); the other two are intermediates of the group, never written to memory, so
+    only kept. Keeping the first is refused at some tiles where the second is still kept: there the search
+    keeps one inner skip and re-reads the other, and its best plan for energy, latency and EDP equals the best
+    of every treatment costed one by one."""
+    ops = {}
+    for b, (r1, r2) in enumerate(((1, 3), (1, 1), (3, 1))):
+        ops[f"p{b}"] = conv2d(f"p{b}", c=1, h=4, w=4, k=1, r=r1, s=r1, padding=r1 // 2, bits=BITS)
+        ops[f"q{b}"] = conv2d(f"q{b}", c=1, h=4, w=4, k=1, r=r2, s=r2, padding=r2 // 2, bits=BITS)
+    chains = [fusable_chains((ChainLink(f"p{b}"), ChainLink(f"q{b}", join=ChainJoin(
+        f"add{b}", f"p{b}", f"p{b + 1}" if b < 2 else None))), ops)[0] for b in range(3)]
+    (chain,) = span_residual_blocks(chains)
+    rng = random.Random(11)
+    inner = InnerMappings(lambda op, arch: random_mapping(op, arch, rng, check_fit=True))
+    found = group_candidates(chain, 0, 5, EYERISS, inner, FusionConfig(row_tiles=3, col_tiles=2, per_mode=1),
+                             SearchLog())
+    stages, macs = chain.group(0, 5)
+    join, ij = chain.group_join(0, 5), chain.group_inner_joins(0, 5)
+    assert [j.skip for j in ij] == [0, 2] and join.skip == 4
+    assert all(g.skip_policy == "kept" and g.inner_joins[1][1] == "kept" for g in found)
+    mixed = {(g.tile_rows, g.tile_cols, g.policies) for g in found if g.inner_joins[0][1] == "re-read"}
+    assert mixed
+    every = []
+    for tr, tc, pol in mixed:
+        for first in ("kept", "re-read"):
+            g = group_cost(stages, macs, EYERISS, tr, tc, pol, inner, False, join, "kept",
+                           ((ij[0], first), (ij[1], "kept")))
+            if not isinstance(g, str):
+                every.append((g.energy, g.latency))
+    best = [(g.energy, g.latency) for g in found if (g.tile_rows, g.tile_cols, g.policies) in mixed]
+    for f in (lambda p: p[0], lambda p: p[1], lambda p: p[0] * p[1]):
+        assert min(map(f, best)) == pytest.approx(min(map(f, every)), rel=1e-12)

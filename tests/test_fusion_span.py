@@ -26,8 +26,8 @@ from accelmap.workload.models.chains import model_chains
 
 def two_blocks(rng: random.Random):
     """4-5 stride-1 stages keeping an h x w x c shape (windows shifted at random), a join inside the
-    group after a random stage (its skip a random tensor before it) and one ending it, whose skip may be
-    the inner add's result."""
+    group after a random stage (its skip a random tensor before it), sometimes a second one after a later
+    stage, and one ending it, whose skip may be the last inner add's result."""
     h, w, c = rng.randint(3, 8), rng.randint(2, 7), rng.randint(1, 2)
     stages = []
     for i in range(rng.randint(4, 5)):
@@ -38,9 +38,13 @@ def two_blocks(rng: random.Random):
         stages.append(Stage(f"s{i}", h, w, c, h, w, c, maps[0], maps[1], c * maps[0].span * maps[1].span, 8, 8))
     n = len(stages)
     at = rng.randint(1, n - 1)
-    inner = Join("add1", rng.randrange(at), rng.choice([8, 16]), at)
-    end = Join("add2", rng.choice([at, rng.randrange(n)]), 8)
-    return tuple(stages), inner, end
+    inner = [Join("add1", rng.randrange(at), rng.choice([8, 16]), at)]
+    if at < n - 1 and rng.random() < 0.5:
+        # a second block's add inside the group (three blocks), its skip possibly the first add's result
+        at2 = rng.randint(at + 1, n - 1)
+        inner.append(Join("add1b", rng.choice([at, rng.randrange(at2)]), 8, at2))
+    end = Join("add2", rng.choice([inner[-1].at, rng.randrange(n)]), 8)
+    return tuple(stages), tuple(inner), end
 
 
 @settings(max_examples=100, deadline=None)
@@ -51,13 +55,15 @@ def test_spanning_join_counts_equal_the_walk(seed):
     last = stages[-1]
     ty, tx = rng.randint(1, last.out_rows), rng.randint(1, last.out_cols)
     policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    sp_in, sp_end = rng.choice(SKIP_POLICIES), rng.choice(SKIP_POLICIES)
-    ref = walk(stages, ty, tx, policies, end, sp_end, ((inner, sp_in),))
+    # each join's skip kept or re-read on its own (the search chooses per join)
+    ij = tuple((j, rng.choice(SKIP_POLICIES)) for j in inner)
+    sp_end = rng.choice(SKIP_POLICIES)
+    ref = walk(stages, ty, tx, policies, end, sp_end, ij)
     try:
-        model = fused_counts(stages, ty, tx, policies, end, sp_end, ((inner, sp_in),))
+        model = fused_counts(stages, ty, tx, policies, end, sp_end, ij)
     except SpecError:
         # Refused exactly where a kept skip's region would be no rectangle of the two axes.
-        assert "kept" in (sp_in, sp_end) and ref.skip_window_empty
+        assert "kept" in [sp for _, sp in ij] + [sp_end] and ref.skip_window_empty
         return
     assert not ref.skip_window_empty
     assert model.macs == ref.macs

@@ -15,6 +15,7 @@ from accelmap.compile.flow import compile_model
 from accelmap.compile.intrinsic_choice import POLICIES
 from accelmap.errors import SpecError
 from accelmap.file_io import check_output_dir
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.search.objective import OBJECTIVES
 from accelmap.workload.models import BUNDLED
 from accelmap.workload.models.bundled import bundled_model_path
@@ -53,12 +54,14 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
 @click.option("--fuse-tile-time", type=float, default=2.0, show_default=True,
               help="With --fuse: seconds of each tile mapping's search.")
 @click.option("--fuse-time-limit", type=float, default=None, help="With --fuse: seconds of the whole fusion search.")
+@click.option("--fuse-span-residuals", is_flag=True,
+              help="With --fuse: groups may span consecutive residual blocks (a block's add run inside the tile loop).")
 @click.option("--json", "json_path", default=None, help="Also write a JSON summary to this file.")
 @click.option("--timeline-layer", default=None, help="Layer whose simulator timeline the report draws "
               "(default: the one with the most cycles).")
 def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective, time_limit, jobs, input_path, seed,
-                no_run, no_verify, no_simulate, intrinsics, fuse, fuse_tile_time, fuse_time_limit, json_path,
-                timeline_layer):
+                no_run, no_verify, no_simulate, intrinsics, fuse, fuse_tile_time, fuse_time_limit, fuse_span_residuals,
+                json_path, timeline_layer):
     """Compile MODEL (an ONNX file or a bundled model) into one C program for ARCH and verify it.
 
     Writes DIR/main.c, DIR/layer_N.c, DIR/weights.bin, DIR/Makefile, the executable DIR/net and
@@ -67,8 +70,8 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
     mapper's tile program; the summary says which and why. With --fuse, chains of convolutions run as the
     fusion search's groups (one tile loop each), verified and simulated like the rest.
     """
-    if not fuse and (fuse_time_limit is not None or fuse_tile_time != 2.0):
-        raise SpecError("--fuse-tile-time and --fuse-time-limit need --fuse", where="--fuse")
+    if not fuse and (fuse_time_limit is not None or fuse_tile_time != 2.0 or fuse_span_residuals):
+        raise SpecError("--fuse-tile-time, --fuse-time-limit and --fuse-span-residuals need --fuse", where="--fuse")
     arch = resolve_accelerator(arch_name)
     path = bundled_model_path(model) if model in BUNDLED else Path(model)
     if not path.exists():
@@ -81,7 +84,8 @@ def compile_cmd(model, arch_name, out_dir, batch, seq_len, dim_items, objective,
                         objective=objective, time_limit_per_layer=time_limit, jobs=jobs, seed=seed, inputs=inputs,
                         run=not no_run, check=not (no_run or no_verify), simulate=not no_simulate,
                         intrinsics=intrinsics, fuse=fuse, fuse_tile_time_limit=fuse_tile_time,
-                        fuse_time_limit=fuse_time_limit)
+                        fuse_time_limit=fuse_time_limit,
+                        fuse_config=FusionConfig(span_residuals=True) if fuse_span_residuals else DEFAULT_FUSION)
     from accelmap.report.compile_report import write_compile_report
 
     report = write_compile_report(res, out, timeline_layer)

@@ -27,16 +27,20 @@ from accelmap.workload.models import BUNDLED, Layer, ModelImport, load_model
 from accelmap.yaml_io import load_yaml
 
 
-def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit: float | None, exact: bool = False):
+def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit: float | None, exact: bool = False,
+          span: bool = False):
     """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take
-    ``tile_time`` each (default a tenth of the per-layer time limit, at least 0.1 s)."""
+    ``tile_time`` each (default a tenth of the per-layer time limit, at least 0.1 s); ``span``: groups may
+    span residual blocks."""
+    from dataclasses import replace
+
     from accelmap.fusion.model_fusion import fuse_model
     from accelmap.fusion.search import DEFAULT_FUSION, EXACT_FUSION
     from accelmap.report.fusion_report import format_fusion
 
     tile = tile_time if tile_time is not None else max(0.1, (time_limit or 20.0) / 10)
     fm = fuse_model(mm, tile_time_limit=tile, time_limit=fuse_time_limit,
-                    config=EXACT_FUSION if exact else DEFAULT_FUSION)
+                    config=replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span))
     click.echo(format_fusion(fm))
     return fm
 
@@ -137,12 +141,15 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
               help="With --fuse: search every tile size of each group (up to 4096 output positions), pruned by "
                    "lower bounds, and print a certificate: optimal, or the best found with a proven lower bound "
                    "and gap (each group stops after 60 s).")
+@click.option("--fuse-span-residuals", is_flag=True,
+              help="With --fuse: groups may span consecutive residual blocks (a block's add inside the group, its "
+                   "result kept on chip for the next block and its add; each inner skip kept or re-read by cost).")
 @click.option("--verbose", "-v", count=True,
               help="Log the search's decisions to stderr: -v the strategy per layer, the unrollings probed and "
                    "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
             batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, fuse_tile_time,
-            fuse_time_limit, fuse_exact, verbose, imperfect, imperfect_spatial):
+            fuse_time_limit, fuse_exact, fuse_span_residuals, verbose, imperfect, imperfect_spatial):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     if imperfect and imperfect_spatial:
         raise SpecError("--imperfect and --imperfect-spatial exclude each other (--imperfect already covers the "
@@ -152,8 +159,9 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
-    if fuse_exact and not fuse:
-        raise SpecError("applies only with --fuse", where="--fuse-exact")
+    for flag, on in (("--fuse-exact", fuse_exact), ("--fuse-span-residuals", fuse_span_residuals)):
+        if on and not fuse:
+            raise SpecError("applies only with --fuse", where=flag)
     for flag, t in (("--fuse-tile-time", fuse_tile_time), ("--fuse-time-limit", fuse_time_limit)):
         if t is not None and not fuse:
             raise SpecError("applies only with --fuse", where=flag)
@@ -184,7 +192,7 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     fused = None
     if fuse:
         with stop_cleanly(cache, "the layers' mappings"):
-            fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit, fuse_exact)
+            fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit, fuse_exact, fuse_span_residuals)
     files = write_report(mm, out, plots=not no_plots)
     if fused is not None:
         from accelmap.report.fusion_report import write_fusion

@@ -84,16 +84,24 @@ class StageC:
 
 @dataclass(frozen=True)
 class JoinC:
-    """A residual join after the group's last stage, in C: ``join`` (its skip tensor) taken as
-    ``skip_policy`` says (``kept``: from the skip's on-chip buffer; ``re-read``: from the function's ``skip``
-    argument, the tensor in memory), its elements of ``skip_type``; ``lines`` compute the output block, of
-    ``out_type``, from the last stage's block and the skip's."""
+    """A residual join in C: ``join`` (its skip tensor) taken as ``skip_policy`` says (``kept``: from the skip's
+    on-chip buffer; ``re-read``: from the function's argument for it, the tensor in memory), its elements of
+    ``skip_type``; ``lines`` compute the add's block, of ``out_type``, from the block of the tensor it adds to
+    and the skip's. A join inside the group (``join.at``) may have an ``epilogue`` turning the add's block into
+    the values the next stage reads (e.g. the ReLU after a ResNet block's add), of ``left_type``."""
 
     join: Join
     skip_policy: str
     skip_type: str
     out_type: str
     lines: JoinLines
+    epilogue: Epilogue | None = None
+    left_type: str | None = None
+
+    @property
+    def leaves(self) -> str:
+        """The type of the tensor the join leaves on chip (or writes)."""
+        return self.left_type if self.epilogue is not None and self.left_type else self.out_type
 
 
 def _table(name: str, vals: list[int]) -> str:
@@ -140,40 +148,56 @@ def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
 
 
 def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
-                   join: Join | None = None, skip_policy: str = "re-read") -> list[int]:
-    """Per stage: the most elements (all channels) of one block it computes (with ``join``: the schedule that
-    keeps or re-reads its skip)."""
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy)
+                   join: Join | None = None, skip_policy: str = "re-read",
+                   inner_joins: tuple[tuple[Join, str], ...] = ()) -> list[int]:
+    """Per stage: the most elements (all channels) of one block it computes (with ``join`` and ``inner_joins``:
+    the schedule that keeps or re-reads their skips)."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     return [st.out_depth * max(t[j + 1][1] - t[j + 1][0] for t in rows.comp)
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-                  policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None) -> str:
-    """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with a
-    ``join``, ``static void NAME(const IN *x, const SKIP *skip, OUT *y, long long *cnt)``.
+                  policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None,
+                  inner: tuple[JoinC, ...] = ()) -> str:
+    """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with
+    joins inside the group (``inner``, spanning residual blocks) and a ``join`` ending it, one skip argument per
+    join before ``y`` (``const SKIP *skip_in0, ...`` for the inner ones, then ``const SKIP *skip``), read only
+    where that join's skip is re-read.
 
     ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage, then
-    with a join the skip elements fetched from memory. It needs <string.h> and whatever the epilogues call.
+    with joins the skip elements fetched from memory (all joins). It needs <string.h> and whatever the
+    epilogues call.
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
-    rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy)
+    inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner)
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     n = len(stages)
     if len(specs) != n:
         raise SpecError(f"fused group {name}: {n} stages but {len(specs)} stage descriptions")
-    kept = join.join.skip if join is not None and join.skip_policy == "kept" else None
+    types = [in_type] + [sp.out_type for sp in specs]
+    # the join adding to tensor t (t = n: the output), and its skip argument's name
+    join_at: dict[int, tuple[JoinC, str]] = {}
+    for i, jc in enumerate(inner):
+        tgt = jc.join.at
+        if tgt is None or not 1 <= tgt < n or tgt in join_at:
+            raise SpecError(f"fused group {name}: join {jc.join.name} inside the group must add to one of its "
+                            f"intermediates 1..{n - 1}, one join each")
+        join_at[tgt] = (jc, f"skip_in{i}")
+        types[tgt] = jc.leaves
     if join is not None:
-        check_join(stages, join.join, join.skip_policy)
-        if kept is not None and join.skip_type != ([in_type] + [sp.out_type for sp in specs])[kept]:
-            raise SpecError(f"fused group {name}: join {join.join.name} keeps tensor {kept}, whose buffer is not "
-                            f"of its skip type {join.skip_type}")
+        join_at[n] = (join, "skip")
+    for jc, _ in join_at.values():
+        check_join(stages, jc.join, jc.skip_policy)
+        if jc.skip_policy == "kept" and jc.join.skip is not None and jc.skip_type != types[jc.join.skip]:
+            raise SpecError(f"fused group {name}: join {jc.join.name} keeps tensor {jc.join.skip}, whose buffer is "
+                            f"not of its skip type {jc.skip_type}")
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
     size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
-    types = [in_type] + [sp.out_type for sp in specs]
-    blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy)
-    ncnt = 3 + n + (join is not None)
+    blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
+    ncnt = 3 + n + bool(join_at)
     products = {j: product_batch(ms) for j, ms in macs.items()}
     if len(set(products.values())) > 1:
         raise SpecError(f"fused group {name}: it mixes convolutions and matrix products, or products of "
@@ -195,7 +219,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
                     f"halos {', '.join(policies)}"
-                    + (f", join {join.join.name} (skip {join.skip_policy})" if join is not None else "") + " */"]
+                    + "".join(f", join {jc.join.name} (skip {jc.skip_policy})" for jc, _ in join_at.values()) + " */"]
     for t in range(n + 1):
         w.append(_table(f"{name}_RLO{t}", [tile[t][0] for tile in rows.comp]))
         w.append(_table(f"{name}_RHI{t}", [tile[t][1] for tile in rows.comp]))
@@ -206,11 +230,12 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     for j, sp in enumerate(specs):
         w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
     out_type = types[n]
-    skip_arg = ""
     if join is not None:
         out_type = join.out_type
-        skip_arg = f"const {join.skip_type} *skip, "
-        w.append(f"static {join.skip_type} {name}_k[{blocks[n - 1]}]; static {join.out_type} {name}_j[{blocks[n - 1]}];")
+    for t, (jc, _) in sorted(join_at.items()):
+        w.append(f"static {jc.skip_type} {name}_k{t}[{blocks[t - 1]}]; static {jc.out_type} {name}_j{t}[{blocks[t - 1]}];"
+                 + (f" static {jc.leaves} {name}_q{t}[{blocks[t - 1]}];" if jc.epilogue is not None else ""))
+    skip_arg = "".join(f"const {jc.skip_type} *{arg}, " for _, (jc, arg) in sorted(join_at.items()))
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
     for t in range(n):
@@ -278,18 +303,23 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             w.append(f"        memcpy({out}, {blk}, sizeof({sp.acc_type}) * (size_t)({nblk}));")
         else:
             w += ["        " + ln for ln in sp.epilogue(blk, out, f"({nblk})", "(br * bc)")]
-        if join is not None and j == n - 1:
+        if j + 1 in join_at:
             # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
-            take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k[b] = {name}_b{kept}[o];" if kept is not None
-                    else f"{name}_k[b] = skip[{mem(n, 'k', 'r', 'c')}]; cnt[{ncnt - 1}]++;")
-            w += [f"        for (int k = 0; k < {depth[n]}; k++)",
+            jc, arg = join_at[j + 1]
+            t, kept = j + 1, jc.join.skip if jc.skip_policy == "kept" else None
+            take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
+                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{ncnt - 1}]++;")
+            w += [f"        for (int k = 0; k < {depth[t]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {",
-                  f"              long o = ((long)k * {height[n]} + r) * {width[n]} + c, "
+                  f"              long o = ((long)k * {height[t]} + r) * {width[t]} + c, "
                   "b = ((long)k * br + (r - r0)) * bc + (c - c0);",
                   f"              {take}", "            }"]
-            w += ["        " + ln for ln in join.lines(out, f"{name}_k", f"{name}_j", f"({nblk})")]
-            out = f"{name}_j"
+            w += ["        " + ln for ln in jc.lines(out, f"{name}_k{t}", f"{name}_j{t}", f"({nblk})")]
+            out = f"{name}_j{t}"
+            if jc.epilogue is not None:
+                w += ["        " + ln for ln in jc.epilogue(out, f"{name}_q{t}", f"({nblk})", "(br * bc)")]
+                out = f"{name}_q{t}"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
         store = f"{dst}[{at}] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
@@ -304,30 +334,38 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
 
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
-                     policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read") -> str:
-    """C source of ``accelmap_fused(x, skip, weights, y, counters)``: the group on 64-bit integers, no epilogue;
-    with ``join``, its output plus the skip tensor (``skip`` in memory when re-read)."""
+                     policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
+                     inner_joins: tuple[tuple[Join, str], ...] = ()) -> str:
+    """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
+    with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
+    from ``skips[i]`` in memory (the inner joins in order, then the ending one)."""
     specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs else StageC("i64", "i64", acc_init="LLONG_MIN")
                   for j in range(len(stages)))
-    jc = None
-    if join is not None:
-        jc = JoinC(join, skip_policy, "i64", "i64",
-                   lambda a, b, y, n: [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"])
-    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc)
-    call = "group(x, skip, y, cnt);" if join is not None else "group(x, y, cnt);"
+
+    def add(a: str, b: str, y: str, n: str) -> list[str]:
+        return [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"]
+    jc = JoinC(join, skip_policy, "i64", "i64", add) if join is not None else None
+    inner = tuple(JoinC(j, sp, "i64", "i64", add) for j, sp in inner_joins)
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner)
+    nskip = len(inner) + (join is not None)
+    call = f"group(x, {''.join(f'skips[{i}], ' for i in range(nskip))}y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
                       "static const i64 *const *wts;", body,
-                      "int accelmap_fused(const i64 *x, const i64 *skip, const i64 *const *weights, i64 *y, i64 *cnt) {",
-                      "  (void)skip;", "  wts = weights;", f"  {call}", "  return 0;", "}", ""])
+                      "int accelmap_fused(const i64 *x, const i64 *const *skips, const i64 *const *weights, i64 *y, "
+                      "i64 *cnt) {", "  (void)skips;", "  wts = weights;", f"  {call}", "  return 0;", "}", ""])
 
 
 def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
-                  weights: dict[int, np.ndarray]) -> list[np.ndarray]:
+                  weights: dict[int, np.ndarray], adds: dict[int, Callable[[list[np.ndarray]], np.ndarray]] | None = None
+                  ) -> list[np.ndarray]:
     """Every tensor of the group (its input, then each stage's output, channel-major) computed layer by layer by
-    NumPy (64-bit integers): the reference. A matrix product's weight is ``[K][N]``."""
+    NumPy (64-bit integers): the reference. A matrix product's weight is ``[K][N]``. ``adds[t]``: the skip added
+    to tensor ``t`` (a join inside the group), given the tensors so far."""
     a = x.astype(np.int64)
     out_all = [a]
     for j, st in enumerate(stages):
+        if adds and j in adds:           # the join inside the group adding to tensor j (the previous stage's output)
+            a = out_all[j] = out_all[j] + adds[j](out_all)
         ms = macs.get(j)
         nb = product_batch(ms) if ms is not None else None
         if nb is not None:     # O[b, m, n] = sum_k A[b, m, k] W[b, k, n], channel-major (b * N + n, m, col)
@@ -358,10 +396,11 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
 
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
-              skip_policy: str = "re-read") -> tuple[FusedRun, np.ndarray]:
+              skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
-    output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside);
-    ``FusedRun.skip_fetched`` counts the skip elements read from memory."""
+    output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
+    ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
+    skip elements read from memory."""
     for p in policies:
         if p not in MODES:
             raise SpecError(f"halo policy {p!r} unknown; choose one of {', '.join(MODES)}")
@@ -382,30 +421,39 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
     lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
-                                                          skip_policy))))
+                                                          skip_policy, inner_joins))))
     fn = lib.accelmap_fused
     p64 = ctypes.POINTER(ctypes.c_longlong)
-    fn.argtypes = [p64, p64, ctypes.POINTER(p64), p64, p64]
+    fn.argtypes = [p64, ctypes.POINTER(p64), ctypes.POINTER(p64), p64, p64]
     fn.restype = ctypes.c_int
     last = stages[-1]
-    tensors = numpy_tensors(stages, macs, x, weights)
+    # each join's skip: a tensor of the group (as NumPy computes it, sums of earlier adds included) or random
+    skips: dict[int, np.ndarray] = {}
+
+    def skip_of(jn: Join, t: int) -> Callable[[list[np.ndarray]], np.ndarray]:
+        def get(tensors: list[np.ndarray]) -> np.ndarray:
+            if jn.skip is not None:
+                skips[t] = np.ascontiguousarray(tensors[jn.skip])
+            else:
+                shape = (stages[t - 1].out_depth, stages[t - 1].out_rows, stages[t - 1].out_cols)
+                skips[t] = rng.integers(-8, 8, size=shape, dtype=np.int64)
+            return skips[t]
+        return get
+    n = len(stages)
+    joins = tuple(j for j, _ in inner_joins) + ((join,) if join is not None else ())
+    tensors = numpy_tensors(stages, macs, x, weights, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins})
     ref = tensors[-1]
-    skip = np.zeros(1, dtype=np.int64)
     if join is not None:
-        skip = (tensors[join.skip] if join.skip is not None
-                else rng.integers(-8, 8, size=ref.shape, dtype=np.int64))
-        skip = np.ascontiguousarray(skip.reshape(ref.shape))
-        ref = ref + skip
-        skip = memory(skip)
+        ref = ref + skip_of(join, n)(tensors).reshape(ref.shape)
+    skip_mem = [memory(skips[j.target(n)]) for j in joins] or [np.zeros(1, dtype=np.int64)]
+    skip_arr = (p64 * len(skip_mem))(*[a.ctypes.data_as(p64) for a in skip_mem])
     y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64))
-    cnt = np.zeros(3 + len(stages) + (join is not None), dtype=np.int64)
+    cnt = np.zeros(3 + n + bool(joins), dtype=np.int64)
     wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
-    fn(memory(x).ctypes.data_as(p64), skip.ctypes.data_as(p64), warr, y.ctypes.data_as(p64),
-       cnt.ctypes.data_as(p64))
+    fn(memory(x).ctypes.data_as(p64), skip_arr, warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
     if nb is not None:
         y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
                                  .reshape(last.out_depth, last.out_rows, last.out_cols))
-    n = len(stages)
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
-                    int(cnt[3 + n]) if join is not None else 0), ref
+                    int(cnt[3 + n]) if joins else 0), ref

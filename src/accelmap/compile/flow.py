@@ -183,7 +183,7 @@ def _check_counts(res: CompileResult) -> None:
         got = res.run.fused_counters.get(grp.index)
         cnt = grp.cost.counts
         want = [cnt.input_fetched, cnt.output_written, 0, *cnt.macs]
-        if grp.join_step is not None:
+        if grp.has_joins:
             want.append(cnt.skip_fetched)
         grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
@@ -308,7 +308,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             c = grp.cost
             grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
                                      c.weights_resident, model_latency=c.latency, join=c.join,
-                                     skip_policy=c.skip_policy or "re-read")
+                                     skip_policy=c.skip_policy or "re-read", inner_joins=c.inner_joins)
         res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
                                   groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0

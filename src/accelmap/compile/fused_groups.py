@@ -53,6 +53,18 @@ from accelmap.sim.fused import FusedSimResult
 POOL_OPS = ("MaxPool", "AveragePool")
 
 
+@dataclass(frozen=True)
+class InnerJoinPlan:
+    """A residual add inside a group (it spans two residual blocks): run on the block of the tensor it adds to,
+    then the host steps after it (``after``: e.g. the block's ReLU), whose result the next stage reads."""
+
+    tensor: int                # the group's tensor it adds to (``Join.at``)
+    step: int                  # the add's step
+    skip: str                  # its skip value
+    chain_first: bool          # the group's value is the add's first input, the skip its second
+    after: tuple[int, ...]     # host steps after the add, run on the block
+
+
 @dataclass
 class FusedGroup:
     """One fused group as the program runs it."""
@@ -74,6 +86,7 @@ class FusedGroup:
     sim: FusedSimResult | None = None
     host_work: HostWork = field(default_factory=HostWork)
     counters_ok: bool | None = None           # the program's counters equal to the fusion model's
+    inner: tuple[InnerJoinPlan, ...] = ()     # residual adds inside the group, by tensor
 
     @property
     def name(self) -> str:
@@ -82,12 +95,19 @@ class FusedGroup:
     @property
     def label(self) -> str:
         j = self.cost.join
-        return " -> ".join(st.name for st in self.stages) + (f" + {j.name} (skip {self.cost.skip_policy})" if j else "")
+        after = {jn.target(len(self.stages)) - 1: f" + {jn.name} inside (skip {sp})" for jn, sp in self.cost.inner_joins}
+        return (" -> ".join(st.name + after.get(k, "") for k, st in enumerate(self.stages))
+                + (f" + {j.name} (skip {self.cost.skip_policy})" if j else ""))
+
+    @property
+    def has_joins(self) -> bool:
+        return self.join_step is not None or bool(self.inner)
 
     def computed(self, stage: int) -> int:
         """Elements of stage ``stage``'s output the tile loop computes, recomputed halos included."""
         c = self.cost
-        rows, cols = schedules(self.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy or "re-read")
+        rows, cols = schedules(self.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy or "re-read",
+                               c.inner_joins)
         return rows.computed_total(stage + 1) * cols.computed_total(stage + 1) * self.stages[stage].out_depth
 
 
@@ -153,11 +173,19 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     order = sorted(macs)
     epilogues: dict[int, list[int]] = {j: [] for j in range(len(stages))}
     members: list[int] = []
+    step_at = {s.name: i for i, s in enumerate(steps)}
+    inner_at = {jn.at: (jn, sp) for jn, sp in gc.inner_joins}
+    # an intermediate kept as a later add's skip is read by that add too
+    also_read = {steps[step_of[jn.skip]].inputs[0]: jn.name
+                 for jn, sp in (*gc.inner_joins, *(((gc.join, gc.skip_policy),) if gc.join else ()))
+                 if sp == "kept" and jn.skip and jn.skip in step_of}
+    inner: list[InnerJoinPlan] = []
     for a, b in zip(order, order[1:], strict=False):
         path: list[int] = []
         v = steps[step_of[b]].inputs[0]
         while True:
-            if v in g.outputs or readers.get(v, 0) != 1:
+            extra = 1 if also_read.get(v) in step_at and v in steps[step_at[also_read[v]]].inputs else 0
+            if v in g.outputs or readers.get(v, 0) != 1 + extra:
                 raise SpecError(f"value {v!r} is read outside the group")
             p = producer.get(v)
             if p is None:
@@ -165,6 +193,24 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
             if p == step_of[a]:
                 break
             hs = steps[p]
+            if b in inner_at and hs.name == inner_at[b][0].name and not any(x.step == p for x in inner):
+                # the residual add inside the group: the steps after it run on its block, then the walk goes on
+                # from its operand that the group computes
+                jn, sp = inner_at[b]
+                group_input = steps[step_of[order[0]]].inputs[0]
+                skip, chain_first = _add_operands(hs, jn, g, steps, producer, step_of[a])
+                _check_skip(jn, sp, skip, group_input, steps, step_of, producer, g)
+                path.reverse()
+                for q in path:
+                    _check_block_step(steps[q], g, axis)
+                inner.append(InnerJoinPlan(b, p, skip, chain_first, tuple(path)))
+                members += [p, *path]
+                path = []
+                v = hs.inputs[0 if chain_first else 1]
+                continue
+            if b in inner_at and not any(x.tensor == b for x in inner) and hs.op_type in ("Add (QDQ)", "Add"):
+                raise SpecError(f"the add {hs.name} between {stages[a].name} and {stages[b].name} is not the join "
+                                f"{inner_at[b][0].name} the plan runs inside the group")
             ins = [x for x in hs.inputs if x not in g.consts]
             if hs.placement != "host" or len(ins) != 1:
                 raise SpecError(f"step {hs.name} ({hs.op_type}) between {stages[a].name} and {stages[b].name} "
@@ -185,6 +231,9 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
         if cur != b - 1:
             raise SpecError(f"the pooling stages between {stages[a].name} and {stages[b].name} are not the "
                             "program's")
+        if b in inner_at and not any(x.tensor == b for x in inner):
+            raise SpecError(f"the join {inner_at[b][0].name} inside the group is not between {stages[a].name} and "
+                            f"{stages[b].name} in the program")
         members += [step_of[a], *path]
     members.append(step_of[order[-1]])
     for j in order:       # a computed second operand is read from memory: it must not be one of the group's values
@@ -199,7 +248,8 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     if order[-1] != len(stages) - 1:
         raise SpecError(f"it ends with the pooling stage {stages[-1].name}")
     grp = FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
-                     tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]], channel_axis=axis)
+                     tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]], channel_axis=axis,
+                     inner=tuple(sorted(inner, key=lambda x: x.tensor)))
     if gc.join is not None:
         _plan_join(grp, steps, g, producer, readers)
     return grp
@@ -241,20 +291,61 @@ def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[s
         raise SpecError(f"the residual add {join.name} is not float nor a QDQ add")
     first = add.inputs.index(v) == 0
     skip = add.inputs[1 if first else 0]
-    if join.skip is None:
-        if producer.get(skip) is None and skip not in g.inputs:
-            raise SpecError(f"the skip {skip!r} of {join.name} is not computed by the program")
-    elif join.skip == 0:
-        if skip != grp.input:
-            raise SpecError(f"the skip {skip!r} of {join.name} is not the group's input {grp.input!r}")
-    else:
-        raise SpecError(f"the skip of {join.name} is the group's intermediate tensor {join.skip}, which the program "
-                        "does not keep for an add")
+    _check_skip(join, policy, skip, grp.input, steps, grp.step_of, producer, g)
     for p in path:
         grp.epilogues[len(grp.stages) - 1] += (p,)
     grp.members = tuple(sorted((*grp.members, *path, nxt)))
     grp.join_step, grp.skip, grp.join_chain_first = nxt, skip, first
     grp.output, grp.at = out, nxt
+
+
+def _check_skip(join, policy: str, skip: str, group_input: str, steps: list[Step], step_of: dict[int, int],
+                producer: dict[str, int], g: NetGraph) -> None:
+    """The add's skip value is what the plan says: computed outside the group (re-read), the group's input, or
+    an intermediate of the group (kept on chip: it is never written to memory)."""
+    if join.skip is None:
+        if producer.get(skip) is None and skip not in g.inputs:
+            raise SpecError(f"the skip {skip!r} of {join.name} is not computed by the program")
+    elif join.skip == 0:
+        if skip != group_input:
+            raise SpecError(f"the skip {skip!r} of {join.name} is not the group's input {group_input!r}")
+    else:
+        if join.skip not in step_of or steps[step_of[join.skip]].inputs[0] != skip:
+            raise SpecError(f"the skip {skip!r} of {join.name} is not the group's tensor {join.skip}")
+        if policy != "kept":
+            raise SpecError(f"the skip of {join.name} is the group's intermediate tensor {join.skip}, never in "
+                            "memory; it can only be kept")
+
+
+def _add_operands(add: Step, join, g: NetGraph, steps: list[Step], producer: dict[str, int],
+                  chain_from: int) -> tuple[str, bool]:
+    """(the skip value, whether the group's value is the add's first input) of a residual add inside a group: its
+    operand that the group computes (through single-input host steps from step ``chain_from``) and the other."""
+    if add.op_type not in ("Add (QDQ)", "Add") or len(add.inputs) != 2:
+        raise SpecError(f"the residual add {join.name} runs as {add.op_type}; a fused tile runs an Add of two "
+                        "tensors (float, or QDQ as onnxruntime's QLinearAdd)")
+    if not g.shape(add.inputs[0]) == g.shape(add.inputs[1]) == g.shape(add.outputs[0]):
+        raise SpecError(f"the residual add {join.name} broadcasts; a fused tile adds tensors of one shape")
+    if add.op_type == "Add" and not all(g.c_type(t) == "float" for t in (*add.inputs, add.outputs[0])):
+        raise SpecError(f"the residual add {join.name} is not float nor a QDQ add")
+
+    def from_chain(v: str) -> bool:
+        for _ in range(len(steps)):
+            p = producer.get(v)
+            if p is None:
+                return False
+            if p == chain_from:
+                return True
+            ins = [x for x in steps[p].inputs if x not in g.consts]
+            if steps[p].placement != "host" or len(ins) != 1:
+                return False
+            v = ins[0]
+        return False
+    chained = [from_chain(v) for v in add.inputs]
+    if chained.count(True) != 1:
+        raise SpecError(f"the residual add {join.name}: not exactly one of its inputs comes from the group's block")
+    first = chained[0]
+    return add.inputs[1 if first else 0], first
 
 
 def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:

@@ -35,7 +35,7 @@ from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
 from accelmap.codegen.fused_c import JoinC, StageC, block_elements, fused_group_c
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
-from accelmap.compile.fused_groups import FusedGroup
+from accelmap.compile.fused_groups import FusedGroup, InnerJoinPlan
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import (
     ELEM_SIZES,
@@ -394,11 +394,19 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
     block (the step's own bias or requantization, then the host steps the plan folds into it), one buffer of the
     largest block per intermediate value. Its host work (each epilogue op reads and writes every computed
     element, recomputed halos included) goes to ``grp.host_work``."""
-    blocks = block_elements(grp.stages, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies)
+    c = grp.cost
+    blocks = block_elements(grp.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy or "re-read",
+                            c.inner_joins)
     specs: list[StageC] = []
+    inner: list[JoinC] = []
     in_type = g.c_type(grp.input)
     cur_type = in_type
+    inner_at = {x.tensor: x for x in grp.inner}
     for j in range(len(grp.stages)):
+        if j in inner_at:       # the add inside the group on the previous stage's block, then its host steps
+            jc = _inner_join_code(grp, inner_at[j], steps, g, em, cur_type, blocks[j - 1])
+            inner.append(jc)
+            cur_type = jc.leaves
         ms = grp.macs.get(j)
         ops: list[tuple[str, Step | None]] = []     # (output C type, host step or None: the operator's own epilogue)
         weights, zp = "", 0
@@ -450,8 +458,8 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
     if (join.out_type if join else cur_type) != g.c_type(grp.output):
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
-    return fused_group_c(grp.name, grp.stages, grp.macs, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies,
-                         tuple(specs), in_type, join)
+    return fused_group_c(grp.name, grp.stages, grp.macs, c.tile_rows, c.tile_cols, c.policies,
+                         tuple(specs), in_type, join, tuple(inner))
 
 
 def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
@@ -460,22 +468,53 @@ def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str)
     host work: both blocks read, the output written, once per output element."""
     assert grp.join_step is not None and grp.skip is not None and grp.cost.join is not None
     add = steps[grp.join_step]
-    out_t, skip_t = g.c_type(add.outputs[0]), g.c_type(grp.skip)
-    chain_value = add.inputs[0 if grp.join_chain_first else 1]
+    lines, out_t, skip_t = _add_lines(grp, add, grp.skip, grp.join_chain_first, g, block_type, g.size(add.outputs[0]))
+    return JoinC(grp.cost.join, grp.cost.skip_policy or "re-read", skip_t, out_t, lines)
+
+
+def _add_lines(grp: FusedGroup, add: Step, skip: str, chain_first: bool, g: NetGraph, block_type: str, n_out: int):
+    """(the C lines of a residual add on a block, its output type, its skip's type); its host work (both blocks
+    read, the output written, ``n_out`` elements each) goes to ``grp.host_work``."""
+    out_t, skip_t = g.c_type(add.outputs[0]), g.c_type(skip)
+    chain_value = add.inputs[0 if chain_first else 1]
     if g.c_type(chain_value) != block_type:
-        raise SpecError(f"fused group {grp.label}: the add reads {g.c_type(chain_value)}, its last block is "
+        raise SpecError(f"fused group {grp.label}: the add {add.name} reads {g.c_type(chain_value)}, its block is "
                         f"{block_type}", where=g.source)
-    n_out = g.size(add.outputs[0])
     grp.host_work.add(n_out, ELEM_SIZES[block_type], 0, 0)
     grp.host_work.add(n_out, ELEM_SIZES[skip_t], n_out, ELEM_SIZES[out_t])
 
     def lines(block: str, skip: str, out: str, n: str) -> list[str]:
-        a, b = (block, skip) if grp.join_chain_first else (skip, block)
+        a, b = (block, skip) if chain_first else (skip, block)
         if add.op_type == "Add (QDQ)":
             return [qlinear_add_call(add, g, a, b, out, n)]
         return [f"for (long i = 0; i < {n}; i++) {out}[i] = {a}[i] + {b}[i];"]
 
-    return JoinC(grp.cost.join, grp.cost.skip_policy or "re-read", skip_t, out_t, lines)
+    return lines, out_t, skip_t
+
+
+def _inner_join_code(grp: FusedGroup, plan: InnerJoinPlan, steps: list[Step], g: NetGraph, em: _Emitter,
+                     block_type: str, block: int) -> JoinC:
+    """A residual add inside the group on the block of the tensor it adds to (as ``_join_code``), then the host
+    steps after it on that block (e.g. the ReLU), whose values the next stage reads. Run at every position of
+    the tensor computed, recomputed halos included: that is its host work."""
+    jn, sp = next((jn, sp) for jn, sp in grp.cost.inner_joins if jn.at == plan.tensor)
+    add = steps[plan.step]
+    comp = grp.computed(plan.tensor - 1)
+    lines, out_t, skip_t = _add_lines(grp, add, plan.skip, plan.chain_first, g, block_type, comp)
+    ops = [(g.c_type(steps[p].outputs[0]), steps[p]) for p in plan.after]
+    for k, (t, _) in enumerate(ops):
+        grp.host_work.add(comp, ELEM_SIZES[out_t if k == 0 else ops[k - 1][0]], comp, ELEM_SIZES[t])
+
+    def epilogue(blk: str, out: str, n: str, inner: str) -> list[str]:
+        code: list[str] = []
+        cur = blk
+        for k, (t, hs) in enumerate(ops):
+            dst = out if k == len(ops) - 1 else em.temp(t, block, f"fused group block after {add.name}, op {k}")
+            code += block_lines(hs, g, cur, dst, n, inner, grp.channel_axis, em.value)
+            cur = dst
+        return code
+
+    return JoinC(jn, sp, skip_t, out_t, lines, epilogue if ops else None, ops[-1][0] if ops else None)
 
 
 def _packing_work(code: LayerCode) -> HostWork:
@@ -529,8 +568,12 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
         body.append("    t0 = now_s();")
         if grp is not None:
             fused_defs.append(_fused_group_code(grp, steps, g, em))
-            ncnt = 3 + len(grp.stages) + (grp.join_step is not None)
-            skip_arg = f"{em.value(grp.skip)}, " if grp.skip is not None else ""
+            ncnt = 3 + len(grp.stages) + grp.has_joins
+            # one skip argument per join (inside the group by tensor, then the ending one): the value in memory
+            # where it is re-read, none where it is kept on chip
+            policy = {jn.at: sp for jn, sp in grp.cost.inner_joins}
+            skip_arg = "".join(f"{em.value(x.skip) if policy[x.tensor] == 're-read' else '0'}, " for x in grp.inner)
+            skip_arg += f"{em.value(grp.skip)}, " if grp.skip is not None else ""
             lines = [f"/* fused group {grp.index}: {grp.label} (steps {', '.join(map(str, grp.members))}) */",
                      f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {skip_arg}"
                      f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]

@@ -75,6 +75,7 @@ class FusedModel:
     certificate: str | None = None
     lower_bound: float | None = None          # of the objective, over the whole space searched
     joins: tuple[str, ...] = ()               # the residual adds after chains (charged in both plans)
+    span_residuals: bool = False              # groups may span residual blocks (``FusionConfig.span_residuals``)
 
     @property
     def gap(self) -> float | None:
@@ -95,6 +96,7 @@ class FusedModel:
                 "joins": list(self.joins),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
+                            "spans_residual_blocks": bool(g.inner_joins),
                             "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
                                                                  "skip_offchip_bits": g.counts.skip_fetched
@@ -112,6 +114,7 @@ class FusedModel:
                            "tile_searches": self.tile_searches, "seconds": self.seconds,
                            "time_limit_s": self.time_limit, "tile_time_limit_s": self.tile_time_limit,
                            "timed_out": self.stats.timed_out, "groups_skipped": self.stats.groups_skipped,
+                           "span_residuals": self.span_residuals,
                            "exact_tiles": self.certificate is not None, "certificate": self.certificate,
                            "lower_bound": self.lower_bound, "gap": self.gap,
                            "candidates_pruned": self.stats.candidates_pruned,
@@ -227,4 +230,4 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
                      "or kept on chip by a fused group")
     return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
                       time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit, certificate, lower,
-                      tuple(j.node for j in joins))
+                      tuple(j.node for j in joins), config.span_residuals)

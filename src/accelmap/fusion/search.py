@@ -15,14 +15,16 @@ result is never worse.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import math
 import time
 from dataclasses import dataclass, replace
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
 from accelmap.fusion.chain import FusableChain
-from accelmap.fusion.geometry import MODES, Join, Stage, fused_counts, schedules
+from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_counts, schedules
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
@@ -55,9 +57,12 @@ class FusionConfig:
     exact_group_seconds: float = 60.0
     front_limit: int | None = 64  # points kept per Pareto front (None: all; thinning voids the certificate)
     # Join consecutive residual blocks into one chain, so that a group may span them (the first add's
-    # result kept on chip for the next block and the next add). Off by default: the network compiler
-    # does not emit joins inside a group.
+    # result kept on chip for the next block and the next add). Off by default (docs/fusion.md, "Groups
+    # spanning residual blocks": more groups to search, the measured gains small).
     span_residuals: bool = False
+    # Inside a spanning group each inner skip is kept or re-read, every combination costed up to this many
+    # (then: all kept, all re-read, and each one re-read alone).
+    max_join_combinations: int = 16
 
 
 DEFAULT_FUSION = FusionConfig()
@@ -128,20 +133,67 @@ def out_of_time(deadline: float | None, stats: SearchLog) -> bool:
 
 def join_variants(join: Join | None) -> list[tuple[Join | None, str]]:
     """How a group ending the chain may treat its join: keep a skip the group holds, re-read it, or
-    leave the join out (it runs alone after the group); without a join, the plain group."""
+    leave the join out (it runs alone after the group); without a join, the plain group. A skip that is
+    an intermediate of the group is never written to memory, so it can only be kept."""
     if join is None:
         return [(None, "re-read")]
+    if join.skip is not None and join.skip > 0:
+        return [(join, "kept")]
     return ([(join, "kept")] if join.skip is not None else []) + [(None, "re-read"), (join, "re-read")]
 
 
-def inner_join_variants(joins: tuple[Join, ...]) -> list[tuple[tuple[Join, str], ...]]:
-    """How a group treats the joins inside it (it must run them: their results feed its next stage):
-    every skip the group holds kept, or every skip re-read."""
-    if not joins:
-        return [()]
-    kept = tuple((j, "kept" if j.skip is not None else "re-read") for j in joins)
-    reread = tuple((j, "re-read") for j in joins)
-    return [kept, reread] if kept != reread else [reread]
+def skip_options(join: Join) -> tuple[str, ...]:
+    """How a join inside a group may read its skip: an intermediate of the group (never in memory) kept, the
+    group's input kept or re-read, a skip from outside re-read."""
+    return ("re-read",) if join.skip is None else ("kept",) if join.skip > 0 else ("kept", "re-read")
+
+
+def inner_join_variants(joins: tuple[Join, ...], limit: int = 16) -> list[tuple[tuple[Join, str], ...]]:
+    """How a group treats the joins inside it (it must run them: their results feed its next stage): each
+    skip kept or re-read, chosen per join where both can be (``skip_options``). Every
+    combination while there are at most ``limit``; beyond, every skip kept, every skip re-read, and each
+    join re-read alone with the others kept."""
+    options = [skip_options(j) for j in joins]
+    if math.prod(len(o) for o in options) <= limit:
+        return [tuple(zip(joins, pick, strict=True)) for pick in itertools.product(*options)]
+    kept = tuple((j, o[0]) for j, o in zip(joins, options, strict=True))
+    out = [kept, tuple((j, o[-1]) for j, o in zip(joins, options, strict=True))]
+    out += [kept[:i] + ((j, o[-1]),) + kept[i + 1:] for i, (j, o) in enumerate(zip(joins, options, strict=True))]
+    return list(dict.fromkeys(out))
+
+
+def keeps_more(a: tuple[tuple[Join | None, str], ...], b: tuple[tuple[Join | None, str], ...]) -> bool:
+    """Whether treatment ``a`` of a group's joins keeps at least what ``b`` keeps and differs only by
+    keeping skips that ``b`` re-reads or leaves out (``None``: the ending join left out of the group)."""
+    return a != b and all(x == y or x[1] == "kept" for x, y in zip(a, b, strict=True))
+
+
+def _treatment(inner: tuple[tuple[Join, str], ...], join: Join | None, skip_policy: str,
+               chain_join: Join | None) -> tuple[tuple[Join | None, str], ...]:
+    """Every join's treatment in one candidate: the inner ones, then the ending one (left out: ``None``)."""
+    end: tuple[tuple[Join | None, str], ...] = () if chain_join is None else ((join, skip_policy if join else "out"),)
+    return tuple(inner) + end
+
+
+def _computed(sched: tuple[AxisSchedule, AxisSchedule]) -> tuple:
+    """What each tile computes and fetches, per axis: with the same, two candidates run the same blocks."""
+    return sched[0].comp, sched[1].comp
+
+
+def _join_options(stages: tuple[Stage, ...], tr: int, tc: int, policies: tuple[str, ...], join: Join | None,
+                  inner_joins: tuple[Join, ...], limit: int) -> list:
+    """Per treatment of the group's joins the model covers at this tile: (ending join or None, its skip
+    policy, the inner joins with theirs, the counts, the row and column schedules' computed parts)."""
+    out = []
+    for ij in inner_join_variants(inner_joins, limit):
+        for j, sp in join_variants(join):
+            try:
+                counts = fused_counts(stages, tr, tc, policies, j, sp, ij)
+                rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp, ij)
+            except SpecError:
+                continue        # a kept skip the model does not cover here: the other treatments remain
+            out.append((j, sp, ij, counts, (rows_s, cols_s)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -179,32 +231,25 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             for tc in cols:
                 fitting = 0
                 for tr in row_sizes:
-                    options = []
-                    for ij in inner_join_variants(inner_joins):
-                        try:
-                            plain = fused_counts(stages, tr, tc, policies, inner_joins=ij)
-                        except SpecError:
-                            continue        # a kept skip inside the group the model does not cover here
-                        for j, sp in join_variants(join):
-                            try:
-                                counts = plain if j is None else fused_counts(stages, tr, tc, policies, j, sp, ij)
-                            except SpecError:
-                                continue        # a kept skip the model does not cover here: the others remain
-                            options.append((j, sp, ij, counts))
-                            if sp == "kept" and counts.macs == plain.macs and \
-                                    counts.buffer_total_bits == plain.buffer_total_bits:
-                                # Kept within the windows: the same buffers and work, the skip read from the
-                                # store instead of off-chip; it dominates the other two.
-                                break
-                        if ij and all(sp == "kept" for _, sp in ij) and options and options[-1][2] == ij:
-                            break           # the inner skips kept worked: re-reading them is not tried
+                    options = _join_options(stages, tr, tc, policies, join, inner_joins, cfg.max_join_combinations)
+                    # A treatment of the joins is left out where another keeps more skips with the same tile
+                    # schedule and the same room left in the store: the same tiles, mapped alike, with less
+                    # off-chip traffic, energy and load time (keeping dominates re-reading, or running alone).
+                    room: list[int | None] = []         # of the store taken, per treatment (None: no fit)
+                    for o in options:
+                        got = reserved(arch, o[3].buffer_total_bits + extra)
+                        room.append(None if got is None else got[1])
                     fits = False
-                    for j, sp, ij, counts in options:
-                        if reserved(arch, counts.buffer_total_bits + extra) is None:
+                    for k, (j, sp, ij, counts, sched) in enumerate(options):
+                        if room[k] is None:
+                            continue
+                        if any(keeps_more(_treatment(o[2], o[0], o[1], join), _treatment(ij, j, sp, join))
+                               and _computed(o[4]) == _computed(sched) and room[m] == room[k]
+                               for m, o in enumerate(options)):
                             continue
                         bound = (0.0, 0.0)
                         if exact:
-                            rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp, ij)
+                            rows_s, cols_s = sched
                             bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
                                                       inner_joins=ij)
                         found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from accelmap.file_io import write_atomic
+from accelmap.fusion.group_cost import GroupCost
 from accelmap.fusion.model_fusion import FusedModel
 from accelmap.report.model_report import _eng, _table
 
@@ -17,12 +18,14 @@ def _mib(bits: float) -> str:
 
 def format_fusion(fm: FusedModel) -> str:
     """The groups chosen (tile, halo policy per intermediate, buffers) and the totals against layer by layer."""
-    lines = ["", f"fused plan ({fm.objective}): {len(fm.chains)} chains, {len(fm.groups)} fused groups"]
+    spanning = sum(1 for g in fm.groups if g.inner_joins)
+    lines = ["", f"fused plan ({fm.objective}): {len(fm.chains)} chains, {len(fm.groups)} fused groups"
+             + (f", {spanning} spanning residual blocks" if fm.span_residuals else "")]
     rows = []
     for g in fm.groups:
         policies = ", ".join(f"{name}: {p}" for name, p in zip(("input", *g.names[:-1]), g.policies, strict=True))
         join = "" if g.join is None else f" + {g.join.name} (skip {g.skip_policy})"
-        rows.append([" > ".join(g.names) + join, f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
+        rows.append([group_label(g) + join, f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
                      "kept" if g.weights_resident else "per tile",
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",
                      f"{g.energy / 1e6:,.3f}", f"{g.latency:,.0f}", _mib(g.offchip_bits), policies])
@@ -57,6 +60,13 @@ def format_fusion(fm: FusedModel) -> str:
     for n in fm.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def group_label(g: GroupCost) -> str:
+    """The group's stages in order, each residual add inside it (spanning two blocks) after the stage whose
+    output it adds to, with its skip policy."""
+    after = {j.target(len(g.names)) - 1: f"{j.name} inside (skip {sp})" for j, sp in g.inner_joins}
+    return " > ".join(name + (f" + {after[k]}" if k in after else "") for k, name in enumerate(g.names))
 
 
 def _ratio(before: float, after: float) -> str:
