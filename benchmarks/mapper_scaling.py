@@ -67,7 +67,9 @@ def run_one(model: str, arch_name: str, time_limit: float, jobs: int, strategy: 
                        "strategy": l.strategy, "proven_optimal": l.proven_optimal,
                        "lower_bound": l.lower_bound, "gap": l.gap, "timed_out": l.timed_out,
                        "seconds": l.search_seconds, "evaluated": l.evaluated,
-                       "edp": l.result.edp if l.ok else None, "error": l.error})
+                       "edp": l.result.edp if l.ok else None, "error": l.error,
+                       # says when a proof covers perfect factorizations only (padded unrollings not excluded)
+                       "notes": list(l.notes)})
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"model": model, "arch": arch_name, "wall_seconds": wall, "jobs": jobs, "time_limit": time_limit,
