@@ -29,6 +29,7 @@ from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
+from accelmap.search.last_step import last_step_cycles, last_step_level
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import index_size, tile_size
 from accelmap.workload.operator import Operand, Operator
@@ -98,6 +99,9 @@ class BoundContext:
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
+        # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
+        # last load (None: the rule does not apply).
+        self.last_step_level = last_step_level(op, arch, self.chains)
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -352,6 +356,9 @@ class BoundContext:
         busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         open_floor = sum(self.open_level_floor(c) for c in range(1, level))
+        # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
+        step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
+            if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
         for keys in cases:
             energy = op.macs * arch.compute.mac_energy_pj + open_floor
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
@@ -391,7 +398,7 @@ class BoundContext:
                 if bw is not None:
                     transfer = max(transfer, b / L.instances / bw)
             # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
-            tail = max(port_loads.values(), default=0.0) + drain
+            tail = max(port_loads.values(), default=0.0) + drain + step
             energy_lb = min(energy_lb, energy)
             latency_lb = min(latency_lb, max(busy + stall + edge, transfer, tail))
         return energy_lb, latency_lb
