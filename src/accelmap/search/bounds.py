@@ -29,7 +29,7 @@ from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
-from accelmap.search.last_step import last_step_cycles, last_step_level
+from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import index_size, tile_size
 from accelmap.workload.operator import Operand, Operator
@@ -212,6 +212,10 @@ class BoundContext:
         alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
         # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
         pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
+        # Rule B20: with every level's order fixed, an input stream's last tile computes after its port's last load
+        # (perfect nests, every fan-out fixed: the unfixed temporal iterations known).
+        last_tile = self.last_step_level is not None and not free_orders and pinned_steps > 0 \
+            and not any(lv.stream_single_tile for lv in arch.levels)
 
         shares: dict[tuple[str, str, int], float] = {}
 
@@ -226,7 +230,7 @@ class BoundContext:
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
                                                                    Any]:
             if X.name in self.loose:
-                return 0.0, [], {}, {}, {}, 0.0
+                return 0.0, [], {}, {}, {}, 0.0, {}
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             floor = self.n_out if X.is_output else fp
@@ -299,7 +303,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w)
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), \
+                stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
         mac_sides: dict[str, tuple[float, float]] = {}
 
@@ -366,8 +371,10 @@ class BoundContext:
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
             chained = 0.0
+            streams: dict[tuple[int, int, str], float] = {}
             for tk in keys:
-                e, bits, loads, queued, on_port, own = traffic[tk]
+                e, bits, loads, queued, on_port, own, mine = traffic[tk]
+                streams.update(mine)
                 chained = max(chained, own)
                 energy += e
                 for lv, kind, b in bits:
@@ -399,6 +406,9 @@ class BoundContext:
                     transfer = max(transfer, b / L.instances / bw)
             # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
             tail = max(port_loads.values(), default=0.0) + drain + step
+            if last_tile:
+                # Rule B20: ... and a stream's last tile computes for its whole period after it.
+                tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
             energy_lb = min(energy_lb, energy)
             latency_lb = min(latency_lb, max(busy + stall + edge, transfer, tail))
         return energy_lb, latency_lb
