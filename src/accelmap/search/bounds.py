@@ -228,7 +228,7 @@ class BoundContext:
 
         def operand_traffic(X: Operand, runs: int | tuple[int, str] | None) -> tuple[float, list[tuple[int, str, float]],
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
-                                                                   Any]:
+                                                                   Any, dict[tuple[int, int, str], float]]:
             if X.name in self.loose:
                 return 0.0, [], {}, {}, {}, 0.0, {}
             chain = self.chains[X.name]
