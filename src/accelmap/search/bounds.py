@@ -30,6 +30,7 @@ from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.search.case_pairs import CaseBound
+from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import index_size, tile_size
@@ -104,6 +105,9 @@ class BoundContext:
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
+        # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
+        # last load (None: the rule does not apply).
+        self.last_step_level = last_step_level(op, arch, self.chains)
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -214,6 +218,10 @@ class BoundContext:
         alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
         # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
         pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
+        # Rule B20: with every level's order fixed, an input stream's last tile computes after its port's last load
+        # (perfect nests, every fan-out fixed: the unfixed temporal iterations known).
+        last_tile = self.last_step_level is not None and not free_orders and pinned_steps > 0 \
+            and not any(lv.stream_single_tile for lv in arch.levels)
 
         shares: dict[tuple[str, str, int], float] = {}
 
@@ -226,9 +234,9 @@ class BoundContext:
 
         def operand_traffic(X: Operand, runs: int | tuple[int, str] | None) -> tuple[float, list[tuple[int, str, float]],
                                                                    dict[int, float], dict[int, Any], dict[int, Any],
-                                                                   Any, dict[int, float]]:
+                                                                   Any, dict[int, float], dict[tuple[int, int, str], float]]:
             if X.name in self.loose:
-                return 0.0, [], {}, {}, {}, 0.0, {}
+                return 0.0, [], {}, {}, {}, 0.0, {}, {}
             chain = self.chains[X.name]
             fp = self.footprint[X.name]
             floor = self.n_out if X.is_output else fp
@@ -307,7 +315,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), pinned_extra
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), \
+                pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
         mac_sides: dict[str, tuple[float, float]] = {}
 
@@ -364,6 +373,9 @@ class BoundContext:
         busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         floors = {c: self.open_level_floor(c) for c in range(1, level)}
+        # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
+        step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
+            if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
         for keys in cases:
             # Rule B23: per open level, the larger of B8's least refill and B17's refills in this case.
             energy = op.macs * arch.compute.mac_energy_pj + open_levels_energy(floors, [traffic[tk][6] for tk in keys])
@@ -372,8 +384,10 @@ class BoundContext:
             port_queue: dict[int, float] = {}
             port_loads: dict[int, float] = {}
             chained = 0.0
+            streams: dict[tuple[int, int, str], float] = {}
             for tk in keys:
-                e, bits, loads, queued, on_port, own, _ = traffic[tk]
+                e, bits, loads, queued, on_port, own, _, mine = traffic[tk]
+                streams.update(mine)
                 chained = max(chained, own)
                 energy += e
                 for lv, kind, b in bits:
@@ -404,7 +418,10 @@ class BoundContext:
                 if bw is not None:
                     transfer = max(transfer, b / L.instances / bw)
             # Rule B13: the last output drain of an overlapping level follows every load on a parent's read port.
-            tail = max(port_loads.values(), default=0.0) + drain
+            tail = max(port_loads.values(), default=0.0) + drain + step
+            if last_tile:
+                # Rule B20: ... and a stream's last tile computes for its whole period after it.
+                tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
             least.add(energy, max(busy + stall + edge, transfer, tail))
         return least.pair()
 

@@ -22,6 +22,7 @@ from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.case_pairs import CaseBoundRows
+from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
@@ -298,6 +299,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     floors = {c: ctx.open_level_floor(c) for c in range(1, level)}
+    # Rule B19 (as ``BoundContext.lower_bound``).
+    step = last_step_cycles_rows(shared, free, ctx.last_step_level, arch.compute.macs_per_cycle, n) \
+        if ctx.last_step_level is not None and ctx.whole_tiles else np.zeros(n)
     for keys, mask in cases:
         # Rule B23 (as ``BoundContext.lower_bound``).
         energy = op.macs * arch.compute.mac_energy_pj + np.zeros(n) + open_levels_energy(
@@ -331,7 +335,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
             if bw is not None:
                 transfer = np.maximum(transfer, b / L.instances / bw)
         # Rule B13 (as ``BoundContext.lower_bound``).
-        tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain
+        tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain + step
         least.add(energy, np.maximum(np.maximum(busy + stall + edge, transfer), tail), mask)
     return least.rows()
 
