@@ -48,17 +48,24 @@ def test_last_step_never_exceeds_the_latency_and_a_longer_step_would():
     assert unsafe_caught >= 1
 
 
+def _layer4_conv2_on_ascend(r_level: int, k_level: int, q_level: int):
+    """ResNet-18 layer4.0.conv2 on ascend_like, a mapping of the tied best: weights streamed from DRAM into L0B,
+    R, the outer K and Q at the given levels."""
+    arch = get_accelerator("ascend_like")
+    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer4.0.conv2").operator, arch)
+    L = Loop
+    m = Mapping((L("C", 32, 0), L("R", 3, r_level), L("K", 16, k_level), L("S", 3, 4), L("Q", 7, q_level),
+                 L("K", 16, 5, "X"), L("K", 2, 5, "Y"), L("P", 7, 5, "Y"), L("C", 16, 5, "Z")),
+                (frozenset("IWO"), frozenset(), frozenset(), frozenset("O"), frozenset("I"), frozenset("W")))
+    return arch, op, m
+
+
 def test_last_step_makes_a_best_mapping_exact_on_ascend_like():
     """ResNet-18 layer4.0.conv2 on ascend_like streams its weights from DRAM into L0B: the DRAM read port carries
     150,048 cycles of loads, then a step of compute (Q = 7 iterations at L0B, 7 cycles) and the output's last drain
     from L0C (1,568 cycles). The bound with every loop fixed, and with every level but DRAM fixed, is the model's
     151,623 cycles; without the step it was 151,616, below the many mappings that tie with this one."""
-    arch = get_accelerator("ascend_like")
-    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer4.0.conv2").operator, arch)
-    L = Loop
-    m = Mapping((L("C", 32, 0), L("R", 3, 1), L("K", 16, 4), L("S", 3, 4), L("Q", 7, 5), L("K", 16, 5, "X"),
-                 L("K", 2, 5, "Y"), L("P", 7, 5, "Y"), L("C", 16, 5, "Z")),
-                (frozenset("IWO"), frozenset(), frozenset(), frozenset("O"), frozenset("I"), frozenset("W")))
+    arch, op, m = _layer4_conv2_on_ascend(r_level=1, k_level=4, q_level=5)
     assert evaluate(op, arch, m).latency == 151_623.0
     ctx = BoundContext(op, arch, m.keep, unrolling_of(arch, m))
     assert ctx.last_step_level == 5
@@ -103,12 +110,7 @@ def test_last_tile_makes_tied_mappings_exact_on_ascend_like():
     computes 7 steps of one cycle, then the output drains (1,568): the model's latency. With B19 alone (one step) the
     bound was 151,617, below the tie, and such mappings were costed; with B20 it is exact with every loop fixed and
     with every level but DRAM fixed."""
-    arch = get_accelerator("ascend_like")
-    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer4.0.conv2").operator, arch)
-    L = Loop
-    m = Mapping((L("C", 32, 0), L("R", 3, 0), L("K", 16, 3), L("S", 3, 4), L("Q", 7, 4), L("K", 16, 5, "X"),
-                 L("K", 2, 5, "Y"), L("P", 7, 5, "Y"), L("C", 16, 5, "Z")),
-                (frozenset("IWO"), frozenset(), frozenset(), frozenset("O"), frozenset("I"), frozenset("W")))
+    arch, op, m = _layer4_conv2_on_ascend(r_level=0, k_level=3, q_level=4)
     assert evaluate(op, arch, m).latency == 151_623.0
     ctx = BoundContext(op, arch, m.keep, unrolling_of(arch, m))
     bounds = _bounds(ctx, op, m)

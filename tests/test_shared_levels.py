@@ -159,19 +159,11 @@ def _random_columns_cases(count: int):
 def test_generated_c_counts_a_shared_level_as_the_model(case):
     """The generated C keeps one buffer per shared instance; its results equal NumPy's and its counters the
     model's and the brute-force twin's."""
-    import numpy as np
-
-    from accelmap.codegen import compile_shared, generate_c, load_run
-    from accelmap.codegen.c_tensors import random_inputs, reference
-    from accelmap.codegen.execute import run_generated
+    from generated_c import generated_counts
 
     op, arch, m = case
-    fn = load_run(compile_shared(generate_c(op, arch, m), opt="-O0"))
-    tensors = random_inputs(op, "int", np.random.default_rng(0))
-    got, counters = run_generated(fn, op, tensors, len(arch.levels))
-    assert np.array_equal(got, reference(op, tensors))
-    code = {(i, X.name): tuple(int(v) for v in counters[i, j]) for i in range(len(arch.levels))
-            for j, X in enumerate(op.operands) if X.name in m.keep[i]}
+    same, code = generated_counts(op, arch, m)
+    assert same
     assert code == {key: c.as_tuple() for key, c in access_counts(op, arch, m).items()}
     assert code == {key: c.as_tuple() for key, c in reference_counts(op, arch, m).items()}
 
