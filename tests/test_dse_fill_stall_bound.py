@@ -12,7 +12,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.dse.fill_stall_bound import fill_stall_bound
 from accelmap.dse.memory_search import co_search, config_arch, grid_search, lower_bound
-from accelmap.dse.root_bound import beaten_by_root_bounds
+from accelmap.dse.root_bound import beaten_by_root_bounds, root_lower_bound
 from accelmap.search.baselines import search_random
 from accelmap.search.mapper import map_operator
 from accelmap.search.unrolling_stall import choice_stall_cycles
@@ -136,3 +136,68 @@ def test_rule_r_prunes_only_configurations_no_better_at_their_optimum(brute_forc
     assert with_r.pruned_by_bound == [(4096, 4096, 4096)] and with_r.pruned_by_root_bounds == []
     for c in with_r.pruned_by_root_bounds:
         assert best[c][0] >= with_r.value
+
+
+def test_rule_r_as_the_order_cuts_every_configuration_its_bound_reaches(brute_force):
+    base, op, configs, best = brute_force
+    optimum = min(v for v, _ in best.values())
+
+    def mapper(c, arch):
+        return best[c]
+
+    # Without a bar: one PE means one unrolling, so the bound is that unrolling's S1 bound raised by its root bound,
+    # complete, and it is the kept configurations' ratio times the bar of the check against the optimum.
+    for c in configs:
+        arch = config_arch(base, LEVELS, c)
+        rb = root_lower_bound(op, arch, "edp", unrollings=1)
+        check = beaten_by_root_bounds(op, arch, "edp", optimum)
+        assert rb.complete and rb.unrollings_bounded == 1
+        assert rb.value <= best[c][0] * (1 + 1e-9)
+        assert check.beaten == (rb.value >= optimum)
+        if check.ratio is not None:
+            assert rb.value == pytest.approx(check.ratio * optimum, rel=1e-12)
+        # With no unrolling bounded at the root it is the S1 bound alone, not above.
+        assert root_lower_bound(op, arch, "edp", unrollings=0).value <= rb.value
+    res = co_search(op, base, LEVELS, (2, 4096), configs, mapper, capacity_bound=False, root_order=True)
+    h = co_search(op, base, LEVELS, (2, 4096), configs, mapper, capacity_bound=False)
+    assert res.value == h.value == optimum
+    # Every configuration whose raised bound reaches the answer is cut, and no other: here exactly H's cut, since the
+    # certificate's S1 part already reaches R's bound on the one configuration it can cut.
+    cut = set(res.pruned_by_bound) | set(res.pruned_by_root_bounds)
+    assert cut == {c for c in configs if res.lower_bounds[c] >= optimum} == {(4096, 4096, 4096)}
+    assert sorted(res.mapped) == sorted(set(configs) - cut)
+    for c in configs:
+        assert h.lower_bounds[c] <= res.lower_bounds[c] <= best[c][0] * (1 + 1e-9)
+    # H's certificate is at least R's bound on every configuration here: R raises none.
+    assert res.raised_by_root_bounds == [] and res.pruned_by_root_bounds == [] and res.bound_seconds > 0
+
+
+def test_rule_r_as_the_order_cuts_what_h_maps_and_keeps_the_grids_answer():
+    # The space of the CLI test of rule R: a 1-, 2- or 4096-word input buffer beside a 2- or 4096-word output
+    # buffer, neither bypassable. R's bound raises the 1-word input buffer with the 4096-word output buffer above
+    # the answer, so R's order cuts it; H's bound alone maps every configuration.
+    base = _base(bypass=False)
+    op = adopt_precision(gemm("g", m=2, n=2, k=2), base)
+    configs = [(i, 1, o) for i in (1, 2, 4096) for o in (2, 4096)]
+    memo = {}
+
+    def mapper(c, arch):
+        # Deterministic: the best of a fixed random sample (the co-search's answer is the grid's for any mapper
+        # that answers the same on a configuration every time).
+        if c not in memo:
+            found, _ = search_random(op, arch, "edp", k=1, seed=1, max_samples=15)
+            memo[c] = (found[0].value, found[0].mapping)
+        return memo[c]
+
+    grid = grid_search(op, base, LEVELS, configs, mapper)
+    h = co_search(op, base, LEVELS, ((1, 2, 4096), (1,), (2, 4096)), configs, mapper)
+    res = co_search(op, base, LEVELS, ((1, 2, 4096), (1,), (2, 4096)), configs, mapper, root_order=True)
+    assert res.value == h.value == grid.value
+    assert len(h.mapped) == 6 and h.pruned_by_bound == []
+    cut = {c for c in configs if res.lower_bounds[c] >= res.value}
+    assert cut == {(1, 1, 4096)} and res.pruned_by_root_bounds == [(1, 1, 4096)] and res.pruned_by_bound == []
+    assert sorted(res.mapped) == sorted(set(configs) - cut)
+    assert res.raised_by_root_bounds and (1, 1, 4096) in res.raised_by_root_bounds
+    for c in configs:
+        # A bound: below the value of the mapping found on every configuration, and R's raise at least H's.
+        assert h.lower_bounds[c] <= res.lower_bounds[c] <= memo[c][0] * (1 + 1e-9)

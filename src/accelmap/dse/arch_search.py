@@ -49,6 +49,7 @@ class LayerSearch:
                 "proven_by_incumbent": len(s.proven_by_incumbent), "dominated": len(s.dominated),
                 "pruned_by_tiles": len(s.pruned_by_tiles), "pruned_by_root_bounds": len(s.pruned_by_root_bounds),
                 "root_bound_pruned_designs": [self.labels[c] for c in s.pruned_by_root_bounds],
+                "raised_by_root_bounds": len(s.raised_by_root_bounds), "bound_cpu_seconds": s.bound_seconds,
                 "pruned_fraction": s.pruned_fraction,
                 "seconds": s.seconds}
 
@@ -64,11 +65,12 @@ class SunstoneResult:
     wall_seconds: float = 0.0
     tile_dominance: bool = False            # rule T (uncertified) was applied
     root_bounds: bool = False               # rule R (certified, opt-in) was applied
+    root_order: bool = False                # rule R's bounds ordered the configurations (certified, opt-in)
 
     def to_dict(self) -> dict[str, Any]:
         return {"space": self.space, "model": self.model, "method": "sunstone", "levels": list(self.levels),
                 "objective": self.objective, "wall_seconds": self.wall_seconds,
-                "tile_dominance": self.tile_dominance, "root_bounds": self.root_bounds,
+                "tile_dominance": self.tile_dominance, "root_bounds": self.root_bounds, "root_order": self.root_order,
                 "excluded": [{"design": d, "reason": r} for d, r in self.excluded],
                 "layers": [ly.to_dict() for ly in self.layers]}
 
@@ -76,12 +78,13 @@ class SunstoneResult:
 def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None = None,
                  objective: str | None = None, time_limit: float | None = None, seed: int = 0,
                  tile_dominance: bool = False, warm_start: bool = False, root_bounds: bool = False,
-                 on_layer: Callable[[LayerSearch], None] | None = None) -> SunstoneResult:
+                 root_order: bool = False, on_layer: Callable[[LayerSearch], None] | None = None) -> SunstoneResult:
     """Co-search every distinct layer of ``model`` over the buffer sizes of ``space`` (in this process).
 
     ``tile_dominance`` adds rule T (the thesis' Observation 4), which is not certified: it may lose the optimum.
     ``root_bounds`` adds rule R (certified): a configuration the exact search's own bounds show no better than the
-    best value found so far is not mapped.
+    best value found so far is not mapped. ``root_order`` raises every configuration's bound to rule R's before any
+    mapping and visits them in that order (certified), so rule H's stop cuts every configuration those bounds can.
     ``warm_start``: each configuration's search starts from the best mappings of its nearest mapped configurations
     and rule S's incumbent (``co_search``), validated and re-costed by ``map_operator``."""
     t0 = time.perf_counter()
@@ -90,7 +93,7 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
     objective = objective or space.objective
     time_limit = time_limit if time_limit is not None else space.time_limit
     res = SunstoneResult(space.name, model.name, sl.levels, objective, tile_dominance=tile_dominance,
-                         root_bounds=root_bounds)
+                         root_bounds=root_bounds, root_order=root_order)
     archs: dict[Config, Accelerator] = {}
     labels: dict[Config, str] = {}
     for pt in space.grid():
@@ -116,7 +119,8 @@ def run_sunstone(space: DesignSpace, model: ModelImport, *, strategy: str | None
             return (r.best.value, r.best.mapping) if r.best is not None else None
 
         s = co_search(op, first, sl.levels, sl.words, configs, mapper, objective, archs=archs,
-                      tile_dominance=tile_dominance, warm_start=warm_start, root_bounds=root_bounds)
+                      tile_dominance=tile_dominance, warm_start=warm_start, root_bounds=root_bounds,
+                      root_order=root_order)
         ly = LayerSearch(layer.name, layer.count, s, labels)
         if s.best is not None and s.mapping is not None:
             cost = evaluate(op, archs[s.best], s.mapping)
@@ -133,7 +137,8 @@ def format_sunstone(res: SunstoneResult) -> str:
     head = (f"Sunstone-arch co-search of {', '.join(res.levels)} on {res.space}, {res.model} "
             f"({len(res.excluded)} designs outside the constraints), objective {res.objective}"
             f"{' (with the uncertified tile-dominance rule)' if res.tile_dominance else ''}"
-            f"{' (with the root-bound rule)' if res.root_bounds else ''}:")
+            f"{' (with the root-bound rule)' if res.root_bounds else ''}"
+            f"{' (in the order of the root bounds)' if res.root_order else ''}:")
     lines = [head, f"{'layer':<24} {'best':>12} {'mapped':>7} {'of':>4} {'pruned':>7} {'dominated':>9}  design"]
     for ly in res.layers:
         s = ly.search

@@ -43,7 +43,7 @@ from accelmap.dse import components
 from accelmap.dse.capacity_bound import capacity_energy_bound
 from accelmap.dse.design import derive
 from accelmap.dse.fill_stall_bound import fill_stall_bound
-from accelmap.dse.root_bound import beaten_by_root_bounds
+from accelmap.dse.root_bound import beaten_by_root_bounds, root_lower_bound
 from accelmap.errors import AccelmapError
 from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import capacity_usage
@@ -138,6 +138,8 @@ class MemorySearch:
     raised_by_capacity: list[Config] = field(default_factory=list)   # rule C's bound above rule H's
     raised_by_fill_stalls: list[Config] = field(default_factory=list)   # rule F's bound above H's and C's
     pruned_by_root_bounds: list[Config] = field(default_factory=list)   # rule R (opt-in, certified)
+    raised_by_root_bounds: list[Config] = field(default_factory=list)   # rule R's bound above H's, C's and F's
+    bound_seconds: float = 0.0                    # CPU seconds spent on the configurations' bounds
     seconds: float = 0.0
 
     @property
@@ -179,7 +181,8 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
               configs: list[Config], map_config: MapConfig, objective: str = "edp",
               archs: dict[Config, Accelerator] | None = None, *, tile_dominance: bool = False,
               capacity_bound: bool = True, warm_start: bool = False, fill_stalls: bool = False,
-              root_bounds: bool = False) -> MemorySearch:
+              root_bounds: bool = False, root_order: bool = False,
+              root_order_unrollings: int = 1) -> MemorySearch:
     """Sunstone-arch's memory-configuration search with rules H, C and S (B made ``configs``).
 
     ``archs`` gives each configuration's accelerator (default: ``config_arch`` of ``base``).
@@ -192,6 +195,12 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
     exact search's own unrolling and root bounds (``dse.root_bound``; certified; opt-in: 0.2-0.5 CPU s per Table 7.1
     configuration); one every mapping of which costs at least that value is not mapped
     (``pruned_by_root_bounds``).
+    ``root_order``: rule R as the order (certified; opt-in): each configuration's bound is raised to R's bound
+    without a bar (``dse.root_bound.root_lower_bound`` over its ``root_order_unrollings`` best unrollings) before
+    any mapping, and the configurations are visited in ascending raised bound under rule H's stop. In that order the
+    stop cuts every configuration whose bound is at least the final answer (all of lower bound were mapped before
+    it, the best one among them), the most any order can cut with these bounds; the ones cut only because R raised
+    their bound are listed in ``pruned_by_root_bounds``.
     ``warm_start``: ``map_config`` is called with a third argument, the mappings to start from: rule S's incumbent
     for the configuration and the best mappings of the ``WARM_NEIGHBOURS`` nearest configurations mapped so far
     (the mapper validates and re-costs them; ``arch_search`` passes them to ``map_operator``)."""
@@ -203,6 +212,8 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
         keep = promising_configs(op, archs[configs[0]], levels, per_level(choices, len(levels)), set(configs))
         res.pruned_by_tiles = [c for c in configs if c not in keep]
         configs = [c for c in configs if c in keep]
+    c0 = time.process_time()
+    before_r: dict[Config, float] = {}
     for c in configs:
         h = lower_bound(op, archs[c], objective, False)
         with_c = lower_bound(op, archs[c], objective, capacity_bound) if capacity_bound else h
@@ -212,13 +223,24 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
             res.raised_by_capacity.append(c)
         if res.lower_bounds[c] > with_c:
             res.raised_by_fill_stalls.append(c)
+        if root_order:
+            before_r[c] = res.lower_bounds[c]
+            r = root_lower_bound(op, archs[c], objective, root_order_unrollings).value
+            if r > res.lower_bounds[c]:
+                res.lower_bounds[c] = r
+                res.raised_by_root_bounds.append(c)
+    res.bound_seconds = time.process_time() - c0
     incumbent: dict[Config, tuple[float, Mapping]] = {}
     found_on: dict[Config, Mapping] = {}
     order = sorted(configs, key=lambda c: (res.lower_bounds[c], c))
     for k, c in enumerate(order):
         lb = res.lower_bounds[c]
         if lb >= res.value * (1 - _TOLERANCE):
-            res.pruned_by_bound.extend(order[k:])          # rule H: this one and every later one
+            # Rule H: this one and every later one; with R's order, those H's, C's and F's bounds alone would have
+            # mapped are R's.
+            for cut in order[k:]:
+                (res.pruned_by_root_bounds if before_r.get(cut, res.lower_bounds[cut]) < res.value * (1 - _TOLERANCE)
+                 else res.pruned_by_bound).append(cut)
             break
         inc = incumbent.get(c)
         if inc is not None and inc[0] <= lb * (1 + _TOLERANCE):
