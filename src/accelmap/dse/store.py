@@ -38,7 +38,7 @@ def model_key(model: ModelImport) -> str:
 
 def run_key(design_key: str, model: ModelImport, strategy: str, objective: str, time_limit: float | None,
             seed: int, warm_start: bool = False, cpu_clock: bool = False, design_budget: float | None = None,
-            warm_neighbours: int = 2, prune: bool = False) -> str:
+            warm_neighbours: int = 2, prune: bool = False, budget_weight: str = "even") -> str:
     parts = [f"dse {SCHEMA}", design_key, model_key(model), strategy, objective, repr(time_limit), str(seed),
              code_fingerprint()]
     if warm_start:
@@ -52,6 +52,9 @@ def run_key(design_key: str, model: ModelImport, strategy: str, objective: str, 
     if design_budget is not None:
         # CPU seconds per design, split over its layers (``dse.layer_budget``): not a limit per layer.
         parts.append(f"design budget {design_budget!r}")
+        if budget_weight != "even":
+            # This design's share of a budget weighted over the space (``dse.layer_budget``), not the average.
+            parts.append(f"budget weight {budget_weight}")
     if prune:
         # A pruned row holds rule D's proof instead of a mapping: a sweep without rule D maps that design.
         parts.append("rule D")

@@ -28,7 +28,7 @@ from accelmap.dse.certificate import DesignCertificate, design_certificate
 from accelmap.dse.design import Design, make_design, violation
 from accelmap.dse.design_bound import MappedPoint, design_bounds, dominator, off_three_metric_front
 from accelmap.dse.engines import run_tasks
-from accelmap.dse.layer_budget import layer_budgets
+from accelmap.dse.layer_budget import BUDGET_WEIGHTS, design_budgets, layer_budgets
 from accelmap.dse.progress import SweepProgress
 from accelmap.dse.space import DesignSpace
 from accelmap.dse.store import DesignStore, StoredRun, run_key
@@ -143,7 +143,8 @@ def map_design(task: DesignTask) -> tuple[str, StoredRun, str]:
                     mm.complete, f"layers not mapped: {', '.join(failed)}" if failed else None,
                     time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}",
                     {"utilization": mm.utilization, "cpu_seconds": time.process_time() - c0, "layers": layers,
-                     "warm_from": list(task.warm_from)})
+                     "warm_from": list(task.warm_from),
+                     "design_budget_cpu_s": sum(v for _, v in task.layer_limits) if task.layer_limits else None})
     return task.key, run, code_fingerprint()
 
 
@@ -258,18 +259,34 @@ def with_warm_start(task: DesignTask, space: DesignSpace, point: tuple[tuple[str
                    warm_from=tuple(mapped[j][1] for j in near))
 
 
+def _weighted_budgets(space: DesignSpace, model: ModelImport, budget: float, weight: str,
+                      points: list) -> dict[str, float]:
+    """Each design's CPU seconds by ``weight`` (``dse.layer_budget.design_budgets``) over the space's designs within
+    its constraints (and ``points``, when some are not the space's), by design key."""
+    ds: dict[str, Accelerator] = {}
+    own = space.points()
+    for pt in own + [p for p in points if p not in own]:
+        d = make_design(space, pt)
+        if violation(space, d) is None and d.accelerator is not None:
+            ds[d.key] = d.accelerator
+    return dict(zip(ds, design_budgets(model, list(ds.values()), budget, weight), strict=True))
+
+
 def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = None, engine: str = "local",
               workers: int = 1, address: str | None = None, store_path: str | Path | None = None,
               progress: bool | None = None, strategy: str | None = None, objective: str | None = None,
               time_limit: float | None = None, seed: int = 0, warm_start: bool = False, cpu_clock: bool = False,
               design_budget: float | None = None, warm_neighbours: int = WARM_NEIGHBOURS, prune: bool = False,
-              on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
+              budget_weight: str = "even", on_outcome: Callable[[Outcome], None] | None = None) -> SweepResult:
     """Map ``model`` on the designs of ``space`` (its search's points unless ``points`` is given).
     ``warm_start``: start each design's layers from the nearest mapped designs' mappings (module docstring).
     ``cpu_clock``: the heuristic's ``time_limit`` per layer counts the worker's CPU seconds (a budget that does not
     depend on the load); each design's result then says whether it is proven or its certified gap (``to_dict``).
     ``design_budget``: instead of a limit per layer, the heuristic's CPU seconds for each whole design, split over
     the model's distinct layers by their work (``dse.layer_budget``; implies ``cpu_clock``, needs the heuristic).
+    ``budget_weight``: how ``design_budget`` is shared between the designs (``dse.layer_budget``): ``even``, or
+    ``unrollings``, each design in proportion to the spatial unrollings the heuristic ranks on it, the average over
+    the space's designs within its constraints (all of them, not only ``points``) staying ``design_budget``.
     ``warm_neighbours``: how many of the nearest mapped designs give their mappings to a warm start.
     ``prune``: rule D (``dse.design_bound``): designs are mapped in order of area, and one that a mapped design of
     no more area beats whatever its mappings is listed as ``pruned`` instead of mapped."""
@@ -279,11 +296,19 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
     time_limit = time_limit if time_limit is not None else space.time_limit
     pts = points if points is not None else space.points()
     layer_limits: tuple[tuple[str, float], ...] = ()
+    per_design: dict[str, float] = {}
+    if budget_weight not in BUDGET_WEIGHTS:
+        raise SpecError(f"must be one of {', '.join(BUDGET_WEIGHTS)}, got {budget_weight!r}", where="--budget-weight")
+    if budget_weight != "even" and design_budget is None:
+        raise SpecError("shares the budget per design between the designs; add --design-budget S",
+                        where="--budget-weight")
     if design_budget is not None:
         if strategy != "heuristic":
             raise SpecError(f"a budget per design splits the heuristic's CPU seconds over the layers; the strategy is "
                             f"{strategy!r}", where="--design-budget")
         layer_limits = tuple(layer_budgets(model, design_budget).items())
+        if budget_weight != "even":
+            per_design = _weighted_budgets(space, model, design_budget, budget_weight, pts)
         cpu_clock = True
         time_limit = None
     if warm_neighbours < 1:
@@ -305,8 +330,13 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
             if why is not None or d.accelerator is None:
                 outcomes[i] = Outcome(d, "invalid" if d.error else "excluded", reason=why)
                 continue
-            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start, cpu_clock, design_budget,
-                          warm_neighbours, prune)
+            budget = design_budget
+            limits = layer_limits
+            if design_budget is not None and budget_weight != "even":
+                budget = per_design[d.key]
+                limits = tuple(layer_budgets(model, budget).items())
+            key = run_key(d.key, model, strategy, objective, time_limit, seed, warm_start, cpu_clock, budget,
+                          warm_neighbours, prune, budget_weight)
             hit = store.get(key) if store is not None else None
             if hit is not None:
                 outcomes[i] = _outcome(d, hit, True)
@@ -317,7 +347,7 @@ def run_sweep(space: DesignSpace, model: ModelImport, *, points: list | None = N
                 continue
             if key not in todo:
                 tasks.append(DesignTask(key, d.accelerator, model, strategy, objective, time_limit, seed,
-                                        cpu_clock=cpu_clock, layer_limits=layer_limits, prune=prune,
+                                        cpu_clock=cpu_clock, layer_limits=limits, prune=prune,
                                         area_mm2=d.area_mm2))
             todo.setdefault(key, []).append(i)
         show = progress if progress is not None else sys.stderr.isatty()
