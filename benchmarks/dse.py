@@ -1,7 +1,7 @@
 """Design-space exploration: sweep throughput, engine overhead, an Eyeriss-like Pareto front, and
 Sunstone-arch's L1-split study (Ng's 2022 UBC thesis, Ch. 7, Table 7.1) beside a grid.
 
-    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone,capacity] [--designs 4] [--engines local:2]
+    python benchmarks/dse.py [--parts throughput,engines,eyeriss,sunstone,...] [--designs 4] [--engines local:2]
                              [--eyeriss-samples 12] [--time-limit 2] [--ray-python PATH]
 
 Prints a table per part and writes benchmarks/results/dse.json (and dse_eyeriss.png). Timings are
@@ -410,14 +410,15 @@ SPACE_504 = resources.files("accelmap") / "data" / "dse" / "eyeriss_sweep_504.ya
 
 
 def sweep500(design_budget: float, store: str, first: int | None, reference_at: list[int], neighbours: int,
-             at: list[int] | None = None) -> dict:
+             at: list[int] | None = None, budget_weight: str = "even") -> dict:
     """The 504-design ResNet-18 sweep as a user runs it (2 local workers, the heuristic with ``design_budget`` CPU
     seconds per design split over the layers, warm starts from ``neighbours`` neighbours, rule D), resumable from
     ``store``; ``first``: only the first designs in order of area (the order rule D maps them in). Per design its
     status, CPU seconds and EDP; against the same heuristic without a binding limit (600 CPU s per layer, stored in
     the same store) on the designs at positions ``reference_at`` of that order. ``at``: instead of the first designs,
     only those at these positions (a sample, e.g. neighbouring designs of one array size, so they warm-start each
-    other as in the full sweep)."""
+    other as in the full sweep). ``budget_weight``: how the budget is shared between the designs
+    (``dse.layer_budget``; ``unrollings``: by the spatial unrollings the heuristic ranks, the same average)."""
     space = load_space(str(SPACE_504))
     model = load_model("resnet18")
     pts = sorted(space.points(), key=lambda p: make_design(space, p).area_mm2)
@@ -425,7 +426,7 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
     load_before = os.getloadavg()[0]
     res = run_sweep(space, model, points=[pts[i] for i in at] if at else pts[:first], workers=2, store_path=store, progress=False,
                     strategy="heuristic", design_budget=design_budget, warm_start=True, warm_neighbours=neighbours,
-                    prune=True)
+                    prune=True, budget_weight=budget_weight)
     wall = time.perf_counter() - t0
     outs = {o.design.label: o for o in res.outcomes}
     cpu = {st: [o.run.result["cpu_seconds"] for o in res.outcomes if o.status == st and o.run] for st in
@@ -445,6 +446,7 @@ def sweep500(design_budget: float, store: str, first: int | None, reference_at: 
            "mapped": len(cpu["mapped"]), "pruned": len(cpu["pruned"]),
            "mapped_now": res.mapped_now, "wall_s_this_call": wall, "load_average_before_after":
            [load_before, os.getloadavg()[0]], "design_budget_cpu_s": design_budget, "warm_neighbours": neighbours,
+           "budget_weight": budget_weight,
            "cpu_s_per_mapped_design": sum(cpu["mapped"]) / max(1, len(cpu["mapped"])),
            "cpu_s_per_pruned_design": sum(cpu["pruned"]) / max(1, len(cpu["pruned"])),
            "cpu_s_total": sum(all_cpu), "minutes_on_2_idle_cores": sum(all_cpu) / 2 / 60,
@@ -486,6 +488,57 @@ def root_bounds(incumbents: dict[str, float]) -> dict:
         print(f"{name}: pruned {len(row['pruned'])} of {len(configs)} {row['pruned']}; bound / incumbent where kept: "
               f"{min(ratios):.3f}-{max(ratios):.3f}; {row['cpu_seconds']:.1f} CPU s", flush=True)
     return {"rows": rows}
+
+
+def root_order(time_limit: float, layers: list[str], unrollings: int) -> dict:
+    """Rule R as a check in rule H's order (``co_search(..., root_bounds=True)``) beside rule R as the order
+    (``root_order=True``) on the Table 7.1 space: configurations mapped and cut, and CPU seconds. Every
+    configuration is mapped at most once by the heuristic (``time_limit`` CPU seconds) and the answer shared by the
+    searches, so they see the same values; each search is charged the bounds it computed (CPU seconds of the call
+    minus the mapping done in it) plus the mapping of the configurations it mapped."""
+    from accelmap.search.heuristic_config import HeuristicConfig
+
+    base, levels, configs = _table71_space()
+    config = HeuristicConfig(cpu_clock=True)
+    rows = []
+    print(f"\nrule R in rule H's order and as the order, Table 7.1 space ({len(configs)} configurations), "
+          f"heuristic {time_limit} CPU s per configuration")
+    for name in layers:
+        hw, ck = SUNSTONE_LAYERS[name]
+        op = adopt_precision(conv2d(name, c=ck, h=hw, w=hw, k=ck, r=3, s=3, padding=1), base)
+        memo: dict = {}
+        cpu: dict = {}
+
+        def mapper(c, arch, op=op, memo=memo, cpu=cpu):
+            if c not in memo:
+                c0 = time.process_time()
+                r = map_operator(op, arch, "edp", strategy="heuristic", time_limit=time_limit, heuristic_config=config)
+                cpu[c] = time.process_time() - c0
+                memo[c] = (r.best.value, r.best.mapping) if r.best else None
+            return memo[c]
+
+        runs = {}
+        for how, kw in (("H", {}), ("H order, R check", {"root_bounds": True}),
+                        ("R order", {"root_order": True, "root_order_unrollings": unrollings}),
+                        ("R order, R check", {"root_order": True, "root_order_unrollings": unrollings,
+                                              "root_bounds": True})):
+            before = sum(cpu.values())
+            c0 = time.process_time()
+            res = co_search(op, base, levels, (8, 16, 32, 64, 128), configs, mapper, **kw)
+            own = time.process_time() - c0 - (sum(cpu.values()) - before)
+            runs[how] = {"value": res.value, "best": list(res.best) if res.best else None, "mapped": len(res.mapped),
+                         "pruned_by_bound": len(res.pruned_by_bound),
+                         "pruned_by_root_bounds": [list(c) for c in res.pruned_by_root_bounds],
+                         "raised_by_root_bounds": len(res.raised_by_root_bounds),
+                         "proven_by_incumbent": len(res.proven_by_incumbent),
+                         "bounds_cpu_s": own, "mapping_cpu_s": sum(cpu[c] for c in res.mapped if c in cpu),
+                         "cpu_s": own + sum(cpu[c] for c in res.mapped if c in cpu)}
+            print(f"{name} {how}: best {res.best} {res.value:.4g}; mapped {len(res.mapped)}, cut by H "
+                  f"{len(res.pruned_by_bound)}, by R {len(res.pruned_by_root_bounds)}; bounds {own:.1f} CPU s, "
+                  f"mapping {runs[how]['mapping_cpu_s']:.1f}", flush=True)
+        rows.append({"layer": name, "configs": len(configs), "runs": runs,
+                     "same_result": len({r["value"] for r in runs.values()}) == 1})
+    return {"time_limit_cpu_s": time_limit, "unrollings": unrollings, "rows": rows}
 
 
 def prunable(time_limit: float, layers: list[str], k: int) -> dict:
@@ -569,6 +622,10 @@ def main() -> None:
                     help="budget part: take the unbudgeted reference from --out if it has these designs")
     ap.add_argument("--design-budget", type=float, default=5.4, help="sweep500: CPU seconds per design")
     ap.add_argument("--warm-neighbours", type=int, default=4, help="sweep500: neighbours giving warm starts")
+    ap.add_argument("--budget-weight", default="even", choices=("even", "unrollings"),
+                    help="sweep500: the design budget the same for every design, or by the heuristic's unrollings")
+    ap.add_argument("--sweep-key", default="sweep500",
+                    help="sweep500: the key of --out the results go under (several runs in one file)")
     ap.add_argument("--store", default=str(Path.home() / ".cache" / "accelmap" / "dse_sweep500.sqlite"),
                     help="sweep500: the result store (resumable)")
     ap.add_argument("--sweep-designs", type=int, default=None,
@@ -582,6 +639,10 @@ def main() -> None:
     ap.add_argument("--sunstone-layers", default="conv1,conv2,conv3,conv4")
     ap.add_argument("--prunable-time-limit", type=float, default=1.0,
                     help="prunable: heuristic CPU seconds per configuration")
+    ap.add_argument("--rootorder-time-limit", type=float, default=0.5,
+                    help="rootorder: heuristic CPU seconds per configuration")
+    ap.add_argument("--rootorder-unrollings", type=int, default=1,
+                    help="rootorder: unrollings bounded at the root per configuration for the order")
     ap.add_argument("--prunable-k", type=int, default=3, help="prunable: best mappings kept per configuration")
     ap.add_argument("--ray-python", default=None, help="a Python with Ray installed, for the engine overhead")
     ap.add_argument("--out", default=str(RESULTS / "dse.json"))
@@ -612,15 +673,19 @@ def main() -> None:
                                         for r in out.get("sunstone", {}).get("rows", [])},
                                        args.sunstone_layers.split(","))
         elif part == "sweep500":
-            out["sweep500"] = sweep500(args.design_budget, args.store, args.sweep_designs,
-                                       [int(x) for x in args.reference_at.split(",")], args.warm_neighbours,
-                                       [int(x) for x in args.sweep_at.split(",")] if args.sweep_at else None)
+            out[args.sweep_key] = sweep500(args.design_budget, args.store, args.sweep_designs,
+                                       [int(x) for x in args.reference_at.split(",") if x], args.warm_neighbours,
+                                       [int(x) for x in args.sweep_at.split(",")] if args.sweep_at else None,
+                                       args.budget_weight)
         elif part == "rootbound":
             # Against the best EDP known per layer: the sunstone part's, or the prunable part's re-priced incumbent.
             best = {r["layer"]: min(r["grid_edp"], r["co_edp"]) for r in out.get("sunstone", {}).get("rows", [])}
             for r in out.get("prunable", {}).get("rows", []):
                 best[r["layer"]] = min(best.get(r["layer"], r["incumbent_edp"]), r["incumbent_edp"])
             out["rootbound"] = root_bounds(best)
+        elif part == "rootorder":
+            out["rootorder"] = root_order(args.rootorder_time_limit, args.sunstone_layers.split(","),
+                                          args.rootorder_unrollings)
         elif part == "prunable":
             out["prunable"] = prunable(args.prunable_time_limit, args.sunstone_layers.split(","), args.prunable_k)
         elif part == "sunstone":

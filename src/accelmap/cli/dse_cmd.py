@@ -12,6 +12,7 @@ from accelmap.cli.interrupt import stop_cleanly
 from accelmap.cli.map_cmd import load_workload
 from accelmap.dse.arch_search import format_sunstone, run_sunstone, write_sunstone
 from accelmap.dse.engines import ENGINES
+from accelmap.dse.layer_budget import BUDGET_WEIGHTS
 from accelmap.dse.report import format_summary, write_report
 from accelmap.dse.space import METHODS, OBJECTIVES, load_space
 from accelmap.dse.sweep import WARM_NEIGHBOURS, run_sweep
@@ -53,6 +54,10 @@ def default_store_path() -> Path:
               help="Sunstone co-search only: before mapping a configuration, drop it when the exact search's own "
                    "unrolling and root bounds show no mapping of it beats the best value found so far (rule R; "
                    "certified; a few tenths of a CPU second per configuration).")
+@click.option("--root-order", is_flag=True,
+              help="Sunstone co-search only: raise every configuration's bound to the exact search's unrolling and "
+                   "root bounds before mapping any, and map them in that order, so the bound's stop cuts every "
+                   "configuration it can (certified; a few tenths of a CPU second per configuration).")
 @click.option("--warm-start", is_flag=True,
               help="Start each design's layers (with --method sunstone, each configuration's) from the best mappings "
                    "of the nearest designs already mapped, validated and re-costed on it; designs go to workers one "
@@ -64,14 +69,18 @@ def default_store_path() -> Path:
 @click.option("--design-budget", type=float, default=None,
               help="Grid/random sweeps with the heuristic: CPU seconds per design, split over the model's distinct "
                    "layers by their MACs (instead of --time-limit per layer).")
+@click.option("--budget-weight", type=click.Choice(BUDGET_WEIGHTS), default="even", show_default=True,
+              help="With --design-budget: even, the same seconds for every design; unrollings, in proportion to the "
+                   "spatial unrollings the heuristic ranks on each design, the same average over the space.")
 @click.option("--warm-neighbours", type=int, default=None,
               help="With --warm-start: how many of the nearest mapped designs give their mappings (default 2).")
 @click.option("--prune-dominated", is_flag=True,
               help="Grid/random sweeps: map designs in order of area and skip one whose certified EDP bound is not "
                    "below the EDP of a mapped design of no more area (it is on no EDP-area front).")
 def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, strategy, objective, time_limit,
-            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, root_bounds, warm_start, cpu_clock,
-            design_budget, warm_neighbours, prune_dominated):
+            store_file, no_store, batch, out_dir, no_progress, no_plots, tile_dominance, root_bounds, root_order, warm_start,
+            cpu_clock,
+            design_budget, budget_weight, warm_neighbours, prune_dominated):
     """Map MODEL on the designs of SPACE.yaml and report the Pareto fronts of energy, latency and area."""
     for flag, v in (("--workers", workers), ("--samples", samples), ("--batch", batch),
                     ("--warm-neighbours", warm_neighbours)):
@@ -82,6 +91,9 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     if design_budget is not None and time_limit is not None:
         raise SpecError("a budget per design replaces the time limit per layer; give one of them",
                         where="--design-budget")
+    if budget_weight != "even" and design_budget is None:
+        raise SpecError("shares the budget per design between the designs; add --design-budget S",
+                        where="--budget-weight")
     if design_budget is not None and not design_budget > 0:
         raise SpecError(f"must be positive CPU seconds, got {design_budget}", where="--design-budget")
     if address and engine == "local":
@@ -101,7 +113,8 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
             if given:
                 raise SpecError("applies to grid and random sweeps; search method sunstone runs in this process "
                                 "and stores nothing", where=flag)
-    for flag, given in (("--tile-dominance", tile_dominance), ("--root-bounds", root_bounds)):
+    for flag, given in (("--tile-dominance", tile_dominance), ("--root-bounds", root_bounds),
+                        ("--root-order", root_order)):
         if given and space.method != "sunstone":
             raise SpecError("applies to search method sunstone only (--method sunstone)", where=flag)
     m, _ = load_workload(model, batch, None, None)
@@ -110,7 +123,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
     if space.method == "sunstone":
         sres = run_sunstone(space, m, strategy=strategy, objective=objective, time_limit=time_limit,
                             seed=seed or 0, tile_dominance=tile_dominance, warm_start=warm_start,
-                            root_bounds=root_bounds)
+                            root_bounds=root_bounds, root_order=root_order)
         click.echo(format_sunstone(sres))
         files = write_sunstone(sres, out)
         click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
@@ -123,7 +136,7 @@ def dse_cmd(space_file, model, engine, address, workers, method, samples, seed, 
                         objective=objective, time_limit=time_limit, seed=seed or 0, warm_start=warm_start,
                         cpu_clock=cpu_clock, design_budget=design_budget,
                         warm_neighbours=warm_neighbours if warm_neighbours is not None else WARM_NEIGHBOURS,
-                        prune=prune_dominated)
+                        prune=prune_dominated, budget_weight=budget_weight)
     click.echo(format_summary(res))
     files = write_report(res, out, plots=not no_plots)
     click.echo(f"\nwrote {', '.join(f.name for f in files)} to {out}/")
