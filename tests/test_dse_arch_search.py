@@ -176,3 +176,9 @@ def test_cli_root_bounds_prune_a_configuration_no_better_at_its_optimum(tmp_path
     # The flag is refused outside the co-search.
     r = CliRunner().invoke(main, [*args, "--method", "grid", "--root-bounds"])
     assert r.exit_code == 2 and r.output.startswith("error: --root-bounds: applies to search method sunstone")
+
+
+def test_cli_root_order_is_sunstone_only(files):
+    r = CliRunner().invoke(main, ["dse", str(files / "space.yaml"), "--model", str(files / "g.yaml"),
+                                  "--method", "grid", "--root-order"])
+    assert r.exit_code == 2 and r.output.startswith("error: --root-order: applies to search method sunstone")

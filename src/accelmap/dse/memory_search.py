@@ -225,9 +225,9 @@ def co_search(op: Operator, base: Accelerator, levels: tuple[str, ...], choices:
             res.raised_by_fill_stalls.append(c)
         if root_order:
             before_r[c] = res.lower_bounds[c]
-            r = root_lower_bound(op, archs[c], objective, root_order_unrollings).value
-            if r > res.lower_bounds[c]:
-                res.lower_bounds[c] = r
+            rb = root_lower_bound(op, archs[c], objective, root_order_unrollings).value
+            if rb > res.lower_bounds[c]:
+                res.lower_bounds[c] = rb
                 res.raised_by_root_bounds.append(c)
     res.bound_seconds = time.process_time() - c0
     incumbent: dict[Config, tuple[float, Mapping]] = {}
