@@ -839,9 +839,9 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     # halves settle at each run's own rate (the load unit may pace one run and the halves' cycle the other).
     above = nest.above(c)
     out_dims = list(nest.op.output.dims)
-    pos = np.full(len(nest.structure), -1)
+    pos = np.full(len(nest.structure) + 1, -1)       # (a nest with no loop at all: slot -1 reads the extra entry)
     pos[above] = np.arange(len(above))
-    walk_k = np.where(slot >= 0, pos[np.maximum(slot, 0)], -1)      # the walked loop's index in ``above``
+    walk_k = np.where(slot >= 0, pos[slot], -1)      # the walked loop's index in ``above``
     input_edges = []
     for d, kk, b, e in nest.edges(c):
         if d in out_dims or not any(d in dims for dims, _ in inputs):
