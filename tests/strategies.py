@@ -50,6 +50,45 @@ def random_operator(rng: random.Random):
     return op
 
 
+def refill_machine(rng: random.Random):
+    """A small three-level machine whose buffers refill while read (``refill_while_read``): DRAM (a random read
+    port), a 4-32 B buffer double-buffered when two tiles fit and refilled while a tile read once is read, with a
+    fan-out of two (multicast and reduction drawn), and under it a 1-4 B level double-buffered when two tiles fit,
+    refilled while read or not; kept classes, bypass and DMA setup drawn. Its capacities are small, so two tiles
+    often do not fit and the loop order decides whether a level stalls (rule O4 of docs/mapper.md)."""
+    def holds():
+        return rng.choice([["W"], ["I"], ["O"], ["I", "W"], ["W", "O"], ["I", "O"], ["I", "W", "O"]])
+    dram = {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+            "read_energy": "20 pJ"}
+    if rng.random() < 0.5:
+        dram["read_bandwidth"] = f"{rng.choice([1, 2])} words/cycle"
+    buf = {"name": "Buf", "holds": holds(), "capacity": f"{rng.choice([4, 8, 12, 16, 32])} B", "width": "8 bit",
+           "read_energy": "2 pJ", "write_bandwidth": f"{rng.choice([1, 2])} words/cycle",
+           "double_buffered": "when_fits", "refill_while_read": True, "bypass": rng.random() < 0.5,
+           "transfer_setup_cycles": rng.choice([0, 2, 8])}
+    if rng.random() < 0.6:
+        buf["fanout"] = {"axes": [{"name": "X", "size": 2, "multicast": rng.random() < 0.7,
+                                   "reduce": rng.random() < 0.7}], "transfer_energy": "1 pJ"}
+    reg = {"name": "Reg", "holds": holds(), "capacity": f"{rng.choice([1, 2, 4])} B", "width": "8 bit",
+           "read_energy": "0.1 pJ", "double_buffered": "when_fits", "refill_while_read": rng.random() < 0.7,
+           "bypass": True, "transfer_setup_cycles": rng.choice([0, 1])}
+    return accelerator_from_dict({"name": "refill3", "compute": {"mac_energy": "1 pJ"}, "levels": [dram, buf, reg]})
+
+
+def small_operator(rng: random.Random):
+    """A small GEMM, strided conv1d or SDDMM (at most 72 MACs), for searches compared with exhaustive ones."""
+    kind = rng.choice(["gemm", "gemm", "conv1d", "sddmm"])
+    if kind == "gemm":
+        return gemm("g", m=rng.choice([1, 2, 3, 4]), n=rng.choice([2, 3, 4]), k=rng.choice([2, 4, 6]))
+    if kind == "conv1d":
+        s = rng.choice([1, 2])
+        return parse_expression(f"O[k,p] += I[{s}*p+r] * W[k,r]",
+                                {"k": rng.choice([1, 2, 3]), "p": rng.choice([2, 3, 4]), "r": rng.choice([2, 3])},
+                                name="conv1d")
+    return parse_expression("O[i,j] += A[i,j] * B[i,k] * C[k,j]",
+                            {"i": 2, "j": rng.choice([2, 3]), "k": rng.choice([2, 3])}, name="sddmm")
+
+
 def random_perfect_mappings(seed: int, draws: int, presets: list[str]):
     """(rng, arch, operator, mapping) of random valid perfectly factored mappings, cycling through ``presets``;
     the rng is the one that drew them, for tests that draw more from it."""

@@ -265,3 +265,28 @@ def test_runs_of_edge_tiles_let_the_halves_catch_up_on_runs_of_full_ones():
     res = simulate(op, arch, m, functional=False)
     assert res.cycles == pytest.approx(1431617.5125000025, rel=1e-9)
     assert res.model_error == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("ub_read, r, cycles", [("64 B/cycle", 3, 4650.833333333333), (None, 3, 4515.5),
+                                                ("64 B/cycle", 4, 4973.333333333333)])
+def test_runs_of_a_reduction_loops_edge_settle_at_their_own_pace(ub_read, r, cycles):
+    # tpu_like (PEReg bypassed), a depthwise layer with R 3 split 2 x 2: the outermost DRAM loop over R leaves
+    # an edge tile (R of extent 1) for its second half. The output tiles (Q) are equal, but in the edge half the
+    # input and weight loads on UB's load unit shrink by half: the full half runs at the load unit's pace, the
+    # edge half at the output halves' cycle (compute, drain, reload). The walk of the halves took the mean loads
+    # of both halves, which no half runs at (-3.3%; -1.2% with UB's read port unbounded). R 4 has no edge.
+    from dataclasses import replace
+
+    from accelmap.arch.accelerator import adopt_precision
+
+    arch = get_accelerator("tpu_like")
+    levels = [replace(lv, bypass=True) if lv.name == "PEReg" else lv for lv in arch.levels]
+    if ub_read is None:
+        levels = [replace(lv, read_bw_bits=None) if lv.name == "UB" else lv for lv in levels]
+    arch = replace(arch, levels=tuple(levels))
+    op = adopt_precision(conv2d("dw", c=20, h=112, w=4, k=20, r=r, s=3, stride=2, padding=1, groups=20), arch)
+    m = parse_text("DRAM [ O I W ]\n| for R in [0:2)\n| for S in [0:3)\n| for Q in [0:2)\nUB [ O I W ]\n"
+                   "| for R in [0:2)\n| for P in [0:56)\n| spatial-for G in [0:20) @X\nPEReg [ ]\n", arch)
+    res = simulate(op, arch, m, functional=False)
+    assert res.cycles == pytest.approx(cycles, rel=1e-12)
+    assert res.model_latency == pytest.approx(cycles, rel=1e-12)

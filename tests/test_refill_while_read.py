@@ -199,3 +199,51 @@ def test_kept_orders_reach_every_permutations_least_latency():
                 return evaluate(op, a, Mapping(above + order + rest, keep), check=False).latency
             assert min(map(latency, kept)) == min(map(latency, itertools.permutations(own))), (m, lvl)
             compared += 1
+
+
+def _without_refill(arch):
+    from dataclasses import replace
+    return replace(arch, levels=tuple(replace(lv, refill_while_read=False) for lv in arch.levels))
+
+
+# Draws of ``strategies.refill_machine`` / ``small_operator`` whose exhaustive spaces take well under a second and
+# where the property changes the optimum (benchmarks/refill_orders_vs_exhaustive.py --deep sweeps many more)
+REFILL_SEEDS = (1, 7, 9)
+
+
+@pytest.mark.parametrize("seed", REFILL_SEEDS)
+def test_exact_search_and_bounds_on_random_refilling_machines(seed):
+    """The pruning rules of docs/mapper.md on small random machines whose buffers refill while read
+    (``strategies.refill_machine``: a refilling buffer with a fan-out of two over a small level that refills or
+    not): the exact search with the unrolling searched (rules E1/E2, S*, B*, O*; no heuristic incumbent) returns the
+    optimum of exhaustive Ruby-S for latency and EDP, and the certificate (S2) and the root bound of every bypass
+    choice stay at or below it. Not vacuous: the property changes the latency optimum of each draw (without it,
+    the exhaustive optimum is larger)."""
+    import math
+    import random
+
+    from accelmap.search import Constraints
+    from accelmap.search.bounds import BoundContext, chain_options
+    from accelmap.search.exact import search_exact
+    from accelmap.search.exhaustive import search_exhaustive
+    from accelmap.search.space import keep_options
+    from accelmap.search.spatial import certified_lower_bound
+    from strategies import refill_machine, small_operator
+
+    rng = random.Random(seed)
+    arch, op = refill_machine(rng), small_operator(rng)
+    keeps = keep_options(op, arch, Constraints())
+    optimum = {}
+    for objective in ("latency", "edp"):
+        every, _ = search_exhaustive(op, arch, objective, imperfect="spatial")
+        ref = optimum[objective] = every[0].value
+        best, stats = search_exact(op, arch, objective, heuristic=False)
+        assert best and math.isclose(best[0].value, ref, rel_tol=1e-9), (op, arch.levels, objective)
+        assert stats.extra["proven"]
+        lower = certified_lower_bound(op, arch, Constraints(), chain_options(op, keeps), objective)[0]
+        assert lower <= ref * (1 + 1e-9)
+        for keep in keeps:
+            e_lb, l_lb = BoundContext(op, arch, keep).lower_bound((), len(arch.levels), dict(op.sizes))
+            assert {"latency": l_lb, "edp": e_lb * l_lb}[objective] <= ref * (1 + 1e-9), (op, keep)
+    plain, _ = search_exhaustive(op, _without_refill(arch), "latency", imperfect="spatial")
+    assert plain[0].value > optimum["latency"]

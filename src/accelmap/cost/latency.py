@@ -834,7 +834,25 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     for dims, mv in inputs:
         rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
             _restarts_with_walk(nest, c, dims, slot, nest.B)
-    edge = found & ((bound * stride > size) | rare) & (bound <= MAX_CHAIN_POSITIONS)
+    # An edge tile of a dim outside the output (a reduction loop above the walked one at its last position)
+    # leaves the output tiles equal but shrinks the other operands' loads for whole runs of the walk: the
+    # halves settle at each run's own rate (the load unit may pace one run and the halves' cycle the other).
+    above = nest.above(c)
+    out_dims = list(nest.op.output.dims)
+    pos = np.full(len(nest.structure) + 1, -1)       # (a nest with no loop at all: slot -1 reads the extra entry)
+    pos[above] = np.arange(len(above))
+    walk_k = np.where(slot >= 0, pos[slot], -1)      # the walked loop's index in ``above``
+    input_edges = []
+    for d, kk, b, e in nest.edges(c):
+        if d in out_dims or not any(d in dims for dims, _ in inputs):
+            continue
+        outside = (kk >= 0) & (walk_k > kk)
+        if outside.any():
+            input_edges.append((d, np.where(outside, kk, -1), b, e))
+    shrinks = np.zeros(n, dtype=bool)
+    for _, kk, _, _ in input_edges:
+        shrinks |= kk >= 0
+    edge = found & ((bound * stride > size) | rare | shrinks) & (bound <= MAX_CHAIN_POSITIONS)
     if not edge.any():
         return np.zeros(n)
     rows = np.flatnonzero(edge)
@@ -848,15 +866,14 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     live = w > 0
     per_period = np.maximum(live.sum(axis=1), 1)
     mean_w = w.sum(axis=1) / per_period
-    out_dims = list(nest.op.output.dims)
     walk_dim = [out_dims[i] if i >= 0 else "" for i in dim.tolist()]
     # An edge tile of another output dim (an outer loop at its last position, 1/bound of the
-    # tiles) scales whole runs of the walk: each such segment settles at its own rate.
+    # tiles), or of a dim outside the output that the other operands use, scales whole runs of the
+    # walk: each such segment settles at its own rate.
     segments: list[tuple[np.ndarray, dict[str, np.ndarray]]] = [(np.ones(len(rows)), {})]   # (share, dim -> scale)
-    for d, kk, b, e in nest.edges(c):
-        if d not in out_dims:
-            continue
-        on = (kk[rows] >= 0) & (dim != out_dims.index(d))
+    outer_edges = [x for x in nest.edges(c) if x[0] in out_dims] + input_edges
+    for d, kk, b, e in outer_edges:
+        on = (kk[rows] >= 0) & ((dim != out_dims.index(d)) if d in out_dims else True)
         f = np.where(on, 1.0 / b[rows], 0.0)
         r = e[rows] / nest.inner[c][d][rows]
         segments = [x for share, sc in segments for x in ((share * (1 - f), sc), (share * f, {**sc, d: r}))]
@@ -945,12 +962,10 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         # Runs of edge tiles and of full ones follow each other in the loop order, and a run of small
         # tiles lets the units catch up on a run of large ones: where the passes from the outermost
         # edge loop in to the walked loop are few, they are walked in order, one sequence per row.
-        edge_dims = {d: (kk[rows], e[rows] / nest.inner[c][d][rows]) for d, kk, _, e in nest.edges(c)
-                     if d in out_dims}
-        above = nest.above(c)
+        edge_dims = {d: (kk[rows], e[rows] / nest.inner[c][d][rows]) for d, kk, _, e in outer_edges}
         for i in range(len(rows)):
             segs = {d: (int(kk[i]), r[i]) for d, (kk, r) in edge_dims.items()
-                    if kk[i] >= 0 and out_dims.index(d) != dim[i]}
+                    if kk[i] >= 0 and (d not in out_dims or out_dims.index(d) != dim[i])}
             if not segs:
                 continue
             w_k = above.index(int(slot[i]))
