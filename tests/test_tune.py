@@ -394,6 +394,11 @@ def test_a_worker_that_dies_or_raises_is_reported(monkeypatch):
         meas.close()
     assert [m.error for m in got] == ["the measuring process died (exit code 3)"] * 2
     assert not any(m.valid for m in got)
+    from accelmap.tune.session import tune_operator
+
+    rep = tune_operator(_db(8), VTA, backend="model", tuners=("random",), trials=4, batch_size=4, workers=2)
+    assert rep.best is None
+    assert "4 configurations ended their measuring process (a crash) and count as invalid" in rep.notes
 
     def broken(*a):
         raise ZeroDivisionError("a bug in the backend")
