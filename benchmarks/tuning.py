@@ -247,7 +247,16 @@ class LocalValidityTuner(ValidityTuner):
 VARIANTS["validity-local"] = lambda space, seed, is_valid: LocalValidityTuner(space, seed, is_valid)
 # following an improvement inside an epoch (``validity-edge-follow`` is 5 edge steps after a new best, from the
 # first epoch on): 10 or 5 steps from the first retraining on, and 10 from the first epoch on
-for _name, _settings in (("validity-edge-follow-late", ValiditySettings(edge_walk=10, edge_follow=10)),
+# edge steps built before they are measured (5 or 10 followed steps, no exhausting), and the best's edge
+# exhausted from the first retraining on only (``validity-edge-exhaust`` does from the first improvement on)
+for _name, _settings in (("validity-edge-check", ValiditySettings(edge_walk=10, edge_follow=5,
+                                                                  follow_first_epoch=True, edge_check=True)),
+                         ("validity-edge-check-10", ValiditySettings(edge_walk=10, edge_follow=10,
+                                                                     follow_first_epoch=True, edge_check=True)),
+                         ("validity-edge-exhaust-late", ValiditySettings(edge_walk=10, edge_follow=5,
+                                                                         follow_first_epoch=True, edge_check=True,
+                                                                         edge_exhaust="late", edge_any_order=True)),
+                         ("validity-edge-follow-late", ValiditySettings(edge_walk=10, edge_follow=10)),
                          ("validity-edge-follow-late-5", ValiditySettings(edge_walk=10, edge_follow=5)),
                          ("validity-edge-follow-10", ValiditySettings(edge_walk=10, edge_follow=10,
                                                                       follow_first_epoch=True))):
@@ -342,8 +351,10 @@ def _run_job(args):
     valid = sum(m.valid for m in run.history)
     first_batch_valid = sum(m.valid for m in run.history[:50])
     random_fill = getattr(tuner, "random_fill", None)
+    # validity checks of edge steps beyond presampling's (validity-edge-check), a cost outside the trials
+    edge_checks = getattr(tuner, "edge_checks", None)
     return (thesis_id, tuner_name, seed, hit, near, first_valid, time.perf_counter() - t0, valid,
-            first_batch_valid, random_fill)
+            first_batch_valid, random_fill, edge_checks)
 
 
 def read_runs(path: Path, repair: bool = False) -> list[tuple]:
@@ -743,7 +754,9 @@ def main() -> None:
                    "median_valid_trials": statistics.median(e[0] for e in extra) if extra else None,
                    "median_first_batch_valid": statistics.median(e[1] for e in extra) if extra else None,
                    "median_random_fill": statistics.median(e[2] for e in extra)
-                   if extra and all(e[2] is not None for e in extra) else None}
+                   if extra and all(e[2] is not None for e in extra) else None,
+                   "median_edge_checks": statistics.median(e[3] for e in extra)
+                   if extra and all(len(e) > 3 and e[3] is not None for e in extra) else None}
             per_layer.append(rec)
             table = TABLE_5_4.get(t)
             rec["thesis_rel_median"], rec["thesis_rel_iqr"] = table[lid] if table else (None, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -353,15 +354,62 @@ def test_measuring_with_the_model_and_the_simulator_agree_and_the_log_resumes(tm
     assert again(valid) == res[:2] and again.measured == 0     # read back, not measured again
 
 
-def test_measurer_times_out(tmp_path):
+def _first_valid_points(t, n):
+    from itertools import islice
+
+    pts = (tuple(int(v) for v in q) for q in t.space.all_points())
+    return list(islice((p for p in pts if t.build(p).valid), n))
+
+
+def test_measurer_times_out_and_goes_on_with_new_workers(tmp_path):
     t = ScheduleTemplate(_db(8), VTA)
-    p = next(tuple(int(v) for v in q) for q in t.space.all_points() if t.build(tuple(int(v) for v in q)).valid)
+    p, q = _first_valid_points(t, 2)
+    bad = next(tuple(int(v) for v in x) for x in t.space.all_points() if not t.build(tuple(int(v) for v in x)).valid)
     meas = Measurer(t, "sim", workers=2, timeout=1e-3)
     try:
-        r = meas([p])[0]
+        got = meas([p, q])
+        assert all(not m.valid and m.error.startswith("timed out") for m in got)
+        assert meas._idle == []                       # both workers were killed
+        meas.timeout = 120
+        again = meas([bad])[0]                        # measured by a new worker (a build that fails: fast)
     finally:
         meas.close()
-    assert not r.valid and r.error.startswith("timed out")
+    assert again == replace(measure_one(t, "sim", bad), wall_s=again.wall_s)
+    assert not again.valid and not again.error.startswith("timed out")
+
+
+def test_a_worker_that_dies_or_raises_is_reported(monkeypatch):
+    import os
+
+    import accelmap.tune.measure as measure_module
+
+    t = ScheduleTemplate(_db(8), VTA)
+    p, q = _first_valid_points(t, 2)
+    # the workers fork from this process, so they run the patched function
+    monkeypatch.setattr(measure_module, "measure_one", lambda *a: os._exit(3))
+    meas = Measurer(t, "model", workers=2, timeout=120)
+    try:
+        got = meas([p, q])
+    finally:
+        meas.close()
+    assert [m.error for m in got] == ["the measuring process died (exit code 3)"] * 2
+    assert not any(m.valid for m in got)
+    from accelmap.tune.session import tune_operator
+
+    rep = tune_operator(_db(8), VTA, backend="model", tuners=("random",), trials=4, batch_size=4, workers=2)
+    assert rep.best is None
+    assert "4 configurations ended their measuring process (a crash) and count as invalid" in rep.notes
+
+    def broken(*a):
+        raise ZeroDivisionError("a bug in the backend")
+
+    monkeypatch.setattr(measure_module, "measure_one", broken)
+    meas = Measurer(t, "model", workers=2, timeout=120)
+    try:
+        with pytest.raises(ZeroDivisionError, match="a bug in the backend"):
+            meas([p])
+    finally:
+        meas.close()
 
 
 def test_host_backend_times_a_small_operator():

@@ -4,6 +4,7 @@ known-invalid rows are capped at the dissertation's 0.5 valid ratio (exact count
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -104,6 +105,73 @@ def test_edge_steps_are_one_knob_or_a_trade_of_two_tiles_from_the_best_measured(
     scores = [p[1] + 1.0 for p in steps]                               # every step is known valid: +1
     assert scores == sorted(scores, reverse=True)                      # the model's order
     assert tuner.edge_steps(2) == steps[:2] and [p[1] for p in steps[:2]] == [8, 8]
+
+
+def test_checked_edge_steps_are_built_before_they_are_measured():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=10,
+                          validity=ValiditySettings(presamples=1, edge_walk=5, edge_bases=2, edge_check=True))
+    tuner.known_valid, tuner.known_invalid = set(), set()      # forget the presample: nothing known but the measured
+    pts = [(1, 4), (2, 7), (0, 3), (1, 5)]
+    tuner.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0, 4.0, 3.0), strict=True)])
+    tuner.predict = lambda points: points[:, 1].astype(np.float64)     # the model prefers large y
+    steps = tuner.edge_steps(100)
+    # the 11 edge steps of (1, 4) and (2, 7) (the test above, with (3, 7) and (3, 6) not known): each built once,
+    # the two that do not build (x index 3) learnt as invalid and not returned
+    assert set(steps) == {(0, 4), (2, 4), (1, 3), (2, 3), (0, 5), (1, 7), (2, 6), (2, 8), (1, 8)}
+    assert [p[1] for p in steps] == sorted((p[1] for p in steps), reverse=True)
+    assert tuner.edge_checks == 11
+    assert tuner.known_invalid == {space.flat((3, 7)), space.flat((3, 6))}
+    assert {space.flat(p) for p in steps} <= tuner.known_valid
+    assert tuner.edge_steps(2) == steps[:2] and tuner.edge_checks == 11     # known now: not built again
+    unchecked = ValidityTuner(space, 0, is_valid, plan_size=10,
+                              validity=ValiditySettings(presamples=1, edge_walk=5, edge_bases=2))
+    unchecked.known_valid, unchecked.known_invalid = set(), set()
+    unchecked.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0, 4.0, 3.0), strict=True)])
+    unchecked.predict = tuner.predict
+    assert {(3, 7), (3, 6)} <= set(unchecked.edge_steps(100)) and unchecked.edge_checks == 0
+
+
+def test_exhausting_the_best_edge_leads_every_step_until_none_is_left():
+    space, is_valid = _strip_space()
+    settings = ValiditySettings(presamples=100, edge_follow=2, edge_exhaust="late")
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=50, validity=settings)     # no retraining in this test
+    pts = [(1, 4), (2, 7)]
+    tuner.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0), strict=True)])
+    assert tuner.best_point == (1, 4) and tuner.improved is None     # the first valid one is no improvement
+    tuner.predict = lambda points: points[:, 1].astype(np.float64)     # a model (it prefers large y)
+    tuner.first = []
+    steps = []
+    for _ in range(3):
+        batch = tuner.next_batch(2)
+        tuner.update(batch, [Measurement(p, True, 9.0) for p in batch])   # none better
+        steps.append(batch)
+    # the six edge steps of (1, 4) (one knob +-1 or a trade of the two tiles), two a step, the model's order
+    # (large y first; ties in the order the steps are listed)
+    assert steps == [[(1, 5), (0, 5)], [(0, 4), (2, 4)], [(1, 3), (2, 3)]]
+    assert tuner.random_fill == 0                                      # every point so far an edge step
+    # a better configuration becomes the base at once: its unmeasured steps not known invalid, (2, 6) and (1, 6)
+    tuner.update([(2, 5)], [Measurement((2, 5), True, 0.5)])
+    assert tuner.next_batch(2) == [(2, 6), (1, 6)]
+    tuner.update([(2, 6), (1, 6)], [Measurement(p, True, 9.0) for p in ((2, 6), (1, 6))])
+    tuner.next_batch(2)
+    assert tuner.random_fill == 2                                      # its edge is exhausted: the plan's points
+    # without exhausting, a step after no improvement has no lead
+    plain = ValidityTuner(space, 0, is_valid, plan_size=50, validity=replace(settings, edge_exhaust=None))
+    plain.update(pts, [Measurement(p, True, c) for p, c in zip(pts, (1.0, 2.0), strict=True)])
+    plain.predict, plain.first = tuner.predict, []
+    plain.next_batch(2)
+    assert plain.random_fill == 2
+
+
+def test_a_loop_order_steps_to_any_other_order_when_told():
+    space = KnobSpace((Knob("x", (1, 2, 3), "split"), Knob("order", ("a", "b", "c", "d"), "permutation")))
+    always = lambda p: True                                   # noqa: E731
+    for any_order, expected in ((False, {(0, 0), (2, 0), (1, 1)}), (True, {(0, 0), (2, 0), (1, 1), (1, 2), (1, 3)})):
+        tuner = ValidityTuner(space, 0, always, plan_size=4,
+                              validity=ValiditySettings(presamples=1, edge_follow=1, edge_any_order=any_order))
+        tuner.update([(1, 0)], [Measurement((1, 0), True, 1.0)])
+        assert set(tuner.edge_steps(100, [(1, 0)])) == expected
 
 
 def _trials(tuner, is_valid, cost, trials: int, step: int) -> list[tuple[int, ...]]:

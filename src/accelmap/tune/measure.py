@@ -21,8 +21,11 @@ import hashlib
 import json
 import multiprocessing
 import os
+import pickle
 import time
+import traceback
 from dataclasses import asdict, dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable
 
@@ -163,26 +166,65 @@ class MeasureLog:
 
 
 # --- parallel measurement --------------------------------------------------------------------------------
-_WORKER: dict = {}
+@dataclass(frozen=True)
+class _WorkerFailure:
+    """An exception a worker raised while measuring (a bug, not an invalid configuration): raised again here."""
+    error: BaseException
+    trace: str
 
 
-def _init_worker(template: ScheduleTemplate, backend: str, repeats: int) -> None:
-    # A forked worker inherits the parent's SIGTERM handler (Ray's driver installs one); a Python handler never
-    # runs in a worker blocked in C, so Pool.terminate() would wait for it forever.
+def _serve(conn, template: ScheduleTemplate, backend: str, repeats: int) -> None:
+    """A worker's loop: measure each point sent until the measurer closes its end of the pipe."""
+    # A forked worker inherits the parent's SIGTERM handler (Ray's driver installs one); reset it so that a
+    # worker stopped from outside simply ends.
     reset_worker_signals()
-    _WORKER["template"], _WORKER["backend"], _WORKER["repeats"] = template, backend, repeats
+    while True:
+        try:
+            point = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            result: Measurement | _WorkerFailure = measure_one(template, backend, point, repeats)
+        except Exception as e:   # noqa: BLE001  (handed back to the measurer, which raises it)
+            try:
+                pickle.dumps(e)
+                result = _WorkerFailure(e, traceback.format_exc())
+            except Exception:   # noqa: BLE001  (an exception that does not pickle: its text)
+                result = _WorkerFailure(RuntimeError(traceback.format_exc()), traceback.format_exc())
+        conn.send(result)
 
 
-def _work(point: tuple[int, ...]) -> Measurement:
-    return measure_one(_WORKER["template"], _WORKER["backend"], point, _WORKER["repeats"])
+class _Worker:
+    """One measuring process with a pipe of its own. Workers share no queue and no lock, so one that runs past
+    its timeout is killed (SIGKILL, which it cannot ignore or delay) without waiting for or blocking the
+    others; ``multiprocessing.Pool.terminate()`` could hang on a replacement worker forked after it had
+    taken its list of workers."""
+
+    def __init__(self, ctx, template: ScheduleTemplate, backend: str, repeats: int):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, template, backend, repeats), daemon=True)
+        self.process.start()
+        child.close()           # only the worker holds its end: its exit is an end of file here
+        self.point: tuple[int, ...] | None = None
+        self.started = 0.0
+
+    def stop(self) -> int | None:
+        """Kill the process (if it still runs) and reap it; its exit code."""
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        return self.process.exitcode
 
 
 class Measurer:
     """Measures batches of configurations in ``workers`` processes, each within ``timeout`` seconds.
 
-    A configuration that runs past its timeout is recorded as failed ("timed out"), its workers are
-    stopped and new ones started. With one worker (the host backend's default, so that two timed runs
-    never share the CPU) measurement runs in this process and the timeout is not enforced.
+    Every configuration is handed to one worker process of its own pipe. A configuration that runs past its
+    timeout is recorded as failed ("timed out"), its worker is killed and a new one started when needed; a
+    worker that dies while measuring (a crash in a compiled program) is recorded as failed with its exit
+    code. With one worker (the host backend's default, so that two timed runs never share the CPU)
+    measurement runs in this process and the timeout is not enforced.
     """
 
     def __init__(self, template: ScheduleTemplate, backend: str, *, workers: int = 1, timeout: float = 60.0,
@@ -204,46 +246,80 @@ class Measurer:
         self.repeats = repeats
         self.log = MeasureLog(log, template, backend)
         self.measured = 0          # new measurements made by this measurer (not read from the log)
-        self._pool: Any = None      # multiprocessing.pool.Pool while workers run
-
-    def _start(self):
-        ctx = multiprocessing.get_context("fork")
-        self._pool = ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.template, self.backend, self.repeats))
+        self._idle: list[_Worker] = []     # started workers waiting for a configuration
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        """Stop every worker (measurements never outlive the call that asked for them, so none is busy)."""
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
 
     def __call__(self, points: list[tuple[int, ...]]) -> list[Measurement]:
         fresh = [p for p in dict.fromkeys(points) if p not in self.log.known]
         results: list[Measurement] = []
         if self.workers == 1:
             results = [measure_one(self.template, self.backend, p, self.repeats) for p in fresh]
-        else:
-            for start in range(0, len(fresh), self.workers):
-                results += self._run_chunk(fresh[start:start + self.workers])
+        elif fresh:
+            results = self._in_workers(fresh)
         self.measured += len(results)
         self.log.append(results)
         return [self.log.known[p] for p in points]
 
-    def _run_chunk(self, chunk: list[tuple[int, ...]]) -> list[Measurement]:
-        if self._pool is None:
-            self._start()
-        assert self._pool is not None
-        handles = [self._pool.apply_async(_work, (p,)) for p in chunk]
-        deadline = time.monotonic() + self.timeout
-        out, broken = [], False
-        for p, h in zip(chunk, handles, strict=True):
-            try:
-                out.append(h.get(timeout=max(0.0, deadline - time.monotonic())))
-            except multiprocessing.TimeoutError:
-                out.append(Measurement(p, False, None, f"timed out after {self.timeout:g} s", self.timeout))
-                broken = True
-        if broken:
-            self.close()
-        return out
+    def _worker(self) -> _Worker:
+        if self._idle:
+            return self._idle.pop()
+        ctx = multiprocessing.get_context("fork")
+        return _Worker(ctx, self.template, self.backend, self.repeats)
+
+    def _in_workers(self, points: list[tuple[int, ...]]) -> list[Measurement]:
+        """Each point measured by one worker, up to ``workers`` at a time, each within ``timeout`` seconds of
+        being handed over; the results in the order of ``points``."""
+        todo = list(reversed(points))
+        done: dict[tuple[int, ...], Measurement] = {}
+        busy: dict[Any, _Worker] = {}
+        try:
+            while todo or busy:
+                while todo and len(busy) < self.workers:
+                    worker, point = self._worker(), todo.pop()
+                    try:
+                        worker.conn.send(point)
+                    except OSError:        # it died while idle: a new one takes the point
+                        worker.stop()
+                        todo.append(point)
+                        continue
+                    worker.point, worker.started = point, time.monotonic()
+                    busy[worker.conn] = worker
+                first_deadline = min(w.started for w in busy.values()) + self.timeout
+                ready = wait(list(busy), timeout=max(0.0, first_deadline - time.monotonic()))
+                for conn in ready:
+                    worker = busy.pop(conn)
+                    assert worker.point is not None
+                    try:
+                        got = worker.conn.recv()
+                    except (EOFError, OSError):
+                        code = worker.stop()
+                        done[worker.point] = Measurement(worker.point, False, None,
+                                                         f"the measuring process died (exit code {code})",
+                                                         time.monotonic() - worker.started)
+                        continue
+                    if isinstance(got, _WorkerFailure):
+                        worker.stop()
+                        got.error.add_note(f"raised in the worker measuring {worker.point}:\n{got.trace}")
+                        raise got.error
+                    done[worker.point] = got
+                    self._idle.append(worker)
+                now = time.monotonic()
+                for conn, worker in list(busy.items()):
+                    if now - worker.started >= self.timeout:
+                        del busy[conn]
+                        worker.stop()
+                        assert worker.point is not None
+                        done[worker.point] = Measurement(worker.point, False, None,
+                                                         f"timed out after {self.timeout:g} s", self.timeout)
+        finally:
+            for worker in busy.values():     # interrupted (or a worker's exception): stop what still runs
+                worker.stop()
+        return [done[p] for p in points]
 
 
 def lookup_measurer(table: dict[tuple[int, ...], Measurement]) -> Callable[[list[tuple[int, ...]]], list[Measurement]]:

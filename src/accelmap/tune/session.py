@@ -94,5 +94,8 @@ def tune_operator(op: Operator, arch: Accelerator, *, backend: str = "sim", tune
     failed = sum(1 for m in measurer.log.known.values() if m.error and m.error.startswith("timed out"))
     if failed:
         notes.append(f"{failed} configurations timed out after {timeout:g} s and count as invalid")
+    died = sum(1 for m in measurer.log.known.values() if m.error and m.error.startswith("the measuring process died"))
+    if died:
+        notes.append(f"{died} configurations ended their measuring process (a crash) and count as invalid")
     unit = "s" if backend == "host" else "cycles"
     return TuneReport(template, backend, runs, measurer.measured, from_log, time.perf_counter() - t0, unit, notes)

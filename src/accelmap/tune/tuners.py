@@ -14,7 +14,9 @@
   measured, and the first batch is all presampled-valid configurations, spread by Algorithm 5.
   ``validity-edge`` is ours too: the full method, every model-guided batch led by an edge walk (the model's
   best-scored configurations one step from the best measured ones, a step being one knob +-1 or a trade of
-  two tile sizes; ``ValiditySettings.edge_walk``).
+  two tile sizes; ``ValiditySettings.edge_walk``); ``validity-edge-follow`` also follows a new best inside an
+  epoch, and ``validity-edge-exhaust`` builds edge steps before measuring them and leads every step with the
+  best's unmeasured edge steps until none is left.
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -23,7 +25,7 @@ Every tuner sees only what was measured (and, for ``validity``, the validity che
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -36,7 +38,7 @@ from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
 TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
-          "validity-edge-follow", "optuna")
+          "validity-edge-follow", "validity-edge-exhaust", "optuna")
 
 
 @dataclass(frozen=True)
@@ -95,12 +97,29 @@ class ValiditySettings:
     # (presampled-valid first), ties in random order; the first batch's points not measured by the end of the
     # epoch are dropped (the epoch stays ``plan_size`` trials)
     follow_first_epoch: bool = False
+    # Check the edge steps (ours): an edge step is built before it is measured (a validity check, like
+    # presampling's, not a trial) and only the ones that build are measured; what the checks learn joins the
+    # known valid and invalid configurations (and so the biased SA's scores). The best configurations sit on
+    # the valid region's edge, so about half of an edge step's neighbours do not build.
+    edge_check: bool = False
+    # Exhaust the best's edge (ours): every step, not only the one after an improvement, starts with up to
+    # ``edge_follow`` unmeasured edge steps of the best configuration measured so far, until none is left (a
+    # local search beside the model's plan): near-ties of the best differ from it by one tile step (a tile of
+    # the same area in another shape, one virtual thread), which the model does not rank apart. "late": from the
+    # first retraining on; "all": from the first improvement of the first epoch on; None: off.
+    edge_exhaust: str | None = None
+    # a loop order (a knob of kind "permutation", whose options have no order) steps to any other order, not only to
+    # the next index: a near-tie of the best often has the same tiles in another order
+    edge_any_order: bool = False
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
 EDGE_WALK = ValiditySettings(edge_walk=10)   # the ``validity-edge`` tuner: 10 of every model-guided batch of 50
 # ``validity-edge-follow``: and every new best followed by 5 of its edge steps, from the first epoch on
 EDGE_FOLLOW = ValiditySettings(edge_walk=10, edge_follow=5, follow_first_epoch=True)
+# ``validity-edge-exhaust``: ``validity-edge-follow`` measuring only edge steps that build, every step led by the
+# best's unmeasured edge steps until none is left (from the first improvement on), a loop order stepping to any other
+EDGE_EXHAUST = replace(EDGE_FOLLOW, edge_check=True, edge_exhaust="all", edge_any_order=True)
 
 
 class Tuner:
@@ -335,7 +354,10 @@ class ValidityTuner(ModelTuner):
         self.costs: list[float | None] = []   # of the measured configurations, in the order of ``xs``
         self.edge_epoch = 0                   # the retraining whose epoch the edge walk last led
         self.improved: Point | None = None    # a new best measured in the last step, to follow (``edge_follow``)
+        self.best_point: Point | None = None  # the best configuration measured so far
+        self.ever_improved = False            # a measurement has bettered an earlier valid one
         self.best_cost = float("inf")
+        self.edge_checks = 0                  # validity checks of edge steps (beyond presampling's)
 
     def first_batch(self, n: int) -> list[Point]:
         valid = [p for p, ok in self.presampled.items() if ok]
@@ -365,13 +387,17 @@ class ValidityTuner(ModelTuner):
             if r.valid and r.cost is not None and r.cost < self.best_cost:
                 # the first valid measurement is no improvement to follow: there was nothing before it
                 self.improved = p if self.best_cost < float("inf") else None
+                self.best_point = p
+                self.ever_improved = self.ever_improved or self.improved is not None
                 self.best_cost = r.cost
         super().update(points, results)
 
     def next_batch(self, n: int) -> list[Point]:
         follow = self.validity.edge_follow
-        if self.predict is None and self.xs and self.validity.follow_first_epoch and follow > 0 and self.improved:
-            walk = self.edge_steps(min(n, follow), [self.improved])
+        exhaust = self.validity.edge_exhaust
+        base = self.improved or (self.best_point if exhaust == "all" and self.ever_improved else None)
+        if self.predict is None and self.xs and self.validity.follow_first_epoch and follow > 0 and base is not None:
+            walk = self.edge_steps(min(n, follow), [base])
             self.improved = None
             taken = {self.space.flat(q) for q in walk}
             self.first = [p for p in self.first if self.space.flat(p) not in taken]
@@ -386,6 +412,8 @@ class ValidityTuner(ModelTuner):
             lead = self.edge_steps(min(n, self.validity.edge_walk))
         elif self.validity.edge_follow > 0 and self.improved is not None:
             lead = self.edge_steps(min(n, self.validity.edge_follow), [self.improved])
+        elif self.validity.edge_follow > 0 and exhaust is not None and self.best_point is not None:
+            lead = self.edge_steps(min(n, self.validity.edge_follow), [self.best_point])
         self.improved = None
         self.visited.update(self.space.flat(q) for q in lead)     # the model's picks skip them
         return lead + super().next_batch(n - len(lead))
@@ -398,8 +426,12 @@ class ValidityTuner(ModelTuner):
             bases = [self.space.point(f) for _, f in ranked[:self.validity.edge_bases]]
         splits = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "split" and self.space.shape[a] > 1]
         cand: dict[int, None] = {}
+        orders = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "permutation"]
         for b in bases:
             steps = list(self.space.neighbours(b))
+            if self.validity.edge_any_order:
+                steps += [b[:a] + (v,) + b[a + 1:] for a in orders for v in range(self.space.shape[a])
+                          if abs(v - b[a]) > 1]
             for i in splits:
                 for j in splits:
                     if i != j and b[i] + 1 < self.space.shape[i] and b[j] >= 1:
@@ -422,8 +454,22 @@ class ValidityTuner(ModelTuner):
         bias = self.bias()
         if bias is not None:
             score = score + bias[flat]
-        order = np.argsort(-score, kind="stable")[:k]
-        return [self.space.point(int(flat[i])) for i in order]
+        order = np.argsort(-score, kind="stable")
+        if not self.validity.edge_check:
+            return [self.space.point(int(flat[i])) for i in order[:k]]
+        out: list[Point] = []
+        for i in order:
+            f = int(flat[i])
+            if f not in self.known_valid:
+                self.edge_checks += 1
+                if not self.is_valid(self.space.point(f)):
+                    self.known_invalid.add(f)
+                    continue
+                self.known_valid.add(f)
+            out.append(self.space.point(f))
+            if len(out) == k:
+                break
+        return out
 
     def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
         share = self.validity.prior_invalid_share
@@ -529,9 +575,10 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
     if name.startswith("validity"):
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
-        if name in ("validity-edge", "validity-edge-follow"):
-            edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size,
-                                 validity=EDGE_WALK if name == "validity-edge" else EDGE_FOLLOW)
+        edge_settings = {"validity-edge": EDGE_WALK, "validity-edge-follow": EDGE_FOLLOW,
+                         "validity-edge-exhaust": EDGE_EXHAUST}
+        if name in edge_settings:
+            edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=edge_settings[name])
             edge.name = name
             return edge
         return ValidityTuner(space, seed, is_valid, ssdm=name != "validity-no-ssdm", bsa=name != "validity-no-bsa",
