@@ -19,7 +19,7 @@ benchmark:
    in off-chip memory), each with a time limit, and prints its ratios next to ours.
 
     python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
-        [--accelforge-timeout 1800]
+        [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800]
 
 Writes benchmarks/results/fusion_accelforge.json.
 """
@@ -34,12 +34,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.group_cost import InnerMappings
-from accelmap.fusion.model_fusion import fuse_model, mapper_search
+from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, mapper_search
 from accelmap.search.cache import default_cache_path
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.model_mapper import map_model
 from accelmap.workload.models import load_model
 
@@ -127,29 +129,33 @@ def gpt3_layer_onnx(path: Path, tokens: int = 2048) -> None:
                      SerializeToString())
 
 
-def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path) -> dict:
+def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
+         cpu_clock: bool = False) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
     arch_file.write_text(TPU_V4I_LIKE)
-    gpt3_layer_onnx(model_file)
+    gpt3_layer_onnx(model_file, tokens)
     arch = get_accelerator(str(arch_file))
     m = load_model(model_file, bits={"I": 8, "W": 8, "O": 8})
     t0, c0 = time.perf_counter(), time.process_time()
+    # cpu_clock: the per-layer and per-tile limits count this process's CPU seconds, so that the mappings found do
+    # not depend on the machine's load.
     mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=Path(default_cache_path()),
-                   progress=False)
+                   progress=False, heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
     lbl = (time.perf_counter() - t0, time.process_time() - c0)
     t1, c1 = time.perf_counter(), time.process_time()
     # The fusion search gets its own limit: unbounded, it ran for over an hour here with nothing printed.
     fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit,
-                    inner=InnerMappings(mapper_search("edp", tile_limit)))
+                    inner=InnerMappings(mapper_search("edp", tile_limit, replace(TILE_HEURISTIC, cpu_clock=cpu_clock))))
     fuse = (time.perf_counter() - t1, time.process_time() - c1)
     u, f = fm.unfused, fm.best
-    return {"accelerator": arch.name, "layers": [lm.layer.name for lm in mm.layers],
+    return {"accelerator": arch.name, "tokens": tokens, "layers": [lm.layer.name for lm in mm.layers],
             "failed_layers": [lm.layer.name for lm in mm.layers if lm.result is None],
             "unfused": fm.to_dict()["unfused"], "fused": fm.to_dict()["fused"], "groups": fm.to_dict()["groups"],
             "energy_ratio": u.energy / f.energy, "latency_ratio": u.latency / f.latency,
             "edp_ratio": u.energy * u.latency / (f.energy * f.latency), "offchip_ratio": u.offchip_bits / f.offchip_bits,
             "layer_by_layer_wall_s": lbl[0], "layer_by_layer_cpu_s": lbl[1], "fusion_wall_s": fuse[0],
-            "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes)}
+            "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes),
+            "search": fm.to_dict()["search"], "cpu_clock": cpu_clock}
 
 
 RUNNER = '''
@@ -206,20 +212,27 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer, layer by layer")
     ap.add_argument("--tile-time-limit", type=float, default=1.0, help="seconds per tile mapping search")
     ap.add_argument("--fuse-time-limit", type=float, default=1800.0, help="seconds for our fusion search")
+    ap.add_argument("--tokens", type=int, default=2048, help="prefill tokens (AccelForge's example: 2048)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="the time limits count CPU seconds (results independent of the machine's load)")
     ap.add_argument("--accelforge", action="store_true", help="also run AccelForge 1.0.467 (its own venv)")
     ap.add_argument("--accelforge-timeout", type=float, default=1800.0, help="seconds per AccelForge run")
     ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp)), "paper": PAPER}
+        res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock), "paper": PAPER}
     o = res["ours"]
-    print(f"GPT-3 6.7B decoder layer, 2048 tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
+    print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")
     print(f"{'ours (best EDP plan)':<34} {o['energy_ratio']:>7.2f}x {o['latency_ratio']:>7.2f}x {o['edp_ratio']:>7.2f}x "
           f"{o['layer_by_layer_wall_s'] + o['fusion_wall_s']:>10.0f}   (cpu {o['layer_by_layer_cpu_s']:.0f} + "
           f"{o['fusion_cpu_s']:.0f} s)")
     print(f"{'AccelForge, published (2 cores)':<34} {PAPER['energy']:>7.2f}x {PAPER['latency']:>7.2f}x "
           f"{PAPER['edp']:>7.2f}x {PAPER['unfused_s'] + PAPER['fused_s']:>10}")
+    st = o["search"]
+    print(f"  search: {st['groups_tried']} groups tried, {st['candidates_costed']} candidates costed, "
+          f"{st['candidates_rejected']} rejected, {st['tile_searches']} tile searches"
+          f"{', limits on CPU seconds' if o['cpu_clock'] else ', limits on wall seconds'}")
     for g in o["groups"]:
         print(f"  group {' > '.join(g['stages'])}: tile {g['tile'][0]}x{g['tile'][1]}, {g['tiles']} tiles")
     if a.accelforge:

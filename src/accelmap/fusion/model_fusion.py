@@ -48,8 +48,10 @@ def mapper_search(objective: str, time_limit: float, config: HeuristicConfig = T
     goal = "edp" if objective == "pareto" else objective
 
     def search(op: Operator, arch: Accelerator) -> Mapping:
+        # No certified bound: the fusion search uses only the mapping, and the bound can cost more than the search
+        # (tens of CPU seconds and GB on a 128x128 array).
         res = map_operator(op, arch, goal, strategy="heuristic", time_limit=time_limit, seed=seed,
-                           heuristic_config=config)
+                           heuristic_config=config, lower_bound=False)
         if res.best is None:
             raise MappingError(f"no mapping of {op.name} found within {time_limit:g} s")
         return res.best.mapping

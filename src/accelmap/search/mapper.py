@@ -94,7 +94,7 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                  constraints: Constraints | None = None, strategy: str = "auto",
                  time_limit: float | None = None, seed: int = 0,
                  heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC, imperfect: bool | str = False,
-                 warm_start: tuple[Mapping, ...] = ()) -> MapResult:
+                 warm_start: tuple[Mapping, ...] = (), lower_bound: bool = True) -> MapResult:
     """Best ``k`` mappings of ``op`` on ``arch`` by ``objective`` (or the Pareto front).
 
     Every strategy stops at ``time_limit`` seconds (``DEFAULT_TIME_LIMITS`` when None). The result
@@ -107,6 +107,8 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     design in a sweep); each is validated and costed on ``arch`` under the constraints, and the valid ones are the
     exact search's initial incumbents (its bounds prune against them from the first node) and candidates of every
     other strategy's answer; ``stats.extra["warm_start_valid"]`` counts them.
+    ``lower_bound`` False skips the certified bound after the search (a caller that uses only the mapping, such as
+    a fused group's tile searches, saves its time; the result then carries none and proves only what the search did).
     Raises MappingError when the operator
     cannot be mapped at all (precision not supported, a level too small for its smallest footprint),
     which is proven before any search.
@@ -180,7 +182,7 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # proves optimality there.
     proven = complete and strategy in ("optimal", "exhaustive")
     lower = None
-    if objective != "pareto":
+    if objective != "pareto" and lower_bound:
         keeps = keep_options(op, arch, cons)
         lower = certified_lower_bound(op, arch, cons, chain_options(op, keeps), objective)[0]
         if res and k == 1 and res[0].value <= lower * (1 + _PROOF_TOLERANCE):

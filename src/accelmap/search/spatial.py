@@ -90,6 +90,10 @@ class SpatialSpace:
         return {(i, a.name): self.options[k][self.choice[row, k]] for k, (i, a) in enumerate(self.axes)}
 
 
+# Unrolling vectors ``certified_lower_bound`` combines at most (each step at most 8x as many rows in flight).
+BOUND_COMBINATIONS = 500_000
+
+
 class TooManyUnrollings(Exception):
     """``enumerate_spatial`` stopped: the candidates would pass its ``max_rows``."""
 
@@ -369,8 +373,17 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
             values = [class_values(op, [d for d in dims if class_of[d] == c], out_name not in k, size)
                       if out_name in k or reduce else [1] for c, k in enumerate(keys)]
             groups.append((lvl, multicast, _vectors(values, size)))
-    # Every combination of the groups' vectors within the class sizes.
-    picks, total = _combinations([vecs for _, _, vecs in groups], np.array(budgets))
+    # Every combination of the groups' vectors within the class sizes. Past BOUND_COMBINATIONS (a 128x128 array with
+    # four classes of large dims reaches 10^8, tens of GB), the plain floor instead: every MAC done once, at most
+    # every PE busy; a valid bound over every mapping, only looser (a search then proves less).
+    try:
+        picks, total = _combinations([vecs for _, _, vecs in groups], np.array(budgets), max_rows=BOUND_COMBINATIONS)
+    except TooManyUnrollings:
+        energy_floor = op.macs * arch.compute.mac_energy_pj
+        latency_floor = op.macs / arch.peak_macs_per_cycle
+        floor = scalar(objective if objective != "pareto" else "edp", np.array([energy_floor]),
+                       np.array([latency_floor]))
+        return float(floor.min()), float(energy_floor), float(latency_floor)
     pes = total.prod(axis=1).astype(np.float64)
     chosen = [(lvl, multicast, vecs[picks[:, g]]) for g, (lvl, multicast, vecs) in enumerate(groups)]
     classes_used = {X.name: np.array([X.name in k for k in keys]) for X in op.operands}
