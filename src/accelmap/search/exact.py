@@ -208,8 +208,7 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
                                     per_axis=[B[:0] for B in space.per_axis])
     n = len(space.pes)
     if n:
-        # (rule B25: for a scalar objective each row's pair bounds that objective only, all E1 reads of it)
-        e_lb, l_lb = unrolling_bounds(op, arch, space, chains, objective if objective != "pareto" else None)
+        e_lb, l_lb = unrolling_bounds(op, arch, space, chains)
         rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
         order = np.argsort(rank, kind="stable")
     else:
