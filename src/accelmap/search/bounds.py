@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import pairwise
 from typing import Any
@@ -30,6 +31,7 @@ from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.search.case_pairs import CaseBound
+from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
@@ -868,7 +870,9 @@ def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict
 def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], pes: np.ndarray,
                    chains: dict[str, list[list[int]]],
                    fits: dict[str, list[np.ndarray]] | None = None,
-                   stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
+                   pinned: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+                   pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
@@ -884,6 +888,10 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     where the set can hold the operand's smallest tile; a set is left out of a row's minimum where it cannot.
     ``stall`` (rule S7, ``unrolling_stall``): the MAC schedule per row and, per operand and level set, its stall
     vector; each combination of level sets then also takes the schedule plus its summed stall (``shared_port_bound``).
+    ``pinned`` (rule B24, ``pinned_stall``): per combination of level sets (one index per operand), the stall per row
+    of the levels that hold one element; each combination also takes the schedule plus it. ``pairs`` (rule B25,
+    ``combination_pairs``): filled with each combination's (energy, latency) pair, kept together for a scalar
+    objective; the bounds returned are the unpaired ones (an energy bound and a latency bound, each valid alone).
     """
     nlev = len(arch.levels)
     macs = op.macs
@@ -892,6 +900,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
     # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
     traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
+    base_energy = energy.copy()
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
@@ -899,6 +909,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
         traffic.append([])
+        energies.append([])
         for j, chain in enumerate(chains[X.name]):
             reads = np.zeros((len(pes), nlev))
             writes = np.zeros((len(pes), nlev))
@@ -909,6 +920,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                 best_e = np.minimum(best_e, e)
                 best_t = np.minimum(best_t, np.where(np.isfinite(e), 0.0, np.inf))
                 traffic[-1].append((reads, writes))
+                energies[-1].append(e)
                 continue
 
             def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
@@ -950,11 +962,16 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
             traffic[-1].append((reads, writes))
+            energies[-1].append(e)
         energy += best_e
         latency = np.maximum(latency, best_t)
     stall_vectors = None if stall is None else [stall[1][X.name] for X in op.operands]
+    # Rule B25 (``combination_pairs``): for a scalar objective, each combination of level sets keeps its energy and
+    # latency together.
+    if pairs is not None:
+        pairs.start(base_energy, energies, latency)
     return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
-                                                         None if stall is None else stall[0]))
+                                                         None if stall is None else stall[0], pinned, pairs))
 
 
 def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
@@ -969,14 +986,19 @@ PORT_COMBINATIONS = 512
 
 
 def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
-                      stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None) -> np.ndarray:
+                      stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
+                      pinned: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+                      pairs: CombinationPairs | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
     spread over all instances), or, past PORT_COMBINATIONS combinations, the busiest port of each operand's
     least traffic per level. With ``stall`` (rule S7: per operand, per level set, a constant vector of stall cycles) and
     ``compute`` (the MAC schedule per row), each combination also takes ``compute`` plus its summed vector's largest
-    entry (past PORT_COMBINATIONS, each operand's least vector per entry)."""
+    entry (past PORT_COMBINATIONS, each operand's least vector per entry). With ``pinned`` (rule B24) and ``compute``,
+    each combination (one level-set index per operand) also takes ``compute`` plus ``pinned(indices)`` (not past
+    PORT_COMBINATIONS: leaving it out there keeps the bound a bound). ``pairs`` (rule B25) is told each combination's
+    cycles (not past PORT_COMBINATIONS: it then stays incomplete)."""
     n_comb = math.prod(len(t) for t in traffic)
     stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
     if n_comb > PORT_COMBINATIONS:
@@ -985,12 +1007,17 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     else:
         combos = traffic
     best = np.full(rows, np.inf)
-    for pick, vecs in zip(itertools.product(*combos), itertools.product(*stalls), strict=True):
+    picks = itertools.product(*(range(len(t)) for t in combos))
+    for index, pick, vecs in zip(picks, itertools.product(*combos), itertools.product(*stalls), strict=True):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
         cycles = busiest_port(arch, reads, writes, rows)
         if compute is not None:
             cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
+            if pinned is not None and combos is traffic:
+                cycles = np.maximum(cycles, compute + pinned(index))
+        if pairs is not None and combos is traffic:
+            pairs.add(index, cycles)
         best = np.minimum(best, cycles)
     return best
 

@@ -25,9 +25,11 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import shared_axis_dims
-from accelmap.search.bounds import spatial_bounds
+from accelmap.search.bounds import loose_operand, serial_fill_levels, spatial_bounds
+from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
+from accelmap.search.pinned_stall import PinnedStall, class_pinned_stall, dim_pinned_stall, level_unrolling
 from accelmap.search.space import Constraints
 from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
 from accelmap.search.unrolling_stall import stall_terms
@@ -186,9 +188,19 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
         groups.append((l.level, axes[-1][1].multicast, B))
     pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
     fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
-    e, lat = spatial_bounds(op, arch, group_merges(op, len(arch.levels), groups, dims_used(op)), pes, chains, fits,
-                            stall_terms(op, arch, pes, chains))                             # rule S7
+    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+    used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
+    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),   # rule S7
+                            _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
     return float(e[0]), float(lat[0])
+
+
+def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]],
+                groups: list[tuple[int, bool, np.ndarray]], used: np.ndarray,
+                merges: dict[str, np.ndarray]) -> PinnedStall:
+    """Rule B24 (``pinned_stall``) for unrollings given per dim: ``groups`` (level, multicast, bounds[row, dim])."""
+    level_pes = level_unrolling(len(arch.levels), [(lvl, B) for lvl, _, B in groups], len(used))
+    return dim_pinned_stall(op, arch, chains, serial_fill_levels(arch), loose_operand, used, level_pes, merges)
 
 
 def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
@@ -268,14 +280,19 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
 
 
 def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
-                     chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray]:
+                     chains: dict[str, list[list[int]]], objective: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rule S1 (+S3) of every row of ``space``, each operand's level sets restricted to those that can hold its
-    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7)."""
+    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7) and by
+    one-element levels (rule B24). With a scalar ``objective`` each combination of level sets keeps its energy and
+    latency together (rule B25): the pair per row is then a bound of that objective only."""
     groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
     pes = space.pes.astype(np.float64)
-    return spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
+    pairs = CombinationPairs(objective)
+    bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),
+                            _dim_pinned(op, arch, chains, groups, space.used, merges), pairs)
+    return pairs.rows() if pairs.done else bounds
 
 
 def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
@@ -397,8 +414,16 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         fits = {name: [ok[keep] for ok in masks] for name, masks in fits.items()}
         if not len(pes):
             return math.inf, math.inf, math.inf
-    energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains))
-    best = scalar(objective if objective != "pareto" else "edp", energy, latency)
+    level_pes = level_unrolling(len(arch.levels), [(lvl, vecs) for lvl, _, vecs in chosen], len(total))
+    members = [[d for d in dims if class_of[d] == c] for c in range(len(keys))]
+    if cons.min_utilization:
+        total, level_pes = total[keep], level_pes[keep]
+    pinned = class_pinned_stall(op, arch, chains, serial_fill_levels(arch), loose_operand, members, total, level_pes,
+                                merges)                                                      # rule B24
+    pairs = CombinationPairs(objective)                                                     # rule B25
+    energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains), pinned,
+                                     pairs)
+    best = scalar(objective if objective != "pareto" else "edp", *(pairs.rows() if pairs.done else (energy, latency)))
     return float(best.min()), float(energy.min()), float(latency.min())
 
 
