@@ -563,7 +563,8 @@ def main() -> None:
     ap.add_argument("--hardware", nargs="+", default=["tpu_like", "edge_tpu_like", "ascend_like"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
-    ap.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS.relative_to(HERE.parent)})")
+    ap.add_argument("--out", type=Path, help=f"results JSON (default {RESULTS.relative_to(HERE.parent)}; with "
+                    "--model-only, results/zigzag_model_agreement.json)")
     ap.add_argument("--cpu-clock", action="store_true",
                     help="our heuristic's time limit counts CPU seconds of its worker, not wall clock (a machine "
                          "shared with other jobs starves a wall-clock search; results then do not depend on the load)")
@@ -597,7 +598,7 @@ def main() -> None:
     if a.model_only:
         zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
         out = model_only(a.models, a.hardware, zz_opt, a.simulate)
-        path = RESULTS.parent / "zigzag_model_agreement.json"
+        path = a.out or RESULTS.parent / "zigzag_model_agreement.json"
         path.write_text(json.dumps(out, indent=1) + "\n")
         print(f"wrote {path}")
         return
@@ -658,6 +659,7 @@ def main() -> None:
                   + (f"spatial free {free[2]:.1f} s ({free[3]:.1f} s CPU) " if free else "")
                   + f"load {load_before:.1f}-{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     report(pairs, a.objective)
+    a.out = a.out or RESULTS
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
                                    "time_limit_clock": "cpu" if a.cpu_clock else "wall", "heuristic_knobs": knobs,
