@@ -36,6 +36,11 @@ level that holds their class (ZigZag has no bypass choice).
         [--hardware tpu_like edge_tpu_like ascend_like] [--jobs 2] [--time-limit 10]
     python benchmarks/mapper_vs_zigzag.py --model-only [--simulate]   # both cost models on ZigZag's mappings
     python benchmarks/mapper_vs_zigzag.py --report A.json B.json ...  # the tables of earlier runs together
+    python benchmarks/mapper_vs_zigzag.py --zigzag-only [--models M] [--hardware H]  # ZigZag alone, its CPU seconds
+
+Search time is compared in CPU seconds on both sides (ZigZag's process and its children; our process and
+the mapper's workers): on a shared machine wall time measures the load. --report takes ZigZag's CPU
+seconds from results/zigzag_raw/ (written by --zigzag-only) for a run that compared the same ZigZag result.
 
 Prints a summary table and the per-layer disagreements; writes
 benchmarks/results/mapper_vs_zigzag.json.
@@ -61,14 +66,15 @@ ZIGZAG_VERSION = "3.9.1"
 
 # Runs inside the ZigZag venv: one (model, hardware) pair; prints JSON with time and per-layer mappings.
 ZIGZAG_SCRIPT = r'''
-import json, os, sys, time, logging, tempfile
+import json, os, resource, sys, time, logging, tempfile
 import zigzag
 from zigzag.api import get_hardware_performance_zigzag
 base = os.path.join(os.path.dirname(zigzag.__file__), "inputs")
 model, hw, opt = sys.argv[1], sys.argv[2], sys.argv[3]
 logging.disable(logging.WARNING)
 dump = tempfile.mkdtemp(prefix="zigzag-")
-t0 = time.perf_counter()
+load0 = os.getloadavg()[0]
+t0, c0 = time.perf_counter(), time.process_time()
 if len(sys.argv) > 4:   # a pickled result list (ZigZag's list_of_cmes format): re-extract without searching
     import pickle
     cmes = pickle.load(open(sys.argv[4], "rb"))
@@ -78,6 +84,8 @@ else:
         os.path.join(base, "workload", model + ".onnx"), os.path.join(base, "hardware", hw + ".yaml"),
         os.path.join(base, "mapping", hw + ".yaml"), opt=opt, dump_folder=dump, loma_show_progress_bar=False)
 wall = time.perf_counter() - t0
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)   # ZigZag's own worker processes, if any
+cpu = time.process_time() - c0 + kids.ru_utime + kids.ru_stime
 layers = []
 for cme, _ in cmes[0][1]:
     lay = cme.layer
@@ -96,7 +104,8 @@ for cme, _ in cmes[0][1]:
                    "spatial": spatial_eff, "energy": float(cme.energy_total), "latency": float(cme.latency_total2),
                    "mac_energy": float(cme.mac_energy),
                    "mem_energy": {str(op): [float(x) for x in v] for op, v in cme.mem_energy_breakdown.items()}})
-print(json.dumps({"model": model, "hardware": hw, "wall_seconds": wall, "energy": float(energy),
+print(json.dumps({"model": model, "hardware": hw, "wall_seconds": wall, "cpu_seconds": cpu,
+                  "load_average": [load0, os.getloadavg()[0]], "energy": float(energy),
                   "latency": float(latency), "layers": layers}))
 '''
 
@@ -163,11 +172,10 @@ def convert_mapping(zl: dict, op, arch, dim_names: dict[str, str], moved_loops: 
     """ZigZag's mapping of one layer -> (our Mapping, displaced loops, displaced loops some operand they
     index sees elsewhere, notes). See the module docstring. ``moved_loops``: filled with one line per
     such loop (where it went, where ZigZag's operands see it)."""
+    from accelmap.errors import MappingError
     from accelmap.mapping.loopnest import Loop, Mapping
     from accelmap.mapping.validate import check_capacity
-    from accelmap.errors import MappingError
 
-    cls_of = {o.name: o.cls for o in op.operands}
     # ZigZag layer operand (O, W, I) -> our operand name, through the class.
     opnd = {z: next(o.name for o in op.operands if o.cls == z) for z in zl["temporal"]}
     notes: list[str] = []
@@ -442,7 +450,7 @@ def model_only(models: list[str], hardware: list[str], opt: str, sim: bool = Fal
     from accelmap.arch.accelerator import adopt_precision
     from accelmap.arch.zigzag_import import ZIGZAG_DIMS, load_zigzag_accelerator
     from accelmap.cost.model import evaluate
-    from accelmap.errors import AccelmapError
+    from accelmap.errors import AccelmapError, MappingError
     from accelmap.sim import simulate
     from accelmap.sim.program import tile_steps
     from accelmap.workload.models import load_model
@@ -475,7 +483,15 @@ def model_only(models: list[str], hardware: list[str], opt: str, sim: bool = Fal
                     m, displaced, relevant, notes = convert_mapping(zl, op, base, dim_names, moved_loops)
                     row["moved_loops"] = moved_loops
                     for name, drop in variants.items():
-                        r = evaluate(op, drop(base), m)
+                        try:
+                            r = evaluate(op, drop(base), m)
+                        except MappingError as e:
+                            if name == "as converted":
+                                raise
+                            # the mapping needs this property to be valid at all (ZigZag's conv1 on
+                            # ascend_like fits its SRAM only with finished outputs at 8 bits)
+                            row.setdefault("invalid_without", {})[name] = str(e)
+                            continue
                         row["ours"][name] = {"energy": r.energy_total, "latency": r.latency}
                         if name == "as converted":
                             row["energy_components"] = energy_components(zl, op, base, r)
@@ -518,12 +534,15 @@ def model_only(models: list[str], hardware: list[str], opt: str, sim: bool = Fal
               f"ratio); energy within 10% on {within} of {len(sel)}:")
         summary[scope] = {"layers": total, "converted": len(sel), "energy_within_10pct": within}
         for name in variants:
-            e = _geomean([r["ours"][name]["energy"] / r["zigzag"]["energy"] for r in sel])
-            lat = _geomean([r["ours"][name]["latency"] / r["zigzag"]["latency"] for r in sel])
+            sv = [r for r in sel if name in r["ours"]]
+            e = _geomean([r["ours"][name]["energy"] / r["zigzag"]["energy"] for r in sv])
+            lat = _geomean([r["ours"][name]["latency"] / r["zigzag"]["latency"] for r in sv])
             worst = max((r["ours"][name]["energy"] * r["ours"][name]["latency"] /
-                         (r["zigzag"]["energy"] * r["zigzag"]["latency"]) for r in sel), default=float("nan"))
-            summary[scope][name] = {"energy": e, "latency": lat, "edp": e * lat, "worst_edp": worst}
-            print(f"  {name:<78} energy {e:.3f}  latency {lat:.3f}  EDP {e * lat:.3f}  (max {worst:.2f})")
+                         (r["zigzag"]["energy"] * r["zigzag"]["latency"]) for r in sv), default=float("nan"))
+            summary[scope][name] = {"energy": e, "latency": lat, "edp": e * lat, "worst_edp": worst,
+                                    "invalid_without": len(sel) - len(sv)}
+            gone = f"; {len(sel) - len(sv)} layer(s) invalid without it, left out" if len(sv) < len(sel) else ""
+            print(f"  {name:<78} energy {e:.3f}  latency {lat:.3f}  EDP {e * lat:.3f}  (max {worst:.2f}){gone}")
     beyond = [r for r in ok if r.get("causes")]
     print(f"\nremaining differences (EDP above {EDP_TARGET}x or energy beyond {ENERGY_TARGET:.0%}), by cause and "
           f"class: {len(beyond)} of {len(ok)} layers")
@@ -555,7 +574,8 @@ def main() -> None:
     ap.add_argument("--hardware", nargs="+", default=["tpu_like", "edge_tpu_like", "ascend_like"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--time-limit", type=float, default=10.0, help="our search seconds per layer")
-    ap.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS.relative_to(HERE.parent)})")
+    ap.add_argument("--out", type=Path, help=f"results JSON (default {RESULTS.relative_to(HERE.parent)}; with "
+                    "--model-only, results/zigzag_model_agreement.json)")
     ap.add_argument("--cpu-clock", action="store_true",
                     help="our heuristic's time limit counts CPU seconds of its worker, not wall clock (a machine "
                          "shared with other jobs starves a wall-clock search; results then do not depend on the load)")
@@ -563,6 +583,9 @@ def main() -> None:
                     help="use ZigZag's results (and wall times) stored by an earlier run in results/zigzag_raw/")
     ap.add_argument("--simulate", action="store_true",
                     help="with --model-only: our simulator on ZigZag's mappings too (up to 200,000 tile steps)")
+    ap.add_argument("--zigzag-only", action="store_true",
+                    help="run ZigZag's search alone on each pair and store it in results/zigzag_raw/ (its mappings, "
+                         "wall and CPU seconds, load average); later runs take it with --reuse-zigzag")
     ap.add_argument("--model-only", action="store_true",
                     help="no search: both cost models on ZigZag's stored mappings, per layer and per conversion "
                          "property (needs results/zigzag_raw/ from an earlier run)")
@@ -579,12 +602,14 @@ def main() -> None:
     knobs = heuristic_knobs(a.heuristic)
     if a.report:
         stored = [json.loads(path.read_text()) for path in a.report]
-        report(merge_pairs([p for d in stored for p in d["pairs"]]), stored[0]["objective"])
+        pairs = merge_pairs([p for d in stored for p in d["pairs"]])
+        zigzag_times_from_raw(pairs, stored[0]["objective"])
+        report(pairs, stored[0]["objective"])
         return
     if a.model_only:
         zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
         out = model_only(a.models, a.hardware, zz_opt, a.simulate)
-        path = RESULTS.parent / "zigzag_model_agreement.json"
+        path = a.out or RESULTS.parent / "zigzag_model_agreement.json"
         path.write_text(json.dumps(out, indent=1) + "\n")
         print(f"wrote {path}")
         return
@@ -593,6 +618,13 @@ def main() -> None:
         sys.exit(0)
     inputs = zigzag_inputs(py)
     zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[a.objective]
+    if a.zigzag_only:
+        for model in a.models:
+            for hw in a.hardware:
+                zz = run_zigzag(py, model, hw, zz_opt)
+                print(f"{model} on {hw}: ZigZag {zz['cpu_seconds']:.1f} CPU s, {zz['wall_seconds']:.1f} s wall, load "
+                      + "-".join(f"{x:.1f}" for x in zz["load_average"]), flush=True)
+        return
     pairs = []
     for model in a.models:
         for hw in a.hardware:
@@ -621,6 +653,7 @@ def main() -> None:
                         "gap": fl.gap, "spatial": [f"{lp.dim}{lp.bound}@{lp.axis}" for lp in fl.mapping.loops
                                                    if lp.spatial]}
             pairs.append({"model": model, "hardware": hw, "zigzag_seconds": zz["wall_seconds"],
+                          "zigzag_cpu_seconds": zz.get("cpu_seconds"), "zigzag_load_average": zz.get("load_average"),
                           "ours_seconds": fixed and fixed[2], "ours_cpu_seconds": fixed and fixed[3],
                           "ours_free_spatial_cpu_seconds": free and free[3],
                           # 1-minute load average before and after our runs (2-core machine shared)
@@ -637,6 +670,7 @@ def main() -> None:
                   + (f"spatial free {free[2]:.1f} s ({free[3]:.1f} s CPU) " if free else "")
                   + f"load {load_before:.1f}-{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     report(pairs, a.objective)
+    a.out = a.out or RESULTS
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"objective": a.objective, "jobs": a.jobs, "time_limit_per_layer": a.time_limit,
                                    "time_limit_clock": "cpu" if a.cpu_clock else "wall", "heuristic_knobs": knobs,
@@ -661,6 +695,33 @@ def heuristic_knobs(items: list[str]) -> dict:
         except ValueError:
             sys.exit(f"--heuristic {item}: {value!r} is not a {types[name].__name__}")
     return out
+
+
+def zigzag_times_from_raw(pairs: list[dict], objective: str) -> None:
+    """A pair run against a stored ZigZag result without CPU seconds (--reuse-zigzag of an older run) takes
+    them from results/zigzag_raw/ when a later ZigZag run (--zigzag-only) stored them there, and only if that
+    run found the same result: every layer's energy and latency equal to the ones the pair compared."""
+    zz_opt = {"edp": "EDP", "energy": "energy", "latency": "latency"}[objective]
+    for p in pairs:
+        if p.get("zigzag_cpu_seconds") is not None:
+            continue
+        raw = RESULTS.parent / "zigzag_raw" / f"{p['model']}-{p['hardware']}-{zz_opt}.json"
+        if not raw.exists():
+            continue
+        zz = json.loads(raw.read_text())
+        if zz.get("cpu_seconds") is None:
+            continue
+        theirs = {zl["name"]: (zl["energy"], zl["latency"]) for zl in zz["layers"]}
+        by_name = {r["layer"]: r for r in p["layers"]}
+        same = all(r["zigzag_own"] is None or any(
+            math.isclose(e, r["zigzag_own"]["energy"], rel_tol=1e-12)
+            and math.isclose(lat, r["zigzag_own"]["latency"], rel_tol=1e-12) for e, lat in theirs.values())
+            for r in by_name.values())
+        if same:
+            p["zigzag_cpu_seconds"], p["zigzag_load_average"] = zz["cpu_seconds"], zz.get("load_average")
+        else:
+            print(f"{raw}: a different ZigZag result from the one {p['model']}/{p['hardware']} compared; its CPU "
+                  "seconds are not used", file=sys.stderr)
 
 
 def merge_pairs(pairs: list[dict]) -> list[dict]:
@@ -691,8 +752,8 @@ def _ratio(a: float, b: float) -> float:
 
 def report(pairs: list[dict], objective: str) -> None:
     key = objective
-    hdr = (f"{'model':<12} {'hardware':<14} {'ZigZag s':>8} {'ours s':>7} {'speedup':>7} {'CPU s':>6} {'by CPU':>7} "
-           f"{'load':>9} {'layers':>6} "
+    hdr = (f"{'model':<12} {'hardware':<14} {'ZZ CPU s':>8} {'ZZ load':>9} {'ours CPU s':>10} {'ZZ/ours':>7} "
+           f"{'our load':>9} {'layers':>6} "
            f"{'ours<=ZZ':>8} {'worse':>5} {'exact':>5} {'equiv':>5} {'approx':>6} {'n/c':>4} "
            f"{'ZZ map ours/ZZ: exact':>21} {'all':>8}")
     print(hdr)
@@ -714,16 +775,21 @@ def report(pairs: list[dict], objective: str) -> None:
             return math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else float("nan")
         gm = gmean(exact)
         gm_all = gmean([r for r in rows if r["zigzag_in_ours"]])
+        # ZigZag's CPU seconds where its run recorded them; else its wall time (older runs, marked *)
+        zz_cpu = p.get("zigzag_cpu_seconds")
+        zz_s = zz_cpu if zz_cpu is not None else p["zigzag_seconds"]
         p["summary"] = {"speedup": _ratio(p["zigzag_seconds"], p["ours_seconds"]),
-                        "speedup_by_cpu": _ratio(p["zigzag_seconds"], p["ours_cpu_seconds"]), "compared": len(comp),
+                        "speedup_by_cpu": _ratio(zz_s, p["ours_cpu_seconds"]),
+                        "zigzag_seconds_are_cpu": zz_cpu is not None, "compared": len(comp),
                         "ours_equal_or_better": better, "ours_worse": worse, "exact": n_exact,
                         "equivalent": len(exact) - n_exact,
                         "approx": approx, "not_convertible": nc, "model_ratio_geomean_exact": gm,
                         "model_ratio_geomean_converted": gm_all}
-        load = "-".join(f"{x:.1f}" for x in p["load_average"])
-        print(f"{p['model']:<12} {p['hardware']:<14} {p['zigzag_seconds']:>8.1f} {p['ours_seconds']:>7.1f} "
-              f"{p['summary']['speedup']:>6.1f}x {p['ours_cpu_seconds']:>6.1f} {p['summary']['speedup_by_cpu']:>6.1f}x "
-              f"{load:>9} {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
+        load = "-".join(f"{x:.0f}" for x in p["load_average"])
+        zz_load = "-".join(f"{x:.0f}" for x in p.get("zigzag_load_average") or []) or "quiet"
+        zz_col = f"{zz_s:.1f}" + ("" if zz_cpu is not None else "*")
+        print(f"{p['model']:<12} {p['hardware']:<14} {zz_col:>8} {zz_load:>9} {p['ours_cpu_seconds']:>10.1f} "
+              f"{p['summary']['speedup_by_cpu']:>6.1f}x {load:>9} {len(rows):>6} {better:>8} {worse:>5} {n_exact:>5} {len(exact) - n_exact:>5} {approx:>6} "
               f"{nc:>4} {gm:>21.3g} {gm_all:>8.3g}")
     print(f"\nour spatial unrolling free (no constraints), against ZigZag's mapping (its spatial unrolling "
           f"from the wheel's mapping file), both in our model, objective {objective}:")
@@ -757,9 +823,10 @@ def report(pairs: list[dict], objective: str) -> None:
               f"{p['ours_free_spatial_cpu_seconds']:>6.1f} {len(rows):>6} "
               f"{sf['free_equal_or_better']:>8} {gm:>14.2f}x {sf['best_layer']:>9.1f}x "
               f"{sf['model_zigzag_over_free']:>12.2f}x {sf['model_fixed_over_free']:>15.2f}x")
-    print("\n'ZigZag s': ZigZag's stored wall time (results/zigzag_raw/, a quiet machine); 'ours s': our wall time "
-          "in this run, 'CPU s' our CPU seconds (main process and its workers), 'load': the 1-minute load average "
-          "before and after our runs.")
+    print("\n'ZZ CPU s': ZigZag's CPU seconds for the whole model (parsing and search; results/zigzag_raw/, "
+          "--zigzag-only; * marks a stored run without them: its wall time on a quiet machine); 'ours CPU s': ours "
+          "(import and search, main process and workers); 'ZZ/ours' their ratio; loads: the 1-minute load average "
+          "before and after each tool's run (2 cores; wall times are in the JSON).")
     print(f"objective {objective}; 'ours<=ZZ': layers where our mapping's {objective} in our model is at most "
           "that of ZigZag's mapping converted into our model.")
     print("'ZZ map ours/ZZ': geometric mean, over exact or equivalent conversions and over all converted layers, of "

@@ -136,10 +136,38 @@ def tile_extents(op: Operator, m: Mapping, level: int, arch: Accelerator | None 
     return {d: min(e, op.sizes[d]) for d, e in ext.items()}
 
 
-def level_usage(op: Operator, lv, keep: frozenset[str], ext: dict[str, int]) -> dict[str, int]:
-    """Bits a level must hold per kept operand for tile extents ``ext`` (double buffering counted)."""
+def level_usage(op: Operator, lv, keep: frozenset[str], ext: dict[str, int],
+                output_bits: int | None = None) -> dict[str, int]:
+    """Bits a level must hold per kept operand for tile extents ``ext`` (double buffering counted).
+    ``output_bits``: the output's bits per element there when the level holds it only as finished
+    values (``finished_output_levels``); without it, the operand's own precision (partial sums), which
+    is never less."""
     mult = 2 if lv.double_buffered else 1
-    return {o.name: tile_size(o, ext) * o.bits * mult for o in op.operands if o.name in keep}
+    return {o.name: tile_size(o, ext) * (min(o.bits, output_bits) if o.is_output and output_bits else o.bits) * mult
+            for o in op.operands if o.name in keep}
+
+
+def finished_output_levels(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, ...]:
+    """Per level: does it hold the output only as finished values, stored at the output stage's precision
+    (``compute.final_output_bits``), as ZigZag sizes them (a memory with no reduction loop at or above it
+    holds final outputs, ``Mapping.get_psum_flags``)? Only with ``final_output_bits``. A level of the
+    output's chain holds finished values iff no partial sum ever reaches it: every temporal loop of bound
+    above 1 over a dim the output does not use lies inside the next level of the chain below it (which
+    accumulates and hands up finished values; at the innermost level of the chain the compute accumulates
+    into it, so there may be none), and every such spatial loop lies inside it (reduced in a fan-out
+    below it, not across instances of it)."""
+    n = len(arch.levels)
+    X = op.output
+    if arch.compute.final_output_bits is None:
+        return (False,) * n
+    chain = [i for i in range(n) if X.name in m.keep[i]]
+    reductions = [l for l in m.loops if l.bound > 1 and l.dim not in X.dims]
+    out = [False] * n
+    for k, i in enumerate(chain):
+        below = chain[k + 1] if k + 1 < len(chain) else None
+        out[i] = all(arch.inside(i, l.level, l.axis) if l.spatial else below is not None and l.level >= below
+                     for l in reductions)
+    return tuple(out)
 
 
 def tile_fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int, ext: dict[str, int]) -> bool:
@@ -155,8 +183,12 @@ def tile_fits(op: Operator, arch: Accelerator, keep: frozenset[str], level: int,
 
 
 def capacity_usage(op: Operator, arch: Accelerator, m: Mapping) -> list[dict[str, int]]:
-    """Bits each level must hold per kept operand (double buffering counted)."""
-    return [level_usage(op, lv, m.keep[i], tile_extents(op, m, i, arch)) for i, lv in enumerate(arch.levels)]
+    """Bits each level must hold per kept operand (double buffering counted; finished outputs at the output
+    stage's precision, ``finished_output_levels``)."""
+    fb = arch.compute.final_output_bits
+    finished = finished_output_levels(op, arch, m)
+    return [level_usage(op, lv, m.keep[i], tile_extents(op, m, i, arch), fb if finished[i] else None)
+            for i, lv in enumerate(arch.levels)]
 
 
 def check_capacity(op: Operator, arch: Accelerator, m: Mapping) -> None:

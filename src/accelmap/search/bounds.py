@@ -747,7 +747,8 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
 
     tiles = {X.name: tile(X) for X in op.operands}
     mult = 2 if lv.double_buffered else 1
-    use = {X.name: tiles[X.name] * X.bits * mult for X in op.operands if X.name in keep[c]}
+    # finished outputs may be stored at the output stage's precision (validate.finished_output_levels)
+    use = {X.name: tiles[X.name] * fewest_bits(X, arch) * mult for X in op.operands if X.name in keep[c]}
     if lv.partitions:
         fits = np.ones(len(grid), dtype=bool)
         for cls in {op.operand(n).cls for n in use}:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.cost.nest_rows import tile_sizes
+from accelmap.cost.nest_rows import fewest_bits, tile_sizes
 from accelmap.workload.operator import Operand, Operator
 
 
@@ -44,7 +44,8 @@ def _fits(arch: Accelerator, X: Operand, c: int, tile: np.ndarray) -> np.ndarray
     cap = lv.capacity_for(X.cls)
     if cap is None:
         return None
-    return tile * X.bits * (2 if lv.double_buffered else 1) <= cap
+    # at X's fewest bits: finished outputs may be stored at the output stage's precision
+    return tile * fewest_bits(X, arch) * (2 if lv.double_buffered else 1) <= cap
 
 
 def _chain_masks(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]], rows: int,
