@@ -214,7 +214,8 @@ def test_ruby_s_mode_equals_exhaustive_over_its_space():
 def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
     """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
     per round (two rounds) and halve the latency, and so does the default exact search, whose padded unrollings
-    take the same two rounds. The exact strategy accepts a padded constraint only with imperfect tiles."""
+    take the same two rounds. The exhaustive strategy refuses a padded constraint without imperfect tiles (the exact one
+searches it: ``test_search_padded_unrollings.py``)."""
     import pytest
 
     from accelmap.errors import SpecError
@@ -238,8 +239,10 @@ def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_
     assert padded[0].value == imperfect[0].value and st_p.extra["spatial_padded_searched"] > 0
     assert any(l.spatial and l.dim == "M" and 5 % l.bound for l in imperfect[0].mapping.loops)
     padded = Constraints(spatial={"X": {"M": 3}})
-    with pytest.raises(SpecError, match="perfect factorizations only"):
-        map_operator(op, arch, "latency", strategy="optimal", constraints=padded)
+    # The exact search searches the padded constraint over Ruby-S tiles (rule E2); the exhaustive one needs to be
+    # told to enumerate them.
+    with pytest.raises(SpecError, match="exhaustive search covers perfect factorizations only"):
+        map_operator(op, arch, "latency", strategy="exhaustive", constraints=padded)
     fixed = map_operator(op, arch, "latency", strategy="optimal", constraints=padded, imperfect="spatial",
                          time_limit=20)
     assert fixed.best is not None and fixed.proven_optimal
