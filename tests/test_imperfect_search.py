@@ -211,6 +211,17 @@ def test_ruby_s_mode_equals_exhaustive_over_its_space():
     assert checked >= 8
 
 
+def row_of_four():
+    """DRAM with a 4-wide multicast, non-reducing fan-out over one 64 B register file."""
+    return accelerator_from_dict({"name": "row", "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
+         "read_energy": "50 pJ", "write_energy": "50 pJ", "fanout": {"axes": [
+             {"name": "X", "size": 4, "multicast": True, "reduce": False}], "transfer_energy": "1 pJ"}},
+        {"name": "RF", "holds": ["I", "W", "O"], "capacity": "64 B", "width": "16 bit",
+         "read_energy": "1 pJ", "write_energy": "1 pJ"}],
+        "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+
+
 def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
     """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
     per round (two rounds) and halve the latency, and so does the default exact search, whose padded unrollings
@@ -222,13 +233,7 @@ searches it: ``test_search_padded_unrollings.py``)."""
     from accelmap.search.exact import search_exact
     from accelmap.search.mapper import map_operator
 
-    arch = accelerator_from_dict({"name": "row", "levels": [
-        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
-         "read_energy": "50 pJ", "write_energy": "50 pJ", "fanout": {"axes": [
-             {"name": "X", "size": 4, "multicast": True, "reduce": False}], "transfer_energy": "1 pJ"}},
-        {"name": "RF", "holds": ["I", "W", "O"], "capacity": "64 B", "width": "16 bit",
-         "read_energy": "1 pJ", "write_energy": "1 pJ"}],
-        "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+    arch = row_of_four()
     op = gemm("g", m=5, n=2, k=2)
     perfect, _ = search_exhaustive(op, arch, "latency")
     padded, st_p = search_exact(op, arch, "latency", heuristic=False)

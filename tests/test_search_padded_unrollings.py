@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import math
 
-from accelmap.arch.schema import accelerator_from_dict
 from accelmap.search import Constraints, search_exhaustive
 from accelmap.search.exact import search_exact
 from accelmap.search.mapper import map_operator
 from accelmap.workload import gemm
-from test_imperfect_search import _small_cases
+from test_imperfect_search import _small_cases, row_of_four
 
 
 def test_exact_search_covers_every_padded_unrolling():
@@ -48,13 +47,7 @@ def test_map_operator_searches_a_padded_constraint_exactly():
     """`--strategy optimal` with a spatial constraint that pads (M=5 as rounds of 3 on a 4-wide axis) searches it over
     Ruby-S tiles (it used to refuse it as "perfect factorizations only"): its optimum equals the exhaustive Ruby-S
     optimum under the same constraint, every objective, and it says it is proven."""
-    arch = accelerator_from_dict({"name": "row", "levels": [
-        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
-         "read_energy": "50 pJ", "write_energy": "50 pJ", "fanout": {"axes": [
-             {"name": "X", "size": 4, "multicast": True, "reduce": False}], "transfer_energy": "1 pJ"}},
-        {"name": "RF", "holds": ["I", "W", "O"], "capacity": "64 B", "width": "16 bit",
-         "read_energy": "1 pJ", "write_energy": "1 pJ"}],
-        "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+    arch = row_of_four()
     op = gemm("g", m=5, n=2, k=2)
     padded = Constraints(spatial={"X": {"M": 3}})
     for objective, want in (("energy", 1512.0), ("latency", 8.0), ("edp", 12096.0)):
