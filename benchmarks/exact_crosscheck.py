@@ -42,7 +42,7 @@ def check_case(model: str, arch_name: str, layer: str, limit: float) -> dict:
         t = time.process_time()
         r = map_operator(op, arch, "edp", strategy=strategy, time_limit=limit)
         d = {"cpu_seconds": time.process_time() - t, "proven": r.proven_optimal, "lower_bound": r.lower_bound,
-             "timed_out": r.timed_out, "notes": r.notes}
+             "bound_kind": r.bound_kind, "timed_out": r.timed_out, "notes": r.notes}
         if r.best:
             d["edp"] = r.best.value
             d["edp_recosted"] = evaluate(op, arch, r.best.mapping, check=True).edp

@@ -40,7 +40,7 @@ def test_tile_searches_skip_the_certified_bound(monkeypatch):
 
     def no_bound(*args, **kwargs):
         raise AssertionError("a tile search computed the certified bound")
-    monkeypatch.setattr(mapper, "certified_lower_bound", no_bound)
+    monkeypatch.setattr(mapper, "certificate", no_bound)
     arch = get_accelerator("tpu_like")
     small = matmul("small", m=4, n=8, k=16, bits={"I": 8, "W": 8, "O": 32})
     plain = map_operator(small, arch, "edp", strategy="heuristic", time_limit=0.5, heuristic_config=CPU,

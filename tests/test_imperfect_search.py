@@ -211,23 +211,29 @@ def test_ruby_s_mode_equals_exhaustive_over_its_space():
     assert checked >= 8
 
 
-def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
-    """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
-    per round (two rounds) and halve the latency, and so does the default exact search, whose padded unrollings
-    take the same two rounds. The exact strategy accepts a padded constraint only with imperfect tiles."""
-    import pytest
-
-    from accelmap.errors import SpecError
-    from accelmap.search.exact import search_exact
-    from accelmap.search.mapper import map_operator
-
-    arch = accelerator_from_dict({"name": "row", "levels": [
+def row_of_four():
+    """DRAM with a 4-wide multicast, non-reducing fan-out over one 64 B register file."""
+    return accelerator_from_dict({"name": "row", "levels": [
         {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
          "read_energy": "50 pJ", "write_energy": "50 pJ", "fanout": {"axes": [
              {"name": "X", "size": 4, "multicast": True, "reduce": False}], "transfer_energy": "1 pJ"}},
         {"name": "RF", "holds": ["I", "W", "O"], "capacity": "64 B", "width": "16 bit",
          "read_energy": "1 pJ", "write_energy": "1 pJ"}],
         "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 32}}})
+
+
+def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_perfect():
+    """A prime dim on a 4-wide axis: perfect factors can unroll only 1 of it (5 > 4); imperfect tiles unroll 3
+    per round (two rounds) and halve the latency, and so does the default exact search, whose padded unrollings
+    take the same two rounds. The exhaustive strategy refuses a padded constraint without imperfect tiles (the exact one
+searches it: ``test_search_padded_unrollings.py``)."""
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.search.exact import search_exact
+    from accelmap.search.mapper import map_operator
+
+    arch = row_of_four()
     op = gemm("g", m=5, n=2, k=2)
     perfect, _ = search_exhaustive(op, arch, "latency")
     padded, st_p = search_exact(op, arch, "latency", heuristic=False)
@@ -238,8 +244,10 @@ def test_map_operator_with_imperfect_tiles_accepts_padded_constraints_and_beats_
     assert padded[0].value == imperfect[0].value and st_p.extra["spatial_padded_searched"] > 0
     assert any(l.spatial and l.dim == "M" and 5 % l.bound for l in imperfect[0].mapping.loops)
     padded = Constraints(spatial={"X": {"M": 3}})
-    with pytest.raises(SpecError, match="perfect factorizations only"):
-        map_operator(op, arch, "latency", strategy="optimal", constraints=padded)
+    # The exact search searches the padded constraint over Ruby-S tiles (rule E2); the exhaustive one needs to be
+    # told to enumerate them.
+    with pytest.raises(SpecError, match="exhaustive search covers perfect factorizations only"):
+        map_operator(op, arch, "latency", strategy="exhaustive", constraints=padded)
     fixed = map_operator(op, arch, "latency", strategy="optimal", constraints=padded, imperfect="spatial",
                          time_limit=20)
     assert fixed.best is not None and fixed.proven_optimal

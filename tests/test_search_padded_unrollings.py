@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
-from accelmap.search import search_exhaustive
+from accelmap.search import Constraints, search_exhaustive
 from accelmap.search.exact import search_exact
-from test_imperfect_search import _small_cases
+from accelmap.search.mapper import map_operator
+from accelmap.workload import gemm
+from test_imperfect_search import _small_cases, row_of_four
 
 
 def test_exact_search_covers_every_padded_unrolling():
@@ -39,3 +41,18 @@ def _pads(arch, op) -> bool:
     """Whether some output dim has an unrolling bound on some fan-out axis that does not divide it."""
     axes = [a.size for lv in arch.levels if lv.fanout for a in lv.fanout.axes]
     return any(s % b for d, s in op.dims if d in op.output.dims for a in axes for b in range(2, min(s, a) + 1))
+
+
+def test_map_operator_searches_a_padded_constraint_exactly():
+    """`--strategy optimal` with a spatial constraint that pads (M=5 as rounds of 3 on a 4-wide axis) searches it over
+    Ruby-S tiles (it used to refuse it as "perfect factorizations only"): its optimum equals the exhaustive Ruby-S
+    optimum under the same constraint, every objective, and it says it is proven."""
+    arch = row_of_four()
+    op = gemm("g", m=5, n=2, k=2)
+    padded = Constraints(spatial={"X": {"M": 3}})
+    for objective, want in (("energy", 1512.0), ("latency", 8.0), ("edp", 12096.0)):
+        ref, st_ref = search_exhaustive(op, arch, objective, constraints=padded, imperfect="spatial", time_limit=60)
+        res = map_operator(op, arch, objective, strategy="optimal", constraints=padded, time_limit=20)
+        assert not st_ref.extra.get("timed_out") and ref[0].value == want
+        assert res.best is not None and res.proven_optimal and res.best.value == want, objective
+        assert res.best.mapping.dim_product("M") == 6          # two rounds of 3: the constraint's padding

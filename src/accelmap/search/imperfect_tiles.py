@@ -158,11 +158,15 @@ def search_remaining_unrollings(op: Operator, arch, objective: str, k: int, cons
     from accelmap.search.bounds import chain_options
     from accelmap.search.optimal import search_optimal
     from accelmap.search.space import keep_options
-    from accelmap.search.spatial import certified_lower_bound
+    from accelmap.search.spatial import CertificateOutOfTime, certified_lower_bound
 
     found = best.results()
     if objective != "pareto" and k == 1 and found:
-        lower = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), objective)[0]
+        try:
+            lower = certified_lower_bound(op, arch, cons, chain_options(op, keep_options(op, arch, cons)), objective,
+                                          deadline=deadline, clock=time.perf_counter)[0]
+        except CertificateOutOfTime:
+            return True, False
         if found[0].value <= lower * (1 + 1e-9):
             stats.extra["imperfect_closed_by_bound"] = True
             return False, False
