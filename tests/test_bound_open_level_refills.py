@@ -1,0 +1,152 @@
+"""Rule B27 (docs/mapper.md, ``search/open_level_refills.py``): an open single-buffered level's least refill over every
+tile shape that fits it stalls compute. The rule's stall must stay below the model's single-buffer stalls of every
+mapping below the node, and the node bound below the latency, on presets and random accelerators with small
+single-buffered levels, port bandwidths and DMA setup; the batched bound must equal the scalar one; the exact search
+must find the exhaustive optimum where the rule cuts; and the rule must raise eyeriss_like's root bound."""
+
+import math
+import random
+
+import pytest
+
+from accelmap.arch import accelerator_from_dict, get_accelerator
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.cost.model import evaluate
+from accelmap.errors import MappingError
+from accelmap.mapping.sampling import random_mapping
+from accelmap.search import bounds
+from accelmap.search.bounds import BoundContext
+from accelmap.search.open_level_refills import open_levels_stall
+from accelmap.search.spatial import unrolling_of
+from accelmap.workload import conv2d, gemm
+from strategies import fixed_at_and_above, random_operator, random_perfect_mappings
+from test_bound_network_and_runs import _completions
+
+
+def small_single_buffered(rng: random.Random):
+    """A random three-level accelerator whose inner levels are single-buffered and small (so that tiles must be
+    refetched), with a fan-out under the middle level, port bandwidths and DMA setup cycles."""
+    def bw():
+        return f"{rng.choice([8, 16, 32, 64])} bit/cycle"
+
+    mid = {"name": "L2", "holds": rng.sample(["I", "W", "O"], rng.randint(1, 3)), "width": "8 bit",
+           "capacity": f"{rng.choice([8, 16, 32, 64])} B", "read_energy": f"{rng.randint(2, 20)} pJ",
+           "write_energy": f"{rng.randint(2, 20)} pJ", "read_bandwidth": bw(),
+           "transfer_setup_cycles": rng.choice([0, 0, 1, 5]),
+           "fanout": {"axes": [{"name": "X", "size": rng.choice([2, 3, 4]), "multicast": rng.random() < 0.7,
+                                "reduce": rng.random() < 0.7}], "transfer_energy": "1 pJ"}}
+    if rng.random() < 0.5:
+        mid["write_bandwidth"] = bw()
+    inner = {"name": "L1", "holds": rng.sample(["I", "W", "O"], rng.randint(1, 3)), "width": "8 bit",
+             "read_energy": "1 pJ", "write_energy": "1 pJ", "transfer_setup_cycles": rng.choice([0, 1])}
+    if rng.random() < 0.5:
+        inner["partitions"] = {c: f"{rng.choice([1, 2, 4, 8])} B" for c in inner["holds"]}
+    else:
+        inner["capacity"] = f"{rng.choice([4, 8, 16])} B"
+    if rng.random() < 0.5:
+        inner["write_bandwidth"] = bw()
+    return accelerator_from_dict({"name": "small", "compute": {"mac_energy": "1 pJ", "precision": {
+        "I": 8, "W": 8, "O": 8}}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit", "read_energy": "100 pJ",
+         "write_energy": "100 pJ", "read_bandwidth": bw(), "write_bandwidth": bw()}, mid, inner]})
+
+
+def _random_small_mappings(seed: int, draws: int):
+    rng = random.Random(seed)
+    for _ in range(draws):
+        arch = small_single_buffered(rng)
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
+        except MappingError:
+            continue
+        yield rng, arch, op, m
+
+
+def _stall(res) -> float:
+    return dict(res.latency_parts).get("single-buffer stalls", 0.0)
+
+
+def test_the_rule_never_exceeds_the_stall_of_any_completion():
+    """At every level, with the unrolling known and not, B27's stall is at most the single-buffer stalls of the
+    mapping and of random completions of its open levels, and the node's latency bound at most their latency."""
+    checked = fired = 0
+    mappings = [*_random_small_mappings(3, 120),
+                *random_perfect_mappings(29, 24, ["eyeriss_like", "simba_like", "edge_tpu_like"])]
+    for rng, arch, op, m in mappings:
+        for spatial in (unrolling_of(arch, m), None):
+            ctx = BoundContext(op, arch, m.keep, spatial)
+            for level in range(len(arch.levels) + 1):
+                fixed, rem = fixed_at_and_above(op, m, level)
+                floor = open_levels_stall(ctx, level)
+                lat = ctx.lower_bound(fixed, level, rem)[1]
+                for cand in [m, *_completions(rng, op, arch, m, level, 2)]:
+                    res = evaluate(op, arch, cand, check=False)
+                    assert floor <= _stall(res) * (1 + 1e-12), (arch.name, level, spatial, cand)
+                    assert lat <= res.latency * (1 + 1e-12), (arch.name, level, spatial, cand)
+                    checked += 1
+                fired += floor > 0
+    assert checked > 300 and fired > 40
+
+
+def test_the_batched_bound_takes_the_rule_as_the_scalar_one():
+    """``node_bounds.open_bounds_rows`` adds the same stall at the same nodes (equal values on random nodes)."""
+    from test_search_node_bounds import test_rows_equal_the_scalar_bound_on_random_nodes
+
+    test_rows_equal_the_scalar_bound_on_random_nodes()
+
+
+@pytest.mark.parametrize("objective", ["latency", "edp"])
+def test_exact_search_equals_exhaustive_where_the_rule_cuts(monkeypatch, objective):
+    """On a small single-buffered accelerator whose register file holds two words per operand, the exact search with
+    the rule finds the exhaustive optimum, proven, with fewer nodes than without it (so the rule cut something)."""
+    from accelmap.search.exact import search_exact
+    from accelmap.search.exhaustive import search_exhaustive
+
+    arch = accelerator_from_dict({"name": "tiny", "compute": {"mac_energy": "1 pJ", "precision": {
+        "I": 8, "W": 8, "O": 8}}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "read_energy": "100 pJ", "write_energy": "100 pJ", "read_bandwidth": "8 bit/cycle",
+         "write_bandwidth": "8 bit/cycle"},
+        {"name": "RF", "holds": ["I", "W", "O"], "width": "8 bit", "read_energy": "1 pJ", "write_energy": "1 pJ",
+         "partitions": {"I": "2 B", "W": "2 B", "O": "2 B"},
+         "fanout": {"axes": [{"name": "X", "size": 2}]}},
+    ]})
+    op = adopt_precision(gemm("g", m=2, n=4, k=4), arch)
+    got, st = search_exact(op, arch, objective, heuristic=False, time_limit=60)
+    ref, _ = search_exhaustive(op, arch, objective, time_limit=60)
+    assert st.extra["proven"]
+    assert math.isclose(got[0].value, ref[0].value, rel_tol=1e-12)
+    with monkeypatch.context() as patch:
+        patch.setattr(bounds, "open_levels_stall", lambda ctx, level: 0.0)
+        _, st_off = search_exact(op, arch, objective, heuristic=False, time_limit=60)
+    assert st.nodes < st_off.nodes
+
+
+def test_the_rule_raises_the_root_bound_on_eyeriss_like():
+    """A 3x3 convolution on eyeriss_like with R on the array's rows and K on its columns, nothing else fixed: every
+    tile that fits the register files (12 input, 224 weight, 24 partial-sum words) refetches an operand over the
+    global buffer's or DRAM's port, so the root's latency bound rises above the MAC schedule and footprint loads,
+    and stays below the latency of the heuristic's best mapping with that unrolling."""
+    from accelmap.search.heuristic import search_heuristic
+    from accelmap.search.space import Constraints
+
+    arch = get_accelerator("eyeriss_like")
+    op = adopt_precision(conv2d("c", c=16, h=16, w=16, k=16, r=3, s=3, padding=1), arch)
+    spatial = {"X": {"K": 8}, "Y": {"R": 3}}
+    keep = (frozenset("IWO"), frozenset("IO"), frozenset("IWO"))
+    root = ((), len(arch.levels), dict(op.sizes))
+    ctx = BoundContext(op, arch, keep, spatial)
+    with_rule = ctx.lower_bound(*root)
+    original = bounds.open_levels_stall
+    try:
+        bounds.open_levels_stall = lambda ctx, level: 0.0
+        without = BoundContext(op, arch, keep, spatial).lower_bound(*root)
+    finally:
+        bounds.open_levels_stall = original
+    assert with_rule[0] == without[0] and with_rule[1] > without[1]
+    found, _ = search_heuristic(op, arch, "latency", constraints=Constraints(spatial=spatial), time_limit=1)
+    m = found[0].mapping
+    assert m.keep == keep
+    res = evaluate(op, arch, m)
+    assert with_rule[1] <= res.latency
