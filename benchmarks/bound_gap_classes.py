@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--layer", default="layer1.0.conv1")
     ap.add_argument("--classes", type=int, default=8, help="uncut unrolling classes to measure")
     ap.add_argument("--seconds", type=float, default=5.0, help="seconds of each class's own search (wall clock)")
+    ap.add_argument("--root-only", action="store_true",
+                    help="no searches: count the uncut classes whose root bound (every bypass choice) cuts them")
     ap.add_argument("--incumbent-seconds", type=float, default=4.0, help="heuristic seconds for the incumbent")
     a = ap.parse_args()
     arch = get_accelerator(a.arch)
@@ -64,6 +66,34 @@ def main() -> None:
         finally:
             bounds.open_levels_stall = with_b27
 
+    if a.root_only:
+        from accelmap.search.objective import collector
+        from accelmap.search.optimal import SearchStats, _keeps_by_bound
+
+        best = collector("edp", 1)
+        best.offer(inc, found[0].mapping)
+        counts = [0, 0, 0]
+        seen_root: set[int] = set()
+        t0 = time.process_time()
+        for row in ranked.order:
+            if float(ranked.energy[row] * ranked.latency[row]) >= inc_edp:
+                break
+            if ranked.cls[row] in seen_root or not ranked.divides[row]:
+                continue
+            seen_root.add(int(ranked.cls[row]))
+            spatial = {axis: dict(dims) for (_, axis), dims in ranked.space.assignment(int(row)).items()}
+            fixed = dataclasses.replace(cons, spatial=spatial)
+            open_keeps = list(_keeps_by_bound(op, arch, fixed, "edp", best, SearchStats()))
+            counts[0] += 1
+            for i, rule in ((1, False), (2, True)):
+                bounds.open_levels_stall = with_b27 if rule else (lambda ctx, level: 0.0)
+                ok = [best.prunes(*BoundContext(op, arch, keep, spatial, "edp").lower_bound((), nlev, dict(op.sizes)))
+                      for keep in open_keeps]
+                counts[i] += all(ok)
+            bounds.open_levels_stall = with_b27
+        print(f"dividing unrolling classes below the incumbent by S1: {counts[0]}; cut at the root by every bypass "
+              f"choice's bound: {counts[1]} without rule B27, {counts[2]} with it ({time.process_time() - t0:.1f} s CPU)")
+        return
     print(f"{'#':>3} {'unrolling':<34} {'S1/inc':>7} {'root/inc':>8} {'+B27':>7} {'best/inc':>8} {'proven':>6}"
           f" {'e_lb/e':>7} {'l_lb/l':>7} {'+B27':>7} {'stall':>6}")
     seen: set[int] = set()
