@@ -9,14 +9,12 @@ import random
 from accelmap.arch import accelerator_from_dict, get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search import bounds
 from accelmap.search.bounds import BoundContext
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import gemm
-from strategies import fixed_at_and_above, random_operator, random_perfect_mappings
+from strategies import fixed_at_and_above, random_perfect_mappings
 from test_bound_network_and_runs import _completions
 
 
@@ -48,18 +46,6 @@ def small_single_buffered(rng: random.Random):
          "write_energy": "100 pJ", "read_bandwidth": bw(), "write_bandwidth": bw()}, mid, inner]})
 
 
-def _random_small_mappings(seed: int, draws: int):
-    rng = random.Random(seed)
-    for _ in range(draws):
-        arch = small_single_buffered(rng)
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30)
-        except MappingError:
-            continue
-        yield rng, arch, op, m
-
-
 def _stall(res) -> float:
     return dict(res.latency_parts).get("single-buffer stalls", 0.0)
 
@@ -68,7 +54,7 @@ def test_the_rule_never_exceeds_the_stall_of_any_completion():
     """At every level, with the unrolling known and not, B27's stall is at most the single-buffer stalls of the
     mapping and of random completions of its open levels, and the node's latency bound at most their latency."""
     checked = fired = 0
-    mappings = [*_random_small_mappings(3, 16),
+    mappings = [*random_perfect_mappings(3, 16, [], small_single_buffered),
                 *random_perfect_mappings(29, 3, ["eyeriss_like", "simba_like", "edge_tpu_like"])]
     for rng, arch, op, m in mappings:
         for spatial in (unrolling_of(arch, m), None):

@@ -30,7 +30,7 @@ from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
-from accelmap.search.open_level_refills import innermost_cases, open_level_shapes, open_levels_stall
+from accelmap.search.open_level_refills import innermost_cases, level_cached, open_level_shapes, open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -576,17 +576,7 @@ class BoundContext:
         Holds for every node whose fixed levels are all below c. Cached per level."""
         got = self._open_floor.get(c)
         if got is None:
-            # What the floor depends on, so that bypass choices and unrollings that agree on it share it.
-            kept = tuple((X.name, self.chains[X.name][self.chains[X.name].index(c) - 1])
-                         for X in self.op.operands if c in self.chains[X.name][1:])
-            key = (self.op, self.arch, c, self.keep[c], kept,
-                   tuple((X, tuple(self.merge_cap[X])) for X, _ in kept),
-                   tuple(None if cap is None else tuple(sorted(cap.items())) for cap in self.spatial_cap))
-            got = _OPEN_FLOORS.get(key)
-            if got is None:
-                if len(_OPEN_FLOORS) > 100_000:
-                    _OPEN_FLOORS.clear()
-                got = _OPEN_FLOORS[key] = _open_level_floor(self, c)
+            got = level_cached(_OPEN_FLOORS, self, c, _open_level_floor)
             self._open_floor[c] = got
         return got
 

@@ -146,16 +146,23 @@ def open_level_stall(ctx, c: int) -> float:
     mine = ctx.open_stall
     got = mine.get(c)
     if got is None:
-        key = (ctx.op, ctx.arch, c, ctx.keep[c], ctx.loose,
-               tuple((X.name, tuple(ctx.chains[X.name]), tuple(ctx.merge_cap[X.name])) for X in ctx.op.operands
-                     if c in ctx.chains[X.name]),
-               tuple(None if cap is None else tuple(sorted(cap.items())) for cap in ctx.spatial_cap))
-        got = _OPEN_STALLS.get(key)
-        if got is None:
-            if len(_OPEN_STALLS) > 100_000:
-                _OPEN_STALLS.clear()
-            got = _OPEN_STALLS[key] = _least_stall(ctx, c)
-        mine[c] = got
+        got = mine[c] = level_cached(_OPEN_STALLS, ctx, c, _least_stall)
+    return got
+
+
+def level_cached(store: dict[tuple, float], ctx, c: int, compute) -> float:
+    """``compute(ctx, c)`` cached in ``store`` by what rules B8 and B27 depend on (so that bypass choices and
+    unrollings that agree on it share it): the operator, the accelerator, c's kept operands with their chains (their
+    parents, whether they are loose) and merges, and every fan-out's fixed unrolling (rule B28)."""
+    key = (ctx.op, ctx.arch, c, ctx.keep[c], ctx.loose,
+           tuple((X.name, tuple(ctx.chains[X.name]), tuple(ctx.merge_cap[X.name])) for X in ctx.op.operands
+                 if c in ctx.chains[X.name]),
+           tuple(None if cap is None else tuple(sorted(cap.items())) for cap in ctx.spatial_cap))
+    got = store.get(key)
+    if got is None:
+        if len(store) > 100_000:
+            store.clear()
+        got = store[key] = compute(ctx, c)
     return got
 
 
