@@ -89,12 +89,13 @@ def small_operator(rng: random.Random):
                             {"i": 2, "j": rng.choice([2, 3]), "k": rng.choice([2, 3])}, name="sddmm")
 
 
-def random_perfect_mappings(seed: int, draws: int, presets: list[str]):
-    """(rng, arch, operator, mapping) of random valid perfectly factored mappings, cycling through ``presets``;
-    the rng is the one that drew them, for tests that draw more from it."""
+def random_perfect_mappings(seed: int, draws: int, presets: list[str], draw_arch=None):
+    """(rng, arch, operator, mapping) of random valid perfectly factored mappings, cycling through ``presets`` (or
+    an accelerator ``draw_arch(rng)`` draws each time); the rng is the one that drew them, for tests that draw more
+    from it."""
     rng = random.Random(seed)
     for n in range(draws):
-        arch = get_accelerator(presets[n % len(presets)])
+        arch = draw_arch(rng) if draw_arch else get_accelerator(presets[n % len(presets)])
         op = adopt_precision(random_operator(rng), arch)
         try:
             m = random_mapping(op, arch, rng, check_fit=True, tries=30)

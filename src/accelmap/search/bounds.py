@@ -29,13 +29,13 @@ from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import divisors
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
+from accelmap.search.open_level_refills import innermost_cases, level_cached, open_level_shapes, open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
-from accelmap.workload.index_sets import index_size, tile_size
+from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operand, Operator
 
 
@@ -104,6 +104,7 @@ class BoundContext:
         self.net_unit = {(o.name, c): network_unit(arch, o, p, c) for o in op.operands
                          for p, c in pairwise(self.chains[o.name] + [self.nlev])}
         self._open_floor: dict[int, float] = {}
+        self.open_stall: dict[int, float] = {}      # rule B27 per open level (``open_level_refills``)
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
@@ -375,6 +376,8 @@ class BoundContext:
         busy = max(compute, float(self.stream_cycles(served)))
         # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
         floors = {c: self.open_level_floor(c) for c in range(1, level)}
+        # Rule B27: the open single-buffered levels' least refills stall compute.
+        open_stall = open_levels_stall(self, level)
         # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
         step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
             if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
@@ -410,7 +413,7 @@ class BoundContext:
             stall = max(stall, max(port_queue.values(), default=0.0))
             # Rule B16: an operand's loads into a single-buffered level and its parent run in sequence; the output's
             # stores run one after another, and its reloads into a level wait for that level's store.
-            stall = max(stall, chained)
+            stall = max(stall, chained, open_stall)
             # Latency is at least the MAC schedule and at least every port's traffic over its
             # bandwidth spread over all instances (cost/latency.py uses only the occupied ones).
             transfer = 0.0
@@ -575,17 +578,7 @@ class BoundContext:
         Holds for every node whose fixed levels are all below c. Cached per level."""
         got = self._open_floor.get(c)
         if got is None:
-            # What the floor depends on, so that bypass choices and unrollings that agree on it share it.
-            kept = tuple((X.name, self.chains[X.name][self.chains[X.name].index(c) - 1])
-                         for X in self.op.operands if c in self.chains[X.name][1:])
-            key = (self.op, self.arch, c, self.keep[c], kept,
-                   tuple((X, tuple(self.merge_cap[X])) for X, _ in kept),
-                   tuple(None if cap is None else tuple(sorted(cap.items())) for cap in self.spatial_cap[:c]))
-            got = _OPEN_FLOORS.get(key)
-            if got is None:
-                if len(_OPEN_FLOORS) > 100_000:
-                    _OPEN_FLOORS.clear()
-                got = _OPEN_FLOORS[key] = _open_level_floor(self, c)
+            got = level_cached(_OPEN_FLOORS, self, c, _open_level_floor)
             self._open_floor[c] = got
         return got
 
@@ -665,8 +658,6 @@ class BoundContext:
 
 
 _OPEN_FLOORS: dict[tuple, float] = {}
-# Tile shapes above which rule B8 is not computed for a level (it then adds nothing; still a bound).
-OPEN_FLOOR_SHAPES = 200_000
 
 
 
@@ -718,48 +709,10 @@ def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int) -> int:
 
 def _open_level_floor(ctx: BoundContext, c: int) -> float:
     """Rule B8 for level c (see ``BoundContext.open_level_floor``), vectorized over every tile shape."""
-    op, arch, keep = ctx.op, ctx.arch, ctx.keep
-    lv = arch.levels[c]
-    kept = [X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
-            and X.name not in ctx.loose]
-    if lv.capacity_bits is None and not lv.partitions or not kept:
+    shapes = open_level_shapes(ctx, c)
+    if shapes is None:
         return 0.0
-    dims = op.dim_names
-    divs = [divisors(op.sizes[d]) for d in dims]
-    if math.prod(len(v) for v in divs) > OPEN_FLOOR_SHAPES:
-        return 0.0
-    grid = np.array(list(itertools.product(*divs)), dtype=np.int64).reshape(-1, len(dims))
-    col = {d: grid[:, i] for i, d in enumerate(dims)}
-    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
-    tiles_above = np.prod((sizes // grid).astype(np.float64), axis=1)   # instance-iterations above c
-
-    def tile(X: Operand) -> np.ndarray:
-        out = np.ones(len(grid), dtype=np.float64)
-        for ix in X.indices:
-            names = [d for d, _ in ix.terms]
-            if len(names) == 1:
-                out *= col[names[0]]
-                continue
-            combos, inverse = np.unique(np.stack([col[d] for d in names], axis=1), axis=0, return_inverse=True)
-            sz = np.array([index_size(ix, dict(zip(names, (int(v) for v in row), strict=True))) for row in combos])
-            out *= sz[inverse.reshape(-1)]
-        return out
-
-    tiles = {X.name: tile(X) for X in op.operands}
-    mult = 2 if lv.double_buffered else 1
-    # finished outputs may be stored at the output stage's precision (validate.finished_output_levels)
-    use = {X.name: tiles[X.name] * fewest_bits(X, arch) * mult for X in op.operands if X.name in keep[c]}
-    if lv.partitions:
-        fits = np.ones(len(grid), dtype=bool)
-        for cls in {op.operand(n).cls for n in use}:
-            fits &= sum(u for n, u in use.items() if op.operand(n).cls == cls) <= lv.partition_bits(cls)
-    elif lv.capacity_bits is not None:
-        fits = sum(use.values(), np.zeros(len(grid))) <= lv.capacity_bits
-    else:
-        return 0.0
-    if not fits.any():
-        return 0.0
-    grid, tiles_above = grid[fits], tiles_above[fits]
+    grid, tiles_above, kept = shapes.grid, shapes.tiles_above, shapes.kept
     # Extra energy per operand when every temporal step above c brings it a whole tile, over B1's charge
     # (member = footprint); group counts divide by the most the fan-outs between its parent and c can merge.
     extra = {}
@@ -767,20 +720,14 @@ def _open_level_floor(ctx: BoundContext, c: int) -> float:
         chain = ctx.chains[X.name]
         p = chain[chain.index(c) - 1]
         fp = ctx.footprint[X.name]
-        member = tiles_above * tiles[X.name][fits]
+        member = tiles_above * shapes.tiles[X.name]
         base = max(fp, ctx.n_out) if X.is_output else fp
         extra[X.name] = np.maximum(0.0, _boundary_energy(ctx, X, p, c, np.maximum(member, base))
                                    - _boundary_energy(ctx, X, p, c, np.full(1, float(base))))
     # Per tile shape, the innermost temporal loop above c runs over some dim with loops left above c.
-    caps = ctx.spatial_cap[:c]
-    exact = all(cap is not None for cap in caps)
+    cases, forced = innermost_cases(ctx, c, grid)
     least = np.full(len(grid), np.inf)
-    forced = np.zeros(len(grid), dtype=bool)
-    for i, d in enumerate(dims):
-        left = sizes[i] // grid[:, i]
-        most = math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
-        possible = (left > 1) & ((left > most) if exact else True)
-        forced |= left > most
+    for d, possible in cases:
         cost = sum((extra[X.name] for X in kept if d in ctx.plain[X.name]), np.zeros(len(grid)))
         least = np.where(possible, np.minimum(least, cost), least)
     least = np.where(forced, least, 0.0)

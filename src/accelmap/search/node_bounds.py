@@ -23,6 +23,7 @@ from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.case_pairs import CaseBoundRows
 from accelmap.search.last_step import last_step_cycles_rows
+from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
@@ -299,6 +300,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     floors = {c: ctx.open_level_floor(c) for c in range(1, level)}
+    open_stall = open_levels_stall(ctx, level)      # rule B27 (as ``BoundContext.lower_bound``)
     # Rule B19 (as ``BoundContext.lower_bound``).
     step = last_step_cycles_rows(shared, free, ctx.last_step_level, arch.compute.macs_per_cycle, n) \
         if ctx.last_step_level is not None and ctx.whole_tiles else np.zeros(n)
@@ -327,7 +329,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
-        stall = np.maximum(stall, chained)       # rule B16 (as ``BoundContext.lower_bound``)
+        stall = np.maximum(np.maximum(stall, chained), open_stall)       # rules B16, B27 (as ``BoundContext.lower_bound``)
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():
             L = arch.levels[lv]

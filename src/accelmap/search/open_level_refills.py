@@ -1,0 +1,258 @@
+"""The tile shapes an open level can hold, and rule B27 of docs/mapper.md: their least refills stall compute.
+
+A level c none of whose loops (nor any loop below it) a node has fixed yet holds some tile whose extents divide
+each dim (perfect factors) and fit c's capacity (its partition per operand class, double buffering counted). The
+temporal loops above c then run ``tiles_above = prod(size / extent)`` instance-iterations of it, and in each of rule
+B7's cases (the innermost temporal loop above c runs over dim d) every plain user of d enters c a whole tile at every
+one of them. Rule B8 (``bounds._open_level_floor``) charges the least energy of those refills over every shape and
+case. Rule B27 charges the least time they take where compute waits for them:
+
+A level that never overlaps its loads with compute (``bounds.serial_fill_levels``: single-buffered, not double-
+buffered when two tiles fit, not streaming a tile kept for the whole run) stalls compute while it loads, its loads
+one after another (rule B9): the stall is at least, summed over the operands it receives, each operand's elements
+entering c over c's write port and its parent-side elements (the entering ones over the most the fan-outs between
+parent and c can merge) over the parent's read port, both spread over all instances. For the output the loads are
+its reloads (B1's ``down``), and its stores from c followed by its reloads run in sequence too (rule B16): drains
+over c's read port, the parent's updates over its write port. Each of those times is non-decreasing in the counts,
+and B7's count (a whole tile at every instance-iteration, for the plain users of the case's dim; every element once
+for the others) is a lower bound of the counts of every mapping whose tile at c has that shape and whose innermost
+temporal loop above c runs over that dim. Every mapping with perfect factors has some shape that fits, and either
+some dim has a temporal loop above c (then one is innermost) or none has (then every operand gets its footprint
+count). So the least of ``max(B9's sum at c, the output's B16 chain at c)`` over every fitting shape and every case
+possible for it bounds the stall of every mapping below a node where c is open; the node's stall bound (the
+largest of B9, B12 and B16 over its own counts) takes the larger of the two. It holds for every order, bypass
+choice of the levels other than c (the kept operands and their parents are part of the cache key) and unrolling
+that the context allows (the merges are the most its fan-outs give). Not with imperfect tiles: a partial tile can
+fit where no dividing one does (rule I3), so the rule is off where ``whole_tiles`` is false.
+
+Why it matters: on eyeriss_like every level is single-buffered and the register files hold 12 input, 224 weight
+and 24 partial-sum words; at the root of an unrolling's search (no loop fixed) the latency bound counted every
+operand's footprint once, while any tile that fits the register files refetches one of the three operands at
+least ``MACs / (a few dozen)`` times over the global buffer's 9-word port or DRAM's 4-word port.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelmap.cost.nest_rows import fewest_bits
+from accelmap.mapping.sampling import divisors
+from accelmap.workload.index_sets import index_size
+from accelmap.workload.operator import Operand
+
+# Tile shapes above which rules B8 and B27 are not computed for a level (they then add nothing; still bounds).
+OPEN_FLOOR_SHAPES = 200_000
+
+
+@dataclass(frozen=True)
+class OpenShapes:
+    """Every tile shape (extents dividing each dim) that fits an open level c, as rows."""
+    grid: np.ndarray                  # rows x dims: c's tile extents
+    tiles: dict[str, np.ndarray]      # per operand, its tile at c (elements) per row
+    tiles_above: np.ndarray           # per row, the instance-iterations above c (every size over its extent)
+    kept: tuple[Operand, ...]         # operands c receives from a parent (not loose)
+
+
+def open_level_shapes(ctx, c: int) -> OpenShapes | None:
+    """The tile shapes that fit level ``c`` under ``ctx``'s bypass choice; None when c receives nothing, has no
+    capacity, has more shapes than ``OPEN_FLOOR_SHAPES`` or none fits (the rules then add nothing)."""
+    op, arch, keep = ctx.op, ctx.arch, ctx.keep
+    lv = arch.levels[c]
+    kept = tuple(X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
+                 and X.name not in ctx.loose)
+    if lv.capacity_bits is None and not lv.partitions or not kept:
+        return None
+    dims = op.dim_names
+    divs = [divisors(op.sizes[d]) for d in dims]
+    if math.prod(len(v) for v in divs) > OPEN_FLOOR_SHAPES:
+        return None
+    grid = np.array(list(itertools.product(*divs)), dtype=np.int64).reshape(-1, len(dims))
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    # Rule B28: a fan-out fixed in advance unrolls exactly its bounds, so c's tile holds the unrolling of every fixed
+    # fan-out at or below c, and fits the unrolling of every fixed fan-out above c into what it leaves.
+    inside = np.array([math.prod(cap.get(d, 1) for cap in ctx.spatial_cap[c:] if cap is not None) for d in dims])
+    outside = np.array([math.prod(cap.get(d, 1) for cap in ctx.spatial_cap[:c] if cap is not None) for d in dims])
+    grid = grid[((grid % inside == 0) & (sizes % (grid * outside) == 0)).all(axis=1)]
+    if not len(grid):
+        return None
+    col = {d: grid[:, i] for i, d in enumerate(dims)}
+
+    def tile(X: Operand) -> np.ndarray:
+        out = np.ones(len(grid), dtype=np.float64)
+        for ix in X.indices:
+            names = [d for d, _ in ix.terms]
+            if len(names) == 1:
+                out *= col[names[0]]
+                continue
+            combos, inverse = np.unique(np.stack([col[d] for d in names], axis=1), axis=0, return_inverse=True)
+            sz = np.array([index_size(ix, dict(zip(names, (int(v) for v in row), strict=True))) for row in combos])
+            out *= sz[inverse.reshape(-1)]
+        return out
+
+    tiles = {X.name: tile(X) for X in op.operands}
+    mult = 2 if lv.double_buffered else 1
+    # finished outputs may be stored at the output stage's precision (validate.finished_output_levels)
+    use = {X.name: tiles[X.name] * fewest_bits(X, arch) * mult for X in op.operands if X.name in keep[c]}
+    if lv.partitions:
+        fits = np.ones(len(grid), dtype=bool)
+        for cls in {op.operand(n).cls for n in use}:
+            fits &= sum(u for n, u in use.items() if op.operand(n).cls == cls) <= lv.partition_bits(cls)
+    else:
+        fits = sum(use.values(), np.zeros(len(grid))) <= lv.capacity_bits
+    if not fits.any():
+        return None
+    tiles_above = np.prod((sizes // grid).astype(np.float64), axis=1)
+    return OpenShapes(grid[fits], {n: t[fits] for n, t in tiles.items()}, tiles_above[fits], kept)
+
+
+def innermost_cases(ctx, c: int, grid: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], np.ndarray]:
+    """Rule B7's cases above an open level c per tile shape: (dim d, rows where a temporal loop over d may be
+    innermost above c: some of d is left above c that the fan-outs above c cannot all unroll, or may not when
+    some of them is open), and the rows where some dim is forced to keep a temporal loop above c (elsewhere the
+    case with no temporal loop above c is possible too)."""
+    op = ctx.op
+    sizes = np.array([op.sizes[d] for d in op.dim_names], dtype=np.int64)
+    caps = ctx.spatial_cap[:c]
+    exact = all(cap is not None for cap in caps)
+    forced = np.zeros(len(grid), dtype=bool)
+    out = []
+    for i, d in enumerate(op.dim_names):
+        left = sizes[i] // grid[:, i]
+        most = math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+        out.append((d, (left > 1) & ((left > most) if exact else True)))
+        forced |= left > most
+    return out, forced
+
+
+_OPEN_STALLS: dict[tuple, float] = {}
+
+
+def open_levels_stall(ctx, level: int) -> float:
+    """Rule B27 at a node whose levels >= ``level`` are fixed: the largest, over the open single-buffered levels c
+    (1 <= c < level), of c's least stall (``open_level_stall``). 0 with imperfect tiles."""
+    if not ctx.whole_tiles:
+        return 0.0
+    return max((open_level_stall(ctx, c) for c in range(1, level) if c in ctx.serial_fill), default=0.0)
+
+
+def open_level_stall(ctx, c: int) -> float:
+    """Rule B27 for one open single-buffered level c: the least, over every tile shape that fits it and every case
+    of the innermost temporal loop above it, of the stall its loads (and the output's stores and reloads) force.
+    Cached per context and globally per what it depends on."""
+    mine = ctx.open_stall
+    got = mine.get(c)
+    if got is None:
+        got = mine[c] = level_cached(_OPEN_STALLS, ctx, c, _least_stall)
+    return got
+
+
+def level_cached(store: dict[tuple, float], ctx, c: int, compute) -> float:
+    """``compute(ctx, c)`` cached in ``store`` by what rules B8 and B27 depend on (so that bypass choices and
+    unrollings that agree on it share it): the operator, the accelerator, c's kept operands with their chains (their
+    parents, whether they are loose) and merges, and every fan-out's fixed unrolling (rule B28)."""
+    key = (ctx.op, ctx.arch, c, ctx.keep[c], ctx.loose,
+           tuple((X.name, tuple(ctx.chains[X.name]), tuple(ctx.merge_cap[X.name])) for X in ctx.op.operands
+                 if c in ctx.chains[X.name]),
+           tuple(None if cap is None else tuple(sorted(cap.items())) for cap in ctx.spatial_cap))
+    got = store.get(key)
+    if got is None:
+        if len(store) > 100_000:
+            store.clear()
+        got = store[key] = compute(ctx, c)
+    return got
+
+
+def _least_stall(ctx, c: int) -> float:
+    shapes = open_level_shapes(ctx, c)
+    if shapes is None:
+        return 0.0
+    op = ctx.op
+    grid, kept = shapes.grid, shapes.kept
+    n = len(grid)
+    parent = {X.name: ctx.chains[X.name][ctx.chains[X.name].index(c) - 1] for X in kept}
+    base = {X.name: float(max(ctx.footprint[X.name], ctx.n_out) if X.is_output else ctx.footprint[X.name])
+            for X in kept}
+
+    def entering(X: Operand, runs: Any) -> Any:
+        # X enters c a whole tile at each of ``runs`` instance-iterations above c, and every element at least once.
+        return np.maximum(runs * shapes.tiles[X.name], base[X.name])
+
+    def value(counts: dict[str, Any]) -> np.ndarray:
+        serial: Any = np.zeros(n)
+        chained: Any = np.zeros(n)
+        for X in kept:
+            load, chain = _load_and_chain(ctx, X, parent[X.name], c, counts[X.name])
+            serial = serial + load
+            chained = np.maximum(chained, chain)
+        return np.maximum(serial, chained)
+
+    # Rule B15's orders above c (with every fan-out above c fixed: the temporal iterations above c per dim and the
+    # instances S known): the operands not refetched at every run, in every order of their innermost loop over a
+    # plain dim; the k-th gets a whole tile at S x the iterations of the plain dims of the first k.
+    caps = ctx.spatial_cap[:c]
+    exact = all(cap is not None for cap in caps)
+    dims = op.dim_names
+    outside = np.array([math.prod(cap.get(d, 1) for cap in caps if cap is not None) for d in dims])
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    T = (sizes // grid) // outside if exact else None
+    instances = float(np.prod(outside)) if exact else 1.0
+
+    def orders(users: frozenset[str]):
+        others = [X.name for X in kept if X.name not in users]
+        if T is None:
+            yield {name: base[name] for name in others}
+            return
+        for perm in itertools.permutations(others):
+            seen: set[str] = set()
+            got = {}
+            for name in perm:
+                seen |= ctx.plain[name]
+                own = np.prod(T[:, [i for i, d in enumerate(dims) if d in ctx.plain[name]]], axis=1)
+                runs = np.where(own > 1, instances * np.prod(T[:, [i for i, d in enumerate(dims) if d in seen]],
+                                                             axis=1), instances)
+                got[name] = entering(op.operand(name), runs)
+            yield got
+
+    cases, forced = innermost_cases(ctx, c, grid)
+    least = np.where(forced, np.inf, value(dict(base)))
+    for d, possible in cases:
+        if not possible.any():
+            continue
+        users = frozenset(X.name for X in kept if d in ctx.plain[X.name])
+        every = {name: entering(op.operand(name), shapes.tiles_above) for name in users}
+        for rest in orders(users):
+            least = np.where(possible, np.minimum(least, value({**every, **rest})), least)
+    # (a row where no case is possible and some dim is forced cannot occur: forced implies possible)
+    return float(least.min()) if np.isfinite(least).all() else 0.0
+
+
+def _load_and_chain(ctx, X: Operand, p: int, c: int, member: Any) -> tuple[Any, Any]:
+    """For ``member`` elements of X entering c from its parent p: rule B9's load time at c (the larger of the
+    elements over c's write port and the parent-side elements over p's read port, spread over all instances), and
+    for the output rule B16's chain at c (its stores from c, then its reloads); with B1's group counts, divided by
+    the most the fan-outs between p and c can merge."""
+    arch = ctx.arch
+    P, C = arch.levels[p], arch.levels[c]
+    w = fewest_bits(X, arch)
+    merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
+
+    def port(elements: Any, level, bw: float | None) -> Any:
+        return 0.0 if bw is None else elements * w / level.instances / bw
+
+    if not X.is_output:
+        group = np.maximum(member / merge, ctx.footprint[X.name])
+        load = np.maximum(port(member, C, C.write_bw_bits), port(group, P, P.read_bw_bits))
+        return load, 0.0
+    n = ctx.n_out
+    lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
+    group = np.maximum(member / merge, n)
+    down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
+    load = np.maximum(port(down, C, C.write_bw_bits), port(down, P, P.read_bw_bits))
+    store = np.maximum(port(member, C, C.read_bw_bits), port(group, P, P.write_bw_bits))
+    return load, store + load
+
