@@ -194,7 +194,8 @@ def test_verbose_logs_the_search_decisions_to_stderr_and_is_silent_without(tmp_p
     assert loud.exit_code == 0, loud.output
     log = loud.stderr.splitlines()
     # Per layer: the strategy, the probes with the reason each unrolling is skipped, the climbs, the result.
-    assert "accelmap.search.mapper: conv0 on tiny: heuristic search, edp, time limit 60 s" in log
+    assert ("accelmap.search.mapper: conv0 on tiny: heuristic search, edp, time limit 60 s (60 s left after the certificate)"
+            in log)
     assert any(ln.startswith("accelmap.search.heuristic: conv0: probe ") for ln in log)
     assert any(ln.startswith("accelmap.search.heuristic: conv1: climb from ") for ln in log)
     assert any(ln.startswith("accelmap.search.mapper: conv1: best ") for ln in log)
