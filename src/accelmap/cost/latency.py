@@ -311,6 +311,27 @@ def streamed_drain(nest: NestRows, keep, c: int) -> tuple[np.ndarray, np.ndarray
     return out
 
 
+def _drain_run(nest: NestRows, keep, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a streamed drain at level c (``streamed_drain``): per row, how many of its pieces leave
+    one after another at the end of the run, one per tile of the driver (the innermost loops above
+    the driver over the output's dims, up to the first other loop of bound above 1: a kernel row or
+    column, say, leaves outputs finished only at its last position), and the driver's tiles in the run."""
+    X = nest.op.output
+    chain = [i for i in range(nest.nlev) if X.name in keep[i]]
+    d = chain[chain.index(c) + 1]
+    below_on = streamed_drain(nest, keep, d)[0]
+    below_run, below_tiles = _drain_run(nest, keep, d) if below_on.any() else (np.ones(nest.n), np.ones(nest.n))
+    run, tiles, open_ = np.ones(nest.n), np.ones(nest.n), np.ones(nest.n, dtype=bool)
+    for j in reversed(nest.above(d)):    # innermost first
+        b = nest.B[:, j]
+        if nest.structure[j][0] in X.dims:
+            run = np.where(open_, run * b, run)
+        else:
+            open_ &= b == 1
+        tiles = tiles * b
+    return np.where(below_on, below_run, run), np.where(below_on, below_tiles, tiles)
+
+
 def _period_share(nest: NestRows, keep, X, c: int) -> np.ndarray:
     """The share of the run one of X's tiles at level c stays (its period over the run's tiles), per
     row; for a streamed tile its driver's; infinite where the tile never changes."""
@@ -1222,6 +1243,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     drain_lead: dict[int, np.ndarray] = {}     # ... the share of the run computed before the first
     drain_streamed: dict[int, np.ndarray] = {}   # ... rows where the level's output tile drains streamed
     drain_start: dict[int, np.ndarray] = {}      # ... the share of the run before the first finished step
+    drain_run: dict[int, tuple] = {}   # ... streamed: (last run of pieces, driver tiles, a piece's time)
     pro: dict[int, np.ndarray] = {}      # double-buffered levels: first loads, before any compute
     pro_on: dict[int, np.ndarray] = {}
     epi: dict[int, np.ndarray] = {}      # ... and last drains, after all compute
@@ -1302,6 +1324,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                             and start_out is not None:
                         # ... and only the last piece of a streamed drain comes after compute
                         share = np.where(streamed_out, 1.0 / pieces_out, share)
+                        if streamed_out.any():
+                            run, drv_tiles = _drain_run(nest, keep, c)
+                            drain_run[c] = (np.where(streamed_out, run, 1.0), drv_tiles,
+                                            per + np.maximum(tc, tp) / pieces_out)
                         drain_pieces[c] = np.where(streamed_out, pieces_out, out_tiles[c])
                         drain_lead[c] = np.where(streamed_out, lead_out, 1.0 / out_tiles[c])
                         drain_streamed[c] = streamed_out
@@ -1432,6 +1458,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             step = busy * (drain_lead[c] - start)
             first = np.where(drain_streamed[c], np.maximum(first, needed - sum(pro.values(), zeros()) + step), first)
         bound = np.where(epi_on[c], get(store_unit, c) - epi[c] + first, 0.0)
+        if c in drain_run:
+            # A streamed drain's pieces leave only where the loops above its driver over other dims
+            # (kernel rows and columns, reductions) are at their last position: the last run of them
+            # leaves back to back after the tile that starts it (at the same pace as the first), then
+            # its pieces one after another; the earlier runs' may catch up in the tiles between.
+            run, drv_tiles, piece = drain_run[c]
+            last_run = paced_first / drain_lead[c] * (drv_tiles - run + 1) / drv_tiles + (run - 1) * piece
+            bound = np.where(drain_streamed[c] & epi_on[c], np.maximum(bound, last_run), bound)
         drains = np.maximum(drains, bound)
         # as the pace of the run's steps, the drains count from the compute before them: a wait for
         # loads before the first finished output is no pace
