@@ -47,3 +47,14 @@ def test_tile_searches_skip_the_certified_bound(monkeypatch):
                          lower_bound=False)
     assert plain.best is not None and plain.lower_bound is None and not plain.proven_optimal
     validate(small, arch, mapper_search("edp", 0.5, CPU)(small, arch))
+
+
+def test_past_the_combination_limit_the_mapper_says_its_bound_is_the_relaxed_one(monkeypatch):
+    """map_operator's certificate does not take the floor silently: it reports the relaxed bound, with why."""
+    arch = get_accelerator("tpu_like")
+    full = map_operator(OP, arch, "edp", strategy="heuristic", time_limit=2.0, heuristic_config=CPU)
+    monkeypatch.setattr(spatial, "BOUND_COMBINATIONS", 1)
+    res = map_operator(OP, arch, "edp", strategy="heuristic", time_limit=2.0, heuristic_config=CPU)
+    assert full.bound_kind == "full" and res.bound_kind == "relaxed"
+    assert any("would combine more than 1 unrolling vectors" in note for note in res.notes)
+    assert res.lower_bound is not None and res.lower_bound <= full.lower_bound

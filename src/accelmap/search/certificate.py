@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.search import spatial
 from accelmap.search.bounds import chain_options, spatial_bounds
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.spatial import CertificateOutOfTime, certified_lower_bound
+from accelmap.search.spatial import CertificateOutOfTime, TooManyUnrollings, certified_lower_bound
 from accelmap.search.unrolling_stall import stall_terms
 from accelmap.workload.operator import Operator
 
@@ -40,6 +41,7 @@ class Certificate:
     latency: float
     kind: str             # FULL or RELAXED
     seconds: float        # on the clock it was computed against
+    why: str = ""         # with RELAXED: why the full bound was not computed
 
 
 def relaxed_lower_bound(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
@@ -80,9 +82,12 @@ def certificate(op: Operator, arch: Accelerator, cons: Constraints, objective: s
     chains = chain_options(op, keep_options(op, arch, cons))
     try:
         value, energy, latency = certified_lower_bound(op, arch, cons, chains, objective, deadline=deadline,
-                                                       clock=clock)
-        kind = FULL
+                                                       clock=clock, floor_past_limit=False)
+        kind, why = FULL, ""
     except CertificateOutOfTime:
         value, energy, latency = relaxed_lower_bound(op, arch, cons, chains, objective)
-        kind = RELAXED
-    return Certificate(value, energy, latency, kind, clock() - t0)
+        kind, why = RELAXED, "did not finish within its share of the time limit"
+    except TooManyUnrollings:
+        value, energy, latency = relaxed_lower_bound(op, arch, cons, chains, objective)
+        kind, why = RELAXED, f"would combine more than {spatial.BOUND_COMBINATIONS:,} unrolling vectors"
+    return Certificate(value, energy, latency, kind, clock() - t0, why)

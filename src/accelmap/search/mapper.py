@@ -207,8 +207,8 @@ def map_operator(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         log.info("%s: best %s, lower bound %.4g (%s, %.3g s)%s", op.name, f"{res[0].value:.4g}" if res else "none",
                  lower, cert.kind, cert.seconds, ", proven optimal" if proven else "")
         if cert.kind == RELAXED:
-            notes.append(f"the certificate's full bound did not finish within {CERTIFICATE_SHARE:.0%} of the time "
-                         f"limit: the lower bound is the relaxed one (every fan-out at its full size), weaker")
+            notes.append(f"the certificate's full bound {cert.why}: the lower bound is the relaxed one (every fan-out "
+                         f"at its full size), weaker")
     if timed_out:
         log.info("%s: the %s search stopped at its time limit of %g s", op.name, strategy, limit)
         notes.append(f"time limit {limit:g} s reached" + (": best found, optimality not proven" if res else

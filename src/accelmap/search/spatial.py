@@ -363,7 +363,8 @@ class CertificateOutOfTime(Exception):
 
 def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
                           chains: dict[str, list[list[int]]], objective: str, *, deadline: float | None = None,
-                          clock: Callable[[], float] = time.perf_counter) -> tuple[float, float, float]:
+                          clock: Callable[[], float] = time.perf_counter,
+                          floor_past_limit: bool = True) -> tuple[float, float, float]:
     """(objective, energy, latency) lower bounds that hold for every mapping of ``op`` the constraints
     allow: any spatial unrolling (any dims per axis, padded or not), tiling (perfect or not), order and
     bypass choice of ``chains``.
@@ -378,6 +379,8 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
     maps to such a vector with the same merges and PEs, so the minimum over the vectors is a bound
     over every unrolling. Axes fixed by the constraints keep their unrolling.
 
+    ``floor_past_limit`` False: raise TooManyUnrollings past BOUND_COMBINATIONS instead of returning the plain floor
+    (``certificate.py`` then falls back to its relaxed bound and says so).
     ``deadline`` (on ``clock``): raise CertificateOutOfTime when the clock passes it between chunks of rows
     (``certificate.py`` then falls back to a cheaper bound).
     """
@@ -411,6 +414,8 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
     try:
         picks, total = _combinations([vecs for _, _, vecs in groups], np.array(budgets), max_rows=BOUND_COMBINATIONS)
     except TooManyUnrollings:
+        if not floor_past_limit:
+            raise
         energy_floor = op.macs * arch.compute.mac_energy_pj
         latency_floor = op.macs / arch.peak_macs_per_cycle
         floor = scalar(objective if objective != "pareto" else "edp", np.array([energy_floor]),
