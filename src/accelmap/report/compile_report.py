@@ -19,7 +19,7 @@ from accelmap.compile.program import LayerCode
 from accelmap.errors import SpecError
 from accelmap.file_io import write_atomic
 from accelmap.mapping.forms import format_text
-from accelmap.report.model_report import _gap, plot_energy
+from accelmap.report.model_report import _gap, gap_text, plot_energy
 from accelmap.search.model_result import LayerMapping
 from accelmap.sim.timeline import plot_timeline
 
@@ -239,7 +239,7 @@ def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
                    f"searched under the intrinsic's shape ({nest.strategy})" if nest.searched else
                    f"built by the embedding ranking: {nest.why}")
             g = nest.gap if nest is not None else None
-            cert = "none (not searched)" if g is None else "0%" if nest and nest.proven else f"<={g:.0%}"
+            cert = "none (not searched)" if g is None else gap_text(g, bool(nest and nest.proven))
         macs = c.macs if intr else l.layer.operator.macs
         by_lv = c.energy_by_level()
         by_op: dict[str, float] = {}

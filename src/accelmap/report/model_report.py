@@ -35,10 +35,20 @@ def _eng(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1e4 else f"{x:.3e}".replace("e+0", "e").replace("e+", "e")
 
 
+def gap_text(gap: float | None, proven: bool) -> str:
+    """How far above its proven lower bound a mapping may be: '0%' only when proven optimal; a gap under 1%
+    keeps a decimal, so an unproven mapping never reads as '<=0%'."""
+    if gap is None:
+        return "-"
+    if proven:
+        return "0%"
+    if gap < 0.00995:
+        return f"<={gap:.1%}" if gap >= 0.0005 else "<0.1%"
+    return f"<={gap:.0%}" if gap < 9.995 else f"<={gap + 1:.0f}x"
+
+
 def _gap(l: LayerMapping) -> str:
-    """How far above its proven lower bound a layer's mapping may be: '0%' when proven optimal."""
-    g = l.gap
-    return "-" if g is None else "0%" if l.proven_optimal else f"<={g:.0%}" if g < 9.995 else f"<={g + 1:.0f}x"
+    return gap_text(l.gap, l.proven_optimal)
 
 
 # Points of the model's front printed at most (the JSON holds all of them).
@@ -73,8 +83,11 @@ def _proof_line(mm: ModelMapping) -> str:
     line = f"{proven} of {len(mm.mapped)} mapped layers proven optimal"
     gaps = sorted(l.gap for l in mm.mapped if not l.proven_optimal and l.gap is not None)
     if gaps:
-        line += (f"; the others within {gaps[0]:.0%}-{gaps[-1]:.0%} of a proven lower bound of the "
-                 f"{mm.objective} (median {gaps[len(gaps) // 2]:.0%}; gap = found / bound - 1)")
+        def pct(gap: float) -> str:
+            return gap_text(gap, False).removeprefix("<=")
+
+        line += (f"; the others within {pct(gaps[0])}-{pct(gaps[-1])} of a proven lower bound of the "
+                 f"{mm.objective} (median {pct(gaps[len(gaps) // 2])}; gap = found / bound - 1)")
     return line
 
 
