@@ -100,9 +100,17 @@ def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
 def skip_energy(arch: Accelerator, bits: int, kept: bool) -> float:
     """Energy of a join reading ``bits`` of its skip tensor: from the store when kept there, else
     fetched from off-chip memory into the store first."""
-    st = arch.levels[store_index(arch)]
-    fetch = 0.0 if kept else transfer_energy(arch.levels[0], bits, 0) + transfer_energy(st, 0, bits)
-    return fetch + transfer_energy(st, bits, 0)
+    if not kept:
+        return pass_energy(arch, bits, 0)
+    return transfer_energy(arch.levels[store_index(arch)], bits, 0)
+
+
+def pass_energy(arch: Accelerator, read_bits: int, write_bits: int) -> float:
+    """Energy of host work run alone on tensors in off-chip memory: what it reads is fetched into the store
+    and read from it, what it writes is written to the store and from it to off-chip memory."""
+    top, st = arch.levels[0], arch.levels[store_index(arch)]
+    return (transfer_energy(top, read_bits, write_bits) + transfer_energy(st, read_bits + write_bits,
+                                                                           read_bits + write_bits))
 
 
 def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | None = None) -> int:

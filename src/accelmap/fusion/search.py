@@ -31,6 +31,7 @@ from accelmap.fusion.group_cost import (
     TileBounds,
     group_cost,
     group_lower_bound,
+    pass_energy,
     reserved,
     resident_weight_bits,
     skip_energy,
@@ -350,6 +351,23 @@ def joins_alone(chain: FusableChain, arch: Accelerator) -> dict[int, Single]:
     return out
 
 
+def norms_alone(chain: FusableChain, arch: Accelerator) -> dict[int, tuple[Single, ...]]:
+    """Every normalization of the chain run alone, by the index of the operator after it: it reads the
+    previous operator's output from off-chip memory and writes its own result back (through the store), the
+    read and the write at their own bandwidths, overlapped. A plan whose piece starts at that operator pays
+    it; inside a group it applies as the tile is written, like element-wise work."""
+    top = arch.levels[0]
+    out = {}
+    for k in range(1, len(chain.nodes)):
+        names = chain.norms_before(k)
+        if names:
+            rd, wr = chain.norm_bits(k)
+            lat = max(rd / top.read_bw_bits if top.read_bw_bits else 0.0,
+                      wr / top.write_bw_bits if top.write_bw_bits else 0.0)
+            out[k] = tuple(Single(nm, pass_energy(arch, rd, wr), lat, rd + wr, rd + wr) for nm in names)
+    return out
+
+
 def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, float]:
     """(energy, latency) below every plan of a group: each output computed once, its input fetched and
     its output written once (a group the search did not try still has this bound)."""
@@ -378,6 +396,7 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
     t0 = time.perf_counter()
     n = len(chain.nodes)
     alone_after = joins_alone(chain, arch)
+    alone_before = norms_alone(chain, arch)
     keep = cfg.front_limit
     fronts: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
     bounds: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
@@ -407,6 +426,11 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                            if not (isinstance(c[-1], GroupCost) and c[-1].join is not None) else (e, lat, off, c)
                            for e, lat, off, c in options]
                 lows = [(e + alone.energy, lat + alone.latency) for e, lat in lows]
+            for norm in alone_before.get(i, ()):
+                # A piece starting after a normalization runs it alone before it.
+                options = [(e + norm.energy, lat + norm.latency, off + norm.offchip_bits, (norm,) + c)
+                           for e, lat, off, c in options]
+                lows = [(e + norm.energy, lat + norm.latency) for e, lat in lows]
             for p in fronts[i]:
                 for e, lat, off, c in options:
                     pts.append(Point(p.energy + e, p.latency + lat, p.offchip_bits + off, p.choices + c))

@@ -1,0 +1,102 @@
+"""Chains through attention's reshapes and transposes: where a row of the next matrix product's input is a
+row of the previous one's output (the Q projection into the scores, the context into the output projection)."""
+
+from __future__ import annotations
+
+import onnx
+
+from accelmap.fusion.chain import fusable_chains
+from accelmap.workload.models.bundled import load_model
+from accelmap.workload.models.chains import model_chains
+from onnx_graphs import F, const, graph_model, node, weight
+
+T, D, H = 8, 16, 2          # tokens, width, heads of D // H
+
+
+def attention(path, q_perm=(0, 2, 1, 3), q_shape=(0, 0, H, D // H), softmax_axis=-1):
+    """x -> Q projection -> reshape/transpose -> scores (with K^T) -> softmax -> context (with V) ->
+    transpose/reshape -> output projection."""
+    heads = lambda x, name, perm, shp="heads": [node("Reshape", [x, shp], [f"{name}.r"]),
+                                                node("Transpose", [f"{name}.r"], [f"{name}.t"], perm=list(perm))]
+    nodes = [const("heads", [0, 0, H, D // H]), const("qshape", list(q_shape)), const("merged", [0, 0, D]),
+             node("MatMul", ["x", "wq"], ["q"]), *heads("q", "q", q_perm, "qshape"),
+             node("MatMul", ["x", "wk"], ["k"]), *heads("k", "k", (0, 2, 3, 1)),
+             node("MatMul", ["x", "wv"], ["v"]), *heads("v", "v", (0, 2, 1, 3)),
+             node("MatMul", ["q.t", "k.t"], ["s"]), node("Softmax", ["s"], ["p"], axis=softmax_axis),
+             node("MatMul", ["p", "v.t"], ["c"]), node("Transpose", ["c"], ["c.t"], perm=[0, 2, 1, 3]),
+             node("Reshape", ["c.t", "merged"], ["c.r"]), node("MatMul", ["c.r", "wo"], ["y"])]
+    inits = [weight(w, [D, D]) for w in ("wq", "wk", "wv", "wo")]
+    onnx.save(graph_model(nodes, [("x", F, [1, T, D])], [("y", F, [1, T, D])], inits), path)
+    return path
+
+
+def chains_of(path):
+    m = load_model(str(path))
+    return m, [[link.node for link in c] for c in model_chains(path, {n for l in m.layers for n in l.nodes})]
+
+
+def test_the_q_projection_and_the_output_projection_join_the_attention_chain(tmp_path):
+    m, chains = chains_of(attention(tmp_path / "a.onnx"))
+    assert chains == [["q", "s", "c", "y"]]
+    # The stages line up: each tile of query tokens reads the same tokens of the previous output.
+    ops = {n: l.operator for l in m.layers for n in l.nodes}
+    (links,) = model_chains(tmp_path / "a.onnx", set(ops))
+    (chain,) = fusable_chains(links, ops)
+    assert chain.nodes == ("q", "s", "c", "y")
+    assert [(s.in_rows, s.out_rows) for s in chain.stages] == [(T, T)] * 4
+    assert [link.relayout for link in links] == [False, True, False, True]
+    assert [link.normalizations for link in links] == [(), (), ("p",), ()] and chain.norms[2] == ("p",)
+
+
+def test_relayouts_that_move_the_token_rows_end_the_chain(tmp_path):
+    # Tokens moved to the last axis: a row of the scores' input is no row of the Q projection's output.
+    _, chains = chains_of(attention(tmp_path / "b.onnx", q_perm=(0, 2, 3, 1)))
+    assert ["q", "s"] != chains[0][:2] and ["s", "c", "y"] in chains
+    # A reshape that regroups the token axis itself (T x D into 2T x D/2).
+    _, chains = chains_of(attention(tmp_path / "c.onnx", q_shape=(1, 2 * T, H // 2, D // (2 * H) * 2)))
+    assert all(c[:2] != ["q", "s"] for c in chains)
+
+
+def test_a_normalization_along_the_rows_ends_the_chain(tmp_path):
+    # Softmax over the query axis of the scores: no tile of query tokens holds what it normalizes.
+    _, chains = chains_of(attention(tmp_path / "d.onnx", softmax_axis=2))
+    assert all("c" not in c or "s" not in c for c in chains)
+
+
+def test_the_softmax_between_two_products_is_run_alone_only_where_a_plan_cuts_there():
+    import random
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.fusion.group_cost import InnerMappings
+    from accelmap.fusion.search import FusionConfig, Single, chain_front, norms_alone
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.workload import gemm
+    from accelmap.workload.models.chains import ChainLink
+
+    arch = get_accelerator("tpu_like")
+    bits = {"I": 8, "W": 8, "O": 32}        # tpu_like's precision
+    ops = {"a": gemm("a", m=8, n=6, k=4, bits=bits), "b": gemm("b", m=8, n=5, k=6, bits=bits)}
+    (chain,) = fusable_chains((ChainLink("a"), ChainLink("b", row_local=True, normalizations=("sm",))), ops)
+    assert chain.norms == ((), ("sm",))
+    (norm,) = norms_alone(chain, arch)[1]
+    # Read a's 8x6 output from off-chip memory into the store and from it, write b's input to the store and out.
+    top, store = arch.levels[0], next(lv for lv in arch.levels[1:] if lv.instances == 1 and "O" in lv.holds)
+    per_bit = lambda lv, e: e / lv.width_bits
+    rd, wr = 48 * 32, 48 * 8                # a's outputs at 32 bits, b's inputs at 8
+    want = (rd * per_bit(top, top.read_energy_pj) + wr * per_bit(top, top.write_energy_pj)
+            + (rd + wr) * (per_bit(store, store.read_energy_pj) + per_bit(store, store.write_energy_pj)))
+    assert abs(norm.energy - want) <= 1e-9 * want and norm.offchip_bits == rd + wr
+    assert norm.latency == max(rd / top.read_bw_bits, wr / top.write_bw_bits)
+    rng = random.Random(0)
+    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
+    # Layers alone priced high, so that the fused pair is on the front too.
+    singles = {n: Single(n, 1e12 * (i + 1), 1e9 * (i + 1), 64, 64) for i, n in enumerate(ops)}
+    (alone,) = chain_front(chain, singles, arch, inner, FusionConfig(max_group=1))
+    assert [c.node for c in alone.choices] == ["a", "sm", "b"]
+    assert alone.energy == 3e12 + norm.energy and alone.latency == 3e9 + norm.latency
+    front = chain_front(chain, singles, arch, inner, FusionConfig(row_tiles=2, per_mode=1))
+    for p in front:
+        cut = any(getattr(c, "node", None) == "b" for c in p.choices)
+        assert any(getattr(c, "node", None) == "sm" for c in p.choices) == cut
+        assert abs(p.energy - sum(c.energy for c in p.choices)) <= 1e-9 * p.energy
+    assert any(not any(getattr(c, "node", None) == "sm" for c in p.choices) for p in front)
