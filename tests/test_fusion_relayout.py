@@ -79,8 +79,9 @@ def test_the_softmax_between_two_products_is_run_alone_only_where_a_plan_cuts_th
     (chain,) = fusable_chains((ChainLink("a"), ChainLink("b", row_local=True, normalizations=("sm",))), ops)
     assert chain.norms == ((), ("sm",))
     (norm,) = norms_alone(chain, arch)[1]
-    # Read a's 8x6 output from off-chip memory into the store and from it, write b's input to the store and out.
-    top, store = arch.levels[0], next(lv for lv in arch.levels[1:] if lv.instances == 1 and "O" in lv.holds)
+    # Read a's 8x6 output from off-chip memory into the innermost level holding inputs and outputs and from it,
+    # write b's input there and out.
+    top, store = arch.levels[0], [lv for lv in arch.levels if "I" in lv.holds and "O" in lv.holds][-1]
     per_bit = lambda lv, e: e / lv.width_bits
     rd, wr = 48 * 32, 48 * 8                # a's outputs at 32 bits, b's inputs at 8
     want = (rd * per_bit(top, top.read_energy_pj) + wr * per_bit(top, top.write_energy_pj)

@@ -100,17 +100,26 @@ def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
 def skip_energy(arch: Accelerator, bits: int, kept: bool) -> float:
     """Energy of a join reading ``bits`` of its skip tensor: from the store when kept there, else
     fetched from off-chip memory into the store first."""
-    if not kept:
-        return pass_energy(arch, bits, 0)
-    return transfer_energy(arch.levels[store_index(arch)], bits, 0)
+    st = arch.levels[store_index(arch)]
+    fetch = 0.0 if kept else transfer_energy(arch.levels[0], bits, 0) + transfer_energy(st, 0, bits)
+    return fetch + transfer_energy(st, bits, 0)
+
+
+def host_level(arch: Accelerator) -> Level:
+    """Where host work run alone (a normalization between two operators) stages its data: the innermost
+    on-chip level that holds inputs and outputs, the memory next to the units (AccelForge's TPU v4i example
+    runs its softmax on a scalar unit below the local buffer that must keep every input and output)."""
+    for lv in reversed(arch.levels[1:]):
+        if "I" in lv.holds and "O" in lv.holds:
+            return lv
+    return arch.levels[store_index(arch)]
 
 
 def pass_energy(arch: Accelerator, read_bits: int, write_bits: int) -> float:
-    """Energy of host work run alone on tensors in off-chip memory: what it reads is fetched into the store
-    and read from it, what it writes is written to the store and from it to off-chip memory."""
-    top, st = arch.levels[0], arch.levels[store_index(arch)]
-    return (transfer_energy(top, read_bits, write_bits) + transfer_energy(st, read_bits + write_bits,
-                                                                           read_bits + write_bits))
+    """Energy of host work run alone on tensors in off-chip memory, each element once: what it reads is
+    fetched into ``host_level`` and read from it, what it writes is written there and from it off-chip."""
+    return (transfer_energy(arch.levels[0], read_bits, write_bits)
+            + transfer_energy(host_level(arch), read_bits + write_bits, read_bits + write_bits))
 
 
 def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | None = None) -> int:

@@ -353,9 +353,10 @@ def joins_alone(chain: FusableChain, arch: Accelerator) -> dict[int, Single]:
 
 def norms_alone(chain: FusableChain, arch: Accelerator) -> dict[int, tuple[Single, ...]]:
     """Every normalization of the chain run alone, by the index of the operator after it: it reads the
-    previous operator's output from off-chip memory and writes its own result back (through the store), the
-    read and the write at their own bandwidths, overlapped. A plan whose piece starts at that operator pays
-    it; inside a group it applies as the tile is written, like element-wise work."""
+    previous operator's output from off-chip memory and writes its own result back, staged in the on-chip
+    level next to the units (``pass_energy``), the read and the write at their own bandwidths, overlapped. A
+    plan whose piece starts at that operator pays it; inside a group it applies as the tile is written, like
+    element-wise work."""
     top = arch.levels[0]
     out = {}
     for k in range(1, len(chain.nodes)):
