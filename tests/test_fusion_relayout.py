@@ -101,3 +101,59 @@ def test_the_softmax_between_two_products_is_run_alone_only_where_a_plan_cuts_th
         assert any(getattr(c, "node", None) == "sm" for c in p.choices) == cut
         assert abs(p.energy - sum(c.energy for c in p.choices)) <= 1e-9 * p.energy
     assert any(not any(getattr(c, "node", None) == "sm" for c in p.choices) for p in front)
+
+
+def test_a_tile_mapping_is_reused_across_store_rooms_only_where_it_fits():
+    import random
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.errors import MappingError
+    from accelmap.fusion.group_cost import InnerMappings, reserved
+    from accelmap.fusion.stages import mac_stage, tile_operator
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.mapping.validate import validate
+    from accelmap.workload import conv2d
+
+    arch = get_accelerator("tpu_like")
+    ms = mac_stage(conv2d("c", c=32, h=16, w=16, k=32, r=3, s=3, padding=1, bits={"I": 8, "W": 8, "O": 32}))
+    op = tile_operator(ms, 16, 16)
+    roomy = reserved(arch, 0)[0]
+    tight = reserved(arch, arch.levels[1].capacity_bits - arch.levels[1].capacity_bits // 64)[0]   # 1/64 left
+
+    def fits(m, ar):
+        try:
+            validate(op, ar, m)
+            return True
+        except MappingError:
+            return False
+
+    seen = set()
+    for seed in range(40):
+        rng = random.Random(seed)
+        calls = []
+
+        def search(o, ar, calls=calls, rng=rng):
+            calls.append(ar)
+            return random_mapping(o, ar, rng, check_fit=True)
+
+        # Found with less room first: valid with more, so reused.
+        inner = InnerMappings(search, reuse_across_room=True)
+        a = inner.mapping(ms, (16, 16), (16, 16), tight)
+        assert inner.mapping(ms, (16, 16), (16, 16), roomy) == a and len(calls) == 1 and inner.reused == 1
+        # Found with more room first: reused only where it fits the smaller room, else searched again.
+        calls.clear()
+        inner = InnerMappings(search, reuse_across_room=True)
+        b = inner.mapping(ms, (16, 16), (16, 16), roomy)
+        c = inner.mapping(ms, (16, 16), (16, 16), tight)
+        small = fits(b, tight)
+        assert len(calls) == (1 if small else 2) and (c == b) == small and fits(c, tight)
+        seen.add(small)
+        # Without reuse every room is searched.
+        calls.clear()
+        inner = InnerMappings(search)
+        inner.mapping(ms, (16, 16), (16, 16), tight)
+        inner.mapping(ms, (16, 16), (16, 16), roomy)
+        assert len(calls) == 2 and inner.reused == 0
+        if seen == {True, False}:
+            break
+    assert seen == {True, False}       # both cases drawn
