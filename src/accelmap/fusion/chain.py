@@ -28,6 +28,8 @@ class FusableChain:
     # Per operator, the normalizations over token rows (softmax, layer norm) between it and the previous one:
     # inside a group they apply as that operator's input tile is written; a plan cutting there runs them alone.
     norms: tuple[tuple[str, ...], ...] = ()
+    # Per operator, the operator (outside the chain) whose output alone is its second operand (attention's K, V).
+    producers: tuple[str | None, ...] = ()
 
     def norms_before(self, k: int) -> tuple[str, ...]:
         """The normalizations between operator ``k - 1`` and operator ``k``."""
@@ -82,6 +84,10 @@ def _norms(c: FusableChain) -> tuple[tuple[str, ...], ...]:
     return c.norms or ((),) * len(c.nodes)
 
 
+def _producers(c: FusableChain) -> tuple[str | None, ...]:
+    return c.producers or (None,) * len(c.nodes)
+
+
 def _shifted(j: Join, off: int) -> Join:
     """A join of a chain placed after ``off`` stages of another."""
     return replace(j, skip=None if j.skip is None else j.skip + off, at=None if j.at is None else j.at + off)
@@ -104,7 +110,7 @@ def span_residual_blocks(chains: list[FusableChain]) -> list[FusableChain]:
                                    prev.mac_at + tuple(x + off for x in c.mac_at), prev.mac_stages + c.mac_stages,
                                    _shifted(c.join, off), prev.inner_joins + (replace(prev.join, at=off),)
                                    + tuple(_shifted(j, off) for j in c.inner_joins), c.feeds,
-                                   _norms(prev) + _norms(c))
+                                   _norms(prev) + _norms(c), _producers(prev) + _producers(c))
         else:
             out.append(c)
     return out
@@ -118,18 +124,20 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
     mac_at: list[int] = []
     macs: list[MacStage] = []
     norms: list[tuple[str, ...]] = []
+    producers: list[str | None] = []
 
     def close() -> None:
         if len(nodes) >= 2:
             jn = chain_join()
             feeds = links[-1].join.feeds if jn is not None and links[-1].join is not None else None
             out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), jn, (), feeds,
-                                    ((),) + tuple(norms[1:])))
+                                    ((),) + tuple(norms[1:]), tuple(producers)))
         nodes.clear()
         stages.clear()
         mac_at.clear()
         macs.clear()
         norms.clear()
+        producers.clear()
 
     def chain_join() -> Join | None:
         """The residual add after the last link, if it is this run's last operator; its skip by stage
@@ -178,5 +186,6 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
         macs.append(ms)
         nodes.append(link.node)
         norms.append(link.normalizations)
+        producers.append(link.operand_producer)
     close()
     return out

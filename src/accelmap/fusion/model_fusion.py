@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, fmap_bits, offchip_bits, store_index
 from accelmap.fusion.search import (
     DEFAULT_FUSION,
     FusionConfig,
@@ -100,6 +100,7 @@ class FusedModel:
                 "joins": list(self.joins), "normalizations": list(self.norms),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
+                            "producers_on_chip": list(g.producers_on_chip),
                             "spans_residual_blocks": bool(g.inner_joins),
                             "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
@@ -198,7 +199,13 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     inner = inner or InnerMappings(mapper_search(goal, tile_time_limit))
     stats = SearchLog()
     bound_fronts: list[list[Point]] = [[] for _ in chains]
-    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf)
+    # Operators outside every chain whose whole output is a chain operator's second operand (attention's K and V
+    # projections): a group keeping its weights resident may run them just before it, their outputs in the store.
+    in_any = {n for c in chains for n in c.nodes}
+    layer_of = {n: lm for lm in mm.layers for n in lm.layer.nodes if lm.result is not None and lm.mapping is not None}
+    producers = {p: Producer(p, replace(layer_of[p].layer.operator, name=p), layer_of[p].mapping, layer_of[p].result)
+                 for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any}
+    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf, producers)
               for c, bf in zip(chains, bound_fronts, strict=True)]
     in_chains = [n for c in chains for n in c.nodes] + [j.node for j in alone]
     rest = Point(unfused.energy - sum(singles[n].energy for n in in_chains),

@@ -28,6 +28,7 @@ from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_cou
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
+    Producer,
     TileBounds,
     group_cost,
     group_lower_bound,
@@ -263,7 +264,8 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
 
 def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
                      cfg: FusionConfig, stats: SearchLog, deadline: float | None = None,
-                     unresolved: list[tuple[float, float]] | None = None) -> list[GroupCost]:
+                     unresolved: list[tuple[float, float]] | None = None,
+                     producers: dict[str, Producer] | None = None) -> list[GroupCost]:
     """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so).
 
     With ``cfg.exact_tiles`` (and at most ``cfg.exact_max_tiles`` tile sizes) every tile size is a
@@ -287,6 +289,11 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False, inner_joins)}
         cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
+    # Second operands produced outside the group (attention's K, V), by stage index; not with the exact search,
+    # whose bounds price every resident operand as fetched from off-chip memory.
+    a = chain.mac_at[first]
+    produced = {chain.mac_at[k] - a: producers[chain.producers[k]] for k in range(first, last + 1)
+                if not cfg.exact_tiles and producers and chain.producers and chain.producers[k] in producers}
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
     tile_bounds = tile_bounds_of(arch) if exact else None
     for i, c in enumerate(cands):
@@ -314,7 +321,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy, c.inner_joins)
+                         c.skip_policy, c.inner_joins, produced)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -385,7 +392,8 @@ def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, fl
 
 def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerator, inner: InnerMappings,
                 cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None,
-                deadline: float | None = None, bound_front: list[Point] | None = None) -> list[Point]:
+                deadline: float | None = None, bound_front: list[Point] | None = None,
+                producers: dict[str, Producer] | None = None) -> list[Point]:
     """The energy-latency front of the chain's plans (cut points, tiles, modes, the join).
 
     Past ``deadline`` (``time.perf_counter()`` seconds) no further group is tried: every operator
@@ -418,7 +426,8 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                 stats.groups_tried += 1
                 unresolved: list[tuple[float, float]] = []
                 options = [(g.energy, g.latency, g.offchip_bits, (g,))
-                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved)]
+                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved,
+                                                     producers)]
                 lows = unresolved
             alone = alone_after.get(k - 1)
             if alone is not None:

@@ -67,6 +67,9 @@ class ChainLink:
     join: Join | None = None            # a residual add after this (the chain's last) operator
     relayout: bool = False              # a reshape or transpose keeping the token rows sits before it
     normalizations: tuple[str, ...] = ()  # the row-local nodes before it (``row_local``), in graph order
+    # The operator whose output alone (through element-wise work, reshapes and transposes, one reader each) is
+    # this operator's second operand: attention's K and V projections for the scores and the context.
+    operand_producer: str | None = None
 
 
 def _window(node) -> Window | None:
@@ -231,6 +234,7 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
 
     by_name = {nm: i for i, nm in names.items()}
     nxt: dict[int, tuple[int, tuple[Window, ...], tuple[str, ...], bool]] = {}
+    producer_of: dict[int, str] = {}
     has_prev: set[int] = set()
     for i, n in enumerate(g.node):
         if not is_operator(i) or not n.input:
@@ -244,14 +248,18 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
         if got is not None:
             nxt[got[0]] = (i, got[1], got[2], got[3])
             has_prev.add(i)
+        second = trace(n.input[1]) if len(n.input) > 1 and n.input[1] else None
+        if second is not None and not second[1] and not second[2]:
+            producer_of[i] = names[second[0]]
     chains = []
     for i in range(len(g.node)):
         if i in nxt and i not in has_prev:
-            links = [ChainLink(names[i])]
+            links = [ChainLink(names[i], operand_producer=producer_of.get(i))]
             j = i
             while j in nxt:
                 k, wins, norms, relayout = nxt[j]
-                links.append(ChainLink(names[k], wins, bool(norms), relayout=relayout, normalizations=norms))
+                links.append(ChainLink(names[k], wins, bool(norms), relayout=relayout, normalizations=norms,
+                                       operand_producer=producer_of.get(k)))
                 j = k
             last = links[-1]
             join = join_after(g.node[j].output[0], {g.node[by_name[lk.node]].input[0]: lk.node for lk in links})
