@@ -187,8 +187,9 @@ class InnerMappings:
                 break
         if key not in self.found:
             try:
-                self.found[key] = self.search(op, arch)
-                self.by_operator.setdefault((key[0], _without_store_room(arch)), []).append(self.found[key])
+                found = self.search(op, arch)
+                self.found[key] = found
+                self.by_operator.setdefault((key[0], _without_store_room(arch)), []).append(found)
             except MappingError as e:
                 self.found[key] = str(e)
             self.searched += 1

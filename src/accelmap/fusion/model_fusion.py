@@ -202,9 +202,11 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     # Operators outside every chain whose whole output is a chain operator's second operand (attention's K and V
     # projections): a group keeping its weights resident may run them just before it, their outputs in the store.
     in_any = {n for c in chains for n in c.nodes}
-    layer_of = {n: lm for lm in mm.layers for n in lm.layer.nodes if lm.result is not None and lm.mapping is not None}
-    producers = {p: Producer(p, replace(layer_of[p].layer.operator, name=p), layer_of[p].mapping, layer_of[p].result)
-                 for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any}
+    layer_of = {n: (lm.layer.operator, lm.mapping, lm.result) for lm in mm.layers for n in lm.layer.nodes
+                if lm.result is not None and lm.mapping is not None}
+    producers = {p: Producer(p, replace(layer_of[p][0], name=p), m, r)
+                 for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any
+                 and config.producers_on_chip for m, r in (layer_of[p][1:],) if m is not None and r is not None}
     fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf, producers)
               for c, bf in zip(chains, bound_fronts, strict=True)]
     in_chains = [n for c in chains for n in c.nodes] + [j.node for j in alone]

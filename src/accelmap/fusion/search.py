@@ -65,6 +65,10 @@ class FusionConfig:
     # Inside a spanning group each inner skip is kept or re-read, every combination costed up to this many
     # (then: all kept, all re-read, and each one re-read alone).
     max_join_combinations: int = 16
+    # A group keeping its weights resident may run the producers of its second operands (attention's K, V) just
+    # before it, their outputs left in the store (``group_cost.producers_on_chip``). Off where the plan is run
+    # as emitted code, which writes them to memory (``accelmap compile --fuse``).
+    producers_on_chip: bool = True
 
 
 DEFAULT_FUSION = FusionConfig()
@@ -292,8 +296,9 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     # Second operands produced outside the group (attention's K, V), by stage index; not with the exact search,
     # whose bounds price every resident operand as fetched from off-chip memory.
     a = chain.mac_at[first]
-    produced = {chain.mac_at[k] - a: producers[chain.producers[k]] for k in range(first, last + 1)
-                if not cfg.exact_tiles and producers and chain.producers and chain.producers[k] in producers}
+    produced = {chain.mac_at[k] - a: producers[p] for k in range(first, last + 1)
+                for p in (chain.producers[k] if chain.producers else None,)
+                if not cfg.exact_tiles and producers and p is not None and p in producers}
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
     tile_bounds = tile_bounds_of(arch) if exact else None
     for i, c in enumerate(cands):
