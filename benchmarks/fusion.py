@@ -141,7 +141,7 @@ def _stored_input(op) -> int:
 
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
-                exact: bool = False, span: bool = False, compare_span: bool = False) -> list:
+                exact: bool = False, span: bool = False, compare_span: bool = False, tile_reuse: bool = False) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -154,7 +154,7 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             t0 = time.perf_counter()
             mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
             lbl_s = time.perf_counter() - t0
-            inner = InnerMappings(mapper_search("edp", tile_limit))
+            inner = InnerMappings(mapper_search("edp", tile_limit), reuse_across_room=tile_reuse)
             # --compare-span: without spanning, then with it on the same tile mappings (found once, shared), so
             # that the difference is the spanning groups' alone, not the time-limited tile searches' luck.
             for sp in ((False, True) if compare_span else (span,)):
@@ -269,6 +269,9 @@ def main() -> None:
                     help="groups may span consecutive residual blocks (FusionConfig.span_residuals)")
     ap.add_argument("--compare-span", action="store_true",
                     help="each model without and then with spanning groups, on the same tile mappings")
+    ap.add_argument("--tile-reuse", action="store_true",
+                    help="a tile operator's mapping found with other store room is reused where it fits "
+                         "(InnerMappings(reuse_across_room=True)): fewer tile searches")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -280,7 +283,7 @@ def main() -> None:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
         rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals,
-                           a.compare_span)
+                           a.compare_span, a.tile_reuse)
         for r in rows:
             r["exact"] = a.exact
         # rows of (model, accelerator, exact, span) not rerun keep their last results

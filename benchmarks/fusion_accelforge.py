@@ -51,7 +51,10 @@ VENV = Path(os.environ.get("ACCELFORGE_VENV", "/work/venvs/accelforge"))
 ACCELFORGE = "accelforge==1.0.467"
 
 # AccelForge's examples/arches/tpu_v4i.yaml in this tool's terms: energies per 64-bit word (its
-# per-bit energies x 64), bandwidths in bytes per cycle at 1.05 GHz.
+# per-bit energies x 64; an AccelForge action moves one bit unless told otherwise), bandwidths in bytes per
+# cycle at 1.05 GHz. Checked component by component against that file (docs/fusion.md, "GPT-3 6.7B against
+# AccelForge"): which fan-outs share data (its `may_reuse`) and which levels must keep which tensors (its
+# `keep`) are part of the machine, not only the numbers.
 TPU_V4I_LIKE = """
 name: tpu_v4i_like
 description: AccelForge's TPU v4i example (Jouppi et al., ISCA 2023) in this tool's terms
@@ -66,7 +69,7 @@ levels:
     width: 64 bit
     read_energy: 449.92 pJ          # 7.03 pJ/bit
     write_energy: 449.92 pJ
-    read_bandwidth: 585 B/cycle     # 614 GB/s at 1.05 GHz
+    read_bandwidth: 585 B/cycle     # 614 GB/s at 1.05 GHz (AccelForge: one port for reads and writes together)
     write_bandwidth: 585 B/cycle
   - name: GlobalBuffer
     holds: [I, W, O]
@@ -74,13 +77,15 @@ levels:
     width: 64 bit
     read_energy: 120.32 pJ          # 1.88 pJ/bit
     write_energy: 151.04 pJ         # 2.36 pJ/bit
-    read_bandwidth: 1950 B/cycle    # 2,048 GB/s
+    read_bandwidth: 1950 B/cycle    # 2,048 GB/s (separate ports, as AccelForge's total_latency says)
     write_bandwidth: 975 B/cycle    # 1,024 GB/s
     fanout:
       axes:
-        - {name: Z, size: 4, multicast: true, reduce: false}
+        # AccelForge: `spatial: [{name: Z, fanout: 4, may_reuse: Nothing}]`: every core gets its own copy.
+        - {name: Z, size: 4, multicast: false, reduce: false}
   - name: LocalBuffer
     holds: [I, O]
+    bypass: false                   # AccelForge: `keep: input | output` (must keep, not may)
     capacity: 4 MiB
     width: 64 bit
     read_energy: 15.94 pJ           # 0.249 pJ/bit
@@ -89,10 +94,13 @@ levels:
     write_bandwidth: 65536 B/cycle
     fanout:
       axes:
-        - {name: X, size: 128, multicast: true, reduce: true}
+        # AccelForge: `reuse_output` (128, reuse: output): its loops reduce; inputs and weights are not shared.
+        - {name: X, size: 128, multicast: false, reduce: true}
+        # AccelForge: `reuse_input` (128, reuse: input): the input is shared, nothing reduces.
         - {name: Y, size: 128, multicast: true, reduce: false}
   - name: Register
     holds: [W]
+    bypass: false                   # AccelForge: `keep: weight`
     capacity: 1 words
     width: 8 bit
     read_energy: 0 pJ
@@ -155,7 +163,13 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
             "edp_ratio": u.energy * u.latency / (f.energy * f.latency), "offchip_ratio": u.offchip_bits / f.offchip_bits,
             "layer_by_layer_wall_s": lbl[0], "layer_by_layer_cpu_s": lbl[1], "fusion_wall_s": fuse[0],
             "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes),
-            "search": fm.to_dict()["search"], "cpu_clock": cpu_clock}
+            "search": fm.to_dict()["search"], "cpu_clock": cpu_clock,
+            # layer by layer, per layer (all its occurrences) and level: what the component check compares
+            "unfused_by_layer": {lm.layer.name: {"count": lm.count, "energy_pj": lm.result.energy_total * lm.count,
+                                                 "latency_cycles": lm.result.latency * lm.count,
+                                                 "energy_pj_by_level": {lv: e * lm.count for lv, e in
+                                                                        lm.result.energy_by_level().items()}}
+                                 for lm in mm.layers if lm.result is not None}}
 
 
 RUNNER = '''
@@ -169,8 +183,13 @@ if mode == "unfused":
     spec.arch.nodes[0].tensors.keep = "All"     # every tensor, intermediates included, kept off chip
 t0, c0 = time.perf_counter(), time.process_time()
 m = spec.map_workload_to_arch(print_progress=False)
-print(json.dumps({"mode": mode, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                  "energy": float(m.energy()), "latency": float(m.latency())}))
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+# per Einsum and component: what the component check compares
+by = m.energy(per_einsum=True, per_component=True)
+lat = m.latency(per_einsum=True)
+print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "energy": float(m.energy()), "latency": float(m.latency()),
+                  "energy_by_einsum_component": {f"{e}|{c}": float(v) for (e, c), v in by.items()},
+                  "latency_by_einsum": {e: float(v) for e, v in lat.items()}}))
 '''
 
 

@@ -55,7 +55,8 @@ def test_bundled_models_give_the_expected_chains():
     assert vgg[0] == [f"features.{i}" for i in range(13)]
     # ResNet-18: each basic block's two convolutions; residual joins end the chains.
     assert ["layer1.0.conv1", "layer1.0.conv2"] in chains("resnet18")
-    assert ["ffn.intermediate", "ffn.output"] in chains("bert_base_layer")
+    assert chains("bert_base_layer") == [["attention.query", "attention.scores", "attention.context", "attention.output"],
+                                         ["ffn.intermediate", "ffn.output"]]
 
 
 def test_chains_carry_the_residual_add_after_them():
@@ -69,7 +70,8 @@ def test_chains_carry_the_residual_add_after_them():
     assert r18["layer1.0.conv2"] == ChainJoin("layer1.0.add", "layer1.0.conv1", "layer1.1.conv1")
     assert r18["layer1.1.conv2"] == ChainJoin("layer1.1.add", "layer1.1.conv1", None)
     assert r18["layer2.0.conv2"] == ChainJoin("layer2.0.add", None, "layer2.1.conv1")
-    assert joins("bert_base_layer") == {"attention.context": None,
+    # The attention chain runs from the Q projection to the output projection (through the heads' reshapes).
+    assert joins("bert_base_layer") == {"attention.output": None,
                                         "ffn.output": ChainJoin("ffn.residual", "ffn.intermediate")}
     mb = joins("mobilenetv2")
     assert mb["features.3.project"] == ChainJoin("features.3.add", "features.3.expand")

@@ -124,8 +124,9 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
         path = Path(td) / "graph.onnx"
         onnx.save(model, path)
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
-        fm = fuse_model(mm_file, objective=objective, config=config, tile_time_limit=tile_time_limit,
-                        time_limit=time_limit, inner=inner)
+        # The program writes every operator's output to memory: no producer leaves its output in the store.
+        fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, producers_on_chip=False),
+                        tile_time_limit=tile_time_limit, time_limit=time_limit, inner=inner)
     return fm, inner
 
 

@@ -25,6 +25,22 @@ class FusableChain:
     # tensor index), where the chain spans residual blocks (``span_residual_blocks``).
     inner_joins: tuple[Join, ...] = ()
     feeds: str | None = None                 # the next block's first operator, reading the join's result
+    # Per operator, the normalizations over token rows (softmax, layer norm) between it and the previous one:
+    # inside a group they apply as that operator's input tile is written; a plan cutting there runs them alone.
+    norms: tuple[tuple[str, ...], ...] = ()
+    # Per operator, the operator (outside the chain) whose output alone is its second operand (attention's K, V).
+    producers: tuple[str | None, ...] = ()
+
+    def norms_before(self, k: int) -> tuple[str, ...]:
+        """The normalizations between operator ``k - 1`` and operator ``k``."""
+        return self.norms[k] if self.norms else ()
+
+    def norm_bits(self, k: int) -> tuple[int, int]:
+        """Bits one normalization before operator ``k`` reads (the previous operator's output) and writes
+        (the operator's input), each element once."""
+        prev, nxt = self.stages[self.mac_at[k] - 1], self.stages[self.mac_at[k]]
+        elems = prev.out_rows * prev.out_cols * prev.out_depth
+        return elems * prev.out_bits, elems * nxt.in_bits
 
     def group(self, first: int, last: int) -> tuple[tuple[Stage, ...], dict[int, MacStage]]:
         """The stages of operators ``first..last`` (inclusive) and their operators by stage index."""
@@ -64,6 +80,14 @@ class FusableChain:
         return self.join_bits_of(self.join) if self.join else 0
 
 
+def _norms(c: FusableChain) -> tuple[tuple[str, ...], ...]:
+    return c.norms or ((),) * len(c.nodes)
+
+
+def _producers(c: FusableChain) -> tuple[str | None, ...]:
+    return c.producers or (None,) * len(c.nodes)
+
+
 def _shifted(j: Join, off: int) -> Join:
     """A join of a chain placed after ``off`` stages of another."""
     return replace(j, skip=None if j.skip is None else j.skip + off, at=None if j.at is None else j.at + off)
@@ -85,7 +109,8 @@ def span_residual_blocks(chains: list[FusableChain]) -> list[FusableChain]:
             out[-1] = FusableChain(prev.nodes + c.nodes, prev.stages + c.stages,
                                    prev.mac_at + tuple(x + off for x in c.mac_at), prev.mac_stages + c.mac_stages,
                                    _shifted(c.join, off), prev.inner_joins + (replace(prev.join, at=off),)
-                                   + tuple(_shifted(j, off) for j in c.inner_joins), c.feeds)
+                                   + tuple(_shifted(j, off) for j in c.inner_joins), c.feeds,
+                                   _norms(prev) + _norms(c), _producers(prev) + _producers(c))
         else:
             out.append(c)
     return out
@@ -98,16 +123,21 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
     stages: list[Stage] = []
     mac_at: list[int] = []
     macs: list[MacStage] = []
+    norms: list[tuple[str, ...]] = []
+    producers: list[str | None] = []
 
     def close() -> None:
         if len(nodes) >= 2:
             jn = chain_join()
             feeds = links[-1].join.feeds if jn is not None and links[-1].join is not None else None
-            out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), jn, (), feeds))
+            out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), jn, (), feeds,
+                                    ((),) + tuple(norms[1:]), tuple(producers)))
         nodes.clear()
         stages.clear()
         mac_at.clear()
         macs.clear()
+        norms.clear()
+        producers.clear()
 
     def chain_join() -> Join | None:
         """The residual add after the last link, if it is this run's last operator; its skip by stage
@@ -155,5 +185,7 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
         stages.append(ms.stage)
         macs.append(ms)
         nodes.append(link.node)
+        norms.append(link.normalizations)
+        producers.append(link.operand_producer)
     close()
     return out

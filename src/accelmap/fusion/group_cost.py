@@ -105,6 +105,23 @@ def skip_energy(arch: Accelerator, bits: int, kept: bool) -> float:
     return fetch + transfer_energy(st, bits, 0)
 
 
+def host_level(arch: Accelerator) -> Level:
+    """Where host work run alone (a normalization between two operators) stages its data: the innermost
+    on-chip level that holds inputs and outputs, the memory next to the units (AccelForge's TPU v4i example
+    runs its softmax on a scalar unit below the local buffer that must keep every input and output)."""
+    for lv in reversed(arch.levels[1:]):
+        if "I" in lv.holds and "O" in lv.holds:
+            return lv
+    return arch.levels[store_index(arch)]
+
+
+def pass_energy(arch: Accelerator, read_bits: int, write_bits: int) -> float:
+    """Energy of host work run alone on tensors in off-chip memory, each element once: what it reads is
+    fetched into ``host_level`` and read from it, what it writes is written there and from it off-chip."""
+    return (transfer_energy(arch.levels[0], read_bits, write_bits)
+            + transfer_energy(host_level(arch), read_bits + write_bits, read_bits + write_bits))
+
+
 def offchip_bits(op: Operator, res: CostResult, top: str, operands: set[str] | None = None) -> int:
     """Bits the outermost level moves for ``operands`` (default all) in one result."""
     bits = {o.name: o.bits for o in op.operands}
@@ -144,16 +161,35 @@ class InnerMappings:
     the clipped mapping is not valid.
     """
 
-    def __init__(self, search: InnerSearch):
+    def __init__(self, search: InnerSearch, reuse_across_room: bool = False):
         self.search = search
         self.found: dict[tuple, Mapping | str] = {}
         self.searched = 0
+        # Groups leave the store different room (their buffers, in 1/64 steps), so one tile operator is searched
+        # once per room: on whole MobileNetV2 with groups spanning residual blocks, 3,305 searches of 413 tile
+        # operators. With ``reuse_across_room`` a mapping found for the operator with other room is taken where it
+        # is valid (it fits this room), and only otherwise is the operator searched again: fewer searches, and
+        # a tile given more room than its mapping was found with may miss a better mapping.
+        self.reuse_across_room = reuse_across_room
+        self.by_operator: dict[tuple, list[Mapping]] = {}
+        self.reused = 0
 
     def _search(self, op: Operator, arch: Accelerator) -> Mapping | str:
         key = (op.signature(), arch)
+        if key not in self.found and self.reuse_across_room:
+            for m in self.by_operator.get((key[0], _without_store_room(arch)), []):
+                try:
+                    validate(op, arch, m)
+                except (MappingError, SpecError):
+                    continue
+                self.found[key] = m
+                self.reused += 1
+                break
         if key not in self.found:
             try:
-                self.found[key] = self.search(op, arch)
+                found = self.search(op, arch)
+                self.found[key] = found
+                self.by_operator.setdefault((key[0], _without_store_room(arch)), []).append(found)
             except MappingError as e:
                 self.found[key] = str(e)
             self.searched += 1
@@ -172,6 +208,12 @@ class InnerMappings:
             return m
         except (MappingError, SpecError):
             return self._search(tile_operator(ms, *shape), arch)
+
+
+def _without_store_room(arch: Accelerator) -> Accelerator:
+    """``arch`` with its store's capacity set aside: the accelerators one tile operator is mapped on across groups."""
+    s = store_index(arch)
+    return replace(arch, levels=arch.levels[:s] + (replace(arch.levels[s], capacity_bits=None),) + arch.levels[s + 1:])
 
 
 @dataclass(frozen=True)
@@ -207,6 +249,9 @@ class GroupCost:
     # joins inside the group (spanning residual blocks), each with its skip policy and its cost (included)
     inner_joins: tuple[tuple[Join, str], ...] = ()
     inner_join_costs: tuple[StageCost, ...] = ()
+    # producers of second operands run before the group, their outputs left in the store (``producers_on_chip``;
+    # what they save is in energy and offchip_bits)
+    producers_on_chip: tuple[str, ...] = ()
 
     @property
     def edp(self) -> float:
@@ -226,17 +271,62 @@ def resident_weight_bits(macs: dict[int, MacStage]) -> int:
     return sum(ms.operator.footprint(x) * x.bits for ms in macs.values() for x in ms.operator.inputs[1:])
 
 
+@dataclass(frozen=True)
+class Producer:
+    """An operator outside the group whose whole output is one group operator's second operand (attention's K or
+    V projection), with its layer-by-layer mapping and cost."""
+
+    node: str
+    operator: Operator
+    mapping: Mapping
+    result: CostResult
+
+    @property
+    def output_bits(self) -> int:
+        return self.operator.footprint(self.operator.output) * self.operator.output.bits
+
+
+def producers_on_chip(arch: Accelerator, produced: dict[int, Producer]) -> tuple[float, int, tuple[str, ...]]:
+    """With the group's weights resident, the producers of its second operands run alone right before its tile
+    loop and leave their outputs in the store instead of off-chip memory (AccelForge keeps GPT-3's K and V in
+    its global buffer so): (energy saved by writing them to the store, off-chip bits saved, their names). A
+    producer qualifies where its own mapping still fits with every produced output of the group in the store."""
+    if not produced:
+        return 0.0, 0, ()
+    top = arch.levels[0].name
+    held = sum(p.output_bits for p in produced.values())
+    got = reserved(arch, held)
+    if got is None:
+        return 0.0, 0, ()
+    saved_e, saved_bits, names = 0.0, 0, []
+    for p in produced.values():
+        try:
+            validate(p.operator, got[0], p.mapping)
+        except (MappingError, SpecError):
+            continue
+        o = p.operator.output.name
+        priced = evaluate(p.operator, store_priced(arch), p.mapping, check=False)
+        saved_e += p.result.energy.get((top, o), 0.0) - priced.energy.get((top, o), 0.0)
+        saved_bits += offchip_bits(p.operator, p.result, top, {o})
+        names.append(p.node)
+    return saved_e, saved_bits, tuple(names)
+
+
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
                tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                weights_resident: bool = False, join: Join | None = None,
-               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> GroupCost | str:
+               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
+               produced: dict[int, Producer] | None = None) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
     ``weights_resident`` every operator's weights are fetched into the store once and stay there
     for all tiles (reserved next to the buffers): the tiles read them at the store's price. With
     ``join`` the group ends with that residual add, its skip tensor ``kept`` or ``re-read``; with
-    ``inner_joins`` adds inside the group (each with its skip policy) span residual blocks.
+    ``inner_joins`` adds inside the group (each with its skip policy) span residual blocks. ``produced`` (by
+    stage index) names operators outside the group whose outputs are second operands of its operators: with
+    the weights resident they run right before the group and leave them in the store (``producers_on_chip``),
+    so those operands are not fetched off-chip; the producers' own cost stays theirs, less what they save.
     """
     try:
         counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
@@ -255,6 +345,10 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
+    saved_e, saved_bits, on_chip = producers_on_chip(arch, produced) if weights_resident and produced else \
+        (0.0, 0, ())
+    produced_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * macs[j].operator.inputs[1].bits
+                        for j, pr in (produced or {}).items() if pr.node in on_chip)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     out: list[StageCost] = []
@@ -289,6 +383,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
         blocks[j] = per_shape
         if weights_resident:
             once = sum(op.footprint(x) * x.bits for x in op.inputs[1:])
+            if produced and j in produced and produced[j].node in on_chip:
+                once -= op.footprint(op.inputs[1]) * op.inputs[1].bits     # already in the store
             energy += transfer_energy(top, once, 0) + transfer_energy(st_lv, 0, once)
             wbits += once
         if j == 0:
@@ -314,15 +410,15 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                                     fetched_skip, fetched_skip, 0))
         if sp != "kept":
             skip_bits_per_elem[k - 1] = skip_bits_per_elem.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
-    energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs)
-    off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs)
-    latency = pipeline_latency(top, blocks, stages, rows, cols, resident_weight_bits(macs) if weights_resident else 0,
-                               skip_bits_per_elem)
+    energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs) - saved_e
+    off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - saved_bits
+    latency = pipeline_latency(top, blocks, stages, rows, cols,
+                               resident_weight_bits(macs) - produced_bits if weights_resident else 0, skip_bits_per_elem)
     join_cost = join_costs[-1] if join is not None else None
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost,
-                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]))
+                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), on_chip)
 
 
 def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, fmap_bits, offchip_bits, store_index
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, fmap_bits, offchip_bits, store_index
 from accelmap.fusion.search import (
     DEFAULT_FUSION,
     FusionConfig,
@@ -27,6 +27,7 @@ from accelmap.fusion.search import (
     chain_front,
     combine,
     joins_alone,
+    norms_alone,
 )
 from accelmap.mapping.loopnest import Mapping
 from accelmap.search.heuristic_config import HeuristicConfig
@@ -78,6 +79,7 @@ class FusedModel:
     lower_bound: float | None = None          # of the objective, over the whole space searched
     joins: tuple[str, ...] = ()               # the residual adds after chains (charged in both plans)
     span_residuals: bool = False              # groups may span residual blocks (``FusionConfig.span_residuals``)
+    norms: tuple[str, ...] = ()               # the normalizations inside chains (charged in both plans)
 
     @property
     def gap(self) -> float | None:
@@ -95,9 +97,10 @@ class FusedModel:
                     "offchip_bits": p.offchip_bits}
         return {"objective": self.objective, "fused": pt(self.best), "unfused": pt(self.unfused),
                 "chains": [list(c.nodes) for c in self.chains],
-                "joins": list(self.joins),
+                "joins": list(self.joins), "normalizations": list(self.norms),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
+                            "producers_on_chip": list(g.producers_on_chip),
                             "spans_residual_blocks": bool(g.inner_joins),
                             "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
@@ -185,16 +188,28 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         notes.append("a layer that occurs several times is fused per occurrence (chain by chain)")
     # A residual add after a chain reads its skip tensor: charged in both plans (alone, or in a group).
     joins = [j for c in chains for j in joins_alone(c, arch).values()]
-    for j in joins:
+    # A normalization between two operators of a chain (attention's softmax) reads and writes off-chip memory
+    # when run alone: charged in both plans too (alone, or applied inside a group).
+    norms = [x for c in chains for ns in norms_alone(c, arch).values() for x in ns]
+    for j in joins + norms:
         singles[j.node] = j
-    unfused = Point(base_e + sum(j.energy for j in joins), base_l + sum(j.latency for j in joins),
-                    base_off + sum(j.offchip_bits for j in joins), ())
+    alone = joins + norms
+    unfused = Point(base_e + sum(j.energy for j in alone), base_l + sum(j.latency for j in alone),
+                    base_off + sum(j.offchip_bits for j in alone), ())
     inner = inner or InnerMappings(mapper_search(goal, tile_time_limit))
     stats = SearchLog()
     bound_fronts: list[list[Point]] = [[] for _ in chains]
-    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf)
+    # Operators outside every chain whose whole output is a chain operator's second operand (attention's K and V
+    # projections): a group keeping its weights resident may run them just before it, their outputs in the store.
+    in_any = {n for c in chains for n in c.nodes}
+    layer_of = {n: (lm.layer.operator, lm.mapping, lm.result) for lm in mm.layers for n in lm.layer.nodes
+                if lm.result is not None and lm.mapping is not None}
+    producers = {p: Producer(p, replace(layer_of[p][0], name=p), m, r)
+                 for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any
+                 and config.producers_on_chip for m, r in (layer_of[p][1:],) if m is not None and r is not None}
+    fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf, producers)
               for c, bf in zip(chains, bound_fronts, strict=True)]
-    in_chains = [n for c in chains for n in c.nodes] + [j.node for j in joins]
+    in_chains = [n for c in chains for n in c.nodes] + [j.node for j in alone]
     rest = Point(unfused.energy - sum(singles[n].energy for n in in_chains),
                  unfused.latency - sum(singles[n].latency for n in in_chains),
                  unfused.offchip_bits - sum(singles[n].offchip_bits for n in in_chains), ())
@@ -221,15 +236,21 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
             for st in c.stages + ((c.join_cost,) if c.join_cost else ()) + c.inner_join_costs:
                 if st.name in operators or st.name in singles:
                     fused_bits[st.name] = (st.offchip_bits, st.fmap_bits)
+    for x in norms:
+        fused_bits.setdefault(x.node, (0, 0))      # not run alone: applied inside a group, on chip
     layer_off = tuple((n, s.offchip_bits, fused_bits.get(n, (s.offchip_bits, 0))[0]) for n, s in singles.items())
     layer_fmap = tuple((n, s.fmap_bits, fused_bits.get(n, (0, s.fmap_bits))[1]) for n, s in singles.items())
     if stats.timed_out:
         notes.append(f"the fusion search stopped at its time limit of {time_limit:g} s with {stats.groups_skipped} "
                      "groups not (fully) tried: the plan is the best over the groups tried, not over all")
+    if norms:
+        notes.append(f"the {len(norms)} normalizations between operators of a chain ({', '.join(n.node for n in norms)}) "
+                     "read and write off-chip memory when run alone (charged in the layer-by-layer totals here, "
+                     "unlike `accelmap map` without --fuse) or apply inside a fused group")
     if joins:
         notes.append(f"the {len(joins)} residual adds after chains read their skip tensor from off-chip memory when "
                      "run alone (charged in the layer-by-layer totals here, unlike `accelmap map` without --fuse) "
                      "or kept on chip by a fused group")
     return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
                       time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit, certificate, lower,
-                      tuple(j.node for j in joins), config.span_residuals)
+                      tuple(j.node for j in joins), config.span_residuals, tuple(n.node for n in norms))

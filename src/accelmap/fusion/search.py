@@ -28,9 +28,11 @@ from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_cou
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
+    Producer,
     TileBounds,
     group_cost,
     group_lower_bound,
+    pass_energy,
     reserved,
     resident_weight_bits,
     skip_energy,
@@ -63,6 +65,10 @@ class FusionConfig:
     # Inside a spanning group each inner skip is kept or re-read, every combination costed up to this many
     # (then: all kept, all re-read, and each one re-read alone).
     max_join_combinations: int = 16
+    # A group keeping its weights resident may run the producers of its second operands (attention's K, V) just
+    # before it, their outputs left in the store (``group_cost.producers_on_chip``). Off where the plan is run
+    # as emitted code, which writes them to memory (``accelmap compile --fuse``).
+    producers_on_chip: bool = True
 
 
 DEFAULT_FUSION = FusionConfig()
@@ -262,7 +268,8 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
 
 def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
                      cfg: FusionConfig, stats: SearchLog, deadline: float | None = None,
-                     unresolved: list[tuple[float, float]] | None = None) -> list[GroupCost]:
+                     unresolved: list[tuple[float, float]] | None = None,
+                     producers: dict[str, Producer] | None = None) -> list[GroupCost]:
     """The group's costed plans; past ``deadline`` no further plan is costed (``stats`` says so).
 
     With ``cfg.exact_tiles`` (and at most ``cfg.exact_max_tiles`` tile sizes) every tile size is a
@@ -286,6 +293,12 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
         seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False, inner_joins)}
         cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
+    # Second operands produced outside the group (attention's K, V), by stage index; not with the exact search,
+    # whose bounds price every resident operand as fetched from off-chip memory.
+    a = chain.mac_at[first]
+    produced = {chain.mac_at[k] - a: producers[p] for k in range(first, last + 1)
+                for p in (chain.producers[k] if chain.producers else None,)
+                if not cfg.exact_tiles and producers and p is not None and p in producers}
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
     tile_bounds = tile_bounds_of(arch) if exact else None
     for i, c in enumerate(cands):
@@ -313,7 +326,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy, c.inner_joins)
+                         c.skip_policy, c.inner_joins, produced)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -350,6 +363,24 @@ def joins_alone(chain: FusableChain, arch: Accelerator) -> dict[int, Single]:
     return out
 
 
+def norms_alone(chain: FusableChain, arch: Accelerator) -> dict[int, tuple[Single, ...]]:
+    """Every normalization of the chain run alone, by the index of the operator after it: it reads the
+    previous operator's output from off-chip memory and writes its own result back, staged in the on-chip
+    level next to the units (``pass_energy``), the read and the write at their own bandwidths, overlapped. A
+    plan whose piece starts at that operator pays it; inside a group it applies as the tile is written, like
+    element-wise work."""
+    top = arch.levels[0]
+    out = {}
+    for k in range(1, len(chain.nodes)):
+        names = chain.norms_before(k)
+        if names:
+            rd, wr = chain.norm_bits(k)
+            lat = max(rd / top.read_bw_bits if top.read_bw_bits else 0.0,
+                      wr / top.write_bw_bits if top.write_bw_bits else 0.0)
+            out[k] = tuple(Single(nm, pass_energy(arch, rd, wr), lat, rd + wr, rd + wr) for nm in names)
+    return out
+
+
 def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, float]:
     """(energy, latency) below every plan of a group: each output computed once, its input fetched and
     its output written once (a group the search did not try still has this bound)."""
@@ -366,7 +397,8 @@ def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, fl
 
 def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerator, inner: InnerMappings,
                 cfg: FusionConfig = DEFAULT_FUSION, stats: SearchLog | None = None,
-                deadline: float | None = None, bound_front: list[Point] | None = None) -> list[Point]:
+                deadline: float | None = None, bound_front: list[Point] | None = None,
+                producers: dict[str, Producer] | None = None) -> list[Point]:
     """The energy-latency front of the chain's plans (cut points, tiles, modes, the join).
 
     Past ``deadline`` (``time.perf_counter()`` seconds) no further group is tried: every operator
@@ -378,6 +410,7 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
     t0 = time.perf_counter()
     n = len(chain.nodes)
     alone_after = joins_alone(chain, arch)
+    alone_before = norms_alone(chain, arch)
     keep = cfg.front_limit
     fronts: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
     bounds: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
@@ -398,7 +431,8 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                 stats.groups_tried += 1
                 unresolved: list[tuple[float, float]] = []
                 options = [(g.energy, g.latency, g.offchip_bits, (g,))
-                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved)]
+                           for g in group_candidates(chain, i, k - 1, arch, inner, cfg, stats, deadline, unresolved,
+                                                     producers)]
                 lows = unresolved
             alone = alone_after.get(k - 1)
             if alone is not None:
@@ -407,6 +441,11 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                            if not (isinstance(c[-1], GroupCost) and c[-1].join is not None) else (e, lat, off, c)
                            for e, lat, off, c in options]
                 lows = [(e + alone.energy, lat + alone.latency) for e, lat in lows]
+            for norm in alone_before.get(i, ()):
+                # A piece starting after a normalization runs it alone before it.
+                options = [(e + norm.energy, lat + norm.latency, off + norm.offchip_bits, (norm,) + c)
+                           for e, lat, off, c in options]
+                lows = [(e + norm.energy, lat + norm.latency) for e, lat in lows]
             for p in fronts[i]:
                 for e, lat, off, c in options:
                     pts.append(Point(p.energy + e, p.latency + lat, p.offchip_bits + off, p.choices + c))

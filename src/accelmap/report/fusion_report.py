@@ -26,7 +26,8 @@ def format_fusion(fm: FusedModel) -> str:
         policies = ", ".join(f"{name}: {p}" for name, p in zip(("input", *g.names[:-1]), g.policies, strict=True))
         join = "" if g.join is None else f" + {g.join.name} (skip {g.skip_policy})"
         rows.append([group_label(g) + join, f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
-                     "kept" if g.weights_resident else "per tile",
+                     ("kept" if g.weights_resident else "per tile")
+                     + ("".join(f", {n} in store" for n in g.producers_on_chip)),
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",
                      f"{g.energy / 1e6:,.3f}", f"{g.latency:,.0f}", _mib(g.offchip_bits), policies])
     if rows:

@@ -1,0 +1,200 @@
+"""Chains through attention's reshapes and transposes: where a row of the next matrix product's input is a
+row of the previous one's output (the Q projection into the scores, the context into the output projection)."""
+
+from __future__ import annotations
+
+import onnx
+
+from accelmap.fusion.chain import fusable_chains
+from accelmap.workload.models.bundled import load_model
+from accelmap.workload.models.chains import model_chains
+from onnx_graphs import F, const, graph_model, node, weight
+
+T, D, H = 8, 16, 2          # tokens, width, heads of D // H
+
+
+def attention(path, q_perm=(0, 2, 1, 3), q_shape=(0, 0, H, D // H), softmax_axis=-1):
+    """x -> Q projection -> reshape/transpose -> scores (with K^T) -> softmax -> context (with V) ->
+    transpose/reshape -> output projection."""
+    heads = lambda x, name, perm, shp="heads": [node("Reshape", [x, shp], [f"{name}.r"]),
+                                                node("Transpose", [f"{name}.r"], [f"{name}.t"], perm=list(perm))]
+    nodes = [const("heads", [0, 0, H, D // H]), const("qshape", list(q_shape)), const("merged", [0, 0, D]),
+             node("MatMul", ["x", "wq"], ["q"]), *heads("q", "q", q_perm, "qshape"),
+             node("MatMul", ["x", "wk"], ["k"]), *heads("k", "k", (0, 2, 3, 1)),
+             node("MatMul", ["x", "wv"], ["v"]), *heads("v", "v", (0, 2, 1, 3)),
+             node("MatMul", ["q.t", "k.t"], ["s"]), node("Softmax", ["s"], ["p"], axis=softmax_axis),
+             node("MatMul", ["p", "v.t"], ["c"]), node("Transpose", ["c"], ["c.t"], perm=[0, 2, 1, 3]),
+             node("Reshape", ["c.t", "merged"], ["c.r"]), node("MatMul", ["c.r", "wo"], ["y"])]
+    inits = [weight(w, [D, D]) for w in ("wq", "wk", "wv", "wo")]
+    onnx.save(graph_model(nodes, [("x", F, [1, T, D])], [("y", F, [1, T, D])], inits), path)
+    return path
+
+
+def chains_of(path):
+    m = load_model(str(path))
+    return m, [[link.node for link in c] for c in model_chains(path, {n for l in m.layers for n in l.nodes})]
+
+
+def test_the_q_projection_and_the_output_projection_join_the_attention_chain(tmp_path):
+    m, chains = chains_of(attention(tmp_path / "a.onnx"))
+    assert chains == [["q", "s", "c", "y"]]
+    # The stages line up: each tile of query tokens reads the same tokens of the previous output.
+    ops = {n: l.operator for l in m.layers for n in l.nodes}
+    (links,) = model_chains(tmp_path / "a.onnx", set(ops))
+    (chain,) = fusable_chains(links, ops)
+    assert chain.nodes == ("q", "s", "c", "y")
+    assert [(s.in_rows, s.out_rows) for s in chain.stages] == [(T, T)] * 4
+    assert [link.relayout for link in links] == [False, True, False, True]
+    assert [link.normalizations for link in links] == [(), (), ("p",), ()] and chain.norms[2] == ("p",)
+
+
+def test_relayouts_that_move_the_token_rows_end_the_chain(tmp_path):
+    # Tokens moved to the last axis: a row of the scores' input is no row of the Q projection's output.
+    _, chains = chains_of(attention(tmp_path / "b.onnx", q_perm=(0, 2, 3, 1)))
+    assert ["q", "s"] != chains[0][:2] and ["s", "c", "y"] in chains
+    # A reshape that regroups the token axis itself (T x D into 2T x D/2).
+    _, chains = chains_of(attention(tmp_path / "c.onnx", q_shape=(1, 2 * T, H // 2, D // (2 * H) * 2)))
+    assert all(c[:2] != ["q", "s"] for c in chains)
+
+
+def test_a_normalization_along_the_rows_ends_the_chain(tmp_path):
+    # Softmax over the query axis of the scores: no tile of query tokens holds what it normalizes.
+    _, chains = chains_of(attention(tmp_path / "d.onnx", softmax_axis=2))
+    assert all("c" not in c or "s" not in c for c in chains)
+
+
+def test_the_softmax_between_two_products_is_run_alone_only_where_a_plan_cuts_there():
+    import random
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.fusion.group_cost import InnerMappings
+    from accelmap.fusion.search import FusionConfig, Single, chain_front, norms_alone
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.workload import gemm
+    from accelmap.workload.models.chains import ChainLink
+
+    arch = get_accelerator("tpu_like")
+    bits = {"I": 8, "W": 8, "O": 32}        # tpu_like's precision
+    ops = {"a": gemm("a", m=8, n=6, k=4, bits=bits), "b": gemm("b", m=8, n=5, k=6, bits=bits)}
+    (chain,) = fusable_chains((ChainLink("a"), ChainLink("b", row_local=True, normalizations=("sm",))), ops)
+    assert chain.norms == ((), ("sm",))
+    (norm,) = norms_alone(chain, arch)[1]
+    # Read a's 8x6 output from off-chip memory into the innermost level holding inputs and outputs and from it,
+    # write b's input there and out.
+    top, store = arch.levels[0], [lv for lv in arch.levels if "I" in lv.holds and "O" in lv.holds][-1]
+    per_bit = lambda lv, e: e / lv.width_bits
+    rd, wr = 48 * 32, 48 * 8                # a's outputs at 32 bits, b's inputs at 8
+    want = (rd * per_bit(top, top.read_energy_pj) + wr * per_bit(top, top.write_energy_pj)
+            + (rd + wr) * (per_bit(store, store.read_energy_pj) + per_bit(store, store.write_energy_pj)))
+    assert abs(norm.energy - want) <= 1e-9 * want and norm.offchip_bits == rd + wr
+    assert norm.latency == max(rd / top.read_bw_bits, wr / top.write_bw_bits)
+    rng = random.Random(0)
+    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
+    # Layers alone priced high, so that the fused pair is on the front too.
+    singles = {n: Single(n, 1e12 * (i + 1), 1e9 * (i + 1), 64, 64) for i, n in enumerate(ops)}
+    (alone,) = chain_front(chain, singles, arch, inner, FusionConfig(max_group=1))
+    assert [c.node for c in alone.choices] == ["a", "sm", "b"]
+    assert alone.energy == 3e12 + norm.energy and alone.latency == 3e9 + norm.latency
+    front = chain_front(chain, singles, arch, inner, FusionConfig(row_tiles=2, per_mode=1))
+    for p in front:
+        cut = any(getattr(c, "node", None) == "b" for c in p.choices)
+        assert any(getattr(c, "node", None) == "sm" for c in p.choices) == cut
+        assert abs(p.energy - sum(c.energy for c in p.choices)) <= 1e-9 * p.energy
+    assert any(not any(getattr(c, "node", None) == "sm" for c in p.choices) for p in front)
+
+
+def test_a_tile_mapping_is_reused_across_store_rooms_only_where_it_fits():
+    import random
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.errors import MappingError
+    from accelmap.fusion.group_cost import InnerMappings, reserved
+    from accelmap.fusion.stages import mac_stage, tile_operator
+    from accelmap.mapping.sampling import random_mapping
+    from accelmap.mapping.validate import validate
+    from accelmap.workload import conv2d
+
+    arch = get_accelerator("tpu_like")
+    ms = mac_stage(conv2d("c", c=32, h=16, w=16, k=32, r=3, s=3, padding=1, bits={"I": 8, "W": 8, "O": 32}))
+    op = tile_operator(ms, 16, 16)
+    roomy = reserved(arch, 0)[0]
+    tight = reserved(arch, arch.levels[1].capacity_bits - arch.levels[1].capacity_bits // 64)[0]   # 1/64 left
+
+    def fits(m, ar):
+        try:
+            validate(op, ar, m)
+            return True
+        except MappingError:
+            return False
+
+    seen = set()
+    for seed in range(40):
+        rng = random.Random(seed)
+        calls = []
+
+        def search(o, ar, calls=calls, rng=rng):
+            calls.append(ar)
+            return random_mapping(o, ar, rng, check_fit=True)
+
+        # Found with less room first: valid with more, so reused.
+        inner = InnerMappings(search, reuse_across_room=True)
+        a = inner.mapping(ms, (16, 16), (16, 16), tight)
+        assert inner.mapping(ms, (16, 16), (16, 16), roomy) == a and len(calls) == 1 and inner.reused == 1
+        # Found with more room first: reused only where it fits the smaller room, else searched again.
+        calls.clear()
+        inner = InnerMappings(search, reuse_across_room=True)
+        b = inner.mapping(ms, (16, 16), (16, 16), roomy)
+        c = inner.mapping(ms, (16, 16), (16, 16), tight)
+        small = fits(b, tight)
+        assert len(calls) == (1 if small else 2) and (c == b) == small and fits(c, tight)
+        seen.add(small)
+        # Without reuse every room is searched.
+        calls.clear()
+        inner = InnerMappings(search)
+        inner.mapping(ms, (16, 16), (16, 16), tight)
+        inner.mapping(ms, (16, 16), (16, 16), roomy)
+        assert len(calls) == 2 and inner.reused == 0
+        if seen == {True, False}:
+            break
+    assert seen == {True, False}       # both cases drawn
+
+
+def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
+    import random
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.group_cost import InnerMappings, Producer, group_cost, store_priced, transfer_energy
+    from accelmap.mapping.sampling import random_mapping
+
+    arch = get_accelerator("tpu_like")
+    path = attention(tmp_path / "a.onnx")
+    m = load_model(str(path), bits={"I": 8, "W": 8, "O": 32})
+    ops = {n: l.operator for l in m.layers for n in l.nodes}
+    (links,) = model_chains(path, set(ops))
+    (chain,) = fusable_chains(links, ops)
+    assert chain.producers == (None, "k", "v", None)          # K^T for the scores, V for the context
+    rng = random.Random(3)
+    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
+    stages, macs = chain.group(1, 2)                          # scores > softmax > context
+    prods = {}
+    for j, name in ((0, "k"), (1, "v")):
+        op = __import__("dataclasses").replace(ops[name], name=name)
+        mp = random_mapping(op, arch, rng, check_fit=True)
+        prods[j] = Producer(name, op, mp, evaluate(op, arch, mp))
+    policies = ("fully-cached",) * len(stages)
+    base = group_cost(stages, macs, arch, T, 1, policies, inner, True)
+    got = group_cost(stages, macs, arch, T, 1, policies, inner, True, produced=prods)
+    assert got.producers_on_chip == ("k", "v") and base.producers_on_chip == ()
+    top, st = arch.levels[0], arch.levels[1]
+    operand_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * 8 for j in (0, 1))
+    out_bits = sum(sum(p.result.counts[(top.name, p.operator.output.name)]) * 32 for p in prods.values())
+    saved = sum(p.result.energy[(top.name, p.operator.output.name)]
+                - evaluate(p.operator, store_priced(arch), p.mapping).energy[(top.name, p.operator.output.name)]
+                for p in prods.values())
+    # Not fetched off-chip for the group, and the producers write their outputs to the store, not off-chip.
+    assert got.offchip_bits == base.offchip_bits - operand_bits - out_bits
+    want = base.energy - transfer_energy(top, operand_bits, 0) - transfer_energy(st, 0, operand_bits) - saved
+    assert abs(got.energy - want) <= 1e-9 * base.energy and got.latency <= base.latency
+    # Without its weights resident the group fetches them per tile: the producers write off chip as before.
+    assert group_cost(stages, macs, arch, T, 1, policies, inner, False, produced=prods).producers_on_chip == ()
