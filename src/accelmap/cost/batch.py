@@ -141,7 +141,7 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: 
                  for s in range(0, len(B), piece)]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     # Slots of bound 1 in every row change nothing: drop them (the per-slot work is quadratic).
-    live = [j for j in range(B.shape[1]) if (B[:, j] != 1).any()]
+    live = np.flatnonzero((B != 1).any(axis=0)).tolist()
     if len(live) < B.shape[1]:
         structure, B = [structure[j] for j in live], B[:, live]
     nest = NestRows(op, arch, structure, B)
