@@ -58,7 +58,7 @@ def batch_counts(nest: NestRows, keep) -> dict[tuple[int, str], list[np.ndarray]
     """(level, operand) -> [fills, reads, updates, drains] per row, as ``model.access_counts`` for
     perfectly factored rows (the others are ``edge_tile_counts``' job)."""
     op, arch, structure, B, n, nlev = nest.op, nest.arch, nest.structure, nest.B, nest.n, nest.nlev
-    n_out = op.footprint(op.output)
+    n_out = nest.footprint(op.output)
     init_read = 1 if op.init_output == "read" else 0
     zero = np.zeros(n, dtype=np.int64)
     counts = {(i, X.name): [zero.copy() for _ in range(4)] for X in op.operands for i in range(nlev)
