@@ -58,7 +58,7 @@ def batch_counts(nest: NestRows, keep) -> dict[tuple[int, str], list[np.ndarray]
     """(level, operand) -> [fills, reads, updates, drains] per row, as ``model.access_counts`` for
     perfectly factored rows (the others are ``edge_tile_counts``' job)."""
     op, arch, structure, B, n, nlev = nest.op, nest.arch, nest.structure, nest.B, nest.n, nest.nlev
-    n_out = op.footprint(op.output)
+    n_out = nest.footprint(op.output)
     init_read = 1 if op.init_output == "read" else 0
     zero = np.zeros(n, dtype=np.int64)
     counts = {(i, X.name): [zero.copy() for _ in range(4)] for X in op.operands for i in range(nlev)
@@ -141,7 +141,7 @@ def evaluate_batch(op: Operator, arch: Accelerator, structure: Structure, keep: 
                  for s in range(0, len(B), piece)]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     # Slots of bound 1 in every row change nothing: drop them (the per-slot work is quadratic).
-    live = [j for j in range(B.shape[1]) if (B[:, j] != 1).any()]
+    live = np.flatnonzero((B != 1).any(axis=0)).tolist()
     if len(live) < B.shape[1]:
         structure, B = [structure[j] for j in live], B[:, live]
     nest = NestRows(op, arch, structure, B)

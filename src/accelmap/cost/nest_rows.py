@@ -79,11 +79,15 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
         prog1 = np.where(off % c1 == 0, np.maximum(0, e1 - off // c1), 0)
         prog2 = np.where(off % c2 == 0, np.maximum(0, e2 - off // c2), 0)
         # A progression of one term when the other extent is 1 (both 1: a single point, off 0 or not).
-        out = np.broadcast_to(np.where((e1 > 1) & (e2 > 1), interval, np.where(e2 == 1, prog1, prog2)), shape)
+        out = np.where((e1 > 1) & (e2 > 1), interval, np.where(e2 == 1, prog1, prog2))
+        if out.shape != shape:
+            out = np.broadcast_to(out, shape)
     else:
         out = np.zeros(shape, dtype=np.int64)
-    holes = np.broadcast_to(holes, shape)
-    if holes.any():
+    # (checked before broadcasting: ``broadcast_to`` costs more than the check on these small arrays, and this runs
+    # for every operand axis and level of every call of the vectorized model)
+    if np.any(holes):
+        holes = np.broadcast_to(holes, shape)
         out = out.copy()
         b = [np.broadcast_to(x, shape) for x in (*exts, *shifts)]
         k = len(coeffs)
@@ -175,6 +179,7 @@ class NestRows:
         self._edges: dict[int, list] = {}
         self._loads: dict[tuple, tuple | None] = {}   # (level, operand): loads per class; ("burst", level)
         self._moving: dict[tuple[frozenset[str], int], np.ndarray] = {}   # (dims, level): loops moving a tile
+        self._footprints: dict[str, int] = {}
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
@@ -182,6 +187,13 @@ class NestRows:
         structure = [(l.dim, l.level, l.axis) for l in m.loops]
         B = np.array([[l.bound for l in m.loops]], dtype=np.int64).reshape(1, len(structure))
         return cls(op, arch, structure, B)
+
+    def footprint(self, X: Operand) -> int:
+        """``op.footprint(X)``, counted once per nest (it counts index points, about 70 us on a convolution, and the
+        counts, the energy and the latency terms of one call ask for the output's four or five times)."""
+        if X.name not in self._footprints:
+            self._footprints[X.name] = self.op.footprint(X)
+        return self._footprints[X.name]
 
     def used(self, level: int) -> np.ndarray:
         """Instances of ``level`` the rows occupy: product of the spatial loops above it."""
@@ -259,14 +271,16 @@ class NestRows:
         ext = self.inner[c]
         cnt, shifts = self.classes(c)
         sizes, full, holes = self.sizes(X, c)
-        ov = np.broadcast_to(np.ones(1, dtype=np.int64), cnt.shape)
+        ov = np.ones(cnt.shape, dtype=np.int64)
         whole = (stored_points(X, tuple(tuple(self.op.sizes[d] for d, _ in ix.terms) for ix in X.indices))
                  if self.arch.padding_generated else (None,) * len(X.indices))
         for (cf, ds), size, w in zip(operand_axes(X), sizes, whole, strict=True):
             if any(d in shifts for d in ds):
                 zero = np.zeros(cnt.shape, dtype=np.int64)
                 e = [ext[d] for d in ds]
-                o = axis_overlap(cf, e, [shifts.get(d, zero) for d in ds], size, _closed_size(cf, e) < 0)
+                # (a single-term axis has no holes: its closed size is not needed)
+                holed = _closed_size(cf, e) < 0 if len(cf) > 1 else False
+                o = axis_overlap(cf, e, [shifts.get(d, zero) for d in ds], size, holed)
             else:
                 o = size             # an axis that does not shift overlaps whole
             if w is not None:
@@ -323,7 +337,7 @@ def final_outputs(nest: NestRows, keep) -> dict[int, tuple[np.ndarray, np.ndarra
     it once (its last drain, below the outermost level); elsewhere every value is a partial sum.
     The compute side's updates of the innermost level count as that level's updates."""
     X = nest.op.output
-    n_out = nest.op.footprint(X)
+    n_out = nest.footprint(X)
     chain = [i for i in range(nest.nlev) if X.name in keep[i]]
     out = {}
     for k, i in enumerate(chain):

@@ -153,11 +153,15 @@ def maximal_tilings(op: Operator, arch: Accelerator, keep: tuple[frozenset[str],
     F = np.ones((1, nlev, D), dtype=np.int64)
     cum = np.ones((1, D), dtype=np.int64)            # temporal product of the levels already dealt
 
+    # The same as an array (levels x dims), to stack the levels' tiles in one product.
+    sp_arr = np.array([[sp_in[c][d] for d in dims] for c in range(nlev)], dtype=np.int64).reshape(nlev, D)
+
     def fits_up(cum_rows, c):
         # Tiles dealt so far must fit level c and every level outside it (each holds them at least once): one
         # fit check over the levels' tiles stacked.
         outside = range(c, -1, -1)
-        ext = {d: np.concatenate([cum_rows[:, i] * sp_in[c2][d] for c2 in outside]) for i, d in enumerate(dims)}
+        stacked = np.ascontiguousarray((cum_rows[None, :, :] * sp_arr[c::-1, None, :]).reshape(-1, D).T)
+        ext = {d: stacked[i] for i, d in enumerate(dims)}
         ok = _fits_levels(op, arch, [(keep[c2], c2) for c2 in outside], ext, packing.half_when_fits)
         return ok.reshape(len(outside), len(cum_rows)).all(axis=0)
 
