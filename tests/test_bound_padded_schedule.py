@@ -32,6 +32,7 @@ from accelmap.search.spatial import (
 )
 from accelmap.workload import conv2d, gemm
 from strategies import random_operator
+from test_bound_pinned_stall import _splits
 from test_imperfect_search import row_of_four
 
 PRESETS = ["edge_tpu_like", "eyeriss_like", "tpu_like"]
@@ -90,16 +91,6 @@ def test_fewest_rounds_is_the_least_over_every_split():
                    for split in _splits(product, len(sizes)))
         assert fewest_rounds(sizes, product) == want, (sizes, product)
     assert fewest_rounds((56,), 16) == 4 and fewest_rounds((56, 56), 16) == 14 * 14
-
-
-def _splits(product: int, n: int):
-    if n == 1:
-        yield (product,)
-        return
-    for u in range(1, product + 1):
-        if product % u == 0:
-            for rest in _splits(product // u, n - 1):
-                yield (u, *rest)
 
 
 def test_a_padded_unrolling_is_told_from_a_dividing_one_on_edge_tpu_like():

@@ -80,7 +80,8 @@ class PinnedCases(PinnedStall):
             return [(None, base)]
         temporal = self.steps >= 2
         every = np.ones(self.temporal.shape[1], dtype=bool)
-        out, seen = [], set()
+        out: list[tuple[np.ndarray | None, np.ndarray]] = []
+        seen: set[tuple[int, ...]] = set()
         for col in self.case_columns:
             movers = tuple(i for i, (_, mask) in enumerate(entries) if mask[col])
             if movers in seen:
