@@ -179,8 +179,8 @@ class RankedUnrollings:
     (``cls``; ``mirror_cls`` is the class of the mirror's products, a class of its own when no row has them)."""
     space: SpatialSpace
     order: np.ndarray             # rows, least bound first
-    energy: np.ndarray            # S1 (+S3) bounds per row; for a scalar objective a pair bounding that objective
-    latency: np.ndarray           # (rules B25, B33), not an energy and a latency bound each valid alone
+    energy: np.ndarray            # S1 (+S3) bounds per row
+    latency: np.ndarray
     divides: np.ndarray
     cls: np.ndarray               # per row, its class of equal ``fanout_products``
     mirror_cls: np.ndarray        # per row, the class of its mirror's products (its own class without a symmetry)
@@ -208,10 +208,7 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
                                     per_axis=[B[:0] for B in space.per_axis])
     n = len(space.pes)
     if n:
-        # For a scalar objective each combination of level sets and each case of its pinned levels keeps its energy
-        # and latency together (rules B25, B33): the pair per row is then a bound of that objective only, which is
-        # all E1 reads of it (its rank and ``prunes``).
-        e_lb, l_lb = unrolling_bounds(op, arch, space, chains, objective if objective != "pareto" else None)
+        e_lb, l_lb = unrolling_bounds(op, arch, space, chains)
         rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
         order = np.argsort(rank, kind="stable")
     else:
