@@ -19,7 +19,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.sampling import random_mapping
-from accelmap.search import pinned_stall, search_exhaustive
+from accelmap.search import pinned_cases, pinned_stall, search_exhaustive
 from accelmap.search.bounds import chain_options, loose_operand, serial_fill_levels
 from accelmap.search.exact import search_exact
 from accelmap.search.objective import scalar
@@ -154,7 +154,7 @@ def test_exact_search_equals_exhaustive_where_the_rule_fires(monkeypatch):
     space = enumerate_spatial(op, REGISTERS, Constraints(), max_dims=3, pad="every")
     _, with_rule = unrolling_bounds(op, REGISTERS, space, chains)
     with monkeypatch.context() as patch:
-        patch.setattr(pinned_stall.PinnedStall, "__call__", lambda self, pick: np.zeros(len(self.temporal)))
+        patch.setattr(pinned_stall.PinnedStall, "of_entries", lambda self, entries: np.zeros(len(self.temporal)))
         _, without = unrolling_bounds(op, REGISTERS, space, chains)
     assert (with_rule >= without).all() and (with_rule > without).any()
     front, st_ref = search_exhaustive(op, REGISTERS, "pareto", time_limit=120)
@@ -212,7 +212,9 @@ def test_the_rules_together_raise_edge_tpu_likes_certificate(monkeypatch):
     assert math.isclose(both[0], 1191654342000.64, rel_tol=1e-9)
     assert np.allclose(both[1:], (24276520.96, 25088.0), rtol=1e-12)
     with monkeypatch.context() as patch:
-        patch.setattr(pinned_stall.PinnedStall, "__call__", lambda self, pick: np.zeros(len(self.temporal)))
+        # (rule B33's cases off too: they build on B24's pairs)
+        patch.setattr(pinned_cases.PinnedCases, "cases", pinned_stall.PinnedStall.cases)
+        patch.setattr(pinned_stall.PinnedStall, "of_entries", lambda self, entries: np.zeros(len(self.temporal)))
         assert math.isclose(certified_lower_bound(op, arch, Constraints(), chains, "edp")[0], 761311697305.6,
                             rel_tol=1e-9)
     with monkeypatch.context() as patch:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +36,9 @@ from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
 from accelmap.workload.operator import Operand, Operator
+
+if TYPE_CHECKING:
+    from accelmap.search.pinned_stall import PinnedStall
 
 
 class BoundContext:
@@ -354,7 +356,8 @@ class BoundContext:
         open_fans = math.prod(self.fan_sizes[l] if cap is None else math.prod(cap.values())
                               for l, cap in enumerate(self.spatial_cap[:level]))
         spatial_max = spatial_fixed * min(prod_r, open_fans)
-        compute = math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle)
+        compute = max(math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle),
+                      self.least_schedule(fixed, level, rem))
         # An operand with no boundary at or below ``level`` (and none that rule B17 counts) has the same traffic in
         # every case.
         moved = {X.name: any(c >= level or (pinned_steps and X.name not in self.loose
@@ -429,6 +432,11 @@ class BoundContext:
                 tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
             least.add(energy, max(busy + stall + edge, transfer, tail))
         return least.pair()
+
+    def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
+        """A MAC schedule every completion of the node has beyond ``ceil(MACs / PEs)``: none with whole tiles (there
+        the two are equal once the fan-outs are fixed); rule B32 where tiles may be partial (``ImperfectBoundContext``)."""
+        return 0
 
     def network_energy(self, X: Operand, per: dict[tuple[int, str], Any]) -> Any:
         """Rule B14: the network energy of X, from B1's fills and drains of every level of its chain but the first
@@ -819,7 +827,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                    chains: dict[str, list[list[int]]],
                    fits: dict[str, list[np.ndarray]] | None = None,
                    stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
-                   pinned: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+                   pinned: PinnedStall | None = None,
                    pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
@@ -935,7 +943,7 @@ PORT_COMBINATIONS = 512
 
 def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
                       stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
-                      pinned: Callable[[tuple[int, ...]], np.ndarray] | None = None,
+                      pinned: PinnedStall | None = None,
                       pairs: CombinationPairs | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
@@ -960,13 +968,18 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
         cycles = busiest_port(arch, reads, writes, rows)
+        # Rule B33 (``pinned_cases``): the pinned levels' cases, each with the energy its refills add; one case, B24's
+        # stall, without it.
+        splits: list[tuple[np.ndarray | None, np.ndarray]] = [(None, cycles)]
         if compute is not None:
             cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
+            splits = [(None, cycles)]
             if pinned is not None and combos is traffic:
-                cycles = np.maximum(cycles, compute + pinned(index))
-        if pairs is not None and combos is traffic:
-            pairs.add(index, cycles)
-        best = np.minimum(best, cycles)
+                splits = [(extra, np.maximum(cycles, compute + stall)) for extra, stall in pinned.cases(index)]
+        for extra, case_cycles in splits:
+            if pairs is not None and combos is traffic:
+                pairs.add(index, case_cycles, extra)
+            best = np.minimum(best, case_cycles)
     return best
 
 

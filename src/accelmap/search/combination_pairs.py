@@ -27,6 +27,7 @@ class CombinationPairs:
     def __init__(self, objective: str | None):
         self.objective = objective
         self.visited = self.combinations = 0
+        self.seen: set[tuple[int, ...]] = set()
 
     def start(self, base: np.ndarray, energies: list[list[np.ndarray]], floor: np.ndarray) -> None:
         """``base``: energy every combination has (the MACs); ``energies``: per operand, per level set, its energy per
@@ -35,13 +36,19 @@ class CombinationPairs:
         self.cases = CaseBoundRows(self.objective, len(base))
         self.combinations = int(np.prod([len(e) for e in energies]))
 
-    def add(self, pick: tuple[int, ...], cycles: np.ndarray) -> None:
-        """One combination (operand k at its level set ``pick[k]``) with its latency bound ``cycles`` per row."""
+    def add(self, pick: tuple[int, ...], cycles: np.ndarray, extra: np.ndarray | None = None) -> None:
+        """One combination (operand k at its level set ``pick[k]``) with its latency bound ``cycles`` per row; ``extra``:
+        energy per row every mapping of the combination adds in one case of its loops (rule B33; a combination may be
+        added once per case, and is counted once)."""
         if not self.cases.paired:
             return
         energy = self.base + sum(self.energies[k][j] for k, j in enumerate(pick))
+        if extra is not None:
+            energy = energy + extra
         self.cases.add(energy, np.maximum(self.floor, cycles), np.ones(len(self.base), dtype=bool))
-        self.visited += 1
+        if pick not in self.seen:
+            self.seen.add(pick)
+            self.visited += 1
 
     @property
     def done(self) -> bool:

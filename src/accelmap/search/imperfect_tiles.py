@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext
 from accelmap.search.orders import EXACT_ORDER_LOOPS, _allowed, _priority_perms
+from accelmap.search.padded_schedule import node_schedule
 from accelmap.search.space import Constraints
 from accelmap.workload.operator import Operator
 
@@ -146,6 +147,15 @@ class ImperfectBoundContext(BoundContext):
 
     def open_level_floor(self, c: int) -> float:
         return 0.0
+
+    def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
+        """Rule B32 (``padded_schedule``): with every fan-out fixed, the fixed temporal loops' product times each dim's
+        fewest open temporal iterations (a padded unrolling's idle lanes and partial tiles occupy their slots)."""
+        T, exact = self.temporal_left(rem, level)
+        if not exact:
+            return 0
+        fixed_temporal = math.prod(l.bound for l in fixed if not l.spatial)
+        return node_schedule(fixed_temporal, T, self.arch.compute.macs_per_cycle)
 
 
 def search_remaining_unrollings(op: Operator, arch, objective: str, k: int, cons: Constraints,

@@ -84,6 +84,7 @@ class PinnedStall:
                  loose, temporal: np.ndarray, plain: dict[str, np.ndarray], utilization: np.ndarray,
                  level_pes: np.ndarray, merges: dict[str, np.ndarray]):
         self.temporal = temporal
+        self.plain = plain
         # per operand, per level set: [(time per change [row], plain columns)]
         self.entries: list[list[list[tuple[np.ndarray, np.ndarray]]]] = []
         for X in op.operands:
@@ -109,7 +110,15 @@ class PinnedStall:
 
     def __call__(self, pick: tuple[int, ...]) -> np.ndarray:
         """The stall per row when operand k keeps the level set ``chains[k][pick[k]]``."""
-        entries = [e for k, j in enumerate(pick) for e in self.entries[k][j]]
+        return self.of_entries([e for k, j in enumerate(pick) for e in self.entries[k][j]])
+
+    def cases(self, pick: tuple[int, ...]) -> list[tuple[np.ndarray | None, np.ndarray]]:
+        """Cases of the unrolling's loops, each (energy every mapping in it adds, or None; its stall), every mapping
+        in one of them: here one case, B24's stall (rule B33, ``pinned_cases``, splits it)."""
+        return [(None, self(pick))]
+
+    def of_entries(self, entries: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The stall per row of pinned pairs given as (time per change [row], plain columns)."""
         rows = len(self.temporal)
         if not entries:
             return np.zeros(rows)

@@ -31,6 +31,8 @@ from accelmap.search.bounds import loose_operand, serial_fill_levels, spatial_bo
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
+from accelmap.search.padded_schedule import class_schedule, dim_schedule
+from accelmap.search.pinned_cases import PinnedCases
 from accelmap.search.pinned_stall import PinnedStall, class_pinned_stall, dim_pinned_stall, level_unrolling
 from accelmap.search.space import Constraints
 from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
@@ -192,7 +194,8 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
     fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
-    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),   # rule S7
+    schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
+    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),  # S7
                             _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
     return float(e[0]), float(lat[0])
 
@@ -200,9 +203,13 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
 def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]],
                 groups: list[tuple[int, bool, np.ndarray]], used: np.ndarray,
                 merges: dict[str, np.ndarray]) -> PinnedStall:
-    """Rule B24 (``pinned_stall``) for unrollings given per dim: ``groups`` (level, multicast, bounds[row, dim])."""
+    """Rules B24 (``pinned_stall``) and B33 (``pinned_cases``) for unrollings given per dim: ``groups`` (level,
+    multicast, bounds[row, dim])."""
     level_pes = level_unrolling(len(arch.levels), [(lvl, B) for lvl, _, B in groups], len(used))
-    return dim_pinned_stall(op, arch, chains, serial_fill_levels(arch), loose_operand, used, level_pes, merges)
+    serial = serial_fill_levels(arch)
+    stall = dim_pinned_stall(op, arch, chains, serial, loose_operand, used, level_pes, merges)
+    return PinnedCases(stall, op, arch, chains, serial, loose_operand, merges, level_pes,
+                       np.array([op.sizes[d] > 1 for d in op.dim_names]))
 
 
 def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
@@ -292,7 +299,8 @@ def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
     pes = space.pes.astype(np.float64)
     pairs = CombinationPairs(objective)
-    bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),
+    schedule = dim_schedule(op, arch.compute.macs_per_cycle, space.used)                    # rule B32
+    bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
                             _dim_pinned(op, arch, chains, groups, space.used, merges), pairs)
     return pairs.rows() if pairs.done else bounds
 
@@ -446,10 +454,14 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
             part_total, level_pes = part_total[keep], level_pes[keep]
             if not len(pes):
                 continue
-        pinned = class_pinned_stall(op, arch, chains, serial_fills, loose_operand, members, part_total, level_pes,
-                                    merges)                                                  # rule B24
+        pinned = PinnedCases(class_pinned_stall(op, arch, chains, serial_fills, loose_operand, members, part_total,
+                                                level_pes, merges),                          # rule B24
+                             op, arch, chains, serial_fills, loose_operand, merges, level_pes,
+                             np.ones(len(members), dtype=bool))                              # rule B33
         pairs = CombinationPairs(objective)                                                 # rule B25
-        energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),
+        schedule = class_schedule(op, arch.compute.macs_per_cycle, members, part_total)     # rule B32
+        energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits,
+                                         stall_terms(op, arch, pes, chains, schedule),
                                          pinned, pairs)
         best = scalar(objective if objective != "pareto" else "edp", *(pairs.rows() if pairs.done else (energy, latency)))
         least = (min(least[0], float(best.min())), min(least[1], float(energy.min())),

@@ -71,12 +71,17 @@ def operand_stall_vectors(op: Operator, arch: Accelerator,
 
 
 def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray,
-                chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
+                chains: dict[str, list[list[int]]],
+                schedule: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
     """What ``bounds.spatial_bounds`` takes as ``stall``: the MAC schedule over ``pes`` per row and every operand's
     stall vectors (``operand_stall_vectors``). Rule S3's combination loop adds, per combination of level
     sets, the schedule plus the summed vectors' largest entry: a level set that loads nothing (weights read straight
-    from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice."""
+    from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice.
+    ``schedule``: a larger MAC schedule per row where the unrolling pads (rule B32, ``padded_schedule``); the latency
+    bound then holds it too, since every combination takes the schedule plus a stall."""
     compute = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
+    if schedule is not None:
+        compute = np.maximum(compute, schedule)
     return compute, operand_stall_vectors(op, arch, chains)
 
 
