@@ -321,3 +321,25 @@ def test_a_double_buffers_drain_holds_its_read_port_ahead_of_a_single_buffered_l
     res = simulate(op, a, m, functional=False)
     assert res.cycles == cycles
     assert res.model_latency == cycles
+
+
+def test_mobilenetv2s_expand_block_in_a_fused_group_waits_for_the_unified_buffers_drain():
+    # tpu_like MobileNetV2 features.5.expand (1x1, 32 -> 192) on the 16x28 block of the fused
+    # features.5+6 group, as that group's tile search maps it: 1,408 KiB of the unified buffer
+    # reserved, the outermost level moving at the store's bandwidth, Q 7 above the buffer, K 6 x
+    # P 16 x Q 4 at it, the weights in the PE registers. Per outer tile the buffer drains 768
+    # cycles of outputs through its read port; the next tile's first 16-cycle weight load waits
+    # behind it, then 6 x (16 + 64) cycles of loads and compute: 6 x 768 + 7 x 480 + 128 of first
+    # loads + the last drain 768 = 8,864. The model stopped at the read port's busy time, 7,392.
+    from accelmap.arch.accelerator import adopt_precision
+    from accelmap.fusion.group_cost import reserved, store_priced
+
+    taken = reserved(get_accelerator("tpu_like"), 1408 * 1024 * 8)
+    assert taken is not None
+    arch = store_priced(taken[0])
+    op = adopt_precision(conv2d("features.5.expand", c=32, h=16, w=28, k=192, r=1, s=1), arch)
+    m = parse_text("DRAM [ O I W ]\n| for Q in [0:7)\nUB [ O I W ]\n| for K in [0:6)\n| for P in [0:16)\n"
+                   "| for Q in [0:4)\n| spatial-for C in [0:32) @X\n| spatial-for K in [0:32) @Y\nPEReg [ W ]\n", arch)
+    res = simulate(op, arch, m, functional=False)
+    assert res.cycles == 8864
+    assert res.model_latency == 8864
