@@ -19,8 +19,9 @@ double buffering where the level has it. Terms, all in cycles:
   requests its rows one at a time; the operand's layout decides how many there are);
 * a single-buffered level serializes with compute: at every tile change (one
   transition class per temporal loop above it) the exact deltas of the levels
-  below that loop move, timed as the DMA units run them (``_transition_time``);
-  a double-buffered level overlaps them, except for its first load (prologue)
+  below that loop move, timed as the DMA units run them (``_transition_time``: each drain holds its
+  slower side's port, a double buffer's drain at the same transition too, and the loads fill the
+  port's time around them); a double-buffered level overlaps them, except for its first load (prologue)
   and last drain (epilogue); a window of compute hides at most one transition's
   loads and the parent port's share of loads recurring within it, at the pace of
   compute or of drains (``_burst``); refills chained through overlapping levels
