@@ -11,19 +11,17 @@ those beyond 2% (one line each). CPU seconds of this process at the end.
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import statistics
 import time
 
-from codegen_sim import at_precision  # benchmarks/codegen_sim.py, next to this file
+from codegen_sim import random_draws  # benchmarks/codegen_sim.py, next to this file
 
 from accelmap.arch import get_accelerator
 from accelmap.cost import evaluate
-from accelmap.errors import MappingError, SpecError
+from accelmap.errors import SpecError
 from accelmap.fusion.group_cost import store_priced
-from accelmap.mapping import format_text, validate
-from accelmap.mapping.sampling import random_mapping
+from accelmap.mapping import format_text
 from accelmap.sim.engine import run_timing
 from accelmap.sim.program import build_program
 from accelmap.workload.models.bundled import load_model
@@ -51,20 +49,8 @@ def main() -> None:
                     print(f"{name:<14} {'store':<10} skipped: {e}")
                     continue
             rng = random.Random(args.seed)
-            errs, beyond, draws = [], [], 0
-            while len(errs) < args.per and draws < 40 * args.per:
-                draws += 1
-                layer = rng.choice(layers)
-                op = at_precision(layer.operator, arch, 8 if name == "diana_like" else 32)
-                try:
-                    m = random_mapping(op, arch, rng, imperfect=rng.random() < 0.3, check_fit=True, tries=50)
-                    validate(op, arch, m)
-                except MappingError:
-                    continue
-                chains = [[i for i in range(len(arch.levels)) if X.name in m.keep[i]] for X in op.operands]
-                deepest = max((c[-1] for c in chains if len(c) > 1), default=0)
-                if math.prod(lp.bound for lp in m.loops if not lp.spatial and lp.level < deepest) > MAX_STEPS:
-                    continue
+            errs, beyond = [], []
+            for layer, op, m in random_draws(arch, name == "diana_like", layers, rng, args.per, MAX_STEPS):
                 sim = run_timing(build_program(op, arch, m), 0).cycles
                 err = (evaluate(op, arch, m, check=False).latency - sim) / sim
                 errs.append(abs(err))

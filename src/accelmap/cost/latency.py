@@ -1119,19 +1119,23 @@ def _blocks(x: np.ndarray, nb: int) -> np.ndarray:
     return np.broadcast_to(x, (nb, len(x))).flatten()
 
 
-def _scheduled_transitions(moves: list[tuple], nb: int, n: int, trans: np.ndarray, ncases: int) -> np.ndarray:
+def _scheduled_transitions(moves: list[tuple], nb: int, n: int, trans: np.ndarray, ncases: int,
+                           only: np.ndarray | None = None) -> np.ndarray:
     """``_transition_time`` of the stacked blocks of ``_single_stall`` (block 0 the first tiles, then per case one
     block per class), timed only where a time counts: a column where no move is present takes no time (0), and a
     class that never occurs in a row (``trans`` 0: its loop has bound 1 there) is multiplied by 0 wherever its time
     is used, so it is left at 0 too. Each column of the schedule is timed on its own (its ports' busy intervals are
     its own), so leaving columns out changes no other column's time. On the README's ResNet-18 on eyeriss_like about
-    half the (class, row) pairs never occur; the (case, class) blocks of imperfect rows are mostly empty."""
+    half the (class, row) pairs never occur; the (case, class) blocks of imperfect rows are mostly empty. ``only``:
+    time no other columns (the others are left at 0)."""
     total = nb * n
     need = np.zeros(total, dtype=bool)
     for mv in moves:
         if mv[7]:                      # a drain nothing waits for takes no time on its own
             need |= mv[6]
     need[n:] &= np.broadcast_to(trans != 0, (ncases,) + trans.shape).reshape(-1)
+    if only is not None:
+        need &= only
     cols = np.flatnonzero(need)
     if len(cols) == total:
         return _transition_time(moves, total)
@@ -1243,10 +1247,29 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
         each = sum(w * T[(1 + i * K) * n:(1 + (i + 1) * K) * n].reshape(K, n) for i, (w, _) in enumerate(cases))
         return T[:n] + last + (trans * each).sum(axis=0), each
 
-    own, each = stalls(_scheduled_transitions([mv for mv in moves if mv[7]], nb, n, trans, len(cases)))
-    if all(mv[7] for mv in moves):
+    waited = [mv for mv in moves if mv[7]]
+    T = _scheduled_transitions(waited, nb, n, trans, len(cases))
+    own, each = stalls(T)
+    # The held drains change a transition only where one holds a port that a waited load of the same
+    # transition moves its data through, or comes before a waited drain in the chain (that of a level
+    # above it): only those columns are timed again.
+    again = np.zeros(nb * n, dtype=bool)
+    for mv in moves:
+        if mv[7]:
+            continue
+        _, t, to_child, c_port, p_port = mv[5]
+        for mw in waited:
+            if mw[3] and mw[0] < mv[0]:
+                again |= mv[6] & mw[6]
+            has_ld, _, tl, to_parent, lp_port, lc_port = mw[4]
+            loads = mw[6] & has_ld & (tl > 0)
+            for port, holds in ((c_port, to_child), (p_port, ~to_child)):
+                if port in (lp_port, lc_port):
+                    again |= mv[6] & (t > 0) & holds & loads & (to_parent if port == lp_port else ~to_parent)
+    if not again.any():
         return own, trans, each, own
-    return own, trans, each, stalls(_scheduled_transitions(moves, nb, n, trans, len(cases)))[0]
+    T = np.where(again, _scheduled_transitions(moves, nb, n, trans, len(cases), again), T)
+    return own, trans, each, stalls(T)[0]
 
 
 # ---------------------------------------------------------------- the whole run
