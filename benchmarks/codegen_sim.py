@@ -225,6 +225,30 @@ def hamdi_example() -> dict:
 RANDOM_MAX_STEPS = 60_000   # random mappings with more tile-program steps are drawn again
 
 
+def random_draws(arch, diana: bool, layers: list, rng, n: int, max_steps: int = RANDOM_MAX_STEPS):
+    """Up to ``n`` random valid mappings (``mapping.sampling``, 30% imperfect) of random layers of ``layers`` on
+    ``arch``, as (layer, operator, mapping); at most 40 draws per mapping; a mapping with more than ``max_steps``
+    tile-program steps is drawn again."""
+    from accelmap.mapping.sampling import random_mapping
+
+    got = draws = 0
+    while got < n and draws < 40 * n:
+        draws += 1
+        layer = rng.choice(layers)
+        op = at_precision(layer.operator, arch, 8 if diana else 32)
+        try:
+            m = random_mapping(op, arch, rng, imperfect=rng.random() < 0.3, check_fit=True, tries=50)
+            validate(op, arch, m)
+        except MappingError:
+            continue
+        chains = [[i for i in range(len(arch.levels)) if X.name in m.keep[i]] for X in op.operands]
+        deepest = max((c[-1] for c in chains if len(c) > 1), default=0)
+        if math.prod(l.bound for l in m.loops if not l.spatial and l.level < deepest) > max_steps:
+            continue
+        got += 1
+        yield layer, op, m
+
+
 def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
     """Model against simulator on random valid mappings (``mapping.sampling``, 30% imperfect) of
     random ResNet-18 / MobileNetV2 layers: the model must be faithful in general, not only on
@@ -232,7 +256,6 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
     import random
 
     from accelmap.mapping import format_text
-    from accelmap.mapping.sampling import random_mapping
     from accelmap.sim.engine import run_timing
     from accelmap.sim.program import build_program
 
@@ -241,20 +264,8 @@ def random_mapping_check(n_per_arch: int, seed: int = 0) -> dict:
     rows, summary = [], {}
     for a in ARCHS:
         arch = get_arch(a)
-        errs, draws = [], 0
-        while len(errs) < n_per_arch and draws < 40 * n_per_arch:
-            draws += 1
-            layer = rng.choice(layers)
-            op = at_precision(layer.operator, arch, 8 if a == "diana_like" else 32)
-            try:
-                m = random_mapping(op, arch, rng, imperfect=rng.random() < 0.3, check_fit=True, tries=50)
-                validate(op, arch, m)
-            except MappingError:
-                continue
-            chains = [[i for i in range(len(arch.levels)) if X.name in m.keep[i]] for X in op.operands]
-            deepest = max((c[-1] for c in chains if len(c) > 1), default=0)
-            if math.prod(l.bound for l in m.loops if not l.spatial and l.level < deepest) > RANDOM_MAX_STEPS:
-                continue
+        errs = []
+        for layer, op, m in random_draws(arch, a == "diana_like", layers, rng, n_per_arch):
             t0 = time.perf_counter()
             timing = run_timing(build_program(op, arch, m), 0)
             wall = time.perf_counter() - t0
