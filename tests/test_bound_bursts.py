@@ -93,8 +93,8 @@ def test_counting_the_loads_twice_exceeds_some_latency(monkeypatch):
     original = burst_bound.burst_cycles
 
     def doubled(found, outside, pace):
-        return original([burst_bound.BurstClasses(b.window, b.inner, tuple((k, 2 * t) for k, t in b.classes))
-                         for b in found], outside, pace)
+        return original([(burst_bound.BurstClasses(b.window, b.inner, tuple((k, 2 * t) for k, t in b.classes)), calm)
+                         for b, calm in found], outside, pace)
 
     monkeypatch.setattr(bounds, "burst_cycles", doubled)
     caught = 0

@@ -51,7 +51,6 @@ class BurstClasses:
     window: int
     inner: int
     classes: tuple[tuple[int, float], ...]
-    undrained: bool = False     # no output drains pace the windows: each transition costs max(window, loads)
 
 
 def burst_levels(ctx) -> tuple[int, ...]:
@@ -67,16 +66,17 @@ def burst_levels(ctx) -> tuple[int, ...]:
     return tuple(out)
 
 
-def burst_classes(ctx, ordered: tuple[Loop, ...], c: int, top: int) -> BurstClasses | None:
-    """Rule B29's classes at level c from ``ordered``: the fixed loops (nest order) of the levels whose order is
-    known, every level from the outermost of them down (each loop of a deeper level runs inside every loop of a
-    shallower one); ``top``: the deepest level not among them. None where nothing is known (no window, or no stream of the window loads at an ordered loop)."""
+def burst_classes(ctx, above: tuple[Loop, ...], ext: tuple[int, ...], step: int, c: int) -> BurstClasses | None:
+    """Rule B29's classes at level c: ``above``, the ordered loops above c (nest order, every loop from the outermost
+    ordered level down to c; each loop of a deeper level runs inside every loop of a shallower one), ``ext``, c's tile
+    extents (``op.dim_names`` order) and ``step``, the temporal iterations inside c's tile. Deltas and counts read
+    only these (the strides of the loops above c are products of deeper loops of their dims, which c's extents
+    hold). None where nothing is known (no window, or no frequent stream's load may exceed a window)."""
     op, arch = ctx.op, ctx.arch
-    above = [l for l in ordered if not l.spatial and l.level < c]
-    if not any(l.bound > 1 for l in above):
+    if not any(l.bound > 1 and not l.spatial for l in above):
         return None
     streams = [X for X in op.operands if c in ctx.chains[X.name][1:]]
-    periods = {X.name: stream_period(ordered, X.dims, c) for X in streams}
+    periods = {X.name: stream_period(above, X.dims, c) for X in streams}
     counted = [X for X in streams if not X.is_output and X.name not in ctx.loose]
     closed = [periods[X.name][0] for X in counted if periods[X.name][1]]
     if not closed:
@@ -90,17 +90,15 @@ def burst_classes(ctx, ordered: tuple[Loop, ...], c: int, top: int) -> BurstClas
     # No load exceeds a whole tile of every frequent stream, and a window computes at least its steps' MAC schedule
     # (each step the temporal loops at and below c over the MACs per cycle): where the one fits in the other, no
     # transition costs more than its window and the rule has nothing to add.
-    ext = dict.fromkeys(op.sizes, 1)
-    for l in ordered:
-        if l.level >= c:
-            ext[l.dim] *= l.bound
-    most = sum(_load_cycles(ctx, X, c, float(tile_size(X, {d: min(e, op.sizes[d]) for d, e in ext.items()})))
-               for X in frequent)
-    if most <= window * math.prod(l.bound for l in ordered if not l.spatial and l.level >= c) \
-            / arch.compute.macs_per_cycle:
+    extents = dict(zip(op.dim_names, ext, strict=True))
+    most = sum(_load_cycles(ctx, X, c, float(tile_size(X, extents))) for X in frequent)
+    if most <= window * step / arch.compute.macs_per_cycle:
         return None
-    nest = NestRows(op, arch, [(l.dim, l.level, l.axis) for l in ordered],
-                    np.array([[l.bound for l in ordered]], dtype=np.int64).reshape(1, len(ordered)))
+    # c's tile as one loop per dim at c: the same extents and strides as the nest's own loops there
+    inside = [(d, c, None, e) for d, e in extents.items() if e > 1]
+    nest = NestRows(op, arch, [(l.dim, l.level, l.axis) for l in above] + [x[:3] for x in inside],
+                    np.array([[l.bound for l in above] + [x[3] for x in inside]], dtype=np.int64)
+                    .reshape(1, len(above) + len(inside)))
     cnt = nest.classes(c)[0][:, 0]
     slots = nest.above(c)
     loads = np.zeros(len(slots))
@@ -108,7 +106,7 @@ def burst_classes(ctx, ordered: tuple[Loop, ...], c: int, top: int) -> BurstClas
         loads += _load_cycles(ctx, X, c, nest.deltas(X, c)[1][:, 0].astype(float))
     # the ordered loops above c, outermost first, are ``slots``; those outside the window: every loop above the
     # innermost run of product ``window``
-    inner = math.prod(l.bound for l in above)
+    inner = math.prod(l.bound for l in above if not l.spatial)
     run = 1
     outside = len(slots)
     for k in range(len(slots) - 1, -1, -1):
@@ -117,20 +115,23 @@ def burst_classes(ctx, ordered: tuple[Loop, ...], c: int, top: int) -> BurstClas
         run *= int(nest.B[0, slots[k]])
         outside = k
     classes = tuple((int(cnt[k]), float(loads[k])) for k in range(outside) if cnt[k] > 0 and loads[k] > 0)
-    if not classes:
-        return None
-    # The model's drains pace the windows only from an output level with at least as many tiles as c has windows.
-    # A fixed output level below the free ones has at most (steps above it) / (its period) tiles, and both counts
-    # share the iterations outside the ordered loops: compared here without them.
-    undrained = True
+    return BurstClasses(window, inner, classes) if classes else None
+
+
+def undrained(ctx, ordered: tuple[Loop, ...], b: BurstClasses, top: int) -> bool:
+    """Do no output drains pace c's windows in the model? They pace them only from an output level with at least as
+    many tiles as c has windows. A fixed output level below the free ones (deeper than ``top``) has at most (steps
+    above it) / (its period) tiles, and both counts share the iterations outside the ordered loops: compared here
+    without them."""
+    op = ctx.op
     for d in ctx.chains[op.output.name][1:]:
         if d <= top:
-            undrained = False
-            break
+            return False
         period, _ = stream_period(ordered, op.output.dims, d)
         above_d = math.prod(l.bound for l in ordered if not l.spatial and l.level < d)
-        undrained &= above_d * window < inner * period
-    return BurstClasses(window, inner, classes, undrained)
+        if above_d * b.window >= b.inner * period:
+            return False
+    return True
 
 
 def _load_cycles(ctx, X, c: int, delta):
@@ -148,15 +149,16 @@ def _load_cycles(ctx, X, c: int, delta):
     return np.where(delta > 0, float(C.transfer_setup_cycles), 0.0) + delta * per
 
 
-def burst_cycles(found: list[BurstClasses], outside, pace):
-    """Rule B29's bound of the model's inner latency: the largest over the levels of ``found`` of
+def burst_cycles(found: list[tuple[BurstClasses, bool]], outside, pace):
+    """Rule B29's bound of the model's inner latency: the largest over the levels of ``found`` (classes, and whether
+    no drains pace the windows) of ``pace + sum_j cnt_j (t_j - first)^+`` where no drains pace them, else
     ``max_i N (pace + S_i) / (N + C_i)`` (module doc). ``outside``: iterations of the loops outside the ordered ones
     (the unfixed temporal iterations times the free levels' temporal loops); ``pace``: a lower bound of the pace of
     compute. Numbers or arrays of rows alike."""
     best = pace
-    for b in found:
+    for b, calm in found:
         n_windows = outside * (b.inner / b.window)
-        if b.undrained:
+        if calm:
             first = pace / n_windows
             got = pace
             for k, t in b.classes:
@@ -173,7 +175,7 @@ def burst_cycles(found: list[BurstClasses], outside, pace):
 
 
 def burst_node_classes(ctx, fixed: tuple[Loop, ...], level: int, free: frozenset[int] | set[int], unfixed: int
-                       ) -> tuple[list[BurstClasses], int]:
+                       ) -> tuple[list[tuple[BurstClasses, bool]], int]:
     """Rule B29 at a node: the classes of every level of ``ctx.burst_levels`` below the free-order levels (cached
     per ordered nest; the levels from ``level`` down are fixed), and the iterations outside the ordered loops (``unfixed``, the unfixed temporal iterations,
     times the free levels' temporal loops). Nothing when ``unfixed`` is 0 (some fan-out open)."""
@@ -182,15 +184,23 @@ def burst_node_classes(ctx, fixed: tuple[Loop, ...], level: int, free: frozenset
     top = max(free, default=level - 1)
     ordered = tuple(sorted((l for l in fixed if l.level > top), key=lambda l: l.level))
     found = []
+    dims = ctx.op.dim_names
     for c in ctx.burst_levels:
         if c <= top:
             continue
-        key = (c, ordered)
+        above = tuple(l for l in ordered if l.level < c)
+        ext = dict.fromkeys(dims, 1)
+        step = 1
+        for l in ordered:
+            if l.level >= c:
+                ext[l.dim] *= l.bound
+                step *= 1 if l.spatial else l.bound
+        key = (c, above, tuple(min(ext[d], ctx.op.sizes[d]) for d in dims), step)
         got = ctx.burst_memo.get(key, False)
         if got is False:
             if len(ctx.burst_memo) > 200_000:
                 ctx.burst_memo.clear()
-            got = ctx.burst_memo[key] = burst_classes(ctx, ordered, c, top)
+            got = ctx.burst_memo[key] = burst_classes(ctx, *key[1:], c)
         if got is not None:
-            found.append(got)
+            found.append((got, undrained(ctx, ordered, got, top)))
     return found, unfixed * math.prod(l.bound for l in fixed if not l.spatial and l.level in free)
