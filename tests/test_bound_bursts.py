@@ -7,7 +7,7 @@ optimum where the rule cuts nodes; and on ascend_like the rule must raise the bo
 
 import random
 
-from accelmap.arch import accelerator_from_dict, get_accelerator
+from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
@@ -17,7 +17,7 @@ from accelmap.search import bounds
 from accelmap.search.bounds import BoundContext
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import gemm
-from strategies import fixed_at_and_above, random_perfect_mappings
+from strategies import fixed_at_and_above, random_perfect_mappings, three_level_machine
 from test_bound_network_and_runs import _completions
 
 
@@ -38,10 +38,7 @@ def small_double_buffered(rng: random.Random):
              "double_buffered": True, "transfer_setup_cycles": rng.choice([0, 1])}
     if rng.random() < 0.5:
         inner["write_bandwidth"] = bw()
-    return accelerator_from_dict({"name": "small", "compute": {"mac_energy": "1 pJ", "precision": {
-        "I": 8, "W": 8, "O": 8}}, "levels": [
-        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit", "read_energy": "100 pJ",
-         "write_energy": "100 pJ", "read_bandwidth": bw(), "write_bandwidth": bw()}, mid, inner]})
+    return three_level_machine(mid, inner, bw)
 
 
 def _reordered(rng, op, arch, m, level):

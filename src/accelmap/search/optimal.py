@@ -263,7 +263,7 @@ def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, re
     # Rule B30: the outermost level's few orders, each bounded with its order known.
     nests = outer_order_nests(fixed, level) if free == {0} else None
     if nests is not None:
-        return dict(bounds_by_innermost(ctx, nests, level, rem, full))
+        return bounds_by_innermost(ctx, nests, level, rem, full)
     # The bound sees the innermost loop only through the operands that use its dim as a plain index: loops
     # alike in that share one bound.
     by_users: dict[frozenset[str], tuple[float, float]] = {}

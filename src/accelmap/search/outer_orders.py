@@ -39,10 +39,10 @@ def outer_order_nests(fixed: tuple[Loop, ...], level: int) -> list[tuple[Loop, .
 
 
 def bounds_by_innermost(ctx, nests: list[tuple[Loop, ...]], level: int, rem: dict[str, int],
-                        full_positions: int | None) -> dict[Loop, tuple[float, float]]:
+                        full_positions: int | None) -> dict[Loop | None, tuple[float, float]]:
     """Per innermost loop of the outermost level, the least energy and the least latency bound over the orders that
     put it innermost (each order's own bound, ``ctx.lower_bound`` with every order fixed)."""
-    out: dict[Loop, tuple[float, float]] = {}
+    out: dict[Loop | None, tuple[float, float]] = {}
     for nest in nests:
         inner = [l for l in nest if l.level == level and not l.spatial and l.bound > 1][-1]
         e, lat = ctx.lower_bound(nest, level, rem, full_positions=full_positions)
