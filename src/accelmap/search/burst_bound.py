@@ -23,7 +23,9 @@ whose least value over x is, with ``u = first + x`` and the classes sorted by lo
                                              i = 0 gives the pace itself)
 
 because ``pace + g(u) - N u`` falls strictly with u and each ``(pace + S_i) / (N + C_i)`` lies at or below its root.
-It rises with the pace, so the bound's pace serves. Only loads known to be in the model's sum are counted: the
+Where no output level can drain as often as c changes windows, the drains never pace them (``span = first``) and the
+bound is the model's own ``pace + sum_j cnt_j (t_j - first)^+`` (``undrained``). Both rise with the pace (``first``
+is the pace over the N windows), so the bound's pace serves. Only loads known to be in the model's sum are counted: the
 streams whose period is the window (a rarer stream queued before them may be prefetched a window early, the model's
 ``early``), each at least its setup and its tile delta over the child's write port (and over the parent's read port
 when no fan-out lies between them, so that the parent sends each child instance its own elements).
