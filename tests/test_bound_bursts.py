@@ -64,7 +64,7 @@ def test_the_rule_never_exceeds_the_latency_of_any_completion():
     latency of the mapping, of random completions of its open levels and of a random order of the free level."""
     rng = random.Random(3)
     checked = fired = 0
-    for _, arch, op, m in _mappings(17, 12):
+    for _, arch, op, m in _mappings(17, 9):
         ctx = BoundContext(op, arch, m.keep, unrolling_of(arch, m))
         for level in range(len(arch.levels) + 1):
             fixed, rem = fixed_at_and_above(op, m, level)
