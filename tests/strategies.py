@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from accelmap.arch import accelerator_from_dict, get_accelerator
-from accelmap.arch.accelerator import adopt_precision
+from accelmap.arch.accelerator import Accelerator, adopt_precision
 from accelmap.errors import MappingError
 from accelmap.mapping.sampling import random_mapping
 from accelmap.workload import conv2d, gemm, parse_expression
@@ -190,3 +190,13 @@ def mapped_problems(draw, imperfect=None):
     imp = draw(st.booleans()) if imperfect is None else imperfect
     m = random_mapping(op, arch, random.Random(seed), imperfect=imp)
     return op, arch, m
+
+
+def three_level_machine(mid: dict, inner: dict, bw) -> Accelerator:
+    """A small 8-bit accelerator: DRAM (ports drawn by ``bw()``, read then write) over the levels ``mid`` and
+    ``inner`` (YAML dicts), for the bound tests' random machines."""
+    return accelerator_from_dict({"name": "small", "compute": {"mac_energy": "1 pJ", "precision": {
+        "I": 8, "W": 8, "O": 8}}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit", "read_energy": "100 pJ",
+         "write_energy": "100 pJ", "read_bandwidth": bw(), "write_bandwidth": bw()}, mid, inner]})
+

@@ -6,7 +6,7 @@ must find the exhaustive optimum where the rule cuts; and the rule must raise ey
 
 import random
 
-from accelmap.arch import accelerator_from_dict, get_accelerator
+from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.search import bounds
@@ -14,7 +14,7 @@ from accelmap.search.bounds import BoundContext
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import gemm
-from strategies import fixed_at_and_above, random_perfect_mappings
+from strategies import fixed_at_and_above, random_perfect_mappings, three_level_machine
 from test_bound_network_and_runs import _completions
 
 
@@ -40,10 +40,7 @@ def small_single_buffered(rng: random.Random):
         inner["capacity"] = f"{rng.choice([4, 8, 16])} B"
     if rng.random() < 0.5:
         inner["write_bandwidth"] = bw()
-    return accelerator_from_dict({"name": "small", "compute": {"mac_energy": "1 pJ", "precision": {
-        "I": 8, "W": 8, "O": 8}}, "levels": [
-        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit", "read_energy": "100 pJ",
-         "write_energy": "100 pJ", "read_bandwidth": bw(), "write_bandwidth": bw()}, mid, inner]})
+    return three_level_machine(mid, inner, bw)
 
 
 def _stall(res) -> float:

@@ -28,6 +28,7 @@ from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.cost.level_energy import fanout_element_energy
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop, Mapping
+from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
@@ -113,6 +114,9 @@ class BoundContext:
         # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
         # last load (None: the rule does not apply).
         self.last_step_level = last_step_level(op, arch, self.chains)
+        # Rule B29: the levels whose loads hide only behind a window of compute, and their classes per ordered nest.
+        self.burst_levels = burst_levels(self)
+        self.burst_memo: dict[tuple, Any] = {}
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -384,6 +388,9 @@ class BoundContext:
         # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
         step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
             if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
+        # Rule B29: a double buffer hides a load only behind a window of compute (every fan-out fixed, whole tiles).
+        bursts, outside = burst_node_classes(self, fixed, level, free_orders, pinned_steps) \
+            if full_positions is None and self.whole_tiles else ([], 0)
         for keys in cases:
             # Rule B23: per open level, the larger of B8's least refill and B17's refills in this case.
             energy = op.macs * arch.compute.mac_energy_pj + open_levels_energy(floors, [traffic[tk][6] for tk in keys])
@@ -430,7 +437,8 @@ class BoundContext:
             if last_tile:
                 # Rule B20: ... and a stream's last tile computes for its whole period after it.
                 tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
-            least.add(energy, max(busy + stall + edge, transfer, tail))
+            inner = busy + stall if not bursts else float(burst_cycles(bursts, outside, busy + stall))
+            least.add(energy, max(inner + edge, transfer, tail))
         return least.pair()
 
     def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:

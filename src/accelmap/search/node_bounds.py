@@ -21,6 +21,7 @@ import numpy as np
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
+from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.open_level_refills import open_levels_stall
@@ -304,6 +305,14 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     # Rule B19 (as ``BoundContext.lower_bound``).
     step = last_step_cycles_rows(shared, free, ctx.last_step_level, arch.compute.macs_per_cycle, n) \
         if ctx.last_step_level is not None and ctx.whole_tiles else np.zeros(n)
+    # Rule B29 (as ``BoundContext.lower_bound``): the free levels' temporal loops are outside the ordered ones.
+    bursts, outside = burst_node_classes(ctx, shared, level, frozenset(free), 1) if pinned_steps is not None \
+        else ([], 0)
+    if bursts:
+        assert pinned_steps is not None
+        outside = pinned_steps
+        for f in levels:
+            outside = outside * own_prod[f]
     for keys, mask in cases:
         # Rule B23 (as ``BoundContext.lower_bound``).
         energy = op.macs * arch.compute.mac_energy_pj + np.zeros(n) + open_levels_energy(
@@ -338,7 +347,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 transfer = np.maximum(transfer, b / L.instances / bw)
         # Rule B13 (as ``BoundContext.lower_bound``).
         tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain + step
-        least.add(energy, np.maximum(np.maximum(busy + stall + edge, transfer), tail), mask)
+        inner = burst_cycles(bursts, outside, busy + stall) if bursts else busy + stall
+        least.add(energy, np.maximum(np.maximum(inner + edge, transfer), tail), mask)
     return least.rows()
 
 

@@ -36,6 +36,7 @@ from accelmap.search.imperfect_tiles import (
 from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
+from accelmap.search.outer_orders import bounds_by_innermost, outer_order_nests
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.search.spatial import spatial_lower_bound
 from accelmap.workload.operator import Operator
@@ -259,6 +260,10 @@ def open_order_bounds(ctx: BoundContext, fixed: tuple[Loop, ...], level: int, re
         plain = ctx.lower_bound(fixed, level, rem, free_orders=free, full_positions=full)
         if len(candidates) < 2 or best.prunes(*plain):
             return {None: plain}
+    # Rule B30: the outermost level's few orders, each bounded with its order known.
+    nests = outer_order_nests(fixed, level) if free == {0} else None
+    if nests is not None:
+        return bounds_by_innermost(ctx, nests, level, rem, full)
     # The bound sees the innermost loop only through the operands that use its dim as a plain index: loops
     # alike in that share one bound.
     by_users: dict[frozenset[str], tuple[float, float]] = {}
