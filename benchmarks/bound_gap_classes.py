@@ -27,6 +27,7 @@ def main() -> None:
     from accelmap.search.exact import ranked_unrollings
     from accelmap.search.heuristic import search_heuristic
     from accelmap.search.optimal import search_optimal
+    from accelmap.search.root_pairs import paired_root_bound
     from accelmap.search.space import Constraints, keep_options
     from accelmap.workload.models import load_model
 
@@ -72,7 +73,7 @@ def main() -> None:
 
         best = collector("edp", 1)
         best.offer(inc, found[0].mapping)
-        counts = [0, 0, 0]
+        counts = [0, 0, 0, 0]
         seen_root: set[int] = set()
         t0 = time.process_time()
         for row in ranked.order:
@@ -91,8 +92,17 @@ def main() -> None:
                       for keep in open_keeps]
                 counts[i] += all(ok)
             bounds.open_levels_stall = with_b27
+            # rule B36 as the search applies it at the root: either bound cuts the bypass choice
+            ok = []
+            for keep in open_keeps:
+                ctx = BoundContext(op, arch, keep, spatial, "edp")
+                paired = paired_root_bound(ctx)
+                ok.append(best.prunes(*ctx.lower_bound((), nlev, dict(op.sizes)))
+                          or (paired is not None and best.prunes(*paired)))
+            counts[3] += all(ok)
         print(f"dividing unrolling classes below the incumbent by S1: {counts[0]}; cut at the root by every bypass "
-              f"choice's bound: {counts[1]} without rule B27, {counts[2]} with it ({time.process_time() - t0:.1f} s CPU)")
+              f"choice's bound: {counts[1]} without rule B27, {counts[2]} with it, {counts[3]} with rule B36 as well "
+              f"({time.process_time() - t0:.1f} s CPU)")
         return
     print(f"{'#':>3} {'unrolling':<34} {'S1/inc':>7} {'root/inc':>8} {'+B27':>7} {'best/inc':>8} {'proven':>6}"
           f" {'e_lb/e':>7} {'l_lb/l':>7} {'+B27':>7} {'stall':>6}")
