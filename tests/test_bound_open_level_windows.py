@@ -29,8 +29,8 @@ def test_the_window_counts_never_exceed_any_completion():
     level fixed): at every level the open levels' stall is at most the single-buffer stalls of the mapping and of a
     random completion of its open levels, and the node's bound at most their energy and latency."""
     checked = fired = 0
-    mappings = [*random_perfect_mappings(13, 60, [], small_single_buffered),
-                *random_perfect_mappings(17, 24, ["eyeriss_like", "simba_like"])]
+    mappings = [*random_perfect_mappings(13, 30, [], small_single_buffered),
+                *random_perfect_mappings(17, 10, ["eyeriss_like", "simba_like"])]
     for rng, arch, op, m in mappings:
         if not any(len(ix.terms) > 1 for X in op.operands for ix in X.indices):
             continue
@@ -46,7 +46,7 @@ def test_the_window_counts_never_exceed_any_completion():
                 assert energy <= res.energy_total * (1 + 1e-12), (arch.name, level, cand)
                 checked += 1
             fired += floor > 0
-    assert checked > 40 and fired > 5, (checked, fired)
+    assert checked > 20 and fired > 3, (checked, fired)
 
 
 def test_least_prime_factor():

@@ -801,6 +801,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     init_read = 1 if op.init_output == "read" else 0
     energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
     latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
+    if stall is not None:
+        latency = np.maximum(latency, stall[0])      # (the schedule of a padded unrolling: ``padded_schedule``)
     # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
     traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
     energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)

@@ -192,7 +192,7 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
     fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
-    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),   # rule S7
+    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, used),  # rule S7
                             _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
     return float(e[0]), float(lat[0])
 
@@ -292,7 +292,7 @@ def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
     pes = space.pes.astype(np.float64)
     pairs = CombinationPairs(objective)
-    bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains),
+    bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, space.used),
                             _dim_pinned(op, arch, chains, groups, space.used, merges), pairs)
     return pairs.rows() if pairs.done else bounds
 

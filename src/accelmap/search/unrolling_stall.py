@@ -70,13 +70,17 @@ def operand_stall_vectors(op: Operator, arch: Accelerator,
     return out
 
 
-def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray,
-                chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
+def stall_terms(op: Operator, arch: Accelerator, pes: np.ndarray, chains: dict[str, list[list[int]]],
+                used: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
     """What ``bounds.spatial_bounds`` takes as ``stall``: the MAC schedule over ``pes`` per row and every operand's
     stall vectors (``operand_stall_vectors``). Rule S3's combination loop adds, per combination of level
     sets, the schedule plus the summed vectors' largest entry: a level set that loads nothing (weights read straight
-    from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice."""
+    from DRAM) is charged its port traffic there instead, so the least over combinations holds for every choice.
+    ``used`` (rows x dims, each dim's unrolling): the schedule of a padded unrolling is longer than MACs over PEs
+    (``padded_schedule``)."""
     compute = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
+    if used is not None:
+        compute = np.maximum(compute, np.ceil(padded_schedule(op, used) / arch.compute.macs_per_cycle))
     return compute, operand_stall_vectors(op, arch, chains)
 
 
@@ -86,3 +90,14 @@ def choice_stall_cycles(op: Operator, arch: Accelerator, chains: Mapping[str, Se
     mapping keeping the operands so stalls at least this long (rule F of the co-search reports it)."""
     vecs = operand_stall_vectors(op, arch, {name: [list(chain)] for name, chain in chains.items()})
     return float(np.sum([v[0] for v in vecs.values()], axis=0).max())
+
+
+def padded_schedule(op: Operator, used: np.ndarray) -> np.ndarray:
+    """Rule S1's MAC schedule with each dim's unrolling known (``used``: rows x dims, the product of a dim's spatial
+    bounds): the temporal loops over dim d must cover what the unrolling leaves, so their bounds multiply to at least
+    ``ceil(size_d / unrolling_d)``, and the model's schedule is the product of every temporal bound (a partial last
+    round still occupies its slots, ``cost/latency.py``). Equal to MACs over PEs where every unrolling divides; on a
+    padded one (ResNet-18 layer1.0.conv1 on eyeriss_like, K=64 as 14 x 3 = 42 per round) two rounds of K where
+    MACs over PEs counted 64/42 of one."""
+    sizes = np.array([op.sizes[d] for d in op.dim_names], dtype=np.int64)
+    return np.prod(-(-sizes // used), axis=1).astype(np.float64)
