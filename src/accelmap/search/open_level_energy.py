@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from accelmap.search.open_level_refills import OpenShapes, level_cached, open_level_shapes, refill_cases
+from accelmap.search.open_level_refills import OpenShapes, least_over_cases, level_cached
 from accelmap.workload.operator import Operand
 
 _OPEN_FLOORS: dict[tuple, Any] = {}
@@ -36,13 +36,7 @@ def least_refill_energy(ctx, c: int) -> float:
 
 
 def _least_refill_energy(ctx, c: int) -> float:
-    shapes = open_level_shapes(ctx, c)
-    if shapes is None:
-        return 0.0
-    least = np.full(len(shapes.grid), np.inf)
-    for rows, counts in refill_cases(ctx, c, shapes):
-        least = np.where(rows, np.minimum(least, refill_energy(ctx, c, shapes, counts)), least)
-    return float(least.min()) if np.isfinite(least).all() else 0.0
+    return least_over_cases(ctx, c, refill_energy)
 
 
 def refill_energy(ctx, c: int, shapes: OpenShapes, counts: dict[str, Any]) -> np.ndarray:

@@ -180,12 +180,18 @@ def level_cached(store: dict[tuple, Any], ctx, c: int, compute) -> Any:
 
 
 def _least_stall(ctx, c: int) -> float:
+    return least_over_cases(ctx, c, level_stall)
+
+
+def least_over_cases(ctx, c: int, term) -> float:
+    """The least of ``term(ctx, c, shapes, counts)`` (an array over tile shapes) over every tile shape that fits open
+    level c and every case of ``refill_cases`` possible for it; 0 where c has no shape to bound."""
     shapes = open_level_shapes(ctx, c)
     if shapes is None:
         return 0.0
     least = np.full(len(shapes.grid), np.inf)
     for rows, counts in refill_cases(ctx, c, shapes):
-        least = np.where(rows, np.minimum(least, level_stall(ctx, c, shapes, counts)), least)
+        least = np.where(rows, np.minimum(least, term(ctx, c, shapes, counts)), least)
     # (a row where no case is possible and some dim is forced cannot occur: forced implies possible)
     return float(least.min()) if np.isfinite(least).all() else 0.0
 
