@@ -60,7 +60,7 @@ def test_the_pairs_raise_the_root_bound_of_a_bypass_choice_on_eyeriss_like():
         assert pts[-1, 1] == open_level_stall(ctx, c)
 
 
-def test_exact_search_finds_the_exhaustive_optimum_where_the_rule_cuts(monkeypatch):
+def test_exact_search_keeps_the_optimum_where_the_rule_cuts(monkeypatch):
     """A small convolution on a random single-buffered accelerator (found by a sweep) with the unrolling fixed, where
     the rule cuts a bypass choice at the root that the node bound does not: the branch and bound finds the same optimum
     with the rule and without it (the search without it is checked against the exhaustive one in ``tests/test_search.py``;
