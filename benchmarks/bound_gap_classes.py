@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--root-only", action="store_true",
                     help="no searches: count the uncut classes whose root bound (every bypass choice) cuts them")
     ap.add_argument("--incumbent-seconds", type=float, default=4.0, help="heuristic seconds for the incumbent")
+    ap.add_argument("--incumbent-edp", type=float,
+                    help="with --root-only: cut against this EDP instead of the heuristic's (the same on every machine load)")
     a = ap.parse_args()
     arch = get_accelerator(a.arch)
     layer = next(x for x in load_model(a.model).layers if x.name == a.layer)
@@ -47,6 +49,8 @@ def main() -> None:
     found, _ = search_heuristic(op, arch, "edp", time_limit=a.incumbent_seconds)
     inc = found[0].result
     inc_edp = inc.energy_total * inc.latency
+    if a.incumbent_edp:
+        inc_edp = a.incumbent_edp
     print(f"{a.arch} {a.layer}: incumbent EDP {inc_edp:.4g} (energy {inc.energy_total:.4g} pJ, "
           f"latency {inc.latency:,.0f} cycles)")
     cons = Constraints()
@@ -72,7 +76,10 @@ def main() -> None:
 
         best = collector("edp", 1)
         best.offer(inc, found[0].mapping)
-        counts = [0, 0, 0]
+        if a.incumbent_edp:
+            # (a bound at or above the given EDP is cut, as TopK.prunes cuts against its k-th best)
+            best.prunes = lambda e, lat: e * lat >= inc_edp      # type: ignore[method-assign]
+        counts = [0, 0, 0, 0]
         seen_root: set[int] = set()
         t0 = time.process_time()
         for row in ranked.order:
@@ -91,8 +98,22 @@ def main() -> None:
                       for keep in open_keeps]
                 counts[i] += all(ok)
             bounds.open_levels_stall = with_b27
-        print(f"dividing unrolling classes below the incumbent by S1: {counts[0]}; cut at the root by every bypass "
-              f"choice's bound: {counts[1]} without rule B27, {counts[2]} with it ({time.process_time() - t0:.1f} s CPU)")
+            # rule B36 as the search applies it at the root: either bound cuts the bypass choice (code without it: none)
+            try:
+                from accelmap.search.root_pairs import paired_root_bound
+            except ImportError:
+                def paired_root_bound(ctx):
+                    return None
+            ok = []
+            for keep in open_keeps:
+                ctx = BoundContext(op, arch, keep, spatial, "edp")
+                paired = paired_root_bound(ctx)
+                ok.append(best.prunes(*ctx.lower_bound((), nlev, dict(op.sizes)))
+                          or (paired is not None and best.prunes(*paired)))
+            counts[3] += all(ok)
+        print(f"incumbent EDP {inc_edp:.6g}; dividing unrolling classes below it by S1: {counts[0]}; cut at the root by every bypass "
+              f"choice's bound: {counts[1]} without rule B27, {counts[2]} with it, {counts[3]} with rule B36 as well "
+              f"({time.process_time() - t0:.1f} s CPU)")
         return
     print(f"{'#':>3} {'unrolling':<34} {'S1/inc':>7} {'root/inc':>8} {'+B27':>7} {'best/inc':>8} {'proven':>6}"
           f" {'e_lb/e':>7} {'l_lb/l':>7} {'+B27':>7} {'stall':>6}")

@@ -32,7 +32,8 @@ from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_c
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
-from accelmap.search.open_level_refills import innermost_cases, level_cached, open_level_shapes, open_levels_stall
+from accelmap.search.open_level_energy import least_refill_energy
+from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -588,13 +589,14 @@ class BoundContext:
         return ok
 
     def open_level_floor(self, c: int) -> float:
-        """Rule B8: energy that the boundaries into level ``c`` cost beyond what B1 charges them while no loop
-        at or below c is fixed (every element once), for every mapping: the least, over every tile shape that
-        fits c (extents dividing each dim), of the refetches rule B7's innermost-loop cases force on it.
-        Holds for every node whose fixed levels are all below c. Cached per level."""
+        """Rules B8 and B35: energy that the boundaries into level ``c`` cost beyond what B1 charges them while no
+        loop at or below c is fixed (every element once), for every mapping: the least, over every tile shape that
+        fits c (extents dividing each dim), of the refetches rule B7's innermost-loop cases with rule B15's orders
+        force on it (``open_level_energy``). Holds for every node whose fixed levels are all below c. Cached per
+        level."""
         got = self._open_floor.get(c)
         if got is None:
-            got = level_cached(_OPEN_FLOORS, self, c, _open_level_floor)
+            got = least_refill_energy(self, c)
             self._open_floor[c] = got
         return got
 
@@ -673,8 +675,6 @@ class BoundContext:
         return out
 
 
-_OPEN_FLOORS: dict[tuple, float] = {}
-
 
 
 def serial_fill_levels(arch: Accelerator) -> frozenset[int]:
@@ -722,51 +722,6 @@ def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int) -> int:
     """Product of the fixed spatial loops below level p over dims outside X: the most instances one of X's tiles
     at p can serve through them."""
     return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
-
-def _open_level_floor(ctx: BoundContext, c: int) -> float:
-    """Rule B8 for level c (see ``BoundContext.open_level_floor``), vectorized over every tile shape."""
-    shapes = open_level_shapes(ctx, c)
-    if shapes is None:
-        return 0.0
-    grid, tiles_above, kept = shapes.grid, shapes.tiles_above, shapes.kept
-    # Extra energy per operand when every temporal step above c brings it a whole tile, over B1's charge
-    # (member = footprint); group counts divide by the most the fan-outs between its parent and c can merge.
-    extra = {}
-    for X in kept:
-        chain = ctx.chains[X.name]
-        p = chain[chain.index(c) - 1]
-        fp = ctx.footprint[X.name]
-        member = tiles_above * shapes.tiles[X.name]
-        base = max(fp, ctx.n_out) if X.is_output else fp
-        extra[X.name] = np.maximum(0.0, _boundary_energy(ctx, X, p, c, np.maximum(member, base))
-                                   - _boundary_energy(ctx, X, p, c, np.full(1, float(base))))
-    # Per tile shape, the innermost temporal loop above c runs over some dim with loops left above c.
-    cases, forced = innermost_cases(ctx, c, grid)
-    least = np.full(len(grid), np.inf)
-    for d, possible in cases:
-        cost = sum((extra[X.name] for X in kept if d in ctx.plain[X.name]), np.zeros(len(grid)))
-        least = np.where(possible, np.minimum(least, cost), least)
-    least = np.where(forced, least, 0.0)
-    return float(least.min())
-
-
-def _boundary_energy(ctx: BoundContext, X: Operand, p: int, c: int, member: np.ndarray) -> np.ndarray:
-    """Energy B1 charges the boundary from p into c for ``member`` elements entering c, with group counts
-    divided by the most the fan-outs between p and c can merge (and the most reduction lineages above p)."""
-    P, C = ctx.arch.levels[p], ctx.arch.levels[c]
-    s_c, s_p = ctx.scale[(c, X.name)], ctx.scale[(p, X.name)]
-    merge = math.prod(ctx.merge_cap[X.name][l] for l in range(p, c))
-    net = ctx.net_unit[(X.name, c)]      # rule B14: the network energy of the fills (and drains)
-    if not X.is_output:
-        fp = ctx.footprint[X.name]
-        return member * (C.write_energy_pj * s_c + net) + np.maximum(member / merge, fp) * P.read_energy_pj * s_p
-    n = ctx.n_out
-    lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
-    group = np.maximum(member / merge, n)
-    down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
-    return (down * (C.write_energy_pj * s_c + P.read_energy_pj * s_p + net) + member * (C.read_energy_pj * s_c + net)
-            + group * P.write_energy_pj * s_p)
-
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
                        innermost: Loop | None = None):
@@ -862,6 +817,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     init_read = 1 if op.init_output == "read" else 0
     energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
     latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
+    if stall is not None:
+        latency = np.maximum(latency, stall[0])      # (a padded unrolling's schedule: rule B32)
     # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
     traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
     energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)

@@ -4,7 +4,7 @@ A level c none of whose loops (nor any loop below it) a node has fixed yet holds
 each dim (perfect factors) and fit c's capacity (its partition per operand class, double buffering counted). The
 temporal loops above c then run ``tiles_above = prod(size / extent)`` instance-iterations of it, and in each of rule
 B7's cases (the innermost temporal loop above c runs over dim d) every plain user of d enters c a whole tile at every
-one of them. Rule B8 (``bounds._open_level_floor``) charges the least energy of those refills over every shape and
+one of them. Rules B8 and B35 (``open_level_energy``) charge the least energy of those refills over every shape and
 case. Rule B27 charges the least time they take where compute waits for them:
 
 A level that never overlaps its loads with compute (``bounds.serial_fill_levels``: single-buffered, not double-
@@ -42,6 +42,7 @@ import numpy as np
 
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.sampling import divisors
+from accelmap.search.open_level_windows import window_shares
 from accelmap.workload.index_sets import index_size
 from accelmap.workload.operator import Operand
 
@@ -58,7 +59,18 @@ class OpenShapes:
     kept: tuple[Operand, ...]         # operands c receives from a parent (not loose)
 
 
+_SHAPES: dict[tuple, OpenShapes | None] = {}
+
+
 def open_level_shapes(ctx, c: int) -> OpenShapes | None:
+    """``level_shapes`` cached by what it depends on (rules B8, B27, B35 and B36 all read them; a few hundred
+    entries at most: they hold arrays of up to ``OPEN_FLOOR_SHAPES`` rows)."""
+    if len(_SHAPES) > 256:
+        _SHAPES.clear()
+    return level_cached(_SHAPES, ctx, c, level_shapes)
+
+
+def level_shapes(ctx, c: int) -> OpenShapes | None:
     """The tile shapes that fit level ``c`` under ``ctx``'s bypass choice; None when c receives nothing, has no
     capacity, has more shapes than ``OPEN_FLOOR_SHAPES`` or none fits (the rules then add nothing)."""
     op, arch, keep = ctx.op, ctx.arch, ctx.keep
@@ -151,7 +163,7 @@ def open_level_stall(ctx, c: int) -> float:
     return got
 
 
-def level_cached(store: dict[tuple, float], ctx, c: int, compute) -> float:
+def level_cached(store: dict[tuple, Any], ctx, c: int, compute) -> Any:
     """``compute(ctx, c)`` cached in ``store`` by what rules B8 and B27 depend on (so that bypass choices and
     unrollings that agree on it share it): the operator, the accelerator, c's kept operands with their chains (their
     parents, whether they are loose) and merges, and every fan-out's fixed unrolling (rule B28)."""
@@ -168,13 +180,46 @@ def level_cached(store: dict[tuple, float], ctx, c: int, compute) -> float:
 
 
 def _least_stall(ctx, c: int) -> float:
+    return least_over_cases(ctx, c, level_stall)
+
+
+def least_over_cases(ctx, c: int, term) -> float:
+    """The least of ``term(ctx, c, shapes, counts)`` (an array over tile shapes) over every tile shape that fits open
+    level c and every case of ``refill_cases`` possible for it; 0 where c has no shape to bound."""
     shapes = open_level_shapes(ctx, c)
     if shapes is None:
         return 0.0
+    least = np.full(len(shapes.grid), np.inf)
+    for rows, counts in refill_cases(ctx, c, shapes):
+        least = np.where(rows, np.minimum(least, term(ctx, c, shapes, counts)), least)
+    # (a row where no case is possible and some dim is forced cannot occur: forced implies possible)
+    return float(least.min()) if np.isfinite(least).all() else 0.0
+
+
+def level_stall(ctx, c: int, shapes: OpenShapes, counts: dict[str, Any]) -> np.ndarray:
+    """Rule B27's stall at c per shape for the operands' entering counts ``counts``: the larger of B9's loads in
+    sequence and the output's B16 chain."""
+    n = len(shapes.grid)
+    serial: Any = np.zeros(n)
+    chained: Any = np.zeros(n)
+    for X in shapes.kept:
+        chain = ctx.chains[X.name]
+        load, stores = _load_and_chain(ctx, X, chain[chain.index(c) - 1], c, counts[X.name])
+        serial = serial + load
+        chained = np.maximum(chained, stores)
+    return np.maximum(serial, chained)
+
+
+def refill_cases(ctx, c: int, shapes: OpenShapes):
+    """Every case of the loops above an open level c, per tile shape: yields (rows where the case is possible,
+    {operand c receives: the elements entering c per row}). Every mapping with perfect factors whose tile at c has
+    a row's shape is in some case possible for that row, and its counts at c are at least the case's: rule B7's
+    innermost dim d (its plain users get a whole tile at each of the instance-iterations above c) with rule B15's
+    orders of the others (with every fan-out above c fixed: the k-th a whole tile at S x the temporal iterations
+    above c of the plain dims of the first k), or, where no dim is forced to keep a temporal loop above c, no
+    temporal loop above c at all (every operand its footprint)."""
     op = ctx.op
     grid, kept = shapes.grid, shapes.kept
-    n = len(grid)
-    parent = {X.name: ctx.chains[X.name][ctx.chains[X.name].index(c) - 1] for X in kept}
     base = {X.name: float(max(ctx.footprint[X.name], ctx.n_out) if X.is_output else ctx.footprint[X.name])
             for X in kept}
 
@@ -182,18 +227,6 @@ def _least_stall(ctx, c: int) -> float:
         # X enters c a whole tile at each of ``runs`` instance-iterations above c, and every element at least once.
         return np.maximum(runs * shapes.tiles[X.name], base[X.name])
 
-    def value(counts: dict[str, Any]) -> np.ndarray:
-        serial: Any = np.zeros(n)
-        chained: Any = np.zeros(n)
-        for X in kept:
-            load, chain = _load_and_chain(ctx, X, parent[X.name], c, counts[X.name])
-            serial = serial + load
-            chained = np.maximum(chained, chain)
-        return np.maximum(serial, chained)
-
-    # Rule B15's orders above c (with every fan-out above c fixed: the temporal iterations above c per dim and the
-    # instances S known): the operands not refetched at every run, in every order of their innermost loop over a
-    # plain dim; the k-th gets a whole tile at S x the iterations of the plain dims of the first k.
     caps = ctx.spatial_cap[:c]
     exact = all(cap is not None for cap in caps)
     dims = op.dim_names
@@ -219,16 +252,18 @@ def _least_stall(ctx, c: int) -> float:
             yield got
 
     cases, forced = innermost_cases(ctx, c, grid)
-    least = np.where(forced, np.inf, value(dict(base)))
+    yield ~forced, dict(base)
     for d, possible in cases:
         if not possible.any():
             continue
         users = frozenset(X.name for X in kept if d in ctx.plain[X.name])
         every = {name: entering(op.operand(name), shapes.tiles_above) for name in users}
+        # Rule B37: the sliding-window users of d bring a share of their tile at every instance-iteration above c.
+        shares = window_shares(ctx, d, grid, T, [X.name for X in kept if X.name not in users])
         for rest in orders(users):
-            least = np.where(possible, np.minimum(least, value({**every, **rest})), least)
-    # (a row where no case is possible and some dim is forced cannot occur: forced implies possible)
-    return float(least.min()) if np.isfinite(least).all() else 0.0
+            for name, share in shares.items():
+                rest[name] = np.maximum(rest[name], shapes.tiles_above * shapes.tiles[name] * share)
+            yield possible, {**every, **rest}
 
 
 def _load_and_chain(ctx, X: Operand, p: int, c: int, member: Any) -> tuple[Any, Any]:

@@ -37,6 +37,7 @@ from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
 from accelmap.search.outer_orders import bounds_by_innermost, outer_order_nests
+from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.search.spatial import spatial_lower_bound
 from accelmap.workload.operator import Operator
@@ -228,7 +229,9 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial, objective)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
         # bypass choice before any tiling is enumerated.
-        if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]):
+        # Rule B36 (``root_pairs``): each open level's tile keeps its refill energy and its stall together.
+        paired = None if imperfect else paired_root_bound(ctx)
+        if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]) or (paired is not None and best.prunes(*paired)):
             stats.nodes += 1
             stats.pruned += 1
             stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
