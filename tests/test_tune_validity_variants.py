@@ -267,3 +267,15 @@ def test_the_reshaping_tuner_exhausts_the_same_area_tiles_of_the_best():
                               validity=ValiditySettings(presamples=1, edge_follow=2, edge_reshape=reshape))
         tuner.update([(2, 5)], [Measurement((2, 5), True, 1.0)])
         assert set(tuner.edge_steps(100, [(2, 5)])) == expected
+
+
+def test_a_reshape_over_the_threads_trades_a_thread_for_a_tile_twice_as_large():
+    from accelmap.tune.tuners import edge_neighbours
+
+    # each virtual thread owns a tile: 2 threads of 1 output block use the buffer as 1 thread of 2 blocks
+    space = KnobSpace((Knob("tile_co", (1, 2, 4), "split"), Knob("tile_h", (1, 7), "split"),
+                       Knob("oc_nthread", (1, 2), "threads")))
+    base = (0, 1, 1)
+    assert (1, 1, 0) not in edge_neighbours(space, base, reshape=True)
+    assert set(edge_neighbours(space, base, reshape="threads")) - set(edge_neighbours(space, base, reshape=True)) \
+        == {(1, 1, 0)}

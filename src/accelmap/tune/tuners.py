@@ -113,7 +113,7 @@ class ValiditySettings:
     edge_any_order: bool = False
     # a pair of tile sizes steps to any other pair of the same product (``edge_neighbours``' reshape): the tile keeps
     # its area, and so stays on the valid region's edge, in another shape
-    edge_reshape: bool = False
+    edge_reshape: bool | str = False
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
@@ -127,7 +127,7 @@ EDGE_EXHAUST = replace(EDGE_FOLLOW, edge_check=True, edge_exhaust="all", edge_an
 EDGE_RESHAPE = replace(EDGE_EXHAUST, edge_reshape=True)
 
 
-def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, reshape: bool = False) -> list[Point]:
+def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, reshape: bool | str = False) -> list[Point]:
     """The configurations one edge step from ``base`` (in this order, repeats possible): one knob +-1 (a Manhattan
     neighbour); with ``any_order`` a loop order (a knob of kind "permutation") set to any other order; a trade of two
     tile sizes (one split knob's option index +1, another's -1); with ``reshape`` two tile sizes set to any other
@@ -152,8 +152,10 @@ def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, r
                 trade[j] -= 1
                 steps.append(tuple(trade))
     if reshape:
-        for x, i in enumerate(splits):
-            for j in splits[x + 1:]:
+        sized = splits + ([a for a, knob in enumerate(space.knobs) if knob.kind == "threads" and space.shape[a] > 1]
+                          if reshape == "threads" else [])
+        for x, i in enumerate(sized):
+            for j in sized[x + 1:]:
                 steps += _reshapes(space, base, i, j)
     return steps
 
