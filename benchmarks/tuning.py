@@ -295,10 +295,6 @@ for _name, _settings in (("validity-edge-check", ValiditySettings(edge_walk=10, 
                          ("validity-edge-exhaust-late", ValiditySettings(edge_walk=10, edge_follow=5,
                                                                          follow_first_epoch=True, edge_check=True,
                                                                          edge_exhaust="late", edge_any_order=True)),
-                         # the constant-area reshape over the virtual threads too (a thread owns a tile of its own)
-                         ("validity-edge-reshape-threads", ValiditySettings(
-                             edge_walk=10, edge_follow=5, follow_first_epoch=True, edge_check=True, edge_exhaust="all",
-                             edge_any_order=True, edge_reshape="threads")),
                          ("validity-edge-follow-late", ValiditySettings(edge_walk=10, edge_follow=10)),
                          ("validity-edge-follow-late-5", ValiditySettings(edge_walk=10, edge_follow=5)),
                          ("validity-edge-follow-10", ValiditySettings(edge_walk=10, edge_follow=10,

@@ -16,7 +16,8 @@
   best-scored configurations one step from the best measured ones, a step being one knob +-1 or a trade of
   two tile sizes; ``ValiditySettings.edge_walk``); ``validity-edge-follow`` also follows a new best inside an
   epoch, and ``validity-edge-exhaust`` builds edge steps before measuring them and leads every step with the
-  best's unmeasured edge steps until none is left.
+  best's unmeasured edge steps until none is left; ``validity-edge-reshape`` adds steps that keep a tile's area in
+  another shape (``edge_neighbours``), and ``validity-edge-reshape-threads`` counts the virtual threads as tile sizes.
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -38,7 +39,8 @@ from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
 TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
-          "validity-edge-follow", "validity-edge-exhaust", "validity-edge-reshape", "optuna")
+          "validity-edge-follow", "validity-edge-exhaust", "validity-edge-reshape",
+          "validity-edge-reshape-threads", "optuna")
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class ValiditySettings:
     # the next index: a near-tie of the best often has the same tiles in another order
     edge_any_order: bool = False
     # a pair of tile sizes steps to any other pair of the same product (``edge_neighbours``' reshape): the tile keeps
-    # its area, and so stays on the valid region's edge, in another shape
+    # its area, and so stays on the valid region's edge, in another shape; "threads": the virtual threads too
     edge_reshape: bool | str = False
 
 
@@ -125,6 +127,8 @@ EDGE_FOLLOW = ValiditySettings(edge_walk=10, edge_follow=5, follow_first_epoch=T
 EDGE_EXHAUST = replace(EDGE_FOLLOW, edge_check=True, edge_exhaust="all", edge_any_order=True)
 # ``validity-edge-reshape``: ``validity-edge-exhaust`` whose edge steps also reshape a tile at constant area
 EDGE_RESHAPE = replace(EDGE_EXHAUST, edge_reshape=True)
+# ``validity-edge-reshape-threads``: and the reshape over the virtual threads too
+EDGE_RESHAPE_THREADS = replace(EDGE_EXHAUST, edge_reshape="threads")
 
 
 def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, reshape: bool | str = False) -> list[Point]:
@@ -138,7 +142,10 @@ def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, r
     the log of the tile sizes, close to a plane of constant sum. An index trade moves along that plane only where
     the two knobs' divisors grow at the same rate; a reshape moves along it exactly, by any ratio (a 3x20 tile of
     rows and columns to 6x10, 12x5 or 4x15), so that a run on a near-best tile reaches the best tile of the same
-    area in one step instead of several steps off the edge."""
+    area in one step instead of several steps off the edge. With ``reshape="threads"`` the knobs of kind "threads"
+    join the pairs: a virtual thread owns a tile of its own, so two threads of a tile fill a buffer as one thread of a
+    tile twice as large (on a target with ``cores`` that knob is of that kind too, and a reshape over it is one more
+    step, not one of constant area)."""
     steps = list(space.neighbours(base))
     if any_order:
         steps += [base[:a] + (v,) + base[a + 1:] for a, knob in enumerate(space.knobs) if knob.kind == "permutation"
@@ -626,7 +633,8 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
         edge_settings = {"validity-edge": EDGE_WALK, "validity-edge-follow": EDGE_FOLLOW,
-                         "validity-edge-exhaust": EDGE_EXHAUST, "validity-edge-reshape": EDGE_RESHAPE}
+                         "validity-edge-exhaust": EDGE_EXHAUST, "validity-edge-reshape": EDGE_RESHAPE,
+                         "validity-edge-reshape-threads": EDGE_RESHAPE_THREADS}
         if name in edge_settings:
             edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=edge_settings[name])
             edge.name = name
