@@ -53,6 +53,7 @@ from accelmap.tune.tuners import (
     ModelTuner,
     ValiditySettings,
     ValidityTuner,
+    edge_neighbours,
     make_tuner,
 )
 from accelmap.workload.constructors import conv2d
@@ -188,6 +189,44 @@ def simulator_scan(template, table, limit: int) -> dict:
             "sim_faster_over_5pct": sum(r[0] < -0.05 for r in differ), "sim_slower": sum(r[0] > 0 for r in differ),
             "worst": [{"rel_dev": r[0], "model": r[2], "config": r[3]} for r in sorted(rows, key=lambda r: r[0])[:3]],
             "largest_slower": max((r[0] for r in rows), default=0.0)}
+
+
+def edge_local_optima(template, table, best: float) -> dict:
+    """How the edge steps of the exhausting tuners see the valid region: per step set (``validity-edge-exhaust``'s,
+    and with the constant-area reshape of ``validity-edge-reshape``), the valid configurations none of whose valid
+    edge steps is cheaper (local optima: a run whose best-so-far sits on one has nothing to exhaust its way out
+    with), how many of them are within 1% of the best without being at it (the near-ties a run sits on), and the
+    share of valid configurations from which always stepping to the cheapest valid edge step ends at a best."""
+    space = template.space
+    points = [tuple(int(v) for v in p) for p in space.all_points()]
+    cost = np.array([table[p].cost if table[p].valid else np.inf for p in points])
+    valid = np.flatnonzero(np.isfinite(cost))
+    at_best = cost <= best * (1 + 1e-9)
+    out = {}
+    for label, reshape in (("exhaust", False), ("reshape", True)):
+        nxt = {}
+        steps_per = []
+        for f in valid:
+            steps = {space.flat(q) for q in edge_neighbours(space, points[f], any_order=True, reshape=reshape)}
+            steps_per.append(len(steps))
+            g = min(steps, key=lambda s: cost[s], default=None)
+            nxt[int(f)] = int(g) if g is not None and cost[g] < cost[f] else None
+        optima = [f for f, g in nxt.items() if g is None]
+        ends = {}
+        for f in nxt:
+            path = [f]
+            while nxt[path[-1]] is not None and path[-1] not in ends:
+                path.append(nxt[path[-1]])
+            end = ends.get(path[-1], path[-1])
+            for q in path:
+                ends[q] = end
+        out[label] = {"edge_steps_median": float(np.median(steps_per)), "local_optima": len(optima),
+                      "local_optima_near_not_best": sum(1 for f in optima if not at_best[f]
+                                                        and cost[f] <= best * (1 + NEAR)),
+                      "descent_to_best_share": float(np.mean([at_best[ends[f]] for f in nxt])),
+                      "near_descent_to_best_share": float(np.mean([at_best[ends[f]] for f in nxt
+                                                                   if cost[f] <= best * (1 + NEAR)]))}
+    return out
 
 
 _JOB: dict = {}
@@ -599,6 +638,9 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true",
                     help="run --runs seeds of --tuners on --layers one by one and print, per retraining, where the "
                          "best configurations rank under the annealer's score (no sweep)")
+    ap.add_argument("--edge-optima", action="store_true",
+                    help="per layer of --layers, the edge steps' local optima and greedy descents, with and without "
+                         "the constant-area reshape (no sweep)")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -665,6 +707,23 @@ def main() -> None:
                 print(f"    {w['rel_dev']:+.2%} (model {w['model']:,.0f})  {w['config']}")
         (RESULTS / f"{args.out}_simscan.json").write_text(json.dumps(scans, indent=2) + "\n")
         print(f"wrote {RESULTS / (args.out + '_simscan.json')}")
+        return
+    if args.edge_optima:
+        found = {}
+        print(f"\nedge steps (validity-edge-exhaust's; with the constant-area reshape): local optima among the valid "
+              f"configurations, those within {NEAR:.0%} of the best but not at it, and the share of valid (and of "
+              f"within-{NEAR:.0%}) configurations whose steepest descent over valid edge steps ends at a best")
+        for lid in layers:
+            template, table, best = _JOB[lid]
+            t0 = time.process_time()
+            found[lid] = got = edge_local_optima(template, table, best)
+            for label, r in got.items():
+                print(f"  {lid:>4} {label:<8} steps {r['edge_steps_median']:>5.0f}  local optima {r['local_optima']:>5}"
+                      f"  near, not best {r['local_optima_near_not_best']:>4}  descent to best "
+                      f"{r['descent_to_best_share']:>6.1%} (from within {NEAR:.0%}: {r['near_descent_to_best_share']:.1%})")
+            print(f"        ({time.process_time() - t0:.0f} CPU s)", flush=True)
+        (RESULTS / f"{args.out}_edge_optima.json").write_text(json.dumps(found, indent=2) + "\n")
+        print(f"wrote {RESULTS / (args.out + '_edge_optima.json')}")
         return
     if args.trace:
         traces = [trace_run(lid, t, seed, args.trials) for lid in layers for t in tuners for seed in range(args.runs)]

@@ -238,3 +238,44 @@ def test_a_measurement_step_that_does_not_divide_the_batch_is_refused():
     op = adopt_precision(conv2d("t", n=1, k=32, h=8, w=8, r=3, s=3, c=64, stride=1, padding=0), VTA)
     with pytest.raises(SpecError, match=r"--step: the measurement step must divide the batch of 50, got 15"):
         tune_operator(op, VTA, backend="model", batch_size=50, step=15)
+
+
+def test_a_reshape_keeps_the_tile_area_in_another_shape():
+    from accelmap.tune.tuners import edge_neighbours
+
+    # rows (divisors of 12) and columns (some divisors of 120): the 3x20 tile of 60 reshapes to 6x10 and 12x5 (4x15
+    # and 2x30 have no column option), which no index trade reaches (rows +2, columns -1 or rows +3, columns -2)
+    space = KnobSpace((Knob("tile_h", (1, 2, 3, 4, 6, 12), "split"), Knob("tile_w", (1, 2, 4, 5, 10, 20), "split"),
+                       Knob("order", ("a", "b"), "permutation")))
+    base = (2, 5, 0)
+    plain = edge_neighbours(space, base, any_order=True)
+    assert plain == [(1, 5, 0), (3, 5, 0), (2, 4, 0), (2, 5, 1), (3, 4, 0)]   # +-1 per knob, then the one trade
+    reshaped = edge_neighbours(space, base, any_order=True, reshape=True)
+    assert reshaped == plain + [(4, 4, 0), (5, 3, 0)]
+    # two tile levels: the product is kept level by level
+    two = KnobSpace((Knob("x", ((1, 2), (2, 1), (2, 2)), "split"), Knob("y", ((2, 1), (1, 2), (1, 1), (4, 1)), "split")))
+    assert edge_neighbours(two, (0, 0)) == [(1, 0), (0, 1)]
+    assert edge_neighbours(two, (0, 0), reshape=True) == [(1, 0), (0, 1), (1, 1), (2, 2)]   # (2,1)x(1,2), (2,2)x(1,1)
+
+
+def test_the_reshaping_tuner_exhausts_the_same_area_tiles_of_the_best():
+    space = KnobSpace((Knob("tile_h", (1, 2, 3, 4, 6, 12), "split"), Knob("tile_w", (1, 2, 4, 5, 10, 20), "split")))
+    always = lambda p: True                                   # noqa: E731
+    for reshape, expected in ((False, {(1, 5), (3, 5), (2, 4), (3, 4)}),
+                              (True, {(1, 5), (3, 5), (2, 4), (3, 4), (4, 4), (5, 3)})):
+        tuner = ValidityTuner(space, 0, always, plan_size=50,
+                              validity=ValiditySettings(presamples=1, edge_follow=2, edge_reshape=reshape))
+        tuner.update([(2, 5)], [Measurement((2, 5), True, 1.0)])
+        assert set(tuner.edge_steps(100, [(2, 5)])) == expected
+
+
+def test_a_reshape_over_the_threads_trades_a_thread_for_a_tile_twice_as_large():
+    from accelmap.tune.tuners import edge_neighbours
+
+    # each virtual thread owns a tile: 2 threads of 1 output block use the buffer as 1 thread of 2 blocks
+    space = KnobSpace((Knob("tile_co", (1, 2, 4), "split"), Knob("tile_h", (1, 7), "split"),
+                       Knob("oc_nthread", (1, 2), "threads")))
+    base = (0, 1, 1)
+    assert (1, 1, 0) not in edge_neighbours(space, base, reshape=True)
+    assert set(edge_neighbours(space, base, reshape="threads")) - set(edge_neighbours(space, base, reshape=True)) \
+        == {(1, 1, 0)}

@@ -16,7 +16,8 @@
   best-scored configurations one step from the best measured ones, a step being one knob +-1 or a trade of
   two tile sizes; ``ValiditySettings.edge_walk``); ``validity-edge-follow`` also follows a new best inside an
   epoch, and ``validity-edge-exhaust`` builds edge steps before measuring them and leads every step with the
-  best's unmeasured edge steps until none is left.
+  best's unmeasured edge steps until none is left; ``validity-edge-reshape`` adds steps that keep a tile's area in
+  another shape (``edge_neighbours``), and ``validity-edge-reshape-threads`` counts the virtual threads as tile sizes.
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -38,7 +39,8 @@ from accelmap.tune.presample import presample, select_spread
 
 Point = tuple[int, ...]
 TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
-          "validity-edge-follow", "validity-edge-exhaust", "optuna")
+          "validity-edge-follow", "validity-edge-exhaust", "validity-edge-reshape",
+          "validity-edge-reshape-threads", "optuna")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,9 @@ class ValiditySettings:
     # a loop order (a knob of kind "permutation", whose options have no order) steps to any other order, not only to
     # the next index: a near-tie of the best often has the same tiles in another order
     edge_any_order: bool = False
+    # a pair of tile sizes steps to any other pair of the same product (``edge_neighbours``' reshape): the tile keeps
+    # its area, and so stays on the valid region's edge, in another shape; "threads": the virtual threads too
+    edge_reshape: bool | str = False
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
@@ -120,6 +125,70 @@ EDGE_FOLLOW = ValiditySettings(edge_walk=10, edge_follow=5, follow_first_epoch=T
 # ``validity-edge-exhaust``: ``validity-edge-follow`` measuring only edge steps that build, every step led by the
 # best's unmeasured edge steps until none is left (from the first improvement on), a loop order stepping to any other
 EDGE_EXHAUST = replace(EDGE_FOLLOW, edge_check=True, edge_exhaust="all", edge_any_order=True)
+# ``validity-edge-reshape``: ``validity-edge-exhaust`` whose edge steps also reshape a tile at constant area
+EDGE_RESHAPE = replace(EDGE_EXHAUST, edge_reshape=True)
+# ``validity-edge-reshape-threads``: and the reshape over the virtual threads too
+EDGE_RESHAPE_THREADS = replace(EDGE_EXHAUST, edge_reshape="threads")
+
+
+def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, reshape: bool | str = False) -> list[Point]:
+    """The configurations one edge step from ``base`` (in this order, repeats possible): one knob +-1 (a Manhattan
+    neighbour); with ``any_order`` a loop order (a knob of kind "permutation") set to any other order; a trade of two
+    tile sizes (one split knob's option index +1, another's -1); with ``reshape`` two tile sizes set to any other
+    pair of options whose product is the same at every tile level (the tile keeps its area in another shape).
+
+    Why a reshape: the valid region's edge is where a buffer is full (the dissertation's Sec. 5.1: the best
+    configurations lie on it), and a buffer's use grows with the product of the tile sizes, so the edge is, in
+    the log of the tile sizes, close to a plane of constant sum. An index trade moves along that plane only where
+    the two knobs' divisors grow at the same rate; a reshape moves along it exactly, by any ratio (a 3x20 tile of
+    rows and columns to 6x10, 12x5 or 4x15), so that a run on a near-best tile reaches the best tile of the same
+    area in one step instead of several steps off the edge. With ``reshape="threads"`` the knobs of kind "threads"
+    join the pairs: a virtual thread owns a tile of its own, so two threads of a tile fill a buffer as one thread of a
+    tile twice as large (on a target with ``cores`` that knob is of that kind too, and a reshape over it is one more
+    step, not one of constant area)."""
+    steps = list(space.neighbours(base))
+    if any_order:
+        steps += [base[:a] + (v,) + base[a + 1:] for a, knob in enumerate(space.knobs) if knob.kind == "permutation"
+                  for v in range(space.shape[a]) if abs(v - base[a]) > 1]
+    splits = [a for a, knob in enumerate(space.knobs) if knob.kind == "split" and space.shape[a] > 1]
+    for i in splits:
+        for j in splits:
+            if i != j and base[i] + 1 < space.shape[i] and base[j] >= 1:
+                trade = list(base)
+                trade[i] += 1
+                trade[j] -= 1
+                steps.append(tuple(trade))
+    if reshape:
+        sized = splits + ([a for a, knob in enumerate(space.knobs) if knob.kind == "threads" and space.shape[a] > 1]
+                          if reshape == "threads" else [])
+        for x, i in enumerate(sized):
+            for j in sized[x + 1:]:
+                steps += _reshapes(space, base, i, j)
+    return steps
+
+
+def _levels(option) -> tuple[int, ...]:
+    """A split option's factors per tile level (one level: the factor itself)."""
+    return tuple(option) if isinstance(option, tuple) else (int(option),)
+
+
+def _reshapes(space: KnobSpace, base: Point, i: int, j: int) -> list[Point]:
+    """``base`` with knobs ``i`` and ``j`` set to every other pair of options whose factors multiply to the same
+    product at every tile level."""
+    area = [a * b for a, b in zip(_levels(space.knobs[i].options[base[i]]),
+                                  _levels(space.knobs[j].options[base[j]]), strict=True)]
+    index_j = {_levels(o): c for c, o in enumerate(space.knobs[j].options)}
+    out = []
+    for c_i, option in enumerate(space.knobs[i].options):
+        f_i = _levels(option)
+        if c_i == base[i] or any(p % f for p, f in zip(area, f_i, strict=True)):
+            continue
+        c_j = index_j.get(tuple(p // f for p, f in zip(area, f_i, strict=True)))
+        if c_j is not None:
+            step = list(base)
+            step[i], step[j] = c_i, c_j
+            out.append(tuple(step))
+    return out
 
 
 class Tuner:
@@ -424,22 +493,10 @@ class ValidityTuner(ModelTuner):
         if bases is None:
             ranked = sorted((c, f) for f, c in zip(self.xs, self.costs, strict=True) if c is not None)
             bases = [self.space.point(f) for _, f in ranked[:self.validity.edge_bases]]
-        splits = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "split" and self.space.shape[a] > 1]
         cand: dict[int, None] = {}
-        orders = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "permutation"]
         for b in bases:
-            steps = list(self.space.neighbours(b))
-            if self.validity.edge_any_order:
-                steps += [b[:a] + (v,) + b[a + 1:] for a in orders for v in range(self.space.shape[a])
-                          if abs(v - b[a]) > 1]
-            for i in splits:
-                for j in splits:
-                    if i != j and b[i] + 1 < self.space.shape[i] and b[j] >= 1:
-                        trade = list(b)
-                        trade[i] += 1
-                        trade[j] -= 1
-                        steps.append(tuple(trade))
-            for q in steps:
+            for q in edge_neighbours(self.space, b, any_order=self.validity.edge_any_order,
+                                     reshape=self.validity.edge_reshape):
                 f = self.space.flat(q)
                 if f not in self.visited and f not in self.known_invalid:
                     cand[f] = None
@@ -576,7 +633,8 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
         if is_valid is None:
             raise ValueError("the validity tuner needs a validity check")
         edge_settings = {"validity-edge": EDGE_WALK, "validity-edge-follow": EDGE_FOLLOW,
-                         "validity-edge-exhaust": EDGE_EXHAUST}
+                         "validity-edge-exhaust": EDGE_EXHAUST, "validity-edge-reshape": EDGE_RESHAPE,
+                         "validity-edge-reshape-threads": EDGE_RESHAPE_THREADS}
         if name in edge_settings:
             edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=edge_settings[name])
             edge.name = name
