@@ -11,6 +11,7 @@ from accelmap.cli import main
 from accelmap.dse.design import make_design
 from accelmap.dse.space import load_space, space_from_dict
 from accelmap.errors import SpecError
+from accelmap.search import pinned_cases, pinned_stall
 from accelmap.search.mapper import map_operator
 from accelmap.workload.constructors import gemm
 
@@ -146,7 +147,10 @@ PE_SPACE = {
 }
 
 
-def test_cli_root_bounds_prune_a_configuration_no_better_at_its_optimum(tmp_path):
+def test_cli_root_bounds_prune_a_configuration_no_better_at_its_optimum(tmp_path, monkeypatch):
+    # Rule B33's cases off (the certified bound as before them): with them rule H's bound alone prunes the 1-word
+    # input buffer (its register refills at every step) and rule R, the subject here, is left nothing to prune.
+    monkeypatch.setattr(pinned_cases.PinnedCases, "cases", pinned_stall.PinnedStall.cases)
     (tmp_path / "pe.yaml").write_text(PE)
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(PE_SPACE))
     (tmp_path / "g.yaml").write_text("name: g\ngemm: {m: 2, n: 2, k: 2}\n")

@@ -11,6 +11,7 @@ from accelmap.cost.model import evaluate
 from accelmap.dse.capacity_bound import _fill_evenly, _multiplicity, capacity_energy_bound, pe_levels
 from accelmap.dse.memory_search import co_search, config_arch, grid_search, lower_bound
 from accelmap.errors import AccelmapError
+from accelmap.search import pinned_cases, pinned_stall
 from accelmap.search.baselines import search_random
 from accelmap.workload.constructors import conv2d, gemm
 
@@ -85,8 +86,11 @@ def test_capacity_bound_is_below_every_mapping_on_every_configuration(setup):
     assert small > 2 * large
 
 
-def test_co_search_with_rule_c_keeps_the_grid_optimum_and_prunes(setup):
+def test_co_search_with_rule_c_keeps_the_grid_optimum_and_prunes(setup, monkeypatch):
     base, op, configs, costs = setup
+    # Rule B33's cases off (rule H's bound as before them): with them H alone prunes what C pruned here (a
+    # one-word buffer refills at every step), and C, the subject, has nothing left to add on this grid.
+    monkeypatch.setattr(pinned_cases.PinnedCases, "cases", pinned_stall.PinnedStall.cases)
 
     def mapper(c, arch):
         ok = costs[c]
