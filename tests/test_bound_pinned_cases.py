@@ -7,22 +7,17 @@ the exhaustive optimum where the rule raises the bounds, and edge_tpu_like's cer
 from __future__ import annotations
 
 import math
-import random
 
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
-from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search import pinned_cases, pinned_stall, search_exhaustive
 from accelmap.search.bounds import chain_options
 from accelmap.search.exact import search_exact
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.spatial import certified_lower_bound, enumerate_spatial, unrolling_bounds, unrolling_of
+from accelmap.search.spatial import certified_lower_bound, enumerate_spatial, unrolling_bounds
 from accelmap.workload import conv2d, gemm
-from strategies import random_operator
-from test_bound_pinned_stall import REGISTERS
+from test_bound_pinned_stall import REGISTERS, own_unrolling_cases
 
 
 def _without_rule(patch):
@@ -33,20 +28,10 @@ def test_paired_cases_never_exceed_the_objective(monkeypatch):
     """Each scalar objective: the paired S1 bound of a mapping's own unrolling (and, on some, the certificate) is at
     most the mapping's objective, on random mappings (perfect, imperfect, padded) of edge_tpu_like and the register
     machine; the rule raises the EDP bound of many of them."""
-    rng = random.Random(7)
     checked = raised = 0
-    for n in range(16):
-        arch = get_accelerator("edge_tpu_like") if n % 2 else REGISTERS
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=n % 3 == 0)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m, check=False)
-        every = Constraints()
-        chains = chain_options(op, keep_options(op, arch, every))
-        space = enumerate_spatial(op, arch, Constraints(spatial=unrolling_of(arch, m)), max_dims=len(op.dim_names),
-                                  pad="every")
+    every = Constraints()
+    for n, arch, op, m, res, chains, space in own_unrolling_cases(7, [REGISTERS, get_accelerator("edge_tpu_like")],
+                                                                   16, 3):
         for objective in ("energy", "latency", "edp"):
             value = scalar(objective, res.energy_total, res.latency)
             assert scalar(objective, *unrolling_bounds(op, arch, space, chains, objective))[0] <= value * (1 + 1e-9), \

@@ -166,24 +166,32 @@ def test_exact_search_equals_exhaustive_where_the_rule_fires(monkeypatch):
         assert certified_lower_bound(op, REGISTERS, Constraints(), chains, objective)[0] <= best * (1 + 1e-9)
 
 
+def own_unrolling_cases(seed: int, archs: list, count: int, imperfect_every: int):
+    """Random mappings (perfect, imperfect every ``imperfect_every``-th, padded) on ``archs`` in turn, each with its
+    cost, the operand chains and the space of its own unrolling alone: (n, arch, op, mapping, cost, chains, space)."""
+    rng = random.Random(seed)
+    for n in range(count):
+        arch = archs[n % len(archs)]
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=n % imperfect_every == 0)
+        except MappingError:
+            continue
+        res = evaluate(op, arch, m, check=False)
+        chains = chain_options(op, keep_options(op, arch, Constraints()))
+        space = enumerate_spatial(op, arch, Constraints(spatial=unrolling_of(arch, m)), max_dims=len(op.dim_names),
+                                  pad="every")
+        yield n, arch, op, m, res, chains, space
+
+
 def test_paired_unrolling_bounds_never_exceed_the_objective():
     """Rule B25: for each scalar objective, the paired S1 bound of a mapping's own unrolling (E1's ranking and cut)
     and the certificate are at most the objective of random mappings (perfect, imperfect, padded) of edge_tpu_like,
     simba_like and the register machine; on some the pairing raises the EDP bound over the unpaired one."""
-    rng = random.Random(11)
     checked = raised = 0
-    for n in range(36):
-        arch = [get_accelerator("edge_tpu_like"), get_accelerator("simba_like"), REGISTERS][n % 3]
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=n % 4 == 0)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m, check=False)
-        every = Constraints()
-        chains = chain_options(op, keep_options(op, arch, every))
-        space = enumerate_spatial(op, arch, Constraints(spatial=unrolling_of(arch, m)), max_dims=len(op.dim_names),
-                                  pad="every")
+    every = Constraints()
+    archs = [get_accelerator("edge_tpu_like"), get_accelerator("simba_like"), REGISTERS]
+    for _, arch, op, m, res, chains, space in own_unrolling_cases(11, archs, 36, 4):
         assert len(space.pes) == 1
         for objective in ("energy", "latency", "edp"):
             value = scalar(objective, res.energy_total, res.latency)
