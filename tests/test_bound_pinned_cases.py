@@ -10,14 +10,13 @@ import math
 
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
-from accelmap.search import pinned_cases, pinned_stall, search_exhaustive
+from accelmap.search import pinned_cases, pinned_stall
 from accelmap.search.bounds import chain_options
-from accelmap.search.exact import search_exact
 from accelmap.search.objective import scalar
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import certified_lower_bound, enumerate_spatial, unrolling_bounds
 from accelmap.workload import conv2d, gemm
-from test_bound_pinned_stall import REGISTERS, own_unrolling_cases
+from test_bound_pinned_stall import REGISTERS, assert_exact_equals_exhaustive, own_unrolling_cases
 
 
 def _without_rule(patch):
@@ -61,13 +60,7 @@ def test_exact_search_equals_exhaustive_where_the_rule_raises_the_bounds(monkeyp
         _without_rule(patch)
         without = scalar("edp", *unrolling_bounds(op, REGISTERS, space, chains, "edp"))
     assert (with_rule >= without * (1 - 1e-12)).all() and (with_rule > without * (1 + 1e-9)).any()
-    front, st_ref = search_exhaustive(op, REGISTERS, "pareto", time_limit=120)
-    assert not st_ref.extra.get("timed_out") and front
-    for objective in ("energy", "latency", "edp"):
-        best = min(scalar(objective, f.result.energy_total, f.result.latency) for f in front)
-        got, st_got = search_exact(op, REGISTERS, objective, heuristic=False, time_limit=120)
-        assert st_got.extra["proven"] and math.isclose(got[0].value, best, rel_tol=1e-9), objective
-        assert certified_lower_bound(op, REGISTERS, Constraints(), chains, objective)[0] <= best * (1 + 1e-9)
+    assert_exact_equals_exhaustive(op, REGISTERS, chains)
 
 
 def test_the_rule_raises_edge_tpu_likes_certificate(monkeypatch):
