@@ -17,13 +17,15 @@ import math
 
 from accelmap.mapping.loopnest import Loop
 
-# The most orders of the outermost level bounded one by one (four loops).
-MAX_OUTER_ORDERS = 24
+# The most orders of the outermost level bounded one by one (three loops). With four (24 orders) the per-order bounds
+# cost six times the node bound on vta_like ResNet-18 layer2.0.conv1 and the exact search lost its proof there at
+# 10 s (proven in 4.8 CPU s before B30, not in 10 s with 24, proven in 4.9 s with 6; conv1 8.6 s).
+MAX_OUTER_ORDERS = 6
 
 
 def outer_order_nests(fixed: tuple[Loop, ...], level: int) -> list[tuple[Loop, ...]] | None:
     """``fixed`` with the temporal loops (bound above 1) of the outermost level ``level`` in each of their orders,
-    every other loop as it is; None unless ``level`` is 0 with two to four such loops."""
+    every other loop as it is; None unless ``level`` is 0 with two or three such loops."""
     if level != 0:
         return None
     slots = [i for i, l in enumerate(fixed) if l.level == 0 and not l.spatial and l.bound > 1]
