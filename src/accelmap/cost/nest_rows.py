@@ -180,6 +180,9 @@ class NestRows:
         self._loads: dict[tuple, tuple | None] = {}   # (level, operand): loads per class; ("burst", level)
         self._moving: dict[tuple[frozenset[str], int], np.ndarray] = {}   # (dims, level): loops moving a tile
         self._footprints: dict[str, int] = {}
+        self._above: dict[int, list[int]] = {}
+        self._steps: dict[int, np.ndarray] = {}
+        self._memo: dict[tuple, object] = {}   # latency terms that depend on the nest and its keep only
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
@@ -222,8 +225,21 @@ class NestRows:
         return self._sizes[key]
 
     def above(self, c: int) -> list[int]:
-        """Temporal slots above level c (a prefix of all temporal slots)."""
-        return [j for j in self.temporal_slots if self.structure[j][1] < c]
+        """Temporal slots above level c (a prefix of all temporal slots; cached: the latency terms ask for it
+        hundreds of times per call). Callers must not modify the list."""
+        out = self._above.get(c)
+        if out is None:
+            out = self._above[c] = [j for j in self.temporal_slots if self.structure[j][1] < c]
+        return out
+
+    def steps(self, c: int) -> np.ndarray:
+        """Iterations of the temporal loops above level c per row (its tiles over the run, counting every
+        loop position), read-only and cached."""
+        out = self._steps.get(c)
+        if out is None:
+            out = self._steps[c] = np.prod(self.B[:, self.above(c)], axis=1)
+            out.flags.writeable = False
+        return out
 
     def classes(self, c: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Transition classes of level c's tiles, one row of the matrices per temporal loop above
