@@ -632,8 +632,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
     nest and level): steps, edge cases, per case the window's loads (classes x rows, with the
     shared port's), rows that load, the window in steps, classes that move a loading stream."""
     n = nest.n
-    above = nest.above(c)
-    steps = np.prod(nest.B[:, above], axis=1)
+    steps = nest.steps(c)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
     total_load = [np.zeros(cnt.shape) for _ in cases]
@@ -675,7 +674,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
             if lvl != c:
                 other = _stream_loads(nest, keep, counts, lvl, nest.op.operand(name))
                 if other is not None:   # periods compared as shares of the run
-                    o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
+                    o_steps = nest.steps(lvl)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
     early = [(f + np.where(f > 0, shared / steps * window, 0.0), r) for f, r in zip(every, pre, strict=True)]
@@ -720,7 +719,7 @@ def _chains(nest: NestRows, keep, counts) -> list[tuple]:
         return cached  # type: ignore[return-value]
     n = nest.n
     found = []
-    steps = np.prod(nest.B[:, nest.temporal_slots], axis=1) if nest.temporal_slots else np.ones(n, np.int64)
+    steps = nest.temporal        # every temporal loop's iterations
     for X in nest.op.operands:
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         mean: dict[int, np.ndarray] = {}
@@ -894,7 +893,8 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     found, size, stride, bound, ext, dim, slot = positions
     # equal tiles pair up into the two-half cycle unless another operand's loads, queued on the same
     # load unit, fall on some positions only (its tile changes when the walk starts over)
-    walk_dim_all = [list(nest.op.output.dims)[i] if i >= 0 else "" for i in dim.tolist()]
+    out_dims = list(nest.op.output.dims)
+    walk_dim_all = [out_dims[i] if i >= 0 else "" for i in dim.tolist()]
     rare = np.zeros(n, dtype=bool)
     for dims, mv in inputs:
         rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
@@ -903,7 +903,6 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     # leaves the output tiles equal but shrinks the other operands' loads for whole runs of the walk: the
     # halves settle at each run's own rate (the load unit may pace one run and the halves' cycle the other).
     above = nest.above(c)
-    out_dims = list(nest.op.output.dims)
     pos = np.full(len(nest.structure) + 1, -1)       # (a nest with no loop at all: slot -1 reads the extra entry)
     pos[above] = np.arange(len(above))
     walk_k = np.where(slot >= 0, pos[slot], -1)      # the walked loop's index in ``above``
@@ -1149,11 +1148,20 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
     cur = np.where(rest, cur + left, cur)
     S = np.concatenate([S, np.array(new_s)])
     E = np.concatenate([E, np.array(new_e)])
-    order = np.argsort(S, axis=0, kind="stable")
-    cols = np.arange(S.shape[1])      # (``take_along_axis`` by plain indexing: its Python wrapper costs more here)
-    S, E = S[order, cols], E[order, cols]
+    # Rows empty in every column (no interval: +inf, in S and E alike) end up last and are dropped: drop them
+    # before sorting (often every new gap row), and sort only where some column is out of order (a stable sort
+    # of ordered columns changes nothing).
     keep = ~np.all(np.isinf(S), axis=1)
-    port[name] = (S[keep], E[keep])
+    if not keep.all():
+        S, E = S[keep], E[keep]
+    if len(S) > 1 and (S[1:] < S[:-1]).any():
+        order = np.argsort(S, axis=0, kind="stable")
+        cols = np.arange(S.shape[1])      # (``take_along_axis`` by plain indexing: its Python wrapper costs more here)
+        S, E = S[order, cols], E[order, cols]
+        keep = ~np.all(np.isinf(S), axis=1)
+        if not keep.all():
+            S, E = S[keep], E[keep]
+    port[name] = (S, E)
     return cur
 
 
@@ -1609,7 +1617,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         loads = _stream_loads(nest, keep, counts, c, op.output)
         if par not in drain_holds or reload is None or loads is None:
             continue
-        ahead = busy / np.prod(nest.B[:, nest.above(c)], axis=1) * loads[2]
+        ahead = busy / nest.steps(c) * loads[2]
         wait = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
         blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
                                      np.maximum(out_tiles[par] - 1, 0) * np.maximum(wait, 0.0), 0.0)
@@ -1621,8 +1629,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
     if tiles_at and epi:
-        above = nest.above(max(tiles_at))
-        steps = np.prod(nest.B[:, above], axis=1) if above else np.ones(n, dtype=np.int64)
+        steps = nest.steps(max(tiles_at))
         step = compute / steps
         last_drain = np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
@@ -1639,14 +1646,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             # strictly inside that tile (their share of the run beyond one of their periods) may
             # run beside its steps. No stream with a period: the port's loads, then one step.
             tail = total + step
+            finite = {k: (np.isfinite(q), np.where(np.isfinite(q), q, 0.0)) for k, q in periods.items()}
             for key, per in periods.items():
-                has = np.isfinite(per)
+                has = finite[key][0]
                 p_s = np.where(has, per, 1.0)
                 inside = zeros()
-                for k, q in periods.items():
+                for k, (fin, q0) in finite.items():
                     if k != key:
-                        inside = inside + np.where(np.isfinite(q), load_time[name][k] * np.maximum(
-                            p_s - np.where(np.isfinite(q), q, 0.0), 0.0) / steps, 0.0)
+                        inside = inside + np.where(fin, load_time[name][k] * np.maximum(p_s - q0, 0.0) / steps, 0.0)
                 # drains pace those steps where more than one output tile falls in that last tile
                 paced = busy
                 for bound, tiles in drain_paces:
