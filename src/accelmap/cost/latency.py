@@ -148,7 +148,7 @@ def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarr
     every advance of a temporal loop above c that moves it (its own dim is the operand's, or a loop
     inside it over the operand's dims has a bound above 1 and resets). Cached on the nest (read-only)."""
     key = ("transfers", dims, c)
-    out = nest._memo.get(key)
+    out = nest._geo.get(key)
     if out is None:
         if not nest.above(c):
             out = np.ones(nest.n, dtype=np.int64)
@@ -156,7 +156,7 @@ def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarr
             cnt, _ = nest.classes(c)
             out = 1 + (_moving_loops(nest, dims, c) * cnt.T).sum(axis=1)
         out.flags.writeable = False
-        nest._memo[key] = out
+        nest._geo[key] = out
     return out
 
 
@@ -173,7 +173,7 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
         if len(js) > 1:
             nest.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
     nest.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
-    nest._classes, nest._all_classes, nest._moving, nest._above, nest._memo = {}, None, {}, {}, {}
+    nest._classes, nest._all_classes, nest._moving, nest._above, nest._geo = {}, None, {}, {}, {}
     return int(tile_transfer_rows(nest, dims, level)[0])
 
 
@@ -527,11 +527,11 @@ def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
     """Steps (iterations of the loops above c) a tile over ``dims`` stays at level c: the product of
     the innermost loops above c that do not move it. Cached on the nest (read-only)."""
     key = ("period", dims, c)
-    out = nest._memo.get(key)
+    out = nest._geo.get(key)
     if out is None:
         out = np.prod(np.where(_moving_loops(nest, dims, c), 1, nest.B[:, nest.above(c)]), axis=1)
         out.flags.writeable = False
-        nest._memo[key] = out
+        nest._geo[key] = out
     return out
 
 

@@ -63,7 +63,7 @@ def transfer_sizes(nest: NestRows, X: Operand, c: int, instances) -> tuple[np.nd
     instance, then each transition class whose delta is not empty as often as it occurs per instance,
     each carrying its elements (the first instance's tile and deltas)."""
     key = ("transfer sizes", X.name, c)
-    cached = nest._memo.get(key)
+    cached = nest._geo.get(key)
     if cached is None:
         # per nest, level and operand (a level's stream from its parent and its parent's stream towards it
         # ask for the same transfers, scaled by different instances)
@@ -72,7 +72,7 @@ def transfer_sizes(nest: NestRows, X: Operand, c: int, instances) -> tuple[np.nd
         cached = (np.vstack([np.ones((1, nest.n)), cnt * (dl > 0)]), np.vstack([full[None, :], dl]).astype(np.float64))
         for a in cached:
             a.flags.writeable = False
-        nest._memo[key] = cached
+        nest._geo[key] = cached
     each, shares = cached  # type: ignore[misc]
     return each * instances, shares
 
