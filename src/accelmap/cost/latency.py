@@ -191,7 +191,7 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     if out is None:
         out = nest._memo[key] = _overlapping(nest, keep, c)
         out.flags.writeable = False
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
@@ -716,7 +716,7 @@ def _chains(nest: NestRows, keep, counts) -> list[tuple]:
     key = ("chains",)
     cached = nest._memo.get(key)
     if cached is not None:
-        return cached  # type: ignore[return-value]
+        return cached
     n = nest.n
     found = []
     steps = nest.temporal        # every temporal loop's iterations

@@ -73,7 +73,7 @@ def transfer_sizes(nest: NestRows, X: Operand, c: int, instances) -> tuple[np.nd
         for a in cached:
             a.flags.writeable = False
         nest._geo[key] = cached
-    each, shares = cached  # type: ignore[misc]
+    each, shares = cached
     return each * instances, shares
 
 

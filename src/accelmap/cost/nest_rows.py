@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -185,8 +186,8 @@ class NestRows:
         self._footprints: dict[str, int] = {}
         self._above: dict[int, list[int]] = {}
         self._steps: dict[int, np.ndarray] = {}
-        self._memo: dict[tuple, object] = {}   # latency terms that depend on the nest and its keep only
-        self._geo: dict[tuple, object] = {}    # ... and those that depend on the nest alone
+        self._memo: dict[tuple, Any] = {}   # latency terms that depend on the nest and its keep only
+        self._geo: dict[tuple, Any] = {}    # ... and those that depend on the nest alone
 
     # What depends on the loops alone (not on which operands each level keeps, nor on the counts): a nest of the
     # same operator, accelerator and loops shares it (``of_mapping``).
