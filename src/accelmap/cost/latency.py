@@ -390,7 +390,7 @@ def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
     advances. Loops' positions are independent, so the edge dims' cases multiply. Perfect rows: one
     case of weight 1."""
     key = ("edge states", levels)
-    cached = nest._loads.get(key)
+    cached = nest._geo.get(key)       # the loops alone decide them
     if cached is not None:
         return cached
     cnt, _ = nest.classes(max(levels))
@@ -418,7 +418,7 @@ def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
     out = (dims, tuple(cases))
-    nest._loads[key] = out
+    nest._geo[key] = out
     return out
 
 
@@ -776,7 +776,15 @@ def _position_sums(size, stride, ext, bound):
 def _output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
     """The innermost temporal loop above c over an output dim (bound above 1) per row: (found,
     the dim's size, the loop's stride and bound, the tile's extent at c, the dim's index in the
-    output's dims, its slot). Consecutive output tiles of c walk its positions."""
+    output's dims, its slot). Consecutive output tiles of c walk its positions. Cached on the nest's geometry."""
+    key = ("output positions", c)
+    cached = nest._geo.get(key)
+    if cached is None:
+        cached = nest._geo[key] = _find_output_positions(nest, c)
+    return cached
+
+
+def _find_output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
     op, n = nest.op, nest.n
     out_dims = list(op.output.dims)
     found = np.zeros(n, dtype=bool)
