@@ -109,9 +109,16 @@ class Level:
         the stream (K x rows arrays; a transfer's elements are ``shares[k] x stream / sum(counts x
         shares)``). Each transfer is rounded up to whole granules on its own, as ZigZag rounds every
         transfer period; by the bit without a granularity."""
-        g = self.access_granularity_bits
-        if g is None:
+        if self.access_granularity_bits is None:
             return elements * bits
+        return self.charged_bits_of_granules(elements, bits, self.transfer_granules(bits, stream, counts, shares))
+
+    def transfer_granules(self, bits: int, stream, counts, shares) -> tuple:
+        """What ``charged_bits_per_transfer`` needs of a stream whatever the elements charged (the model charges
+        several counts against one stream): (rows where it moves data, its elements or 1, the granules of its
+        transfers). The level must have an access granularity."""
+        g = self.access_granularity_bits
+        assert g is not None
         counts = np.asarray(counts, dtype=np.float64)
         shares = np.asarray(shares, dtype=np.float64)
         total = (counts * shares).sum(axis=0)
@@ -120,7 +127,14 @@ class Level:
         # elements per share: a whole number wherever every instance moves the same (exact then)
         per_share = np.where(ok, st, 1.0) / np.where(ok, total, 1.0)
         granules = (counts * np.ceil(shares * per_share * bits / g)).sum(axis=0)
-        return np.where(ok, np.asarray(elements, dtype=np.float64) / np.where(ok, st, 1.0) * granules * g,
+        return ok, np.where(ok, st, 1.0), granules
+
+    def charged_bits_of_granules(self, elements, bits: int, granules: tuple):
+        """``charged_bits_per_transfer`` from the stream's ``transfer_granules``."""
+        g = self.access_granularity_bits
+        assert g is not None
+        ok, per, n = granules
+        return np.where(ok, np.asarray(elements, dtype=np.float64) / per * n * g,
                         np.asarray(elements, dtype=np.float64) * bits)
 
     @property

@@ -146,12 +146,18 @@ def _moving_loops(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
 def tile_transfer_rows(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
     """Tiles of an operand over ``dims`` that level c receives per row: one at the start, and one at
     every advance of a temporal loop above c that moves it (its own dim is the operand's, or a loop
-    inside it over the operand's dims has a bound above 1 and resets)."""
-    above = nest.above(c)
-    if not above:
-        return np.ones(nest.n, dtype=np.int64)
-    cnt, _ = nest.classes(c)
-    return 1 + (_moving_loops(nest, dims, c) * cnt.T).sum(axis=1)
+    inside it over the operand's dims has a bound above 1 and resets). Cached on the nest (read-only)."""
+    key = ("transfers", dims, c)
+    out = nest._geo.get(key)
+    if out is None:
+        if not nest.above(c):
+            out = np.ones(nest.n, dtype=np.int64)
+        else:
+            cnt, _ = nest.classes(c)
+            out = 1 + (_moving_loops(nest, dims, c) * cnt.T).sum(axis=1)
+        out.flags.writeable = False
+        nest._geo[key] = out
+    return out
 
 
 def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -> int:
@@ -167,7 +173,7 @@ def tile_transfers(op: Operator, m: Mapping, dims: frozenset[str], level: int) -
         if len(js) > 1:
             nest.stride[:, js[:-1]] = np.cumprod(B[:, js[:0:-1]], axis=1)[:, ::-1]
     nest.temporal_slots = [j for j, s in enumerate(structure) if s[2] is None]
-    nest._classes, nest._all_classes, nest._moving = {}, None, {}
+    nest._classes, nest._all_classes, nest._moving, nest._above, nest._geo = {}, None, {}, {}, {}
     return int(tile_transfer_rows(nest, dims, level)[0])
 
 
@@ -179,7 +185,16 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     fit (in its capacity, or in each class's partition) or, refilled while read
     (``refill_while_read``), whose tiles are each read through once (``_read_once``), or a level that streams its tiles
     (``stream_single_tile``) and keeps one tile of every operand for the whole run: it never
-    changes tiles, so it needs no second buffer to stream them."""
+    changes tiles, so it needs no second buffer to stream them. Cached on the nest (read-only)."""
+    key = ("overlapping", c)
+    out = nest._memo.get(key)
+    if out is None:
+        out = nest._memo[key] = _overlapping(nest, keep, c)
+        out.flags.writeable = False
+    return out
+
+
+def _overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
     lv = nest.arch.levels[c]
     if lv.refills_during_compute:
         return np.ones(nest.n, dtype=bool)
@@ -191,7 +206,7 @@ def overlapping(nest: NestRows, keep, c: int) -> np.ndarray:
         nest._fits[("one tile", c)] = one
     one_tile = nest._fits.get(("one tile", c), np.zeros(nest.n, dtype=bool))
     if not lv.double_buffered_when_fits:
-        return one_tile
+        return one_tile.copy()
     if c not in nest._fits:
         use: dict[str | None, np.ndarray] = {}
         for X in nest.op.operands:
@@ -336,23 +351,29 @@ def _drain_run(nest: NestRows, keep, c: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _period_share(nest: NestRows, keep, X, c: int) -> np.ndarray:
     """The share of the run one of X's tiles at level c stays (its period over the run's tiles), per
-    row; for a streamed tile its driver's; infinite where the tile never changes."""
+    row; for a streamed tile its driver's; infinite where the tile never changes. Cached on the nest (read-only)."""
+    key = ("period share", X.name, c)
+    cached = nest._memo.get(key)
+    if cached is not None:
+        return cached
     n = nest.n
     share = np.full(n, np.inf)
     if nest.above(c):
-        tiles_c = np.prod(nest.B[:, nest.above(c)], axis=1)
+        tiles_c = nest.steps(c)
         share = np.where(tiles_c > 1, _period(nest, X.dims, c) / tiles_c, np.inf)
     streams = streamed_tile(nest, keep, X, c)[0]
     if streams.any():
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         d, per_d, pending = chain[chain.index(c) + 1], np.full(n, np.inf), streams.copy()
         while pending.any():
-            tiles_d = np.prod(nest.B[:, nest.above(d)], axis=1)
+            tiles_d = nest.steps(d)
             here = pending & ~streamed_tile(nest, keep, X, d)[0] & (tiles_d > 1)
             per_d = np.where(here, _period(nest, X.dims, d) / tiles_d, per_d)
             pending &= streamed_tile(nest, keep, X, d)[0]
             d = chain[chain.index(d) + 1] if pending.any() else d
         share = np.where(streams, per_d, share)
+    share.flags.writeable = False
+    nest._memo[key] = share
     return share
 
 
@@ -369,7 +390,7 @@ def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
     advances. Loops' positions are independent, so the edge dims' cases multiply. Perfect rows: one
     case of weight 1."""
     key = ("edge states", levels)
-    cached = nest._loads.get(key)
+    cached = nest._geo.get(key)       # the loops alone decide them
     if cached is not None:
         return cached
     cnt, _ = nest.classes(max(levels))
@@ -397,7 +418,7 @@ def _edge_states(nest: NestRows, levels: tuple[int, ...]) -> tuple:
             split.append((w * (1.0 - p), over))
         cases = [(w, over) for w, over in split if (w > 0).any()]
     out = (dims, tuple(cases))
-    nest._loads[key] = out
+    nest._geo[key] = out
     return out
 
 
@@ -504,8 +525,14 @@ def _last_tile(nest: NestRows, X, c: int) -> np.ndarray:
 
 def _period(nest: NestRows, dims: frozenset[str], c: int) -> np.ndarray:
     """Steps (iterations of the loops above c) a tile over ``dims`` stays at level c: the product of
-    the innermost loops above c that do not move it."""
-    return np.prod(np.where(_moving_loops(nest, dims, c), 1, nest.B[:, nest.above(c)]), axis=1)
+    the innermost loops above c that do not move it. Cached on the nest (read-only)."""
+    key = ("period", dims, c)
+    out = nest._geo.get(key)
+    if out is None:
+        out = np.prod(np.where(_moving_loops(nest, dims, c), 1, nest.B[:, nest.above(c)]), axis=1)
+        out.flags.writeable = False
+        nest._geo[key] = out
+    return out
 
 
 def _stream_loads(nest: NestRows, keep, counts, c: int, X) -> tuple | None:
@@ -605,8 +632,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
     nest and level): steps, edge cases, per case the window's loads (classes x rows, with the
     shared port's), rows that load, the window in steps, classes that move a loading stream."""
     n = nest.n
-    above = nest.above(c)
-    steps = np.prod(nest.B[:, above], axis=1)
+    steps = nest.steps(c)
     cnt, _ = nest.classes(c)
     cases = _edge_cases(nest, c)
     total_load = [np.zeros(cnt.shape) for _ in cases]
@@ -648,7 +674,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
             if lvl != c:
                 other = _stream_loads(nest, keep, counts, lvl, nest.op.operand(name))
                 if other is not None:   # periods compared as shares of the run
-                    o_steps = np.prod(nest.B[:, nest.above(lvl)], axis=1)
+                    o_steps = nest.steps(lvl)
                     shared = shared + np.where(other[2] * steps <= window * o_steps, t, 0.0)
     total_load = [tl + np.where(tl > 0, shared / steps * window, 0.0) for tl in total_load]
     early = [(f + np.where(f > 0, shared / steps * window, 0.0), r) for f, r in zip(every, pre, strict=True)]
@@ -672,9 +698,28 @@ def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> 
     while they overlap, of the edge-case weighted mean of its load (``_stream_loads``). ``below``:
     only chains whose top level c is deeper than it (the pace of that level's windows: the excess
     of its own transitions is its burst, not a pace)."""
+    out = np.zeros(nest.n)
+    for c, total, linked, cnt, steps_c, period, moves in _chains(nest, keep, counts):
+        if c <= below:
+            continue
+        span = busy / steps_c * period
+        mean_excess = (cnt * np.maximum(total - span, 0.0)).sum(axis=0) / np.maximum(moves, 1)
+        extra = mean_excess * (moves // 2)
+        out = np.maximum(out, np.where(linked, busy + extra, 0.0))
+    return out
+
+
+def _chains(nest: NestRows, keep, counts) -> list[tuple]:
+    """What ``_chained`` needs of the chains whatever the pace of compute (computed once per nest): per chain
+    with a link, its top level c, the chain's load per class (classes x rows), the rows where it binds, c's
+    transitions per class, c's steps, c's period and its transitions."""
+    key = ("chains",)
+    cached = nest._memo.get(key)
+    if cached is not None:
+        return cached
     n = nest.n
-    out = np.zeros(n)
-    steps = np.prod(nest.B[:, nest.temporal_slots], axis=1) if nest.temporal_slots else np.ones(n, np.int64)
+    found = []
+    steps = nest.temporal        # every temporal loop's iterations
     for X in nest.op.operands:
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
         mean: dict[int, np.ndarray] = {}
@@ -688,7 +733,7 @@ def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> 
             on[c] = loads[0] & overlapping(nest, keep, c)
             period[c] = loads[2]
         for i, c in enumerate(chain[1:-1], start=1):
-            if c <= below or c not in mean or chain[i + 1] not in mean:
+            if c not in mean or chain[i + 1] not in mean:
                 continue
             K = mean[c].shape[0]
             total = mean[c].copy()
@@ -703,15 +748,11 @@ def _chained(nest: NestRows, keep, counts, busy: np.ndarray, below: int = 0) -> 
             if not links.any():
                 continue
             cnt, _ = nest.classes(c)
-            above = nest.above(c)
-            span = busy / np.prod(nest.B[:, above], axis=1) * period[c]
             # the first transition's load needs no released half: of the others, every second one
-            # (rounded up) has a span of its own; each carries the mean excess
-            moves = cnt.sum(axis=0)
-            mean_excess = (cnt * np.maximum(total - span, 0.0)).sum(axis=0) / np.maximum(moves, 1)
-            extra = mean_excess * (moves // 2)
-            out = np.maximum(out, np.where(links & (steps > 1), busy + extra, 0.0))
-    return out
+            # (rounded up) has a span of its own; each carries the mean excess (``_chained``)
+            found.append((c, total, links & (steps > 1), cnt, nest.steps(c), period[c], cnt.sum(axis=0)))
+    nest._memo[key] = found
+    return found
 
 
 def _position_sums(size, stride, ext, bound):
@@ -735,7 +776,15 @@ def _position_sums(size, stride, ext, bound):
 def _output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
     """The innermost temporal loop above c over an output dim (bound above 1) per row: (found,
     the dim's size, the loop's stride and bound, the tile's extent at c, the dim's index in the
-    output's dims, its slot). Consecutive output tiles of c walk its positions."""
+    output's dims, its slot). Consecutive output tiles of c walk its positions. Cached on the nest's geometry."""
+    key = ("output positions", c)
+    cached = nest._geo.get(key)
+    if cached is None:
+        cached = nest._geo[key] = _find_output_positions(nest, c)
+    return cached
+
+
+def _find_output_positions(nest: NestRows, c: int) -> tuple[np.ndarray, ...]:
     op, n = nest.op, nest.n
     out_dims = list(op.output.dims)
     found = np.zeros(n, dtype=bool)
@@ -852,7 +901,8 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     found, size, stride, bound, ext, dim, slot = positions
     # equal tiles pair up into the two-half cycle unless another operand's loads, queued on the same
     # load unit, fall on some positions only (its tile changes when the walk starts over)
-    walk_dim_all = [list(nest.op.output.dims)[i] if i >= 0 else "" for i in dim.tolist()]
+    out_dims = list(nest.op.output.dims)
+    walk_dim_all = [out_dims[i] if i >= 0 else "" for i in dim.tolist()]
     rare = np.zeros(n, dtype=bool)
     for dims, mv in inputs:
         rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
@@ -861,7 +911,6 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     # leaves the output tiles equal but shrinks the other operands' loads for whole runs of the walk: the
     # halves settle at each run's own rate (the load unit may pace one run and the halves' cycle the other).
     above = nest.above(c)
-    out_dims = list(nest.op.output.dims)
     pos = np.full(len(nest.structure) + 1, -1)       # (a nest with no loop at all: slot -1 reads the extra entry)
     pos[above] = np.arange(len(above))
     walk_k = np.where(slot >= 0, pos[slot], -1)      # the walked loop's index in ``above``
@@ -1107,11 +1156,20 @@ def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarr
     cur = np.where(rest, cur + left, cur)
     S = np.concatenate([S, np.array(new_s)])
     E = np.concatenate([E, np.array(new_e)])
-    order = np.argsort(S, axis=0, kind="stable")
-    cols = np.arange(S.shape[1])      # (``take_along_axis`` by plain indexing: its Python wrapper costs more here)
-    S, E = S[order, cols], E[order, cols]
+    # Rows empty in every column (no interval: +inf, in S and E alike) end up last and are dropped: drop them
+    # before sorting (often every new gap row), and sort only where some column is out of order (a stable sort
+    # of ordered columns changes nothing).
     keep = ~np.all(np.isinf(S), axis=1)
-    port[name] = (S[keep], E[keep])
+    if not keep.all():
+        S, E = S[keep], E[keep]
+    if len(S) > 1 and (S[1:] < S[:-1]).any():
+        order = np.argsort(S, axis=0, kind="stable")
+        cols = np.arange(S.shape[1])      # (``take_along_axis`` by plain indexing: its Python wrapper costs more here)
+        S, E = S[order, cols], E[order, cols]
+        keep = ~np.all(np.isinf(S), axis=1)
+        if not keep.all():
+            S, E = S[keep], E[keep]
+    port[name] = (S, E)
     return cur
 
 
@@ -1196,6 +1254,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
     nb = 1 + K * len(cases)
     moves = []
     last = np.zeros(n)
+    ob: dict[int, tuple[np.ndarray, np.ndarray]] | None = None   # ``output_bits``, once for every output level
     for c, active_c, waited in [(c, a, True) for c, a in on.items()] + [(c, a, False) for c, a in held.items()]:
         lc = levels[c]
         Kc = len(nest.above(c))
@@ -1229,7 +1288,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
                     np.maximum(tc, tp), tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
             st_su, st_t, st_child = np.zeros(nb * n), np.zeros(nb * n), np.zeros(nb * n, dtype=bool)
             if X.is_output:
-                ob = output_bits(nest, keep, counts)
+                ob = ob if ob is not None else output_bits(nest, keep, counts)
                 st_c, st_p = _blocks(ob[c][1] / nc / safe, nb), _blocks(ob[p][0] / np_ / safe, nb)
                 gone[0] = _last_tile(nest, X, c) if not nest.perfect.all() else full
                 g = gone.reshape(-1)
@@ -1426,27 +1485,41 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     chained = _chained(nest, keep, counts, busy) if len(pro) > 1 else zeros()
     paced = np.maximum(busy, chained)
 
-    def bursts(paces, tiles=None) -> np.ndarray:
+    windows: dict[int, np.ndarray] = {}     # per level: the shortest period of its loading streams
+    paces: dict[int, np.ndarray] = {}       # ... the pace of its windows' steps
+    unpaced: dict[int, np.ndarray] = {}     # ... its ``_burst`` with no drain paces
+    # (each the same whichever caller asks: ``bursts`` runs once per double-buffered output level and once more)
+
+    def bursts(drains, tiles=None) -> np.ndarray:
         """``_burst`` over the double-buffered levels; with ``tiles`` (output tiles of the run) only
         levels some of whose loads recur within an output tile: the others fetch the next tile."""
         out = zeros()
         for c in pro:
             on = pro_on[c]
             if tiles is not None and nest.above(c):
-                window = np.full(n, np.inf)
-                for X in op.operands:
-                    loads = _stream_loads(nest, keep, counts, c, X)
-                    if loads is not None:
-                        window = np.where(loads[0], np.minimum(window, loads[2]), window)
-                on = on & (window * tiles < np.prod(nest.B[:, nest.above(c)], axis=1))
+                if c not in windows:
+                    window = np.full(n, np.inf)
+                    for X in op.operands:
+                        loads = _stream_loads(nest, keep, counts, c, X)
+                        if loads is not None:
+                            window = np.where(loads[0], np.minimum(window, loads[2]), window)
+                    windows[c] = window
+                on = on & (windows[c] * tiles < nest.steps(c))
             if on.any():
-                # the window's steps run at the pace of the refills chained below c (a chain from c
-                # itself is c's own transitions, which the burst counts) and at the two-half pace of
-                # the output levels below
-                pace = np.maximum(busy, _chained(nest, keep, counts, busy, c)) if len(pro) > 1 else busy
-                below = [t for d, t in cycle_at.items() if d > c]
-                pace = np.maximum(pace, np.max(below, axis=0)) if below else pace
-                out = np.maximum(out, np.where(on, _burst(nest, keep, counts, c, pace, held, paces), 0.0))
+                if c not in paces:
+                    # the window's steps run at the pace of the refills chained below c (a chain from c
+                    # itself is c's own transitions, which the burst counts) and at the two-half pace of
+                    # the output levels below
+                    pace = np.maximum(busy, _chained(nest, keep, counts, busy, c)) if len(pro) > 1 else busy
+                    below = [t for d, t in cycle_at.items() if d > c]
+                    paces[c] = np.maximum(pace, np.max(below, axis=0)) if below else pace
+                if drains:
+                    burst = _burst(nest, keep, counts, c, paces[c], held, drains)
+                else:
+                    if c not in unpaced:
+                        unpaced[c] = _burst(nest, keep, counts, c, paces[c], held, drains)
+                    burst = unpaced[c]
+                out = np.maximum(out, np.where(on, burst, 0.0))
         return out
 
     # Two halves, three stages: a tile's output half is computed, drained, refilled with the
@@ -1552,7 +1625,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         loads = _stream_loads(nest, keep, counts, c, op.output)
         if par not in drain_holds or reload is None or loads is None:
             continue
-        ahead = busy / np.prod(nest.B[:, nest.above(c)], axis=1) * loads[2]
+        ahead = busy / nest.steps(c) * loads[2]
         wait = drain_holds[par] / out_tiles[par] + reload / np.maximum(tiles_at[c], 1) - ahead
         blocked = blocked + np.where((reload > 0) & (drain_holds[par] > 0),
                                      np.maximum(out_tiles[par] - 1, 0) * np.maximum(wait, 0.0), 0.0)
@@ -1564,8 +1637,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     # others take the pace of compute and drains (loads are done). (A step: one iteration of the
     # temporal loops above the deepest level that receives tiles, the simulator's unit of compute.)
     if tiles_at and epi:
-        above = nest.above(max(tiles_at))
-        steps = np.prod(nest.B[:, above], axis=1) if above else np.ones(n, dtype=np.int64)
+        steps = nest.steps(max(tiles_at))
         step = compute / steps
         last_drain = np.max(np.stack(list(epi.values())), axis=0)
         for name in load_ports:
@@ -1582,14 +1654,14 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             # strictly inside that tile (their share of the run beyond one of their periods) may
             # run beside its steps. No stream with a period: the port's loads, then one step.
             tail = total + step
+            finite = {k: (np.isfinite(q), np.where(np.isfinite(q), q, 0.0)) for k, q in periods.items()}
             for key, per in periods.items():
-                has = np.isfinite(per)
+                has = finite[key][0]
                 p_s = np.where(has, per, 1.0)
                 inside = zeros()
-                for k, q in periods.items():
+                for k, (fin, q0) in finite.items():
                     if k != key:
-                        inside = inside + np.where(np.isfinite(q), load_time[name][k] * np.maximum(
-                            p_s - np.where(np.isfinite(q), q, 0.0), 0.0) / steps, 0.0)
+                        inside = inside + np.where(fin, load_time[name][k] * np.maximum(p_s - q0, 0.0) / steps, 0.0)
                 # drains pace those steps where more than one output tile falls in that last tile
                 paced = busy
                 for bound, tiles in drain_paces:
@@ -1621,10 +1693,10 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             "setup": setups, "transfer": transfer, "parts": parts}
 
 
-def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict) -> LatencyTerms:
+def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict, nest: NestRows | None = None) -> LatencyTerms:
     """The latency of one mapping: ``latency_rows`` on its one row. ``raw`` maps (level index,
-    operand name) to Counts."""
-    nest = NestRows.of_mapping(op, arch, m)
+    operand name) to Counts; ``nest``: the mapping's one-row nest where the caller has it already."""
+    nest = NestRows.of_mapping(op, arch, m) if nest is None else nest
     counts = {k: [np.array([v], dtype=np.int64) for v in c.as_tuple()] for k, c in raw.items()}
     r = latency_rows(nest, m.keep, counts)
     return LatencyTerms(int(r["compute_cycles"][0]), {k: float(v[0]) for k, v in r["transfer"].items()},

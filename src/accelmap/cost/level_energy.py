@@ -62,10 +62,19 @@ def transfer_sizes(nest: NestRows, X: Operand, c: int, instances) -> tuple[np.nd
     """X's tile transfers into level c as (counts, shares), classes x rows: the first tile once per
     instance, then each transition class whose delta is not empty as often as it occurs per instance,
     each carrying its elements (the first instance's tile and deltas)."""
-    cnt, _ = nest.classes(c)
-    full, dl, _ = nest.deltas(X, c)
-    counts = np.vstack([np.ones((1, nest.n)), cnt * (dl > 0)]) * instances
-    return counts, np.vstack([full[None, :], dl]).astype(np.float64)
+    key = ("transfer sizes", X.name, c)
+    cached = nest._geo.get(key)
+    if cached is None:
+        # per nest, level and operand (a level's stream from its parent and its parent's stream towards it
+        # ask for the same transfers, scaled by different instances)
+        cnt, _ = nest.classes(c)
+        full, dl, _ = nest.deltas(X, c)
+        cached = (np.vstack([np.ones((1, nest.n)), cnt * (dl > 0)]), np.vstack([full[None, :], dl]).astype(np.float64))
+        for a in cached:
+            a.flags.writeable = False
+        nest._geo[key] = cached
+    each, shares = cached
+    return each * instances, shares
 
 
 def stream_accesses(nest: NestRows, keep, X: Operand, level: int) -> tuple:
@@ -94,12 +103,16 @@ def level_energy(lv: Level, bits: int, counts, finished=None, final_bits: int | 
         fill_bits, drain_bits = fills * bits, (drains - fd) * bits + fd * fb
     else:
         from_parent, towards_compute = accesses
+        granules: dict[tuple[int, int], tuple] = {}   # (stream, bits) -> its transfers' granules, once
 
         def charged(elements, b, stream, acc):
             if acc is None:
                 return elements * b
             if isinstance(acc, tuple):
-                return lv.charged_bits_per_transfer(elements, b, stream, *acc)
+                key = (id(acc), b)
+                if key not in granules:
+                    granules[key] = lv.transfer_granules(b, stream, *acc)
+                return lv.charged_bits_of_granules(elements, b, granules[key])
             return lv.charged_bits(elements, b, stream, acc)
 
         stream = updates if is_output else reads

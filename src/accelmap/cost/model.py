@@ -263,7 +263,7 @@ def evaluate(op: Operator, arch: Accelerator, m: Mapping, check: bool = True) ->
     energy[("MAC", "-")] = op.macs * arch.compute.mac_energy_pj
     total_e = sum(energy.values())
 
-    lat = latency_terms(op, arch, m, raw)
+    lat = latency_terms(op, arch, m, raw, nest)
     compute, transfer, stall, latency = lat.compute_cycles, lat.transfer_cycles, lat.stall_cycles, lat.latency
     peak = arch.peak_macs_per_cycle
     return CostResult(

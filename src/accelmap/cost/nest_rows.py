@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from accelmap.workload.index_sets import axis_size as exact_size
 from accelmap.workload.operator import Operand, Operator
 
 Structure = list[tuple[str, int, str | None]]
+
+# ``NestRows.of_mapping``'s last nest, by (id of the operator, id of the accelerator, loops).
+_LAST_MAPPING_NEST: dict[tuple, NestRows] = {}
 
 
 def _closed_size(coeffs, exts):
@@ -180,13 +184,43 @@ class NestRows:
         self._loads: dict[tuple, tuple | None] = {}   # (level, operand): loads per class; ("burst", level)
         self._moving: dict[tuple[frozenset[str], int], np.ndarray] = {}   # (dims, level): loops moving a tile
         self._footprints: dict[str, int] = {}
+        self._above: dict[int, list[int]] = {}
+        self._steps: dict[int, np.ndarray] = {}
+        self._memo: dict[tuple, Any] = {}   # latency terms that depend on the nest and its keep only
+        self._geo: dict[tuple, Any] = {}    # ... and those that depend on the nest alone
+
+    # What depends on the loops alone (not on which operands each level keeps, nor on the counts): a nest of the
+    # same operator, accelerator and loops shares it (``of_mapping``).
+    GEOMETRY = ("stride", "inner", "dim_product", "perfect", "temporal_slots", "total", "temporal", "_used",
+                "_classes", "_deltas", "_sizes", "_edges", "_moving", "_footprints", "_above", "_steps", "_geo")
 
     @classmethod
     def of_mapping(cls, op: Operator, arch: Accelerator, m) -> NestRows:
-        """The one-row nest of a mapping."""
+        """The one-row nest of a mapping. The last one built is kept: a mapping of the same operator and
+        accelerator with the same loops (a search trying another bypass choice of one tiling: the heuristic's
+        climbs do so at every step) shares its geometry, and computes afresh only what depends on ``keep``."""
+        key = (id(op), id(arch), m.loops)
+        last = _LAST_MAPPING_NEST.get(key)
+        if last is not None and last.op is op and last.arch is arch:
+            return last.same_loops()
         structure = [(l.dim, l.level, l.axis) for l in m.loops]
         B = np.array([[l.bound for l in m.loops]], dtype=np.int64).reshape(1, len(structure))
-        return cls(op, arch, structure, B)
+        nest = cls(op, arch, structure, B)
+        _LAST_MAPPING_NEST.clear()
+        _LAST_MAPPING_NEST[key] = nest
+        return nest
+
+    def same_loops(self) -> NestRows:
+        """A nest of the same loops sharing this one's geometry (its caches included), with none of the
+        terms that depend on ``keep`` or the counts."""
+        other = NestRows.__new__(NestRows)
+        other.op, other.arch, other.structure, other.B, other.n, other.nlev = (
+            self.op, self.arch, self.structure, self.B, self.n, self.nlev)
+        for name in self.GEOMETRY:
+            setattr(other, name, getattr(self, name))
+        other._all_classes = self._all_classes
+        other._fits, other._loads, other._memo = {}, {}, {}
+        return other
 
     def footprint(self, X: Operand) -> int:
         """``op.footprint(X)``, counted once per nest (it counts index points, about 70 us on a convolution, and the
@@ -222,8 +256,21 @@ class NestRows:
         return self._sizes[key]
 
     def above(self, c: int) -> list[int]:
-        """Temporal slots above level c (a prefix of all temporal slots)."""
-        return [j for j in self.temporal_slots if self.structure[j][1] < c]
+        """Temporal slots above level c (a prefix of all temporal slots; cached: the latency terms ask for it
+        hundreds of times per call). Callers must not modify the list."""
+        out = self._above.get(c)
+        if out is None:
+            out = self._above[c] = [j for j in self.temporal_slots if self.structure[j][1] < c]
+        return out
+
+    def steps(self, c: int) -> np.ndarray:
+        """Iterations of the temporal loops above level c per row (its tiles over the run, counting every
+        loop position), read-only and cached."""
+        out = self._steps.get(c)
+        if out is None:
+            out = self._steps[c] = np.prod(self.B[:, self.above(c)], axis=1)
+            out.flags.writeable = False
+        return out
 
     def classes(self, c: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Transition classes of level c's tiles, one row of the matrices per temporal loop above
