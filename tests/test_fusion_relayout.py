@@ -159,47 +159,6 @@ def test_a_tile_mapping_is_reused_across_store_rooms_only_where_it_fits():
     assert seen == {True, False}       # both cases drawn
 
 
-def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
-    import random
-
-    from accelmap.arch.presets import get_accelerator
-    from accelmap.cost.model import evaluate
-    from accelmap.fusion.group_cost import InnerMappings, Producer, group_cost, store_priced, transfer_energy
-    from accelmap.mapping.sampling import random_mapping
-
-    arch = get_accelerator("tpu_like")
-    path = attention(tmp_path / "a.onnx")
-    m = load_model(str(path), bits={"I": 8, "W": 8, "O": 32})
-    ops = {n: l.operator for l in m.layers for n in l.nodes}
-    (links,) = model_chains(path, set(ops))
-    (chain,) = fusable_chains(links, ops)
-    assert chain.producers == (None, "k", "v", None)          # K^T for the scores, V for the context
-    rng = random.Random(3)
-    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
-    stages, macs = chain.group(1, 2)                          # scores > softmax > context
-    prods = {}
-    for j, name in ((0, "k"), (1, "v")):
-        op = __import__("dataclasses").replace(ops[name], name=name)
-        mp = random_mapping(op, arch, rng, check_fit=True)
-        prods[j] = Producer(name, op, mp, evaluate(op, arch, mp))
-    policies = ("fully-cached",) * len(stages)
-    base = group_cost(stages, macs, arch, T, 1, policies, inner, True)
-    got = group_cost(stages, macs, arch, T, 1, policies, inner, True, produced=prods)
-    assert got.producers_on_chip == ("k", "v") and base.producers_on_chip == ()
-    top, st = arch.levels[0], arch.levels[1]
-    operand_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * 8 for j in (0, 1))
-    out_bits = sum(sum(p.result.counts[(top.name, p.operator.output.name)]) * 32 for p in prods.values())
-    saved = sum(p.result.energy[(top.name, p.operator.output.name)]
-                - evaluate(p.operator, store_priced(arch), p.mapping).energy[(top.name, p.operator.output.name)]
-                for p in prods.values())
-    # Not fetched off-chip for the group, and the producers write their outputs to the store, not off-chip.
-    assert got.offchip_bits == base.offchip_bits - operand_bits - out_bits
-    want = base.energy - transfer_energy(top, operand_bits, 0) - transfer_energy(st, 0, operand_bits) - saved
-    assert abs(got.energy - want) <= 1e-9 * base.energy and got.latency <= base.latency
-    # Without its weights resident the group fetches them per tile: the producers write off chip as before.
-    assert group_cost(stages, macs, arch, T, 1, policies, inner, False, produced=prods).producers_on_chip == ()
-
-
 def _attention_group_with_producers(tmp_path, seed=3):
     """The attention chain's scores > softmax > context on tpu_like, random tile mappings, and the K and V
     projections as producers with random mappings and their costs alone."""
@@ -226,6 +185,30 @@ def _attention_group_with_producers(tmp_path, seed=3):
         mp = random_mapping(op, arch, rng, check_fit=True)
         prods[j] = Producer(name, op, mp, evaluate(op, arch, mp))
     return arch, chain, stages, macs, inner, prods
+
+
+def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.group_cost import group_cost, store_priced, transfer_energy
+
+    arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
+    assert chain.producers == (None, "k", "v", None)          # K^T for the scores, V for the context
+    policies = ("fully-cached",) * len(stages)
+    base = group_cost(stages, macs, arch, T, 1, policies, inner, True)
+    got = group_cost(stages, macs, arch, T, 1, policies, inner, True, produced=prods)
+    assert got.producers_on_chip == ("k", "v") and base.producers_on_chip == ()
+    top, st = arch.levels[0], arch.levels[1]
+    operand_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * 8 for j in (0, 1))
+    out_bits = sum(sum(p.result.counts[(top.name, p.operator.output.name)]) * 32 for p in prods.values())
+    saved = sum(p.result.energy[(top.name, p.operator.output.name)]
+                - evaluate(p.operator, store_priced(arch), p.mapping).energy[(top.name, p.operator.output.name)]
+                for p in prods.values())
+    # Not fetched off-chip for the group, and the producers write their outputs to the store, not off-chip.
+    assert got.offchip_bits == base.offchip_bits - operand_bits - out_bits
+    want = base.energy - transfer_energy(top, operand_bits, 0) - transfer_energy(st, 0, operand_bits) - saved
+    assert abs(got.energy - want) <= 1e-9 * base.energy and got.latency <= base.latency
+    # Without its weights resident the group fetches them per tile: the producers write off chip as before.
+    assert group_cost(stages, macs, arch, T, 1, policies, inner, False, produced=prods).producers_on_chip == ()
 
 
 def test_the_simulator_runs_k_and_v_left_in_the_store_as_the_model_prices_them(tmp_path):
