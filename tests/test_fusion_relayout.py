@@ -262,7 +262,14 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     them."""
     from accelmap.fusion.geometry import fused_counts, schedules
     from accelmap.fusion.group_cost import group_cost, group_lower_bound, producers_on_chip
-    from accelmap.fusion.search import EXACT_FUSION, SearchLog, _enumerate, group_candidates, tile_bounds_of
+    from accelmap.fusion.search import (
+        EXACT_FUSION,
+        SearchLog,
+        _enumerate,
+        group_candidates,
+        group_floor,
+        tile_bounds_of,
+    )
 
     arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
     kept = producers_on_chip(arch, prods, macs)
@@ -282,3 +289,6 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     producers = {p.node: p for p in prods.values()}
     found = group_candidates(chain, 1, 2, arch, inner, EXACT_FUSION, SearchLog(), producers=producers)
     assert any(g.producers_on_chip == ("k", "v") for g in found)
+    # the floor of a group the search did not try stays below every plan of it, the producers' saving included
+    floor = group_floor(stages, arch, kept)
+    assert all(floor[0] <= g.energy and floor[1] <= g.latency for g in found)
