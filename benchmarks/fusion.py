@@ -16,7 +16,8 @@
    row reports its certificate: optimal, or the best found with a proven lower bound and gap.
 
     python benchmarks/fusion.py [--time-limit 10] [--tile-time-limit 1] [--parts vgg models]
-        [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--exact] [--out FILE]
+        [--models resnet18 bert_base_layer] [--archs eyeriss_like tpu_like] [--exact] [--span-residuals]
+        [--tile-reuse] [--cpu-clock] [--out FILE]
 
 Layer-by-layer mappings come from the mapper (heuristic where the space is large, a time limit per
 layer; kept in accelmap's default result cache, so a rerun only redoes the fusion). Times
@@ -35,10 +36,18 @@ from pathlib import Path
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.chain import fusable_chains
-from accelmap.fusion.group_cost import InnerMappings, fmap_bits, store_index
-from accelmap.fusion.model_fusion import fuse_model, mapper_search
-from accelmap.fusion.search import DEFAULT_FUSION, EXACT_FUSION, FusionConfig, SearchLog, group_candidates
+from accelmap.fusion.group_cost import InnerMappings, Producer, fmap_bits, offchip_bits, store_index
+from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, mapper_search, model_producers
+from accelmap.fusion.search import (
+    DEFAULT_FUSION,
+    EXACT_FUSION,
+    FusionConfig,
+    SearchLog,
+    group_candidates,
+    group_producers,
+)
 from accelmap.search.cache import default_cache_path
+from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.model_mapper import map_model
 from accelmap.sim.fused import simulate_fused
 from accelmap.workload.models import load_model
@@ -141,7 +150,8 @@ def _stored_input(op) -> int:
 
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
-                exact: bool = False, span: bool = False, compare_span: bool = False, tile_reuse: bool = False) -> list:
+                exact: bool = False, span: bool = False, compare_span: bool = False, tile_reuse: bool = False,
+                cpu_clock: bool = False) -> list:
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -152,9 +162,13 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
             arch = get_accelerator(arch_name)
             m = load_model(model)
             t0 = time.perf_counter()
-            mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False)
+            # cpu_clock: the per-layer and per-tile limits count this process's CPU seconds, so that the mappings
+            # found do not depend on the machine's load.
+            mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False,
+                           heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
             lbl_s = time.perf_counter() - t0
-            inner = InnerMappings(mapper_search("edp", tile_limit), reuse_across_room=tile_reuse)
+            inner = InnerMappings(mapper_search("edp", tile_limit, replace(TILE_HEURISTIC, cpu_clock=cpu_clock)),
+                                  reuse_across_room=tile_reuse)
             # --compare-span: without spanning, then with it on the same tile mappings (found once, shared), so
             # that the difference is the spanning groups' alone, not the time-limited tile searches' luck.
             for sp in ((False, True) if compare_span else (span,)):
@@ -172,7 +186,7 @@ def one_plan(model: str, arch_name: str, arch, mm, lbl_s: float, inner: InnerMap
     u, b = fm.unfused, fm.best
     fu = sum(x for _, x, _ in fm.layer_fmap)
     ff = sum(x for _, _, x in fm.layer_fmap)
-    sims = simulate_groups(fm.groups, fm.chains, arch, inner)
+    sims = simulate_groups(fm.groups, fm.chains, arch, inner, model_producers(mm, fm.chains))
     worst = max((abs(x["model_error"]) for x in sims), default=0.0)
     kept = sum(1 for g in fm.groups if g.skip_policy == "kept")
     spanning = sum(1 for g in fm.groups if g.inner_joins)
@@ -200,6 +214,7 @@ def print_sims(sims: list[dict]) -> None:
     for x in sims:
         join = "".join(f" + {a} inside (skip {sp})" for a, sp in x.get("inner_joins", []))
         join += f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
+        join += "".join(f", {p} in store" for p in x.get("producers_on_chip", []))
         print(f"    sim {' > '.join(x['stages'])}{join}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
               f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
@@ -211,9 +226,12 @@ def print_sims(sims: list[dict]) -> None:
                   f"simulated {b['sim_cycles']:,.1f} ({b['error']:+.2%}{share})")
 
 
-def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
-    """Fused groups run by the simulator with the model's own block mappings."""
+def simulate_groups(groups, chains, arch, inner: InnerMappings,
+                    producers: dict[str, Producer] | None = None) -> list[dict]:
+    """Fused groups run by the simulator with the model's own block mappings (and the producers the plan has
+    leave their outputs in the store: then the off-chip bits compared are the group's and its producers')."""
     out = []
+    top = arch.levels[0].name
     for g in groups:
         chain = next(c for c in chains if set(g.names) <= {s.name for s in c.stages})
         names = [s.name for s in chain.stages]
@@ -221,20 +239,29 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings) -> list[dict]:
         stages = chain.stages[a:a + len(g.names)]
         by_name = {ms.stage.name: ms for ms in chain.mac_stages}
         macs = {i: by_name[s.name] for i, s in enumerate(stages) if s.name in by_name}
+        kept = {n: (producers or {})[n] for n in g.producers_on_chip}
+        ops = [n for n in g.names if n in chain.nodes]
+        produced = group_producers(chain, chain.nodes.index(ops[0]), chain.nodes.index(ops[-1]), kept)
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
-                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins)
+                             g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins,
+                             producers=produced)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                             prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
-                            inner_joins=g.inner_joins)
+                            inner_joins=g.inner_joins, producers=produced)
+        # the model credits the producers' saved writes to the group; the simulator counts them apart
+        alone = sum(offchip_bits(p.operator, p.result, top) for p in produced.values())
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
                     "join": None if g.join is None else g.join.name, "skip": g.skip_policy,
                     "inner_joins": [[j.name, sp] for j, sp in g.inner_joins],
                     "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
                     "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
-                    "offchip_equal": sim.offchip_bits == g.offchip_bits and sim.macs == g.counts.macs,
+                    "offchip_equal": sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
+                    and sim.macs == g.counts.macs,
                     "sim_offchip_bits": sim.offchip_bits, "model_offchip_bits": g.offchip_bits,
+                    "producers_on_chip": list(g.producers_on_chip),
+                    "sim_producer_offchip_bits": sim.producer_offchip_bits, "producers_alone_offchip_bits": alone,
                     "sim_cycles_double_buffered": db.cycles, "sim_seconds": sim_s,
                     # where a difference comes from: the blocks alone, simulated and modeled
                     "sim_block_cycles": sim.compute_cycles, "model_block_cycles": sum(s.latency for s in g.stages),
@@ -272,6 +299,8 @@ def main() -> None:
     ap.add_argument("--tile-reuse", action="store_true",
                     help="a tile operator's mapping found with other store room is reused where it fits "
                          "(InnerMappings(reuse_across_room=True)): fewer tile searches")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="the per-layer and per-tile limits count CPU seconds (mappings independent of the load)")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
     cache = Path(default_cache_path())
@@ -283,9 +312,11 @@ def main() -> None:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
         rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals,
-                           a.compare_span, a.tile_reuse)
+                           a.compare_span, a.tile_reuse, a.cpu_clock)
         for r in rows:
             r["exact"] = a.exact
+            r["cpu_clock"] = a.cpu_clock
+            r["tile_reuse"] = a.tile_reuse
         # rows of (model, accelerator, exact, span) not rerun keep their last results
         redone = {(r["model"], r["accelerator"], r["exact"], r["span_residuals"]) for r in rows}
         out["models"] = [r for r in out.get("models", [])

@@ -130,6 +130,9 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs]
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+    # K and V are computed by their projections: the program writes them to memory, and says so
+    assert c.producers_on_chip == ()
+    assert any(n.startswith("k, v write their outputs to memory") for n in r.program.notes), r.program.notes
 
 
 def _qdq_one_group_bit_exact(model, label, tmp_path) -> set[str]:

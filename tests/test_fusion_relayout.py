@@ -159,12 +159,15 @@ def test_a_tile_mapping_is_reused_across_store_rooms_only_where_it_fits():
     assert seen == {True, False}       # both cases drawn
 
 
-def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
+def _attention_group_with_producers(tmp_path, seed=3):
+    """The attention chain's scores > softmax > context on tpu_like, random tile mappings, and the K and V
+    projections as producers with random mappings and their costs alone."""
     import random
+    from dataclasses import replace
 
     from accelmap.arch.presets import get_accelerator
     from accelmap.cost.model import evaluate
-    from accelmap.fusion.group_cost import InnerMappings, Producer, group_cost, store_priced, transfer_energy
+    from accelmap.fusion.group_cost import InnerMappings, Producer
     from accelmap.mapping.sampling import random_mapping
 
     arch = get_accelerator("tpu_like")
@@ -173,15 +176,23 @@ def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keepin
     ops = {n: l.operator for l in m.layers for n in l.nodes}
     (links,) = model_chains(path, set(ops))
     (chain,) = fusable_chains(links, ops)
-    assert chain.producers == (None, "k", "v", None)          # K^T for the scores, V for the context
-    rng = random.Random(3)
+    rng = random.Random(seed)
     inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
-    stages, macs = chain.group(1, 2)                          # scores > softmax > context
+    stages, macs = chain.group(1, 2)
     prods = {}
     for j, name in ((0, "k"), (1, "v")):
-        op = __import__("dataclasses").replace(ops[name], name=name)
+        op = replace(ops[name], name=name)
         mp = random_mapping(op, arch, rng, check_fit=True)
         prods[j] = Producer(name, op, mp, evaluate(op, arch, mp))
+    return arch, chain, stages, macs, inner, prods
+
+
+def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.group_cost import group_cost, store_priced, transfer_energy
+
+    arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
+    assert chain.producers == (None, "k", "v", None)          # K^T for the scores, V for the context
     policies = ("fully-cached",) * len(stages)
     base = group_cost(stages, macs, arch, T, 1, policies, inner, True)
     got = group_cost(stages, macs, arch, T, 1, policies, inner, True, produced=prods)
@@ -198,3 +209,86 @@ def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keepin
     assert abs(got.energy - want) <= 1e-9 * base.energy and got.latency <= base.latency
     # Without its weights resident the group fetches them per tile: the producers write off chip as before.
     assert group_cost(stages, macs, arch, T, 1, policies, inner, False, produced=prods).producers_on_chip == ()
+
+
+def test_the_simulator_runs_k_and_v_left_in_the_store_as_the_model_prices_them(tmp_path):
+    """The fused simulator runs the producers kept on chip: the group loads its resident weights without K^T and
+    V (already in the store), and what the producers still move off chip plus the group's transfers equal the
+    model's group (crediting the producers' saved writes) plus the producers alone. The pipeline's closed form
+    over the simulator's block cycles, with that smaller resident load, is the simulated run; where every block's
+    modeled cycles equal the simulator's, the group's latency does too."""
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.fusion.geometry import schedules
+    from accelmap.fusion.group_cost import group_cost, offchip_bits, pipeline_latency, resident_weight_bits
+    from accelmap.sim.fused import simulate_fused
+
+    arch, _, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
+    top = arch.levels[0].name
+    policies = ("fully-cached",) * len(stages)
+    operand_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * 8 for j in (0, 1))
+    alone = sum(offchip_bits(p.operator, p.result, top) for p in prods.values())
+    outputs = sum(offchip_bits(p.operator, p.result, top, {p.operator.output.name}) for p in prods.values())
+    agreed = 0
+    for tile in (T, T // 2, 3):
+        g = group_cost(stages, macs, arch, tile, 1, policies, inner, True, produced=prods)
+        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v")
+        sim = simulate_fused(stages, macs, arch, tile, 1, policies, inner, True, g.latency, producers=prods)
+        plain = simulate_fused(stages, macs, arch, tile, 1, policies, inner, True)
+        assert plain.weight_bits - sim.weight_bits == operand_bits
+        assert sim.producer_store_bits == outputs
+        assert sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
+        assert sim.macs == g.counts.macs and sim.tiles == g.counts.tiles
+        blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {j: {} for j in macs}
+        for (j, r, c), got in sim.programs.items():
+            blocks[j][(r, c)] = got
+        rows, cols = schedules(stages, tile, 1, policies)
+        closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols, resident_weight_bits(macs) - operand_bits)
+        assert closed == pytest.approx(sim.cycles, rel=1e-9)
+        model_blocks = {(j, r, c): lat for j, sc in enumerate(g.stages) for r, c, _, lat, _ in sc.blocks}
+        if all(model_blocks[k] == cyc for k, (cyc, _) in sim.programs.items()):
+            assert g.latency == pytest.approx(sim.cycles, rel=1e-12)
+            agreed += 1
+    assert agreed >= 1
+    # Producers keep their outputs in the store only for a group keeping its weights resident: one clear line.
+    with pytest.raises(SpecError, match="only for a group keeping its weights resident"):
+        simulate_fused(stages, macs, arch, T, 1, policies, inner, False, producers=prods)
+
+
+def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path):
+    """With the exact tile search the producers are kept too: every candidate's lower bound (cheap and with the
+    certified tile bounds) stays at or below its cost with K and V left in the store, and the costed plans keep
+    them."""
+    from accelmap.fusion.geometry import fused_counts, schedules
+    from accelmap.fusion.group_cost import group_cost, group_lower_bound, producers_on_chip
+    from accelmap.fusion.search import (
+        EXACT_FUSION,
+        SearchLog,
+        _enumerate,
+        group_candidates,
+        group_floor,
+        tile_bounds_of,
+    )
+
+    arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
+    kept = producers_on_chip(arch, prods, macs)
+    assert kept.names == ("k", "v") and kept.energy_saved > 0 and kept.offchip_saved > 0
+    cands = [c for c in _enumerate(stages, macs, arch, None, EXACT_FUSION, True, (), kept) if c.resident]
+    assert len(cands) == T                    # every tile of the 8 query tokens, weights kept
+    tb = tile_bounds_of(arch)
+    for c in cands:
+        g = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, True, produced=prods,
+                       kept=kept)
+        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v")
+        rows, cols = schedules(stages, c.tile_rows, c.tile_cols, c.policies)
+        counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies)
+        tight = group_lower_bound(stages, macs, arch, counts, rows, cols, True, tile_bounds=tb, kept=kept)
+        for e, lat in (c.bound, tight):
+            assert e <= g.energy * (1 + 1e-12) and lat <= g.latency * (1 + 1e-12)
+    producers = {p.node: p for p in prods.values()}
+    found = group_candidates(chain, 1, 2, arch, inner, EXACT_FUSION, SearchLog(), producers=producers)
+    assert any(g.producers_on_chip == ("k", "v") for g in found)
+    # the floor of a group the search did not try stays below every plan of it, the producers' saving included
+    floor = group_floor(stages, arch, kept)
+    assert all(floor[0] <= g.energy and floor[1] <= g.latency for g in found)

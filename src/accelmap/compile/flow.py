@@ -261,11 +261,13 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     if fuse:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            fusion, inner = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit, fuse_config)
+            fusion, inner, search_notes = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit,
+                                                       fuse_config)
         except SpecError as e:
             fuse_notes.append(f"no fused groups: {e}")
         else:
             groups, fuse_notes = plan_groups(fusion, steps, g)
+            fuse_notes = search_notes + fuse_notes
         seconds["fuse"] = time.perf_counter() - t0
         cpu["fuse"] = time.process_time() - c0
     t0 = time.perf_counter()

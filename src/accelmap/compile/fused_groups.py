@@ -44,7 +44,7 @@ from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, store_index
-from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search
+from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search, model_producers
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.fusion.stages import MacStage
 from accelmap.search.model_result import ModelMapping
@@ -112,9 +112,11 @@ class FusedGroup:
 
 
 def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit: float,
-                 time_limit: float | None, config: FusionConfig = DEFAULT_FUSION) -> tuple[FusedModel, InnerMappings]:
+                 time_limit: float | None,
+                 config: FusionConfig = DEFAULT_FUSION) -> tuple[FusedModel, InnerMappings, list[str]]:
     """The fusion search on the compiled model (its graph written to a temporary file for the chain finder);
-    returns the plan and the tile mappings it used (the simulator reuses them)."""
+    returns the plan, the tile mappings it used (the simulator reuses them) and notes on what the program
+    cannot run that ``accelmap map --fuse`` would search."""
     store_index(mm.arch)          # an accelerator without a shared on-chip store: one clear line
     inner = InnerMappings(mapper_search(objective, tile_time_limit))
     model = onnx.ModelProto()
@@ -127,7 +129,11 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
         # The program writes every operator's output to memory: no producer leaves its output in the store.
         fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, producers_on_chip=False),
                         tile_time_limit=tile_time_limit, time_limit=time_limit, inner=inner)
-    return fm, inner
+        kept_off = sorted(model_producers(mm_file, fm.chains)) if config.producers_on_chip else []
+    notes = [f"{', '.join(kept_off)} write their outputs to memory: the emitted program runs every operator's output "
+             "through memory, so no fused group keeps them in the on-chip store (`accelmap map --fuse` searches "
+             "that)"] if kept_off else []
+    return fm, inner, notes
 
 
 def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph) -> tuple[list[FusedGroup], list[str]]:

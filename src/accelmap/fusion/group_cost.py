@@ -286,20 +286,37 @@ class Producer:
         return self.operator.footprint(self.operator.output) * self.operator.output.bits
 
 
-def producers_on_chip(arch: Accelerator, produced: dict[int, Producer]) -> tuple[float, int, tuple[str, ...]]:
-    """With the group's weights resident, the producers of its second operands run alone right before its tile
-    loop and leave their outputs in the store instead of off-chip memory (AccelForge keeps GPT-3's K and V in
-    its global buffer so): (energy saved by writing them to the store, off-chip bits saved, their names). A
-    producer qualifies where its own mapping still fits with every produced output of the group in the store."""
+@dataclass(frozen=True)
+class KeptProducers:
+    """The producers a group keeping its weights resident runs right before its tile loop, their outputs left
+    in the store (``producers_on_chip``)."""
+
+    names: tuple[str, ...] = ()
+    energy_saved: float = 0.0      # their outputs written to the store instead of off-chip memory
+    offchip_saved: int = 0         # bits those writes no longer move off chip
+    # per group stage: the bits of its second operand already in the store (not fetched off-chip for the group)
+    operand_bits: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def operand_total(self) -> int:
+        return sum(b for _, b in self.operand_bits)
+
+
+def producers_on_chip(arch: Accelerator, produced: dict[int, Producer],
+                      macs: dict[int, MacStage]) -> KeptProducers:
+    """With the group's weights resident, the producers of its second operands (``produced``, by stage index) run
+    alone right before its tile loop and leave their outputs in the store instead of off-chip memory (AccelForge
+    keeps GPT-3's K and V in its global buffer so). A producer qualifies where its own mapping still fits with
+    every produced output of the group in the store. The same for every tile of the group: found once."""
     if not produced:
-        return 0.0, 0, ()
+        return KeptProducers()
     top = arch.levels[0].name
     held = sum(p.output_bits for p in produced.values())
     got = reserved(arch, held)
     if got is None:
-        return 0.0, 0, ()
-    saved_e, saved_bits, names = 0.0, 0, []
-    for p in produced.values():
+        return KeptProducers()
+    saved_e, saved_bits, names, operands = 0.0, 0, [], []
+    for j, p in produced.items():
         try:
             validate(p.operator, got[0], p.mapping)
         except (MappingError, SpecError):
@@ -309,14 +326,16 @@ def producers_on_chip(arch: Accelerator, produced: dict[int, Producer]) -> tuple
         saved_e += p.result.energy.get((top, o), 0.0) - priced.energy.get((top, o), 0.0)
         saved_bits += offchip_bits(p.operator, p.result, top, {o})
         names.append(p.node)
-    return saved_e, saved_bits, tuple(names)
+        x = macs[j].operator.inputs[1]
+        operands.append((j, macs[j].operator.footprint(x) * x.bits))
+    return KeptProducers(tuple(names), saved_e, saved_bits, tuple(operands))
 
 
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
                tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                weights_resident: bool = False, join: Join | None = None,
                skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-               produced: dict[int, Producer] | None = None) -> GroupCost | str:
+               produced: dict[int, Producer] | None = None, kept: KeptProducers | None = None) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
@@ -327,6 +346,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     stage index) names operators outside the group whose outputs are second operands of its operators: with
     the weights resident they run right before the group and leave them in the store (``producers_on_chip``),
     so those operands are not fetched off-chip; the producers' own cost stays theirs, less what they save.
+    ``kept``: ``producers_on_chip(arch, produced, macs)`` when the caller has it already (the same for every tile).
     """
     try:
         counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
@@ -345,10 +365,11 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    saved_e, saved_bits, on_chip = producers_on_chip(arch, produced) if weights_resident and produced else \
-        (0.0, 0, ())
-    produced_bits = sum(macs[j].operator.footprint(macs[j].operator.inputs[1]) * macs[j].operator.inputs[1].bits
-                        for j, pr in (produced or {}).items() if pr.node in on_chip)
+    if not (weights_resident and produced):
+        kept = KeptProducers()
+    elif kept is None:
+        kept = producers_on_chip(arch, produced, macs)
+    in_store = dict(kept.operand_bits)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     out: list[StageCost] = []
@@ -382,9 +403,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             per_shape[(r, c)] = (priced.latency, w)
         blocks[j] = per_shape
         if weights_resident:
-            once = sum(op.footprint(x) * x.bits for x in op.inputs[1:])
-            if produced and j in produced and produced[j].node in on_chip:
-                once -= op.footprint(op.inputs[1]) * op.inputs[1].bits     # already in the store
+            once = sum(op.footprint(x) * x.bits for x in op.inputs[1:]) - in_store.get(j, 0)   # less: in the store
             energy += transfer_energy(top, once, 0) + transfer_energy(st_lv, 0, once)
             wbits += once
         if j == 0:
@@ -410,15 +429,16 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                                     fetched_skip, fetched_skip, 0))
         if sp != "kept":
             skip_bits_per_elem[k - 1] = skip_bits_per_elem.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
-    energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs) - saved_e
-    off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - saved_bits
+    energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs) - kept.energy_saved
+    off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - kept.offchip_saved
     latency = pipeline_latency(top, blocks, stages, rows, cols,
-                               resident_weight_bits(macs) - produced_bits if weights_resident else 0, skip_bits_per_elem)
+                               resident_weight_bits(macs) - kept.operand_total if weights_resident else 0,
+                               skip_bits_per_elem)
     join_cost = join_costs[-1] if join is not None else None
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost,
-                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), on_chip)
+                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), kept.names)
 
 
 def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,
@@ -475,7 +495,8 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
                       counts: FusedCounts, rows: AxisSchedule, cols: AxisSchedule, weights_resident: bool,
                       join: Join | None = None, skip_policy: str = "re-read",
                       tile_bounds: TileBounds | None = None,
-                      inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[float, float]:
+                      inner_joins: tuple[tuple[Join, str], ...] = (),
+                      kept: KeptProducers | None = None) -> tuple[float, float]:
     """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
 
     Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
@@ -485,7 +506,9 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     peak, the off-chip loads (the same bits) at the read bandwidth, the write-backs at the write one.
     With ``tile_bounds`` every block's energy and latency are instead at least its tile operator's
     certified bound (a tile is costed with its outermost level at the store's price, plus the extra
-    price of the weights it reads off-chip).
+    price of the weights it reads off-chip). ``kept``: with the weights resident, the producers leaving second
+    operands in the store (``producers_on_chip``): those operands are not fetched, and what the producers save
+    by writing them to the store is credited, exactly as ``group_cost`` does.
     """
     top, st = arch.levels[0], arch.levels[store_index(arch)]
     refined = tile_bounds is not None and tile_bounds.usable
@@ -503,8 +526,9 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)
     energy += transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
     if weights_resident:
-        once = resident_weight_bits(macs)
-        energy += transfer_energy(top, once, 0) + transfer_energy(st, 0, once)
+        kept = kept or KeptProducers()
+        once = resident_weight_bits(macs) - kept.operand_total
+        energy += transfer_energy(top, once, 0) + transfer_energy(st, 0, once) - kept.energy_saved
         load_bits += once
     else:
         for j, ms in macs.items():

@@ -140,6 +140,17 @@ def _cut_at_failures(links: tuple[ChainLink, ...], ok: set[str]) -> list[tuple[C
     return [r for r in out if len(r) >= 2]
 
 
+def model_producers(mm: ModelMapping, chains: tuple[FusableChain, ...] | list[FusableChain]) -> dict[str, Producer]:
+    """Operators outside every chain whose whole output is a chain operator's second operand (attention's K and V
+    projections), with their layer-by-layer mappings and costs, by node."""
+    in_any = {n for c in chains for n in c.nodes}
+    layer_of = {n: (lm.layer.operator, lm.mapping, lm.result) for lm in mm.layers for n in lm.layer.nodes
+                if lm.result is not None and lm.mapping is not None}
+    return {p: Producer(p, replace(op, name=p), m, r)
+            for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any
+            for op, m, r in (layer_of[p],) if m is not None and r is not None}
+
+
 def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: FusionConfig = DEFAULT_FUSION,
                tile_time_limit: float = 2.0, time_limit: float | None = None,
                inner: InnerMappings | None = None) -> FusedModel:
@@ -201,12 +212,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     bound_fronts: list[list[Point]] = [[] for _ in chains]
     # Operators outside every chain whose whole output is a chain operator's second operand (attention's K and V
     # projections): a group keeping its weights resident may run them just before it, their outputs in the store.
-    in_any = {n for c in chains for n in c.nodes}
-    layer_of = {n: (lm.layer.operator, lm.mapping, lm.result) for lm in mm.layers for n in lm.layer.nodes
-                if lm.result is not None and lm.mapping is not None}
-    producers = {p: Producer(p, replace(layer_of[p][0], name=p), m, r)
-                 for c in chains for p in c.producers if p is not None and p in layer_of and p not in in_any
-                 and config.producers_on_chip for m, r in (layer_of[p][1:],) if m is not None and r is not None}
+    producers = model_producers(mm, chains) if config.producers_on_chip else {}
     fronts = [chain_front(c, singles, arch, inner, config, stats, deadline, bf, producers)
               for c, bf in zip(chains, bound_fronts, strict=True)]
     in_chains = [n for c in chains for n in c.nodes] + [j.node for j in alone]

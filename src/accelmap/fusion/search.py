@@ -28,11 +28,13 @@ from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_cou
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
+    KeptProducers,
     Producer,
     TileBounds,
     group_cost,
     group_lower_bound,
     pass_energy,
+    producers_on_chip,
     reserved,
     resident_weight_bits,
     skip_energy,
@@ -215,8 +217,10 @@ class _Candidate:
 
 
 def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, join: Join | None,
-               cfg: FusionConfig, exact: bool, inner_joins: tuple[Join, ...] = ()) -> list[_Candidate]:
-    """The group's candidates whose buffers fit the store, with their lower bounds when ``exact``."""
+               cfg: FusionConfig, exact: bool, inner_joins: tuple[Join, ...] = (),
+               kept: KeptProducers | None = None) -> list[_Candidate]:
+    """The group's candidates whose buffers fit the store, with their lower bounds when ``exact`` (``kept``: the
+    producers leaving second operands in the store when the weights are resident)."""
     out_last = stages[-1]
     if exact:
         cols = list(range(out_last.out_cols, 0, -1))
@@ -257,13 +261,24 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                         if exact:
                             rows_s, cols_s = sched
                             bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
-                                                      inner_joins=ij)
+                                                      inner_joins=ij, kept=kept)
                         found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij))
                         fits = True
                     fitting += fits
                     if not exact and fitting >= cfg.per_mode:
                         break
     return found
+
+
+def group_producers(chain: FusableChain, first: int, last: int,
+                    producers: dict[str, Producer] | None) -> dict[int, Producer]:
+    """The producers (outside the chain) of the second operands of the group ``first..last``'s operators
+    (attention's K and V projections), by the group's stage index."""
+    if not producers or not chain.producers:
+        return {}
+    a = chain.mac_at[first]
+    return {chain.mac_at[k] - a: producers[p] for k in range(first, last + 1)
+            for p in (chain.producers[k],) if p is not None and p in producers}
 
 
 def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
@@ -286,19 +301,17 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     exact = cfg.exact_tiles and out_last.out_rows * out_last.out_cols <= cfg.exact_max_tiles
     if cfg.exact_tiles and not exact:
         stats.inexact_groups += 1
-    cands = _enumerate(stages, macs, arch, join, cfg, exact, inner_joins)
+    # Second operands produced outside the group (attention's K, V), by stage index: with the weights resident
+    # their producers may leave them in the store (the same for every tile: found once, for the bounds too).
+    produced = group_producers(chain, first, last, producers)
+    kept = producers_on_chip(arch, produced, macs) if produced else KeptProducers()
+    cands = _enumerate(stages, macs, arch, join, cfg, exact, inner_joins, kept)
     if exact:
         # The default search's candidates first (so that a search cut by its time limit is no worse than
         # it), then the rest in the order of their bound.
         seeds = {replace(c, bound=(0.0, 0.0)) for c in _enumerate(stages, macs, arch, join, cfg, False, inner_joins)}
         cands.sort(key=lambda c: (replace(c, bound=(0.0, 0.0)) not in seeds, c.bound[0] * c.bound[1], c.bound))
     found: list[GroupCost] = []
-    # Second operands produced outside the group (attention's K, V), by stage index; not with the exact search,
-    # whose bounds price every resident operand as fetched from off-chip memory.
-    a = chain.mac_at[first]
-    produced = {chain.mac_at[k] - a: producers[p] for k in range(first, last + 1)
-                for p in (chain.producers[k] if chain.producers else None,)
-                if not cfg.exact_tiles and producers and p is not None and p in producers}
     group_deadline = time.perf_counter() + cfg.exact_group_seconds if exact else None
     tile_bounds = tile_bounds_of(arch) if exact else None
     for i, c in enumerate(cands):
@@ -312,7 +325,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                                        c.inner_joins)
             counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
-                                      tile_bounds, c.inner_joins)
+                                      tile_bounds, c.inner_joins, kept)
             c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
             if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
                 stats.candidates_pruned += 1
@@ -326,7 +339,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy, c.inner_joins, produced)
+                         c.skip_policy, c.inner_joins, produced, kept)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -381,15 +394,17 @@ def norms_alone(chain: FusableChain, arch: Accelerator) -> dict[int, tuple[Singl
     return out
 
 
-def group_floor(stages: tuple[Stage, ...], arch: Accelerator) -> tuple[float, float]:
+def group_floor(stages: tuple[Stage, ...], arch: Accelerator, kept: KeptProducers | None = None) -> tuple[float, float]:
     """(energy, latency) below every plan of a group: each output computed once, its input fetched and
-    its output written once (a group the search did not try still has this bound)."""
+    its output written once (a group the search did not try still has this bound), less what producers
+    leaving second operands in the store (``kept``) may save."""
     top, st = arch.levels[0], arch.levels[store_index(arch)]
     macs = sum(s.macs for s in stages)
     fetched = stages[0].in_rows * stages[0].in_cols * stages[0].in_depth * stages[0].in_bits
     written = stages[-1].out_rows * stages[-1].out_cols * stages[-1].out_depth * stages[-1].out_bits
     energy = (macs * arch.compute.mac_energy_pj + transfer_energy(top, fetched, 0) + transfer_energy(st, 0, fetched)
-              + transfer_energy(top, 0, written) + transfer_energy(st, written, 0))
+              + transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
+              - (kept.energy_saved if kept else 0.0))
     bw_r, bw_w = top.read_bw_bits, top.write_bw_bits
     return energy, max(macs / arch.peak_macs_per_cycle, fetched / bw_r if bw_r else 0.0,
                        written / bw_w if bw_w else 0.0)
@@ -426,7 +441,9 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
             elif out_of_time(deadline, stats):
                 stats.groups_skipped += 1
                 options = []
-                lows = [group_floor(chain.group(i, k - 1)[0], arch)]
+                stages_ik, macs_ik = chain.group(i, k - 1)
+                produced = group_producers(chain, i, k - 1, producers)
+                lows = [group_floor(stages_ik, arch, producers_on_chip(arch, produced, macs_ik) if produced else None)]
             else:
                 stats.groups_tried += 1
                 unresolved: list[tuple[float, float]] = []

@@ -27,6 +27,13 @@ the tile needs of that tensor the rectangle around those positions and its windo
 fetched where not valid, as any other read); re-read, the DMA engine loads them with the tile's last
 block. A join inside the group (spanning two residual blocks) does the same at the positions of its
 tensor a tile computes, its re-read skip loaded with the block computing them.
+
+Producers kept on chip (``producers``: attention's K and V projections, outside the group, whose whole
+outputs are second operands of its operators): with the group's weights resident they run alone before
+its tile loop, with every produced output held in the store (their mappings must fit next to them), and
+write their outputs there; the resident load before the first tile then leaves those operands out. What
+the producers still move off chip (their inputs and weights) is counted apart (``producer_offchip_bits``);
+their cycles are theirs as run alone, as in the fusion model.
 """
 
 from __future__ import annotations
@@ -37,16 +44,18 @@ import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import access_counts
-from accelmap.errors import SpecError
+from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_chain, check_join, fused_counts
 from accelmap.fusion.group_cost import (
     InnerMappings,
+    Producer,
     reserved,
     resident_weight_bits,
     store_index,
     store_priced,
 )
 from accelmap.fusion.stages import MacStage, tile_operator
+from accelmap.mapping.validate import validate
 from accelmap.sim.engine import run_timing
 from accelmap.sim.program import build_program
 
@@ -70,6 +79,10 @@ class FusedSimResult:
     output_bits: int
     model_latency: float | None = None
     skip_bits: int = 0                 # a re-read join's skip tensor, read from off-chip memory
+    # producers run before the group with their outputs left in the store: what they still move off chip (their
+    # other operands), and their outputs' bits moved to and from the store instead
+    producer_offchip_bits: int = 0
+    producer_store_bits: int = 0
 
     @property
     def offchip_bits(self) -> int:
@@ -171,10 +184,12 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                    tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                    weights_resident: bool = False, model_latency: float | None = None,
                    prefetch_tiles: int | None = None, join: Join | None = None,
-                   skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> FusedSimResult:
+                   skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
+                   producers: dict[int, Producer] | None = None) -> FusedSimResult:
     """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
     With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``; with
-    ``inner_joins``, adds inside the group (each with its skip policy)."""
+    ``inner_joins``, adds inside the group (each with its skip policy); with ``producers`` (by stage index),
+    the producers of those stages' second operands run first and leave them in the store."""
     blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     # per stage: bits of re-read skip per position of its output (its adds' skips, loaded with its block)
@@ -220,6 +235,7 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         return programs[key]
 
     rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits
+    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch, weights_resident)
 
     def port_time(bits: int, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -228,7 +244,7 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     read_busy = write_busy = compute_busy = 0.0
     weight_bits = written = 0
     if weights_resident:
-        weight_bits = resident_weight_bits(macs)
+        weight_bits = resident_weight_bits(macs) - in_store      # the producers' outputs are there already
         read_free = read_busy = port_time(weight_bits, rd_bw)
     if prefetch_tiles is not None and prefetch_tiles < 1:
         raise SpecError(f"fused simulation: prefetch_tiles must be at least 1 (or None: unlimited), got {prefetch_tiles}")
@@ -271,4 +287,41 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     return FusedSimResult(end, len(blocks), tuple(macs_done), sum(fetched), written, weight_bits, compute_busy,
                           read_busy, write_busy,
                           programs, sum(fetched) * stages[0].in_bits,
-                          written * stages[-1].out_bits, model_latency, skip_bits)
+                          written * stages[-1].out_bits, model_latency, skip_bits, producer_off, producer_store)
+
+
+def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage], arch: Accelerator,
+                   weights_resident: bool) -> tuple[int, int, int]:
+    """The producers run alone before the group, every produced output held in the store: (bits of the group's
+    operands they leave there, their own off-chip bits with their outputs in the store, their outputs' bits
+    moved to and from the store)."""
+    if not producers:
+        return 0, 0, 0
+    names = ", ".join(p.node for p in producers.values())
+    if not weights_resident:
+        raise SpecError(f"fused simulation: producers ({names}) leave their outputs in the store only for a group "
+                        "keeping its weights resident")
+    held = sum(p.output_bits for p in producers.values())
+    got = reserved(arch, held)
+    if got is None:
+        raise SpecError(f"fused simulation: the produced outputs of {names} ({held / 8192:,.1f} KiB) do not fit "
+                        f"{arch.levels[store_index(arch)].name}")
+    in_store = off = store = 0
+    for j, p in producers.items():
+        if j not in macs or len(macs[j].operator.inputs) < 2:
+            raise SpecError(f"fused simulation: {p.node} produces no second operand of the group's stage {j}")
+        try:
+            validate(p.operator, got[0], p.mapping)
+        except (MappingError, SpecError) as err:
+            raise SpecError(f"fused simulation: {p.node}'s mapping does not fit next to the produced outputs: "
+                            f"{err}") from None
+        bits = {x.name: x.bits for x in p.operator.operands}
+        out = p.operator.output.name
+        for (lv, x), cnt in access_counts(p.operator, arch, p.mapping).items():
+            if lv == 0:
+                moved = sum(cnt.as_tuple()) * bits[x]
+                store += moved if x == out else 0
+                off += 0 if x == out else moved
+        operand = macs[j].operator.inputs[1]
+        in_store += macs[j].operator.footprint(operand) * operand.bits
+    return in_store, off, store
