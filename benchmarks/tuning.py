@@ -48,6 +48,7 @@ from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measur
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
+    EDGE_PLATEAU,
     TUNERS,
     XGB3_MODEL,
     ModelTuner,
@@ -301,6 +302,11 @@ for _name, _settings in (("validity-edge-check", ValiditySettings(edge_walk=10, 
                                                                       follow_first_epoch=True))):
     VARIANTS[_name] = (lambda settings, name: lambda space, seed, is_valid: _named(
         ValidityTuner(space, seed, is_valid, validity=settings), name))(_settings, _name)
+
+
+# leaving a plateau with AutoTVM's diversity filter at another ratio than ``validity-edge-plateau``'s 2
+VARIANTS["validity-edge-plateau-4"] = lambda space, seed, is_valid: _named(ValidityTuner(
+    space, seed, is_valid, validity=replace(EDGE_PLATEAU, plateau_diversity=4.0)), "validity-edge-plateau-4")
 
 
 def _named(tuner, name: str):
@@ -608,6 +614,9 @@ def main() -> None:
     ap.add_argument("--layers", default=",".join(map(str, TABLE_5_1)))
     ap.add_argument("--tuners", default=",".join(TUNERS))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed-from", type=int, default=0,
+                    help="run only the seeds from this one up to --runs (a sweep split over several commands, each "
+                         "with its own --out: join their runs files and summarise with --from-runs)")
     ap.add_argument("--host", action="store_true", help="also tune three Table 5.1 layers on this CPU")
     ap.add_argument("--host-trials", type=int, default=30)
     ap.add_argument("--host-layers", default=",".join(map(str, HOST_LAYERS)))
@@ -741,7 +750,7 @@ def main() -> None:
         print(f"wrote {spaces_path}")
         return
     # seed-major: an interrupted sweep holds the same number of runs of every layer and tuner
-    jobs = [(lid, t, seed, args.trials) for seed in range(args.runs) for lid in layers for t in tuners]
+    jobs = [(lid, t, seed, args.trials) for seed in range(args.seed_from, args.runs) for lid in layers for t in tuners]
     t0 = time.perf_counter()
     RESULTS.mkdir(exist_ok=True)
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
