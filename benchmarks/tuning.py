@@ -629,6 +629,9 @@ def main() -> None:
                     help="keep the runs the runs file already holds and append the missing ones")
     ap.add_argument("--from-runs", action="store_true",
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
+    ap.add_argument("--complete-seeds", action="store_true",
+                    help="with --from-runs: summarise the seeds below --runs that every layer and tuner has (a split "
+                         "or stopped sweep), instead of requiring all --runs of them")
     ap.add_argument("--baseline", default=BASELINE, help="the tuner the others are relative to")
     ap.add_argument("--baseline-runs", help="a runs file of an earlier sweep to take the baseline's runs from")
     ap.add_argument("--step", type=int, default=STEP,
@@ -756,15 +759,25 @@ def main() -> None:
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
     if args.from_runs:
         # the runs a sweep already wrote (an interrupted one too): the layers and tuners with all their runs
-        results = read_runs(runs_path)
-        done = {(r[0], r[1]) for r in results}
-        # the seeds below --runs only: a later seed's runs of an interrupted sweep do not stand in for them
-        count = {k: len({r[2] for r in results if (r[0], r[1]) == k and r[2] < args.runs}) for k in done}
-        layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
-        results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
-        if not layers:
-            raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
-        print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
+        # one run per layer, tuner and seed (the runs files of a split sweep joined may repeat one)
+        results = list({(r[0], r[1], r[2]): r for r in read_runs(runs_path)}.values())
+        if args.complete_seeds:
+            # a sweep split over --seed-from ranges and stopped: the seeds below --runs that every layer and tuner has
+            have = {(r[0], r[1], r[2]) for r in results}
+            seeds = {s for s in range(args.runs) if all((lid, t, s) in have for lid in layers for t in tuners)}
+            if not seeds:
+                raise SystemExit(f"{runs_path} holds no seed below {args.runs} with a run of every layer and tuner")
+            results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] in seeds]
+            print(f"\nfrom {runs_path}: the {len(seeds)} seeds every layer and tuner has: {sorted(seeds)}")
+        else:
+            done = {(r[0], r[1]) for r in results}
+            # the seeds below --runs only: a later seed's runs of an interrupted sweep do not stand in for them
+            count = {k: len({r[2] for r in results if (r[0], r[1]) == k and r[2] < args.runs}) for k in done}
+            layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
+            results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
+            if not layers:
+                raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
+            print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
     else:
         ctx = multiprocessing.get_context("fork")
         results, base = [], []
@@ -797,7 +810,7 @@ def main() -> None:
         by.setdefault((lid, t), []).append((hit, near, first_valid, secs, *extra))
     per_layer = []
     print(f"\nconvergence (trials to the best; a run that never finds it counts {args.trials}), "
-          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
+          f"{len({r[2] for r in results})} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
     print(f"{'ID':>4} {'tuner':<18} {'median':>7} {'IQR':>6} {'missed':>6} {'<1%':>5} {'rel med':>7} "
           f"{'rel IQR':>7} {'thesis':>13}  95% interval of rel med")
     for lid in layers:
@@ -857,7 +870,7 @@ def main() -> None:
                              args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
-    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
+    out = {"protocol": {"runs": args.runs, "seeds": sorted({r[2] for r in results}), "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},
