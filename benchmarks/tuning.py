@@ -439,21 +439,28 @@ def bootstrap_means(base: dict[int, list[int]], tuner: dict[int, list[int]], rep
                     seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
     """95% intervals of the mean over layers of the relative median and IQR, resampling each layer's
     runs of the tuner and of the baseline with replacement: how far the protocol's means can move
-    with another draw of the same number of runs."""
+    with another draw of the same number of runs. The resamples are drawn one by one (per resample, per layer,
+    the baseline's then the tuner's) and their quartiles taken together, row by row."""
     rng = np.random.default_rng(seed)
-    meds, iqrs = [], []
-    for _ in range(reps):
-        m, q = [], []
-        for lid, b in base.items():
-            bb = np.array(b)[rng.integers(0, len(b), len(b))]
-            tt = np.array(tuner[lid])[rng.integers(0, len(tuner[lid]), len(tuner[lid]))]
-            bm, bi = stats(list(bb))
-            tm, ti = stats(list(tt))
-            m.append(tm / bm)
-            if bi:
-                q.append(ti / bi)
-        meds.append(statistics.mean(m))
-        iqrs.append(statistics.mean(q) if q else math.nan)
+    lids = list(base)
+    picks: dict[int, tuple[np.ndarray, np.ndarray]] = {
+        lid: (np.empty((reps, len(base[lid])), dtype=np.int64), np.empty((reps, len(tuner[lid])), dtype=np.int64))
+        for lid in lids}
+    for r in range(reps):
+        for lid in lids:
+            picks[lid][0][r] = rng.integers(0, len(base[lid]), len(base[lid]))
+            picks[lid][1][r] = rng.integers(0, len(tuner[lid]), len(tuner[lid]))
+    med_sum, iqr_sum, iqr_layers = np.zeros(reps), np.zeros(reps), np.zeros(reps)
+    for lid in lids:
+        b_q1, b_med, b_q3 = np.percentile(np.asarray(base[lid])[picks[lid][0]], [25, 50, 75], axis=1)
+        t_q1, t_med, t_q3 = np.percentile(np.asarray(tuner[lid])[picks[lid][1]], [25, 50, 75], axis=1)
+        med_sum += t_med / b_med
+        b_iqr = b_q3 - b_q1
+        has = b_iqr != 0          # a resample whose baseline IQR is 0 leaves the layer out of that IQR mean
+        iqr_sum[has] += (t_q3 - t_q1)[has] / b_iqr[has]
+        iqr_layers += has
+    meds = med_sum / len(lids)
+    iqrs = np.where(iqr_layers > 0, iqr_sum / np.maximum(iqr_layers, 1), np.nan)
     lo_m, hi_m = np.percentile(meds, [2.5, 97.5])
     lo_q, hi_q = np.nanpercentile(iqrs, [2.5, 97.5])
     return (float(lo_m), float(hi_m)), (float(lo_q), float(hi_q))
