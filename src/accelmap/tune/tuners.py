@@ -162,7 +162,7 @@ def submodular_pick(knobs: np.ndarray, n_pick: int, scores: np.ndarray | None = 
     knobs = np.asarray(knobs, dtype=np.int64)
     n = len(knobs)
     gain = np.zeros(n) if scores is None else np.asarray(scores, dtype=np.float64).copy()
-    seen = [set() for _ in range(knobs.shape[1])] if n else []
+    seen: list[set[int]] = [set() for _ in range(knobs.shape[1])] if n else []
     left = np.ones(n, dtype=bool)
     picked: list[int] = []
     for _ in range(min(n_pick, n)):
