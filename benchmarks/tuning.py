@@ -48,6 +48,7 @@ from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measur
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
+    EDGE_PLATEAU,
     TUNERS,
     XGB3_MODEL,
     ModelTuner,
@@ -303,6 +304,11 @@ for _name, _settings in (("validity-edge-check", ValiditySettings(edge_walk=10, 
         ValidityTuner(space, seed, is_valid, validity=settings), name))(_settings, _name)
 
 
+# leaving a plateau with AutoTVM's diversity filter at another ratio than ``validity-edge-plateau``'s 2
+VARIANTS["validity-edge-plateau-4"] = lambda space, seed, is_valid: _named(ValidityTuner(
+    space, seed, is_valid, validity=replace(EDGE_PLATEAU, plateau_diversity=4.0)), "validity-edge-plateau-4")
+
+
 def _named(tuner, name: str):
     tuner.name = name
     return tuner
@@ -433,21 +439,28 @@ def bootstrap_means(base: dict[int, list[int]], tuner: dict[int, list[int]], rep
                     seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
     """95% intervals of the mean over layers of the relative median and IQR, resampling each layer's
     runs of the tuner and of the baseline with replacement: how far the protocol's means can move
-    with another draw of the same number of runs."""
+    with another draw of the same number of runs. The resamples are drawn one by one (per resample, per layer,
+    the baseline's then the tuner's) and their quartiles taken together, row by row."""
     rng = np.random.default_rng(seed)
-    meds, iqrs = [], []
-    for _ in range(reps):
-        m, q = [], []
-        for lid, b in base.items():
-            bb = np.array(b)[rng.integers(0, len(b), len(b))]
-            tt = np.array(tuner[lid])[rng.integers(0, len(tuner[lid]), len(tuner[lid]))]
-            bm, bi = stats(list(bb))
-            tm, ti = stats(list(tt))
-            m.append(tm / bm)
-            if bi:
-                q.append(ti / bi)
-        meds.append(statistics.mean(m))
-        iqrs.append(statistics.mean(q) if q else math.nan)
+    lids = list(base)
+    picks: dict[int, tuple[np.ndarray, np.ndarray]] = {
+        lid: (np.empty((reps, len(base[lid])), dtype=np.int64), np.empty((reps, len(tuner[lid])), dtype=np.int64))
+        for lid in lids}
+    for r in range(reps):
+        for lid in lids:
+            picks[lid][0][r] = rng.integers(0, len(base[lid]), len(base[lid]))
+            picks[lid][1][r] = rng.integers(0, len(tuner[lid]), len(tuner[lid]))
+    med_sum, iqr_sum, iqr_layers = np.zeros(reps), np.zeros(reps), np.zeros(reps)
+    for lid in lids:
+        b_q1, b_med, b_q3 = np.percentile(np.asarray(base[lid])[picks[lid][0]], [25, 50, 75], axis=1)
+        t_q1, t_med, t_q3 = np.percentile(np.asarray(tuner[lid])[picks[lid][1]], [25, 50, 75], axis=1)
+        med_sum += t_med / b_med
+        b_iqr = b_q3 - b_q1
+        has = b_iqr != 0          # a resample whose baseline IQR is 0 leaves the layer out of that IQR mean
+        iqr_sum[has] += (t_q3 - t_q1)[has] / b_iqr[has]
+        iqr_layers += has
+    meds = med_sum / len(lids)
+    iqrs = np.where(iqr_layers > 0, iqr_sum / np.maximum(iqr_layers, 1), np.nan)
     lo_m, hi_m = np.percentile(meds, [2.5, 97.5])
     lo_q, hi_q = np.nanpercentile(iqrs, [2.5, 97.5])
     return (float(lo_m), float(hi_m)), (float(lo_q), float(hi_q))
@@ -608,6 +621,9 @@ def main() -> None:
     ap.add_argument("--layers", default=",".join(map(str, TABLE_5_1)))
     ap.add_argument("--tuners", default=",".join(TUNERS))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed-from", type=int, default=0,
+                    help="run only the seeds from this one up to --runs (a sweep split over several commands, each "
+                         "with its own --out: join their runs files and summarise with --from-runs)")
     ap.add_argument("--host", action="store_true", help="also tune three Table 5.1 layers on this CPU")
     ap.add_argument("--host-trials", type=int, default=30)
     ap.add_argument("--host-layers", default=",".join(map(str, HOST_LAYERS)))
@@ -620,6 +636,9 @@ def main() -> None:
                     help="keep the runs the runs file already holds and append the missing ones")
     ap.add_argument("--from-runs", action="store_true",
                     help="summarise the runs file of an earlier (or interrupted) sweep instead of running one")
+    ap.add_argument("--complete-seeds", action="store_true",
+                    help="with --from-runs: summarise the seeds below --runs that every layer and tuner has (a split "
+                         "or stopped sweep), instead of requiring all --runs of them")
     ap.add_argument("--baseline", default=BASELINE, help="the tuner the others are relative to")
     ap.add_argument("--baseline-runs", help="a runs file of an earlier sweep to take the baseline's runs from")
     ap.add_argument("--step", type=int, default=STEP,
@@ -741,21 +760,31 @@ def main() -> None:
         print(f"wrote {spaces_path}")
         return
     # seed-major: an interrupted sweep holds the same number of runs of every layer and tuner
-    jobs = [(lid, t, seed, args.trials) for seed in range(args.runs) for lid in layers for t in tuners]
+    jobs = [(lid, t, seed, args.trials) for seed in range(args.seed_from, args.runs) for lid in layers for t in tuners]
     t0 = time.perf_counter()
     RESULTS.mkdir(exist_ok=True)
     runs_path = RESULTS / f"{args.out}_runs.jsonl"
     if args.from_runs:
         # the runs a sweep already wrote (an interrupted one too): the layers and tuners with all their runs
-        results = read_runs(runs_path)
-        done = {(r[0], r[1]) for r in results}
-        # the seeds below --runs only: a later seed's runs of an interrupted sweep do not stand in for them
-        count = {k: len({r[2] for r in results if (r[0], r[1]) == k and r[2] < args.runs}) for k in done}
-        layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
-        results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
-        if not layers:
-            raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
-        print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
+        # one run per layer, tuner and seed (the runs files of a split sweep joined may repeat one)
+        results = list({(r[0], r[1], r[2]): r for r in read_runs(runs_path)}.values())
+        if args.complete_seeds:
+            # a sweep split over --seed-from ranges and stopped: the seeds below --runs that every layer and tuner has
+            have = {(r[0], r[1], r[2]) for r in results}
+            seeds = {s for s in range(args.runs) if all((lid, t, s) in have for lid in layers for t in tuners)}
+            if not seeds:
+                raise SystemExit(f"{runs_path} holds no seed below {args.runs} with a run of every layer and tuner")
+            results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] in seeds]
+            print(f"\nfrom {runs_path}: the {len(seeds)} seeds every layer and tuner has: {sorted(seeds)}")
+        else:
+            done = {(r[0], r[1]) for r in results}
+            # the seeds below --runs only: a later seed's runs of an interrupted sweep do not stand in for them
+            count = {k: len({r[2] for r in results if (r[0], r[1]) == k and r[2] < args.runs}) for k in done}
+            layers = [lid for lid in layers if all(count.get((lid, t), 0) >= args.runs for t in tuners)]
+            results = [r for r in results if r[0] in layers and r[1] in tuners and r[2] < args.runs]
+            if not layers:
+                raise SystemExit(f"{runs_path} holds no layer with {args.runs} runs of every tuner")
+            print(f"\nfrom {runs_path}: layers {', '.join(map(str, layers))} complete")
     else:
         ctx = multiprocessing.get_context("fork")
         results, base = [], []
@@ -788,7 +817,7 @@ def main() -> None:
         by.setdefault((lid, t), []).append((hit, near, first_valid, secs, *extra))
     per_layer = []
     print(f"\nconvergence (trials to the best; a run that never finds it counts {args.trials}), "
-          f"{args.runs} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
+          f"{len({r[2] for r in results})} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
     print(f"{'ID':>4} {'tuner':<18} {'median':>7} {'IQR':>6} {'missed':>6} {'<1%':>5} {'rel med':>7} "
           f"{'rel IQR':>7} {'thesis':>13}  95% interval of rel med")
     for lid in layers:
@@ -848,7 +877,7 @@ def main() -> None:
                              args.host_runs)
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
-    out = {"protocol": {"runs": args.runs, "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
+    out = {"protocol": {"runs": args.runs, "seeds": sorted({r[2] for r in results}), "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
                         "ground_truth": "analytical model (checked against the simulator per layer)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},

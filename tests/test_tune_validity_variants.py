@@ -279,3 +279,71 @@ def test_a_reshape_over_the_threads_trades_a_thread_for_a_tile_twice_as_large():
     assert (1, 1, 0) not in edge_neighbours(space, base, reshape=True)
     assert set(edge_neighbours(space, base, reshape="threads")) - set(edge_neighbours(space, base, reshape=True)) \
         == {(1, 1, 0)}
+
+
+def test_submodular_pick_is_autotvms_greedy_diversity():
+    from accelmap.tune.tuners import submodular_pick
+
+    knobs = np.array([[0, 0], [0, 1], [1, 0], [0, 0], [1, 1]])
+    # by hand, AutoTVM's greedy: (0, 0) brings two new values (the first of five such rows), then (1, 1) two more,
+    # then nothing is new and the earliest row left, (0, 1), is taken
+    assert submodular_pick(knobs, 3) == [0, 4, 1]
+    # a score adds to the new values: (1, 1) scores 3 + 2 first; then (0, 0) and (1, 0) both gain 2, the earlier wins
+    assert submodular_pick(knobs, 3, scores=np.array([0, 0, 0, 0, 3.0])) == [4, 0, 1]
+    assert submodular_pick(knobs, 9) == [0, 4, 1, 2, 3]        # never more than the rows
+
+
+def test_a_plan_after_an_epoch_without_a_new_best_is_made_diverse():
+    space, is_valid = _strip_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=4,
+                          validity=ValiditySettings(presamples=100, plateau_diversity=2.0))
+    tuner.update([(0, 0), (1, 1)], [Measurement((0, 0), True, 5.0), Measurement((1, 1), True, 3.0)])
+    assert tuner.best_trial == 2 and tuner.diversity_ratio() is None       # the best is 0 trials old
+    three = [(2, 2), (2, 3), (2, 4)]
+    tuner.update(three, [Measurement(p, True, 9.0) for p in three])
+    assert tuner.diversity_ratio() is None                                 # 3 trials without a new best
+    tuner.update([(0, 5)], [Measurement((0, 5), True, 9.0)])
+    assert tuner.diversity_ratio() == 2.0                                  # a whole epoch (4) without one
+    # the plan: the 4 most diverse of the annealer's 8 best-scored (here a fixed list, best first)
+    best_scored = [space.flat(p) for p in ((1, 2), (1, 3), (1, 4), (0, 2), (2, 9), (0, 3), (1, 8), (2, 7))]
+    tuner.annealer.find_maximums = lambda predict, num, exclude, bias=None: best_scored[:num]   # noqa: E731
+    # (1, 2) and (2, 9) bring two new values each, then (0, 3) two (x = 0, y = 3), then (1, 4) the first with one
+    assert [space.point(f) for f in tuner._plan(lambda pts: pts[:, 0])] == [(1, 2), (2, 9), (0, 3), (1, 4)]
+    tuner.update([(1, 6)], [Measurement((1, 6), True, 1.0)])               # a new best: the plan is the best again
+    assert tuner.diversity_ratio() is None
+    assert [space.point(f) for f in tuner._plan(lambda pts: pts[:, 0])] == [space.point(f) for f in best_scored[:4]]
+
+
+def _threaded_space():
+    """Rows and columns 1-8 and one thread knob; a thread owns its tile and two or more threads double-buffer, so a
+    configuration builds when rows x columns x threads x (2 with threads, else 1) is at most 16."""
+    space = KnobSpace((Knob("tile_h", (1, 2, 4, 8), "split"), Knob("tile_w", (1, 2, 4, 8), "split"),
+                       Knob("nthread", (1, 2), "threads")))
+
+    def is_valid(p):
+        v = space.values(p)
+        return v["tile_h"] * v["tile_w"] * v["nthread"] * (2 if v["nthread"] > 1 else 1) <= 16
+    return space, is_valid
+
+
+def test_a_thread_step_is_filled_up_to_the_valid_edge():
+    space, is_valid = _threaded_space()
+    tuner = ValidityTuner(space, 0, is_valid, plan_size=50, validity=ValiditySettings(presamples=1, edge_fill=True))
+    # 2x2 on two threads fills the buffer (16); on one thread it uses 4: grown one option at a time while it
+    # builds, the first listed knob first before a model (rows), to 8x2, whose larger tiles (16x2 is no option,
+    # 8x4 uses 32) do not build
+    assert tuner.fill_steps((1, 1, 1)) == [(3, 1, 0)]
+    # with a model that prefers wide tiles: 2x8
+    fresh = ValidityTuner(space, 0, is_valid, plan_size=50, validity=ValiditySettings(presamples=1, edge_fill=True))
+    fresh.predict = lambda points: points[:, 1].astype(np.float64)
+    assert fresh.fill_steps((1, 1, 1)) == [(1, 3, 0)]
+    # the other way: 8x2 on one thread does not build on two (64); shrunk one option at a time until it builds
+    # (4x2: 32, then 2x2: 16), then no larger tile builds
+    assert tuner.fill_steps((3, 1, 0)) == [(1, 1, 1)]
+    assert all(is_valid(space.point(f)) for f in tuner.known_valid)
+    assert not any(is_valid(space.point(f)) for f in tuner.known_invalid)
+    assert tuner.edge_checks > 0
+    # the edge steps hold the fill (and without edge_fill they do not)
+    assert (3, 1, 0) in tuner.edge_steps(100, [(1, 1, 1)])
+    plain = ValidityTuner(space, 0, is_valid, plan_size=50, validity=ValiditySettings(presamples=1, edge_check=True))
+    assert (3, 1, 0) not in plain.edge_steps(100, [(1, 1, 1)])

@@ -18,6 +18,8 @@
   epoch, and ``validity-edge-exhaust`` builds edge steps before measuring them and leads every step with the
   best's unmeasured edge steps until none is left; ``validity-edge-reshape`` adds steps that keep a tile's area in
   another shape (``edge_neighbours``), and ``validity-edge-reshape-threads`` counts the virtual threads as tile sizes.
+  ``validity-edge-plateau`` makes the model's plan diverse (AutoTVM's diversity filter) after an epoch without a new
+  best; ``validity-edge-fill`` adds edge steps that set the virtual threads otherwise and fit the tile to the buffers.
 * ``optuna``: Optuna's TPE sampler with its ``constraints_func`` (invalid configurations are infeasible
   trials), as a modern constraint-aware baseline.
 
@@ -26,6 +28,7 @@ Every tuner sees only what was measured (and, for ``validity``, the validity che
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -40,7 +43,7 @@ from accelmap.tune.presample import presample, select_spread
 Point = tuple[int, ...]
 TUNERS = ("random", "autotvm", "validity", "validity-no-ssdm", "validity-no-bsa", "validity-plus", "validity-edge",
           "validity-edge-follow", "validity-edge-exhaust", "validity-edge-reshape",
-          "validity-edge-reshape-threads", "optuna")
+          "validity-edge-reshape-threads", "validity-edge-plateau", "validity-edge-fill", "optuna")
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,20 @@ class ValiditySettings:
     # a pair of tile sizes steps to any other pair of the same product (``edge_neighbours``' reshape): the tile keeps
     # its area, and so stays on the valid region's edge, in another shape; "threads": the virtual threads too
     edge_reshape: bool | str = False
+    # Leaving a plateau (ours, with AutoTVM's diversity filter): when a whole epoch measured no new best, the next
+    # plan is the ``plan_size`` most diverse (``submodular_pick``: the most knob values not yet in the plan) of the
+    # annealer's ``plateau_diversity x plan_size`` best-scored configurations, instead of its ``plan_size`` best. A
+    # model retrained on a plateau ranks the plateau's own kind of configuration first (on a VTA layer: small
+    # tiles with two virtual threads), so its plan stays there while the best is a configuration of another kind
+    # (one large single-threaded tile) on another part of the valid region's edge. None: off.
+    plateau_diversity: float | None = None
+    # Fill the buffers after a thread step (ours): the edge steps also hold the base with its virtual threads set to
+    # every other setting and its tiles then fitted to the buffers (``ValidityTuner.fill_steps``). One thread fewer
+    # leaves a buffer half empty (a thread owns a tile, and with one thread a level is single-buffered), so the
+    # configuration of the new setting that lies on the valid region's edge, where the dissertation finds the best
+    # ones, has a larger tile, often several tile steps away (on Table 5.1's layer 17: from 7x14 rows x columns of 1
+    # output block on 2 x 2 threads, 7.8% above the best, to the best, 8x56 of 4 blocks on one thread).
+    edge_fill: bool = False
 
 
 DEFAULT_ANNEALING = AnnealingSettings()
@@ -129,6 +146,34 @@ EDGE_EXHAUST = replace(EDGE_FOLLOW, edge_check=True, edge_exhaust="all", edge_an
 EDGE_RESHAPE = replace(EDGE_EXHAUST, edge_reshape=True)
 # ``validity-edge-reshape-threads``: and the reshape over the virtual threads too
 EDGE_RESHAPE_THREADS = replace(EDGE_EXHAUST, edge_reshape="threads")
+# ``validity-edge-plateau``: and a plan made diverse after an epoch without a new best (AutoTVM's filter ratio 2)
+EDGE_PLATEAU = replace(EDGE_RESHAPE_THREADS, plateau_diversity=2.0)
+# ``validity-edge-fill``: ``validity-edge-reshape-threads`` whose edge steps also fill the buffers after a thread step
+EDGE_FILL = replace(EDGE_RESHAPE_THREADS, edge_fill=True)
+
+
+def submodular_pick(knobs: np.ndarray, n_pick: int, scores: np.ndarray | None = None,
+                    knob_weight: float = 1.0) -> list[int]:
+    """AutoTVM's ``submodular_pick`` (Apache TVM, ``autotvm/tuner/model_based_tuner.py``): greedily the rows of
+    ``knobs`` (one configuration's option indices a row) maximising the sum of their ``scores`` plus ``knob_weight``
+    for every knob value not yet in the picked set (a monotone submodular objective); ties go to the earliest row.
+    AutoTVM's diversity filter calls it with every score 0, so the order of the rows (best-scored first) only
+    breaks ties."""
+    knobs = np.asarray(knobs, dtype=np.int64)
+    n = len(knobs)
+    gain = np.zeros(n) if scores is None else np.asarray(scores, dtype=np.float64).copy()
+    seen: list[set[int]] = [set() for _ in range(knobs.shape[1])] if n else []
+    left = np.ones(n, dtype=bool)
+    picked: list[int] = []
+    for _ in range(min(n_pick, n)):
+        new = np.array([sum(int(v) not in seen[i] for i, v in enumerate(row)) for row in knobs])
+        delta = np.where(left, gain + knob_weight * new, -np.inf)
+        x = int(np.argmax(delta))        # the first of equal maxima, as AutoTVM's strict ``>``
+        picked.append(x)
+        left[x] = False
+        for i, v in enumerate(knobs[x]):
+            seen[i].add(int(v))
+    return picked
 
 
 def edge_neighbours(space: KnobSpace, base: Point, *, any_order: bool = False, reshape: bool | str = False) -> list[Point]:
@@ -325,10 +370,28 @@ class ModelTuner(Tuner):
         if self.measured >= self.plan_size * (self.train_count + 1) and max(self.ys) > 0:
             predict = self._fit()
             self.predict = predict
-            self.trials = self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
+            self.trials = self._plan(predict)
             self.trial_pt = 0
             self.train_count += 1
             self.first = []     # an epoch is over: first-batch points it did not reach are not measured
+
+    def diversity_ratio(self) -> float | None:
+        """AutoTVM's ``diversity_filter_ratio`` for the plan being made (None: the annealer's best, as AutoTVM's
+        default)."""
+        return None
+
+    def _plan(self, predict: Callable[[np.ndarray], np.ndarray]) -> list[int]:
+        """The next epoch's configurations: the annealer's ``plan_size`` best-scored, or with a diversity filter
+        ratio r the ``plan_size`` most diverse of its ``r x plan_size`` best (AutoTVM's ``ModelBasedTuner``)."""
+        ratio = self.diversity_ratio()
+        if not ratio:
+            return self.annealer.find_maximums(predict, self.plan_size, self.visited, self.bias())
+        candidates = self.annealer.find_maximums(predict, int(round(self.plan_size * ratio)), self.visited,
+                                                 self.bias())
+        if not candidates:
+            return candidates
+        rows = self.space.all_points()[np.array(candidates, dtype=np.int64)]
+        return [candidates[i] for i in submodular_pick(rows, self.plan_size)]
 
     def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
         import xgboost as xgb
@@ -426,6 +489,9 @@ class ValidityTuner(ModelTuner):
         self.best_point: Point | None = None  # the best configuration measured so far
         self.ever_improved = False            # a measurement has bettered an earlier valid one
         self.best_cost = float("inf")
+        self.best_trial = 0                   # how many measurements had been told when the best was measured
+        self.plateau_plans = 0                # plans made diverse on a plateau (``plateau_diversity``)
+        self.fills: dict[Point, list[Point]] = {}   # ``fill_steps`` of the bases met so far
         self.edge_checks = 0                  # validity checks of edge steps (beyond presampling's)
 
     def first_batch(self, n: int) -> list[Point]:
@@ -459,7 +525,15 @@ class ValidityTuner(ModelTuner):
                 self.best_point = p
                 self.ever_improved = self.ever_improved or self.improved is not None
                 self.best_cost = r.cost
+                self.best_trial = len(self.costs)
         super().update(points, results)
+
+    def diversity_ratio(self) -> float | None:
+        ratio = self.validity.plateau_diversity
+        if ratio is None or not self.costs or len(self.costs) - self.best_trial < self.plan_size:
+            return None
+        self.plateau_plans += 1
+        return ratio
 
     def next_batch(self, n: int) -> list[Point]:
         follow = self.validity.edge_follow
@@ -496,7 +570,8 @@ class ValidityTuner(ModelTuner):
         cand: dict[int, None] = {}
         for b in bases:
             for q in edge_neighbours(self.space, b, any_order=self.validity.edge_any_order,
-                                     reshape=self.validity.edge_reshape):
+                                     reshape=self.validity.edge_reshape) + \
+                    (self.fill_steps(b) if self.validity.edge_fill else []):
                 f = self.space.flat(q)
                 if f not in self.visited and f not in self.known_invalid:
                     cand[f] = None
@@ -526,6 +601,59 @@ class ValidityTuner(ModelTuner):
             out.append(self.space.point(f))
             if len(out) == k:
                 break
+        return out
+
+    def _builds(self, p: Point) -> bool:
+        """Whether ``p`` builds: known from presampling, a measurement or an earlier check, else checked now (a
+        validity check like presampling's, not a trial; counted in ``edge_checks``)."""
+        f = self.space.flat(p)
+        if f in self.known_valid:
+            return True
+        if f in self.known_invalid:
+            return False
+        self.edge_checks += 1
+        ok = self.is_valid(p)
+        (self.known_valid if ok else self.known_invalid).add(f)
+        return ok
+
+    def _best_scored(self, points: list[Point]) -> Point:
+        """The model's best-scored of ``points`` (before the first model the first listed; ties to the first)."""
+        if self.predict is None or len(points) == 1:
+            return points[0]
+        return points[int(np.argmax(self.predict(np.array(points, dtype=np.int64))))]
+
+    def fill_steps(self, base: Point) -> list[Point]:
+        """``base`` with its virtual threads (the knobs of kind "threads") set to every other setting, each then
+        fitted to the buffers: while it does not build, one split knob one option smaller; then, while a tile one
+        option larger in one split knob builds, that one; the model's best-scored step first each time. The result
+        lies on the valid region's edge: a larger tile in any one dim does not build (``ValiditySettings.edge_fill``).
+        Computed once per base."""
+        if base in self.fills:
+            return self.fills[base]
+        shape = self.space.shape
+        threads = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "threads" and shape[a] > 1]
+        splits = [a for a, knob in enumerate(self.space.knobs) if knob.kind == "split" and shape[a] > 1]
+        out: list[Point] = []
+        for setting in itertools.product(*(range(shape[a]) for a in threads)):
+            if all(base[a] == v for a, v in zip(threads, setting, strict=True)):
+                continue
+            q = list(base)
+            for a, v in zip(threads, setting, strict=True):
+                q[a] = v
+            point: Point | None = tuple(q)
+            while point is not None and not self._builds(point):
+                smaller = [point[:a] + (point[a] - 1,) + point[a + 1:] for a in splits if point[a] > 0]
+                point = self._best_scored(smaller) if smaller else None
+            if point is None:
+                continue
+            while True:
+                larger = [r for r in (point[:a] + (point[a] + 1,) + point[a + 1:] for a in splits
+                                      if point[a] + 1 < shape[a]) if self._builds(r)]
+                if not larger:
+                    break
+                point = self._best_scored(larger)
+            out.append(point)
+        self.fills[base] = out
         return out
 
     def _fit(self) -> Callable[[np.ndarray], np.ndarray]:
@@ -634,7 +762,8 @@ def make_tuner(name: str, space: KnobSpace, seed: int, is_valid: Callable[[Point
             raise ValueError("the validity tuner needs a validity check")
         edge_settings = {"validity-edge": EDGE_WALK, "validity-edge-follow": EDGE_FOLLOW,
                          "validity-edge-exhaust": EDGE_EXHAUST, "validity-edge-reshape": EDGE_RESHAPE,
-                         "validity-edge-reshape-threads": EDGE_RESHAPE_THREADS}
+                         "validity-edge-reshape-threads": EDGE_RESHAPE_THREADS, "validity-edge-plateau": EDGE_PLATEAU,
+                         "validity-edge-fill": EDGE_FILL}
         if name in edge_settings:
             edge = ValidityTuner(space, seed, is_valid, plan_size=plan_size, validity=edge_settings[name])
             edge.name = name
