@@ -276,7 +276,7 @@ class BoundContext:
                     first: float = (1 if runs is None else runs) * fi * t
                     if window is not None:
                         first = max(first, full * fi * t * window_share(X, window, c))
-                    member = full * (part - fi * t) + first
+                    member = self.refetch_positions(X, c, full, prod_r) * (part - fi * t) + first
                 else:
                     member = fp
                     if runs is not None and runs == full and pinned_steps and c < level \
@@ -441,6 +441,11 @@ class BoundContext:
             inner = busy + stall if not bursts else float(burst_cycles(bursts, outside, busy + stall))
             least.add(energy, max(inner + edge, transfer, tail))
         return least.pair()
+
+    def refetch_positions(self, X: Operand, c: int, full: int, prod_r: int) -> int:
+        """Positions of the fixed nest at which B1 counts X's refetches at boundary c: ``full`` (every one with whole
+        tiles; rule I2's whole positions with imperfect ones; rule B44 over Ruby-S tiles, ``padded_round_positions``)."""
+        return full
 
     def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
         """A MAC schedule every completion of the node has beyond ``ceil(MACs / PEs)``: none with whole tiles (there

@@ -44,6 +44,7 @@ from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
+from accelmap.search.padded_mirrors import padded_mirror_keys
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import (
     SpatialSpace,
@@ -113,6 +114,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # what is left): every unrolling is then searched or cut (rule E2).
     padded_mode = imperfect or "spatial"
     done = np.zeros(unrollings.classes, dtype=bool)
+    padded_done: set[tuple] = set()       # rule B45: padded unrollings searched to the end
     searched = cut = padded_searched = mirror_skipped = equivalent_skipped = 0
     timed_out, restricted = late, False
     for pos, row in enumerate(order):
@@ -128,6 +130,13 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if done[unrollings.mirror_cls[row]]:
             mirror_skipped += 1           # rule S4
             continue
+        padded_key = None
+        if not divides[row] and unrollings.skip_equivalent and swap:
+            # Rule B45: the mirror of a padded unrolling searched to the end has the same optimum (``padded_mirrors``).
+            padded_key, mirror_key = padded_mirror_keys(space.assignment(int(row)), swap)
+            if mirror_key in padded_done:
+                mirror_skipped += 1
+                continue
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             timed_out = True
@@ -152,6 +161,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         if unrollings.skip_equivalent and divides[row]:
             # (S5 is argued for dividing unrollings; a padded one, searched over imperfect tiles, marks nothing.)
             done[unrollings.cls[row]] = True
+        if padded_key is not None:
+            padded_done.add(padded_key)
     # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
     if imperfect and not timed_out:
         from accelmap.search.imperfect_tiles import search_remaining_unrollings

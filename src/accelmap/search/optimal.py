@@ -37,6 +37,7 @@ from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
 from accelmap.search.outer_orders import bounds_by_innermost, outer_order_nests
+from accelmap.search.padded_round_positions import RubySBoundContext
 from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.search.spatial import spatial_lower_bound
@@ -226,7 +227,9 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial, objective)
+        # Over Ruby-S tiles (a padded unrolling, rule E2) rule B44 counts some inputs' refetches at every position.
+        context = BoundContext if not imperfect else RubySBoundContext if imperfect == "spatial" else ImperfectBoundContext
+        ctx = context(op, arch, keep, cons.spatial, objective)
         # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
         # bypass choice before any tiling is enumerated.
         # Rule B36 (``root_pairs``): each open level's tile keeps its refill energy and its stall together.
