@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 
@@ -20,7 +21,7 @@ from accelmap.search.bounds import chain_options
 from accelmap.search.exact import search_exact
 from accelmap.search.padded_classes import PaddedClasses
 from accelmap.search.space import Constraints, keep_options
-from accelmap.search.spatial import TooManyUnrollings, enumerate_spatial, unrolling_of
+from accelmap.search.spatial import CertificateOutOfTime, TooManyUnrollings, enumerate_spatial, unrolling_of
 from accelmap.workload import gemm
 from strategies import random_operator
 from test_imperfect_search import _small_cases, row_of_four
@@ -153,3 +154,24 @@ def test_a_search_past_the_budget_is_now_proven(monkeypatch):
     monkeypatch.setattr(exact, "PaddedClasses", too_many)
     _, before = search_exact(op, arch, "edp", heuristic=False, time_limit=60)
     assert not before.extra["proven"] and not before.extra["spatial_every_padded"]
+
+
+def test_classes_out_of_time_are_a_timeout_not_a_proof(monkeypatch):
+    """The class bounds read the clock between chunks: past the deadline they stop (``CertificateOutOfTime``), the
+    exact search's unrollings are then none, not every padded bound, and the search says it timed out."""
+    arch = row_of_four()
+    op = gemm("g", m=5, n=3, k=1)
+    chains = chain_options(op, keep_options(op, arch, Constraints()))
+    with pytest.raises(CertificateOutOfTime):
+        PaddedClasses(op, arch, Constraints(), chains, "edp", deadline=1.0, clock=lambda: 2.0)
+    monkeypatch.setattr(exact, "EVERY_PADDED_ROWS", 2)
+    ranked = exact.ranked_unrollings(op, arch, Constraints(), "edp", chains, classes=True,
+                                     classes_deadline=time.perf_counter() - 1.0)
+    assert ranked.classes_out_of_time and not ranked.every_padded and not len(ranked.order)
+
+    def out_of_time(*args, **kwargs):
+        raise CertificateOutOfTime
+
+    monkeypatch.setattr(exact, "PaddedClasses", out_of_time)
+    _, st = search_exact(op, arch, "edp", heuristic=False, time_limit=60)
+    assert st.extra["timed_out"] and not st.extra["proven"]
