@@ -5,17 +5,12 @@ its bound is not cut."""
 from __future__ import annotations
 
 import math
-import random
 import time
 
 import pytest
 
 from accelmap.arch import get_accelerator
-from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.schema import accelerator_from_dict
-from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search import exact, padded_classes, search_exhaustive
 from accelmap.search.bounds import chain_options
 from accelmap.search.exact import search_exact
@@ -23,7 +18,7 @@ from accelmap.search.padded_classes import PaddedClasses
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import CertificateOutOfTime, TooManyUnrollings, enumerate_spatial, unrolling_of
 from accelmap.workload import gemm
-from strategies import random_operator
+from test_bound_pinned_stall import own_unrolling_cases
 from test_imperfect_search import _small_cases, row_of_four
 from test_search_padded_unrollings import _pads
 
@@ -58,20 +53,13 @@ def test_the_classes_hold_exactly_the_every_padded_unrollings():
 
 
 def test_a_class_bound_never_exceeds_the_cost_of_a_member():
-    """Random operators on four presets and two small machines, random mappings (imperfect ones, whose rounds pad):
-    the bound of the class of a mapping's own unrolling is at most its EDP, energy and latency; some of them pad."""
-    rng = random.Random(11)
+    """Random operators on four presets and two small machines, random mappings (perfect, imperfect every second one,
+    whose rounds pad): the bound of the class of a mapping's own unrolling is at most its EDP, energy and latency; some
+    of them pad."""
     archs = [get_accelerator(name) for name in ("edge_tpu_like", "ascend_like", "tpu_like", "simba_like")]
     archs += [_two_rows(), row_of_four()]
     checked = padded = 0
-    for n in range(36):
-        arch = archs[n % len(archs)]
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=n % 3 != 2)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m, check=False)
+    for _, arch, op, m, res, _, _ in own_unrolling_cases(5, archs, 36, 2):
         spatial = unrolling_of(arch, m)
         used = {d: math.prod(b for dims in spatial.values() for dd, b in dims.items() if dd == d) for d in op.dim_names}
         padded += any(op.sizes[d] % u for d, u in used.items())
