@@ -19,6 +19,10 @@ docs/mapper.md, which holds for every mapping using it. In bound order:
   the unrolling's last round partial, the temporal loops dividing what is left, which is what a padded
   unrolling means; rule E2 of docs/mapper.md), counted in ``spatial_padded_searched``.
 
+Past ``EVERY_PADDED_ROWS`` candidates the unrollings are not listed: they are bounded by class (rule B38 of
+docs/mapper.md, ``padded_classes.py``), and the members of the classes the best found does not cut are listed in
+tiers, each tier visited as above (rule B39).
+
 With ``imperfect`` (Ruby-style tiles, the last one partial; ``imperfect_tiles.py``) a padded unrolling is
 searched over that mode's imperfect tiles (a dividing one over perfect tiles, quickly), and a last pass runs the
 branch and bound over imperfect tiles with the unrolling free, which covers the whole space (rule I5 of
@@ -44,9 +48,11 @@ from accelmap.search.heuristic_config import DEFAULT_HEURISTIC, HeuristicConfig
 from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
+from accelmap.search.padded_classes import PaddedClasses
 from accelmap.search.padded_mirrors import padded_mirror_keys
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import (
+    CertificateOutOfTime,
     SpatialSpace,
     TooManyUnrollings,
     enumerate_spatial,
@@ -57,7 +63,7 @@ from accelmap.search.spatial import (
 from accelmap.workload.operator import Operator
 
 # Rule E2 enumerates every padded bound while the candidates stay within this many (about 0.1 s and 100 MB per
-# 10^5 on the README machine); past it only the fewest-rounds padded bound, and the search is not proven.
+# 10^5 on the README machine); past it the unrollings are bounded by class (rules B38, B39).
 EVERY_PADDED_ROWS = 300_000
 
 
@@ -101,68 +107,83 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # Past the deadline already (the heuristic's retry used it up): enumerating and bounding 10^5 unrollings would
     # only overrun the limit further.
     late = deadline is not None and time.perf_counter() >= deadline
-    unrollings = ranked_unrollings(op, arch, cons, objective, chains, skip_equivalent=k == 1 and objective != "pareto",
-                                   enumerate_space=not late)
-    space, order, e_lb, l_lb, divides = (unrollings.space, unrollings.order, unrollings.energy, unrollings.latency,
-                                         unrollings.divides)
+    skip_equivalent = k == 1 and objective != "pareto"
+    unrollings: RankedUnrollings | None
+    first = unrollings = ranked_unrollings(op, arch, cons, objective, chains, skip_equivalent=skip_equivalent,
+                                           enumerate_space=not late, classes=True, classes_deadline=deadline)
+    padded = first.padded_classes
     swap = unrollings.swap
-    n = len(order)
-    stats.extra["spatial_candidates"] = n
     # With imperfect tiles a padded unrolling is searched too; a dividing one first over perfect tiles (quick, a good
     # incumbent early), the imperfect tiles of every unrolling coming in the free pass below (rule I5).
     # Without it, a padded unrolling is searched over Ruby-S tiles (its last round partial, temporal loops dividing
     # what is left): every unrolling is then searched or cut (rule E2).
     padded_mode = imperfect or "spatial"
-    done = np.zeros(unrollings.classes, dtype=bool)
-    padded_done: set[tuple] = set()       # rule B45: padded unrollings searched to the end
-    searched = cut = padded_searched = mirror_skipped = equivalent_skipped = 0
-    timed_out, restricted = late, False
-    for pos, row in enumerate(order):
-        if best.prunes(float(e_lb[row]), float(l_lb[row])):
-            if objective != "pareto":
-                cut += n - pos        # in bound order: no later unrolling can win either
-                break
-            cut += 1
-            continue
-        if done[unrollings.cls[row]]:
-            equivalent_skipped += 1       # rule S5: an unrolling with the same fan-out products was searched
-            continue
-        if done[unrollings.mirror_cls[row]]:
-            mirror_skipped += 1           # rule S4
-            continue
-        padded_key = None
-        if not divides[row] and unrollings.skip_equivalent and swap:
-            # Rule B45: the mirror of a padded unrolling searched to the end has the same optimum (``padded_mirrors``).
-            padded_key, mirror_key = padded_mirror_keys(space.assignment(int(row)), swap)
-            if mirror_key in padded_done:
-                mirror_skipped += 1
+    searched = cut = padded_searched = mirror_skipped = equivalent_skipped = candidates = 0
+    padded_done: set[tuple] = set()       # rule B45: padded unrollings searched to the end (over every tier)
+    timed_out, restricted = late or first.classes_out_of_time, False
+    # One pass over the unrollings listed; past rule E2's budget, one per tier of padded classes (rule B39: the next
+    # classes the best found does not cut, their members listed then).
+    while unrollings is not None:
+        space, order, e_lb, l_lb, divides = (unrollings.space, unrollings.order, unrollings.energy, unrollings.latency,
+                                             unrollings.divides)
+        n = len(order)
+        candidates += n
+        done = np.zeros(unrollings.classes, dtype=bool)
+        for pos, row in enumerate(order):
+            if best.prunes(float(e_lb[row]), float(l_lb[row])):
+                if objective != "pareto":
+                    cut += n - pos        # in bound order: no later unrolling can win either
+                    break
+                cut += 1
                 continue
-        left = None if deadline is None else deadline - time.perf_counter()
-        if left is not None and left <= 0:
+            if done[unrollings.cls[row]]:
+                equivalent_skipped += 1       # rule S5: an unrolling with the same fan-out products was searched
+                continue
+            if done[unrollings.mirror_cls[row]]:
+                mirror_skipped += 1           # rule S4
+                continue
+            padded_key = None
+            if not divides[row] and unrollings.skip_equivalent and swap:
+                # Rule B45: the mirror of a padded unrolling searched to the end has the same optimum
+                # (``padded_mirrors``).
+                padded_key, mirror_key = padded_mirror_keys(space.assignment(int(row)), swap)
+                if mirror_key in padded_done:
+                    mirror_skipped += 1
+                    continue
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                timed_out = True
+                break
+            assignment = space.assignment(int(row))
+            fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
+            res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
+                                     incumbents=tuple((f.result, f.mapping) for f in best.results()),
+                                     imperfect=False if divides[row] else padded_mode)
+            for f in res:
+                best.offer(f.result, f.mapping)
+            searched += 1
+            padded_searched += int(not divides[row])
+            stats.nodes += st.nodes
+            stats.pruned += st.pruned
+            stats.evaluated += st.evaluated
+            stats.capacity_cut += st.capacity_cut
+            restricted |= bool(st.extra.get("orders_restricted"))
+            if st.extra.get("timed_out"):
+                timed_out = True
+                break
+            if unrollings.skip_equivalent and divides[row]:
+                # (S5 is argued for dividing unrollings; a padded one, searched over imperfect tiles, marks nothing.)
+                done[unrollings.cls[row]] = True
+            if padded_key is not None:
+                padded_done.add(padded_key)
+        if timed_out or padded is None:
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
             timed_out = True
             break
-        assignment = space.assignment(int(row))
-        fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
-        res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
-                                 incumbents=tuple((f.result, f.mapping) for f in best.results()),
-                                 imperfect=False if divides[row] else padded_mode)
-        for f in res:
-            best.offer(f.result, f.mapping)
-        searched += 1
-        padded_searched += int(not divides[row])
-        stats.nodes += st.nodes
-        stats.pruned += st.pruned
-        stats.evaluated += st.evaluated
-        stats.capacity_cut += st.capacity_cut
-        restricted |= bool(st.extra.get("orders_restricted"))
-        if st.extra.get("timed_out"):
-            timed_out = True
-            break
-        if unrollings.skip_equivalent and divides[row]:
-            # (S5 is argued for dividing unrollings; a padded one, searched over imperfect tiles, marks nothing.)
-            done[unrollings.cls[row]] = True
-        if padded_key is not None:
-            padded_done.add(padded_key)
+        tier = padded.next_tier(best)
+        unrollings = None if tier is None else rank_space(op, arch, cons, objective, chains, tier,
+                                                          skip_equivalent=skip_equivalent, every_padded=True)
     # --- imperfect factorization (imperfect_tiles.py): the unrollings above are not all of the space's ---
     if imperfect and not timed_out:
         from accelmap.search.imperfect_tiles import search_remaining_unrollings
@@ -176,9 +197,12 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                        spatial_mirror_skipped=mirror_skipped, spatial_equivalent_skipped=equivalent_skipped,
                        mirror_swap=swapped,
                        timed_out=timed_out, orders_restricted=restricted,
-                       spatial_every_padded=unrollings.every_padded,
+                       spatial_every_padded=first.every_padded, spatial_candidates=candidates,
+                       padded_classes=0 if padded is None else len(padded),
+                       padded_classes_cut=0 if padded is None else padded.cut,
+                       padded_classes_opened=0 if padded is None else padded.opened,
                        # (with imperfect tiles the free pass covers every unrolling, enumerated or not)
-                       proven=not timed_out and not restricted and (unrollings.every_padded or bool(imperfect)))
+                       proven=not timed_out and not restricted and (first.every_padded or bool(imperfect)))
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
 
@@ -199,24 +223,57 @@ class RankedUnrollings:
     swap: dict[str, str] | None   # rule S4's relabelling, when it applies
     skip_equivalent: bool         # whether rules S4 and S5 may skip (one best mapping kept)
     every_padded: bool            # every padded bound enumerated (rule E2), not only the fewest-rounds one
+    # past rule E2's budget: every padded unrolling as classes opened lazily (rules B38, B39), none listed yet
+    padded_classes: PaddedClasses | None = None
+    classes_out_of_time: bool = False     # the classes' bounds did not finish by their deadline
 
 
 def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, objective: str,
                       chains: dict[str, list[list[int]]], *, skip_equivalent: bool = True,
-                      enumerate_space: bool = True) -> RankedUnrollings:
+                      enumerate_space: bool = True, classes: bool = False,
+                      classes_deadline: float | None = None) -> RankedUnrollings:
     """The unrollings of the exact search, bounded by rule S1 (+S3) and in the order E1 visits them
-    (``enumerate_space=False``: none of them; enumerating alone is cheap, bounding 10^5 rows is not)."""
+    (``enumerate_space=False``: none of them; enumerating alone is cheap, bounding 10^5 rows is not).
+    ``classes``: past rule E2's budget, every padded unrolling as classes (rules B38, B39: ``padded_classes``, their
+    bounds computed by ``classes_deadline`` on ``time.perf_counter``) and none listed here."""
+    padded, out_of_time = None, False
     try:
         space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad="every", max_rows=EVERY_PADDED_ROWS)
         every_padded = True
     except TooManyUnrollings:
-        # Rule E2 past its budget: the fewest-rounds padded bound only; the search then proves nothing over the
-        # other padded unrollings (the certificate's bound, rule S2, still covers them).
-        space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
         every_padded = False
+        if classes and enumerate_space:
+            try:
+                padded = PaddedClasses(op, arch, cons, chains, objective, deadline=classes_deadline)
+            except TooManyUnrollings:
+                pass                    # more class rows than the certificate's limit: as before rule B38
+            except CertificateOutOfTime:
+                out_of_time = True      # the search then stops at once, timed out
+        if padded is not None:
+            space, every_padded = padded.members(np.zeros(0, dtype=np.int64)), True
+        else:
+            # Rule E2 past its budget: the fewest-rounds padded bound only; the search then proves nothing over the
+            # other padded unrollings (the certificate's bound, rule S2, still covers them).
+            space = enumerate_spatial(op, arch, cons, max_dims=len(op.dim_names), pad=True)
+            if out_of_time:
+                space = _no_rows(space)
     if not enumerate_space:
-        space = dataclasses.replace(space, choice=space.choice[:0], used=space.used[:0], pes=space.pes[:0],
-                                    per_axis=[B[:0] for B in space.per_axis])
+        space = _no_rows(space)
+    out = rank_space(op, arch, cons, objective, chains, space, skip_equivalent=skip_equivalent,
+                     every_padded=every_padded)
+    out.padded_classes, out.classes_out_of_time = padded, out_of_time
+    return out
+
+
+def _no_rows(space: SpatialSpace) -> SpatialSpace:
+    return dataclasses.replace(space, choice=space.choice[:0], used=space.used[:0], pes=space.pes[:0],
+                               per_axis=[B[:0] for B in space.per_axis])
+
+
+def rank_space(op: Operator, arch: Accelerator, cons: Constraints, objective: str,
+               chains: dict[str, list[list[int]]], space: SpatialSpace, *, skip_equivalent: bool,
+               every_padded: bool) -> RankedUnrollings:
+    """The rows of ``space`` bounded by rule S1 (+S3), in E1's order, with rules S4 and S5's classes."""
     n = len(space.pes)
     if n:
         e_lb, l_lb = unrolling_bounds(op, arch, space, chains)

@@ -212,20 +212,12 @@ def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int
                        np.array([op.sizes[d] > 1 for d in op.dim_names]))
 
 
-def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
-                      max_dims: int = MAX_DIMS_PER_AXIS, pad: bool | str = True,
-                      min_pe_fraction: float = 0.0, max_rows: int | None = None) -> SpatialSpace:
-    """Every valid candidate; axes fixed by ``cons.spatial`` take that assignment. Of axes that are
-    interchangeable (same level, size, multicast and reduce), one ordering of their assignments
-    stands for all. Candidates below ``min_pe_fraction`` of the fullest one's PEs are left out.
-    ``pad``: output dims may pad (True: with the fewest-rounds bound per axis; "every": with any bound, and a
-    padded dim split over several axes is kept whatever its temporal loops, which the exact search places
-    itself; False: no padding). ``max_rows``: raise TooManyUnrollings rather than build more candidates than that."""
+def axis_matrices(op: Operator, arch: Accelerator, cons: Constraints, max_dims: int,
+                  pad: bool | str) -> tuple[list, list[list[dict[str, int]]], list[np.ndarray], list[int | None]]:
+    """What ``enumerate_spatial`` combines: the fan-out axes [(level, FanoutAxis)], each axis' options ({dim: bound};
+    an axis ``cons.spatial`` fixes has its one), the options as bounds[option, dim], and per axis the earlier axis it
+    is interchangeable with (same level, size, multicast and reduce, both free), or None."""
     dims = op.dim_names
-    D = len(dims)
-    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
-    is_out = np.array([d in op.output.dims for d in dims])
-    fixed_dims = np.array([any(d in ax for ax in cons.spatial.values()) for d in dims])
     axes = [(i, a) for i, lv in enumerate(arch.levels) if lv.fanout for a in lv.fanout.axes]
     options: list[list[dict[str, int]]] = []
     mats = []
@@ -237,18 +229,35 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
             banned = shared_axis_dims(op, arch, a.name)
             opts = [o for o in axis_options(op, a.size, a.reduce, max_dims, pad) if not banned & set(o)]
         options.append(opts)
-        mat = np.ones((len(opts), D), dtype=np.int64)
+        mat = np.ones((len(opts), len(dims)), dtype=np.int64)
         for r, o in enumerate(opts):
             for d, b in o.items():
                 mat[r, dims.index(d)] = b
         mats.append(mat)
     # Interchangeable axes: an assignment and its mirror image cost the same; keep one of them.
-    twins = []
+    twins: list[int | None] = []
     for k, (lvl, a) in enumerate(axes):
         alike = [j for j in range(k) if axes[j][0] == lvl and a.name not in cons.spatial
                  and axes[j][1].name not in cons.spatial
                  and (axes[j][1].size, axes[j][1].multicast, axes[j][1].reduce) == (a.size, a.multicast, a.reduce)]
         twins.append(alike[-1] if alike else None)
+    return axes, options, mats, twins
+
+
+def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
+                      max_dims: int = MAX_DIMS_PER_AXIS, pad: bool | str = True,
+                      min_pe_fraction: float = 0.0, max_rows: int | None = None) -> SpatialSpace:
+    """Every valid candidate; axes fixed by ``cons.spatial`` take that assignment. Of axes that are
+    interchangeable (same level, size, multicast and reduce), one ordering of their assignments
+    stands for all. Candidates below ``min_pe_fraction`` of the fullest one's PEs are left out.
+    ``pad``: output dims may pad (True: with the fewest-rounds bound per axis; "every": with any bound, and a
+    padded dim split over several axes is kept whatever its temporal loops, which the exact search places
+    itself; False: no padding). ``max_rows``: raise TooManyUnrollings rather than build more candidates than that."""
+    dims = op.dim_names
+    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
+    is_out = np.array([d in op.output.dims for d in dims])
+    fixed_dims = np.array([any(d in ax for ax in cons.spatial.values()) for d in dims])
+    axes, options, mats, twins = axis_matrices(op, arch, cons, max_dims, pad)
     # A dim split over several axes covers it with whole rounds of the inner axes: its product stays below the dim,
     # or, with any padded bound, below size + inner bound - 1 < 2 x size (the outer axis takes at most
     # ceil(size / inner) rounds; the exact search keeps only the placements the validator accepts).
@@ -369,6 +378,109 @@ class CertificateOutOfTime(Exception):
     """``certified_lower_bound`` passed its deadline before every combination was bounded."""
 
 
+@dataclass(frozen=True)
+class DimClasses:
+    """Rule S2's classes of dims: the dims of size above 1 that the same operands use (a convolution's N, P and Q
+    form one), each class's dims (``members``), the operands using it (``keys``) and its size (``budgets``)."""
+    members: list[list[str]]
+    keys: list[frozenset[str]]
+    budgets: list[int]
+
+    @property
+    def class_of(self) -> dict[str, int]:
+        return {d: c for c, dims in enumerate(self.members) for d in dims}
+
+    def used(self, op: Operator) -> dict[str, np.ndarray]:
+        """Per operand, which classes it uses."""
+        return {X.name: np.array([X.name in k for k in self.keys]) for X in op.operands}
+
+
+def dim_classes(op: Operator) -> DimClasses:
+    dims = [d for d in op.dim_names if op.sizes[d] > 1]
+    keys = sorted({frozenset(X.name for X in op.operands if d in X.dims) for d in dims}, key=sorted)
+    members = [[d for d in dims if frozenset(X.name for X in op.operands if d in X.dims) == k] for k in keys]
+    return DimClasses(members, keys, [math.prod(op.sizes[d] for d in dims) for dims in members])
+
+
+@dataclass(frozen=True)
+class FanoutGroup:
+    """One group of rule S2: an axis the constraints fix, or a fan-out level's free axes alike in multicast and
+    reduce (``axes`` their names, ``size`` the product of their sizes)."""
+    level: int
+    multicast: bool
+    reduce: bool
+    axes: tuple[str, ...]
+    size: int
+    fixed: bool
+
+
+def fanout_groups(arch: Accelerator, cons: Constraints) -> list[FanoutGroup]:
+    groups: list[FanoutGroup] = []
+    for lvl, lv in enumerate(arch.levels):
+        if lv.fanout is None:
+            continue
+        free: dict[tuple[bool, bool], list] = {}
+        for a in lv.fanout.axes:
+            if a.name in cons.spatial:
+                groups.append(FanoutGroup(lvl, a.multicast, a.reduce, (a.name,), a.size, True))
+            else:
+                free.setdefault((a.multicast, a.reduce), []).append(a)
+        for (multicast, reduce), axes in free.items():
+            groups.append(FanoutGroup(lvl, multicast, reduce, tuple(a.name for a in axes),
+                                      math.prod(a.size for a in axes), False))
+    return groups
+
+
+@dataclass(frozen=True)
+class ClassRowBounds:
+    """Rule S1 of rows of class vectors (``class_vector_bounds``): the least energy and latency per row, and the pair
+    per row that stands for a scalar objective (rule B25; the unpaired ones where nothing is paired). Rows the
+    constraints' least utilization rules out are infinite."""
+    energy: np.ndarray
+    latency: np.ndarray
+    pair_energy: np.ndarray
+    pair_latency: np.ndarray
+
+
+def class_vector_bounds(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
+                        objective: str, classes: DimClasses, groups: list[tuple[int, bool, np.ndarray]],
+                        picks: np.ndarray, total: np.ndarray, loose_fit: np.ndarray | None = None) -> ClassRowBounds:
+    """Rule S1 of every row of class vectors: row r takes ``groups[g]``'s vector ``picks[r, g]`` (``groups``: (level,
+    multicast, vectors[n, class])), ``total`` [row, class] each class's product over the groups. ``loose_fit``: rows
+    where rule S6 leaves no level set out (``padded_classes``: rows some member of which pads a dim past its size)."""
+    pes = total.prod(axis=1).astype(np.float64)
+    chosen = [(lvl, multicast, vecs[picks[:, g]]) for g, (lvl, multicast, vecs) in enumerate(groups)]
+    classes_used = classes.used(op)
+    merges = group_merges(op, len(arch.levels), chosen, classes_used)
+    # Rule S6: level sets that cannot hold an operand's smallest tile under the vector are left out.
+    fits = class_chain_fits(op, arch, [(lvl, vecs) for lvl, _, vecs in chosen], classes_used, chains)
+    if loose_fit is not None:
+        fits = {name: [ok | loose_fit for ok in masks] for name, masks in fits.items()}
+    level_pes = level_unrolling(len(arch.levels), [(lvl, vecs) for lvl, _, vecs in chosen], len(total))
+    keep = np.ones(len(total), dtype=bool)
+    if cons.min_utilization:
+        keep = pes >= cons.min_utilization * arch.num_pes
+        pes = pes[keep]
+        merges = {k: v[keep] for k, v in merges.items()}
+        fits = {name: [ok[keep] for ok in masks] for name, masks in fits.items()}
+        total, level_pes = total[keep], level_pes[keep]
+    energy = latency = pair_e = pair_l = np.full(len(keep), np.inf)
+    if len(pes):
+        serial_fills = serial_fill_levels(arch)
+        pinned = PinnedCases(class_pinned_stall(op, arch, chains, serial_fills, loose_operand, classes.members, total,
+                                                level_pes, merges),                          # rule B24
+                             op, arch, chains, serial_fills, loose_operand, merges, level_pes,
+                             np.ones(len(classes.members), dtype=bool))                      # rule B33
+        pairs = CombinationPairs(objective)                                                 # rule B25
+        schedule = class_schedule(op, arch.compute.macs_per_cycle, classes.members, total)   # rule B32
+        e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
+                                pinned, pairs)
+        pe, pl = pairs.rows() if pairs.done else (e, lat)
+        energy, latency, pair_e, pair_l = (np.full(len(keep), np.inf) for _ in range(4))
+        energy[keep], latency[keep], pair_e[keep], pair_l[keep] = e, lat, pe, pl
+    return ClassRowBounds(energy, latency, pair_e, pair_l)
+
+
 def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
                           chains: dict[str, list[list[int]]], objective: str, *, deadline: float | None = None,
                           clock: Callable[[], float] = time.perf_counter,
@@ -392,35 +504,28 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
     ``deadline`` (on ``clock``): raise CertificateOutOfTime when the clock passes it between chunks of rows
     (``certificate.py`` then falls back to a cheaper bound).
     """
-    dims = [d for d in op.dim_names if op.sizes[d] > 1]
-    keys = sorted({frozenset(X.name for X in op.operands if d in X.dims) for d in dims}, key=sorted)
-    class_of = {d: keys.index(frozenset(X.name for X in op.operands if d in X.dims)) for d in dims}
-    budgets = [math.prod(op.sizes[d] for d in dims if class_of[d] == c) for c in range(len(keys))]
+    classes = dim_classes(op)
+    class_of = classes.class_of
     out_name = op.output.name
     # Groups: (level, multicast, vectors[n, classes]).
     groups: list[tuple[int, bool, np.ndarray]] = []
-    for lvl, lv in enumerate(arch.levels):
-        if lv.fanout is None:
-            continue
-        free: dict[tuple[bool, bool], int] = {}
-        for a in lv.fanout.axes:
-            if a.name in cons.spatial:
-                vec = np.ones((1, len(keys)), dtype=np.int64)
-                for d, b in cons.spatial[a.name].items():
-                    if d in class_of:
-                        vec[0, class_of[d]] *= b
-                groups.append((lvl, a.multicast, vec))
-            else:
-                free[(a.multicast, a.reduce)] = free.get((a.multicast, a.reduce), 1) * a.size
-        for (multicast, reduce), size in free.items():
-            values = [class_values(op, [d for d in dims if class_of[d] == c], out_name not in k, size)
-                      if out_name in k or reduce else [1] for c, k in enumerate(keys)]
-            groups.append((lvl, multicast, _vectors(values, size)))
+    for g in fanout_groups(arch, cons):
+        if g.fixed:
+            vec = np.ones((1, len(classes.keys)), dtype=np.int64)
+            for d, b in cons.spatial[g.axes[0]].items():
+                if d in class_of:
+                    vec[0, class_of[d]] *= b
+        else:
+            values = [class_values(op, dims, out_name not in k, g.size) if out_name in k or g.reduce else [1]
+                      for dims, k in zip(classes.members, classes.keys, strict=True)]
+            vec = _vectors(values, g.size)
+        groups.append((g.level, g.multicast, vec))
     # Every combination of the groups' vectors within the class sizes. Past BOUND_COMBINATIONS (a 128x128 array with
     # four classes of large dims reaches 10^8, tens of GB), the plain floor instead: every MAC done once, at most
     # every PE busy; a valid bound over every mapping, only looser (a search then proves less).
     try:
-        picks, total = _combinations([vecs for _, _, vecs in groups], np.array(budgets), max_rows=BOUND_COMBINATIONS)
+        picks, total = _combinations([vecs for _, _, vecs in groups], np.array(classes.budgets),
+                                     max_rows=BOUND_COMBINATIONS)
     except TooManyUnrollings:
         if not floor_past_limit:
             raise
@@ -429,9 +534,6 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         floor = scalar(objective if objective != "pareto" else "edp", np.array([energy_floor]),
                        np.array([latency_floor]))
         return float(floor.min()), float(energy_floor), float(latency_floor)
-    classes_used = {X.name: np.array([X.name in k for k in keys]) for X in op.operands}
-    members = [[d for d in dims if class_of[d] == c] for c in range(len(keys))]
-    serial_fills = serial_fill_levels(arch)
     least = (math.inf, math.inf, math.inf)
     # Every row's bound depends on that row alone, so the minima over chunks of rows are the minima over all of
     # them (bit for bit); between chunks the clock is read against ``deadline``.
@@ -439,33 +541,10 @@ def certified_lower_bound(op: Operator, arch: Accelerator, cons: Constraints,
         if deadline is not None and clock() > deadline:
             raise CertificateOutOfTime
         part = slice(start, start + CERTIFICATE_CHUNK)
-        part_total = total[part]
-        pes = part_total.prod(axis=1).astype(np.float64)
-        chosen = [(lvl, multicast, vecs[picks[part, g]]) for g, (lvl, multicast, vecs) in enumerate(groups)]
-        merges = group_merges(op, len(arch.levels), chosen, classes_used)
-        # Rule S6: level sets that cannot hold an operand's smallest tile under the vector are left out.
-        fits = class_chain_fits(op, arch, [(lvl, vecs) for lvl, _, vecs in chosen], classes_used, chains)
-        level_pes = level_unrolling(len(arch.levels), [(lvl, vecs) for lvl, _, vecs in chosen], len(part_total))
-        if cons.min_utilization:
-            keep = pes >= cons.min_utilization * arch.num_pes
-            pes = pes[keep]
-            merges = {k: v[keep] for k, v in merges.items()}
-            fits = {name: [ok[keep] for ok in masks] for name, masks in fits.items()}
-            part_total, level_pes = part_total[keep], level_pes[keep]
-            if not len(pes):
-                continue
-        pinned = PinnedCases(class_pinned_stall(op, arch, chains, serial_fills, loose_operand, members, part_total,
-                                                level_pes, merges),                          # rule B24
-                             op, arch, chains, serial_fills, loose_operand, merges, level_pes,
-                             np.ones(len(members), dtype=bool))                              # rule B33
-        pairs = CombinationPairs(objective)                                                 # rule B25
-        schedule = class_schedule(op, arch.compute.macs_per_cycle, members, part_total)     # rule B32
-        energy, latency = spatial_bounds(op, arch, merges, pes, chains, fits,
-                                         stall_terms(op, arch, pes, chains, schedule),
-                                         pinned, pairs)
-        best = scalar(objective if objective != "pareto" else "edp", *(pairs.rows() if pairs.done else (energy, latency)))
-        least = (min(least[0], float(best.min())), min(least[1], float(energy.min())),
-                 min(least[2], float(latency.min())))
+        rows = class_vector_bounds(op, arch, cons, chains, objective, classes, groups, picks[part], total[part])
+        best = scalar(objective if objective != "pareto" else "edp", rows.pair_energy, rows.pair_latency)
+        least = (min(least[0], float(best.min())), min(least[1], float(rows.energy.min())),
+                 min(least[2], float(rows.latency.min())))
     return least
 
 
