@@ -90,6 +90,7 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
             if any(s * axis_used[a] > axis_size[a] for a, s in enumerate(sp)):
                 continue
             ext[d] = min(base * t * math.prod(sp), op.sizes[d])    # a partial last tile is clipped
+            ok: bool | None
             if fits is None:
                 ok = tile_fits(op, arch, keep[level], level, ext)
             else:
