@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +117,10 @@ class BoundContext:
         # Rule B29: the levels whose loads hide only behind a window of compute, and their classes per ordered nest.
         self.burst_levels = burst_levels(self)
         self.burst_memo: dict[tuple, Any] = {}
+        # X's tile per extents of the dims its indices read (``tile_of``): nodes share inner tiles, so the sizes are
+        # counted once per search, not once per node bound.
+        self._tile_dims = {o.name: tuple(dict.fromkeys(d for ix in o.indices for d, _ in ix.terms)) for o in op.operands}
+        self._tiles: dict[tuple, int] = {}
         # Rule B9: levels that load with compute stopped under every mapping (single-buffered, not
         # double-buffered when two tiles fit, and not streaming a tile kept for the whole run), whose
         # fills add to the MAC schedule.
@@ -192,7 +195,7 @@ class BoundContext:
         def tile_at(X: Operand, c: int) -> int:
             t = tiles.get((X.name, c))
             if t is None:
-                t = tiles[(X.name, c)] = tile_size(X, inner_extents(c))
+                t = tiles[(X.name, c)] = self.tile_of(X, inner_extents(c))
             return t
 
         def instances_below(c: int) -> int:
@@ -446,6 +449,17 @@ class BoundContext:
         """Positions of the fixed nest at which B1 counts X's refetches at boundary c: ``full`` (every one with whole
         tiles; rule I2's whole positions with imperfect ones; rule B44 over Ruby-S tiles, ``padded_round_positions``)."""
         return full
+
+    def tile_of(self, X: Operand, ext: dict[str, int]) -> int:
+        """``tile_size(X, ext)``, memoized by the extents of the dims X's indices read (bounded: cleared past
+        200,000 entries)."""
+        key = (X.name, tuple(ext[d] for d in self._tile_dims[X.name]))
+        got = self._tiles.get(key)
+        if got is None:
+            if len(self._tiles) > 200_000:
+                self._tiles.clear()
+            got = self._tiles[key] = tile_size(X, ext)
+        return got
 
     def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
         """A MAC schedule every completion of the node has beyond ``ceil(MACs / PEs)``: none with whole tiles (there
@@ -772,14 +786,28 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
     return entering
 
 
-@lru_cache(maxsize=200_000)
+# ``_tile_and_entering``'s memo, keyed by the operator's identity (hashing an operator walks all of it, about 10 us,
+# as much as a lookup's other work): each operator keyed is held in ``_ENTERING_OPS``, so its id names no other
+# operator while its entries live. Bounded: both are cleared past 200,000 entries.
+_ENTERING: dict[tuple, tuple[int, int]] = {}
+_ENTERING_OPS: dict[int, Operator] = {}
+
+
 def _tile_and_entering(op: Operator, loops: tuple[Loop, ...], name: str, c: int) -> tuple[int, int]:
     """X's tile at c and ``entering_perfect`` of the nest ``loops``: the nest without the open loops is shared
     by every child of a node (and by every order, and every bypass choice: counts do not depend on it), so it is
     counted once."""
-    info = NestInfo(op, Mapping(loops, ()))
-    X = op.operand(name)
-    return tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c)
+    key = (id(op), loops, name, c)
+    got = _ENTERING.get(key)
+    if got is None:
+        if len(_ENTERING) > 200_000:
+            _ENTERING.clear()
+            _ENTERING_OPS.clear()
+        _ENTERING_OPS[id(op)] = op
+        info = NestInfo(op, Mapping(loops, ()))
+        X = op.operand(name)
+        got = _ENTERING[key] = (tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c))
+    return got
 
 
 def chain_options(op: Operator, keeps: list[tuple[frozenset[str], ...]]) -> dict[str, list[list[int]]]:

@@ -55,9 +55,12 @@ class SearchStats:
 
 
 def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: dict[str, int],
-                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool | str = False):
+                      inner_ext: dict[str, int], cons: Constraints, stats: SearchStats, imperfect: bool | str = False,
+                      *, fits: dict[tuple, bool] | None = None):
     """Yield (temporal {dim: b}, spatial {axis: {dim: b}}) for one level whose tile fits. ``imperfect``: any
-    bounds, the last tile partial (``imperfect_tiles``); else bounds that divide what is left."""
+    bounds, the last tile partial (``imperfect_tiles``); else bounds that divide what is left. ``fits``: a memo of
+    ``tile_fits`` by (level's operands, level, extents) that the caller keeps across nodes (siblings and cousins
+    test the same partial tiles)."""
     axes = level_axes(arch, level)
     out_dims = op.output.dims
     dims = op.dim_names
@@ -88,7 +91,17 @@ def level_assignments(op: Operator, arch: Accelerator, keep, level: int, rem: di
             if any(s * axis_used[a] > axis_size[a] for a, s in enumerate(sp)):
                 continue
             ext[d] = min(base * t * math.prod(sp), op.sizes[d])    # a partial last tile is clipped
-            if not tile_fits(op, arch, keep[level], level, ext):
+            ok: bool | None
+            if fits is None:
+                ok = tile_fits(op, arch, keep[level], level, ext)
+            else:
+                key = (keep[level], level, tuple(ext.values()))
+                ok = fits.get(key)
+                if ok is None:
+                    if len(fits) > 200_000:
+                        fits.clear()
+                    ok = fits[key] = tile_fits(op, arch, keep[level], level, ext)
+            if not ok:
                 stats.capacity_cut += 1
                 continue
             temporal[d] = t
@@ -127,6 +140,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
     pes = arch.num_pes
+    fits: dict[tuple, bool] = {}        # ``level_assignments``' capacity memo, shared by every node of this search
 
     def children(ctx, keep, level, rem, fixed):
         inner_ext = {d: 1 for d in op.dim_names}
@@ -134,7 +148,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             inner_ext[l.dim] *= l.bound
         out: list[tuple[float, float, tuple[Loop, ...], dict[str, int], list[tuple[float, float]] | None]] = []
         tilings: list[tuple[tuple[Loop, ...], tuple[Loop, ...], dict[str, int]]] = []
-        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats, imperfect):
+        for temporal, spatial in level_assignments(op, arch, keep, level, rem, inner_ext, cons, stats, imperfect,
+                                                     fits=fits):
             if deadline and time.perf_counter() > deadline:
                 stats.extra["timed_out"] = True
                 break
