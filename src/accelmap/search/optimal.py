@@ -25,6 +25,7 @@ from accelmap.cost.model import evaluate
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import check_precision, shared_axis_dims, tile_fits
 from accelmap.search.bounds import BoundContext
+from accelmap.search.deadline import SearchTimedOut
 from accelmap.search.imperfect_tiles import (
     ImperfectBoundContext,
     every_order,
@@ -227,16 +228,22 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
             stats.extra["timed_out"] = True
             break
         ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, keep, cons.spatial, objective)
-        # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
-        # bypass choice before any tiling is enumerated.
-        # Rule B36 (``root_pairs``): each open level's tile keeps its refill energy and its stall together.
-        paired = None if imperfect else paired_root_bound(ctx)
-        if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]) or (paired is not None and best.prunes(*paired)):
-            stats.nodes += 1
-            stats.pruned += 1
-            stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
-            continue
-        descend(ctx, keep, nlev - 1, dict(op.sizes), ())
+        ctx.deadline = deadline      # read inside the long bound computations (``deadline.py``)
+        try:
+            # The root's bound (rule B8 adds every level's least refill over the tiles that fit it) can cut the
+            # bypass choice before any tiling is enumerated.
+            # Rule B36 (``root_pairs``): each open level's tile keeps its refill energy and its stall together.
+            paired = None if imperfect else paired_root_bound(ctx)
+            if _prunes(best, [ctx.lower_bound((), nlev, dict(op.sizes))]) or \
+                    (paired is not None and best.prunes(*paired)):
+                stats.nodes += 1
+                stats.pruned += 1
+                stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
+                continue
+            descend(ctx, keep, nlev - 1, dict(op.sizes), ())
+        except SearchTimedOut:
+            stats.extra["timed_out"] = True
+            break
     stats.seconds = time.perf_counter() - t0
     return best.results(), stats
 
