@@ -86,3 +86,31 @@ def test_a_context_without_a_deadline_is_never_cut_short(clock):
     late.deadline = 0.0
     with pytest.raises(SearchTimedOut):
         late.lower_bound(*root)
+
+
+def test_the_search_stops_between_the_leaves_of_a_node(monkeypatch):
+    """A node's leaves are costed one after another (a few milliseconds each): with the clock past the deadline once
+    the first leaf is costed, the branch and bound costs no second one (it had read the clock only between nodes, and
+    ResNet-18 layer2.0.conv1 on eyeriss_like ran 1.66 CPU seconds past its limit in the leaves of one node)."""
+    import time
+
+    from accelmap.search import optimal
+    from accelmap.workload import gemm
+
+    arch = get_accelerator("eyeriss_like")
+    op = adopt_precision(gemm("g", m=16, n=16, k=16), arch)
+    state = {"now": 0.0, "leaves": 0}
+    monkeypatch.setattr(time, "perf_counter", lambda: state["now"])
+    real = optimal.evaluate
+
+    def costing(*args, **kwargs):
+        state["leaves"] += 1
+        state["now"] = 1e9
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(optimal, "evaluate", costing)
+    # (a list of the 50 best keeps every leaf of the first node: none cut by the first one found)
+    found, stats = search_optimal(op, arch, "edp", k=50, constraints=Constraints(spatial={"X": {"M": 2}, "Y": {"N": 2}}),
+                                  time_limit=10.0)
+    assert stats.extra.get("timed_out") is True
+    assert state["leaves"] == stats.evaluated == 1 and len(found) == 1

@@ -217,6 +217,11 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                     stats.pruned += 1
                     continue
             if level == 0:
+                # (a node's leaves are costed one by one, a few milliseconds each: thousands of them ran past the
+                # limit by over a second on ResNet-18 layer2.0.conv1 on eyeriss_like)
+                if deadline and time.perf_counter() > deadline:
+                    stats.extra["timed_out"] = True
+                    return
                 m = Mapping(loops, keep)
                 stats.evaluated += 1
                 best.offer(evaluate(op, arch, m, check=False), m)
