@@ -48,6 +48,9 @@ class BoundContext:
     # Every tile of a level is as large as its first (perfect factors): rule B10 bounds the output's last drain by
     # the first tile. Not so with imperfect tiles (``ImperfectBoundContext``), whose last tile may be partial.
     whole_tiles = True
+    # The search's deadline (``time.perf_counter``'s clock), read inside the long bound computations
+    # (``search/deadline.py``); None: never interrupted.
+    deadline: float | None = None
 
     def __init__(self, op: Operator, arch: Accelerator, keep: tuple[frozenset[str], ...],
                  spatial: dict[str, dict[str, int]] | None = None, objective: str | None = None):
@@ -108,6 +111,7 @@ class BoundContext:
                          for p, c in pairwise(self.chains[o.name] + [self.nlev])}
         self._open_floor: dict[int, float] = {}
         self.open_stall: dict[int, float] = {}      # rule B27 per open level (``open_level_refills``)
+        self.open_loads: dict[int, Any] = {}        # rules B41-B43's terms per open level (``open_level_loads``)
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)

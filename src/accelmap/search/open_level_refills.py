@@ -42,6 +42,7 @@ import numpy as np
 
 from accelmap.cost.nest_rows import fewest_bits
 from accelmap.mapping.sampling import divisors
+from accelmap.search.deadline import check as check_deadline
 from accelmap.search.open_level_windows import window_shares
 from accelmap.workload.index_sets import index_size
 from accelmap.workload.operator import Operand
@@ -83,6 +84,7 @@ def level_shapes(ctx, c: int) -> OpenShapes | None:
     divs = [divisors(op.sizes[d]) for d in dims]
     if math.prod(len(v) for v in divs) > OPEN_FLOOR_SHAPES:
         return None
+    check_deadline(ctx)
     grid = np.array(list(itertools.product(*divs)), dtype=np.int64).reshape(-1, len(dims))
     sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
     # Rule B28: a fan-out fixed in advance unrolls exactly its bounds, so c's tile holds the unrolling of every fixed
@@ -106,6 +108,7 @@ def level_shapes(ctx, c: int) -> OpenShapes | None:
             out *= sz[inverse.reshape(-1)]
         return out
 
+    check_deadline(ctx)
     tiles = {X.name: tile(X) for X in op.operands}
     mult = 2 if lv.double_buffered else 1
     # finished outputs may be stored at the output stage's precision (validate.finished_output_levels)
@@ -146,10 +149,18 @@ _OPEN_STALLS: dict[tuple, float] = {}
 
 def open_levels_stall(ctx, level: int) -> float:
     """Rule B27 at a node whose levels >= ``level`` are fixed: the largest, over the open single-buffered levels c
-    (1 <= c < level), of c's least stall (``open_level_stall``). 0 with imperfect tiles."""
+    (1 <= c < level), of c's least stall (``open_level_stall``); and the terms of several open levels together, rules
+    B41 (loads queued on one port), B42 (the output's stores in sequence) and B43 (an input's load after its load into
+    the parent). 0 with imperfect tiles."""
     if not ctx.whole_tiles:
         return 0.0
-    return max((open_level_stall(ctx, c) for c in range(1, level) if c in ctx.serial_fill), default=0.0)
+    # (imported here: those rules' modules read this one's shapes and cases)
+    from accelmap.search.open_load_chain import open_load_chain
+    from accelmap.search.open_port_queue import open_port_queue
+    from accelmap.search.open_store_chain import open_store_chain
+
+    own = max((open_level_stall(ctx, c) for c in range(1, level) if c in ctx.serial_fill), default=0.0)
+    return max(own, open_port_queue(ctx, level), open_store_chain(ctx, level), open_load_chain(ctx, level))
 
 
 def open_level_stall(ctx, c: int) -> float:
@@ -256,11 +267,13 @@ def refill_cases(ctx, c: int, shapes: OpenShapes):
     for d, possible in cases:
         if not possible.any():
             continue
+        check_deadline(ctx)     # each case costs a pass over up to OPEN_FLOOR_SHAPES rows per order
         users = frozenset(X.name for X in kept if d in ctx.plain[X.name])
         every = {name: entering(op.operand(name), shapes.tiles_above) for name in users}
         # Rule B37: the sliding-window users of d bring a share of their tile at every instance-iteration above c.
         shares = window_shares(ctx, d, grid, T, [X.name for X in kept if X.name not in users])
         for rest in orders(users):
+            check_deadline(ctx)
             for name, share in shares.items():
                 rest[name] = np.maximum(rest[name], shapes.tiles_above * shapes.tiles[name] * share)
             yield possible, {**every, **rest}
@@ -271,6 +284,14 @@ def _load_and_chain(ctx, X: Operand, p: int, c: int, member: Any) -> tuple[Any, 
     elements over c's write port and the parent-side elements over p's read port, spread over all instances), and
     for the output rule B16's chain at c (its stores from c, then its reloads); with B1's group counts, divided by
     the most the fan-outs between p and c can merge."""
+    load, _, store = load_sides(ctx, X, p, c, member)
+    return load, (store + load if X.is_output else 0.0)
+
+
+def load_sides(ctx, X: Operand, p: int, c: int, member: Any) -> tuple[Any, Any, Any]:
+    """``_load_and_chain``'s parts for ``member`` elements of X entering c from p: (rule B9's load time at c, its
+    parent side alone (the elements leaving p over p's read port, spread over p's instances), the output's stores
+    from c (0 for an input))."""
     arch = ctx.arch
     P, C = arch.levels[p], arch.levels[c]
     w = fewest_bits(X, arch)
@@ -281,13 +302,14 @@ def _load_and_chain(ctx, X: Operand, p: int, c: int, member: Any) -> tuple[Any, 
 
     if not X.is_output:
         group = np.maximum(member / merge, ctx.footprint[X.name])
-        load = np.maximum(port(member, C, C.write_bw_bits), port(group, P, P.read_bw_bits))
-        return load, 0.0
+        parent = port(group, P, P.read_bw_bits)
+        return np.maximum(port(member, C, C.write_bw_bits), parent), parent, 0.0
     n = ctx.n_out
     lineage = math.prod(ctx.merge_cap[X.name][l] for l in range(0, p))
     group = np.maximum(member / merge, n)
     down = np.maximum(0.0, group - n * (lineage - ctx.init_read))
-    load = np.maximum(port(down, C, C.write_bw_bits), port(down, P, P.read_bw_bits))
+    parent = port(down, P, P.read_bw_bits)
+    load = np.maximum(port(down, C, C.write_bw_bits), parent)
     store = np.maximum(port(member, C, C.read_bw_bits), port(group, P, P.write_bw_bits))
-    return load, store + load
+    return load, parent, store
 

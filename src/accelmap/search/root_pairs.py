@@ -26,12 +26,12 @@ energy of rule B17's count in place of B8's, which the sum above does not model)
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 
 import numpy as np
 
 from accelmap.search.case_pairs import SCALAR_OBJECTIVES
+from accelmap.search.deadline import check as check_deadline
 from accelmap.search.objective import scalar
 from accelmap.search.open_level_energy import refill_energy
 from accelmap.search.open_level_refills import level_cached, level_stall, open_level_shapes, refill_cases
@@ -87,8 +87,18 @@ def paired_root_bound(ctx) -> tuple[float, float] | None:
     e0, l0 = rest.lower_bound((), nlev, dict(op.sizes))
     pes = math.prod(math.prod(cap.values()) for cap in ctx.spatial_cap if cap)
     compute = math.ceil(math.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
-    energy = np.array([e0 + sum(p[0] for p in combo) for combo in itertools.product(*points)])
-    stall = np.array([max(p[1] for p in combo) for combo in itertools.product(*points)])
+    check_deadline(ctx)
+    # One point per level, every combination (broadcast over one axis per level; the sum in the levels' order, as
+    # ``sum`` over a combination adds them).
+    total: np.ndarray = np.zeros(())
+    most: np.ndarray = np.full((), -np.inf)
+    for i, p in enumerate(points):
+        shape = [1] * len(points)
+        shape[i] = len(p)
+        total = total + p[:, 0].reshape(shape)
+        most = np.maximum(most, p[:, 1].reshape(shape))
+    energy = (e0 + total).reshape(-1)
+    stall = most.reshape(-1)
     latency = np.maximum(l0, compute + stall)
     value = scalar(ctx.objective, energy, latency)
     k = int(np.argmin(value))
