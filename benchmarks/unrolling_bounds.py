@@ -15,9 +15,9 @@ to compare their rules on the same incumbents.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
+
+from scaling_incumbents import parse_with_incumbents
 
 
 def main() -> None:
@@ -32,14 +32,8 @@ def main() -> None:
     from accelmap.workload.models import load_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", required=True)
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--results", type=Path, required=True, help="a mapper_scaling.py JSON with a run on --arch")
     ap.add_argument("--sample", type=int, default=0, help="classes below the incumbent to bound at the root")
-    ap.add_argument("--layers", nargs="+", help="only these layers")
-    a = ap.parse_args()
-    runs = [r for r in json.loads(a.results.read_text())["runs"] if r["arch"] == a.arch and r["model"] == a.model]
-    incumbent = {l["layer"]: l["edp"] for l in runs[0]["layers"]}
+    a, incumbent = parse_with_incumbents(ap)
     arch = get_accelerator(a.arch)
     cons = Constraints()
     print(f"{'layer':<22} {'unrollings':>10} {'classes':>8} {'below':>7} {'rank CPU s':>10} {'certificate gap':>15}"
