@@ -142,11 +142,12 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
             if done[unrollings.mirror_cls[row]]:
                 mirror_skipped += 1           # rule S4
                 continue
+            assignment = space.assignment(int(row))
             padded_key = None
             if not divides[row] and unrollings.skip_equivalent and swap:
                 # Rule B45: the mirror of a padded unrolling searched to the end has the same optimum
                 # (``padded_mirrors``).
-                padded_key, mirror_key = padded_mirror_keys(space.assignment(int(row)), swap)
+                padded_key, mirror_key = padded_mirror_keys(assignment, swap)
                 if mirror_key in padded_done:
                     mirror_skipped += 1
                     continue
@@ -154,7 +155,6 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
             if left is not None and left <= 0:
                 timed_out = True
                 break
-            assignment = space.assignment(int(row))
             fixed = dataclasses.replace(cons, spatial={axis: dict(dims) for (_, axis), dims in assignment.items()})
             res, st = search_optimal(op, arch, objective, k=k, constraints=fixed, time_limit=left,
                                      incumbents=tuple((f.result, f.mapping) for f in best.results()),

@@ -591,14 +591,10 @@ class ValidityTuner(ModelTuner):
             return [self.space.point(int(flat[i])) for i in order[:k]]
         out: list[Point] = []
         for i in order:
-            f = int(flat[i])
-            if f not in self.known_valid:
-                self.edge_checks += 1
-                if not self.is_valid(self.space.point(f)):
-                    self.known_invalid.add(f)
-                    continue
-                self.known_valid.add(f)
-            out.append(self.space.point(f))
+            p = self.space.point(int(flat[i]))
+            if not self._builds(p):
+                continue
+            out.append(p)
             if len(out) == k:
                 break
         return out
