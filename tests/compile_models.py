@@ -309,3 +309,21 @@ def tiny_ffn(seed: int = 0, seq: int = 8, d: int = 16, hidden: int = 32) -> onnx
     g = helper.make_graph(nodes, "tiny_ffn", [helper.make_tensor_value_info("x", F, [1, seq, d])],
                           [helper.make_tensor_value_info("y", F, [1, seq, d])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def tiny_mlp(seed: int = 0, rows: int = 16, d: int = 16, hidden: int = 32) -> onnx.ModelProto:
+    """Two fully connected layers as PyTorch exports them on a 2-D input (Gemm with transB=1 and a bias), a ReLU
+    between them: a dense chain fused along its rows."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h"], ["a"], name="relu"),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["y"], name="fc2", transB=1),
+    ]
+    inits = [_init("w1", (rng.standard_normal((hidden, d)) / np.sqrt(d)).astype(np.float32)),
+             _init("b1", 0.1 * rng.standard_normal(hidden).astype(np.float32)),
+             _init("w2", (rng.standard_normal((d, hidden)) / np.sqrt(hidden)).astype(np.float32)),
+             _init("b2", 0.1 * rng.standard_normal(d).astype(np.float32))]
+    g = helper.make_graph(nodes, "tiny_mlp", [helper.make_tensor_value_info("x", F, [rows, d])],
+                          [helper.make_tensor_value_info("y", F, [rows, d])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -15,7 +15,7 @@ from accelmap.compile import compile_model  # noqa: E402
 from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
-from compile_models import quantize_qdq, tiny_attention, tiny_chain, tiny_ffn  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_chain, tiny_ffn, tiny_mlp  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
@@ -115,18 +115,41 @@ def test_float_matrix_product_chain_fused_matches_onnxruntime(tmp_path):
     assert grp.name in html and "ffn1 -&gt; ffn2" in html
 
 
-def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
-    """Attention's QK^T -> scale -> softmax -> PV per head (batched products whose second operand, K^T or V, is
-    a computed tensor read from memory): one fused group, the scale and the softmax over each block's keys,
-    within tolerance of onnxruntime, its counters and the simulator's off-chip bits equal to the fusion model's."""
-    r = compile_model(tiny_attention(seq=8), get_accelerator("tpu_like"), tmp_path, **FAST)
+def test_dense_gemm_chain_fused_matches_onnxruntime(tmp_path):
+    """Two fully connected layers as ONNX Gemms (transB=1, a bias per output feature) with a ReLU between them, on
+    16 rows: one fused group, each weight read as stored ([out][in]), the biases and the ReLU on each block, within
+    tolerance of onnxruntime; its counters and the simulator's off-chip bits equal the fusion model's."""
+    r = compile_model(tiny_mlp(rows=16, d=16, hidden=32), get_accelerator("eyeriss_like"), tmp_path, **FAST)
     assert r.verification is not None and r.verification.ok, r.verification.summary() if r.verification else ""
-    assert [grp.label for grp in r.groups] == ["scores -> context"], r.program.notes
+    assert [grp.label for grp in r.groups] == ["fc1 -> fc2"], r.program.notes
     grp = r.groups[0]
-    assert sorted(r.steps[i].name for i in grp.members) == ["context", "scale", "scores", "softmax"]
+    assert grp.channel_axis == -1 and grp.counters_ok is True
+    assert sorted(r.steps[i].name for i in grp.members) == ["fc1", "fc2", "relu"]
     c = grp.cost
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
-    assert want.macs == (2 * 8 * 8 * 8, 2 * 8 * 8 * 8)      # 2 heads, 8 tokens, 8 features per head
+    assert want.macs == (16 * 16 * 32, 16 * 32 * 16)
+    assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                  *want.macs]
+    assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+
+
+def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
+    """Attention's Q projection -> heads' split -> QK^T -> scale -> softmax -> PV per head (batched products whose
+    second operand, K^T or V, is a computed tensor read from memory): one fused group, the bias, the scale and the
+    softmax over each block's keys, the split (a reshape and a transpose) no work on chip, within tolerance of
+    onnxruntime, its counters and the simulator's off-chip bits equal to the fusion model's. The residual add of
+    the block's input and the layer norm after the context are no block work: the search links nothing across
+    them, and says so."""
+    r = compile_model(tiny_attention(seq=8), get_accelerator("tpu_like"), tmp_path, **FAST)
+    assert r.verification is not None and r.verification.ok, r.verification.summary() if r.verification else ""
+    assert [grp.label for grp in r.groups] == ["q -> scores -> context"], r.program.notes
+    assert any(n.startswith("no fused group spans context > ffn1") for n in r.program.notes), r.program.notes
+    grp = r.groups[0]
+    assert sorted(r.steps[i].name for i in grp.members) == ["context", "q", "q.bias", "q.reshape", "q.t", "scale",
+                                                            "scores", "softmax"]
+    c = grp.cost
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
+    assert want.macs == (8 * 16 * 16, 2 * 8 * 8 * 8, 2 * 8 * 8 * 8)      # 2 heads, 8 tokens, 8 features per head
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs]
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
@@ -159,8 +182,10 @@ def test_qdq_matrix_product_chain_fused_bit_exact(tmp_path):
 
 
 def test_qdq_attention_fused_with_onnxruntimes_integer_softmax_bit_exact(tmp_path):
-    """The tiny attention block quantized (int8 QDQ, 7-bit weights): scores and context multiply two computed
+    """The tiny attention block quantized (int8 QDQ, 7-bit weights): the Q projection an integer product, its
+    heads' split no work on chip; scores and context multiply two computed
     tensors, so they run in float between DequantizeLinear and QuantizeLinear; the group runs them with the
     quantize / dequantize steps, the scale and the softmax as onnxruntime's QLinearSoftmax on each block; every
     value the program keeps is bit-exact on the integer form and on the file with onnxruntime's int8 kernels."""
-    assert "Softmax (QDQ)" in _qdq_one_group_bit_exact(tiny_attention(seq=8), "scores -> context", tmp_path)
+    ops = _qdq_one_group_bit_exact(tiny_attention(seq=8), "q -> scores -> context", tmp_path)
+    assert {"Softmax (QDQ)", "MatMul (QDQ)", "Reshape", "Transpose"} <= ops, ops

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accelmap.codegen.fused_c import run_fused
 from accelmap.fusion.geometry import MODES, Join, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
-from accelmap.workload import batched_matmul, conv2d, gemm
+from accelmap.workload import batched_matmul, conv2d, dense, gemm
 
 
 def random_group(rng: random.Random):
@@ -157,3 +157,44 @@ def test_fused_c_spanning_two_blocks_is_bit_exact_and_counts_what_the_model_coun
         want.input_fetched, want.output_written, want.macs, want.skip_fetched)
     if inner[0][1] == "re-read":
         assert want.skip_fetched > 0
+
+
+@pytest.mark.parametrize("rows,tile,policies,skip_policy", [(7, 3, ("fully-cached", "fully-recompute"), "kept"),
+                                                            (6, 4, ("H-cached-V-recompute", "fully-cached"), None)])
+def test_fused_c_of_dense_layers_reads_their_output_major_weights(rows, tile, policies, skip_policy):
+    """Dense layers (ONNX Gemm with transB=1: O[N, K] += I[N, C] * W[K, C]) fused along their rows, the weight read
+    as stored, output-major: bit-exact against NumPy, the counters the model's."""
+    macs = {0: mac_stage(dense("fc0", n=rows, c=5, k=8)), 1: mac_stage(dense("fc1", n=rows, c=8, k=5))}
+    stages = (macs[0].stage, macs[1].stage)
+    join = Join("add", 0, 16) if skip_policy else None
+    model = fused_counts(stages, tile, 1, policies, join, skip_policy or "re-read")
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=rows, join=join, skip_policy=skip_policy or "re-read")
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
+        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    assert run.macs == (rows * 5 * 8, rows * 8 * 5)
+
+
+@pytest.mark.parametrize("heads,rows,tile,policies", [(2, 6, 4, ("fully-cached",) * 4),
+                                                      (3, 5, 2, ("H-cached-V-recompute", "fully-recompute",
+                                                                 "fully-cached", "fully-recompute"))])
+def test_fused_c_of_attention_with_its_projections_is_bit_exact(heads, rows, tile, policies):
+    """FLAT's attention chain with its projections: Q projection (one batch) > scores and context per head >
+    output projection (one batch). The heads' split and merge keep the on-chip channels (feature h * X + x is head
+    h's x), so the projections' token-major tensors and the heads' batch-major ones meet on chip; the input is read
+    token-major, the output written so, the residual skip re-read token-major: bit-exact, counters the model's."""
+    d, dh = 4 * heads, 4
+    macs = {0: mac_stage(gemm("q", m=rows, n=d, k=d)),
+            1: mac_stage(batched_matmul("scores", batch=heads, m=rows, n=rows, k=dh)),
+            2: mac_stage(batched_matmul("context", batch=heads, m=rows, n=dh, k=rows)),
+            3: mac_stage(gemm("out", m=rows, n=d, k=d))}
+    stages = tuple(macs[j].stage for j in range(4))
+    join = Join("residual", 0, 16)
+    model = fused_counts(stages, tile, 1, policies, join, "re-read")
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=heads, join=join, skip_policy="re-read")
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
+        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    assert run.macs == (rows * d * d, heads * rows * rows * dh, heads * rows * dh * rows, rows * d * d)

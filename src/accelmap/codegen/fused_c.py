@@ -1,7 +1,9 @@
 """C for a fused group of convolutions (and max-pooling windows) or of matrix products: one tile loop, each
 stage computing its block of the tile into an on-chip buffer, halos recomputed or cached as the policy says.
-A matrix product (``product_batch``) is a 1x1 convolution on chip, grouped per batch (attention's heads);
-its tensors stay batch-major, token-major in memory, as ONNX stores them.
+A matrix product (``product_batch``: MatMul, batched per head, or a dense layer, ONNX Gemm with transB=1) is a
+1x1 convolution on chip, grouped per batch (attention's heads); its tensors stay batch-major, token-major in
+memory, as ONNX stores them. Products of different batches may follow each other (a projection into the heads'
+products and back, ``tensor_batches``).
 
 Every on-chip tensor carries a valid flag per element, cleared as its policy evicts it: at every
 tile (fully recompute), at every tile row (H-cached-V-recompute) or never (fully cached); the group's
@@ -108,21 +110,33 @@ def _table(name: str, vals: list[int]) -> str:
     return f"static const int {name}[{max(1, len(vals))}] = {{{', '.join(map(str, vals or [0]))}}};"
 
 
-_PRODUCT_INDICES = {"matmul": (("M", "N"), ("M", "K"), ("K", "N")),
-                    "batched_matmul": (("B", "M", "N"), ("B", "M", "K"), ("B", "K", "N"))}
+# Matrix products by kind: (output, first input, weight indices), the reduction dim, and whether the weight is
+# stored output-major ([N][K]: a dense layer, ONNX Gemm with transB=1) rather than reduction-major ([K][N]).
+_PRODUCT_FORMS = {"matmul": ((("M", "N"), ("M", "K"), ("K", "N")), "K", False),
+                  "batched_matmul": ((("B", "M", "N"), ("B", "M", "K"), ("B", "K", "N")), "K", False),
+                  "dense": ((("N", "K"), ("N", "C"), ("K", "C")), "C", True)}
 
 
 def product_batch(ms: MacStage) -> int | None:
-    """The batch of a matrix product ``O[b, M, N] += A[b, M, K] * W[b, K, N]`` (1 without batch axes), fused along
-    its rows (tokens) like a grouped 1x1 convolution, one group per batch, of K input channels into N; its tensors
-    are stored batch-major, then token-major (``[b][M][K]``, ``[b][M][N]``) and its weight ``[b][K][N]``. None for
-    any other operator (a convolution, a product with broadcast operands)."""
+    """The batch of a matrix product ``O[b, M, N] += A[b, M, K] * W[b, K, N]`` (1 without batch axes; a dense layer
+    ``O[N, K] += I[N, C] * W[K, C]`` too, its weight stored ``[K][C]``), fused along its rows (tokens) like a
+    grouped 1x1 convolution, one group per batch, of K input channels into N; its tensors are stored batch-major,
+    then token-major (``[b][M][K]``, ``[b][M][N]``) and its weight ``[b][K][N]`` (``weight_out_major``: ``[N][K]``).
+    None for any other operator (a convolution, a product with broadcast or transposed operands)."""
     op = ms.operator
-    want = _PRODUCT_INDICES.get(op.kind)
-    if want is None or {d for d, _ in op.dims} != set(want[0]) | {"K"}:
+    form = _PRODUCT_FORMS.get(op.kind)
+    if form is None:
+        return None
+    want, reduced, _ = form
+    if {d for d, _ in op.dims} != set(want[0]) | {reduced}:
         return None
     got = tuple(tuple(d for ix in o.indices for d in ix.dims) for o in op.operands)
     return op.sizes.get("B", 1) if got == want else None
+
+
+def weight_out_major(ms: MacStage) -> bool:
+    """Whether a matrix product's weight is stored output-major (a dense layer's ``W[K][C]``)."""
+    return _PRODUCT_FORMS[ms.operator.kind][2]
 
 
 def is_matrix_product(ms: MacStage) -> bool:
@@ -145,6 +159,20 @@ def conv_shape(ms: MacStage) -> tuple[int, int, int, int, int]:
     dh = (ms.stage.rows.span - 1) // (r - 1) if r > 1 else 1
     dw = (ms.stage.cols.span - 1) // (s - 1) if s > 1 else 1
     return r, s, dh, dw, op.sizes.get("G", 1)
+
+
+def tensor_batches(name: str, n: int, macs: dict[int, MacStage]) -> list[int | None]:
+    """Per tensor of a group of ``n`` stages (its input, then each stage's output): the batch by which it is laid out
+    in memory, that of the matrix product writing it (the group's input: of the product reading it); all None in a
+    group of convolutions. Products of different batches may follow each other (attention's projection, one batch,
+    into its products per head): on chip channel ``b * X + x`` of the one is channel ``b * X + x`` of the other,
+    the heads' split of the features. A group mixing convolutions and matrix products gets one clear line."""
+    products = {j: product_batch(ms) for j, ms in macs.items()}
+    if not products or all(b is None for b in products.values()):
+        return [None] * (n + 1)
+    if None in products.values() or len(products) != n:
+        raise SpecError(f"fused group {name}: it mixes convolutions (or pooling) and matrix products")
+    return [products[0]] + [products[j] for j in range(n)]
 
 
 def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
@@ -199,16 +227,14 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     ncnt = 3 + n + bool(join_at)
     products = {j: product_batch(ms) for j, ms in macs.items()}
-    if len(set(products.values())) > 1:
-        raise SpecError(f"fused group {name}: it mixes convolutions and matrix products, or products of "
-                        "different batches")
     # Matrix products keep their tensors batch-major, then token-major in memory ([batch][rows][cols][channels]);
     # on chip every buffer is channel-major (channel = batch * channels + channel), as for convolutions, so only
     # the fetches and stores below index differently.
-    batch = next(iter(products.values()), None)
+    batches = tensor_batches(name, n, macs)
 
     def mem(t: int, k: str, r: str, c: str) -> str:
         """The index of tensor ``t``'s element (channel k, row r, column c) in memory."""
+        batch = batches[t]
         if batch is None:
             return f"((long){k} * {height[t]} + {r}) * {width[t]} + {c}"
         x = depth[t] // batch
@@ -280,8 +306,12 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             kr_, ks_, dh, dw, groups = conv_shape(ms)
             cg, kg = depth[j] // groups, depth[j + 1] // groups
             zp = f" - {sp.zero_point}" if sp.zero_point else ""
-            widx = (f"((long)g * {cg} + ci) * {kg} + (k - g * {kg})" if products[j] is not None   # W[b][K][N]
-                    else f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc")
+            if products[j] is None:          # a convolution's W[K][C/groups][R][S]
+                widx = f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc"
+            elif weight_out_major(ms):       # a dense layer's W[N][K]
+                widx = f"(long)k * {cg} + ci"
+            else:                            # W[b][K][N]
+                widx = f"((long)g * {cg} + ci) * {kg} + (k - g * {kg})"
             w += [f"              {sp.acc_type} acc = 0;",
                   f"              const int g = k / {kg};",
                   f"              cnt[{3 + j}] += {cg * kr_ * ks_};",
@@ -359,7 +389,7 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
                   weights: dict[int, np.ndarray], adds: dict[int, Callable[[list[np.ndarray]], np.ndarray]] | None = None
                   ) -> list[np.ndarray]:
     """Every tensor of the group (its input, then each stage's output, channel-major) computed layer by layer by
-    NumPy (64-bit integers): the reference. A matrix product's weight is ``[K][N]``. ``adds[t]``: the skip added
+    NumPy (64-bit integers): the reference. A matrix product's weight is ``[b][K][N]`` (a dense layer's ``[N][K]``). ``adds[t]``: the skip added
     to tensor ``t`` (a join inside the group), given the tensors so far."""
     a = x.astype(np.int64)
     out_all = [a]
@@ -368,8 +398,9 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
             a = out_all[j] = out_all[j] + adds[j](out_all)
         ms = macs.get(j)
         nb = product_batch(ms) if ms is not None else None
-        if nb is not None:     # O[b, m, n] = sum_k A[b, m, k] W[b, k, n], channel-major (b * N + n, m, col)
-            a = np.einsum("bkn,bkmc->bnmc", weights[j], a.reshape(nb, -1, *a.shape[1:])).reshape(-1, *a.shape[1:])
+        if ms is not None and nb is not None:   # O[b, m, n] = sum_k A[b, m, k] W[b, k, n], channel-major (b * N + n, m, col)
+            wk = weights[j].T[None] if weight_out_major(ms) else weights[j]     # a dense layer's W[N][K]
+            a = np.einsum("bkn,bkmc->bnmc", wk, a.reshape(nb, -1, *a.shape[1:])).reshape(-1, *a.shape[1:])
             out_all.append(a)
             continue
         if ms is not None:
@@ -410,13 +441,17 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     for j, ms in macs.items():
         r, s, _, _, _ = conv_shape(ms)
         nb = product_batch(ms)
-        shape = ((nb, stages[j].in_depth // nb, stages[j].out_depth // nb) if nb is not None
-                 else (stages[j].out_depth, stages[j].in_depth, r, s))
+        if nb is None:
+            shape: tuple[int, ...] = (stages[j].out_depth, stages[j].in_depth, r, s)
+        elif weight_out_major(ms):
+            shape = (stages[j].out_depth, stages[j].in_depth)
+        else:
+            shape = (nb, stages[j].in_depth // nb, stages[j].out_depth // nb)
         weights[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
     # matrix products keep their tensors batch-major, then token-major in memory: [batch][rows][cols][channels]
-    nb = next((b for b in map(product_batch, macs.values()) if b is not None), None)
+    batches = tensor_batches("group", len(stages), macs)
 
-    def memory(t: np.ndarray) -> np.ndarray:
+    def memory(t: np.ndarray, nb: int | None) -> np.ndarray:
         if nb is None:
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
@@ -445,14 +480,14 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     ref = tensors[-1]
     if join is not None:
         ref = ref + skip_of(join, n)(tensors).reshape(ref.shape)
-    skip_mem = [memory(skips[j.target(n)]) for j in joins] or [np.zeros(1, dtype=np.int64)]
+    skip_mem = [memory(skips[j.target(n)], batches[j.target(n)]) for j in joins] or [np.zeros(1, dtype=np.int64)]
     skip_arr = (p64 * len(skip_mem))(*[a.ctypes.data_as(p64) for a in skip_mem])
-    y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64))
+    y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64), batches[n])
     cnt = np.zeros(3 + n + bool(joins), dtype=np.int64)
     wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
-    fn(memory(x).ctypes.data_as(p64), skip_arr, warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
-    if nb is not None:
+    fn(memory(x, batches[0]).ctypes.data_as(p64), skip_arr, warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
+    if (nb := batches[n]) is not None:
         y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
                                  .reshape(last.out_depth, last.out_rows, last.out_cols))
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),

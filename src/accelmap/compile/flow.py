@@ -262,7 +262,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             fusion, inner, search_notes = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit,
-                                                       fuse_config)
+                                                       fuse_config, steps)
         except SpecError as e:
             fuse_notes.append(f"no fused groups: {e}")
         else:

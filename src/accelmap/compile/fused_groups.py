@@ -15,10 +15,16 @@ onnxruntime's QLinearAdd) or of a float model, after the last operator's epilogu
 the group then runs where the join ran (a skip from outside the group, a projection shortcut, is computed
 by then) and writes the join's output.
 
-Matrix products (a feed-forward chain, float or int8 QDQ; attention's float batched products per head, whose
-second operand is a tensor computed before the group runs) are fused along their rows (tokens) the same way, their tensors
-token-major in memory (``codegen.fused_c.product_batch``); a bias or scale (a constant per channel or a
-scalar) and a softmax over the features run on their blocks.
+Matrix products (a feed-forward chain, float or int8 QDQ, MatMuls or Gemms without transA; attention's float batched
+products per head, whose second operand is a tensor computed before the group runs) are fused along their rows
+(tokens) the same way, their tensors token-major in memory (``codegen.fused_c.product_batch``); a bias or scale (a
+constant per channel or a scalar) and a softmax over the features run on their blocks, and the reshapes and
+transposes of the heads' split and merge between a projection and the heads' products are no work on chip
+(``_check_relayout``): FLAT's chain from the Q projection to the output projection is one group.
+
+The search itself (``fuse_network``) sees the graph's shapes and cuts the chains after every host step a block
+cannot run (a layer norm, an average pool, an add of a tensor no operator computed): ``accelmap map --fuse``
+searches such groups, the program could not run them fused.
 
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
 an operator that is not a single-image 2-D convolution or a matrix product of that form, a host step
@@ -31,15 +37,24 @@ add, an add of a skip that is an intermediate of the group) or whose skip is re-
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from accelmap.codegen.fused_c import conv_shape, is_matrix_product
 from accelmap.compile.graph import NetGraph
-from accelmap.compile.host_ops import BLOCK_CONST_OPS, BLOCK_OPS, HostWork, block_constant, block_softmax
+from accelmap.compile.host_ops import (
+    BLOCK_CONST_OPS,
+    BLOCK_OPS,
+    HostWork,
+    block_constant,
+    block_gemm_bias,
+    block_softmax,
+)
 from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
@@ -49,8 +64,11 @@ from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.fusion.stages import MacStage
 from accelmap.search.model_result import ModelMapping
 from accelmap.sim.fused import FusedSimResult
+from accelmap.workload.models.chains import model_chains
+from accelmap.workload.onnx_ops import attrs
 
 POOL_OPS = ("MaxPool", "AveragePool")
+RELAYOUT_OPS = ("Reshape", "Transpose")
 
 
 @dataclass(frozen=True)
@@ -112,19 +130,35 @@ class FusedGroup:
 
 
 def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit: float,
-                 time_limit: float | None,
-                 config: FusionConfig = DEFAULT_FUSION) -> tuple[FusedModel, InnerMappings, list[str]]:
+                 time_limit: float | None, config: FusionConfig = DEFAULT_FUSION,
+                 steps: list[Step] | None = None) -> tuple[FusedModel, InnerMappings, list[str]]:
     """The fusion search on the compiled model (its graph written to a temporary file for the chain finder);
     returns the plan, the tile mappings it used (the simulator reuses them) and notes on what the program
-    cannot run that ``accelmap map --fuse`` would search."""
+    cannot run that ``accelmap map --fuse`` would search. With the program's ``steps``, the chains are cut after
+    every host step a fused block cannot run (``_cuts``), so that the plan holds no group the program would run
+    layer by layer for that reason."""
     store_index(mm.arch)          # an accelerator without a shared on-chip store: one clear line
     inner = InnerMappings(mapper_search(objective, tile_time_limit))
     model = onnx.ModelProto()
     model.CopyFrom(g.model)
-    del model.graph.initializer[:]         # the chain finder reads the graph only
+    # The chain finder reads the graph and its shapes, not the weights: each initializer becomes an input of its type
+    # and shape, except a reshape's target shape (a small int64 initializer), whose values shape inference needs to
+    # see the heads' split and merge (a link between two matrix products through them).
+    kept = [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT64 and len(t.dims) <= 1]
+    named = {i.name for i in model.graph.input}
+    model.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                             for t in model.graph.initializer if t.name not in named and t not in kept)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    cuts = _cuts(steps, g) if steps is not None else []
+    operators = {n for lm in mm.layers for n in lm.layer.nodes}
     with tempfile.TemporaryDirectory(prefix="accelmap-fuse-") as td:
         path = Path(td) / "graph.onnx"
+        links = _linked_pairs(model, path, operators) if cuts else set()
+        # a value the graph also outputs has a second reader: the chain finder links no operator through it
+        model.graph.output.extend(onnx.helper.make_tensor_value_info(v, g.types[v], list(g.shape(v))) for v in cuts)
         onnx.save(model, path)
+        lost = sorted(links - _linked_pairs(model, path, operators)) if cuts else []
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
         # The program writes every operator's output to memory: no producer leaves its output in the store.
         fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, producers_on_chip=False),
@@ -133,7 +167,53 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
     notes = [f"{', '.join(kept_off)} write their outputs to memory: the emitted program runs every operator's output "
              "through memory, so no fused group keeps them in the on-chip store (`accelmap map --fuse` searches "
              "that)"] if kept_off else []
+    if lost:
+        notes.append(f"no fused group spans {', '.join(f'{a} > {b}' for a, b in lost)}: a step between them is one a "
+                     "fused block cannot run (`accelmap map --fuse` searches such groups)")
     return fm, inner, notes
+
+
+def _linked_pairs(model: onnx.ModelProto, path: Path, operators: set[str]) -> set[tuple[str, str]]:
+    """The consecutive operators the chain finder links in ``model`` (saved to ``path``)."""
+    onnx.save(model, path)
+    return {(a.node, b.node) for chain in model_chains(path, operators) for a, b in itertools.pairwise(chain)}
+
+
+def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
+    """The outputs of the host steps a fused block cannot run (``_check_block_step``; an average pool; an add of a
+    value and a tensor no operator computed, which is no residual join), in step order. Reshapes and transposes are
+    checked where a group is planned (``_check_relayout``); a residual join (an add of two operators' results) by
+    ``_plan_join``."""
+    producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
+    from_operator: dict[str, bool] = {}
+
+    def computed(v: str) -> bool:
+        """Whether an accelerator step's output reaches ``v``."""
+        if v not in from_operator:
+            p = producer.get(v)
+            from_operator[v] = p is not None and (steps[p].placement == "accelerator" or any(
+                computed(x) for x in steps[p].inputs if x not in g.consts))
+        return from_operator[v]
+    cuts: list[str] = []
+    for s in steps:
+        if s.placement != "host" or s.op_type in RELAYOUT_OPS or s.op_type == "MaxPool":
+            continue
+        ins = [x for x in s.inputs if x not in g.consts]
+        if len(ins) > 1:
+            runs = s.op_type in ("Add", "Add (QDQ)") and len(ins) == 2 and all(map(computed, ins))
+        elif s.op_type in POOL_OPS:
+            runs = False
+        else:
+            runs = False
+            for axis in (1, -1):
+                try:
+                    _check_block_step(s, g, axis)
+                    runs = True
+                except SpecError:
+                    pass
+        if not runs:
+            cuts += [o for o in s.outputs if o in g.types and o in g.shapes and o not in g.outputs]
+    return cuts
 
 
 def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph) -> tuple[list[FusedGroup], list[str]]:
@@ -167,14 +247,16 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
         if ms.operator.name not in at:
             raise SpecError(f"operator {ms.operator.name} is no accelerator step of the program")
         s = steps[at[ms.operator.name]]
-        if s.node.op_type == "MatMul" and is_matrix_product(ms):
+        if s.node.op_type in ("MatMul", "Gemm") and is_matrix_product(ms):
             # the second operand, a constant or a value computed before the group runs (attention's K^T, V),
             # is read from memory like a weight; an integer product's weight is a constant (partition.py)
             pass
         elif s.node.op_type != "Conv":
-            raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions and float MatMuls "
-                            "(batched per head too, no broadcast operand)")
+            raise SpecError(f"{s.name} is a {s.node.op_type}; fused tiles run convolutions, MatMuls (batched per "
+                            "head too, no broadcast operand) and Gemms without transA")
         conv_shape(ms)
+        if s.node.op_type == "Gemm" and s.dtype == "fp32" and len(s.node.input) > 2 and s.node.input[2]:
+            block_gemm_bias(s, g)
         step_of[j] = at[ms.operator.name]
     axis = -1 if any(is_matrix_product(ms) for ms in macs.values()) else 1
     order = sorted(macs)
@@ -225,9 +307,13 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
             path.append(p)
             v = ins[0]
         path.reverse()
+        if any(steps[p].op_type in RELAYOUT_OPS for p in path):
+            _check_relayout(steps, path, step_of[a], steps[step_of[b]].inputs[0], g, axis)
         cur = a
         for p in path:
             hs = steps[p]
+            if hs.op_type in RELAYOUT_OPS:
+                continue        # the same block on chip (``_check_relayout``): no lines
             if hs.op_type in POOL_OPS:
                 cur += 1
                 if hs.op_type != "MaxPool" or cur >= b or stages[cur].name != hs.node.name:
@@ -353,6 +439,41 @@ def _add_operands(add: Step, join, g: NetGraph, steps: list[Step], producer: dic
         raise SpecError(f"the residual add {join.name}: not exactly one of its inputs comes from the group's block")
     first = chained[0]
     return add.inputs[1 if first else 0], first
+
+
+def _check_relayout(steps: list[Step], path: list[int], first: int, value: str, g: NetGraph,
+                    channel_axis: int) -> None:
+    """The reshapes and transposes on ``path`` (host steps from operator step ``first``'s output to ``value``, the
+    next operator's input) leave every element at its token and on-chip channel: the token is the second-to-last
+    axis of both products' tensors, the channel every other axis in order (a product's batch, then its features),
+    so the heads' split ``[.., tokens, heads, width]`` -> ``[.., heads, tokens, width]`` and their merge keep feature
+    ``h * width + x`` as head h's x. Checked on the elements' positions, by NumPy. Then the block needs no lines for
+    them; one clear line otherwise."""
+    if channel_axis != -1:
+        raise SpecError("a reshape or transpose between two convolutions; fused tiles run one only between matrix "
+                        "products")
+    src = steps[first].outputs[0]
+    shape = g.shape(src)
+    if len(shape) < 2 or len(g.shape(value)) < 2:
+        raise SpecError(f"a reshape or transpose between {src!r} and {value!r}, one of them without token rows")
+    at = np.arange(int(np.prod(shape))).reshape(shape)
+    for p in path:
+        hs = steps[p]
+        if hs.op_type == "Reshape":
+            at = at.reshape(g.shape(hs.outputs[0]))
+        elif hs.op_type == "Transpose":
+            perm = attrs(hs.node).get("perm")
+            at = at.transpose([int(x) for x in perm] if perm is not None else None)
+        elif g.shape(hs.outputs[0]) != at.shape:
+            raise SpecError(f"step {hs.name} ({hs.op_type}) between two matrix products changes the shape")
+
+    def token_major(a: np.ndarray) -> np.ndarray:
+        return np.moveaxis(a, a.ndim - 2, 0).reshape(a.shape[-2], -1)
+    if at.shape != tuple(g.shape(value)) or at.shape[-2] != shape[-2] or not (token_major(at) ==
+                                                                              token_major(np.arange(at.size).reshape(
+                                                                                  shape))).all():
+        raise SpecError(f"the reshapes and transposes from {src!r} {list(shape)} to {value!r} "
+                        f"{list(g.shape(value))} move elements between tokens or channels; a fused block keeps them")
 
 
 def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:

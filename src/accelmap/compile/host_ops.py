@@ -338,6 +338,16 @@ def block_constant(s: Step, g: NetGraph, channel_axis: int) -> tuple[str, int, b
     return c, full[axis], const_first
 
 
+def block_gemm_bias(s: Step, g: NetGraph) -> int:
+    """How many values a Gemm step's bias has (1: a scalar) when a fused block (channel-major) can add it as a
+    channel bias: a scalar or one value per output feature; one clear line when it varies along the rows."""
+    b = s.node.input[2]
+    if g.size(b) not in (1, g.shape(s.outputs[0])[-1]) or any(d != 1 for d in g.shape(b)[:-1]):
+        raise _problem(g, s, f"its bias {b!r} of shape {list(g.shape(b))} varies along the rows; a fused block adds "
+                             "a scalar or one value per output feature")
+    return g.size(b)
+
+
 def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
     """The length of the rows a Softmax step normalizes when a fused block can run it: a softmax (float, or a
     quantized one as onnxruntime's QLinearSoftmax) over the channels (the last axis) of a matrix product's
@@ -365,7 +375,8 @@ def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channe
     if s.op_type in BLOCK_CONST_OPS and s.node.domain in ("", "ai.onnx"):
         assert const is not None
         c, nch, const_first = block_constant(s, g, channel_axis)
-        at = f"{const(c)}[i / ({inner})]" if nch > 1 else f"{const(c)}[0]"
+        # a batched product's block channel is b * X + x: a constant along its last axis is indexed by x
+        at = f"{const(c)}[(i / ({inner})) % {nch}]" if nch > 1 else f"{const(c)}[0]"
         op = BLOCK_CONST_OPS[s.op_type]
         expr = f"{at} {op} {x}[i]" if const_first else f"{x}[i] {op} {at}"
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {expr};"]

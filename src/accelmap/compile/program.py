@@ -42,6 +42,7 @@ from accelmap.compile.host_ops import (
     TYPE_CODES,
     HostWork,
     bcast_strides,
+    block_gemm_bias,
     block_lines,
     c_floats,
     c_ints,
@@ -342,7 +343,7 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
     a = attrs(node)
     if node.op_type == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0):
         raise SpecError(f"node {s.name!r} (Gemm): alpha and beta other than 1 are not handled", where=g.source)
-    if block is not None and node.op_type not in ("Conv", "MatMul"):
+    if block is not None and node.op_type not in ("Conv", "MatMul", "Gemm"):
         raise SpecError(f"node {s.name!r} ({node.op_type}): fused groups run convolutions and matrix products "
                         "only", where=g.source)
     has_bias = node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and bool(node.input[2])
@@ -354,6 +355,9 @@ def _epilogue(s: Step, g: NetGraph, em: _Emitter, acc: str, acc_t: str, y: str, 
         if block is None:
             work.add(n_out, 4, n_out, 4)
         b = node.input[2]
+        if node.op_type == "Gemm" and block is not None:
+            # a block is channel-major: a bias per output feature (or a scalar) is a channel bias
+            return [f"add_channel_bias({acc}, {block[0]}, {block[1]}, {block_gemm_bias(s, g)}L, {em.value(b)});"]
         if node.op_type == "Conv":
             inner, nch = _out_channels(s, g, s.outputs[0], 2)
             inner_c = block[1] if block is not None else f"{inner}L"
