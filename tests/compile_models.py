@@ -229,9 +229,10 @@ def broadcast_matmul_chain(seed: int = 0) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
-    """Convolutions that chain (each output read by the next alone): conv + relu, conv + relu, max pool,
-    depthwise conv + relu, conv; then a global pool and a classifier. What ``--fuse`` can run as groups."""
+def tiny_chain(seed: int = 0, size: int = 12, pool: str = "MaxPool", **pool_attrs) -> onnx.ModelProto:
+    """Convolutions that chain (each output read by the next alone): conv + relu, conv + relu, max pool (or
+    ``pool`` with ``pool_attrs``), depthwise conv + relu, conv; then a global pool and a classifier. What ``--fuse``
+    can run as groups."""
     rng = np.random.default_rng(seed)
     w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
     b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
@@ -240,7 +241,7 @@ def tiny_chain(seed: int = 0, size: int = 12) -> onnx.ModelProto:
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-        helper.make_node("MaxPool", ["r2"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node(pool, ["r2"], ["p2"], name="pool2", **({"kernel_shape": [2, 2], "strides": [2, 2]} | pool_attrs)),
         helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], name="dw3", pads=[1, 1, 1, 1], group=16),
         helper.make_node("Relu", ["c3"], ["r3"], name="relu3"),
         helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"], name="conv4"),

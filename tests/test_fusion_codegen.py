@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accelmap.codegen.fused_c import run_fused
 from accelmap.fusion.geometry import MODES, Join, fused_counts
 from accelmap.fusion.stages import mac_stage, pool_stage
-from accelmap.workload import batched_matmul, conv2d, dense, gemm
+from accelmap.workload import batched_matmul, conv2d, dense, depthwise_conv2d, gemm
 
 
 def random_group(rng: random.Random):
@@ -198,3 +198,32 @@ def test_fused_c_of_attention_with_its_projections_is_bit_exact(heads, rows, til
     assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
         model.input_fetched, model.output_written, model.macs, model.skip_fetched)
     assert run.macs == (rows * d * d, heads * rows * rows * dh, heads * rows * dh * rows, rows * d * d)
+
+
+# (pooling, its kernel / stride / pads, tile, halo policies of conv > pool > depthwise > project)
+POOL_CASES = [
+    ("avg", (3, 1, 1), (2, 3), ("fully-cached", "H-cached-V-recompute", "fully-recompute", "fully-cached")),
+    ("avg-pad", (3, 1, 1), (3, 2), ("fully-recompute", "fully-cached", "fully-cached", "H-cached-V-recompute")),
+    ("avg", (2, 2, 0), (1, 2), ("H-cached-V-recompute", "fully-recompute", "fully-cached", "fully-cached")),
+    ("max", (3, 2, 1), (2, 2), ("fully-cached", "fully-cached", "H-cached-V-recompute", "fully-recompute")),
+]
+
+
+@pytest.mark.parametrize("pool,window,tile,policies", POOL_CASES)
+def test_fused_c_with_average_pooling_and_a_depthwise_convolution(pool, window, tile, policies):
+    """A 3x3 convolution, a pooling window (average over the taps inside the input or over the whole window, or max;
+    padded windows included), a depthwise 3x3 convolution and a 1x1 projection: bit-exact against NumPy (an average
+    truncates as C's division does), nothing evicted read, the counters the model's."""
+    k, stride, pad = window
+    conv = mac_stage(conv2d("conv", c=2, h=8, w=7, k=3, r=3, s=3, padding=1))
+    p = pool_stage("pool", channels=3, in_rows=8, in_cols=7, kernel=(k, k), stride=(stride, stride),
+                   pads=(pad, pad, pad, pad), bits=16)
+    dw = mac_stage(depthwise_conv2d("dw", c=3, h=p.out_rows, w=p.out_cols, r=3, s=3, padding=1))
+    proj = mac_stage(conv2d("proj", c=3, h=p.out_rows, w=p.out_cols, k=2, r=1, s=1))
+    stages = (conv.stage, p, dw.stage, proj.stage)
+    macs = {0: conv, 2: dw, 3: proj}
+    run, ref = run_fused(stages, macs, *tile, policies, seed=k + stride, pools={1: pool})
+    model = fused_counts(stages, *tile, policies)
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs) == (model.input_fetched, model.output_written, model.macs)

@@ -47,6 +47,8 @@ from accelmap.fusion.stages import MacStage
 from accelmap.workload.numpy_reference import reference
 
 POISON = -7777777
+# Pooling stages: the maximum, the average over the taps inside the input, the average over the whole window
+POOLS = ("max", "avg", "avg-pad")
 
 # (block buffer of the stage's results, block buffer of its epilogue's output, elements, elements per channel)
 # -> C lines computing the second from the first
@@ -71,7 +73,10 @@ class StageC:
 
     A multiply-accumulate stage (a convolution) reads its input less ``zero_point`` and multiplies it
     by ``weights`` (a C array [K][C/groups][R][S]) into ``acc_type``; a pooling stage takes the maximum
-    in ``acc_type`` (the input's type), starting from ``acc_init``. ``epilogue`` (None: a copy) turns the
+    in ``acc_type`` (the input's type), starting from ``acc_init``, or with ``pool`` ``avg`` / ``avg-pad`` the
+    average: the sum in the window's order, divided by the taps inside the input (``avg``, ONNX's
+    count_include_pad=0) or by the window's size (``avg-pad``), as the host's pooling does it (no ceil mode and no
+    dilation in a chain, so every window lies inside the padded input). ``epilogue`` (None: a copy) turns the
     block into ``out_type``, the type of the tensor the stage leaves on chip (or writes off chip).
     """
 
@@ -82,6 +87,7 @@ class StageC:
     groups: int = 1
     acc_init: str = "0"
     epilogue: Epilogue | None = None
+    pool: str = "max"
 
 
 @dataclass(frozen=True)
@@ -293,7 +299,11 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
               "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
         if ms is None:
-            w += [f"              {sp.acc_type} acc = {sp.acc_init};",
+            if sp.pool not in POOLS:
+                raise SpecError(f"fused group {name}: pooling stage {st.name} is {sp.pool!r}; one of {', '.join(POOLS)}")
+            take = f"if ({src}[i] > acc) acc = {src}[i];" if sp.pool == "max" else f"acc += {src}[i]; taps++;"
+            w += [f"              {sp.acc_type} acc = {sp.acc_init if sp.pool == 'max' else '0'};",
+                  "              long taps = 0;",
                   f"              for (int kr = 0; kr < {st.rows.span}; kr++) "
                   f"for (int kc = 0; kc < {st.cols.span}; kc++) {{",
                   f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
@@ -301,7 +311,11 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
                   f"                long i = ((long)k * {hin} + ir) * {win} + ic;",
                   f"                if (!{name}_v{j}[i]) cnt[2]++;",
-                  f"                if ({src}[i] > acc) acc = {src}[i];", "              }"]
+                  f"                {take}", "              }",
+                  "              (void)taps;"]
+            if sp.pool != "max":
+                divisor = "taps" if sp.pool == "avg" else f"{st.rows.span * st.cols.span}L"
+                w.append(f"              acc = acc / ({sp.acc_type}){divisor};")
         else:
             kr_, ks_, dh, dw, groups = conv_shape(ms)
             cg, kg = depth[j] // groups, depth[j + 1] // groups
@@ -365,11 +379,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                      policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
-                     inner_joins: tuple[tuple[Join, str], ...] = ()) -> str:
+                     inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None) -> str:
     """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
     with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
-    from ``skips[i]`` in memory (the inner joins in order, then the ending one)."""
-    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs else StageC("i64", "i64", acc_init="LLONG_MIN")
+    from ``skips[i]`` in memory (the inner joins in order, then the ending one). ``pools[j]``: how pooling stage
+    j pools (``POOLS``; max by default; an average divides as C does, truncating)."""
+    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs
+                  else StageC("i64", "i64", acc_init="LLONG_MIN", pool=(pools or {}).get(j, "max"))
                   for j in range(len(stages)))
 
     def add(a: str, b: str, y: str, n: str) -> list[str]:
@@ -386,11 +402,11 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
 
 
 def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
-                  weights: dict[int, np.ndarray], adds: dict[int, Callable[[list[np.ndarray]], np.ndarray]] | None = None
-                  ) -> list[np.ndarray]:
+                  weights: dict[int, np.ndarray], adds: dict[int, Callable[[list[np.ndarray]], np.ndarray]] | None = None,
+                  pools: dict[int, str] | None = None) -> list[np.ndarray]:
     """Every tensor of the group (its input, then each stage's output, channel-major) computed layer by layer by
     NumPy (64-bit integers): the reference. A matrix product's weight is ``[b][K][N]`` (a dense layer's ``[N][K]``). ``adds[t]``: the skip added
-    to tensor ``t`` (a join inside the group), given the tensors so far."""
+    to tensor ``t`` (a join inside the group), given the tensors so far; ``pools`` as ``generate_fused_c`` takes it."""
     a = x.astype(np.int64)
     out_all = [a]
     for j, st in enumerate(stages):
@@ -409,7 +425,10 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
                                         wop.name: weights[j].reshape(ms.operator.index_extent(wop))})[0]
             out_all.append(a)
             continue
-        out = np.full((st.out_depth, st.out_rows, st.out_cols), np.iinfo(np.int64).min, dtype=np.int64)
+        pool = (pools or {}).get(j, "max")
+        out = np.full((st.out_depth, st.out_rows, st.out_cols), np.iinfo(np.int64).min if pool == "max" else 0,
+                      dtype=np.int64)
+        taps = np.zeros((st.out_rows, st.out_cols), dtype=np.int64)
         for kr in range(st.rows.span):
             for kc in range(st.cols.span):
                 for r in range(st.out_rows):
@@ -419,7 +438,12 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
                     for c in range(st.out_cols):
                         ic = c * st.cols.stride - st.cols.pad + kc
                         if 0 <= ic < st.in_cols:
-                            out[:, r, c] = np.maximum(out[:, r, c], a[:, ir, ic])
+                            out[:, r, c] = np.maximum(out[:, r, c], a[:, ir, ic]) if pool == "max" else (
+                                out[:, r, c] + a[:, ir, ic])
+                            taps[r, c] += 1
+        if pool != "max":      # C's integer division truncates toward zero
+            div = taps if pool == "avg" else np.full_like(taps, st.rows.span * st.cols.span)
+            out = np.sign(out) * (np.abs(out) // div)
         a = out
         out_all.append(a)
     return out_all
@@ -427,7 +451,8 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
 
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
-              skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = ()) -> tuple[FusedRun, np.ndarray]:
+              skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
+              pools: dict[int, str] | None = None) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
     output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
     ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
@@ -439,10 +464,10 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     x = rng.integers(-8, 8, size=(stages[0].in_depth, stages[0].in_rows, stages[0].in_cols), dtype=np.int64)
     weights = {}
     for j, ms in macs.items():
-        r, s, _, _, _ = conv_shape(ms)
+        r, s, _, _, groups = conv_shape(ms)
         nb = product_batch(ms)
         if nb is None:
-            shape: tuple[int, ...] = (stages[j].out_depth, stages[j].in_depth, r, s)
+            shape: tuple[int, ...] = (stages[j].out_depth, stages[j].in_depth // groups, r, s)
         elif weight_out_major(ms):
             shape = (stages[j].out_depth, stages[j].in_depth)
         else:
@@ -456,7 +481,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
     lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
-                                                          skip_policy, inner_joins))))
+                                                          skip_policy, inner_joins, pools))))
     fn = lib.accelmap_fused
     p64 = ctypes.POINTER(ctypes.c_longlong)
     fn.argtypes = [p64, ctypes.POINTER(p64), ctypes.POINTER(p64), p64, p64]
@@ -476,7 +501,8 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         return get
     n = len(stages)
     joins = tuple(j for j, _ in inner_joins) + ((join,) if join is not None else ())
-    tensors = numpy_tensors(stages, macs, x, weights, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins})
+    tensors = numpy_tensors(stages, macs, x, weights, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins},
+                            pools)
     ref = tensors[-1]
     if join is not None:
         ref = ref + skip_of(join, n)(tensors).reshape(ref.shape)

@@ -4,7 +4,7 @@ The fusion search (``fusion.model_fusion.fuse_model``) cuts the model's chains i
 operators that share one tile loop, each with its tile and halo policy, on top of the layer-by-layer
 mapping. Here each chosen group is matched to the program's steps: its operators' accelerator steps
 and the host steps between them (the requantization, dequantization, activation and quantization of
-a QDQ model; a max pool when the group has a pooling window). A group becomes one fused step: the
+a QDQ model; a max or average pool when the group has a pooling window). A group becomes one fused step: the
 tile loop of ``codegen.fused_c`` with every operator's block followed by those host steps on the
 block (its *epilogue*), intermediate tensors in on-chip buffers, halos as the plan chose. It runs
 where its last operator ran; the steps it covers run nowhere else.
@@ -29,7 +29,7 @@ searches such groups, the program could not run them fused.
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
 an operator that is not a single-image 2-D convolution or a matrix product of that form, a host step
 between two operators that a block cannot run (``host_ops.BLOCK_OPS``, ``BLOCK_CONST_OPS``, a softmax over
-the features) or a pool that is not a max pool, a value on the way
+the features) or a pool that is neither a max pool nor a float average pool (``pool_kind``), a value on the way
 that another step or a graph output reads, or a join whose add is not one of the program's (a broadcast
 add, an add of a skip that is an intermediate of the group) or whose skip is re-read but not in memory.
 """
@@ -105,6 +105,7 @@ class FusedGroup:
     host_work: HostWork = field(default_factory=HostWork)
     counters_ok: bool | None = None           # the program's counters equal to the fusion model's
     inner: tuple[InnerJoinPlan, ...] = ()     # residual adds inside the group, by tensor
+    pools: dict[int, str] = field(default_factory=dict)   # pooling stage -> how it pools (``codegen.fused_c.POOLS``)
 
     @property
     def name(self) -> str:
@@ -180,8 +181,8 @@ def _linked_pairs(model: onnx.ModelProto, path: Path, operators: set[str]) -> se
 
 
 def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
-    """The outputs of the host steps a fused block cannot run (``_check_block_step``; an average pool; an add of a
-    value and a tensor no operator computed, which is no residual join), in step order. Reshapes and transposes are
+    """The outputs of the host steps a fused block cannot run (``_check_block_step``; a pool ``pool_kind`` refuses;
+    an add of a value and a tensor no operator computed, which is no residual join), in step order. Reshapes and transposes are
     checked where a group is planned (``_check_relayout``); a residual join (an add of two operators' results) by
     ``_plan_join``."""
     producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
@@ -196,13 +197,16 @@ def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
         return from_operator[v]
     cuts: list[str] = []
     for s in steps:
-        if s.placement != "host" or s.op_type in RELAYOUT_OPS or s.op_type == "MaxPool":
+        if s.placement != "host" or s.op_type in RELAYOUT_OPS:
             continue
         ins = [x for x in s.inputs if x not in g.consts]
         if len(ins) > 1:
             runs = s.op_type in ("Add", "Add (QDQ)") and len(ins) == 2 and all(map(computed, ins))
         elif s.op_type in POOL_OPS:
-            runs = False
+            try:
+                runs = bool(pool_kind(s, g))
+            except SpecError:
+                runs = False
         else:
             runs = False
             for axis in (1, -1):
@@ -269,6 +273,7 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                  for jn, sp in (*gc.inner_joins, *(((gc.join, gc.skip_policy),) if gc.join else ()))
                  if sp == "kept" and jn.skip and jn.skip in step_of}
     inner: list[InnerJoinPlan] = []
+    pools: dict[int, str] = {}
     for a, b in zip(order, order[1:], strict=False):
         path: list[int] = []
         v = steps[step_of[b]].inputs[0]
@@ -316,8 +321,9 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                 continue        # the same block on chip (``_check_relayout``): no lines
             if hs.op_type in POOL_OPS:
                 cur += 1
-                if hs.op_type != "MaxPool" or cur >= b or stages[cur].name != hs.node.name:
-                    raise SpecError(f"step {hs.name} ({hs.op_type}) is not the group's max-pooling stage")
+                if cur >= b or stages[cur].name != hs.node.name:
+                    raise SpecError(f"step {hs.name} ({hs.op_type}) is not the group's pooling stage")
+                pools[cur] = pool_kind(hs, g)
                 continue
             _check_block_step(hs, g, axis)
             epilogues[cur].append(p)
@@ -342,7 +348,7 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
         raise SpecError(f"it ends with the pooling stage {stages[-1].name}")
     grp = FusedGroup(index, gc, stages, macs, step_of, {j: tuple(v) for j, v in epilogues.items()},
                      tuple(sorted(members)), x, last.outputs[0], step_of[order[-1]], channel_axis=axis,
-                     inner=tuple(sorted(inner, key=lambda x: x.tensor)))
+                     inner=tuple(sorted(inner, key=lambda x: x.tensor)), pools=pools)
     if gc.join is not None:
         _plan_join(grp, steps, g, producer, readers)
     return grp
@@ -476,6 +482,22 @@ def _check_relayout(steps: list[Step], path: list[int], first: int, value: str, 
                         f"{list(g.shape(value))} move elements between tokens or channels; a fused block keeps them")
 
 
+def pool_kind(s: Step, g: NetGraph) -> str:
+    """How a pooling step inside a group pools (``codegen.fused_c.POOLS``): a max pool (any element type: it
+    compares), or a float average pool over the taps inside the input or, with count_include_pad, the whole window;
+    one clear line otherwise."""
+    if s.op_type == "MaxPool":
+        return "max"
+    a = attrs(s.node)
+    if s.op_type != "AveragePool" or a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise SpecError(f"step {s.name} ({s.op_type}) is no max pool nor an average pool without ceil mode or "
+                        "dilation")
+    if not all(g.c_type(v) == "float" for v in (s.inputs[0], s.outputs[0])):
+        raise SpecError(f"step {s.name} (AveragePool) averages {g.c_type(s.inputs[0])} values; a fused tile "
+                        "averages floats (a quantized model's pool between DequantizeLinear and QuantizeLinear)")
+    return "avg-pad" if a.get("count_include_pad", 0) else "avg"
+
+
 def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
     """One clear line when a fused block cannot run the host step ``s`` (``host_ops.block_lines``)."""
     if s.op_type in BLOCK_CONST_OPS:
@@ -485,4 +507,4 @@ def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
     elif s.op_type not in BLOCK_OPS:
         raise SpecError(f"step {s.name} ({s.op_type}) is not element-wise; a fused tile runs "
                         f"{', '.join(sorted(BLOCK_OPS))}, a float {', '.join(BLOCK_CONST_OPS)} with a constant per "
-                        "channel, a float Softmax over the channels of a matrix product, and max pooling")
+                        "channel, a float Softmax over the channels of a matrix product, and max or float average pooling")

@@ -456,7 +456,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
             return lines
 
         specs.append(StageC(acc_t, out_t, weights=weights, zero_point=zp, acc_init=MAX_INIT.get(acc_t, "0"),
-                            epilogue=epilogue if ops else None))
+                            epilogue=epilogue if ops else None, pool=grp.pools.get(j, "max")))
         cur_type = out_t
     join = _join_code(grp, steps, g, cur_type) if grp.join_step is not None else None
     if (join.out_type if join else cur_type) != g.c_type(grp.output):
