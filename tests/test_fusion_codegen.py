@@ -94,6 +94,18 @@ MATMUL_CASES = [
 ]
 
 
+def _row_tiles_match_the_model(stages, macs, tile, policies, seed, join=None, skip_policy="re-read"):
+    """Run a group of matrix products tiled along its rows: bit-exact against NumPy, nothing evicted read, the
+    input fetched, output written, MACs and skip fetched equal to the model's; returns the run."""
+    model = fused_counts(stages, tile, 1, policies, join, skip_policy)
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=seed, join=join, skip_policy=skip_policy)
+    assert run.invalid_reads == 0
+    assert (run.output == ref).all()
+    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
+        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    return run
+
+
 @pytest.mark.parametrize("rows,features,tile,policies,skip,skip_policy", MATMUL_CASES)
 def test_fused_c_of_matrix_products_is_bit_exact_token_major(rows, features, tile, policies, skip, skip_policy):
     """Matrix products fused along their rows (tokens), tensors token-major in memory as ONNX stores them, the
@@ -102,12 +114,7 @@ def test_fused_c_of_matrix_products_is_bit_exact_token_major(rows, features, til
     macs = {i: mac_stage(gemm(f"mm{i}", m=rows, n=n, k=k)) for i, (k, n) in enumerate(itertools.pairwise(features))}
     stages = tuple(ms.stage for ms in macs.values())
     join = Join("add", skip, 16) if skip_policy else None
-    model = fused_counts(stages, tile, 1, policies, join, skip_policy or "re-read")
-    run, ref = run_fused(stages, macs, tile, 1, policies, seed=rows, join=join, skip_policy=skip_policy or "re-read")
-    assert run.invalid_reads == 0
-    assert (run.output == ref).all()
-    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
-        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    run = _row_tiles_match_the_model(stages, macs, tile, policies, rows, join, skip_policy or "re-read")
     assert run.macs == tuple(rows * k * n for k, n in itertools.pairwise(features))
 
 
@@ -167,12 +174,7 @@ def test_fused_c_of_dense_layers_reads_their_output_major_weights(rows, tile, po
     macs = {0: mac_stage(dense("fc0", n=rows, c=5, k=8)), 1: mac_stage(dense("fc1", n=rows, c=8, k=5))}
     stages = (macs[0].stage, macs[1].stage)
     join = Join("add", 0, 16) if skip_policy else None
-    model = fused_counts(stages, tile, 1, policies, join, skip_policy or "re-read")
-    run, ref = run_fused(stages, macs, tile, 1, policies, seed=rows, join=join, skip_policy=skip_policy or "re-read")
-    assert run.invalid_reads == 0
-    assert (run.output == ref).all()
-    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
-        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    run = _row_tiles_match_the_model(stages, macs, tile, policies, rows, join, skip_policy or "re-read")
     assert run.macs == (rows * 5 * 8, rows * 8 * 5)
 
 
@@ -190,13 +192,7 @@ def test_fused_c_of_attention_with_its_projections_is_bit_exact(heads, rows, til
             2: mac_stage(batched_matmul("context", batch=heads, m=rows, n=dh, k=rows)),
             3: mac_stage(gemm("out", m=rows, n=d, k=d))}
     stages = tuple(macs[j].stage for j in range(4))
-    join = Join("residual", 0, 16)
-    model = fused_counts(stages, tile, 1, policies, join, "re-read")
-    run, ref = run_fused(stages, macs, tile, 1, policies, seed=heads, join=join, skip_policy="re-read")
-    assert run.invalid_reads == 0
-    assert (run.output == ref).all()
-    assert (run.input_fetched, run.output_written, run.macs, run.skip_fetched) == (
-        model.input_fetched, model.output_written, model.macs, model.skip_fetched)
+    run = _row_tiles_match_the_model(stages, macs, tile, policies, heads, Join("residual", 0, 16))
     assert run.macs == (rows * d * d, heads * rows * rows * dh, heads * rows * dh * rows, rows * d * d)
 
 
