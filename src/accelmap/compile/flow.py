@@ -23,7 +23,7 @@ from accelmap.compile.program import Program, build_program, emit_program
 from accelmap.compile.verify import RunOutput, Verification, random_inputs, run_program, verify
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
-from accelmap.fusion.group_cost import InnerMappings
+from accelmap.fusion.group_cost import InnerMappings, offchip_bits
 from accelmap.fusion.model_fusion import FusedModel
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.search.model_mapper import map_model
@@ -87,7 +87,7 @@ class CompileResult:
                 "groups_in_plan": len(self.fusion.groups), "groups_run": len(self.groups),
                 # the plan's totals and layer by layer, by the same run's mappings (the fusion model)
                 "plan": {k: v for k, v in self.fusion.to_dict().items() if k in ("fused", "unfused")}},
-            "fused_groups": [_group_dict(grp) for grp in self.groups],
+            "fused_groups": [_group_dict(grp, self.arch.levels[0].name) for grp in self.groups],
             "intrinsic_nests": [{"program": k, "searched": n.searched, "strategy": n.strategy, "value": n.value,
                                  "built_value": n.built_value, "lower_bound": n.lower_bound, "proven": n.proven,
                                  "gap": n.gap, "why": n.why} for k, n in self.nests.items()],
@@ -143,8 +143,11 @@ class CompileResult:
             for grp in self.groups:
                 gc = grp.cost
                 sim = grp.sim
+                kept = (f", {', '.join(gc.producers_on_chip)} written to the store for it"
+                        if gc.producers_on_chip else "")
                 lines.append(f"    {grp.name}: {grp.label}, tile {gc.tile_rows}x{gc.tile_cols}, halos "
-                             f"{'/'.join(gc.policies)}{', weights kept in the store' if gc.weights_resident else ''}; "
+                             f"{'/'.join(gc.policies)}{', weights kept in the store' if gc.weights_resident else ''}"
+                             f"{kept}; "
                              f"modeled {gc.latency:,.0f} cycles"
                              + (f", simulated {sim.cycles:,.0f} ({sim.model_error:+.2%})" if sim and sim.model_error
                                 is not None else "")
@@ -160,7 +163,7 @@ class CompileResult:
         return "\n".join(lines)
 
 
-def _group_dict(grp: FusedGroup) -> dict:
+def _group_dict(grp: FusedGroup, top: str) -> dict:
     c, sim = grp.cost, grp.sim
     return {"function": grp.name, "stages": [st.name for st in grp.stages], "tile": [c.tile_rows, c.tile_cols],
             "tiles": c.counts.tiles, "policies": dict(zip(["input", *c.names[:-1]], c.policies, strict=True)),
@@ -168,6 +171,12 @@ def _group_dict(grp: FusedGroup) -> dict:
             "modeled_cycles": c.latency, "simulated_cycles": sim.cycles if sim else None,
             "energy_pj": c.energy, "offchip_bits_modeled": c.offchip_bits,
             "offchip_bits_simulated": sim.offchip_bits if sim else None,
+            # producers kept in the store: the model credits their saved writes to the group (its off-chip bits may
+            # be negative), the simulator counts what they still move apart
+            "producers_on_chip": list(c.producers_on_chip),
+            "producer_offchip_bits_simulated": sim.producer_offchip_bits if sim else None,
+            "producers_offchip_bits_alone": sum(offchip_bits(p.operator, p.result, top) for p in
+                                                grp.produced.values()),
             "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
             "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
             "skip_fetched": c.counts.skip_fetched if c.join else None,
@@ -261,12 +270,12 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
     if fuse:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            fusion, inner, search_notes = fuse_network(g, mm, objective, fuse_tile_time_limit, fuse_time_limit,
-                                                       fuse_config, steps)
+            fusion, inner, search_notes, producers = fuse_network(g, mm, objective, fuse_tile_time_limit,
+                                                                  fuse_time_limit, fuse_config, steps)
         except SpecError as e:
             fuse_notes.append(f"no fused groups: {e}")
         else:
-            groups, fuse_notes = plan_groups(fusion, steps, g)
+            groups, fuse_notes = plan_groups(fusion, steps, g, producers)
             fuse_notes = search_notes + fuse_notes
         seconds["fuse"] = time.perf_counter() - t0
         cpu["fuse"] = time.process_time() - c0
@@ -310,7 +319,8 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             c = grp.cost
             grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
                                      c.weights_resident, model_latency=c.latency, join=c.join,
-                                     skip_policy=c.skip_policy or "re-read", inner_joins=c.inner_joins)
+                                     skip_policy=c.skip_policy or "re-read", inner_joins=c.inner_joins,
+                                     producers=grp.produced)
         res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
                                   groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0

@@ -58,9 +58,9 @@ from accelmap.compile.host_ops import (
 from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, store_index
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, store_index
 from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search, model_producers
-from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, group_producers
 from accelmap.fusion.stages import MacStage
 from accelmap.search.model_result import ModelMapping
 from accelmap.sim.fused import FusedSimResult
@@ -106,6 +106,7 @@ class FusedGroup:
     counters_ok: bool | None = None           # the program's counters equal to the fusion model's
     inner: tuple[InnerJoinPlan, ...] = ()     # residual adds inside the group, by tensor
     pools: dict[int, str] = field(default_factory=dict)   # pooling stage -> how it pools (``codegen.fused_c.POOLS``)
+    produced: dict[int, Producer] = field(default_factory=dict)   # stage -> the producer kept in the store for it
 
     @property
     def name(self) -> str:
@@ -132,10 +133,12 @@ class FusedGroup:
 
 def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit: float,
                  time_limit: float | None, config: FusionConfig = DEFAULT_FUSION,
-                 steps: list[Step] | None = None) -> tuple[FusedModel, InnerMappings, list[str]]:
+                 steps: list[Step] | None = None
+                 ) -> tuple[FusedModel, InnerMappings, list[str], dict[str, Producer]]:
     """The fusion search on the compiled model (its graph written to a temporary file for the chain finder);
-    returns the plan, the tile mappings it used (the simulator reuses them) and notes on what the program
-    cannot run that ``accelmap map --fuse`` would search. With the program's ``steps``, the chains are cut after
+    returns the plan, the tile mappings it used (the simulator reuses them), notes on what the program
+    cannot run that ``accelmap map --fuse`` would search, and the operators whose outputs a group may keep in the
+    store (attention's K and V projections, ``fusion.model_fusion.model_producers``; ``plan_groups`` takes them). With the program's ``steps``, the chains are cut after
     every host step a fused block cannot run (``_cuts``), so that the plan holds no group the program would run
     layer by layer for that reason."""
     store_index(mm.arch)          # an accelerator without a shared on-chip store: one clear line
@@ -161,17 +164,14 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
         onnx.save(model, path)
         lost = sorted(links - _linked_pairs(model, path, operators)) if cuts else []
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
-        # The program writes every operator's output to memory: no producer leaves its output in the store.
-        fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, producers_on_chip=False),
-                        tile_time_limit=tile_time_limit, time_limit=time_limit, inner=inner)
-        kept_off = sorted(model_producers(mm_file, fm.chains)) if config.producers_on_chip else []
-    notes = [f"{', '.join(kept_off)} write their outputs to memory: the emitted program runs every operator's output "
-             "through memory, so no fused group keeps them in the on-chip store (`accelmap map --fuse` searches "
-             "that)"] if kept_off else []
+        fm = fuse_model(mm_file, objective=objective, config=config, tile_time_limit=tile_time_limit,
+                        time_limit=time_limit, inner=inner)
+        producers = model_producers(mm_file, fm.chains) if config.producers_on_chip else {}
+    notes: list[str] = []
     if lost:
         notes.append(f"no fused group spans {', '.join(f'{a} > {b}' for a, b in lost)}: a step between them is one a "
                      "fused block cannot run (`accelmap map --fuse` searches such groups)")
-    return fm, inner, notes
+    return fm, inner, notes, producers
 
 
 def _linked_pairs(model: onnx.ModelProto, path: Path, operators: set[str]) -> set[tuple[str, str]]:
@@ -220,8 +220,11 @@ def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
     return cuts
 
 
-def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph) -> tuple[list[FusedGroup], list[str]]:
-    """The groups of ``fm``'s plan that the program runs fused, and a note for each one it does not."""
+def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
+                producers: dict[str, Producer] | None = None) -> tuple[list[FusedGroup], list[str]]:
+    """The groups of ``fm``'s plan that the program runs fused, and a note for each one it does not. A group that
+    keeps producers' outputs in the store (``GroupCost.producers_on_chip``, from ``producers``) gets them by stage
+    (``FusedGroup.produced``) for the simulator."""
     at = {s.name: i for i, s in enumerate(steps) if s.placement == "accelerator"}
     producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
     readers: dict[str, int] = {}
@@ -232,14 +235,14 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph) -> tuple[list[Fu
     notes: list[str] = []
     for gc in fm.groups:
         try:
-            groups.append(_plan(len(groups), gc, fm, steps, g, at, producer, readers))
+            groups.append(_plan(len(groups), gc, fm, steps, g, at, producer, readers, producers or {}))
         except SpecError as e:
             notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")
     return groups, notes
 
 
 def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGraph, at: dict[str, int],
-          producer: dict[str, int], readers: dict[str, int]) -> FusedGroup:
+          producer: dict[str, int], readers: dict[str, int], producers: dict[str, Producer]) -> FusedGroup:
     chain = next((c for c in fm.chains if gc.names[0] in c.nodes and gc.names[-1] in c.nodes), None)
     if chain is None:
         raise SpecError("its operators are not one chain of the plan")
@@ -351,7 +354,34 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                      inner=tuple(sorted(inner, key=lambda x: x.tensor)), pools=pools)
     if gc.join is not None:
         _plan_join(grp, steps, g, producer, readers)
+    if gc.producers_on_chip:
+        grp.produced = _kept_producers(gc, chain, producers, grp, steps, g, producer)
     return grp
+
+
+def _kept_producers(gc: GroupCost, chain, producers: dict[str, Producer], grp: FusedGroup, steps: list[Step],
+                    g: NetGraph, producer: dict[str, int]) -> dict[int, Producer]:
+    """The producers the plan keeps in the store for ``grp``, by stage: each an accelerator step of the program
+    running before the group, whose output alone reaches the second operand of that stage's operator (through
+    single-reader host steps: its bias, the heads' reshape and transpose), as the chain finder found it. The program
+    computes them as before, into the buffer standing for the store, and the group reads them from there; their
+    cost is theirs, the group's is credited with the writes and fetches saved (``fusion.group_cost``)."""
+    missing = [n for n in gc.producers_on_chip if n not in producers]
+    if missing:
+        raise SpecError(f"the plan keeps {', '.join(missing)} in the store, which the search did not report as "
+                        "producers")
+    ops = [n for n in gc.names if n in chain.nodes]
+    produced = group_producers(chain, chain.nodes.index(ops[0]), chain.nodes.index(ops[-1]),
+                               {n: producers[n] for n in gc.producers_on_chip})
+    for j, p in produced.items():
+        wv = steps[grp.step_of[j]].node.input[1]
+        at = producer.get(wv)
+        while at is not None and steps[at].name != p.node and steps[at].placement == "host":
+            ins = [x for x in steps[at].inputs if x not in g.consts]
+            at = producer.get(ins[0]) if len(ins) == 1 else None
+        if at is None or steps[at].name != p.node or steps[at].placement != "accelerator" or at > grp.at:
+            raise SpecError(f"{grp.stages[j].name}'s second operand {wv!r} is not {p.node}'s output in the program")
+    return produced
 
 
 def _plan_join(grp: FusedGroup, steps: list[Step], g: NetGraph, producer: dict[str, int],
