@@ -405,8 +405,9 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
                   weights: dict[int, np.ndarray], adds: dict[int, Callable[[list[np.ndarray]], np.ndarray]] | None = None,
                   pools: dict[int, str] | None = None) -> list[np.ndarray]:
     """Every tensor of the group (its input, then each stage's output, channel-major) computed layer by layer by
-    NumPy (64-bit integers): the reference. A matrix product's weight is ``[b][K][N]`` (a dense layer's ``[N][K]``). ``adds[t]``: the skip added
-    to tensor ``t`` (a join inside the group), given the tensors so far; ``pools`` as ``generate_fused_c`` takes it."""
+    NumPy (64-bit integers): the reference. A matrix product's weight is ``[b][K][N]`` (a dense layer's
+    ``[N][K]``). ``adds[t]``: the skip added to tensor ``t`` (a join inside the group), given the tensors so far;
+    ``pools`` as ``generate_fused_c`` takes it."""
     a = x.astype(np.int64)
     out_all = [a]
     for j, st in enumerate(stages):
