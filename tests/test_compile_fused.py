@@ -216,3 +216,40 @@ def test_average_pool_inside_a_fused_group_bit_exact(tmp_path):
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert [int(x) for x in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs]
+
+
+@pytest.mark.parametrize("perm,keeps", [([0, 2, 1, 3], True), ([0, 3, 1, 2], False)])
+def test_a_relayout_between_products_runs_on_chip_only_where_it_keeps_tokens_and_channels(perm, keeps):
+    """Between a projection and a product per head: the heads' split (reshape to [1, M, 2, 8], transpose to
+    [1, 2, M, 8]) keeps every element's token and on-chip channel, so a block needs no lines for it; a transpose to
+    [1, 8, M, 2] keeps the tokens (second-to-last) but swaps the channels' order, which no block keeps: one clear
+    line, and the group runs layer by layer."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from accelmap.compile.fused_groups import _check_relayout
+    from accelmap.compile.graph import load_graph
+    from accelmap.compile.partition import partition
+    from accelmap.errors import SpecError
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["q"], name="q"),
+             helper.make_node("Reshape", ["q", "heads"], ["qr"], name="split"),
+             helper.make_node("Transpose", ["qr"], ["qt"], name="t", perm=perm),
+             helper.make_node("MatMul", ["qt", "k"], ["y"], name="scores")]
+    heads = numpy_helper.from_array(np.array([1, 6, 2, 8], dtype=np.int64), "heads")
+    w = numpy_helper.from_array(np.ones((16, 16), dtype=np.float32), "w")
+    kshape = [1, 2, 8, 4] if keeps else [1, 8, 2, 4]
+    graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 16]),
+                                               helper.make_tensor_value_info("k", TensorProto.FLOAT, kshape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[heads, w])
+    g = load_graph(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    steps = partition(g, {"q", "scores"})
+    at = {s.name: i for i, s in enumerate(steps)}
+    path = [at["split"], at["t"]]
+    if keeps:
+        _check_relayout(steps, path, at["q"], "qt", g, -1)
+    else:
+        with pytest.raises(SpecError, match="move elements between tokens or channels"):
+            _check_relayout(steps, path, at["q"], "qt", g, -1)
+    with pytest.raises(SpecError, match="between two convolutions"):
+        _check_relayout(steps, path, at["q"], "qt", g, 1)
