@@ -253,3 +253,11 @@ def test_a_relayout_between_products_runs_on_chip_only_where_it_keeps_tokens_and
             _check_relayout(steps, path, at["q"], "qt", g, -1)
     with pytest.raises(SpecError, match="between two convolutions"):
         _check_relayout(steps, path, at["q"], "qt", g, 1)
+
+
+def test_qdq_dense_gemm_chain_fused_bit_exact(tmp_path):
+    """The two Gemm layers quantized (int8 QDQ, 7-bit weights): integer products (onnxruntime's QGemm on the
+    integer form) with their output-major weights, requantized per block, the ReLU between dequantize and quantize;
+    bit-exact on the integer form and on the file with onnxruntime's int8 kernels, the counters the model's."""
+    ops = _qdq_one_group_bit_exact(tiny_mlp(rows=16, d=16, hidden=32), "fc1 -> fc2", tmp_path)
+    assert ops == {"Gemm (QDQ)", "DequantizeLinear", "Relu", "QuantizeLinear"}
