@@ -164,6 +164,10 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     assert sim.offchip_bits + sim.producer_offchip_bits == c.offchip_bits + d["producers_offchip_bits_alone"]
     assert not any("write their outputs to memory" in n for n in r.program.notes), r.program.notes
     assert "k, v written to the store for it" in r.summary()
+    # the report's off-chip cell (drawing the whole page costs about a CPU second; other tests draw it)
+    from accelmap.report.compile_report import _offchip_cell
+    both = (c.offchip_bits + d["producers_offchip_bits_alone"]) / 8e6
+    assert _offchip_cell(grp, r.arch.levels[0].name) == f"{both:,.3f} / {both:,.3f} (with k, v)"
 
 
 def _qdq_one_group_bit_exact(model, label, tmp_path) -> set[str]:

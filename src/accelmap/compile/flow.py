@@ -23,7 +23,7 @@ from accelmap.compile.program import Program, build_program, emit_program
 from accelmap.compile.verify import RunOutput, Verification, random_inputs, run_program, verify
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
-from accelmap.fusion.group_cost import InnerMappings, offchip_bits
+from accelmap.fusion.group_cost import InnerMappings
 from accelmap.fusion.model_fusion import FusedModel
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.search.model_mapper import map_model
@@ -175,8 +175,7 @@ def _group_dict(grp: FusedGroup, top: str) -> dict:
             # be negative), the simulator counts what they still move apart
             "producers_on_chip": list(c.producers_on_chip),
             "producer_offchip_bits_simulated": sim.producer_offchip_bits if sim else None,
-            "producers_offchip_bits_alone": sum(offchip_bits(p.operator, p.result, top) for p in
-                                                grp.produced.values()),
+            "producers_offchip_bits_alone": grp.producers_alone_bits(top),
             "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
             "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
             "skip_fetched": c.counts.skip_fetched if c.join else None,

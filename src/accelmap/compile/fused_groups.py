@@ -58,7 +58,7 @@ from accelmap.compile.host_ops import (
 from accelmap.compile.partition import Step
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, schedules
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, store_index
+from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, offchip_bits, store_index
 from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search, model_producers
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, group_producers
 from accelmap.fusion.stages import MacStage
@@ -118,6 +118,11 @@ class FusedGroup:
         after = {jn.target(len(self.stages)) - 1: f" + {jn.name} inside (skip {sp})" for jn, sp in self.cost.inner_joins}
         return (" -> ".join(st.name + after.get(k, "") for k, st in enumerate(self.stages))
                 + (f" + {j.name} (skip {self.cost.skip_policy})" if j else ""))
+
+    def producers_alone_bits(self, top: str) -> int:
+        """Off-chip bits of the producers the group keeps in the store, as each runs alone (the model credits what
+        keeping them saves to the group, so the group's bits plus these are the simulator's group plus producers)."""
+        return sum(offchip_bits(p.operator, p.result, top) for p in self.produced.values())
 
     @property
     def has_joins(self) -> bool:

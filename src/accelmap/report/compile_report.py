@@ -129,15 +129,28 @@ def _fused_section(res: CompileResult) -> str:
         c, sim = grp.cost, grp.sim
         err = sim.model_error if sim else None
         cells = [grp.name, grp.label, f"{c.tile_rows}x{c.tile_cols}", ", ".join(c.policies),
-                 "yes" if c.weights_resident else "no", f"{c.counts.tiles:,}",
+                 ("yes" if c.weights_resident else "no")
+                 + (f", {', '.join(c.producers_on_chip)} too" if c.producers_on_chip else ""), f"{c.counts.tiles:,}",
                  f"{sum(c.counts.macs):,} / {sum(c.macs_once):,}", f"{c.counts.buffer_total_bits / 8192:,.1f}",
                  f"{c.latency:,.0f}", f"{sim.cycles:,.0f}" if sim else "", f"{err:+.2%}" if err is not None else "",
                  f"{c.energy:,.0f}",
-                 f"{c.offchip_bits / 8e6:,.3f} / " + (f"{sim.offchip_bits / 8e6:,.3f}" if sim else ""),
+                 _offchip_cell(grp, res.arch.levels[0].name),
                  "" if grp.counters_ok is None else ("yes" if grp.counters_ok else "NO")]
         out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in cells) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _offchip_cell(grp, top: str) -> str:
+    """Off-chip MB of a group, modeled / simulated; where it keeps producers' outputs in the store (K and V), the
+    group's and its producers' together (the model credits their saving to the group, the simulator counts them
+    apart), named."""
+    c, sim = grp.cost, grp.sim
+    if not grp.produced:
+        return f"{c.offchip_bits / 8e6:,.3f} / " + (f"{sim.offchip_bits / 8e6:,.3f}" if sim else "")
+    model = c.offchip_bits + grp.producers_alone_bits(top)
+    got = f"{(sim.offchip_bits + sim.producer_offchip_bits) / 8e6:,.3f}" if sim else ""
+    return f"{model / 8e6:,.3f} / {got} (with {', '.join(c.producers_on_chip)})"
 
 
 def report_html(res: CompileResult, timeline_layer: str | None = None) -> str:
