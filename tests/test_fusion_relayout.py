@@ -275,15 +275,18 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     kept = producers_on_chip(arch, prods, macs)
     assert kept.names == ("k", "v") and kept.energy_saved > 0 and kept.offchip_saved > 0
     cands = [c for c in _enumerate(stages, macs, arch, None, EXACT_FUSION, True, (), kept) if c.resident]
-    assert len(cands) == T                    # every tile of the 8 query tokens, weights kept
+    # every tile of the 8 query tokens, weights kept, all heads at once or one head at a time
+    assert sorted((c.tile_rows, c.head_tile or H) for c in cands) == sorted((t, h) for t in range(1, T + 1)
+                                                                           for h in (1, H))
     tb = tile_bounds_of(arch)
     for c in cands:
         g = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, True, produced=prods,
-                       kept=kept)
-        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v")
+                       kept=kept, head_tile=c.head_tile)
+        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v") and g.head_tile == c.head_tile
         rows, cols = schedules(stages, c.tile_rows, c.tile_cols, c.policies)
-        counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies)
-        tight = group_lower_bound(stages, macs, arch, counts, rows, cols, True, tile_bounds=tb, kept=kept)
+        counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, head_tile=c.head_tile)
+        tight = group_lower_bound(stages, macs, arch, counts, rows, cols, True, tile_bounds=tb, kept=kept,
+                                  head_tile=c.head_tile)
         for e, lat in (c.bound, tight):
             assert e <= g.energy * (1 + 1e-12) and lat <= g.latency * (1 + 1e-12)
     producers = {p.node: p for p in prods.values()}
