@@ -127,12 +127,17 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
         onnx.save(model, path)
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
         # The program writes every operator's output to memory: no producer leaves its output in the store.
-        fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, producers_on_chip=False),
+        # Nor does it tile attention over heads (each block runs all its heads): no head tiles searched.
+        fm = fuse_model(mm_file, objective=objective,
+                        config=dataclasses.replace(config, producers_on_chip=False, head_tiles=False),
                         tile_time_limit=tile_time_limit, time_limit=time_limit, inner=inner)
         kept_off = sorted(model_producers(mm_file, fm.chains)) if config.producers_on_chip else []
     notes = [f"{', '.join(kept_off)} write their outputs to memory: the emitted program runs every operator's output "
              "through memory, so no fused group keeps them in the on-chip store (`accelmap map --fuse` searches "
              "that)"] if kept_off else []
+    if config.head_tiles and any(s.heads > 1 for c in fm.chains for s in c.stages):
+        notes.append("attention is not tiled over heads in the emitted program (each block runs all its heads; "
+                     "`accelmap map --fuse` searches head tiles)")
     return fm, inner, notes
 
 
