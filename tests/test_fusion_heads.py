@@ -55,7 +55,7 @@ def attention_stages(rng: random.Random) -> tuple[Stage, ...]:
     return tuple(stages)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.integers(0, 10**9))
 def test_head_tiled_counts_equal_the_walk(seed):
     """MACs, input fetched, every tensor's buffer (the scores a head tile at a time, the queries and the context
@@ -67,8 +67,15 @@ def test_head_tiled_counts_equal_the_walk(seed):
     ht = rng.choice([d for d in range(1, heads + 1) if heads % d == 0])
     tr = rng.randint(1, stages[-1].out_rows)
     policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    model = fused_counts(stages, tr, 1, policies, head_tile=ht)
     ref = walk(stages, tr, 1, policies, head_tile=ht)
+    try:
+        model = fused_counts(stages, tr, 1, policies, head_tile=ht)
+    except SpecError:
+        # Refused only where a scores tensor keeps a halo across tiles (all heads at once, so more than a head
+        # tile's share on chip): a window after the run overlapping between tiles, the scores' rows cached.
+        inner = [j for j in range(1, len(stages)) if stages[j - 1].heads > 1 and stages[j].heads > 1]
+        assert any(MODES[policies[j]][0] for j in inner) and stages[-1].rows.span > 1 and tr < stages[-1].out_rows
+        return
     assert model.macs == ref.macs == fused_counts(stages, tr, 1, policies).macs
     assert model.input_fetched == ref.input_fetched
     assert model.buffer_bits == ref.live_bits

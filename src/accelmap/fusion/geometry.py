@@ -364,6 +364,13 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
             skip_fetched += rows.computed_total(k) * cols.computed_total(k) * depth[k]
             staged += np.outer(rows.comp_sizes(k), cols.comp_sizes(k)) * depth[k] * jn.bits
     skip_buffer = int(staged.max())
+    if segment is not None:
+        for j in range(segment[0] + 1, segment[1] + 1):
+            for sched, cached in ((rows, MODES[policies[j]][0]), (cols, MODES[policies[j]][1])):
+                if cached and any(u[j][1] > v[j][0] for u, v in zip(sched.need, sched.need[1:], strict=False)):
+                    # A cached halo of the scores is kept from one tile to the next for every head at once.
+                    raise SpecError(f"a head tile with a cached halo of {stages[j - 1].name}'s output (a row window "
+                                    "after the head-split stages) is not modeled")
     head_tiles = 1 if segment is None or head_tile is None else stages[segment[0]].heads // head_tile
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
                        last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer,

@@ -347,7 +347,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                weights_resident: bool = False, join: Join | None = None,
                skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
                produced: dict[int, Producer] | None = None, kept: KeptProducers | None = None,
-               head_tile: int | None = None, shared_port: bool = False) -> GroupCost | str:
+               head_tile: int | None = None, shared_port: bool = False,
+               keep_producers: bool = False) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
@@ -361,7 +362,9 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     ``kept``: ``producers_on_chip(arch, produced, macs)`` when the caller has it already (the same for every tile).
     ``head_tile``: attention tiled over heads (``geometry.head_segment``): the head-split stages run once per head
     tile, each block on ``head_tile`` heads (``stages.head_slice``). ``shared_port``: one off-chip port for reads
-    and writes (``pipeline_latency``).
+    and writes (``pipeline_latency``). ``keep_producers``: the producers leave their outputs in the store for a
+    group streaming its other weights too (reserved next to the buffers, read by its tiles at the store's price;
+    without it, only a group keeping its weights resident keeps them).
     """
     try:
         counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, head_tile)
@@ -370,9 +373,15 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             raise
         return f"joins: {err}"
     st_lv = arch.levels[store_index(arch)]
-    if weights_resident and "W" not in st_lv.holds:
+    if (weights_resident or (keep_producers and produced)) and "W" not in st_lv.holds:
         return f"{st_lv.name} holds no weights"
-    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else 0)
+    if not (produced and (weights_resident or keep_producers)):
+        kept = KeptProducers()
+    elif kept is None:
+        kept = producers_on_chip(arch, produced, macs)
+    in_store = dict(kept.operand_bits)
+    # Resident, every weight is reserved (the produced operands among them); streamed, the produced operands alone.
+    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else kept.operand_total)
     got = reserved(arch, keep_bits)
     if got is None:
         return (f"buffers of {keep_bits / 8192:,.1f} KiB"
@@ -380,11 +389,6 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    if not (weights_resident and produced):
-        kept = KeptProducers()
-    elif kept is None:
-        kept = producers_on_chip(arch, produced, macs)
-    in_store = dict(kept.operand_bits)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     segment = head_segment(stages, head_tile)
     n = len(stages)
@@ -397,7 +401,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
             continue
         op = ms.operator
-        chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
+        chained = ({x.name for x in op.operands} if weights_resident else
+                   {op.inputs[0].name, op.output.name} | ({op.inputs[1].name} if j in in_store else set()))
         shapes = block_shapes(rows, cols, j, segment, counts.head_tiles)
         if segment is not None and segment[0] <= j <= segment[1]:
             assert head_tile is not None
@@ -531,9 +536,9 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     peak, the off-chip loads (the same bits) at the read bandwidth, the write-backs at the write one.
     With ``tile_bounds`` every block's energy and latency are instead at least its tile operator's
     certified bound (a tile is costed with its outermost level at the store's price, plus the extra
-    price of the weights it reads off-chip). ``kept``: with the weights resident, the producers leaving second
-    operands in the store (``producers_on_chip``): those operands are not fetched, and what the producers save
-    by writing them to the store is credited, exactly as ``group_cost`` does. ``head_tile``: the head-split
+    price of the weights it reads off-chip). ``kept``: the producers leaving second operands in the store
+    (``producers_on_chip``; with the weights resident or streamed): those operands are not fetched, and what the
+    producers save by writing them to the store is credited, exactly as ``group_cost`` does. ``head_tile``: the head-split
     stages' blocks are head tiles (``group_cost``). ``shared_port``: loads and write-backs share one port.
     """
     top, st = arch.levels[0], arch.levels[store_index(arch)]
@@ -561,10 +566,13 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
         energy += transfer_energy(top, once, 0) + transfer_energy(st, 0, once) - kept.energy_saved
         load_bits += once
     else:
+        # Streamed weights; the producers' outputs (``kept``, when given) are in the store already.
+        in_store = dict(kept.operand_bits) if kept else {}
+        energy -= kept.energy_saved if kept else 0.0
         for j, ms in macs.items():
             runs = (sum(1 for t in rows.comp if t[j + 1][1] > t[j + 1][0])
                     * sum(1 for t in cols.comp if t[j + 1][1] > t[j + 1][0]))
-            w = runs * sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:])
+            w = runs * (sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:]) - in_store.get(j, 0))
             # Refined, the store-priced bound already reads them; off-chip they cost the difference more.
             energy += w * tile_bounds.extra_per_bit if refined and tile_bounds else transfer_energy(top, w, 0)
             load_bits += w

@@ -224,6 +224,7 @@ class _Candidate:
     bound: tuple[float, float] = (0.0, 0.0)
     inner_joins: tuple[tuple[Join, str], ...] = ()
     head_tile: int | None = None
+    keep_producers: bool = False    # weights streamed, the producers' outputs kept in the store
 
 
 def head_tile_options(stages: tuple[Stage, ...], join: Join | None, inner_joins: tuple[Join, ...],
@@ -252,12 +253,15 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     # Without a window wider than one row or column (matrix products along tokens) no halo exists,
     # and every mode is the same plan.
     halo = any(s.rows.span > 1 or s.cols.span > 1 for s in stages)
-    # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles.
-    residency = (False, True) if "W" in arch.levels[store_index(arch)].holds else (False,)
+    # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles. With
+    # producers leaving second operands in the store (``kept``), a group streaming its weights may keep those alone.
+    holds_w = "W" in arch.levels[store_index(arch)].holds
+    residency = ([(False, False)] + ([(False, True)] if holds_w and kept and kept.names else [])
+                 + ([(True, True)] if holds_w else []))
     found: list[_Candidate] = []
     heads = head_tile_options(stages, join, inner_joins, cfg)
-    for resident in residency:
-        extra = resident_weight_bits(macs) if resident else 0
+    for resident, keeps in residency:
+        extra = resident_weight_bits(macs) if resident else kept.operand_total if keeps and kept else 0
         for mode in MODES if halo else ("fully-cached",):
             policies = (mode,) * len(stages)
             for tc in cols:
@@ -286,9 +290,10 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                         if exact:
                             rows_s, cols_s = sched
                             bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
-                                                      inner_joins=ij, kept=kept, head_tile=ht,
+                                                      inner_joins=ij, kept=kept if keeps else None, head_tile=ht,
                                                       shared_port=cfg.shared_offchip_port)
-                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij, ht))
+                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij, ht,
+                                                keeps and not resident))
                         fits = True
                     if fits:
                         fitted_row = (tr, tc)
@@ -354,7 +359,8 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
             counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins,
                                   c.head_tile)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
-                                      tile_bounds, c.inner_joins, kept, c.head_tile, cfg.shared_offchip_port)
+                                      tile_bounds, c.inner_joins, kept if c.resident or c.keep_producers else None,
+                                      c.head_tile, cfg.shared_offchip_port)
             c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
             if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
                 stats.candidates_pruned += 1
@@ -368,7 +374,8 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy, c.inner_joins, produced, kept, c.head_tile, cfg.shared_offchip_port)
+                         c.skip_policy, c.inner_joins, produced, kept, c.head_tile, cfg.shared_offchip_port,
+                         c.keep_producers)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:

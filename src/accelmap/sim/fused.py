@@ -29,9 +29,10 @@ block. A join inside the group (spanning two residual blocks) does the same at t
 tensor a tile computes, its re-read skip loaded with the block computing them.
 
 Producers kept on chip (``producers``: attention's K and V projections, outside the group, whose whole
-outputs are second operands of its operators): with the group's weights resident they run alone before
-its tile loop, with every produced output held in the store (their mappings must fit next to them), and
-write their outputs there; the resident load before the first tile then leaves those operands out. What
+outputs are second operands of its operators) run alone before its tile loop, with every produced output held
+in the store (their mappings must fit next to them), and write their outputs there; the resident load before
+the first tile (weights resident) or every block's weight load (weights streamed) then leaves those operands
+out. What
 the producers still move off chip (their inputs and weights) is counted apart (``producer_offchip_bits``);
 their cycles are theirs as run alone, as in the fusion model.
 """
@@ -217,7 +218,9 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             reread[k - 1] = reread.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
     keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins,
                         head_tile).buffer_total_bits
-    keep += resident_weight_bits(macs) if weights_resident else 0
+    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch)
+    # resident: every weight (the produced operands among them); streamed: the produced operands alone
+    keep += resident_weight_bits(macs) if weights_resident else in_store
     got = reserved(arch, keep)
     if got is None:
         raise SpecError(f"fused simulation: buffers of {keep / 8192:,.1f} KiB do not fit "
@@ -247,7 +250,9 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             tile = tile_operator(ms, r, c)
             prog = build_program(tile, arch_s, m, access_counts(tile, arch_s, m))
             op = ms.operator
-            others = set() if weights_resident else {x.name for x in op.inputs[1:]}
+            # streamed weights, less a second operand its producer left in the store
+            others = set() if weights_resident else {x.name for x in op.inputs[1:]} - (
+                {op.inputs[1].name} if producers and j in producers else set())
             bits = {x.name: x.bits for x in tile.operands}
             w = sum(sum(cnt.as_tuple()) * bits[x] for (lv, x), cnt in access_counts(tile, arch_r, m).items()
                     if lv == 0 and x in others)
@@ -257,7 +262,6 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits
     if shared_port:
         rd_bw = wr_bw = shared_port_bandwidth(top)
-    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch, weights_resident)
 
     def port_time(bits: int, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -318,17 +322,18 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                           written * stages[-1].out_bits, model_latency, skip_bits, producer_off, producer_store)
 
 
-def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage], arch: Accelerator,
-                   weights_resident: bool) -> tuple[int, int, int]:
+def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage],
+                   arch: Accelerator) -> tuple[int, int, int]:
     """The producers run alone before the group, every produced output held in the store: (bits of the group's
     operands they leave there, their own off-chip bits with their outputs in the store, their outputs' bits
     moved to and from the store)."""
     if not producers:
         return 0, 0, 0
     names = ", ".join(p.node for p in producers.values())
-    if not weights_resident:
-        raise SpecError(f"fused simulation: producers ({names}) leave their outputs in the store only for a group "
-                        "keeping its weights resident")
+    st = arch.levels[store_index(arch)]
+    if "W" not in st.holds:
+        raise SpecError(f"fused simulation: producers ({names}) cannot leave their outputs in {st.name}: it holds no "
+                        "weights")
     held = sum(p.output_bits for p in producers.values())
     got = reserved(arch, held)
     if got is None:
