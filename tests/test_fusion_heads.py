@@ -26,6 +26,7 @@ from accelmap.fusion.group_cost import (
 from accelmap.fusion.search import DEFAULT_FUSION, _enumerate, head_tile_options
 from accelmap.mapping.sampling import random_mapping
 from accelmap.sim.fused import simulate_fused
+from fusion_walk import blocks_agree, simulated_blocks
 from test_fusion_relayout import H, T, attention
 
 
@@ -152,15 +153,12 @@ def test_the_simulator_runs_head_tiles_as_the_model_counts_them(tmp_path, shared
                              shared_port=shared)
         assert sim.tiles == g.counts.tiles and sim.macs == g.counts.macs
         assert sim.offchip_bits == g.offchip_bits
-        blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {j: {} for j in macs}
-        for (j, r, c), got in sim.programs.items():
-            blocks[j][(r, c)] = got
+        blocks = simulated_blocks(sim, macs)
         rows, cols = schedules(stages, tile, 1, pol)
         closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols,
                                   resident_weight_bits(macs) if resident else 0, None, (1, 2), H, shared)
         assert closed == pytest.approx(sim.cycles, rel=1e-9)
-        model_blocks = {(j, r, c): lat for j, sc in enumerate(g.stages) for r, c, _, lat, _ in sc.blocks}
-        if all(model_blocks[k] == cyc for k, (cyc, _) in sim.programs.items()):
+        if blocks_agree(g, sim):
             assert g.latency == pytest.approx(sim.cycles, rel=1e-12)
             agreed += 1
     assert agreed >= 1

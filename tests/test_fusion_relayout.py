@@ -8,6 +8,7 @@ import onnx
 from accelmap.fusion.chain import fusable_chains
 from accelmap.workload.models.bundled import load_model
 from accelmap.workload.models.chains import model_chains
+from fusion_walk import blocks_agree, simulated_blocks
 from onnx_graphs import F, const, graph_model, node, weight
 
 T, D, H = 8, 16, 2          # tokens, width, heads of D // H
@@ -248,14 +249,11 @@ def test_the_simulator_runs_k_and_v_left_in_the_store_as_the_model_prices_them(t
         assert sim.producer_store_bits == outputs
         assert sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
         assert sim.macs == g.counts.macs and sim.tiles == g.counts.tiles
-        blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {j: {} for j in macs}
-        for (j, r, c), got in sim.programs.items():
-            blocks[j][(r, c)] = got
+        blocks = simulated_blocks(sim, macs)
         rows, cols = schedules(stages, tile, 1, policies)
         closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols, resident_weight_bits(macs) - operand_bits)
         assert closed == pytest.approx(sim.cycles, rel=1e-9)
-        model_blocks = {(j, r, c): lat for j, sc in enumerate(g.stages) for r, c, _, lat, _ in sc.blocks}
-        if all(model_blocks[k] == cyc for k, (cyc, _) in sim.programs.items()):
+        if blocks_agree(g, sim):
             assert g.latency == pytest.approx(sim.cycles, rel=1e-12)
             agreed += 1
     assert agreed >= 1
@@ -275,6 +273,8 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     """With the exact tile search the producers are kept too: every candidate's lower bound (cheap and with the
     certified tile bounds) stays at or below its cost with K and V left in the store, and the costed plans keep
     them."""
+    from dataclasses import replace
+
     from accelmap.fusion.geometry import fused_counts, schedules
     from accelmap.fusion.group_cost import group_cost, group_lower_bound, producers_on_chip
     from accelmap.fusion.search import (
@@ -285,8 +285,6 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
         group_floor,
         tile_bounds_of,
     )
-
-    from dataclasses import replace
 
     arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
     kept = producers_on_chip(arch, prods, macs)
