@@ -1,7 +1,9 @@
 """Where to cut a chain into fused groups, and each group's tile and halo policy.
 
 Every group of consecutive operators (up to ``max_group``) is tried with every halo mode, with the
-operators' weights refetched by every tile or (where the store holds weights) kept in it, the
+operators' weights refetched by every tile or (where the store holds weights) kept in it, or refetched with only
+the producers' outputs (attention's K and V) kept, per row tile the largest head tile that fits (attention tiled
+over heads), the
 column tiles of ``tile_candidates`` and, per (mode, column tile), the ``per_mode`` largest row
 tiles whose buffers fit the store (larger tiles recompute and refetch less; smaller ones only win
 on buffer space, which the fitting ones already have). A single operator is the layer as the
