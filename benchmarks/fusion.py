@@ -215,6 +215,7 @@ def print_sims(sims: list[dict]) -> None:
         join = "".join(f" + {a} inside (skip {sp})" for a, sp in x.get("inner_joins", []))
         join += f" + {x['join']} (skip {x['skip']})" if x.get("join") else ""
         join += "".join(f", {p} in store" for p in x.get("producers_on_chip", []))
+        join += f", {x['head_tile']} heads per head tile" if x.get("head_tile") else ""
         print(f"    sim {' > '.join(x['stages'])}{join}: tile {x['tile'][0]}x{x['tile'][1]} {x['policy']}, "
               f"{x['tiles']} tiles: model {x['model_cycles']:,.0f}, simulated {x['sim_cycles']:,.0f} cycles "
               f"({x['model_error']:+.2%}), off-chip bits {'equal' if x['offchip_equal'] else 'DIFFERENT'}; "
@@ -245,16 +246,16 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings,
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                              g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins,
-                             producers=produced)
+                             producers=produced, head_tile=g.head_tile)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                             prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
-                            inner_joins=g.inner_joins, producers=produced)
+                            inner_joins=g.inner_joins, producers=produced, head_tile=g.head_tile)
         # the model credits the producers' saved writes to the group; the simulator counts them apart
         alone = sum(offchip_bits(p.operator, p.result, top) for p in produced.values())
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
                     "join": None if g.join is None else g.join.name, "skip": g.skip_policy,
-                    "inner_joins": [[j.name, sp] for j, sp in g.inner_joins],
+                    "inner_joins": [[j.name, sp] for j, sp in g.inner_joins], "head_tile": g.head_tile,
                     "weights_resident": g.weights_resident, "tiles": sim.tiles, "model_cycles": g.latency,
                     "sim_cycles": sim.cycles, "model_error": sim.model_error or 0.0,
                     "offchip_equal": sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone

@@ -19,7 +19,10 @@ benchmark:
    in off-chip memory), each with a time limit, and prints its ratios next to ours.
 
     python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
-        [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800]
+        [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800] [--two-ports] [--no-head-tiles]
+
+Our side runs with one off-chip port shared by reads and writes (AccelForge's main memory has one; ``--two-ports``
+for a port each way) and with attention tiled over heads where it pays (``--no-head-tiles`` to leave it out).
 
 Writes benchmarks/results/fusion_accelforge.json.
 """
@@ -40,6 +43,7 @@ from pathlib import Path
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.group_cost import InnerMappings
 from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, mapper_search
+from accelmap.fusion.search import DEFAULT_FUSION
 from accelmap.search.cache import default_cache_path
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.model_mapper import map_model
@@ -138,7 +142,7 @@ def gpt3_layer_onnx(path: Path, tokens: int = 2048) -> None:
 
 
 def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
-         cpu_clock: bool = False) -> dict:
+         cpu_clock: bool = False, shared_port: bool = True, head_tiles: bool = True) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
     arch_file.write_text(TPU_V4I_LIKE)
     gpt3_layer_onnx(model_file, tokens)
@@ -152,7 +156,9 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
     lbl = (time.perf_counter() - t0, time.process_time() - c0)
     t1, c1 = time.perf_counter(), time.process_time()
     # The fusion search gets its own limit: unbounded, it ran for over an hour here with nothing printed.
-    fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit,
+    # AccelForge's main memory has one port for reads and writes (shared_port); attention may be tiled over heads.
+    cfg = replace(DEFAULT_FUSION, shared_offchip_port=shared_port, head_tiles=head_tiles)
+    fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit, config=cfg,
                     inner=InnerMappings(mapper_search("edp", tile_limit, replace(TILE_HEURISTIC, cpu_clock=cpu_clock))))
     fuse = (time.perf_counter() - t1, time.process_time() - c1)
     u, f = fm.unfused, fm.best
@@ -163,7 +169,8 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
             "edp_ratio": u.energy * u.latency / (f.energy * f.latency), "offchip_ratio": u.offchip_bits / f.offchip_bits,
             "layer_by_layer_wall_s": lbl[0], "layer_by_layer_cpu_s": lbl[1], "fusion_wall_s": fuse[0],
             "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes),
-            "search": fm.to_dict()["search"], "cpu_clock": cpu_clock,
+            "search": fm.to_dict()["search"], "cpu_clock": cpu_clock, "shared_offchip_port": shared_port,
+            "head_tiles": head_tiles,
             # layer by layer, per layer (all its occurrences) and level: what the component check compares
             "unfused_by_layer": {lm.layer.name: {"count": lm.count, "energy_pj": lm.result.energy_total * lm.count,
                                                  "latency_cycles": lm.result.latency * lm.count,
@@ -236,10 +243,14 @@ def main() -> int:
                     help="the time limits count CPU seconds (results independent of the machine's load)")
     ap.add_argument("--accelforge", action="store_true", help="also run AccelForge 1.0.467 (its own venv)")
     ap.add_argument("--accelforge-timeout", type=float, default=1800.0, help="seconds per AccelForge run")
+    ap.add_argument("--two-ports", action="store_true",
+                    help="a read port and a write port off chip (default: one shared port, as AccelForge's main memory)")
+    ap.add_argument("--no-head-tiles", action="store_true", help="attention not tiled over heads (query tokens only)")
     ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock), "paper": PAPER}
+        res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock,
+                            not a.two_ports, not a.no_head_tiles), "paper": PAPER}
     o = res["ours"]
     print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")
@@ -252,8 +263,13 @@ def main() -> int:
     print(f"  search: {st['groups_tried']} groups tried, {st['candidates_costed']} candidates costed, "
           f"{st['candidates_rejected']} rejected, {st['tile_searches']} tile searches"
           f"{', limits on CPU seconds' if o['cpu_clock'] else ', limits on wall seconds'}")
+    print(f"  off-chip: {'one port for reads and writes (as AccelForge)' if o['shared_offchip_port'] else 'a read and a write port'}"
+          f"; attention {'may be' if o['head_tiles'] else 'not'} tiled over heads")
     for g in o["groups"]:
-        print(f"  group {' > '.join(g['stages'])}: tile {g['tile'][0]}x{g['tile'][1]}, {g['tiles']} tiles")
+        heads = f", {g['head_tile']} heads per head tile" if g.get("head_tile") else ""
+        print(f"  group {' > '.join(g['stages'])}: tile {g['tile'][0]}x{g['tile'][1]}, {g['tiles']} tiles{heads}"
+              f"{', weights resident' if g['weights_resident'] else ''}"
+              f"{', kept: ' + ', '.join(g['producers_on_chip']) if g['producers_on_chip'] else ''}")
     if a.accelforge:
         res["accelforge"] = af_res = accelforge(a.accelforge_timeout)
         if "energy_ratio" in af_res:

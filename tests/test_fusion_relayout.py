@@ -8,6 +8,7 @@ import onnx
 from accelmap.fusion.chain import fusable_chains
 from accelmap.workload.models.bundled import load_model
 from accelmap.workload.models.chains import model_chains
+from fusion_walk import blocks_agree, simulated_blocks
 from onnx_graphs import F, const, graph_model, node, weight
 
 T, D, H = 8, 16, 2          # tokens, width, heads of D // H
@@ -207,8 +208,16 @@ def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keepin
     assert got.offchip_bits == base.offchip_bits - operand_bits - out_bits
     want = base.energy - transfer_energy(top, operand_bits, 0) - transfer_energy(st, 0, operand_bits) - saved
     assert abs(got.energy - want) <= 1e-9 * base.energy and got.latency <= base.latency
-    # Without its weights resident the group fetches them per tile: the producers write off chip as before.
+    # Without its weights resident the group fetches them per tile: the producers write off chip as before, unless
+    # the group keeps the producers' outputs alone in the store (its other weights streamed): then K^T and V are
+    # never fetched and the producers' writes are saved, so only the group's input and output move off chip.
     assert group_cost(stages, macs, arch, T, 1, policies, inner, False, produced=prods).producers_on_chip == ()
+    for tile in (T, 3):
+        streamed = group_cost(stages, macs, arch, tile, 1, policies, inner, False, produced=prods, keep_producers=True)
+        assert streamed.producers_on_chip == ("k", "v") and not streamed.weights_resident
+        assert streamed.offchip_bits == sum(sc.fmap_bits for sc in streamed.stages) - out_bits
+        # their room is reserved next to the buffers
+        assert streamed.reserved_bits >= streamed.counts.buffer_total_bits + operand_bits
 
 
 def test_the_simulator_runs_k_and_v_left_in_the_store_as_the_model_prices_them(tmp_path):
@@ -240,26 +249,32 @@ def test_the_simulator_runs_k_and_v_left_in_the_store_as_the_model_prices_them(t
         assert sim.producer_store_bits == outputs
         assert sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
         assert sim.macs == g.counts.macs and sim.tiles == g.counts.tiles
-        blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {j: {} for j in macs}
-        for (j, r, c), got in sim.programs.items():
-            blocks[j][(r, c)] = got
+        blocks = simulated_blocks(sim, macs)
         rows, cols = schedules(stages, tile, 1, policies)
         closed = pipeline_latency(arch.levels[0], blocks, stages, rows, cols, resident_weight_bits(macs) - operand_bits)
         assert closed == pytest.approx(sim.cycles, rel=1e-9)
-        model_blocks = {(j, r, c): lat for j, sc in enumerate(g.stages) for r, c, _, lat, _ in sc.blocks}
-        if all(model_blocks[k] == cyc for k, (cyc, _) in sim.programs.items()):
+        if blocks_agree(g, sim):
             assert g.latency == pytest.approx(sim.cycles, rel=1e-12)
             agreed += 1
     assert agreed >= 1
-    # Producers keep their outputs in the store only for a group keeping its weights resident: one clear line.
-    with pytest.raises(SpecError, match="only for a group keeping its weights resident"):
-        simulate_fused(stages, macs, arch, T, 1, policies, inner, False, producers=prods)
+    # A group streaming its weights with the producers' outputs kept: the simulator fetches no K^T or V either.
+    g = group_cost(stages, macs, arch, 3, 1, policies, inner, False, produced=prods, keep_producers=True)
+    sim = simulate_fused(stages, macs, arch, 3, 1, policies, inner, False, g.latency, producers=prods)
+    assert sim.weight_bits == 0 and sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
+    # A store holding no weights cannot keep them: one clear line.
+    from dataclasses import replace
+    bare = replace(arch, levels=(arch.levels[0], replace(arch.levels[1], holds=("I", "O")))
+                   + arch.levels[2:])
+    with pytest.raises(SpecError, match="holds no weights"):
+        simulate_fused(stages, macs, bare, T, 1, policies, inner, False, producers=prods)
 
 
 def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path):
     """With the exact tile search the producers are kept too: every candidate's lower bound (cheap and with the
     certified tile bounds) stays at or below its cost with K and V left in the store, and the costed plans keep
     them."""
+    from dataclasses import replace
+
     from accelmap.fusion.geometry import fused_counts, schedules
     from accelmap.fusion.group_cost import group_cost, group_lower_bound, producers_on_chip
     from accelmap.fusion.search import (
@@ -274,20 +289,26 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     arch, chain, stages, macs, inner, prods = _attention_group_with_producers(tmp_path)
     kept = producers_on_chip(arch, prods, macs)
     assert kept.names == ("k", "v") and kept.energy_saved > 0 and kept.offchip_saved > 0
-    cands = [c for c in _enumerate(stages, macs, arch, None, EXACT_FUSION, True, (), kept) if c.resident]
-    assert len(cands) == T                    # every tile of the 8 query tokens, weights kept
+    cands = [c for c in _enumerate(stages, macs, arch, None, EXACT_FUSION, True, (), kept)
+             if c.resident or c.keep_producers]
+    # every tile of the 8 query tokens, weights kept or streamed with K and V kept, all heads at once or one at a time
+    assert sorted((c.tile_rows, c.head_tile or H, c.resident) for c in cands) == sorted(
+        (t, h, r) for t in range(1, T + 1) for h in (1, H) for r in (False, True))
     tb = tile_bounds_of(arch)
-    for c in cands:
-        g = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, True, produced=prods,
-                       kept=kept)
-        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v")
+    for c in (c for c in cands if c.tile_rows in (T, 3)):          # a whole tile and an uneven one
+        g = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, produced=prods,
+                       kept=kept, head_tile=c.head_tile, keep_producers=c.keep_producers)
+        assert not isinstance(g, str) and g.producers_on_chip == ("k", "v") and g.head_tile == c.head_tile
         rows, cols = schedules(stages, c.tile_rows, c.tile_cols, c.policies)
-        counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies)
-        tight = group_lower_bound(stages, macs, arch, counts, rows, cols, True, tile_bounds=tb, kept=kept)
+        counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, head_tile=c.head_tile)
+        tight = group_lower_bound(stages, macs, arch, counts, rows, cols, c.resident, tile_bounds=tb, kept=kept,
+                                  head_tile=c.head_tile)
         for e, lat in (c.bound, tight):
             assert e <= g.energy * (1 + 1e-12) and lat <= g.latency * (1 + 1e-12)
     producers = {p.node: p for p in prods.values()}
-    found = group_candidates(chain, 1, 2, arch, inner, EXACT_FUSION, SearchLog(), producers=producers)
+    # (the whole exact search with all heads at once: head tiles double its tile bounds, checked above)
+    found = group_candidates(chain, 1, 2, arch, inner, replace(EXACT_FUSION, head_tiles=False), SearchLog(),
+                             producers=producers)
     assert any(g.producers_on_chip == ("k", "v") for g in found)
     # the floor of a group the search did not try stays below every plan of it, the producers' saving included
     floor = group_floor(stages, arch, kept)

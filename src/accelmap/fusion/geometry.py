@@ -35,7 +35,7 @@ skip's window is widened to those positions, and a re-read skip is fetched at ea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -105,6 +105,17 @@ class Stage:
     macs_per_pixel: int      # multiply-accumulates per output (row, column); 0 for a pooling window
     in_bits: int
     out_bits: int
+    # Independent heads of a batched product (attention's scores and context): its input and output depths are
+    # ``heads`` equal slices, head h of the output reading only head h of the input. 1: not split.
+    heads: int = 1
+
+    def head_slice(self, heads: int) -> Stage:
+        """The stage run on ``heads`` of its heads (a head tile)."""
+        if self.heads <= 1 or self.heads % heads:
+            raise SpecError(f"stage {self.name}: a head tile of {heads} does not divide its {self.heads} heads")
+        f = self.heads // heads
+        return replace(self, out_depth=self.out_depth // f, in_depth=self.in_depth // f,
+                       macs_per_pixel=self.macs_per_pixel // f, heads=heads)
 
     @property
     def macs(self) -> int:
@@ -207,6 +218,7 @@ class FusedCounts:
     buffer_bits: tuple[int, ...]           # per tensor 0..n: most bits of it on chip at one tile
     skip_fetched: int = 0                  # elements of a join's skip tensor read from off-chip memory
     skip_buffer_bits: int = 0              # the re-read skip's tile staged in the store
+    head_tiles: int = 1                    # head tiles per tile (attention tiled over heads; 1: not)
 
     @property
     def buffer_total_bits(self) -> int:
@@ -275,12 +287,56 @@ def check_join(stages: tuple[Stage, ...], join: Join, skip_policy: str) -> None:
                         f"tensor it adds to, {t.out_rows}x{t.out_cols}x{t.out_depth}")
 
 
+def head_runs(stages: tuple[Stage, ...]) -> list[tuple[int, int]]:
+    """The runs of consecutive stages split into the same heads (first, last stage), in order."""
+    runs: list[tuple[int, int]] = []
+    for j, s in enumerate(stages):
+        if s.heads <= 1:
+            continue
+        if runs and runs[-1][1] == j - 1 and stages[j - 1].heads == s.heads:
+            runs[-1] = (runs[-1][0], j)
+        else:
+            runs.append((j, j))
+    return runs
+
+
+def head_segment(stages: tuple[Stage, ...], head_tile: int | None,
+                 joins: tuple[tuple[Join, str], ...] = ()) -> tuple[int, int] | None:
+    """The stages a head tile of ``head_tile`` heads splits (first, last stage); None without a head tile.
+
+    Attention tiled over heads: per tile of the fused loop, the stages before the run once, the run's stages
+    once per head tile (the scores, softmax and context of ``head_tile`` heads), the stages after once. Only
+    the tensors inside the run (the scores) are then held a head tile at a time; the run's input (all heads'
+    queries, made by the stage before it or fetched) and its output (every head's context, read by the stage
+    after it or written back) stay whole for the tile."""
+    if head_tile is None:
+        return None
+    runs = head_runs(stages)
+    if len(runs) != 1:
+        raise SpecError(f"a head tile needs one run of consecutive stages split into heads (attention's scores and "
+                        f"context); the group has {len(runs)}")
+    a, b = runs[0]
+    heads = stages[a].heads
+    if not (1 <= head_tile <= heads and heads % head_tile == 0):
+        raise SpecError(f"head tile {head_tile} must divide the {heads} heads of {stages[a].name}")
+    if joins:
+        raise SpecError("a head tile in a group with a residual join is not modeled")
+    for s in stages[a:b + 1]:
+        if (s.rows.span, s.rows.stride, s.cols.span, s.cols.stride) != (1, 1, 1, 1):
+            raise SpecError(f"stage {s.name}: a head tile needs stages reading one row per row (no window)")
+    return a, b
+
+
 def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
                  policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
-                 inner_joins: tuple[tuple[Join, str], ...] = ()) -> FusedCounts:
+                 inner_joins: tuple[tuple[Join, str], ...] = (), head_tile: int | None = None) -> FusedCounts:
     """The tile loop's counts; with ``join`` (and ``inner_joins``), each skip tensor ``kept`` on chip
     (the tensor's windows widened to the positions the add computes: more buffer, or more computed,
-    where they were not in them) or ``re-read`` at each position the add computes, staged per tile."""
+    where they were not in them) or ``re-read`` at each position the add computes, staged per tile.
+    With ``head_tile`` (``head_segment``) the tensors inside the run of head-split stages hold one head
+    tile's share of their window; nothing else changes (the heads are independent: the same positions are
+    computed, fetched and written)."""
+    segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     n = len(stages)
     macs = tuple(s.macs_per_pixel * rows.computed_total(j + 1) * cols.computed_total(j + 1)
@@ -295,7 +351,11 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
     for j in range(n + 1):
         rows_cached, cols_cached = MODES[policies[j]] if j < n else (False, False)
         live = live_elements(rows, cols, j, heights[j], widths[j], rows_cached, cols_cached)
-        buffers.append(live * depth[j] * bits[j])
+        d = depth[j]
+        if segment is not None and segment[0] < j <= segment[1]:
+            assert head_tile is not None
+            d = d // stages[j - 1].heads * head_tile       # a head tile of the scores at a time
+        buffers.append(live * d * bits[j])
     skip_fetched = 0
     staged = np.zeros((len(rows.comp), len(cols.comp)), dtype=np.int64)    # re-read skip bits per tile
     for jn, sp in all_joins(join, skip_policy, inner_joins):
@@ -304,8 +364,17 @@ def fused_counts(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int,
             skip_fetched += rows.computed_total(k) * cols.computed_total(k) * depth[k]
             staged += np.outer(rows.comp_sizes(k), cols.comp_sizes(k)) * depth[k] * jn.bits
     skip_buffer = int(staged.max())
+    if segment is not None:
+        for j in range(segment[0] + 1, segment[1] + 1):
+            for sched, cached in ((rows, MODES[policies[j]][0]), (cols, MODES[policies[j]][1])):
+                if cached and any(u[j][1] > v[j][0] for u, v in zip(sched.need, sched.need[1:], strict=False)):
+                    # A cached halo of the scores is kept from one tile to the next for every head at once.
+                    raise SpecError(f"a head tile with a cached halo of {stages[j - 1].name}'s output (a row window "
+                                    "after the head-split stages) is not modeled")
+    head_tiles = 1 if segment is None or head_tile is None else stages[segment[0]].heads // head_tile
     return FusedCounts(len(rows.need) * len(cols.need), macs, fetched,
-                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer)
+                       last.out_rows * last.out_cols * last.out_depth, tuple(buffers), skip_fetched, skip_buffer,
+                       head_tiles)
 
 
 def live_elements(rows: AxisSchedule, cols: AxisSchedule, tensor: int, height: int, width: int,

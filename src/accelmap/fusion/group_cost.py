@@ -40,8 +40,17 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator, Level
 from accelmap.cost.model import CostResult, evaluate
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.geometry import AxisSchedule, FusedCounts, Join, Stage, all_joins, fused_counts, schedules
-from accelmap.fusion.stages import MacStage, tile_operator
+from accelmap.fusion.geometry import (
+    AxisSchedule,
+    FusedCounts,
+    Join,
+    Stage,
+    all_joins,
+    fused_counts,
+    head_segment,
+    schedules,
+)
+from accelmap.fusion.stages import MacStage, head_slice, tile_operator
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
 from accelmap.mapping.validate import validate
 from accelmap.workload.operator import Operator
@@ -252,6 +261,8 @@ class GroupCost:
     # producers of second operands run before the group, their outputs left in the store (``producers_on_chip``;
     # what they save is in energy and offchip_bits)
     producers_on_chip: tuple[str, ...] = ()
+    # attention tiled over heads: heads per head tile of the head-split stages (None: not tiled over heads)
+    head_tile: int | None = None
 
     @property
     def edp(self) -> float:
@@ -335,7 +346,9 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                tile_cols: int, policies: tuple[str, ...], inner: InnerMappings,
                weights_resident: bool = False, join: Join | None = None,
                skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-               produced: dict[int, Producer] | None = None, kept: KeptProducers | None = None) -> GroupCost | str:
+               produced: dict[int, Producer] | None = None, kept: KeptProducers | None = None,
+               head_tile: int | None = None, shared_port: bool = False,
+               keep_producers: bool = False) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
@@ -347,17 +360,28 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     the weights resident they run right before the group and leave them in the store (``producers_on_chip``),
     so those operands are not fetched off-chip; the producers' own cost stays theirs, less what they save.
     ``kept``: ``producers_on_chip(arch, produced, macs)`` when the caller has it already (the same for every tile).
+    ``head_tile``: attention tiled over heads (``geometry.head_segment``): the head-split stages run once per head
+    tile, each block on ``head_tile`` heads (``stages.head_slice``). ``shared_port``: one off-chip port for reads
+    and writes (``pipeline_latency``). ``keep_producers``: the producers leave their outputs in the store for a
+    group streaming its other weights too (reserved next to the buffers, read by its tiles at the store's price;
+    without it, only a group keeping its weights resident keeps them).
     """
     try:
-        counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
+        counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, head_tile)
     except SpecError as err:
         if join is None and not inner_joins:
             raise
         return f"joins: {err}"
     st_lv = arch.levels[store_index(arch)]
-    if weights_resident and "W" not in st_lv.holds:
+    if (weights_resident or (keep_producers and produced)) and "W" not in st_lv.holds:
         return f"{st_lv.name} holds no weights"
-    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else 0)
+    if not (produced and (weights_resident or keep_producers)):
+        kept = KeptProducers()
+    elif kept is None:
+        kept = producers_on_chip(arch, produced, macs)
+    in_store = dict(kept.operand_bits)
+    # Resident, every weight is reserved (the produced operands among them); streamed, the produced operands alone.
+    keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else kept.operand_total)
     got = reserved(arch, keep_bits)
     if got is None:
         return (f"buffers of {keep_bits / 8192:,.1f} KiB"
@@ -365,12 +389,8 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     arch_r, taken = got
     arch_s = store_priced(arch_r)
     top = arch.levels[0]
-    if not (weights_resident and produced):
-        kept = KeptProducers()
-    elif kept is None:
-        kept = producers_on_chip(arch, produced, macs)
-    in_store = dict(kept.operand_bits)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
+    segment = head_segment(stages, head_tile)
     n = len(stages)
     out: list[StageCost] = []
     # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs
@@ -381,8 +401,12 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
             continue
         op = ms.operator
-        chained = {x.name for x in op.operands} if weights_resident else {op.inputs[0].name, op.output.name}
-        shapes = block_shapes(rows, cols, j)
+        chained = ({x.name for x in op.operands} if weights_resident else
+                   {op.inputs[0].name, op.output.name} | ({op.inputs[1].name} if j in in_store else set()))
+        shapes = block_shapes(rows, cols, j, segment, counts.head_tiles)
+        if segment is not None and segment[0] <= j <= segment[1]:
+            assert head_tile is not None
+            ms = head_slice(ms, head_tile)      # every block on one head tile
         largest = (max(r for r, _ in shapes), max(c for _, c in shapes)) if shapes else (0, 0)
         energy = latency = 0.0
         wbits = fmap = 0
@@ -433,12 +457,13 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - kept.offchip_saved
     latency = pipeline_latency(top, blocks, stages, rows, cols,
                                resident_weight_bits(macs) - kept.operand_total if weights_resident else 0,
-                               skip_bits_per_elem)
+                               skip_bits_per_elem, segment, counts.head_tiles, shared_port)
     join_cost = join_costs[-1] if join is not None else None
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost,
-                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), kept.names)
+                     tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), kept.names,
+                     head_tile if segment is not None else None)
 
 
 def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,
@@ -450,10 +475,14 @@ def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule
             for jn, sp in joins for k in (jn.target(n),)]
 
 
-def block_shapes(rows: AxisSchedule, cols: AxisSchedule, stage: int) -> Counter[tuple[int, int]]:
-    """How often the tile loop runs each (rows, columns) block of a stage (tiles computing none left out)."""
-    return Counter((r, c) for r in (t[stage + 1][1] - t[stage + 1][0] for t in rows.comp)
-                   for c in (t[stage + 1][1] - t[stage + 1][0] for t in cols.comp) if r and c)
+def block_shapes(rows: AxisSchedule, cols: AxisSchedule, stage: int, segment: tuple[int, int] | None = None,
+                 head_tiles: int = 1) -> Counter[tuple[int, int]]:
+    """How often the tile loop runs each (rows, columns) block of a stage (tiles computing none left out); a
+    stage of the head-split ``segment`` once per head tile."""
+    times = head_tiles if segment is not None and segment[0] <= stage <= segment[1] else 1
+    return Counter({shape: k * times for shape, k in Counter(
+        (r, c) for r in (t[stage + 1][1] - t[stage + 1][0] for t in rows.comp)
+        for c in (t[stage + 1][1] - t[stage + 1][0] for t in cols.comp) if r and c).items()})
 
 
 class TileBounds:
@@ -496,7 +525,8 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
                       join: Join | None = None, skip_policy: str = "re-read",
                       tile_bounds: TileBounds | None = None,
                       inner_joins: tuple[tuple[Join, str], ...] = (),
-                      kept: KeptProducers | None = None) -> tuple[float, float]:
+                      kept: KeptProducers | None = None, head_tile: int | None = None,
+                      shared_port: bool = False) -> tuple[float, float]:
     """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
 
     Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
@@ -506,18 +536,23 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     peak, the off-chip loads (the same bits) at the read bandwidth, the write-backs at the write one.
     With ``tile_bounds`` every block's energy and latency are instead at least its tile operator's
     certified bound (a tile is costed with its outermost level at the store's price, plus the extra
-    price of the weights it reads off-chip). ``kept``: with the weights resident, the producers leaving second
-    operands in the store (``producers_on_chip``): those operands are not fetched, and what the producers save
-    by writing them to the store is credited, exactly as ``group_cost`` does.
+    price of the weights it reads off-chip). ``kept``: the producers leaving second operands in the store
+    (``producers_on_chip``; with the weights resident or streamed): those operands are not fetched, and what the
+    producers save by writing them to the store is credited, exactly as ``group_cost`` does. ``head_tile``: the head-split
+    stages' blocks are head tiles (``group_cost``). ``shared_port``: loads and write-backs share one port.
     """
     top, st = arch.levels[0], arch.levels[store_index(arch)]
+    segment = head_segment(stages, head_tile)
     refined = tile_bounds is not None and tile_bounds.usable
     energy = 0.0 if refined else sum(counts.macs) * arch.compute.mac_energy_pj
     compute = 0.0 if refined else sum(counts.macs) / arch.peak_macs_per_cycle
     if refined:
         assert tile_bounds is not None
         for j, ms in macs.items():
-            for (r, c), times in block_shapes(rows, cols, j).items():
+            if segment is not None and segment[0] <= j <= segment[1]:
+                assert head_tile is not None
+                ms = head_slice(ms, head_tile)
+            for (r, c), times in block_shapes(rows, cols, j, segment, counts.head_tiles).items():
                 e, lat = tile_bounds(ms, r, c)
                 energy += times * e
                 compute += times * lat
@@ -531,10 +566,13 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
         energy += transfer_energy(top, once, 0) + transfer_energy(st, 0, once) - kept.energy_saved
         load_bits += once
     else:
+        # Streamed weights; the producers' outputs (``kept``, when given) are in the store already.
+        in_store = dict(kept.operand_bits) if kept else {}
+        energy -= kept.energy_saved if kept else 0.0
         for j, ms in macs.items():
             runs = (sum(1 for t in rows.comp if t[j + 1][1] > t[j + 1][0])
                     * sum(1 for t in cols.comp if t[j + 1][1] > t[j + 1][0]))
-            w = runs * sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:])
+            w = runs * (sum(ms.operator.footprint(x) * x.bits for x in ms.operator.inputs[1:]) - in_store.get(j, 0))
             # Refined, the store-priced bound already reads them; off-chip they cost the difference more.
             energy += w * tile_bounds.extra_per_bit if refined and tile_bounds else transfer_energy(top, w, 0)
             load_bits += w
@@ -545,51 +583,90 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
 
-    latency = max(compute, t(load_bits, top.read_bw_bits), t(written, top.write_bw_bits))
+    if shared_port:
+        latency = max(compute, t(load_bits + written, shared_port_bandwidth(top)))
+    else:
+        latency = max(compute, t(load_bits, top.read_bw_bits), t(written, top.write_bw_bits))
     return energy, latency
+
+
+def block_order(stages: tuple[int, ...], segment: tuple[int, int] | None, head_tiles: int) -> list[int]:
+    """The order one tile of the fused loop runs its stages' blocks in: each once, and with a head tile the
+    stages of the head-split run (``segment``) once per head tile, one head tile after another."""
+    if segment is None or head_tiles <= 1:
+        return sorted(stages)
+    a, b = segment
+    run = [j for j in sorted(stages) if a <= j <= b]
+    return [j for j in sorted(stages) if j < a] + run * head_tiles + [j for j in sorted(stages) if j > b]
+
+
+def shared_port_bandwidth(top: Level) -> float | None:
+    """The bandwidth of one off-chip port that reads and writes (AccelForge's main memory): the level's, which
+    must be the same both ways."""
+    if top.read_bw_bits != top.write_bw_bits:
+        raise SpecError(f"one shared off-chip port needs {top.name}'s read and write bandwidths equal, got "
+                        f"{top.read_bw_bits} and {top.write_bw_bits} bits per cycle", where="shared_offchip_port")
+    return top.read_bw_bits
 
 
 def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[float, int]]],
                      stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int,
-                     skip_bits: dict[int, int] | None = None) -> float:
+                     skip_bits: dict[int, int] | None = None, segment: tuple[int, int] | None = None,
+                     head_tiles: int = 1, shared_port: bool = False) -> float:
     """The group's cycles as a three-stage pipeline: off-chip loads, the blocks, off-chip write-backs.
 
     The blocks run one after another in the tile loop's order (``blocks[j][shape]``: the latency and
-    off-chip weight bits of stage j's block of that shape). Each waits for its off-chip load (its
-    weights, and for the first stage the tile's input fetched; the resident weights before the first
+    off-chip weight bits of stage j's block of that shape; with ``head_tiles`` > 1 the stages of
+    ``segment`` once per head tile, ``block_order``). Each waits for its off-chip load (its
+    weights, and for the tile's first block the tile's input fetched; the resident weights before the first
     one), loads are issued in the same order and prefetched while earlier blocks compute, and a
     tile's output is written back after its last block. A flow shop with its order fixed: with L, C,
     W the loads, blocks and write-backs in order, the run takes the most over i <= k of
     L_1..L_i + C_i..C_k + W_k..W_N (the path through the three units turning at i and k).
     A re-read join's skip (``skip_bits[j]`` per position stage j computes, for the adds to its output)
     loads with the block computing the positions it is added to.
+
+    ``shared_port``: one off-chip port reads and writes (``shared_port_bandwidth``), serving its transfers in
+    the program's order (a tile's loads, then its write-back once its last block has ended, then the next
+    tile's loads); no closed form then, the recurrence is run block by block.
     """
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
 
     n = len(stages)
-    first = min(blocks)
+    order = block_order(tuple(blocks), segment, head_tiles)
     in_elems = stages[0].in_depth * stages[0].in_bits
     out_elems = stages[-1].out_depth * stages[-1].out_bits
+    rd_bw = shared_port_bandwidth(top) if shared_port else top.read_bw_bits
+    wr_bw = rd_bw if shared_port else top.write_bw_bits
     load: list[float] = []
     comp: list[float] = []
     write: list[float] = []
     for ry in range(len(rows.comp)):
         for cx in range(len(cols.comp)):
-            for j, shapes in blocks.items():
+            for i, j in enumerate(order):
                 shape = (rows.comp[ry][j + 1][1] - rows.comp[ry][j + 1][0],
                          cols.comp[cx][j + 1][1] - cols.comp[cx][j + 1][0])
-                lat, w = shapes.get(shape, (0.0, 0))
+                lat, w = blocks[j].get(shape, (0.0, 0))
                 bits = w + (((rows.comp[ry][0][1] - rows.comp[ry][0][0]) * (cols.comp[cx][0][1] - cols.comp[cx][0][0])
-                             * in_elems) if j == first else 0)
+                             * in_elems) if i == 0 else 0)
                 if skip_bits and j in skip_bits:
                     bits += shape[0] * shape[1] * skip_bits[j]
-                load.append(t(bits, top.read_bw_bits))
+                load.append(t(bits, rd_bw))
                 comp.append(lat)
                 write.append(0.0)
             write[-1] = t((rows.need[ry][n][1] - rows.need[ry][n][0]) * (cols.need[cx][n][1] - cols.need[cx][n][0])
-                          * out_elems, top.write_bw_bits)
-    load[0] += t(resident_bits, top.read_bw_bits)
+                          * out_elems, wr_bw)
+    load[0] += t(resident_bits, rd_bw)
+    if shared_port:
+        per_tile = len(order)
+        port = free = 0.0
+        for i, (ld, cy, wb) in enumerate(zip(load, comp, write, strict=True)):
+            port += ld
+            free = max(free, port) + cy
+            if (i + 1) % per_tile == 0:
+                port = max(port, free) + wb
+        return max(port, free)
     L, C, W = np.cumsum(load), np.cumsum(comp), np.cumsum(np.asarray(write)[::-1])[::-1]
     # turning at i into the blocks and at k into the write-backs: L[i] + (C[k] - C[i-1]) + W[k]
     into = np.maximum.accumulate(L - np.r_[0.0, C[:-1]])

@@ -17,7 +17,15 @@ from typing import Any
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, fmap_bits, offchip_bits, store_index
+from accelmap.fusion.group_cost import (
+    GroupCost,
+    InnerMappings,
+    Producer,
+    fmap_bits,
+    offchip_bits,
+    shared_port_bandwidth,
+    store_index,
+)
 from accelmap.fusion.search import (
     DEFAULT_FUSION,
     FusionConfig,
@@ -80,6 +88,7 @@ class FusedModel:
     joins: tuple[str, ...] = ()               # the residual adds after chains (charged in both plans)
     span_residuals: bool = False              # groups may span residual blocks (``FusionConfig.span_residuals``)
     norms: tuple[str, ...] = ()               # the normalizations inside chains (charged in both plans)
+    shared_offchip_port: bool = False         # one off-chip port for reads and writes (``FusionConfig``)
 
     @property
     def gap(self) -> float | None:
@@ -100,7 +109,7 @@ class FusedModel:
                 "joins": list(self.joins), "normalizations": list(self.norms),
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
-                            "producers_on_chip": list(g.producers_on_chip),
+                            "producers_on_chip": list(g.producers_on_chip), "head_tile": g.head_tile,
                             "spans_residual_blocks": bool(g.inner_joins),
                             "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,
@@ -119,7 +128,7 @@ class FusedModel:
                            "tile_searches": self.tile_searches, "seconds": self.seconds,
                            "time_limit_s": self.time_limit, "tile_time_limit_s": self.tile_time_limit,
                            "timed_out": self.stats.timed_out, "groups_skipped": self.stats.groups_skipped,
-                           "span_residuals": self.span_residuals,
+                           "span_residuals": self.span_residuals, "shared_offchip_port": self.shared_offchip_port,
                            "exact_tiles": self.certificate is not None, "certificate": self.certificate,
                            "lower_bound": self.lower_bound, "gap": self.gap,
                            "candidates_pruned": self.stats.candidates_pruned,
@@ -169,23 +178,34 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     goal = objective or mm.objective
     store_index(arch)                       # refuse an accelerator without a store, with the reason
     top = arch.levels[0].name
+    port_bw = shared_port_bandwidth(arch.levels[0]) if config.shared_offchip_port else None
     operators: dict[str, Operator] = {}
     singles: dict[str, Single] = {}
     base_e = base_l = 0.0
     base_off = 0
     for lm in mm.layers:
+        if lm.result is None:
+            continue
+        lat = lm.result.latency
+        off = offchip_bits(lm.layer.operator, lm.result, top)
+        if port_bw:
+            # One port for reads and writes: the single-operator model times its reads and writes on a port each,
+            # so a layer alone takes at least its off-chip bits over the one port (a lower bound of its schedule).
+            lat = max(lat, off / port_bw)
+        for node in lm.layer.nodes:
+            singles[node] = Single(node, lm.result.energy_total, lat, off, fmap_bits(lm.layer.operator, lm.result, top))
+        base_e += lm.result.energy_total * lm.count
+        base_l += lat * lm.count
+        base_off += off * lm.count
+    for lm in mm.layers:
         for node in lm.layer.nodes:
             operators[node] = lm.layer.operator
-            if lm.result is not None:
-                singles[node] = Single(node, lm.result.energy_total, lm.result.latency,
-                                       offchip_bits(lm.layer.operator, lm.result, top),
-                                       fmap_bits(lm.layer.operator, lm.result, top))
-        if lm.result is not None:
-            base_e += lm.result.energy_total * lm.count
-            base_l += lm.result.latency * lm.count
-            base_off += offchip_bits(lm.layer.operator, lm.result, top) * lm.count
     unfused = Point(base_e, base_l, base_off, ())
     notes: list[str] = []
+    if port_bw:
+        notes.append("one off-chip port for reads and writes: fused groups and host passes share it; a layer alone "
+                     "takes the larger of its single-operator latency (a port each way) and its off-chip bits over "
+                     "the one port (a lower bound of its schedule on one port)")
     source = Path(mm.model.source)
     links: list[tuple[ChainLink, ...]] = []
     if source.suffix == ".onnx" and source.exists():
@@ -201,7 +221,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     joins = [j for c in chains for j in joins_alone(c, arch).values()]
     # A normalization between two operators of a chain (attention's softmax) reads and writes off-chip memory
     # when run alone: charged in both plans too (alone, or applied inside a group).
-    norms = [x for c in chains for ns in norms_alone(c, arch).values() for x in ns]
+    norms = [x for c in chains for ns in norms_alone(c, arch, config.shared_offchip_port).values() for x in ns]
     for j in joins + norms:
         singles[j.node] = j
     alone = joins + norms
@@ -259,4 +279,5 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
                      "or kept on chip by a fused group")
     return FusedModel(goal, tuple(chains), best, unfused, layer_off, layer_fmap, stats, inner.searched,
                       time.perf_counter() - t0, tuple(notes), time_limit, tile_time_limit, certificate, lower,
-                      tuple(j.node for j in joins), config.span_residuals, tuple(n.node for n in norms))
+                      tuple(j.node for j in joins), config.span_residuals, tuple(n.node for n in norms),
+                      config.shared_offchip_port)

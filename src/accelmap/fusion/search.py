@@ -1,7 +1,9 @@
 """Where to cut a chain into fused groups, and each group's tile and halo policy.
 
 Every group of consecutive operators (up to ``max_group``) is tried with every halo mode, with the
-operators' weights refetched by every tile or (where the store holds weights) kept in it, the
+operators' weights refetched by every tile or (where the store holds weights) kept in it, or refetched with only
+the producers' outputs (attention's K and V) kept, per row tile the largest head tile that fits (attention tiled
+over heads), the
 column tiles of ``tile_candidates`` and, per (mode, column tile), the ``per_mode`` largest row
 tiles whose buffers fit the store (larger tiles recompute and refetch less; smaller ones only win
 on buffer space, which the fitting ones already have). A single operator is the layer as the
@@ -24,7 +26,7 @@ from dataclasses import dataclass, replace
 from accelmap.arch.accelerator import Accelerator
 from accelmap.errors import SpecError
 from accelmap.fusion.chain import FusableChain
-from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_counts, schedules
+from accelmap.fusion.geometry import MODES, AxisSchedule, Join, Stage, fused_counts, head_runs, schedules
 from accelmap.fusion.group_cost import (
     GroupCost,
     InnerMappings,
@@ -37,6 +39,7 @@ from accelmap.fusion.group_cost import (
     producers_on_chip,
     reserved,
     resident_weight_bits,
+    shared_port_bandwidth,
     skip_energy,
     store_index,
     tile_candidates,
@@ -67,10 +70,17 @@ class FusionConfig:
     # Inside a spanning group each inner skip is kept or re-read, every combination costed up to this many
     # (then: all kept, all re-read, and each one re-read alone).
     max_join_combinations: int = 16
-    # A group keeping its weights resident may run the producers of its second operands (attention's K, V) just
-    # before it, their outputs left in the store (``group_cost.producers_on_chip``). Off where the plan is run
-    # as emitted code, which writes them to memory (``accelmap compile --fuse``).
+    # A group may run the producers of its second operands (attention's K, V) just before it, their outputs left
+    # in the store (``group_cost.producers_on_chip``); ``accelmap compile --fuse`` runs that too.
     producers_on_chip: bool = True
+    # Attention tiled over heads (``geometry.head_segment``): a group holding one run of head-split stages (the
+    # scores and context) may run them per head tile, every divisor of the heads tried (the default search: per
+    # row tile the largest head tile whose buffers fit; the exact one: all).
+    head_tiles: bool = True
+    # One off-chip port for reads and writes (AccelForge's main memory) instead of one each way: the groups'
+    # pipelines, bounds and the host passes run alone share it, and a layer alone takes at least its off-chip
+    # bits over that port (``fusion.model_fusion``).
+    shared_offchip_port: bool = False
 
 
 DEFAULT_FUSION = FusionConfig()
@@ -189,14 +199,14 @@ def _computed(sched: tuple[AxisSchedule, AxisSchedule]) -> tuple:
 
 
 def _join_options(stages: tuple[Stage, ...], tr: int, tc: int, policies: tuple[str, ...], join: Join | None,
-                  inner_joins: tuple[Join, ...], limit: int) -> list:
+                  inner_joins: tuple[Join, ...], limit: int, head_tile: int | None = None) -> list:
     """Per treatment of the group's joins the model covers at this tile: (ending join or None, its skip
     policy, the inner joins with theirs, the counts, the row and column schedules' computed parts)."""
     out = []
     for ij in inner_join_variants(inner_joins, limit):
         for j, sp in join_variants(join):
             try:
-                counts = fused_counts(stages, tr, tc, policies, j, sp, ij)
+                counts = fused_counts(stages, tr, tc, policies, j, sp, ij, head_tile)
                 rows_s, cols_s = schedules(stages, tr, tc, policies, j, sp, ij)
             except SpecError:
                 continue        # a kept skip the model does not cover here: the other treatments remain
@@ -214,6 +224,19 @@ class _Candidate:
     skip_policy: str
     bound: tuple[float, float] = (0.0, 0.0)
     inner_joins: tuple[tuple[Join, str], ...] = ()
+    head_tile: int | None = None
+    keep_producers: bool = False    # weights streamed, the producers' outputs kept in the store
+
+
+def head_tile_options(stages: tuple[Stage, ...], join: Join | None, inner_joins: tuple[Join, ...],
+                      cfg: FusionConfig) -> list[int | None]:
+    """The head tiles a group may take, largest first: None (all heads at once), then every proper divisor of
+    the heads of its one run of head-split stages (none with a residual join: not modeled)."""
+    runs = head_runs(stages)
+    if not cfg.head_tiles or len(runs) != 1 or join is not None or inner_joins:
+        return [None]
+    heads = stages[runs[0][0]].heads
+    return [None, *(d for d in range(heads - 1, 0, -1) if heads % d == 0)]
 
 
 def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, join: Join | None,
@@ -231,17 +254,24 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     # Without a window wider than one row or column (matrix products along tokens) no halo exists,
     # and every mode is the same plan.
     halo = any(s.rows.span > 1 or s.cols.span > 1 for s in stages)
-    # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles.
-    residency = (False, True) if "W" in arch.levels[store_index(arch)].holds else (False,)
+    # Weights kept in the store for all tiles, where it holds them: fewer refetches, less room for tiles. With
+    # producers leaving second operands in the store (``kept``), a group streaming its weights may keep those alone.
+    holds_w = "W" in arch.levels[store_index(arch)].holds
+    residency = ([(False, False)] + ([(False, True)] if holds_w and kept and kept.names else [])
+                 + ([(True, True)] if holds_w else []))
     found: list[_Candidate] = []
-    for resident in residency:
-        extra = resident_weight_bits(macs) if resident else 0
+    heads = head_tile_options(stages, join, inner_joins, cfg)
+    for resident, keeps in residency:
+        extra = resident_weight_bits(macs) if resident else kept.operand_total if keeps and kept else 0
         for mode in MODES if halo else ("fully-cached",):
             policies = (mode,) * len(stages)
             for tc in cols:
                 fitting = 0
-                for tr in row_sizes:
-                    options = _join_options(stages, tr, tc, policies, join, inner_joins, cfg.max_join_combinations)
+                fitted_row: tuple[int, int] | None = None   # the last (row tile, column tile) fitting, any head tile
+                for tr, ht in ((tr, ht) for tr in row_sizes for ht in heads):
+                    if not exact and fitted_row == (tr, tc):
+                        continue        # a larger head tile of this row tile fits: the default search takes it
+                    options = _join_options(stages, tr, tc, policies, join, inner_joins, cfg.max_join_combinations, ht)
                     # A treatment of the joins is left out where another keeps more skips with the same tile
                     # schedule and the same room left in the store: the same tiles, mapped alike, with less
                     # off-chip traffic, energy and load time (keeping dominates re-reading, or running alone).
@@ -261,9 +291,13 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                         if exact:
                             rows_s, cols_s = sched
                             bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
-                                                      inner_joins=ij, kept=kept)
-                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij))
+                                                      inner_joins=ij, kept=kept if keeps else None, head_tile=ht,
+                                                      shared_port=cfg.shared_offchip_port)
+                        found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij, ht,
+                                                keeps and not resident))
                         fits = True
+                    if fits:
+                        fitted_row = (tr, tc)
                     fitting += fits
                     if not exact and fitting >= cfg.per_mode:
                         break
@@ -323,9 +357,11 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
             # The certified bounds of its tiles, found only for the candidates the cheap bound leaves.
             rows_s, cols_s = schedules(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy,
                                        c.inner_joins)
-            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins)
+            counts = fused_counts(stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins,
+                                  c.head_tile)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
-                                      tile_bounds, c.inner_joins, kept)
+                                      tile_bounds, c.inner_joins, kept if c.resident or c.keep_producers else None,
+                                      c.head_tile, cfg.shared_offchip_port)
             c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
             if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
                 stats.candidates_pruned += 1
@@ -339,7 +375,8 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                 stats.candidates_unresolved += len(rest)
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
-                         c.skip_policy, c.inner_joins, produced, kept)
+                         c.skip_policy, c.inner_joins, produced, kept, c.head_tile, cfg.shared_offchip_port,
+                         c.keep_producers)
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -376,25 +413,30 @@ def joins_alone(chain: FusableChain, arch: Accelerator) -> dict[int, Single]:
     return out
 
 
-def norms_alone(chain: FusableChain, arch: Accelerator) -> dict[int, tuple[Single, ...]]:
+def norms_alone(chain: FusableChain, arch: Accelerator, shared_port: bool = False) -> dict[int, tuple[Single, ...]]:
     """Every normalization of the chain run alone, by the index of the operator after it: it reads the
     previous operator's output from off-chip memory and writes its own result back, staged in the on-chip
     level next to the units (``pass_energy``), the read and the write at their own bandwidths, overlapped. A
     plan whose piece starts at that operator pays it; inside a group it applies as the tile is written, like
-    element-wise work."""
+    element-wise work. ``shared_port``: the read and the write take turns on one off-chip port."""
     top = arch.levels[0]
     out = {}
     for k in range(1, len(chain.nodes)):
         names = chain.norms_before(k)
         if names:
             rd, wr = chain.norm_bits(k)
-            lat = max(rd / top.read_bw_bits if top.read_bw_bits else 0.0,
-                      wr / top.write_bw_bits if top.write_bw_bits else 0.0)
+            if shared_port:
+                bw = shared_port_bandwidth(top)
+                lat = (rd + wr) / bw if bw else 0.0
+            else:
+                lat = max(rd / top.read_bw_bits if top.read_bw_bits else 0.0,
+                          wr / top.write_bw_bits if top.write_bw_bits else 0.0)
             out[k] = tuple(Single(nm, pass_energy(arch, rd, wr), lat, rd + wr, rd + wr) for nm in names)
     return out
 
 
-def group_floor(stages: tuple[Stage, ...], arch: Accelerator, kept: KeptProducers | None = None) -> tuple[float, float]:
+def group_floor(stages: tuple[Stage, ...], arch: Accelerator, kept: KeptProducers | None = None,
+                shared_port: bool = False) -> tuple[float, float]:
     """(energy, latency) below every plan of a group: each output computed once, its input fetched and
     its output written once (a group the search did not try still has this bound), less what producers
     leaving second operands in the store (``kept``) may save."""
@@ -406,6 +448,9 @@ def group_floor(stages: tuple[Stage, ...], arch: Accelerator, kept: KeptProducer
               + transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
               - (kept.energy_saved if kept else 0.0))
     bw_r, bw_w = top.read_bw_bits, top.write_bw_bits
+    if shared_port:
+        bw = shared_port_bandwidth(top)
+        return energy, max(macs / arch.peak_macs_per_cycle, (fetched + written) / bw if bw else 0.0)
     return energy, max(macs / arch.peak_macs_per_cycle, fetched / bw_r if bw_r else 0.0,
                        written / bw_w if bw_w else 0.0)
 
@@ -425,7 +470,7 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
     t0 = time.perf_counter()
     n = len(chain.nodes)
     alone_after = joins_alone(chain, arch)
-    alone_before = norms_alone(chain, arch)
+    alone_before = norms_alone(chain, arch, cfg.shared_offchip_port)
     keep = cfg.front_limit
     fronts: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
     bounds: list[list[Point]] = [[Point(0.0, 0.0, 0, ())]]
@@ -443,7 +488,8 @@ def chain_front(chain: FusableChain, singles: dict[str, Single], arch: Accelerat
                 options = []
                 stages_ik, macs_ik = chain.group(i, k - 1)
                 produced = group_producers(chain, i, k - 1, producers)
-                lows = [group_floor(stages_ik, arch, producers_on_chip(arch, produced, macs_ik) if produced else None)]
+                lows = [group_floor(stages_ik, arch, producers_on_chip(arch, produced, macs_ik) if produced else None,
+                                    cfg.shared_offchip_port)]
             else:
                 stats.groups_tried += 1
                 unresolved: list[tuple[float, float]] = []

@@ -76,8 +76,28 @@ def mac_stage(op: Operator) -> MacStage:
     out_elems = op.footprint(op.output)
     in_elems = math.prod(x.shape) if x.shape else op.footprint(x)
     stage = Stage(op.name, out_rows, out_cols, out_elems // (out_rows * out_cols), in_rows, in_cols,
-                  in_elems // (in_rows * in_cols), rows, cols, op.macs // (out_rows * out_cols), x.bits, op.output.bits)
+                  in_elems // (in_rows * in_cols), rows, cols, op.macs // (out_rows * out_cols), x.bits, op.output.bits,
+                  _heads(op))
     return MacStage(stage, op, rdim, cdim)
+
+
+def _heads(op: Operator) -> int:
+    """The independent heads of a batched product: its batch dim ``B`` when it indexes the first input and the
+    output (each head's output reads only that head's input); 1 otherwise."""
+    if op.kind != "batched_matmul" or op.sizes.get("B", 1) <= 1:
+        return 1
+    if not all(any("B" in ix.dims for ix in x.indices) for x in (op.inputs[0], op.output)):
+        return 1
+    return op.sizes["B"]
+
+
+def head_slice(ms: MacStage, heads: int) -> MacStage:
+    """The operator of one head tile: ``heads`` of its heads (its batch dim ``B`` shrunk)."""
+    op = ms.operator
+    dims = tuple((d, heads if d == "B" else s) for d, s in op.dims)
+    # The stored shapes describe the whole tensors (as in ``tile_operator``).
+    operands = tuple(replace(o, shape=(), pad_lo=()) for o in op.operands)
+    return replace(ms, stage=ms.stage.head_slice(heads), operator=replace(op, dims=dims, operands=operands))
 
 
 def pool_stage(name: str, *, channels: int, in_rows: int, in_cols: int, kernel: tuple[int, int],

@@ -25,7 +25,8 @@ def format_fusion(fm: FusedModel) -> str:
     for g in fm.groups:
         policies = ", ".join(f"{name}: {p}" for name, p in zip(("input", *g.names[:-1]), g.policies, strict=True))
         join = "" if g.join is None else f" + {g.join.name} (skip {g.skip_policy})"
-        rows.append([group_label(g) + join, f"{g.tile_rows}x{g.tile_cols}", str(g.counts.tiles),
+        heads = f" ({g.head_tile} heads a step)" if g.head_tile else ""       # attention tiled over heads
+        rows.append([group_label(g) + join, f"{g.tile_rows}x{g.tile_cols}{heads}", str(g.counts.tiles),
                      ("kept" if g.weights_resident else "per tile")
                      + ("".join(f", {n} in store" for n in g.producers_on_chip)),
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",

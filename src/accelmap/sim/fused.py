@@ -29,9 +29,10 @@ block. A join inside the group (spanning two residual blocks) does the same at t
 tensor a tile computes, its re-read skip loaded with the block computing them.
 
 Producers kept on chip (``producers``: attention's K and V projections, outside the group, whose whole
-outputs are second operands of its operators): with the group's weights resident they run alone before
-its tile loop, with every produced output held in the store (their mappings must fit next to them), and
-write their outputs there; the resident load before the first tile then leaves those operands out. What
+outputs are second operands of its operators) run alone before its tile loop, with every produced output held
+in the store (their mappings must fit next to them), and write their outputs there; the resident load before
+the first tile (weights resident) or every block's weight load (weights streamed) then leaves those operands
+out. What
 the producers still move off chip (their inputs and weights) is counted apart (``producer_offchip_bits``);
 their cycles are theirs as run alone, as in the fusion model.
 """
@@ -45,16 +46,27 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import access_counts
 from accelmap.errors import MappingError, SpecError
-from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_chain, check_join, fused_counts
+from accelmap.fusion.geometry import (
+    MODES,
+    Join,
+    Stage,
+    all_joins,
+    check_chain,
+    check_join,
+    fused_counts,
+    head_segment,
+)
 from accelmap.fusion.group_cost import (
     InnerMappings,
     Producer,
+    block_order,
     reserved,
     resident_weight_bits,
+    shared_port_bandwidth,
     store_index,
     store_priced,
 )
-from accelmap.fusion.stages import MacStage, tile_operator
+from accelmap.fusion.stages import MacStage, head_slice, tile_operator
 from accelmap.mapping.validate import validate
 from accelmap.sim.engine import run_timing
 from accelmap.sim.program import build_program
@@ -185,12 +197,18 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                    weights_resident: bool = False, model_latency: float | None = None,
                    prefetch_tiles: int | None = None, join: Join | None = None,
                    skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-                   producers: dict[int, Producer] | None = None) -> FusedSimResult:
+                   producers: dict[int, Producer] | None = None, head_tile: int | None = None,
+                   shared_port: bool = False) -> FusedSimResult:
     """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
     With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``; with
     ``inner_joins``, adds inside the group (each with its skip policy); with ``producers`` (by stage index),
-    the producers of those stages' second operands run first and leave them in the store."""
+    the producers of those stages' second operands run first and leave them in the store. With ``head_tile``
+    the head-split stages (attention's scores and context) run once per head tile within each tile, each block
+    on ``head_tile`` heads; ``shared_port``: one off-chip port serves the loads and write-backs in program
+    order (the DMA engines take turns)."""
     blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
+    segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
+    head_tiles = 1 if segment is None or head_tile is None else stages[segment[0]].heads // head_tile
     n = len(stages)
     # per stage: bits of re-read skip per position of its output (its adds' skips, loaded with its block)
     reread: dict[int, int] = {}
@@ -198,8 +216,11 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         if sp != "kept":
             k = jn.target(n)
             reread[k - 1] = reread.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
-    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins).buffer_total_bits
-    keep += resident_weight_bits(macs) if weights_resident else 0
+    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins,
+                        head_tile).buffer_total_bits
+    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch)
+    # resident: every weight (the produced operands among them); streamed: the produced operands alone
+    keep += resident_weight_bits(macs) if weights_resident else in_store
     got = reserved(arch, keep)
     if got is None:
         raise SpecError(f"fused simulation: buffers of {keep / 8192:,.1f} KiB do not fit "
@@ -221,13 +242,17 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         key = (j, r, c)
         if key not in programs:
             ms = macs[j]
+            if segment is not None and head_tile is not None and segment[0] <= j <= segment[1]:
+                ms = head_slice(ms, head_tile)          # a block of one head tile
             m = inner.mapping(ms, largest[j], (r, c), arch_r)
             if isinstance(m, str):
                 raise SpecError(f"fused simulation: {ms.operator.name}'s {r}x{c} block cannot be mapped: {m}")
             tile = tile_operator(ms, r, c)
             prog = build_program(tile, arch_s, m, access_counts(tile, arch_s, m))
             op = ms.operator
-            others = set() if weights_resident else {x.name for x in op.inputs[1:]}
+            # streamed weights, less a second operand its producer left in the store
+            others = set() if weights_resident else {x.name for x in op.inputs[1:]} - (
+                {op.inputs[1].name} if producers and j in producers else set())
             bits = {x.name: x.bits for x in tile.operands}
             w = sum(sum(cnt.as_tuple()) * bits[x] for (lv, x), cnt in access_counts(tile, arch_r, m).items()
                     if lv == 0 and x in others)
@@ -235,7 +260,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         return programs[key]
 
     rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits
-    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch, weights_resident)
+    if shared_port:
+        rd_bw = wr_bw = shared_port_bandwidth(top)
 
     def port_time(bits: int, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -252,17 +278,19 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     macs_done = [0] * n
     skip_bits = 0
     end = 0.0
+    order = block_order(tuple(range(n)), segment, head_tiles)
     for t, row in enumerate(blocks):
-        for j in range(n):
+        for i, j in enumerate(order):
             b = row[j]
             if b is None:
                 continue
             r, c = b[1] - b[0], b[3] - b[2]
-            macs_done[j] += stages[j].macs_per_pixel * r * c
+            in_segment = segment is not None and segment[0] <= j <= segment[1]
+            macs_done[j] += stages[j].macs_per_pixel * r * c // (head_tiles if in_segment else 1)
             if j not in macs:
                 continue        # a pooling window: comparisons on the output path, not charged
             cycles, w = block_run(j, r, c)
-            load = w + (fetched[t] * stages[0].in_bits if j == 0 else 0)
+            load = w + (fetched[t] * stages[0].in_bits if i == 0 else 0)
             if j in reread:
                 skip = r * c * reread[j]           # the skip where the block computes its add's tensor
                 load += skip
@@ -273,6 +301,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                 ready = max(ready, starts[j][-prefetch_tiles])
             read_free = ready + port_time(load, rd_bw)
             read_busy += port_time(load, rd_bw)
+            if shared_port:
+                write_free = read_free
             start = max(compute_free, read_free)
             starts[j].append(start)
             compute_free = start + cycles
@@ -283,6 +313,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         out_bits = out_elems * stages[-1].out_bits
         write_free = max(write_free, compute_free) + port_time(out_bits, wr_bw)
         write_busy += port_time(out_bits, wr_bw)
+        if shared_port:
+            read_free = write_free
         end = max(end, compute_free, write_free)
     return FusedSimResult(end, len(blocks), tuple(macs_done), sum(fetched), written, weight_bits, compute_busy,
                           read_busy, write_busy,
@@ -290,17 +322,18 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                           written * stages[-1].out_bits, model_latency, skip_bits, producer_off, producer_store)
 
 
-def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage], arch: Accelerator,
-                   weights_resident: bool) -> tuple[int, int, int]:
+def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage],
+                   arch: Accelerator) -> tuple[int, int, int]:
     """The producers run alone before the group, every produced output held in the store: (bits of the group's
     operands they leave there, their own off-chip bits with their outputs in the store, their outputs' bits
     moved to and from the store)."""
     if not producers:
         return 0, 0, 0
     names = ", ".join(p.node for p in producers.values())
-    if not weights_resident:
-        raise SpecError(f"fused simulation: producers ({names}) leave their outputs in the store only for a group "
-                        "keeping its weights resident")
+    st = arch.levels[store_index(arch)]
+    if "W" not in st.holds:
+        raise SpecError(f"fused simulation: producers ({names}) cannot leave their outputs in {st.name}: it holds no "
+                        "weights")
     held = sum(p.output_bits for p in producers.values())
     got = reserved(arch, held)
     if got is None:
