@@ -153,12 +153,16 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs]
     # K and V: their projections run before the group, as their own layer programs, and write their outputs to the
-    # store for it (the group keeps its weights there): the model credits the saved writes and fetches to the group,
-    # the simulator counts what the producers still move apart; the two agree on the sum
-    assert c.weights_resident and c.producers_on_chip == ("k", "v")
+    # store for it (the group keeps its weights there or streams them: the plan's choice): the model credits the
+    # saved writes and fetches to the group, the simulator counts what the producers still move apart; the two agree
+    # on the sum
+    assert c.producers_on_chip == ("k", "v")
     assert {j: p.node for j, p in grp.produced.items()} == {1: "k", 2: "v"}
     sim = grp.sim
-    assert sim is not None and sim.cycles == pytest.approx(c.latency, rel=1e-9)
+    # Exact on most runs (112 and 114 cycles both ways); the tile mappings come from wall-clock limited searches, and
+    # one run's streamed plan had a block the single-operator latency model puts 2 cycles below its simulation (104
+    # against 106): the fused model's error is its blocks' (docs/fusion.md), held to the issue's 2%.
+    assert sim is not None and sim.cycles == pytest.approx(c.latency, rel=0.02)
     d = r.to_dict()["fused_groups"][0]
     assert d["producers_on_chip"] == ["k", "v"]
     assert sim.offchip_bits + sim.producer_offchip_bits == c.offchip_bits + d["producers_offchip_bits_alone"]
