@@ -819,7 +819,7 @@ def main() -> None:
     print(f"\nconvergence (trials to the best; a run that never finds it counts {args.trials}), "
           f"{len({r[2] for r in results})} runs x {args.trials} trials; relative = median or IQR / the {baseline} baseline's")
     print(f"{'ID':>4} {'tuner':<18} {'median':>7} {'IQR':>6} {'missed':>6} {'<1%':>5} {'rel med':>7} "
-          f"{'rel IQR':>7} {'thesis':>13}  95% interval of rel med")
+          f"{'rel IQR':>7} {'thesis':>13}  95% intervals of rel med / rel IQR")
     for lid in layers:
         base_med, base_iqr = stats([h or args.trials for h, *_ in by[(lid, baseline)]])
         base_near, _ = stats([n or args.trials for _, n, *_ in by[(lid, baseline)]])
@@ -829,14 +829,15 @@ def main() -> None:
             near_med, _ = stats([n or args.trials for _, n, *_ in rows])
             first_valid_med, _ = stats([r[2] or args.trials for r in rows])
             extra = [r[4:] for r in rows if len(r) > 4]       # runs files before these fields lack them
+            # how far this layer's relative median and IQR move with another draw of as many runs
+            layer_ci = bootstrap_means({lid: [h or args.trials for h, *_ in by[(lid, baseline)]]},
+                                       {lid: [h or args.trials for h, *_ in rows]})
             rec = {"thesis_id": lid, "tuner": t, "median": med, "iqr": iqr,
                    "missed": sum(1 for h, *_ in rows if h is None), "median_within_1pct": near_med,
                    "median_first_valid": first_valid_med,
                    "rel_median": med / base_med if base_med else None,
                    "rel_iqr": iqr / base_iqr if base_iqr else None,
-                   # how far this layer's relative median moves with another draw of as many runs
-                   "rel_median_95ci": bootstrap_means({lid: [h or args.trials for h, *_ in by[(lid, baseline)]]},
-                                                      {lid: [h or args.trials for h, *_ in rows]})[0],
+                   "rel_median_95ci": layer_ci[0], "rel_iqr_95ci": layer_ci[1],
                    "rel_median_within_1pct": near_med / base_near,
                    "median_seconds_per_run": statistics.median(r[3] for r in rows),
                    "median_valid_trials": statistics.median(e[0] for e in extra) if extra else None,
@@ -852,7 +853,8 @@ def main() -> None:
             rel = lambda v: f"{v:.3f}" if v is not None else "-"
             print(f"{lid:>4} {t:<18} {med:>7.0f} {iqr:>6.0f} {rec['missed']:>6} {near_med:>5.0f} "
                   f"{rel(rec['rel_median']):>7} {rel(rec['rel_iqr']):>7} {thesis:>13}  "
-                  f"[{rec['rel_median_95ci'][0]:.2f}, {rec['rel_median_95ci'][1]:.2f}]")
+                  f"[{rec['rel_median_95ci'][0]:.2f}, {rec['rel_median_95ci'][1]:.2f}] / "
+                  f"[{rec['rel_iqr_95ci'][0]:.2f}, {rec['rel_iqr_95ci'][1]:.2f}]")
     print("\nmean over layers of the relative median and IQR (the dissertation's Table 5.4: Full 0.416 / 0.424, "
           "no SSDM 0.483 / 0.541, no BSA 0.469 / 0.501)")
     means = {}
