@@ -44,6 +44,11 @@ def _closed_size(coeffs, exts):
     (c1, c2), (e1, e2) = coeffs, exts
     g = math.gcd(c1, c2)
     a, b = c1 // g, c2 // g
+    if a == 1 and b == 1:
+        # Equal coefficients (a stride-1 window): one interval of e1 + e2 - 1 points whatever the extents (each
+        # case below gives that for extents >= 1); the common axis of a convolution's input, sized by the
+        # thousand, in one operation instead of eight.
+        return e1 + e2 - 1
     size = np.full_like(e1, -1)
     # One term fixed: an arithmetic progression of the other.
     size = np.where(e2 == 1, e1, np.where(e1 == 1, e2, size))
@@ -75,7 +80,13 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
     if len(coeffs) == 1:
         return np.maximum(0, exts[0] - np.abs(shifts[0]))
     shape = np.broadcast_shapes(*(np.shape(x) for x in (*exts, *shifts, size)))
-    if len(coeffs) == 2:
+    if len(coeffs) == 2 and coeffs[0] == coeffs[1] == 1:
+        # A stride-1 window: always one interval (a progression of one term where the other extent is 1 is that
+        # interval too), shifted by the sum of the shifts.
+        out = np.maximum(0, size - np.abs(shifts[0] + shifts[1]))
+        if out.shape != shape:
+            out = np.broadcast_to(out, shape)
+    elif len(coeffs) == 2:
         (c1, c2), (e1, e2) = coeffs, exts
         g = math.gcd(c1, c2)
         off = np.abs(c1 * shifts[0] + c2 * shifts[1])
