@@ -18,7 +18,6 @@ element by element with the exact bit-set form of ``workload.index_sets``.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -112,25 +111,39 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=4096)
+# ``operand_axes`` by the operand's id, with the operand (so the id is not reused while the entry lives): an
+# operand's hash walks its indices, and the model asks for its axes tens of thousands of times per layer.
+_AXES: dict[int, tuple[Operand, tuple]] = {}
+
+
 def operand_axes(X: Operand) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
     """Per index of X: its coefficients and dims."""
-    return tuple((tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices)
+    hit = _AXES.get(id(X))
+    if hit is not None and hit[0] is X:
+        return hit[1]
+    if len(_AXES) >= 4096:
+        _AXES.clear()
+    axes = tuple((tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices)
+    _AXES[id(X)] = (X, axes)
+    return axes
 
 
 def axis_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Per row, for tiles of extents ``ext``: each axis' size of X, the points of X touched, and a
     mask of rows with a holed axis."""
     n = len(next(iter(ext.values())))
-    tile = np.ones(n, dtype=np.int64)
+    tile = None
     holes = np.zeros(n, dtype=bool)
     axes = []
     for cf, ds in operand_axes(X):
         a, h = axis_size(cf, [ext[d] for d in ds])
         axes.append(a)
-        tile = tile * a
+        # (the product of the axes' sizes, a new array: a single axis' size may be the extent itself)
+        tile = np.array(a, dtype=np.int64) if tile is None else tile * a
         if h is not None:
             holes |= h
+    if tile is None:                      # a scalar operand: one point per tile
+        tile = np.ones(n, dtype=np.int64)
     return axes, tile, holes
 
 
