@@ -1095,10 +1095,11 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
             continue
         su, t, to_child, c_port, p_port = st
         e = t_store + su
+        moving = present & (t > 0)
         for name, side in ((c_port, to_child), (p_port, ~to_child)):
-            paced = present & (t > 0) & side
+            paced = moving & side
             if paced.any():
-                e = np.where(paced, _fill(port, name, e, t, paced), e)
+                e = _fill(port, name, e, t, paced)      # (``e`` where not paced)
         t_store = np.where(present, e, t_store)
         if waited:
             drained[(c, x)] = np.where(present, t_store, 0.0)
@@ -1112,10 +1113,11 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
         end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
         has = present & has_ld
         e = np.maximum(end, unit.get(c, zero)) + su
+        moving = has & (t > 0)
         for name, side in ((p_port, to_parent), (c_port, ~to_parent)):
-            paced = has & (t > 0) & side
+            paced = moving & side
             if paced.any():
-                e = np.where(paced, _fill(port, name, e, t, paced), e)
+                e = _fill(port, name, e, t, paced)
         end = np.where(has, e, end)
         unit[c] = np.where(has, end, unit.get(c, zero))
         loaded[(c, x)] = np.where(present, end, 0.0)
@@ -1125,7 +1127,7 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
 
 def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Move ``dur`` cycles of data from ``t0`` on in the free time of port ``name`` (updated); only ``rows`` are
-    placed. The bursts of different DMA engines interleave, so a transfer placed later can use the gaps before
+    placed (``dur`` > 0 there), the others keep ``t0``. The bursts of different DMA engines interleave, so a transfer placed later can use the gaps before
     earlier ones.
 
     A port's busy intervals are lists of (start, end) arrays, one entry per row of the schedule, in order of start
