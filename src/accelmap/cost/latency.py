@@ -1095,10 +1095,11 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
             continue
         su, t, to_child, c_port, p_port = st
         e = t_store + su
+        moving = present & (t > 0)
         for name, side in ((c_port, to_child), (p_port, ~to_child)):
-            paced = present & (t > 0) & side
+            paced = moving & side
             if paced.any():
-                e = np.where(paced, _fill(port, name, e, t, paced), e)
+                e = _fill(port, name, e, t, paced)      # (``e`` where not paced)
         t_store = np.where(present, e, t_store)
         if waited:
             drained[(c, x)] = np.where(present, t_store, 0.0)
@@ -1112,10 +1113,11 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
         end = np.maximum(loaded.get((p, x), zero), drained.get((c, x), zero))
         has = present & has_ld
         e = np.maximum(end, unit.get(c, zero)) + su
+        moving = has & (t > 0)
         for name, side in ((p_port, to_parent), (c_port, ~to_parent)):
-            paced = has & (t > 0) & side
+            paced = moving & side
             if paced.any():
-                e = np.where(paced, _fill(port, name, e, t, paced), e)
+                e = _fill(port, name, e, t, paced)
         end = np.where(has, e, end)
         unit[c] = np.where(has, end, unit.get(c, zero))
         loaded[(c, x)] = np.where(present, end, 0.0)
@@ -1124,52 +1126,47 @@ def _transition_time(moves: list[tuple], n: int) -> np.ndarray:
 
 
 def _fill(port: dict, name: str, t0: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Move ``dur`` cycles of data from ``t0`` on in the free time of port ``name`` (busy intervals as
-    arrays, +inf where a row has fewer; updated); only ``rows`` are placed. The bursts of
-    different DMA engines interleave, so a transfer placed later can use the gaps before earlier
-    ones."""
+    """Move ``dur`` cycles of data from ``t0`` on in the free time of port ``name`` (updated); only ``rows`` are
+    placed (``dur`` > 0 there), the others keep ``t0``. The bursts of different DMA engines interleave, so a transfer placed later can use the gaps before
+    earlier ones.
+
+    A port's busy intervals are lists of (start, end) arrays, one entry per row of the schedule, in order of start
+    within each row; an entry a row does not have is (-inf, -inf), which every walk skips (it ends before any
+    time). A transfer that fills the gap before an interval lies between it and the interval before, so its
+    pieces are inserted there and the order holds without a sort (a sort of the intervals by start, stable, would
+    give each row the same sequence: a gap's piece starts after every earlier interval's start, strictly before
+    its own interval's, and the remainder after all)."""
     inf = np.inf
     if name not in port:
         # an idle port: the transfer runs from t0 on (rows placed only where it moves data)
         placed = rows & (dur > 0)
         if placed.any():
-            port[name] = (np.where(placed, t0, inf)[None], np.where(placed, t0 + dur, inf)[None])
+            port[name] = ([np.where(placed, t0, -inf)], [np.where(placed, t0 + dur, -inf)])
         return np.where(placed, t0 + dur, t0)
-    S, E = port[name]
+    starts, ends = port[name]
     cur, left = t0.copy(), np.where(rows, dur, 0.0)
     done = ~rows
-    new_s, new_e = [], []
-    for k in range(S.shape[0]):
-        s, e = S[k], E[k]
+    new_s: list[np.ndarray] = []
+    new_e: list[np.ndarray] = []
+    for s, e in zip(starts, ends, strict=True):
         skip = done | (e <= cur)
         gap = ~skip & (s > cur)
-        take = np.where(gap, np.minimum(left, s - cur), 0.0)
-        new_s.append(np.where(gap, cur, inf))
-        new_e.append(np.where(gap, cur + take, inf))
-        left = left - take
-        cur = cur + take
-        done = done | (gap & (left <= 0))
+        if gap.any():
+            take = np.where(gap, np.minimum(left, s - cur), 0.0)
+            new_s.append(np.where(gap, cur, -inf))
+            new_e.append(np.where(gap, cur + take, -inf))
+            left = left - take
+            cur = cur + take
+            done = done | (gap & (left <= 0))
+        new_s.append(s)
+        new_e.append(e)
         cur = np.where(~skip & ~done, np.maximum(cur, e), cur)
     rest = ~done & (left > 0)
-    new_s.append(np.where(rest, cur, inf))
-    new_e.append(np.where(rest, cur + left, inf))
-    cur = np.where(rest, cur + left, cur)
-    S = np.concatenate([S, np.array(new_s)])
-    E = np.concatenate([E, np.array(new_e)])
-    # Rows empty in every column (no interval: +inf, in S and E alike) end up last and are dropped: drop them
-    # before sorting (often every new gap row), and sort only where some column is out of order (a stable sort
-    # of ordered columns changes nothing).
-    keep = ~np.all(np.isinf(S), axis=1)
-    if not keep.all():
-        S, E = S[keep], E[keep]
-    if len(S) > 1 and (S[1:] < S[:-1]).any():
-        order = np.argsort(S, axis=0, kind="stable")
-        cols = np.arange(S.shape[1])      # (``take_along_axis`` by plain indexing: its Python wrapper costs more here)
-        S, E = S[order, cols], E[order, cols]
-        keep = ~np.all(np.isinf(S), axis=1)
-        if not keep.all():
-            S, E = S[keep], E[keep]
-    port[name] = (S, E)
+    if rest.any():
+        new_s.append(np.where(rest, cur, -inf))
+        new_e.append(np.where(rest, cur + left, -inf))
+        cur = np.where(rest, cur + left, cur)
+    port[name] = (new_s, new_e)
     return cur
 
 

@@ -18,7 +18,6 @@ element by element with the exact bit-set form of ``workload.index_sets``.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -44,6 +43,11 @@ def _closed_size(coeffs, exts):
     (c1, c2), (e1, e2) = coeffs, exts
     g = math.gcd(c1, c2)
     a, b = c1 // g, c2 // g
+    if a == 1 and b == 1:
+        # Equal coefficients (a stride-1 window): one interval of e1 + e2 - 1 points whatever the extents (each
+        # case below gives that for extents >= 1); the common axis of a convolution's input, sized by the
+        # thousand, in one operation instead of eight.
+        return e1 + e2 - 1
     size = np.full_like(e1, -1)
     # One term fixed: an arithmetic progression of the other.
     size = np.where(e2 == 1, e1, np.where(e1 == 1, e2, size))
@@ -75,7 +79,13 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
     if len(coeffs) == 1:
         return np.maximum(0, exts[0] - np.abs(shifts[0]))
     shape = np.broadcast_shapes(*(np.shape(x) for x in (*exts, *shifts, size)))
-    if len(coeffs) == 2:
+    if len(coeffs) == 2 and coeffs[0] == coeffs[1] == 1:
+        # A stride-1 window: always one interval (a progression of one term where the other extent is 1 is that
+        # interval too), shifted by the sum of the shifts.
+        out = np.maximum(0, size - np.abs(shifts[0] + shifts[1]))
+        if out.shape != shape:
+            out = np.broadcast_to(out, shape)
+    elif len(coeffs) == 2:
         (c1, c2), (e1, e2) = coeffs, exts
         g = math.gcd(c1, c2)
         off = np.abs(c1 * shifts[0] + c2 * shifts[1])
@@ -101,25 +111,39 @@ def axis_overlap(coeffs, exts, shifts, size, holes) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=4096)
+# ``operand_axes`` by the operand's id, with the operand (so the id is not reused while the entry lives): an
+# operand's hash walks its indices, and the model asks for its axes tens of thousands of times per layer.
+_AXES: dict[int, tuple[Operand, tuple]] = {}
+
+
 def operand_axes(X: Operand) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
     """Per index of X: its coefficients and dims."""
-    return tuple((tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices)
+    hit = _AXES.get(id(X))
+    if hit is not None and hit[0] is X:
+        return hit[1]
+    if len(_AXES) >= 4096:
+        _AXES.clear()
+    axes = tuple((tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices)
+    _AXES[id(X)] = (X, axes)
+    return axes
 
 
 def axis_sizes(X: Operand, ext: dict[str, np.ndarray]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Per row, for tiles of extents ``ext``: each axis' size of X, the points of X touched, and a
     mask of rows with a holed axis."""
     n = len(next(iter(ext.values())))
-    tile = np.ones(n, dtype=np.int64)
+    tile = None
     holes = np.zeros(n, dtype=bool)
     axes = []
     for cf, ds in operand_axes(X):
         a, h = axis_size(cf, [ext[d] for d in ds])
         axes.append(a)
-        tile = tile * a
+        # (the product of the axes' sizes, a new array: a single axis' size may be the extent itself)
+        tile = np.array(a, dtype=np.int64) if tile is None else tile * a
         if h is not None:
             holes |= h
+    if tile is None:                      # a scalar operand: one point per tile
+        tile = np.ones(n, dtype=np.int64)
     return axes, tile, holes
 
 

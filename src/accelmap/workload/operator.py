@@ -113,8 +113,9 @@ class Operator:
     def macs(self) -> int:
         return math.prod(s for _, s in self.dims)
 
-    @property
+    @cached_property
     def output(self) -> Operand:
+        # cached: the cost model asks for it thousands of times per layer searched
         return next(o for o in self.operands if o.is_output)
 
     @property
