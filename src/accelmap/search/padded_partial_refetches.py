@@ -1,0 +1,67 @@
+"""Rule B46 (docs/mapper.md): over Ruby-S tiles, an input's refetches at a partial position count its last tile's share.
+
+Rule E2 searches a padded spatial unrolling over Ruby-S tiles (spatial loops imperfect, temporal loops dividing what
+the loops inside them leave). The node bounds count the fixed nest's refetches only at its whole positions (rule I2);
+rule B44 counts them at every position for an input that uses no dim whose tiles clip. An input that uses such a dim
+(vta_like's weights over a padded K, say) counted nothing once the nest held that dim's last round, so at the leaves
+of those subtrees no refetch was counted and nearly every leaf was costed. B46 counts them in proportion:
+
+* A dim d *clips* when some tile of a completion of the node along d may be partial (rule B44's ``clipping_dims``:
+  over Ruby-S tiles only a spatial loop that does not divide what it is dealt makes one); every other dim's tiles are
+  whole at every level.
+* At a boundary into a level c at or above every spatial loop over a clipping dim (rule B44's boundaries), the loops
+  above c over such a dim d are temporal and divide what is left, so c's tiles along d are the ``ceil(N_d / E)``
+  intervals ``[k E, (k + 1) E)`` clipped to ``N_d`` (``E`` the product of d's loops at and below c): all non-empty,
+  whole but the last, whose share of ``E`` is ``last = N_d - (ceil(N_d / E) - 1) E`` (``N_d`` when ``E > N_d``).
+* The model moves into c, at each change of X's tile, the new tile less what it shares with the old one (docs/cost-model.md,
+  partial tiles: X's tile is its index set clipped to the operator). When every clipping dim X uses is a plain index
+  of X, X's tile is a product over its indices, the clipping dims' factors being those intervals. If a change moves a
+  clipping dim's interval, the new tile shares nothing with the old (the intervals are disjoint), clipped or not, and
+  the move brings the whole clipped tile; otherwise the clipping dims' intervals stay and the move brings them times
+  the change of the other factors, which no clip touches. Either way the move brings the unclipped move's volume times
+  the product of the clipping intervals' shares, at least ``prod(last / E)`` over the clipping dims X uses.
+
+So at every one of the ``prod(R)`` positions (counts are translation-invariant along the dims that do not clip) the
+fixed nest's refetches of X into c beyond its first tile are at least that share of the unclipped nest's (``part`` and
+the unclipped tile: ``entering_perfect`` counts the nest unclipped). With no clipping dim used the share is 1: rule
+B44's count, which B46 extends to the inputs that use clipping dims. The output (its
+drains and reloads tie to its first touches) and an input whose window spans a clipping dim keep rule I2's count.
+"""
+
+from __future__ import annotations
+
+from accelmap.search.imperfect_tiles import ceil_div
+from accelmap.search.padded_round_positions import RubySBoundContext
+from accelmap.workload.operator import Operand
+
+
+class PartialRefetchContext(RubySBoundContext):
+    """The Ruby-S node bounds (``RubySBoundContext``, rule B44) with rule B46's refetch volumes at partial positions."""
+
+    def __init__(self, op, arch, keep, spatial=None, objective=None):
+        super().__init__(op, arch, keep, spatial, objective)
+        # Per input, its plain-index dims that no other index of it uses (the only clipping dims B46 takes).
+        self.alone = {o.name: self.plain[o.name] - {d for ix in o.indices if len(ix.terms) > 1 for d, _ in ix.terms}
+                      for o in op.operands}
+
+    def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
+        """Rule B46 (module doc): for an input whose clipping dims are plain indices, at a boundary into a level at or
+        above every spatial loop over a clipping dim, the unclipped nest's refetches at all ``prod_r`` positions times
+        the least share of a clipped tile; else rules B44 and I2."""
+        rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
+        if not self.pinned or X.is_output:
+            return rest
+        clips, top = self.clipping()
+        used = clips & set(X.dims)
+        if not used or c > top or not used <= self.alone[X.name]:
+            return rest
+        ext = dict.fromkeys(self.op.dim_names, 1)
+        for l in self._node[0]:
+            if l.level >= c:
+                ext[l.dim] *= l.bound
+        share = 1.0
+        for d in used:
+            n, e = self.op.sizes[d], ext[d]
+            share *= (n - (ceil_div(n, e) - 1) * e) / e
+        # ``part`` counts the nest unclipped, its first tile too (``t`` is the clipped one).
+        return max(rest, prod_r * share * (part - fi * self.tile_of(X, ext)))
