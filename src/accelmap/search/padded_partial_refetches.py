@@ -44,12 +44,15 @@ class PartialRefetchContext(RubySBoundContext):
         self.alone = {o.name: self.plain[o.name] - {d for ix in o.indices if len(ix.terms) > 1 for d, _ in ix.terms}
                       for o in op.operands}
 
+    # Rule B47: the output takes the same share (its drains total what enters it).
+    output_shares = True
+
     def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
         """Rule B46 (module doc): for an input whose clipping dims are plain indices, at a boundary into a level at or
         above every spatial loop over a clipping dim, the unclipped nest's refetches at all ``prod_r`` positions times
         the least share of a clipped tile; else rules B44 and I2."""
         rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
-        if not self.pinned or X.is_output:
+        if not self.pinned or (X.is_output and not self.output_shares):
             return rest
         clips, top = self.clipping()
         used = clips & set(X.dims)
