@@ -6,22 +6,18 @@ rules must raise some of them, and the exact search must keep the exhaustive Rub
 
 from __future__ import annotations
 
-import random
-
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search.exact import search_exact
 from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
 from accelmap.search.optimal import bound_any_order
 from accelmap.search.padded_partial_refetches import PartialRefetchContext
 from accelmap.search.padded_round_positions import RubySBoundContext, clipping_dims, padded_dims
 from accelmap.workload import parse_expression
-from strategies import random_operator
-from test_bound_padded_rounds import _ruby_s, _unrolling, buffer_over_four
+from test_bound_padded_rounds import _padded_mappings, buffer_over_four
 
 
 def _node(op, m, level):
@@ -39,20 +35,8 @@ def test_node_bounds_with_partial_shares_never_exceed_the_cost():
     fixed order, and every order of the node's level by B3/B4), the bound with rules B46 and B47 is at most the
     mapping's energy and latency; it is above rule B44's alone on some nodes, and B47 (the output's share) raises some
     beyond B46."""
-    rng = random.Random(3)
-    archs = [get_accelerator(n) for n in ("tpu_like", "vta_like", "edge_tpu_like", "ascend_like")] + \
-        [buffer_over_four()]
     checked = raised = by_output = 0
-    for n in range(160):
-        arch = archs[n % len(archs)]
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=60, imperfect=True, spatial_prob=0.9)
-        except MappingError:
-            continue
-        spatial = _unrolling(arch, m)
-        if not (_ruby_s(op, m) and padded_dims(op, spatial)):
-            continue
+    for arch, op, m, spatial in _padded_mappings(160, ("tpu_like", "vta_like", "edge_tpu_like", "ascend_like"), seed=3):
         res = evaluate(op, arch, m)
         ctx = PartialRefetchContext(op, arch, m.keep, spatial)
         inputs_only = PartialRefetchContext(op, arch, m.keep, spatial)
