@@ -451,8 +451,8 @@ class BoundContext:
 
     def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
         """B1's refetches of X into c beyond each run's first tile: the fixed nest's own (``part`` entering c, less
-        its first tile ``t`` in each of its ``fi`` instances) at ``refetch_positions`` of its positions; rule B46
-        over Ruby-S tiles counts the partial positions too (``padded_partial_refetches``)."""
+        its first tile ``t`` in each of its ``fi`` instances) at ``refetch_positions`` of its positions; rules B46-B48
+        over Ruby-S tiles count the partial positions too (``padded_partial_refetches``)."""
         return self.refetch_positions(X, c, full, prod_r) * (part - fi * t)
 
     def refetch_positions(self, X: Operand, c: int, full: int, prod_r: int) -> int:

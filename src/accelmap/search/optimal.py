@@ -248,7 +248,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44 and B46 count inputs' refetches at every position.
+        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44 and B46-B48 count refetches at every position.
         context = BoundContext if not imperfect else PartialRefetchContext if imperfect == "spatial" \
             else ImperfectBoundContext
         ctx = context(op, arch, keep, cons.spatial, objective)
