@@ -6,6 +6,8 @@ rules must raise some of them, and the exact search must keep the exhaustive Rub
 
 from __future__ import annotations
 
+import random
+
 from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
@@ -168,3 +170,48 @@ def test_exact_search_keeps_the_exhaustive_optimum_where_the_window_share_cuts()
     assert st.extra["proven"] and st_off.extra["proven"]
     assert got[0].value == off[0].value == 2270.0
     assert st.nodes < st_off.nodes, (st.nodes, st_off.nodes)
+
+
+def test_window_shares_never_exceed_the_cost_over_every_dram_order():
+    """Rule B48 over random Ruby-S mappings of 1-D convolutions (stride 1 or 2, P padded on the 4-wide fan-out of a
+    32-64 B buffer), every order of the DRAM loops and every bypass choice that fits: at every level the bound is at
+    most the mapping's energy and latency, and above the bound without B48 on some nodes."""
+    import itertools
+
+    from accelmap.search.space import Constraints, keep_options
+    rng = random.Random(2)
+    checked = raised = 0
+    for _ in range(25):
+        arch = buffer_over_four(rng.choice(["32 B", "48 B", "64 B"]))
+        stride = rng.choice(["", "2*"])
+        sizes = {"k": rng.randint(2, 5), "p": rng.randint(3, 9), "r": rng.randint(1, 3)}
+        op = adopt_precision(parse_expression(f"O[k,p] += I[{stride}p+r] * W[k,r]", sizes, name="conv1d"), arch)
+        u = rng.randint(2, 4)
+        if op.sizes["p"] % u == 0 or u > op.sizes["p"]:
+            continue
+        rounds = ceil_div(op.sizes["p"], u)
+        t = {d: rng.choice([b for b in range(1, n + 1) if n % b == 0])
+             for d, n in (("p", rounds), ("k", op.sizes["k"]), ("r", op.sizes["r"]))}
+        buf = [Loop(d, b, 1) for d, b in t.items() if b > 1]
+        rng.shuffle(buf)
+        dram = [Loop(d, b, 0) for d, b in (("p", rounds // t["p"]), ("k", op.sizes["k"] // t["k"]),
+                                           ("r", op.sizes["r"] // t["r"])) if b > 1]
+        for order in itertools.permutations(dram):
+            loops = tuple(order) + tuple(buf) + (Loop("p", u, 1, "X"),)
+            for keep in keep_options(op, arch, Constraints()):
+                try:
+                    res = evaluate(op, arch, Mapping(loops, keep))
+                except MappingError:
+                    continue
+                on = PartialRefetchContext(op, arch, keep, {"X": {"p": u}})
+                off = PartialRefetchContext(op, arch, keep, {"X": {"p": u}})
+                off.window_shares = False
+                m = Mapping(loops, keep)
+                for level in range(3):
+                    fixed, rem, full = _node(op, m, level)
+                    got = on.lower_bound(fixed, level, rem, full_positions=full)
+                    assert _below(got, res), (op, loops, keep, level)
+                    was = off.lower_bound(fixed, level, rem, full_positions=full)
+                    raised += got[0] > was[0] * (1 + 1e-9) or got[1] > was[1] * (1 + 1e-9)
+                    checked += 1
+    assert checked >= 300 and raised >= 2, (checked, raised)
