@@ -43,11 +43,11 @@ def _unrolling(arch, m) -> dict[str, dict[str, int]]:
     return spatial
 
 
-def _padded_mappings(draws: int):
-    """Random Ruby-S mappings with a padded unrolling of tpu_like, vta_like, eyeriss_like and a small buffer over a
-    4-wide fan-out, with the unrolling they use."""
-    rng = random.Random(11)
-    archs = [get_accelerator(n) for n in ("tpu_like", "vta_like", "eyeriss_like")] + [buffer_over_four()]
+def _padded_mappings(draws: int, presets=("tpu_like", "vta_like", "eyeriss_like"), seed: int = 11):
+    """Random Ruby-S mappings with a padded unrolling of the ``presets`` (tpu_like, vta_like, eyeriss_like) and a small
+    buffer over a 4-wide fan-out, with the unrolling they use."""
+    rng = random.Random(seed)
+    archs = [get_accelerator(n) for n in presets] + [buffer_over_four()]
     for n in range(draws):
         arch = archs[n % len(archs)]
         op = adopt_precision(random_operator(rng), arch)

@@ -283,7 +283,7 @@ class BoundContext:
                     first: float = (1 if runs is None else runs) * fi * t
                     if window is not None:
                         first = max(first, full * fi * t * window_share(X, window, c))
-                    member = self.refetch_positions(X, c, full, prod_r) * (part - fi * t) + first
+                    member = self.refetch_volume(X, c, full, prod_r, part, fi, t) + first
                 else:
                     member = fp
                     if runs is not None and runs == full and pinned_steps and c < level \
@@ -448,6 +448,12 @@ class BoundContext:
             inner = busy + stall if not bursts else float(burst_cycles(bursts, outside, busy + stall))
             least.add(energy, max(inner + edge, transfer, tail))
         return least.pair()
+
+    def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
+        """B1's refetches of X into c beyond each run's first tile: the fixed nest's own (``part`` entering c, less
+        its first tile ``t`` in each of its ``fi`` instances) at ``refetch_positions`` of its positions; rules B46-B48
+        over Ruby-S tiles count the partial positions too (``padded_partial_refetches``)."""
+        return self.refetch_positions(X, c, full, prod_r) * (part - fi * t)
 
     def refetch_positions(self, X: Operand, c: int, full: int, prod_r: int) -> int:
         """Positions of the fixed nest at which B1 counts X's refetches at boundary c: ``full`` (every one with whole

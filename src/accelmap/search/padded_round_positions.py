@@ -23,10 +23,21 @@ refetches hold at all ``prod(R)`` positions, not only at the whole ones. The out
 pads output dims only), so it never qualifies; an input whose sliding window spans a padded dim uses it and does
 not either. The padded dims and their fan-out levels are known only when every fan-out is fixed in advance (as the
 exact search fixes the unrolling): otherwise the rule is off.
+
+"Padded" is read from the nest, not from the unrolling alone (session 16): a temporal loop below a fan-out may divide a
+dim while the fan-out's bound, which divides the dim, does not divide what that loop leaves (P = 6 as a register's 2
+under a spatial 2: 3 rounds of 2, the last partial), and the dim's tiles clip then as a padded dim's do. Counting
+such an input at every position put the node bound above the cost of a Ruby-S mapping (tpu_like, a 3x3x6x4 convolution,
+K padded as 2 on one axis, P as 2 on the other under a register's P2: 562,553 pJ against the mapping's 555,881 at the
+leaf). So a dim *clips* at a node (``clipping_dims``) when the fixed nest's product of its loops does not divide it, or
+when an open spatial loop over it may not divide what it is dealt (only one on the next level to fix, dividing what
+the fixed nest leaves, surely does: an open temporal loop below it could leave a rest it does not divide); every other
+dim's loops all divide (the open temporal ones divide what is left), so its tiles are whole at every level. The rule takes the clipping dims for the padded ones.
 """
 
 from __future__ import annotations
 
+from accelmap.mapping.loopnest import Loop
 from accelmap.search.imperfect_tiles import ImperfectBoundContext
 from accelmap.workload.operator import Operand
 
@@ -37,24 +48,58 @@ class RubySBoundContext(ImperfectBoundContext):
 
     def __init__(self, op, arch, keep, spatial=None, objective=None):
         super().__init__(op, arch, keep, spatial, objective)
-        # Per input X: the deepest level c at which B44 counts X's refetches at every position (the shallowest padded
-        # fan-out level holding a padded loop; X's boundaries into levels down to it), or None (the rule is off for X).
-        self.every_position_down_to: dict[str, int | None] = dict.fromkeys((o.name for o in op.operands), None)
         axes = arch.fanout_axes()
-        if not spatial or any(name not in spatial for name in axes):
-            return
-        padded = padded_dims(op, spatial)
-        levels = [axes[name][0] for name, dims in spatial.items() if any(dims.get(d, 1) > 1 for d in padded)]
-        top = min(levels, default=len(arch.levels) - 1)
-        for o in op.operands:
-            if not o.is_output and not (set(o.dims) & padded):
-                self.every_position_down_to[o.name] = top
+        # The rule needs every fan-out's unrolling (as E1 fixes it): per dim, the fan-out levels unrolling it and the
+        # product of its bounds on each.
+        self.pinned = bool(spatial) and all(name in spatial for name in axes)
+        self.unrolled: dict[str, dict[int, int]] = {d: {} for d in op.dim_names}
+        if spatial and self.pinned:
+            for name, dims in spatial.items():
+                lv = axes[name][0]
+                for d, b in dims.items():
+                    if b > 1:
+                        self.unrolled[d][lv] = self.unrolled[d].get(lv, 1) * b
+        self._node: tuple[tuple[Loop, ...], int] = ((), self.nlev)
+        self._clips: tuple[frozenset[str], int] | None = None
+
+    def lower_bound(self, fixed, level, rem, **kw):
+        self._node, self._clips = (fixed, level), None
+        return super().lower_bound(fixed, level, rem, **kw)
+
+    def clipping(self) -> tuple[frozenset[str], int]:
+        """The node's clipping dims (``clipping_dims``) and the shallowest fan-out level with a spatial loop over one
+        of them (the level count when none clips): the rule counts boundaries into levels at or above it."""
+        if self._clips is None:
+            clips = clipping_dims(self.op, self.unrolled, *self._node)
+            self._clips = clips, min((lv for d in clips for lv in self.unrolled[d]), default=self.nlev)
+        return self._clips
 
     def refetch_positions(self, X: Operand, c: int, full: int, prod_r: int) -> int:
-        """Rule B44: every one of the ``prod_r`` positions for an input that uses no padded dim at a boundary into a
-        level at or above every padded fan-out (module doc); else rule I2's whole positions ``full``."""
-        top = self.every_position_down_to[X.name]
-        return prod_r if top is not None and c <= top else full
+        """Rule B44: every one of the ``prod_r`` positions for an input that uses no clipping dim at a boundary into a
+        level at or above every spatial loop over a clipping dim (module doc); else rule I2's whole positions."""
+        if not self.pinned or X.is_output:
+            return full
+        clips, top = self.clipping()
+        return prod_r if c <= top and not (clips & set(X.dims)) else full
+
+
+def clipping_dims(op, unrolled: dict[str, dict[int, int]], fixed: tuple[Loop, ...], level: int) -> frozenset[str]:
+    """The dims some tile of a Ruby-S completion of the node (``fixed``: the levels from ``level`` inward) may clip:
+    the fixed nest's product of the dim's loops does not divide it, or the open spatial loops over it (``unrolled``:
+    per dim, fan-out level -> product of its bounds there) may not divide what it leaves (module doc)."""
+    prod = dict.fromkeys(op.dim_names, 1)
+    for l in fixed:
+        prod[l.dim] *= l.bound
+    clips = set()
+    for d, n in op.sizes.items():
+        open_levels = {lv: b for lv, b in unrolled[d].items() if lv < level}
+        # An open spatial loop divides what it is dealt only for sure when nothing can sit between it and the fixed
+        # nest: it is on the next level to fix (level - 1; its own temporal loop is outside it) and divides what the
+        # fixed nest leaves (a temporal loop between could leave a rest it does not divide: 6 as 2 then 2 leaves 3).
+        if n % prod[d] or (open_levels and (set(open_levels) != {level - 1}
+                                            or (n // prod[d]) % open_levels[level - 1])):
+            clips.add(d)
+    return frozenset(clips)
 
 
 def padded_dims(op, spatial: dict[str, dict[str, int]]) -> frozenset[str]:
@@ -64,4 +109,3 @@ def padded_dims(op, spatial: dict[str, dict[str, int]]) -> frozenset[str]:
         for d, b in dims.items():
             unrolled[d] = unrolled.get(d, 1) * b
     return frozenset(d for d, u in unrolled.items() if op.sizes[d] % u)
-
