@@ -187,6 +187,13 @@ class BoundContext:
                 per = w * max(0.0 if child is None else 1 / child, 0.0 if parent is None else 1 / parent)
                 self.edge_terms.append((o, c, C.transfer_setup_cycles, per, self.footprint[o.name] / C.instances))
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting anything but the deadline after the first bound (a rule switched off or replaced, as rule B36 and
+        the tests do) drops the node parts, which were computed with the old value."""
+        if name != "deadline" and self.__dict__.get("_nodes"):
+            self.__dict__["_nodes"] = {}
+        object.__setattr__(self, name, value)
+
     def __copy__(self) -> BoundContext:
         """A shallow copy with node parts of its own: a copy is made to change what the bounds read (rule B36,
         ``root_pairs``, leaves the open levels' terms out), so the original's node parts do not hold for it."""
