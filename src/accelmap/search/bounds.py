@@ -33,6 +33,7 @@ from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
+from accelmap.search.orders import _LevelCounter
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -40,6 +41,31 @@ from accelmap.workload.operator import Operand, Operator
 
 if TYPE_CHECKING:
     from accelmap.search.pinned_stall import PinnedStall
+
+
+# The most node parts a search keeps (``BoundContext.node_part``); past it they are all dropped. A node's orders are
+# bounded close together in the depth-first search (its siblings' subtrees between them, mostly cut early).
+NODE_PARTS = 20_000
+
+
+class NodePart:
+    """What ``BoundContext.lower_bound`` computes for a node (its fixed loops as a multiset, what is left of each dim,
+    its whole positions) that no loop order changes: the tiles, fixed spatial instances and extents at each boundary,
+    the MACs' side per operand, the cases of the unfixed loops with the compute, edge, open-level and step terms
+    (``shared``), and each operand's traffic per case keyed by what it reads of the order (``traffic``). Its orders,
+    its open-order bounds (rules B3, B4) and rule B30's per-order bounds read it instead of recomputing it."""
+
+    __slots__ = ("extents", "tiles", "instances", "mac_sides", "head", "shared", "traffic", "counters")
+
+    def __init__(self) -> None:
+        self.extents: dict[int, dict[str, int]] = {}
+        self.tiles: dict[tuple[str, int], int] = {}
+        self.instances: dict[int, int] = {}
+        self.mac_sides: dict[str, tuple[float, float]] = {}
+        self.head: tuple | None = None
+        self.shared: tuple | None = None
+        self.traffic: dict[tuple, tuple] = {}
+        self.counters: dict[tuple[Loop, ...], dict[tuple[str, int], Any]] = {}
 
 
 class BoundContext:
@@ -79,6 +105,10 @@ class BoundContext:
             else:
                 self.spatial_cap.append(None)
         self.footprint = {o.name: op.footprint(o) for o in op.operands}
+        self.macs = op.macs     # (a property that multiplies the sizes at each read)
+        # The node parts of ``lower_bound`` (``NodePart``), per node: its loops as a multiset, what is left, and
+        # the whole positions (bounded: cleared past NODE_PARTS entries).
+        self._nodes: dict[tuple, NodePart] = {}
         self.n_out = self.footprint[op.output.name]
         self.init_read = 1 if op.init_output == "read" else 0
         self.chains = {o.name: [i for i in range(self.nlev) if o.name in keep[i]] for o in op.operands}
@@ -157,6 +187,25 @@ class BoundContext:
                 per = w * max(0.0 if child is None else 1 / child, 0.0 if parent is None else 1 / parent)
                 self.edge_terms.append((o, c, C.transfer_setup_cycles, per, self.footprint[o.name] / C.instances))
 
+    # Attributes set while bounds are computed that the node parts do not depend on (the deadline), or that only
+    # restate the node a bound is asked for (a subclass's scratch of ``lower_bound``'s own arguments).
+    per_call_attributes: frozenset[str] = frozenset({"deadline"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting anything but a ``per_call_attributes`` one after the first bound (a rule switched off or replaced,
+        as rule B36 and the tests do) drops the node parts, which were computed with the old value."""
+        if name not in self.per_call_attributes and self.__dict__.get("_nodes"):
+            self.__dict__["_nodes"] = {}
+        object.__setattr__(self, name, value)
+
+    def __copy__(self) -> BoundContext:
+        """A shallow copy with node parts of its own: a copy is made to change what the bounds read (rule B36,
+        ``root_pairs``, leaves the open levels' terms out), so the original's node parts do not hold for it."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out._nodes = {}
+        return out
+
     def lower_bound(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int], *,
                     free_orders: frozenset[int] = frozenset(), innermost: Loop | None = None,
                     full_positions: int | None = None) -> tuple[float, float]:
@@ -170,13 +219,16 @@ class BoundContext:
         op, arch, nlev = self.op, self.arch, self.nlev
         prod_r = math.prod(rem.values())
         full = prod_r if full_positions is None else full_positions
+        # What does not depend on the loops' order (``NodePart``) is computed once per node and shared by its orders,
+        # its open-order bounds (rules B3, B4) and rule B30's per-order bounds; below, only the refetch counts
+        # (``entering``), rule B18's shares and what reads the order (B20, B29) are computed per call.
+        node = self.node_part(fixed, level, rem, full_positions)
         if free_orders:
             entering = entering_any_order(op, fixed, free_orders, self.keep, innermost)
         else:
-            info = NestInfo(op, Mapping(fixed, self.keep))
-            entering = lambda X, c: entering_perfect(info, X, c)  # noqa: E731
+            entering = self.ordered_entering(node, fixed, level)
         spatial = [l for l in fixed if l.spatial]
-        extents: dict[int, dict[str, int]] = {}
+        extents = node.extents
 
         def inner_extents(c: int) -> dict[str, int]:
             ext = extents.get(c)
@@ -192,8 +244,7 @@ class BoundContext:
 
         # Per node, what every operand_traffic call and every B7 case shares: X's tile at c, the fixed
         # spatial instances below c, and ``entering`` (the same function of (X, c) for all of them).
-        tiles: dict[tuple[str, int], int] = {}
-        instances: dict[int, int] = {}
+        tiles, instances = node.tiles, node.instances
         entered: dict[tuple[str, int], int] = {}
 
         def tile_at(X: Operand, c: int) -> int:
@@ -230,11 +281,15 @@ class BoundContext:
         # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
         # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
         # plain dim of X, brings X a whole tile at every temporal step of every instance.
-        first_temporal = min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev)
-        # Rules B7 and B15: per case, how many runs of the fixed nest start with a new first tile, per operand.
-        alternatives = self.run_alternatives(rem, level, full, perfect=full_positions is None)
-        # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else 0: off).
-        pinned_steps = self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0
+        if node.head is None:
+            node.head = (
+                min((l.level for l in fixed if not l.spatial and l.bound > 1), default=nlev),
+                # Rules B7 and B15: per case, how many runs of the fixed nest start with a new first tile, per operand.
+                self.run_alternatives(rem, level, full, perfect=full_positions is None),
+                # Rule B17: the unfixed temporal iterations, when every fan-out is fixed and the tiles are whole (else
+                # 0: off).
+                self.unfixed_steps(rem, level) if full_positions is None and self.whole_tiles else 0)
+        first_temporal, alternatives, pinned_steps = node.head
         # Rule B20: with every level's order fixed, an input stream's last tile computes after its port's last load
         # (perfect nests, every fan-out fixed: the unfixed temporal iterations known).
         last_tile = self.last_step_level is not None and not free_orders and pinned_steps > 0 \
@@ -335,7 +390,7 @@ class BoundContext:
             return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
-        mac_sides: dict[str, tuple[float, float]] = {}
+        mac_sides = node.mac_sides
 
         def mac_side(X: Operand) -> tuple[float, float]:
             """What the MACs read from X's last level (and, for the output, update at it): the same for every case
@@ -343,7 +398,7 @@ class BoundContext:
             got = mac_sides.get(X.name)
             if got is None:
                 last = self.chains[X.name][-1]
-                g = op.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
+                g = self.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
                 if X.is_output:
                     got = (0 + max(0.0, g - self.n_out * (lineage_max(X, last) - self.init_read)), 0 + g)
                 else:
@@ -351,57 +406,84 @@ class BoundContext:
                 mac_sides[X.name] = got
             return got
 
-        # Rule B11: what the MACs read from (and, for the output, update at) each operand's last level streams
-        # during compute.
-        served = []
-        for X in op.operands:
-            if X.name in self.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
-                continue
-            last, w = self.chains[X.name][-1], fewest_bits(X, arch)
-            reads, updates = mac_side(X)
-            served.append((last, True, reads * w))
-            if X.is_output:
-                served.append((last, False, updates * w))
+        def order_inputs(X: Operand, runs: int | tuple[int, str] | None) -> tuple:
+            """What ``operand_traffic(X, runs)`` reads of the loops' order: X's refetch counts at the boundaries where
+            it counts them and rule B18's shares (the rest of its inputs are the node's)."""
+            if X.name in self.loose:
+                return ()
+            window = None
+            if isinstance(runs, tuple):
+                runs, window = runs
+            got: list[float] = []
+            for c in self.chains[X.name][1:]:
+                if runs is not None and level <= c <= first_temporal:
+                    if window is not None:
+                        got.append(window_share(X, window, c))
+                elif c > level:
+                    got.append(entering_at(X, c))
+                    if window is not None:
+                        got.append(window_share(X, window, c))
+            return tuple(got)
 
-        # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
-        spatial_fixed = math.prod(l.bound for l in spatial)
-        open_fans = math.prod(self.fan_sizes[l] if cap is None else math.prod(cap.values())
-                              for l, cap in enumerate(self.spatial_cap[:level]))
-        spatial_max = spatial_fixed * min(prod_r, open_fans)
-        compute = max(math.ceil(math.ceil(op.macs / spatial_max) / arch.compute.macs_per_cycle),
-                      self.least_schedule(fixed, level, rem))
-        # An operand with no boundary at or below ``level`` (and none that rule B17 counts) has the same traffic in
-        # every case.
-        moved = {X.name: any(c >= level or (pinned_steps and X.name not in self.loose
-                                            and self.holds_only(X, c, tile_at(X, c)))
-                             for c in self.chains[X.name][1:]) for X in op.operands}
+        if node.shared is None:
+            # Rule B11: what the MACs read from (and, for the output, update at) each operand's last level streams
+            # during compute.
+            served = []
+            for X in op.operands:
+                if X.name in self.loose:      # kept at a shared level: no terms (``BoundContext.loose``)
+                    continue
+                last, w = self.chains[X.name][-1], fewest_bits(X, arch)
+                reads, updates = mac_side(X)
+                served.append((last, True, reads * w))
+                if X.is_output:
+                    served.append((last, False, updates * w))
+
+            # Compute cycles: all the work over the most PEs the unfixed fan-outs could add.
+            spatial_fixed = math.prod(l.bound for l in spatial)
+            open_fans = math.prod(self.fan_sizes[l] if cap is None else math.prod(cap.values())
+                                  for l, cap in enumerate(self.spatial_cap[:level]))
+            spatial_max = spatial_fixed * min(prod_r, open_fans)
+            compute = max(math.ceil(math.ceil(self.macs / spatial_max) / arch.compute.macs_per_cycle),
+                          self.least_schedule(fixed, level, rem))
+            # An operand with no boundary at or below ``level`` (and none that rule B17 counts) has the same traffic
+            # in every case.
+            moved = {X.name: any(c >= level or (pinned_steps and X.name not in self.loose
+                                                and self.holds_only(X, c, tile_at(X, c)))
+                                 for c in self.chains[X.name][1:]) for X in op.operands}
+            cases: list[tuple[tuple[str, int | None], ...]] = []
+            for alt in alternatives:
+                keys = tuple((X.name, alt[X.name] if moved[X.name] else None) for X in op.operands)
+                if keys not in cases:       # else the same traffic for every operand as a case already listed
+                    cases.append(keys)
+            edge, drain = self.edge_cycles(tile_at, level)
+            busy = max(compute, float(self.stream_cycles(served)))
+            # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
+            floors = {c: self.open_level_floor(c) for c in range(1, level)}
+            # Rule B27: the open single-buffered levels' least refills stall compute.
+            open_stall = open_levels_stall(self, level)
+            # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
+            step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
+                if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
+            node.shared = (cases, float(edge), float(drain), busy, floors, open_stall, step)
+        cases, edge, drain, busy, floors, open_stall, step = node.shared
+        # Each operand's traffic per case; the node keeps it by what it reads of the order (orders that give X the
+        # same refetch counts share it).
         traffic: dict[tuple[str, int | None], tuple] = {}
-        cases: list[tuple[tuple[str, int | None], ...]] = []
-        for alt in alternatives:
-            keys = tuple((X.name, alt[X.name] if moved[X.name] else None) for X in op.operands)
-            if keys in cases:
-                continue        # the same traffic for every operand as a case already listed
-            cases.append(keys)
+        for keys in cases:
             for X, tk in zip(op.operands, keys, strict=True):
                 if tk not in traffic:
-                    traffic[tk] = operand_traffic(X, tk[1])
+                    memo = (tk, last_tile, order_inputs(X, tk[1]))
+                    got = node.traffic.get(memo)
+                    if got is None:
+                        got = node.traffic[memo] = operand_traffic(X, tk[1])
+                    traffic[tk] = got
         least = CaseBound(self.objective)      # rule B22
-        edge, drain = self.edge_cycles(tile_at, level)
-        edge, drain = float(edge), float(drain)
-        busy = max(compute, float(self.stream_cycles(served)))
-        # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
-        floors = {c: self.open_level_floor(c) for c in range(1, level)}
-        # Rule B27: the open single-buffered levels' least refills stall compute.
-        open_stall = open_levels_stall(self, level)
-        # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
-        step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
-            if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
         # Rule B29: a double buffer hides a load only behind a window of compute (every fan-out fixed, whole tiles).
         bursts, outside = burst_node_classes(self, fixed, level, free_orders, pinned_steps) \
             if full_positions is None and self.whole_tiles else ([], 0)
         for keys in cases:
             # Rule B23: per open level, the larger of B8's least refill and B17's refills in this case.
-            energy = op.macs * arch.compute.mac_energy_pj + open_levels_energy(floors, [traffic[tk][6] for tk in keys])
+            energy = self.macs * arch.compute.mac_energy_pj + open_levels_energy(floors, [traffic[tk][6] for tk in keys])
             port: dict[tuple[int, bool], float] = {}      # (level, is read) -> bits
             serial = dict.fromkeys(self.serial_fill, 0.0)
             port_queue: dict[int, float] = {}
@@ -455,6 +537,45 @@ class BoundContext:
         over Ruby-S tiles count the partial positions too (``padded_partial_refetches``)."""
         return self.refetch_positions(X, c, full, prod_r) * (part - fi * t)
 
+    def node_part(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int],
+                  full_positions: int | None) -> NodePart:
+        """The ``NodePart`` of ``lower_bound``'s node: the same for every order of ``fixed`` (the loops as a multiset)
+        and every free level or innermost loop the bound is asked for."""
+        key = (level, tuple(rem.items()), full_positions,
+               tuple(sorted((l.level, l.dim, l.bound, l.axis or "") for l in fixed)))
+        got = self._nodes.get(key)
+        if got is None:
+            if len(self._nodes) > NODE_PARTS:
+                self._nodes.clear()
+            got = self._nodes[key] = NodePart()
+        return got
+
+    def ordered_entering(self, node: NodePart, fixed: tuple[Loop, ...], level: int):
+        """``(X, c) -> entering_perfect`` of the nest ``fixed`` (every order known) at a boundary c below ``level``.
+        Where ``fixed`` is the level's temporal loops (one per dim) followed by the rest (the level's spatial loops and
+        every deeper loop), as the search builds its nests, each count comes from a counter of the rest kept by the
+        node (``orders._LevelCounter``: the deeper loops walked once, the level's own loops per order; equal to
+        ``entering_perfect``); else from the whole nest."""
+        k = 0
+        while k < len(fixed) and fixed[k].level == level and not fixed[k].spatial:
+            k += 1
+        order, rest = tuple(l for l in fixed[:k] if l.bound > 1), fixed[k:]
+        if len({l.dim for l in order}) < len(order) or \
+                any(l.level < level or (l.level == level and not l.spatial and l.bound > 1) for l in rest):
+            info = NestInfo(self.op, Mapping(fixed, self.keep))
+            return lambda X, c: entering_perfect(info, X, c)
+        counters = node.counters.get(rest)
+        if counters is None:
+            counters = node.counters[rest] = {}
+
+        def entering(X: Operand, c: int) -> int:
+            counter = counters.get((X.name, c))
+            if counter is None:
+                counter = counters[(X.name, c)] = _LevelCounter(self.op, X, c, rest)
+            return counter.entering(order)
+
+        return entering
+
     def refetch_positions(self, X: Operand, c: int, full: int, prod_r: int) -> int:
         """Positions of the fixed nest at which B1 counts X's refetches at boundary c: ``full`` (every one with whole
         tiles; rule I2's whole positions with imperfect ones; rule B44 over Ruby-S tiles, ``padded_round_positions``)."""
@@ -488,7 +609,7 @@ class BoundContext:
                 out = out + (per[(c, "fills")] + per.get((c, "drains"), 0.0)) * unit
         unit = self.net_unit[(X.name, self.nlev)]
         if unit:
-            out = out + self.op.macs * (2 if X.is_output else 1) * unit
+            out = out + self.macs * (2 if X.is_output else 1) * unit
         return out
 
     def unfixed_steps(self, rem: dict[str, int], level: int) -> int:

@@ -62,6 +62,9 @@ class RubySBoundContext(ImperfectBoundContext):
         self._node: tuple[tuple[Loop, ...], int] = ((), self.nlev)
         self._clips: tuple[frozenset[str], int] | None = None
 
+    # ``lower_bound`` keeps its node here for ``clipping``: the node parts (keyed by that node) stay valid.
+    per_call_attributes = ImperfectBoundContext.per_call_attributes | {"_node", "_clips"}
+
     def lower_bound(self, fixed, level, rem, **kw):
         self._node, self._clips = (fixed, level), None
         return super().lower_bound(fixed, level, rem, **kw)
