@@ -132,3 +132,42 @@ def test_a_rule_switched_off_on_a_context_drops_its_node_parts():
         assert after == [off.lower_bound(*node) for node in nodes]
         differ += after != before
     assert differ > 0
+
+
+def test_node_parts_of_the_ruby_s_contexts_give_every_bound_a_scratch_computation_gives():
+    """Rules B44 and B46-B48 (``PartialRefetchContext``) keep each bound's node in attributes set on every call; those
+    leave the node parts in place (``per_call_attributes``), and the bounds, asked over the nodes of random padded
+    Ruby-S mappings in a shuffled order so that parts are reused across orders and levels, equal a context computing
+    each from scratch."""
+    from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
+    from accelmap.search.padded_partial_refetches import PartialRefetchContext
+    from test_bound_padded_rounds import _padded_mappings
+
+    class ScratchPartial(PartialRefetchContext):
+        def node_part(self, fixed, level, rem, full_positions):
+            return NodePart()
+
+        def ordered_entering(self, node, fixed, level):
+            info = NestInfo(self.op, Mapping(fixed, self.keep))
+            return lambda X, c: entering_perfect(info, X, c)
+
+    rng = random.Random(7)
+    checked = reused = 0
+    for arch, op, m, spatial in _padded_mappings(40, ("tpu_like", "vta_like", "edge_tpu_like"), seed=5):
+        kept = PartialRefetchContext(op, arch, m.keep, spatial)
+        calls = []
+        for level in range(len(arch.levels)):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            prod = dim_products(op, fixed)
+            rem = {d: ceil_div(op.sizes[d], prod[d]) for d in op.dim_names}
+            calls += [(fixed, level, rem, full_positions(op, fixed), kw)
+                      for kw in ({}, {"free_orders": frozenset({level})})] * 2
+        rng.shuffle(calls)
+        for fixed, level, rem, full, kw in calls:
+            want = ScratchPartial(op, arch, m.keep, spatial).lower_bound(fixed, level, dict(rem), full_positions=full,
+                                                                          **kw)
+            before = len(kept._nodes)
+            assert kept.lower_bound(fixed, level, dict(rem), full_positions=full, **kw) == want, (level, fixed, kw)
+            reused += len(kept._nodes) == before and before > 0
+            checked += 1
+    assert checked > 60 and reused > 20, (checked, reused)
