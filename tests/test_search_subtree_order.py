@@ -35,6 +35,9 @@ class _Best:
     def prunes(self, energy: float, latency: float) -> bool:
         return energy * latency >= self.limit
 
+    def threshold(self) -> float:
+        return self.limit
+
 
 def test_a_window_of_one_is_the_bound_order_with_its_tail_cut():
     order, energy, latency, cls = _rows(40, 1)
@@ -116,3 +119,31 @@ def test_exact_search_with_the_probe_order_equals_exhaustive():
                 reordered += st.extra["spatial_windows_reordered"]
                 compared += 1
     assert compared == 16 and reordered >= 3, (compared, reordered)
+
+
+def test_probes_above_the_best_found_keep_the_bound_order_and_stop_the_probes():
+    """A window none of whose probes beats the best found is visited in bound order, and no later window is probed;
+    a class whose probe beats it goes first, and only such classes move."""
+    order, energy, latency, cls = _rows(60, 4)
+    best = _Best(float(np.sort(energy)[50]))
+    calls = []
+
+    def probe(rows):
+        calls.append(list(rows))
+        return [best.limit * 2.0] * len(rows)
+    visits = SubtreeOrder(order, energy, latency, cls, best, window=4, probe=probe)
+    assert list(visits) == [int(r) for r in order[:50]] and visits.cut == 10
+    assert sum(len(c) for c in calls) == 4 and visits.reordered == 0       # the first window only
+    # one class of the first window below the best found: its rows first, the others in bound order
+    target = int(cls[order[2]])
+    visits = SubtreeOrder(order, energy, latency, cls, best, window=4,
+                          probe=lambda rows: [0.5 * best.limit if int(cls[r]) == target else 3.0 * best.limit for r in rows])
+    got = list(visits)
+    first = [int(r) for r in order[:50]]
+    window = []
+    for r in first:
+        if int(cls[r]) not in {int(cls[x]) for x in window} and len({int(cls[x]) for x in window}) == 4:
+            break
+        window.append(r)
+    moved = [r for r in window if int(cls[r]) == target]
+    assert got[:len(window)] == moved + [r for r in window if int(cls[r]) != target]
