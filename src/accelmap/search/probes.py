@@ -201,7 +201,7 @@ def probe_values(op: Operator, arch: Accelerator, assignments: list[dict], by_fu
     skips. Each unrolling draws from a generator of its own seeded by ``seed``, so a value does not depend on the
     others probed with it (the exact search's subtree order, ``subtree_order.py``, probes windows of unrollings);
     those of one padded operator and bypass choice are still costed together."""
-    entries = []
+    entries: list[_Entry] = []
     for assignment in assignments:
         cand = SpatialCandidate(assignment, 0, 0.0, 0.0)       # (a probe reads only the assignment)
         rng = np.random.default_rng(seed)

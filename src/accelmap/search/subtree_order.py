@@ -55,6 +55,8 @@ class SubtreeOrder:
         self.order, self.energy, self.latency, self.cls = order, energy, latency, cls
         self.best = best
         self.pareto = isinstance(best, ParetoFront)
+        # the value a probe must beat (a top-k list's k-th best; the Pareto front is never probed)
+        self.threshold: Callable[[], float] | None = None if isinstance(best, ParetoFront) else best.threshold
         self.probe = None if self.pareto or window <= 1 else probe
         self.window = 1 if self.probe is None else window
         self.deadline = deadline
@@ -90,7 +92,7 @@ class SubtreeOrder:
         if self.probe is None or not self.probing or len(classes) < 2:
             return rows
         value: dict[int, float] = {}
-        first = {}
+        first: dict[int, int] = {}
         for row in rows:
             first.setdefault(int(self.cls[row]), row)
         start = time.perf_counter()         # (read at call time: a benchmark may make it the CPU clock)
@@ -102,7 +104,8 @@ class SubtreeOrder:
             for c, v in zip(chunk, self.probe([first[c] for c in chunk]), strict=True):
                 value[c] = v
             self.probed += len(chunk)
-        threshold = self.best.threshold()           # (TopK: the Pareto front is never probed)
+        assert self.threshold is not None           # (the Pareto front is never probed)
+        threshold = self.threshold()
         better = {c: v for c, v in value.items() if v < threshold}
         if not better:
             self.probing = False
