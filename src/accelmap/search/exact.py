@@ -50,6 +50,7 @@ from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.padded_classes import PaddedClasses
 from accelmap.search.padded_mirrors import padded_mirror_keys
+from accelmap.search.probes import probe_values
 from accelmap.search.space import Constraints, keep_options
 from accelmap.search.spatial import (
     CertificateOutOfTime,
@@ -60,6 +61,8 @@ from accelmap.search.spatial import (
     row_classes,
     unrolling_bounds,
 )
+from accelmap.search.subtree_order import WINDOW, SubtreeOrder
+from accelmap.search.tilings import dim_orders
 from accelmap.workload.operator import Operator
 
 # Rule E2 enumerates every padded bound while the candidates stay within this many (about 0.1 s and 100 MB per
@@ -70,14 +73,15 @@ EVERY_PADDED_ROWS = 300_000
 def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: int = 1,
                  constraints: Constraints | None = None, time_limit: float | None = None, seed: int = 0,
                  incumbents: tuple = (), heuristic: bool = True, imperfect: bool | str = False,
-                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC):
+                 heuristic_config: HeuristicConfig = DEFAULT_HEURISTIC, window: int = WINDOW):
     """Best mappings of ``op`` by ``objective`` with every spatial unrolling either cut by its bound or
     searched exactly. Returns (results, stats); ``stats.extra["proven"]`` says whether the search closed the
     space (perfect factorizations, any dividing unrolling), ``stats.extra["timed_out"]`` whether it stopped at
     the limit. ``heuristic=False`` skips the heuristic's incumbent (tests compare with exhaustive search); else the
     heuristic runs first exactly as ``--strategy heuristic`` does with the same limit and ``heuristic_config``, so
     the result is never worse than the heuristic's alone.
-    ``imperfect``: the space is every imperfect factorization (proven means over that space)."""
+    ``imperfect``: the space is every imperfect factorization (proven means over that space). ``window``: classes
+    of unrollings reordered by their probes at a time (``subtree_order``; 1: bound order)."""
     cons = constraints or Constraints()
     cons.check(op, arch)
     check_precision(op, arch)
@@ -118,7 +122,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     # Without it, a padded unrolling is searched over Ruby-S tiles (its last round partial, temporal loops dividing
     # what is left): every unrolling is then searched or cut (rule E2).
     padded_mode = imperfect or "spatial"
-    searched = cut = padded_searched = mirror_skipped = equivalent_skipped = candidates = 0
+    searched = cut = padded_searched = mirror_skipped = equivalent_skipped = candidates = probed = reordered = 0
     padded_done: set[tuple] = set()       # rule B45: padded unrollings searched to the end (over every tier)
     timed_out, restricted = late or first.classes_out_of_time, False
     # One pass over the unrollings listed; past rule E2's budget, one per tier of padded classes (rule B39: the next
@@ -129,13 +133,14 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         n = len(order)
         candidates += n
         done = np.zeros(unrollings.classes, dtype=bool)
-        for pos, row in enumerate(order):
+        # The subtrees below the best found in bound order, a window at a time reordered by cheap probes
+        # (``subtree_order``): the same rows cut or searched, the good subtrees first.
+        visits = SubtreeOrder(order, e_lb, l_lb, unrollings.cls, best, window=window, deadline=deadline,
+                              probe=_prober(op, arch, cons, objective, space, heuristic_config))
+        for row in visits:
             if best.prunes(float(e_lb[row]), float(l_lb[row])):
-                if objective != "pareto":
-                    cut += n - pos        # in bound order: no later unrolling can win either
-                    break
-                cut += 1
-                continue
+                cut += 1      # (a later row of its window may still be searched; the rows after the window are
+                continue      # counted in ``visits.cut`` once the next window's first row is cut)
             if done[unrollings.cls[row]]:
                 equivalent_skipped += 1       # rule S5: an unrolling with the same fan-out products was searched
                 continue
@@ -176,6 +181,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 done[unrollings.cls[row]] = True
             if padded_key is not None:
                 padded_done.add(padded_key)
+        cut += visits.cut
+        probed += visits.probed
+        reordered += visits.reordered
         if timed_out or padded is None:
             break
         if deadline is not None and time.perf_counter() >= deadline:
@@ -195,6 +203,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
     swapped = ", ".join(f"{a}<->{b}" for a, b in swap.items() if a < b) if swap else ""
     stats.extra.update(spatial_searched=searched, spatial_cut=cut, spatial_padded_searched=padded_searched,
                        spatial_mirror_skipped=mirror_skipped, spatial_equivalent_skipped=equivalent_skipped,
+                       spatial_probed=probed, spatial_windows_reordered=reordered,
                        mirror_swap=swapped,
                        timed_out=timed_out, orders_restricted=restricted,
                        spatial_every_padded=first.every_padded, spatial_candidates=candidates,
@@ -263,6 +272,20 @@ def ranked_unrollings(op: Operator, arch: Accelerator, cons: Constraints, object
                      every_padded=every_padded)
     out.padded_classes, out.classes_out_of_time = padded, out_of_time
     return out
+
+
+def _prober(op: Operator, arch: Accelerator, cons: Constraints, objective: str, space: SpatialSpace,
+            config: HeuristicConfig):
+    """The probe of rows of ``space`` (``probes.probe_values``: the heuristic's judgement of an unrolling, under the
+    fullest bypass choices first) for ``SubtreeOrder``."""
+    by_fullness = sorted(keep_options(op, arch, cons), key=lambda kp: -sum(len(x) for x in kp))
+    orders = dim_orders(op)
+    scalar_objective = objective if objective != "pareto" else "edp"
+
+    def probe(rows: list[int]) -> list[float]:
+        return probe_values(op, arch, [space.assignment(r) for r in rows], by_fullness, scalar_objective, orders,
+                            config)
+    return probe
 
 
 def _no_rows(space: SpatialSpace) -> SpatialSpace:

@@ -192,3 +192,19 @@ def probe_unrollings(op: Operator, arch: Accelerator, ranked: list[SpatialCandid
         log.info("%s: probes stop at %s", op.name, stop)
     out.cut_by_bound = len(cut)
     return out
+
+
+def probe_values(op: Operator, arch: Accelerator, assignments: list[dict], by_fullness: list[Keep], objective: str,
+                 orders: list[tuple[str, ...]], config: HeuristicConfig, seed: int = 0) -> list[float]:
+    """The probe of each unrolling in ``assignments`` ({(level, axis): {dim: bound}}), as ``probe_unrollings``
+    judges one (the least ``objective`` over its tilings and ``orders``; inf where no tiling fits), without its
+    skips. Each unrolling draws from a generator of its own seeded by ``seed``, so a value does not depend on the
+    others probed with it (the exact search's subtree order, ``subtree_order.py``, probes windows of unrollings);
+    those of one padded operator and bypass choice are still costed together."""
+    entries: list[_Entry] = []
+    for assignment in assignments:
+        cand = SpatialCandidate(assignment, 0, 0.0, 0.0)       # (a probe reads only the assignment)
+        rng = np.random.default_rng(seed)
+        entries.append(_Entry(len(entries), cand, None, _draw(op, arch, cand, by_fullness, rng, config)))
+    _cost(arch, entries, objective, orders)
+    return [math.inf if e.seed is None or math.isnan(e.value) else e.value for e in entries]
