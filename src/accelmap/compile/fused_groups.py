@@ -163,11 +163,14 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
     operators = {n for lm in mm.layers for n in lm.layer.nodes}
     with tempfile.TemporaryDirectory(prefix="accelmap-fuse-") as td:
         path = Path(td) / "graph.onnx"
-        links = _linked_pairs(model, path, operators) if cuts else set()
+        links: set[tuple[str, str]] = set()
+        if cuts:
+            onnx.save(model, path)
+            links = _linked_pairs(path, operators)
         # a value the graph also outputs has a second reader: the chain finder links no operator through it
         model.graph.output.extend(onnx.helper.make_tensor_value_info(v, g.types[v], list(g.shape(v))) for v in cuts)
         onnx.save(model, path)
-        lost = sorted(links - _linked_pairs(model, path, operators)) if cuts else []
+        lost = sorted(links - _linked_pairs(path, operators)) if cuts else []
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
         # The program does not tile attention over heads (each block runs all its heads): no head tiles searched.
         fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, head_tiles=False),
@@ -183,9 +186,8 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
     return fm, inner, notes, producers
 
 
-def _linked_pairs(model: onnx.ModelProto, path: Path, operators: set[str]) -> set[tuple[str, str]]:
-    """The consecutive operators the chain finder links in ``model`` (saved to ``path``)."""
-    onnx.save(model, path)
+def _linked_pairs(path: Path, operators: set[str]) -> set[tuple[str, str]]:
+    """The consecutive operators the chain finder links in the graph saved at ``path``."""
     return {(a.node, b.node) for chain in model_chains(path, operators) for a, b in itertools.pairwise(chain)}
 
 
