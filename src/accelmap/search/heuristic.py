@@ -152,7 +152,8 @@ def search_heuristic(op: Operator, arch: Accelerator, objective: str = "edp", *,
     # hold every operand. A few that admit a tiling are searched in full.
     by_fullness = sorted(keeps, key=lambda kp: -sum(len(x) for x in kp))
     ranked = ranked_spatial(op, arch, cons, chain_options(op, keeps), obj, max_dims=config.max_dims_per_axis,
-                            min_pe_fraction=config.min_pe_fraction, limit=config.spatial_candidates)
+                            min_pe_fraction=config.min_pe_fraction, limit=config.spatial_candidates,
+                            tied=config.tied_unrollings)
     orders = dim_orders(op)
     nprng = np.random.default_rng(seed)
     costed = 0

@@ -22,6 +22,7 @@ class HeuristicConfig:
     # doubles the MAC schedule). The certificate's bound still covers them, so a better one left out shows as a gap.
     min_pe_fraction: float = 1 / 8
     spatial_candidates: int = 256       # candidates ranked by their lower bound, best first
+    tied_unrollings: int = 1            # unrollings of one bound ranked at its place (the others after every bound)
     max_probes: int = 48                # candidates probed at most
     probe_share: float = 0.4            # share of the time limit the probes may use
     probe_rows_per_level: int = 150     # maximal tilings a probe keeps per level
@@ -60,8 +61,17 @@ class HeuristicConfig:
             raise ValueError("HeuristicConfig: min_pe_fraction must be within 0..1 and probe_share within (0, 1]")
 
     def key(self) -> str:
-        """A canonical text of every knob, for the cache key."""
-        return json.dumps(asdict(self), sort_keys=True)
+        """A canonical text of every knob, for the cache key. A knob added later is left out at its default, so
+        that the results cached before it was added (found with that default) stay valid."""
+        knobs = asdict(self)
+        for name, default in _LATER_KNOBS.items():
+            if knobs[name] == default:
+                del knobs[name]
+        return json.dumps(knobs, sort_keys=True)
+
+
+# Knobs added after results were cached, with the default every earlier search had.
+_LATER_KNOBS = {"tied_unrollings": 1}
 
 
 DEFAULT_HEURISTIC = HeuristicConfig()

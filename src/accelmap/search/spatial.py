@@ -316,11 +316,14 @@ def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
 
 def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: dict[str, list[list[int]]],
                    objective: str, *, max_dims: int = MAX_DIMS_PER_AXIS, pad: bool = True,
-                   min_pe_fraction: float = MIN_PE_FRACTION, limit: int = 256) -> list[SpatialCandidate]:
+                   min_pe_fraction: float = MIN_PE_FRACTION, limit: int = 256,
+                   tied: int = 1) -> list[SpatialCandidate]:
     """Up to ``limit`` candidates with their lower bounds, the most promising first. Candidates with
     the same bound (the same merges per level and operand, the same PEs) are ranked among themselves by
-    PEs; the first of each bound comes before the second of any, so that ties do not all go to one
-    kind of unrolling."""
+    PEs; the first ``tied`` of each bound come before the next of any, so that ties do not all go to one
+    kind of unrolling. (With ``tied`` 1, a bound's second unrolling can fall past ``limit``: on a fan-out
+    that neither multicasts nor reduces, splitting tokens or channels over it has one bound, and which is
+    better depends on what the buffers above keep, which the bound does not see.)"""
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
@@ -332,7 +335,7 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     starts = np.searchsorted(group[order], np.arange(group.max() + 1))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order)) - starts[group[order]]
-    pick = np.lexsort((-space.pes, values, rank))[:limit]
+    pick = np.lexsort((-space.pes, values, rank // tied))[:limit]
     return [SpatialCandidate(space.assignment(int(r)), int(space.pes[r]), float(energy[r]), float(latency[r]))
             for r in pick]
 
