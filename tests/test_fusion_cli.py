@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import onnx
+import yaml
 from click.testing import CliRunner
 
-from accelmap.arch.presets import get_accelerator
+from accelmap.arch.presets import get_accelerator, preset_path
 from accelmap.cli import main
 from accelmap.fusion.group_cost import InnerMappings
 from accelmap.fusion.model_fusion import fuse_model
@@ -204,3 +205,41 @@ def test_map_fuse_span_residuals_joins_blocks_and_says_which_groups_span(tmp_pat
         if g.inner_joins:
             assert gd["inner_joins"][0]["add"] == "s1" and "b + s1 inside (skip" in text
     assert any(g.inner_joins for g in fm.groups)
+
+
+
+def test_map_fuse_shared_offchip_port_times_each_layer_on_one_port(tmp_path):
+    # A 64x32 by 32x64 product on tpu_like: transfer-bound, its reads and writes overlapping on a port each.
+    p = tmp_path / "mm.onnx"
+    onnx.save(graph_model([node("MatMul", ["x", "w"], ["y"])], [("x", F, [64, 32])], [("y", F, [64, 64])],
+                          [weight("w", [32, 64])]), p)
+    cache = tmp_path / "cache.json"
+    runs = {}
+    for shared in (False, True):
+        out = tmp_path / f"o{int(shared)}"
+        # No group is tried (the search's limit is already reached): the plan is layer by layer, timed on one port
+        # or two; the layer's mapping comes from the cache on the second run, so the two runs differ only there.
+        r = CliRunner().invoke(main, ["map", str(p), "--arch", "tpu_like", "--strategy", "heuristic",
+                                      "--time-limit", "0.2", "--cache", str(cache), "--jobs", "1", "--fuse",
+                                      "--fuse-time-limit", "1e-9", "--no-plots", "--out", str(out)]
+                               + (["--fuse-shared-offchip-port"] if shared else []))
+        assert r.exit_code == 0, r.output
+        assert ("one off-chip port for reads and writes" in r.output) == shared
+        runs[shared] = json.loads((out / "fusion.json").read_text())
+        assert runs[shared]["search"]["shared_offchip_port"] == shared
+    two, one = runs[False]["unfused"], runs[True]["unfused"]
+    assert one["energy_pj"] == two["energy_pj"] and one["offchip_bits"] == two["offchip_bits"]
+    # On one port the layer takes the longer of its two-port time and its off-chip bits over tpu_like's 128 bits per
+    # cycle (the latter for the mappings the heuristic finds here: 1,280-1,440 cycles against 1,116-1,440).
+    assert one["latency_cycles"] == max(two["latency_cycles"], one["offchip_bits"] / 128)
+    # A port of two bandwidths cannot be one shared port: refused before any search, naming the option.
+    arch = yaml.safe_load(preset_path("tpu_like").read_text())
+    arch["levels"][0]["write_bandwidth"] = "8 B/cycle"
+    (tmp_path / "two_speeds.yaml").write_text(yaml.safe_dump(arch))
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", str(tmp_path / "two_speeds.yaml"), "--no-cache", "--fuse",
+                                  "--fuse-shared-offchip-port", "--out", str(tmp_path / "o2")])
+    assert r.exit_code == 2 and "--fuse-shared-offchip-port: one shared off-chip port needs DRAM's read and write " \
+                                "bandwidths equal, got 128" in r.output
+    r = CliRunner().invoke(main, ["map", str(p), "--arch", "tpu_like", "--no-cache", "--out", str(tmp_path / "o3"),
+                                  "--fuse-shared-offchip-port"])
+    assert r.exit_code == 2 and "applies only with --fuse" in r.output

@@ -28,10 +28,10 @@ from accelmap.yaml_io import load_yaml
 
 
 def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit: float | None, exact: bool = False,
-          span: bool = False):
+          span: bool = False, shared_port: bool = False):
     """The fused plan on top of the layer-by-layer mapping, printed; the tiles' searches take
     ``tile_time`` each (default a tenth of the per-layer time limit, at least 0.1 s); ``span``: groups may
-    span residual blocks."""
+    span residual blocks; ``shared_port``: one off-chip port for reads and writes, in both plans."""
     from dataclasses import replace
 
     from accelmap.fusion.model_fusion import fuse_model
@@ -40,7 +40,8 @@ def _fuse(mm, time_limit: float | None, tile_time: float | None, fuse_time_limit
 
     tile = tile_time if tile_time is not None else max(0.1, (time_limit or 20.0) / 10)
     fm = fuse_model(mm, tile_time_limit=tile, time_limit=fuse_time_limit,
-                    config=replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span))
+                    config=replace(EXACT_FUSION if exact else DEFAULT_FUSION, span_residuals=span,
+                                   shared_offchip_port=shared_port))
     click.echo(format_fusion(fm))
     return fm
 
@@ -144,12 +145,17 @@ def load_workload(model: str, batch, seq_len, bits, dims=None, lenient: bool = F
 @click.option("--fuse-span-residuals", is_flag=True,
               help="With --fuse: groups may span consecutive residual blocks (a block's add inside the group, its "
                    "result kept on chip for the next block and its add; each inner skip kept or re-read by cost).")
+@click.option("--fuse-shared-offchip-port", is_flag=True,
+              help="With --fuse: the off-chip memory has one port that reads and writes take turns on (as "
+                   "AccelForge's main memory), in the fused and the layer-by-layer totals alike; its read and write "
+                   "bandwidths must be equal. Default: a port each way, as the architecture format has them.")
 @click.option("--verbose", "-v", count=True,
               help="Log the search's decisions to stderr: -v the strategy per layer, the unrollings probed and "
                    "skipped, the climbs and time limits; -vv also every candidate. Implies --no-progress.")
 def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit, out_dir, cache_file, no_cache,
             batch, seq_len, dim_items, lenient, precision, no_progress, no_plots, seed, fuse, fuse_tile_time,
-            fuse_time_limit, fuse_exact, fuse_span_residuals, verbose, imperfect, imperfect_spatial):
+            fuse_time_limit, fuse_exact, fuse_span_residuals, fuse_shared_offchip_port, verbose, imperfect,
+            imperfect_spatial):
     """Map every layer of MODEL (a bundled name, an .onnx file, a .csv conv table or a workload YAML)."""
     if imperfect and imperfect_spatial:
         raise SpecError("--imperfect and --imperfect-spatial exclude each other (--imperfect already covers the "
@@ -159,7 +165,8 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             raise SpecError(f"must be a positive integer, got {v}", where=flag)
     if time_limit is not None and not (0 < time_limit < math.inf):
         raise SpecError(f"must be positive, finite seconds, got {time_limit}", where="--time-limit")
-    for flag, on in (("--fuse-exact", fuse_exact), ("--fuse-span-residuals", fuse_span_residuals)):
+    for flag, on in (("--fuse-exact", fuse_exact), ("--fuse-span-residuals", fuse_span_residuals),
+                     ("--fuse-shared-offchip-port", fuse_shared_offchip_port)):
         if on and not fuse:
             raise SpecError("applies only with --fuse", where=flag)
     for flag, t in (("--fuse-tile-time", fuse_tile_time), ("--fuse-time-limit", fuse_time_limit)):
@@ -169,9 +176,11 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
             raise SpecError(f"must be positive, finite seconds, got {t}", where=flag)
     acc = resolve_accelerator(arch)
     if fuse:
-        from accelmap.fusion.group_cost import store_index
+        from accelmap.fusion.group_cost import shared_port_bandwidth, store_index
 
         store_index(acc)    # an accelerator with no level to keep intermediates in is refused before the search
+        if fuse_shared_offchip_port:
+            shared_port_bandwidth(acc.levels[0], where="--fuse-shared-offchip-port")     # refused before the search
     cons = load_constraints(constraints_file)
     m, keep_bits = load_workload(model, batch, seq_len, parse_precision(precision), parse_dims(dim_items), lenient)
     # The output folder is checked before the search, not after it.
@@ -192,7 +201,8 @@ def map_cmd(model, arch, objective, strategy, constraints_file, jobs, time_limit
     fused = None
     if fuse:
         with stop_cleanly(cache, "the layers' mappings"):
-            fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit, fuse_exact, fuse_span_residuals)
+            fused = _fuse(mm, time_limit, fuse_tile_time, fuse_time_limit, fuse_exact, fuse_span_residuals,
+                          fuse_shared_offchip_port)
     files = write_report(mm, out, plots=not no_plots)
     if fused is not None:
         from accelmap.report.fusion_report import write_fusion

@@ -600,12 +600,12 @@ def block_order(stages: tuple[int, ...], segment: tuple[int, int] | None, head_t
     return [j for j in sorted(stages) if j < a] + run * head_tiles + [j for j in sorted(stages) if j > b]
 
 
-def shared_port_bandwidth(top: Level) -> float | None:
+def shared_port_bandwidth(top: Level, where: str = "shared_offchip_port") -> float | None:
     """The bandwidth of one off-chip port that reads and writes (AccelForge's main memory): the level's, which
-    must be the same both ways."""
+    must be the same both ways (``where`` names the option in the error)."""
     if top.read_bw_bits != top.write_bw_bits:
         raise SpecError(f"one shared off-chip port needs {top.name}'s read and write bandwidths equal, got "
-                        f"{top.read_bw_bits} and {top.write_bw_bits} bits per cycle", where="shared_offchip_port")
+                        f"{top.read_bw_bits} and {top.write_bw_bits} bits per cycle", where=where)
     return top.read_bw_bits
 
 

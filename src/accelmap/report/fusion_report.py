@@ -48,7 +48,8 @@ def format_fusion(fm: FusedModel) -> str:
                  f"{fm.seconds:.1f} s"
                  + (f" (limit {fm.time_limit:g} s, reached: {fm.stats.groups_skipped} groups not fully tried)"
                     if fm.stats.timed_out else f" (limit {fm.time_limit:g} s, not reached)" if fm.time_limit else "")
-                 + (f", {fm.tile_time_limit:g} s per tile mapping" if fm.tile_time_limit else ""))
+                 + (f", {fm.tile_time_limit:g} s per tile mapping" if fm.tile_time_limit else "")
+                 + (", one off-chip port for reads and writes" if fm.shared_offchip_port else ""))
     if fm.certificate is not None:
         gap = fm.gap
         lines.append(f"exact tile search: {fm.certificate}"
