@@ -284,9 +284,11 @@ def main() -> int:
           f"; attention {'may be' if o['head_tiles'] else 'not'} tiled over heads")
     for g in o["groups"]:
         heads = f", {g['head_tile']} heads per head tile" if g.get("head_tile") else ""
+        readers = g.get("input_read_in_store_by")
         print(f"  group {' > '.join(g['stages'])}: tile {g['tile'][0]}x{g['tile'][1]}, {g['tiles']} tiles{heads}"
               f"{', weights resident' if g['weights_resident'] else ''}"
-              f"{', kept: ' + ', '.join(g['producers_on_chip']) if g['producers_on_chip'] else ''}")
+              f"{', kept: ' + ', '.join(g['producers_on_chip']) if g['producers_on_chip'] else ''}"
+              + (f", its input read in the store by {', '.join(readers)}" if readers else ""))
     if a.accelforge:
         res["accelforge"] = af_res = accelforge(a.accelforge_timeout)
         if "energy_ratio" in af_res:

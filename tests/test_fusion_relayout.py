@@ -313,3 +313,87 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
     # the floor of a group the search did not try stays below every plan of it, the producers' saving included
     floor = group_floor(stages, arch, kept)
     assert all(floor[0] <= g.energy and floor[1] <= g.latency for g in found)
+
+
+def _group_from_the_q_projection(tmp_path, seed=5):
+    """The attention chain's Q projection > scores > context on tpu_like (random tile mappings), the K and V
+    projections as producers (random mappings), both reading x, the group's input."""
+    import random
+    from dataclasses import replace
+
+    from accelmap.arch.presets import get_accelerator
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.group_cost import InnerMappings, Producer
+    from accelmap.fusion.search import group_producers
+    from accelmap.mapping.sampling import random_mapping
+
+    arch = get_accelerator("tpu_like")
+    path = attention(tmp_path / "a.onnx")
+    m = load_model(str(path), bits={"I": 8, "W": 8, "O": 32})
+    ops = {n: l.operator for l in m.layers for n in l.nodes}
+    (links,) = model_chains(path, set(ops))
+    (chain,) = fusable_chains(links, ops)
+    rng = random.Random(seed)
+    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
+    stages, macs = chain.group(0, 2)
+    alone = {}
+    for name in ("k", "v"):
+        op = replace(ops[name], name=name)
+        mp = random_mapping(op, arch, rng, check_fit=True)
+        alone[name] = Producer(name, op, mp, evaluate(op, arch, mp))
+    return arch, chain, stages, macs, inner, group_producers(chain, 0, 2, alone)
+
+
+def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_a_one_tile_group(tmp_path):
+    """A group from the Q projection holding its one tile's input (x) whole in the store before the K and V
+    projections run: they read x there, not off chip. Credited exactly (their off-chip input reads, at the
+    store's price instead), for one tile only; the simulator moves the same bits, and the bounds stay below."""
+    from dataclasses import replace
+
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.geometry import fused_counts, schedules
+    from accelmap.fusion.group_cost import (
+        group_cost,
+        group_lower_bound,
+        offchip_bits,
+        producers_on_chip,
+        store_priced,
+    )
+    from accelmap.fusion.search import group_floor
+    from accelmap.sim.fused import simulate_fused
+
+    arch, chain, stages, macs, inner, prods = _group_from_the_q_projection(tmp_path)
+    assert chain.inputs[0] == "x" and chain.producer_inputs == (None, "x", "x", None)
+    assert chain.producer_reads_input(0, 1) and not chain.producer_reads_input(1, 1)
+    assert sorted(prods) == [1, 2] and all(p.reads_group_input for p in prods.values())
+    top = arch.levels[0].name
+    policies = ("fully-cached",) * len(stages)
+    apart = {j: replace(p, reads_group_input=False) for j, p in prods.items()}
+    x_bits = sum(offchip_bits(p.operator, p.result, top, {p.operator.inputs[0].name}) for p in prods.values())
+    x_saved = sum(p.result.energy[(top, p.operator.inputs[0].name)]
+                  - evaluate(p.operator, store_priced(arch), p.mapping).energy[(top, p.operator.inputs[0].name)]
+                  for p in prods.values())
+    assert x_bits >= 2 * T * D * 8 and x_saved > 0
+    alone = sum(offchip_bits(p.operator, p.result, top) for p in prods.values())
+    kept = producers_on_chip(arch, prods, macs)
+    assert kept.input_readers == ("k", "v") and kept.input_offchip_saved == x_bits
+    # weights resident (one tile and three), and streamed with K and V kept (one tile)
+    for resident, keep, tile in ((True, False, T), (True, False, 3), (False, True, T)):
+        g = group_cost(stages, macs, arch, tile, 1, policies, inner, resident, produced=prods,
+                       keep_producers=keep)
+        base = group_cost(stages, macs, arch, tile, 1, policies, inner, resident, produced=apart,
+                          keep_producers=keep)
+        assert not isinstance(g, str) and not isinstance(base, str)
+        assert g.producers_on_chip == base.producers_on_chip == ("k", "v")
+        one = g.counts.tiles == 1
+        assert g.input_readers == (("k", "v") if one else ()) and base.input_readers == ()
+        assert g.offchip_bits == base.offchip_bits - (x_bits if one else 0)
+        assert abs(g.energy - (base.energy - (x_saved if one else 0.0))) <= 1e-9 * abs(base.energy)
+        sim = simulate_fused(stages, macs, arch, tile, 1, policies, inner, resident, g.latency, producers=prods)
+        assert sim.producer_input_store_bits == (x_bits if one else 0)
+        assert sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
+        counts = fused_counts(stages, tile, 1, policies)
+        rows, cols = schedules(stages, tile, 1, policies)
+        low_e, _ = group_lower_bound(stages, macs, arch, counts, rows, cols, resident, kept=kept)
+        assert low_e <= g.energy
+        assert group_floor(stages, arch, kept)[0] <= g.energy

@@ -30,6 +30,16 @@ class FusableChain:
     norms: tuple[tuple[str, ...], ...] = ()
     # Per operator, the operator (outside the chain) whose output alone is its second operand (attention's K, V).
     producers: tuple[str | None, ...] = ()
+    # Per operator, the tensor it reads first and the tensor its producer reads first (ONNX names; None: unknown):
+    # a group starting at operator k whose input is a producer's input may let that producer read it in the store.
+    inputs: tuple[str | None, ...] = ()
+    producer_inputs: tuple[str | None, ...] = ()
+
+    def producer_reads_input(self, first: int, k: int) -> bool:
+        """Whether operator ``k``'s producer reads the input of the group starting at operator ``first``."""
+        if not self.inputs or not self.producer_inputs:
+            return False
+        return self.inputs[first] is not None and self.producer_inputs[k] == self.inputs[first]
 
     def norms_before(self, k: int) -> tuple[str, ...]:
         """The normalizations between operator ``k - 1`` and operator ``k``."""
@@ -88,6 +98,10 @@ def _producers(c: FusableChain) -> tuple[str | None, ...]:
     return c.producers or (None,) * len(c.nodes)
 
 
+def _inputs(c: FusableChain) -> tuple[tuple[str | None, ...], tuple[str | None, ...]]:
+    return c.inputs or (None,) * len(c.nodes), c.producer_inputs or (None,) * len(c.nodes)
+
+
 def _shifted(j: Join, off: int) -> Join:
     """A join of a chain placed after ``off`` stages of another."""
     return replace(j, skip=None if j.skip is None else j.skip + off, at=None if j.at is None else j.at + off)
@@ -110,7 +124,8 @@ def span_residual_blocks(chains: list[FusableChain]) -> list[FusableChain]:
                                    prev.mac_at + tuple(x + off for x in c.mac_at), prev.mac_stages + c.mac_stages,
                                    _shifted(c.join, off), prev.inner_joins + (replace(prev.join, at=off),)
                                    + tuple(_shifted(j, off) for j in c.inner_joins), c.feeds,
-                                   _norms(prev) + _norms(c), _producers(prev) + _producers(c))
+                                   _norms(prev) + _norms(c), _producers(prev) + _producers(c),
+                                   _inputs(prev)[0] + _inputs(c)[0], _inputs(prev)[1] + _inputs(c)[1])
         else:
             out.append(c)
     return out
@@ -125,19 +140,24 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
     macs: list[MacStage] = []
     norms: list[tuple[str, ...]] = []
     producers: list[str | None] = []
+    inputs: list[str | None] = []
+    producer_inputs: list[str | None] = []
 
     def close() -> None:
         if len(nodes) >= 2:
             jn = chain_join()
             feeds = links[-1].join.feeds if jn is not None and links[-1].join is not None else None
             out.append(FusableChain(tuple(nodes), tuple(stages), tuple(mac_at), tuple(macs), jn, (), feeds,
-                                    ((),) + tuple(norms[1:]), tuple(producers)))
+                                    ((),) + tuple(norms[1:]), tuple(producers), tuple(inputs),
+                                    tuple(producer_inputs)))
         nodes.clear()
         stages.clear()
         mac_at.clear()
         macs.clear()
         norms.clear()
         producers.clear()
+        inputs.clear()
+        producer_inputs.clear()
 
     def chain_join() -> Join | None:
         """The residual add after the last link, if it is this run's last operator; its skip by stage
@@ -187,5 +207,7 @@ def fusable_chains(links: tuple[ChainLink, ...], operators: dict[str, Operator])
         nodes.append(link.node)
         norms.append(link.normalizations)
         producers.append(link.operand_producer)
+        inputs.append(link.input_tensor)
+        producer_inputs.append(link.operand_producer_input)
     close()
     return out

@@ -263,6 +263,8 @@ class GroupCost:
     producers_on_chip: tuple[str, ...] = ()
     # attention tiled over heads: heads per head tile of the head-split stages (None: not tiled over heads)
     head_tile: int | None = None
+    # producers among ``producers_on_chip`` reading the group's input in the store (a group of one tile)
+    input_readers: tuple[str, ...] = ()
 
     @property
     def edp(self) -> float:
@@ -291,6 +293,8 @@ class Producer:
     operator: Operator
     mapping: Mapping
     result: CostResult
+    # its first input is the group's input (GPT's hidden state, read by the Q projection in the group too)
+    reads_group_input: bool = False
 
     @property
     def output_bits(self) -> int:
@@ -307,6 +311,12 @@ class KeptProducers:
     offchip_saved: int = 0         # bits those writes no longer move off chip
     # per group stage: the bits of its second operand already in the store (not fetched off-chip for the group)
     operand_bits: tuple[tuple[int, int], ...] = ()
+    # The producers reading the group's input (``Producer.reads_group_input``) from the store, where a group of one
+    # tile holds it whole before they run (its tile's input, fetched once): what they save by reading it there
+    # instead of off-chip. ``group_cost`` credits it to a group of one tile only.
+    input_readers: tuple[str, ...] = ()
+    input_energy_saved: float = 0.0
+    input_offchip_saved: int = 0
 
     @property
     def operand_total(self) -> int:
@@ -326,11 +336,14 @@ def producers_on_chip(arch: Accelerator, produced: dict[int, Producer],
     got = reserved(arch, held)
     if got is None:
         return KeptProducers()
+    # A producer reading the group's input reads it in the store where its mapping fits next to it too.
+    x0 = macs[0].operator.inputs[0] if 0 in macs else None
+    with_input = reserved(arch, held + macs[0].operator.footprint(x0) * x0.bits) if x0 is not None else None
     saved_e, saved_bits, names, operands = 0.0, 0, [], []
+    readers: list[str] = []
+    in_e, in_bits = 0.0, 0
     for j, p in produced.items():
-        try:
-            validate(p.operator, got[0], p.mapping)
-        except (MappingError, SpecError):
+        if not fits(p, got[0]):
             continue
         o = p.operator.output.name
         priced = evaluate(p.operator, store_priced(arch), p.mapping, check=False)
@@ -339,7 +352,21 @@ def producers_on_chip(arch: Accelerator, produced: dict[int, Producer],
         names.append(p.node)
         x = macs[j].operator.inputs[1]
         operands.append((j, macs[j].operator.footprint(x) * x.bits))
-    return KeptProducers(tuple(names), saved_e, saved_bits, tuple(operands))
+        if p.reads_group_input and with_input is not None and fits(p, with_input[0]):
+            i = p.operator.inputs[0].name
+            in_e += p.result.energy.get((top, i), 0.0) - priced.energy.get((top, i), 0.0)
+            in_bits += offchip_bits(p.operator, p.result, top, {i})
+            readers.append(p.node)
+    return KeptProducers(tuple(names), saved_e, saved_bits, tuple(operands), tuple(readers), in_e, in_bits)
+
+
+def fits(p: Producer, arch_held: Accelerator) -> bool:
+    """Whether the producer's mapping fits on ``arch_held`` (the accelerator with what the store holds taken)."""
+    try:
+        validate(p.operator, arch_held, p.mapping)
+    except (MappingError, SpecError):
+        return False
+    return True
 
 
 def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, tile_rows: int,
@@ -455,6 +482,12 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             skip_bits_per_elem[k - 1] = skip_bits_per_elem.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
     energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs) - kept.energy_saved
     off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - kept.offchip_saved
+    # One tile: its input, fetched whole before the tile's blocks, is in the store when the producers run (they run
+    # after that load), so those reading it read it there (``KeptProducers.input_readers``).
+    input_readers = kept.input_readers if counts.tiles == 1 else ()
+    if input_readers:
+        energy -= kept.input_energy_saved
+        off -= kept.input_offchip_saved
     latency = pipeline_latency(top, blocks, stages, rows, cols,
                                resident_weight_bits(macs) - kept.operand_total if weights_resident else 0,
                                skip_bits_per_elem, segment, counts.head_tiles, shared_port)
@@ -463,7 +496,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost,
                      tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), kept.names,
-                     head_tile if segment is not None else None)
+                     head_tile if segment is not None else None, input_readers)
 
 
 def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,
@@ -560,6 +593,8 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     written = counts.output_written * stages[-1].out_bits
     energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)
     energy += transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
+    if kept is not None and counts.tiles == 1:
+        energy -= kept.input_energy_saved       # producers reading the group's input in the store (``group_cost``)
     if weights_resident:
         kept = kept or KeptProducers()
         once = resident_weight_bits(macs) - kept.operand_total

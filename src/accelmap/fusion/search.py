@@ -311,8 +311,8 @@ def group_producers(chain: FusableChain, first: int, last: int,
     if not producers or not chain.producers:
         return {}
     a = chain.mac_at[first]
-    return {chain.mac_at[k] - a: producers[p] for k in range(first, last + 1)
-            for p in (chain.producers[k],) if p is not None and p in producers}
+    return {chain.mac_at[k] - a: replace(producers[p], reads_group_input=chain.producer_reads_input(first, k))
+            for k in range(first, last + 1) for p in (chain.producers[k],) if p is not None and p in producers}
 
 
 def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerator, inner: InnerMappings,
@@ -439,14 +439,14 @@ def group_floor(stages: tuple[Stage, ...], arch: Accelerator, kept: KeptProducer
                 shared_port: bool = False) -> tuple[float, float]:
     """(energy, latency) below every plan of a group: each output computed once, its input fetched and
     its output written once (a group the search did not try still has this bound), less what producers
-    leaving second operands in the store (``kept``) may save."""
+    leaving second operands in the store (``kept``) may save, reading the group's input there included."""
     top, st = arch.levels[0], arch.levels[store_index(arch)]
     macs = sum(s.macs for s in stages)
     fetched = stages[0].in_rows * stages[0].in_cols * stages[0].in_depth * stages[0].in_bits
     written = stages[-1].out_rows * stages[-1].out_cols * stages[-1].out_depth * stages[-1].out_bits
     energy = (macs * arch.compute.mac_energy_pj + transfer_energy(top, fetched, 0) + transfer_energy(st, 0, fetched)
               + transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
-              - (kept.energy_saved if kept else 0.0))
+              - (kept.energy_saved + kept.input_energy_saved if kept else 0.0))
     bw_r, bw_w = top.read_bw_bits, top.write_bw_bits
     if shared_port:
         bw = shared_port_bandwidth(top)

@@ -34,7 +34,10 @@ in the store (their mappings must fit next to them), and write their outputs the
 the first tile (weights resident) or every block's weight load (weights streamed) then leaves those operands
 out. What
 the producers still move off chip (their inputs and weights) is counted apart (``producer_offchip_bits``);
-their cycles are theirs as run alone, as in the fusion model.
+their cycles are theirs as run alone, as in the fusion model. A group of one tile loads its input whole before
+its tile's blocks; a producer whose first input is that tensor (GPT's K and V projections read the hidden state
+the Q projection in the group reads) runs after that load and reads it in the store where its mapping fits next to
+it and the produced outputs (``producer_input_store_bits``), as the fusion model's ``producers_on_chip`` prices it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from accelmap.fusion.group_cost import (
     InnerMappings,
     Producer,
     block_order,
+    fits,
     reserved,
     resident_weight_bits,
     shared_port_bandwidth,
@@ -95,6 +99,7 @@ class FusedSimResult:
     # other operands), and their outputs' bits moved to and from the store instead
     producer_offchip_bits: int = 0
     producer_store_bits: int = 0
+    producer_input_store_bits: int = 0     # the group's input read by producers in the store, not off chip
 
     @property
     def offchip_bits(self) -> int:
@@ -218,7 +223,10 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             reread[k - 1] = reread.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
     keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins,
                         head_tile).buffer_total_bits
-    in_store, producer_off, producer_store = _run_producers(producers or {}, macs, arch)
+    # one tile: the group's input is in the store, whole, before the producers run
+    whole_input = macs[0].operator.footprint(macs[0].operator.inputs[0]) * macs[0].operator.inputs[0].bits \
+        if len(blocks) == 1 and 0 in macs else 0
+    in_store, producer_off, producer_store, producer_input = _run_producers(producers or {}, macs, arch, whole_input)
     # resident: every weight (the produced operands among them); streamed: the produced operands alone
     keep += resident_weight_bits(macs) if weights_resident else in_store
     got = reserved(arch, keep)
@@ -319,16 +327,18 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     return FusedSimResult(end, len(blocks), tuple(macs_done), sum(fetched), written, weight_bits, compute_busy,
                           read_busy, write_busy,
                           programs, sum(fetched) * stages[0].in_bits,
-                          written * stages[-1].out_bits, model_latency, skip_bits, producer_off, producer_store)
+                          written * stages[-1].out_bits, model_latency, skip_bits, producer_off, producer_store,
+                          producer_input)
 
 
 def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage],
-                   arch: Accelerator) -> tuple[int, int, int]:
+                   arch: Accelerator, whole_input: int = 0) -> tuple[int, int, int, int]:
     """The producers run alone before the group, every produced output held in the store: (bits of the group's
     operands they leave there, their own off-chip bits with their outputs in the store, their outputs' bits
-    moved to and from the store)."""
+    moved to and from the store, the group's input bits they read in the store). ``whole_input``: bits of the
+    group's input in the store when they run (0: none)."""
     if not producers:
-        return 0, 0, 0
+        return 0, 0, 0, 0
     names = ", ".join(p.node for p in producers.values())
     st = arch.levels[store_index(arch)]
     if "W" not in st.holds:
@@ -339,7 +349,8 @@ def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage],
     if got is None:
         raise SpecError(f"fused simulation: the produced outputs of {names} ({held / 8192:,.1f} KiB) do not fit "
                         f"{arch.levels[store_index(arch)].name}")
-    in_store = off = store = 0
+    with_input = reserved(arch, held + whole_input) if whole_input else None
+    in_store = off = store = from_input = 0
     for j, p in producers.items():
         if j not in macs or len(macs[j].operator.inputs) < 2:
             raise SpecError(f"fused simulation: {p.node} produces no second operand of the group's stage {j}")
@@ -350,11 +361,14 @@ def _run_producers(producers: dict[int, Producer], macs: dict[int, MacStage],
                             f"{err}") from None
         bits = {x.name: x.bits for x in p.operator.operands}
         out = p.operator.output.name
+        first = p.operator.inputs[0].name if (p.reads_group_input and with_input is not None
+                                              and fits(p, with_input[0])) else None
         for (lv, x), cnt in access_counts(p.operator, arch, p.mapping).items():
             if lv == 0:
                 moved = sum(cnt.as_tuple()) * bits[x]
                 store += moved if x == out else 0
-                off += 0 if x == out else moved
+                from_input += moved if x == first else 0
+                off += 0 if x in (out, first) else moved
         operand = macs[j].operator.inputs[1]
         in_store += macs[j].operator.footprint(operand) * operand.bits
-    return in_store, off, store
+    return in_store, off, store, from_input

@@ -70,6 +70,11 @@ class ChainLink:
     # The operator whose output alone (through element-wise work, reshapes and transposes, one reader each) is
     # this operator's second operand: attention's K and V projections for the scores and the context.
     operand_producer: str | None = None
+    # The tensors (ONNX names) this operator and ``operand_producer`` read first: where they are the same (GPT's
+    # hidden state, read by the Q projection of the chain and by the K and V projections outside it), a fused group
+    # holding it whole in the store may let the producer read it there.
+    input_tensor: str | None = None
+    operand_producer_input: str | None = None
 
 
 def _window(node) -> Window | None:
@@ -235,6 +240,7 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
     by_name = {nm: i for i, nm in names.items()}
     nxt: dict[int, tuple[int, tuple[Window, ...], tuple[str, ...], bool]] = {}
     producer_of: dict[int, str] = {}
+    producer_input: dict[int, str] = {}
     has_prev: set[int] = set()
     for i, n in enumerate(g.node):
         if not is_operator(i) or not n.input:
@@ -251,15 +257,18 @@ def model_chains(path: str | Path, operator_nodes: set[str]) -> list[tuple[Chain
         second = trace(n.input[1]) if len(n.input) > 1 and n.input[1] else None
         if second is not None and not second[1] and not second[2]:
             producer_of[i] = names[second[0]]
+            producer_input[i] = g.node[second[0]].input[0]
     chains = []
     for i in range(len(g.node)):
         if i in nxt and i not in has_prev:
-            links = [ChainLink(names[i], operand_producer=producer_of.get(i))]
+            links = [ChainLink(names[i], operand_producer=producer_of.get(i), input_tensor=g.node[i].input[0],
+                               operand_producer_input=producer_input.get(i))]
             j = i
             while j in nxt:
                 k, wins, norms, relayout = nxt[j]
                 links.append(ChainLink(names[k], wins, bool(norms), relayout=relayout, normalizations=norms,
-                                       operand_producer=producer_of.get(k)))
+                                       operand_producer=producer_of.get(k), input_tensor=g.node[k].input[0],
+                                       operand_producer_input=producer_input.get(k)))
                 j = k
             last = links[-1]
             join = join_after(g.node[j].output[0], {g.node[by_name[lk.node]].input[0]: lk.node for lk in links})
