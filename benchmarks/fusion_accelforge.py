@@ -20,6 +20,7 @@ benchmark:
 
     python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
         [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800] [--two-ports] [--no-head-tiles] [--default-knobs]
+        [--warm-tiles] [--default-tile-knobs]
 
 Our side runs with one off-chip port shared by reads and writes (AccelForge's main memory has one; ``--two-ports``
 for a port each way) and with attention tiled over heads where it pays (``--no-head-tiles`` to leave it out).
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.group_cost import InnerMappings
-from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, mapper_search
+from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, layer_warm_starts, mapper_search
 from accelmap.fusion.search import DEFAULT_FUSION
 from accelmap.search.cache import default_cache_path
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
@@ -155,7 +156,7 @@ GPT3_TILE_KNOBS = {**GPT3_KNOBS, "full_searches": 2}
 
 def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
          cpu_clock: bool = False, shared_port: bool = True, head_tiles: bool = True,
-         default_knobs: bool = False) -> dict:
+         default_knobs: bool = False, warm_tiles: bool = False, tile_knobs_on: bool = True) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
     arch_file.write_text(TPU_V4I_LIKE)
     gpt3_layer_onnx(model_file, tokens)
@@ -164,7 +165,7 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
     t0, c0 = time.perf_counter(), time.process_time()
     # cpu_clock: the per-layer and per-tile limits count this process's CPU seconds, so that the mappings found do
     # not depend on the machine's load.
-    knobs, tile_knobs = ({}, {}) if default_knobs else (GPT3_KNOBS, GPT3_TILE_KNOBS)
+    knobs, tile_knobs = ({}, {}) if default_knobs else (GPT3_KNOBS, GPT3_TILE_KNOBS if tile_knobs_on else {})
     mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=Path(default_cache_path()),
                    progress=False, heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock, **knobs))
     lbl = (time.perf_counter() - t0, time.process_time() - c0)
@@ -174,7 +175,8 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
     cfg = replace(DEFAULT_FUSION, shared_offchip_port=shared_port, head_tiles=head_tiles)
     fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit, config=cfg,
                     inner=InnerMappings(mapper_search("edp", tile_limit,
-                                                      replace(TILE_HEURISTIC, cpu_clock=cpu_clock, **tile_knobs))))
+                                                      replace(TILE_HEURISTIC, cpu_clock=cpu_clock, **tile_knobs),
+                                                      warm=layer_warm_starts(mm) if warm_tiles else None)))
     fuse = (time.perf_counter() - t1, time.process_time() - c1)
     u, f = fm.unfused, fm.best
     return {"accelerator": arch.name, "tokens": tokens, "layers": [lm.layer.name for lm in mm.layers],
@@ -186,6 +188,7 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
             "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes),
             "search": fm.to_dict()["search"], "cpu_clock": cpu_clock, "shared_offchip_port": shared_port,
             "head_tiles": head_tiles, "heuristic_knobs": knobs, "tile_heuristic_knobs": tile_knobs,
+            "tiles_warm_started": warm_tiles,
             # layer by layer, per layer (all its occurrences) and level: what the component check compares
             "unfused_by_layer": {lm.layer.name: {"count": lm.count, "energy_pj": lm.result.energy_total * lm.count,
                                                  "latency_cycles": lm.result.latency * lm.count,
@@ -263,11 +266,16 @@ def main() -> int:
     ap.add_argument("--no-head-tiles", action="store_true", help="attention not tiled over heads (query tokens only)")
     ap.add_argument("--default-knobs", action="store_true",
                     help="the heuristic's default knobs on both sides (not this layer's: see GPT3_KNOBS)")
+    ap.add_argument("--warm-tiles", action="store_true",
+                    help="each tile search starts from the layer-by-layer mapping where its tile is a whole layer")
+    ap.add_argument("--default-tile-knobs", action="store_true",
+                    help="the tile searches with the default knobs (the layer-by-layer ones with this layer's)")
     ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock,
-                            not a.two_ports, not a.no_head_tiles, a.default_knobs), "paper": PAPER}
+                            not a.two_ports, not a.no_head_tiles, a.default_knobs, a.warm_tiles,
+                            not a.default_tile_knobs), "paper": PAPER}
     o = res["ours"]
     print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")

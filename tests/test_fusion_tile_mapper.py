@@ -58,3 +58,26 @@ def test_past_the_combination_limit_the_mapper_says_its_bound_is_the_relaxed_one
     assert full.bound_kind == "full" and res.bound_kind == "relaxed"
     assert any("would combine more than 1 unrolling vectors" in note for note in res.notes)
     assert res.lower_bound is not None and res.lower_bound <= full.lower_bound
+
+
+def test_a_tile_of_a_whole_layer_starts_from_the_layers_own_mapping():
+    """``layer_warm_starts`` keys the layer-by-layer mappings as the tile operators are keyed (no stored shapes):
+    a tile search given a better mapping of its whole layer returns at least as good a one, and a tile of another
+    size does not take it."""
+    from accelmap.cost.model import evaluate
+    from accelmap.fusion.model_fusion import tile_key
+
+    arch = get_accelerator("tpu_like")
+    # the layer as an import has it: its tensors' stored shapes (a tile operator has none)
+    shapes = {"O": (16, 32), "A": (16, 64), "B": (64, 32)}
+    op = replace(OP, operands=tuple(replace(o, shape=shapes[o.name]) for o in OP.operands))
+    best = map_operator(op, arch, "edp", strategy="heuristic", time_limit=0.3, heuristic_config=CPU,
+                        lower_bound=False).best
+    whole = replace(op, name="mm[16x1]", operands=tuple(replace(o, shape=(), pad_lo=()) for o in op.operands))
+    assert tile_key(whole) == tile_key(op) and whole.signature() != op.signature()
+    warm = {tile_key(op): (best.mapping,)}
+    # a search cut almost at once: without the warm start it returns what it has, with it at least the layer's
+    got = mapper_search("edp", 1e-4, CPU, warm=warm)(whole, arch)
+    assert evaluate(whole, arch, got).edp <= best.result.edp
+    half = replace(whole, dims=tuple((d, 8 if d == "M" else s) for d, s in whole.dims))
+    assert tile_key(half) not in warm

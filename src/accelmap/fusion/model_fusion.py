@@ -52,15 +52,35 @@ TILE_HEURISTIC = HeuristicConfig(max_probes=8, full_searches=1, bypass_choices=1
                                  orders_per_candidate=2)
 
 
-def mapper_search(objective: str, time_limit: float, config: HeuristicConfig = TILE_HEURISTIC, seed: int = 0):
-    """The single-operator mapper as the search of a tile's mapping."""
+def tile_key(op: Operator) -> tuple:
+    """An operator's computation without its tensors' stored shapes and padding, as a tile operator has it
+    (``stages.tile_operator``): a tile of all of a layer's output has its layer's key."""
+    return replace(op, operands=tuple(replace(o, shape=(), pad_lo=()) for o in op.operands)).signature()
+
+
+def layer_warm_starts(mm: ModelMapping) -> dict[tuple, tuple[Mapping, ...]]:
+    """The layer-by-layer mappings by ``tile_key``: warm starts of the tile searches whose tile is a whole layer."""
+    out: dict[tuple, tuple[Mapping, ...]] = {}
+    for lm in mm.layers:
+        if lm.mapping is not None:
+            k = tile_key(lm.layer.operator)
+            out[k] = out.get(k, ()) + (lm.mapping,)
+    return out
+
+
+def mapper_search(objective: str, time_limit: float, config: HeuristicConfig = TILE_HEURISTIC, seed: int = 0,
+                  warm: dict[tuple, tuple[Mapping, ...]] | None = None):
+    """The single-operator mapper as the search of a tile's mapping. ``warm`` (``layer_warm_starts``): mappings
+    by ``tile_key``, each a candidate of the tile operator with that key where valid on the reduced accelerator
+    (a tile of a whole layer starts from that layer's own mapping, which the fused group then never maps worse)."""
     goal = "edp" if objective == "pareto" else objective
 
     def search(op: Operator, arch: Accelerator) -> Mapping:
         # No certified bound: the fusion search uses only the mapping, and the bound can cost more than the search
         # (tens of CPU seconds and GB on a 128x128 array).
         res = map_operator(op, arch, goal, strategy="heuristic", time_limit=time_limit, seed=seed,
-                           heuristic_config=config, lower_bound=False)
+                           heuristic_config=config, lower_bound=False,
+                           warm_start=warm.get(tile_key(op), ()) if warm else ())
         if res.best is None:
             raise MappingError(f"no mapping of {op.name} found within {time_limit:g} s")
         return res.best.mapping
