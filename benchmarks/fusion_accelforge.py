@@ -20,7 +20,7 @@ benchmark:
 
     python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
         [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800] [--two-ports] [--no-head-tiles] [--default-knobs]
-        [--warm-tiles] [--default-tile-knobs]
+        [--no-warm-tiles] [--tile-knobs]
 
 Our side runs with one off-chip port shared by reads and writes (AccelForge's main memory has one; ``--two-ports``
 for a port each way) and with attention tiled over heads where it pays (``--no-head-tiles`` to leave it out).
@@ -149,14 +149,16 @@ def gpt3_layer_onnx(path: Path, tokens: int = 2048) -> None:
 # bound (the channel split fell past its 256 candidates); and the channel split pays only when the global buffer
 # keeps the input alone, a bypass choice the heuristic reached only by its climbs' toggles from other unrollings.
 # With every bypass choice searched in full (8 on this machine) and 3 unrollings per bound it finds AccelForge's own
-# mappings (7.214 mJ per projection, 27.440 mJ for the FFN's second product).
+# mappings (7.214 mJ per projection, 27.440 mJ for the FFN's second product). The fused groups' tile searches keep
+# their own knobs (with these, each of them takes its whole second): a tile of a whole layer (every projection and
+# FFN product in the one-tile plan) starts from that layer's mapping instead (``layer_warm_starts``).
 GPT3_KNOBS = {"tied_unrollings": 3, "bypass_choices": 8}
 GPT3_TILE_KNOBS = {**GPT3_KNOBS, "full_searches": 2}
 
 
 def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
          cpu_clock: bool = False, shared_port: bool = True, head_tiles: bool = True,
-         default_knobs: bool = False, warm_tiles: bool = False, tile_knobs_on: bool = True) -> dict:
+         default_knobs: bool = False, warm_tiles: bool = True, tile_knobs_on: bool = False) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
     arch_file.write_text(TPU_V4I_LIKE)
     gpt3_layer_onnx(model_file, tokens)
@@ -266,16 +268,18 @@ def main() -> int:
     ap.add_argument("--no-head-tiles", action="store_true", help="attention not tiled over heads (query tokens only)")
     ap.add_argument("--default-knobs", action="store_true",
                     help="the heuristic's default knobs on both sides (not this layer's: see GPT3_KNOBS)")
-    ap.add_argument("--warm-tiles", action="store_true",
-                    help="each tile search starts from the layer-by-layer mapping where its tile is a whole layer")
-    ap.add_argument("--default-tile-knobs", action="store_true",
-                    help="the tile searches with the default knobs (the layer-by-layer ones with this layer's)")
+    ap.add_argument("--no-warm-tiles", action="store_true",
+                    help="tile searches not started from the layer-by-layer mapping (default: where the tile is a "
+                         "whole layer, its layer's mapping is a candidate)")
+    ap.add_argument("--tile-knobs", action="store_true",
+                    help="the tile searches with this layer's knobs too (GPT3_TILE_KNOBS; default: the tile "
+                         "searches' own, the layer's better mappings reaching whole-layer tiles as warm starts)")
     ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock,
-                            not a.two_ports, not a.no_head_tiles, a.default_knobs, a.warm_tiles,
-                            not a.default_tile_knobs), "paper": PAPER}
+                            not a.two_ports, not a.no_head_tiles, a.default_knobs, not a.no_warm_tiles,
+                            a.tile_knobs), "paper": PAPER}
     o = res["ours"]
     print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")
