@@ -5,8 +5,10 @@ For each DeepBench layer of Table 5.1:
 * the exhaustive ground truth of its knob space (AutoTVM's VTA conv2d template with four loop
   permutations: the space sizes equal the table's): every configuration's validity (building its
   program) and latency (the analytical model; the simulator is run on the best configurations and a
-  random sample of valid ones, and the largest difference is reported), and the shape of the valid
-  region (its connected parts, how much of it lies on its edge, and along which knobs);
+  random sample of valid ones, and the largest difference is reported; with ``--ground-truth sim`` the
+  latency is the simulator's, run on every valid configuration, and the model's difference from it over all
+  of them is reported), and the shape of the valid region (its connected parts, how much of it lies on its
+  edge, and along which knobs);
 * ``--runs`` runs of ``--trials`` trials of every tuner, measurement and validity replaced by lookup in
   the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
   measured (a run that never finds it counts ``--trials``, and how many did is reported);
@@ -22,6 +24,7 @@ tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``):
 runs, trials and wall time to within 5% of the best time, and the best time reached.
 
     python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
+                                [--ground-truth model|sim]
     python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
 
 Prints tables and writes benchmarks/results/tuning.json.
@@ -179,11 +182,18 @@ def sim_ground_truth(template: ScheduleTemplate, model_table: dict[tuple[int, ..
     return table, record
 
 
-def model_vs_sim(model_table: dict, sim_table: dict) -> dict:
+def model_vs_sim(model_table: dict, sim_table: dict, threaded: set | None = None) -> dict:
     """The simulator's cycles against the model's over every configuration valid on both: how many differ, the
-    largest differences either way, the mean absolute one, and whether the two bests are the same configurations."""
+    largest differences either way, the mean absolute one, and whether the two bests are the same configurations;
+    with ``threaded`` (the points with a virtual thread: double-buffered), how many of those differ and how many
+    single-buffered ones do."""
     both = [p for p, m in sim_table.items() if m.valid and model_table[p].valid]
     rel = np.array([sim_table[p].cost / model_table[p].cost - 1 for p in both])
+    split = {}
+    if threaded is not None:
+        differ = {p for p, r in zip(both, rel, strict=True) if abs(r) > 1e-9}
+        split = {"threaded": len(threaded & set(both)), "threaded_differ": len(differ & threaded),
+                 "single_differ": len(differ - threaded)}
     m_best = min(model_table[p].cost for p in both)
     s_best = min(sim_table[p].cost for p in both)
     at_m = {p for p in both if model_table[p].cost <= m_best * (1 + 1e-9)}
@@ -193,7 +203,7 @@ def model_vs_sim(model_table: dict, sim_table: dict) -> dict:
             "mean_abs_rel": float(np.abs(rel).mean()), "model_best": m_best, "sim_best": s_best,
             "model_cycles_of_sim_best": min(model_table[p].cost for p in at_s),
             "sim_cycles_of_model_best": min(sim_table[p].cost for p in at_m),
-            "same_best_configs": at_m == at_s, "best_configs_shared": len(at_m & at_s)}
+            "same_best_configs": at_m == at_s, "best_configs_shared": len(at_m & at_s), **split}
 
 
 def region_shape(template: ScheduleTemplate, table: dict, best: float) -> dict:
@@ -780,7 +790,9 @@ def main() -> None:
             if sim_record is not cached:
                 sim_cache[str(lid)] = sim_record
                 sim_cache_path.write_text(json.dumps(sim_cache) + "\n")     # per layer: a stop loses one layer
-            diff = model_vs_sim(model_table, table)
+            threaded = {p for p in table if any(int(v) > 1 for k, v in template.space.values(p).items()
+                                                if k.endswith("nthread"))}
+            diff = model_vs_sim(model_table, table, threaded)
             check = {"configs": diff["configs"], "max_rel_dev": max(-diff["min_rel"], diff["max_rel"]),
                      "seconds": None}
         costs = np.array([m.cost for m in table.values() if m.valid])
@@ -801,7 +813,9 @@ def main() -> None:
             print(f"     simulator: {sim_record['cpu_s']:.0f} CPU s for {diff['configs']} valid configurations; differs "
                   f"from the model on {diff['differ']} (faster on {diff['sim_faster']}, down to {diff['min_rel']:+.2%}; "
                   f"slower on {diff['sim_slower']}, up to {diff['max_rel']:+.2%}); model best {diff['model_best']:,.0f}"
-                  f", simulator best {diff['sim_best']:,.0f}, same best configurations: {diff['same_best_configs']}"
+                  f", simulator best {diff['sim_best']:,.0f}, same best configurations: {diff['same_best_configs']}; "
+                  f"differ with a virtual thread {diff['threaded_differ']} of {diff['threaded']}, single-buffered "
+                  f"{diff['single_differ']}"
                   + (f"; {len(sim_record['refused'])} refused by the simulator (invalid here)"
                      if sim_record["refused"] else ""), flush=True)
         s = spaces[lid]

@@ -38,8 +38,10 @@ def test_sim_ground_truth_is_the_simulator_run_on_every_valid_configuration():
     assert all(table[p].cost == direct[p].cost for p in table)
     assert record["refused"] == [] and len(record["cycles"]) == 54
     # the simulator is not the model here (double-buffered threads): the table is not the model's relabelled
-    diff = bench.model_vs_sim(model, table)
+    threaded = {p for p in model if any(v > 1 for k, v in template.space.values(p).items() if k.endswith("nthread"))}
+    diff = bench.model_vs_sim(model, table, threaded)
     assert diff["configs"] == 54 and diff["differ"] == 1
+    assert diff["threaded_differ"] == 1 and diff["single_differ"] == 0
     # the cached record gives the same table without simulating
     again, same = bench.sim_ground_truth(template, model, jobs=1, cached=record)
     assert same is record and again == table
