@@ -5,8 +5,10 @@ For each DeepBench layer of Table 5.1:
 * the exhaustive ground truth of its knob space (AutoTVM's VTA conv2d template with four loop
   permutations: the space sizes equal the table's): every configuration's validity (building its
   program) and latency (the analytical model; the simulator is run on the best configurations and a
-  random sample of valid ones, and the largest difference is reported), and the shape of the valid
-  region (its connected parts, how much of it lies on its edge, and along which knobs);
+  random sample of valid ones, and the largest difference is reported; with ``--ground-truth sim`` the
+  latency is the simulator's, run on every valid configuration, and the model's difference from it over all
+  of them is reported), and the shape of the valid region (its connected parts, how much of it lies on its
+  edge, and along which knobs);
 * ``--runs`` runs of ``--trials`` trials of every tuner, measurement and validity replaced by lookup in
   the ground truth (the dissertation's protocol); convergence = trials until the best configuration is
   measured (a run that never finds it counts ``--trials``, and how many did is reported);
@@ -22,6 +24,7 @@ tuner ``--host-runs`` times, the emitted C timed (median of ``--host-repeats``):
 runs, trials and wall time to within 5% of the best time, and the best time reached.
 
     python benchmarks/tuning.py [--runs 20] [--trials 750] [--layers 3,8,...] [--jobs 2] [--resume]
+                                [--ground-truth model|sim]
     python benchmarks/tuning.py --ground-truth-only | --from-runs | --host-only
 
 Prints tables and writes benchmarks/results/tuning.json.
@@ -44,7 +47,7 @@ from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.presets import get_accelerator
 from accelmap.tune.knobs import on_edge, regions
 from accelmap.tune.loop import run_tuner
-from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one
+from accelmap.tune.measure import Measurement, Measurer, lookup_measurer, measure_one, template_key
 from accelmap.tune.template import ScheduleTemplate
 from accelmap.tune.tuners import (
     DEFAULT_ANNEALING,
@@ -125,6 +128,82 @@ def table_layer(thesis_id: int, arch):
 def ground_truth(template: ScheduleTemplate) -> dict[tuple[int, ...], Measurement]:
     return {tuple(int(v) for v in p): measure_one(template, "model", tuple(int(v) for v in p))
             for p in template.space.all_points()}
+
+
+_SIM_TEMPLATE: list[ScheduleTemplate] = []     # the template the forked simulator workers measure
+
+
+def _simulate_point(point: tuple[int, ...]) -> tuple[tuple[int, ...], Measurement, float]:
+    t0 = time.process_time()
+    m = measure_one(_SIM_TEMPLATE[0], "sim", point)
+    return point, m, time.process_time() - t0
+
+
+def sim_ground_truth(template: ScheduleTemplate, model_table: dict[tuple[int, ...], Measurement], jobs: int,
+                     cached: dict | None = None) -> tuple[dict[tuple[int, ...], Measurement], dict]:
+    """The ground truth with the simulator as the measurement: every configuration the model's table holds as
+    valid (building its program: the same build both backends run first) run on the simulator backend
+    (``measure_one(template, "sim", point)``, as a tuner's measurement is), on ``jobs`` forked workers; the
+    invalid ones are the model table's (their build failed, neither backend runs them). ``cached``: a record this
+    function returned before for the same template (``template_key``), whose cycles are taken instead of simulating
+    again. Returns the table and its record: CPU seconds of the simulator runs (summed over the workers), the
+    cycles per valid point, and the configurations the simulator refused (kept invalid, counted, never dropped)."""
+    key = template_key(template)
+    valid = [p for p, m in model_table.items() if m.valid]
+    if cached is not None and cached.get("template") == key:
+        cycles = {tuple(row[:-1]): row[-1] for row in cached["cycles"]}
+        refused = {tuple(r["point"]): r["error"] for r in cached["refused"]}
+        if set(cycles) | set(refused) != set(valid):
+            raise SystemExit("the cached simulator cycles do not cover this space's valid configurations: "
+                             "delete the cache file's entry for this layer")
+        record = cached
+    else:
+        _SIM_TEMPLATE[:] = [template]
+        cycles, refused, cpu = {}, {}, 0.0
+        # the slowest simulations (smallest tiles: most tile steps) first, so no worker is left with a long one
+        order = sorted(valid, key=lambda p: model_table[p].cost or 0.0, reverse=True)
+        if jobs > 1:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                done = list(pool.imap_unordered(_simulate_point, order, chunksize=4))
+        else:
+            done = [_simulate_point(p) for p in order]
+        for p, m, secs in done:
+            cpu += secs
+            if m.valid:
+                cycles[p] = m.cost
+            else:
+                refused[p] = m.error
+        record = {"template": key, "cpu_s": cpu, "jobs": jobs,
+                  "cycles": [[*p, c] for p, c in sorted(cycles.items())],
+                  "refused": [{"point": list(p), "error": e} for p, e in sorted(refused.items())]}
+    table = {p: (replace(m, cost=cycles[p]) if p in cycles
+                 else replace(m, valid=False, cost=None, error=refused[p]) if p in refused else m)
+             for p, m in model_table.items()}
+    return table, record
+
+
+def model_vs_sim(model_table: dict, sim_table: dict, threaded: set | None = None) -> dict:
+    """The simulator's cycles against the model's over every configuration valid on both: how many differ, the
+    largest differences either way, the mean absolute one, and whether the two bests are the same configurations;
+    with ``threaded`` (the points with a virtual thread: double-buffered), how many of those differ and how many
+    single-buffered ones do."""
+    both = [p for p, m in sim_table.items() if m.valid and model_table[p].valid]
+    rel = np.array([sim_table[p].cost / model_table[p].cost - 1 for p in both])
+    split = {}
+    if threaded is not None:
+        differ = {p for p, r in zip(both, rel, strict=True) if abs(r) > 1e-9}
+        split = {"threaded": len(threaded & set(both)), "threaded_differ": len(differ & threaded),
+                 "single_differ": len(differ - threaded)}
+    m_best = min(model_table[p].cost for p in both)
+    s_best = min(sim_table[p].cost for p in both)
+    at_m = {p for p in both if model_table[p].cost <= m_best * (1 + 1e-9)}
+    at_s = {p for p in both if sim_table[p].cost <= s_best * (1 + 1e-9)}
+    return {"configs": len(both), "differ": int((np.abs(rel) > 1e-9).sum()), "sim_faster": int((rel < -1e-9).sum()),
+            "sim_slower": int((rel > 1e-9).sum()), "min_rel": float(rel.min()), "max_rel": float(rel.max()),
+            "mean_abs_rel": float(np.abs(rel).mean()), "model_best": m_best, "sim_best": s_best,
+            "model_cycles_of_sim_best": min(model_table[p].cost for p in at_s),
+            "sim_cycles_of_model_best": min(sim_table[p].cost for p in at_m),
+            "same_best_configs": at_m == at_s, "best_configs_shared": len(at_m & at_s), **split}
 
 
 def region_shape(template: ScheduleTemplate, table: dict, best: float) -> dict:
@@ -660,6 +739,12 @@ def main() -> None:
     ap.add_argument("--edge-optima", action="store_true",
                     help="per layer of --layers, the edge steps' local optima and greedy descents, with and without "
                          "the constant-area reshape (no sweep)")
+    ap.add_argument("--ground-truth", choices=("model", "sim"), default="model",
+                    help="what a configuration's latency is in the ground truth: the analytical model, or the "
+                         "simulator run on every valid configuration (on --jobs workers; cached in --sim-cycles)")
+    ap.add_argument("--sim-cycles", default=str(RESULTS / "tuning_sim_cycles.json"),
+                    help="the simulator's cycles of every valid configuration per layer, written as each layer is "
+                         "done and read instead of simulating again (--ground-truth sim)")
     ap.add_argument("--ground-truth-only", action="store_true",
                     help="only the exhaustive ground truth and the shape of the valid region per layer")
     args = ap.parse_args()
@@ -689,15 +774,31 @@ def main() -> None:
         print(f"spaces from {spaces_path}")
     print(f"{'ID':>4} {'space':>7} {'thesis':>7} {'valid':>6} {'thesis':>7} {'best cycles':>12} "
           f"{'at best':>7} {'<1%':>5} {'sim dev':>8} {'regions':>7} {'edge':>5} {'best@edge':>9} {'<1%@edge':>8}")
+    sim_cache_path = Path(args.sim_cycles)
+    sim_cache = json.loads(sim_cache_path.read_text()) if sim_cache_path.exists() else {}
     for lid in [lid for lid in layers if lid not in spaces]:
         op = table_layer(lid, arch)
         template = ScheduleTemplate(op, arch)
         t0 = time.perf_counter()
         table = ground_truth(template)
         gt_s = time.perf_counter() - t0
+        sim_record = None
+        if args.ground_truth == "sim":
+            model_table = table
+            cached = sim_cache.get(str(lid))
+            table, sim_record = sim_ground_truth(template, model_table, args.jobs, cached)
+            if sim_record is not cached:
+                sim_cache[str(lid)] = sim_record
+                sim_cache_path.write_text(json.dumps(sim_cache) + "\n")     # per layer: a stop loses one layer
+            threaded = {p for p in table if any(int(v) > 1 for k, v in template.space.values(p).items()
+                                                if k.endswith("nthread"))}
+            diff = model_vs_sim(model_table, table, threaded)
+            check = {"configs": diff["configs"], "max_rel_dev": max(-diff["min_rel"], diff["max_rel"]),
+                     "seconds": None}
         costs = np.array([m.cost for m in table.values() if m.valid])
         best = float(costs.min())
-        check = simulator_check(template, table, rng)
+        if sim_record is None:
+            check = simulator_check(template, table, rng)
         shape = region_shape(template, table, best)
         _JOB[lid] = (template, table, best)
         spaces[lid] = {"thesis_id": lid, "deepbench_index": csv_index(lid), "space": template.space.size,
@@ -706,6 +807,17 @@ def main() -> None:
                        "configs_at_best": int((costs <= best * (1 + 1e-9)).sum()),
                        "configs_within_1pct": int((costs <= best * (1 + NEAR)).sum()),
                        "ground_truth_s": gt_s, "simulator_check": check, "region": shape}
+        if sim_record is not None:
+            spaces[lid].update(ground_truth="simulator", sim_cpu_s=sim_record["cpu_s"], sim_jobs=sim_record["jobs"],
+                               sim_refused=len(sim_record["refused"]), model_vs_sim=diff)
+            print(f"     simulator: {sim_record['cpu_s']:.0f} CPU s for {diff['configs']} valid configurations; differs "
+                  f"from the model on {diff['differ']} (faster on {diff['sim_faster']}, down to {diff['min_rel']:+.2%}; "
+                  f"slower on {diff['sim_slower']}, up to {diff['max_rel']:+.2%}); model best {diff['model_best']:,.0f}"
+                  f", simulator best {diff['sim_best']:,.0f}, same best configurations: {diff['same_best_configs']}; "
+                  f"differ with a virtual thread {diff['threaded_differ']} of {diff['threaded']}, single-buffered "
+                  f"{diff['single_differ']}"
+                  + (f"; {len(sim_record['refused'])} refused by the simulator (invalid here)"
+                     if sim_record["refused"] else ""), flush=True)
         s = spaces[lid]
         print(f"{lid:>4} {s['space']:>7,} {s['thesis_space']:>7,} {s['valid_ratio']:>6.3f} "
               f"{s['thesis_valid_ratio']:>7.3f} {best:>12,.0f} {s['configs_at_best']:>7} "
@@ -754,11 +866,12 @@ def main() -> None:
         (RESULTS / f"{args.out}_trace.json").write_text(json.dumps(traces, indent=2) + "\n")
         print(f"wrote {RESULTS / (args.out + '_trace.json')}")
         return
-    if args.ground_truth_only:
+    if args.ground_truth_only or (args.ground_truth == "sim" and not args.from_runs):
         RESULTS.mkdir(exist_ok=True)
         spaces_path.write_text(json.dumps({"layers": spaces}, indent=2) + "\n")
         print(f"wrote {spaces_path}")
-        return
+        if args.ground_truth_only:
+            return
     # seed-major: an interrupted sweep holds the same number of runs of every layer and tuner
     jobs = [(lid, t, seed, args.trials) for seed in range(args.seed_from, args.runs) for lid in layers for t in tuners]
     t0 = time.perf_counter()
@@ -880,7 +993,8 @@ def main() -> None:
                  if args.host else [])
     RESULTS.mkdir(exist_ok=True)
     out = {"protocol": {"runs": args.runs, "seeds": sorted({r[2] for r in results}), "trials": args.trials, "batch": EPOCH, "step": STEP, "baseline": baseline, "near": NEAR,
-                        "ground_truth": "analytical model (checked against the simulator per layer)",
+                        "ground_truth": "analytical model (checked against the simulator per layer)"
+                        if args.ground_truth == "model" else "simulator (every valid configuration run on it)",
                         "wall_s": None if args.from_runs else wall, "jobs": args.jobs,
                         "summarised_from_runs_file": args.from_runs},
            "layers": spaces, "per_layer": per_layer, "means": means, "host": host_rows}
