@@ -40,7 +40,8 @@ from typing import Callable
 
 import numpy as np
 
-from accelmap.codegen.build import compile_shared
+from accelmap.codegen.build import compile_shared, compile_shared_units
+from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import MODES, Join, Stage, check_join, schedules
 from accelmap.fusion.stages import MacStage
@@ -65,6 +66,7 @@ class FusedRun:
     macs: tuple[int, ...]
     invalid_reads: int
     skip_fetched: int = 0
+    weight_bits: tuple[int, ...] = ()       # per stage: weight bits fetched from memory
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class StageC:
     count_include_pad=0) or by the window's size (``avg-pad``), as the host's pooling does it (no ceil mode and no
     dilation in a chain, so every window lies inside the padded input). ``epilogue`` (None: a copy) turns the
     block into ``out_type``, the type of the tensor the stage leaves on chip (or writes off chip).
+    ``weight_type``: the C type of the weights' elements (their copy in the store, when the group keeps them).
     """
 
     acc_type: str
@@ -88,6 +91,7 @@ class StageC:
     acc_init: str = "0"
     epilogue: Epilogue | None = None
     pool: str = "max"
+    weight_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,16 +195,24 @@ def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, po
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
+def counter_count(n_stages: int, joins: bool) -> int:
+    """Counters of a fused group's C (``fused_group_c``)."""
+    return 3 + n_stages + joins + n_stages
+
+
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                   policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None,
-                  inner: tuple[JoinC, ...] = ()) -> str:
+                  inner: tuple[JoinC, ...] = (), weights: WeightTransfers | None = None) -> str:
     """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with
     joins inside the group (``inner``, spanning residual blocks) and a ``join`` ending it, one skip argument per
     join before ``y`` (``const SKIP *skip_in0, ...`` for the inner ones, then ``const SKIP *skip``), read only
     where that join's skip is re-read.
 
-    ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage, then
-    with joins the skip elements fetched from memory (all joins). It needs <string.h> and whatever the
+    ``cnt`` (``counter_count``): 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs
+    per stage, then with joins the skip elements fetched from memory (all joins), then per stage the weight bits
+    fetched from memory: with ``weights`` (``codegen.fused_weights``), once into the store before the first tile
+    (resident; the blocks then read that copy) or by each block's fetch program (streamed; the programs are
+    translation units of their own, declared here), else none (zeros). It needs <string.h> and whatever the
     epilogues call.
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
@@ -231,7 +243,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
     size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
-    ncnt = 3 + n + bool(join_at)
+    ncnt = counter_count(n, bool(join_at))
+    wcnt = 3 + n + bool(join_at)        # the first weight counter
+    weights = weights or WeightTransfers({}, {}, {})
+    wsrc = {j: f"{name}_w{j}" if j in weights.resident else sp.weights for j, sp in enumerate(specs)}
     products = {j: product_batch(ms) for j, ms in macs.items()}
     # Matrix products keep their tensors batch-major, then token-major in memory ([batch][rows][cols][channels]);
     # on chip every buffer is channel-major (channel = batch * channels + channel), as for convolutions, so only
@@ -252,6 +267,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
                     f"halos {', '.join(policies)}"
                     + "".join(f", join {jc.join.name} (skip {jc.skip_policy})" for jc, _ in join_at.values()) + " */"]
+    w += [f"int {fn}(void **T, long long *counters);  /* a block's weight fetches (its tile mapping's) */"
+          for fn, _ in weights.units()]
+    for j, count in weights.resident.items():
+        if not specs[j].weight_type:
+            raise SpecError(f"fused group {name}: stage {stages[j].name} keeps its weights resident but has no "
+                            "weight type")
+        w.append(f"static {specs[j].weight_type} {name}_w{j}[{count}];   /* {stages[j].name}'s weights in the store */")
     for t in range(n + 1):
         w.append(_table(f"{name}_RLO{t}", [tile[t][0] for tile in rows.comp]))
         w.append(_table(f"{name}_RHI{t}", [tile[t][1] for tile in rows.comp]))
@@ -270,6 +292,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     skip_arg = "".join(f"const {jc.skip_type} *{arg}, " for _, (jc, arg) in sorted(join_at.items()))
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
+    for j, count in weights.resident.items():        # fetched once, before the first tile
+        w.append(f"  for (long i = 0; i < {count}; i++) {name}_w{j}[i] = {specs[j].weights}[i];"
+                 f"  cnt[{wcnt + j}] += {count}LL * {weights.bits[j]};")
     for t in range(n):
         w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ {name}_b{t}[i] = ({types[t]}){POISON}; "
                  f"{name}_v{t}[i] = 0; }}")
@@ -293,8 +318,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
               f"        const int r0 = {name}_RLO{j + 1}[ty], r1 = {name}_RHI{j + 1}[ty], "
               f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
               "        const long br = r1 - r0, bc = c1 - c0;",
-              "        if (br > 0 && bc > 0) {",
-              f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+              "        if (br > 0 && bc > 0) {"]
+        w += _fetch_lines(name, j, weights.streamed.get(j, {}), specs[j].weights, wcnt + j)
+        w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
@@ -336,7 +362,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
                   f"                long i = ((long)(g * {cg} + ci) * {hin} + ir) * {win} + ic;",
                   f"                if (!{name}_v{j}[i]) cnt[2]++;",
-                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){sp.weights}[{widx}];",
+                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
         w += [f"              {blk}[((long)k * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
         nblk = f"{depth[j + 1]}L * br * bc"
@@ -352,7 +378,7 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             jc, arg = join_at[j + 1]
             t, kept = j + 1, jc.join.skip if jc.skip_policy == "kept" else None
             take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
-                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{ncnt - 1}]++;")
+                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{3 + n}]++;")
             w += [f"        for (int k = 0; k < {depth[t]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {",
@@ -377,14 +403,36 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     return "\n".join(w)
 
 
+def _fetch_lines(name: str, j: int, by_shape: dict[tuple[int, int], BlockFetch], weights: str, counter: int) -> list[str]:
+    """C run at each block of stage ``j``: the fetch program of the block's shape (``br`` x ``bc``), its bits
+    added to counter ``counter``."""
+    if not by_shape:
+        return []
+    first = next(iter(by_shape.values()))
+    slots = max(b.operands for b in by_shape.values())
+    size = max(b.levels * b.operands * 4 for b in by_shape.values())
+    lines = [f"        {{ /* the block's weight fetches, as its tile mapping moves them (stage {j}) */",
+             f"          static long long wc[{size}]; void *T[{slots}] = {{0}};",
+             f"          T[{first.fetched[0][0]}] = (void *){weights};"]
+    for i, ((r, c), b) in enumerate(sorted(by_shape.items())):
+        if b.fetched != first.fetched:
+            raise SpecError(f"fused group {name}: stage {j}'s block programs fetch different operands")
+        lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) "
+                     f"{{ {b.function}(T, wc); cnt[{counter}] += {b.counted_bits('wc')}; }}")
+    lines.append("        }")
+    return lines
+
+
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                      policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
-                     inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None) -> str:
+                     inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None,
+                     weights: WeightTransfers | None = None) -> str:
     """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
     with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
     from ``skips[i]`` in memory (the inner joins in order, then the ending one). ``pools[j]``: how pooling stage
-    j pools (``POOLS``; max by default; an average divides as C does, truncating)."""
-    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs
+    j pools (``POOLS``; max by default; an average divides as C does, truncating). ``weights``: how the weights
+    move (``fused_group_c``; its fetch programs are built beside this source, ``WeightTransfers.units``)."""
+    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]", weight_type="i64") if j in macs
                   else StageC("i64", "i64", acc_init="LLONG_MIN", pool=(pools or {}).get(j, "max"))
                   for j in range(len(stages)))
 
@@ -392,7 +440,7 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"]
     jc = JoinC(join, skip_policy, "i64", "i64", add) if join is not None else None
     inner = tuple(JoinC(j, sp, "i64", "i64", add) for j, sp in inner_joins)
-    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner)
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner, weights)
     nskip = len(inner) + (join is not None)
     call = f"group(x, {''.join(f'skips[{i}], ' for i in range(nskip))}y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
@@ -453,17 +501,20 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-              pools: dict[int, str] | None = None) -> tuple[FusedRun, np.ndarray]:
+              pools: dict[int, str] | None = None,
+              weights: WeightTransfers | None = None) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
     output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
     ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
-    skip elements read from memory."""
+    skip elements read from memory. With ``weights`` (``codegen.fused_weights.plan_weight_transfers``) the C moves
+    the weights as planned and ``FusedRun.weight_bits`` counts the bits fetched per stage (the fetch programs copy
+    the weights' elements at the operator's own width, not these 64-bit ones: what is counted is which tiles move)."""
     for p in policies:
         if p not in MODES:
             raise SpecError(f"halo policy {p!r} unknown; choose one of {', '.join(MODES)}")
     rng = np.random.default_rng(seed)
     x = rng.integers(-8, 8, size=(stages[0].in_depth, stages[0].in_rows, stages[0].in_cols), dtype=np.int64)
-    weights = {}
+    wvals = {}
     for j, ms in macs.items():
         r, s, _, _, groups = conv_shape(ms)
         nb = product_batch(ms)
@@ -473,7 +524,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             shape = (stages[j].out_depth, stages[j].in_depth)
         else:
             shape = (nb, stages[j].in_depth // nb, stages[j].out_depth // nb)
-        weights[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
+        wvals[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
     # matrix products keep their tensors batch-major, then token-major in memory: [batch][rows][cols][channels]
     batches = tensor_batches("group", len(stages), macs)
 
@@ -481,8 +532,11 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         if nb is None:
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
-    lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
-                                                          skip_policy, inner_joins, pools))))
+    source = generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, pools,
+                              weights)
+    units = [src for _, src in weights.units()] if weights is not None else []
+    # the fetch programs are small and run once: built unoptimized (about 4x faster to build at -O0)
+    lib = ctypes.CDLL(str(compile_shared_units([source, *units], opt="-O0") if units else compile_shared(source)))
     fn = lib.accelmap_fused
     p64 = ctypes.POINTER(ctypes.c_longlong)
     fn.argtypes = [p64, ctypes.POINTER(p64), ctypes.POINTER(p64), p64, p64]
@@ -502,7 +556,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         return get
     n = len(stages)
     joins = tuple(j for j, _ in inner_joins) + ((join,) if join is not None else ())
-    tensors = numpy_tensors(stages, macs, x, weights, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins},
+    tensors = numpy_tensors(stages, macs, x, wvals, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins},
                             pools)
     ref = tensors[-1]
     if join is not None:
@@ -510,12 +564,13 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     skip_mem = [memory(skips[j.target(n)], batches[j.target(n)]) for j in joins] or [np.zeros(1, dtype=np.int64)]
     skip_arr = (p64 * len(skip_mem))(*[a.ctypes.data_as(p64) for a in skip_mem])
     y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64), batches[n])
-    cnt = np.zeros(3 + n + bool(joins), dtype=np.int64)
-    wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
+    cnt = np.zeros(counter_count(n, bool(joins)), dtype=np.int64)
+    wl = [np.ascontiguousarray(wvals.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
     fn(memory(x, batches[0]).ctypes.data_as(p64), skip_arr, warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
     if (nb := batches[n]) is not None:
         y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
                                  .reshape(last.out_depth, last.out_rows, last.out_cols))
+    w0 = 3 + n + bool(joins)
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
-                    int(cnt[3 + n]) if joins else 0), ref
+                    int(cnt[3 + n]) if joins else 0, tuple(int(c) for c in cnt[w0:w0 + n])), ref
