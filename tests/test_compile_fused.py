@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from accelmap.arch.presets import get_accelerator  # noqa: E402
+from accelmap.codegen.fused_weights import model_weight_bits  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
 from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
@@ -44,7 +45,7 @@ def test_qdq_groups_run_fused_and_bit_exact(qdq_tpu_fused):
         # what the emitted tile loop fetched, wrote and multiplied is what the fusion model counts
         want = fused_counts(grp.stages, grp.cost.tile_rows, grp.cost.tile_cols, grp.cost.policies)
         got = r.run.fused_counters[grp.index]
-        assert [int(v) for v in got] == [want.input_fetched, want.output_written, 0, *want.macs]
+        assert [int(v) for v in got] == [want.input_fetched, want.output_written, 0, *want.macs, *model_weight_bits(grp.cost)]
         assert grp.counters_ok is True
         # the intermediates stay in the group: only its output is a value of the program
         assert grp.output in {n for n, _, _ in r.program.values}
@@ -108,7 +109,7 @@ def test_float_matrix_product_chain_fused_matches_onnxruntime(tmp_path):
     c = grp.cost
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
-                                                                  *want.macs]
+                                                                  *want.macs, *model_weight_bits(grp.cost)]
     assert want.macs == (16 * 16 * 32, 16 * 32 * 16)
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
     html = report_html(r)
@@ -129,7 +130,7 @@ def test_dense_gemm_chain_fused_matches_onnxruntime(tmp_path):
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert want.macs == (16 * 16 * 32, 16 * 32 * 16)
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
-                                                                  *want.macs]
+                                                                  *want.macs, *model_weight_bits(grp.cost)]
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
 
 
@@ -151,12 +152,14 @@ def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert want.macs == (8 * 16 * 16, 2 * 8 * 8 * 8, 2 * 8 * 8 * 8)      # 2 heads, 8 tokens, 8 features per head
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
-                                                                  *want.macs]
+                                                                  *want.macs, *model_weight_bits(grp.cost)]
     # K and V: their projections run before the group, as their own layer programs, and write their outputs to the
     # store for it (the group keeps its weights there or streams them: the plan's choice): the model credits the
     # saved writes and fetches to the group, the simulator counts what the producers still move apart; the two agree
     # on the sum
     assert c.producers_on_chip == ("k", "v")
+    # the products reading K and V fetch no weights from memory in the model nor in the C (the counters above)
+    assert model_weight_bits(c)[1:] == [0, 0] and model_weight_bits(c)[0] > 0
     assert {j: p.node for j, p in grp.produced.items()} == {1: "k", 2: "v"}
     sim = grp.sim
     # Exact on most runs (112 and 114 cycles both ways); the tile mappings come from wall-clock limited searches, and
@@ -223,7 +226,7 @@ def test_average_pool_inside_a_fused_group_bit_exact(tmp_path):
     c = grp.cost
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert [int(x) for x in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
-                                                                  *want.macs]
+                                                                  *want.macs, *model_weight_bits(grp.cost)]
 
 
 @pytest.mark.parametrize("perm,keeps", [([0, 2, 1, 3], True), ([0, 3, 1, 2], False)])

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.codegen.fused_weights import model_weight_bits
 from accelmap.compile.fused_groups import FusedGroup, fuse_network, plan_groups
 from accelmap.compile.graph import NetGraph, load_graph
 from accelmap.compile.intrinsic_choice import POLICIES, IntrinsicChoice, ProgramNest, intrinsic_choices, program_nest
@@ -193,6 +194,7 @@ def _check_counts(res: CompileResult) -> None:
         want = [cnt.input_fetched, cnt.output_written, 0, *cnt.macs]
         if grp.has_joins:
             want.append(cnt.skip_fetched)
+        want += model_weight_bits(grp.cost)
         grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
@@ -274,7 +276,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         except SpecError as e:
             fuse_notes.append(f"no fused groups: {e}")
         else:
-            groups, fuse_notes = plan_groups(fusion, steps, g, producers)
+            groups, fuse_notes = plan_groups(fusion, steps, g, producers, arch, inner)
             fuse_notes = search_notes + fuse_notes
         seconds["fuse"] = time.perf_counter() - t0
         cpu["fuse"] = time.process_time() - c0
