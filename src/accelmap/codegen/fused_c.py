@@ -43,7 +43,7 @@ import numpy as np
 from accelmap.codegen.build import compile_shared, compile_shared_units
 from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Join, Stage, check_join, schedules
+from accelmap.fusion.geometry import MODES, Join, Stage, check_join, head_segment, schedules
 from accelmap.fusion.stages import MacStage
 from accelmap.workload.numpy_reference import reference
 
@@ -202,7 +202,8 @@ def counter_count(n_stages: int, joins: bool) -> int:
 
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                   policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None,
-                  inner: tuple[JoinC, ...] = (), weights: WeightTransfers | None = None) -> str:
+                  inner: tuple[JoinC, ...] = (), weights: WeightTransfers | None = None,
+                  head_tile: int | None = None) -> str:
     """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with
     joins inside the group (``inner``, spanning residual blocks) and a ``join`` ending it, one skip argument per
     join before ``y`` (``const SKIP *skip_in0, ...`` for the inner ones, then ``const SKIP *skip``), read only
@@ -214,11 +215,18 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     (resident; the blocks then read that copy) or by each block's fetch program (streamed; the programs are
     translation units of their own, declared here), else none (zeros). It needs <string.h> and whatever the
     epilogues call.
+
+    ``head_tile`` (attention tiled over heads, ``fusion.geometry.head_segment``): within each tile, the run of
+    head-split stages (the scores and the context per head) runs once per head tile, each block computing the
+    channels of ``head_tile`` heads (a block buffer of that share; the epilogues, e.g. the softmax per head, on
+    it); the tensors inside the run hold one head tile at a time, so their valid flags are cleared at every head
+    tile (a read of another head tile's values is counted as invalid).
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
     inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     n = len(stages)
+    segment = head_segment(stages, head_tile, tuple(inner_pairs) + (((jn, policy),) if jn is not None else ()))
     if len(specs) != n:
         raise SpecError(f"fused group {name}: {n} stages but {len(specs)} stage descriptions")
     types = [in_type] + [sp.out_type for sp in specs]
@@ -281,6 +289,15 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w.append(_table(f"{name}_CHI{t}", [tile[t][1] for tile in cols.comp]))
     for t in range(n):
         w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static unsigned char {name}_v{t}[{size[t]}];")
+    # per stage: its channels in one block, as C expressions of the head tile's first head ``h0`` (all of them
+    # outside the head-split run)
+    klo, khi = ["0"] * n, [str(depth[j + 1]) for j in range(n)]
+    if segment is not None:
+        assert head_tile is not None
+        for j in range(segment[0], segment[1] + 1):
+            per_head = depth[j + 1] // stages[j].heads
+            klo[j], khi[j] = f"h0 * {per_head}", f"(h0 + {head_tile}) * {per_head}"
+            blocks[j] = blocks[j] // stages[j].heads * head_tile
     for j, sp in enumerate(specs):
         w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
     out_type = types[n]
@@ -314,13 +331,21 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
         src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
+        if segment is not None and j == segment[0]:
+            w.append(f"      for (int h0 = 0; h0 < {st.heads}; h0 += {head_tile}) {{   /* a head tile */")
+            for t in range(segment[0] + 1, segment[1] + 1):
+                w.append(f"      memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: one head tile at a time */")
         w += [f"      {{ /* stage {j}: {st.name} */",
               f"        const int r0 = {name}_RLO{j + 1}[ty], r1 = {name}_RHI{j + 1}[ty], "
               f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
               "        const long br = r1 - r0, bc = c1 - c0;",
               "        if (br > 0 && bc > 0) {"]
-        w += _fetch_lines(name, j, weights.streamed.get(j, {}), specs[j].weights, wcnt + j)
-        w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+        wptr = specs[j].weights
+        if klo[j] != "0" and j in macs:     # a head tile's block fetches its heads' share of the weights
+            wptr = f"({wptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
+        w += _fetch_lines(name, j, weights.streamed.get(j, {}), wptr, wcnt + j)
+        kb = klo[j]     # the block's first channel: its index in the block buffer is k - kb
+        w += [f"        for (int k = {kb}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
@@ -364,8 +389,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if (!{name}_v{j}[i]) cnt[2]++;",
                   f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
-        w += [f"              {blk}[((long)k * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
-        nblk = f"{depth[j + 1]}L * br * bc"
+        w += [f"              {blk}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
+        nblk = f"(long)({khi[j]} - {kb}) * br * bc"
         if sp.epilogue is None:
             if sp.acc_type != sp.out_type:
                 raise SpecError(f"fused group {name}: stage {st.name} computes {sp.acc_type} but leaves {sp.out_type} "
@@ -392,13 +417,15 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                 out = f"{name}_q{t}"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
-        store = f"{dst}[{at}] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
+        store = f"{dst}[{at}] = {out}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)];"
         store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
-        w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+        w += [f"        for (int k = {kb}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {",
               f"              long o = ((long)k * {height[j + 1]} + r) * {width[j + 1]} + c;",
               f"              {store}", "            }", "        }", "      }"]
+        if segment is not None and j == segment[1]:
+            w.append("      }   /* the head tiles */")
     w += ["    }", "  }", "}", ""]
     return "\n".join(w)
 
@@ -426,12 +453,13 @@ def _fetch_lines(name: str, j: int, by_shape: dict[tuple[int, int], BlockFetch],
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                      policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
                      inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None,
-                     weights: WeightTransfers | None = None) -> str:
+                     weights: WeightTransfers | None = None, head_tile: int | None = None) -> str:
     """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
     with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
     from ``skips[i]`` in memory (the inner joins in order, then the ending one). ``pools[j]``: how pooling stage
     j pools (``POOLS``; max by default; an average divides as C does, truncating). ``weights``: how the weights
-    move (``fused_group_c``; its fetch programs are built beside this source, ``WeightTransfers.units``)."""
+    move (``fused_group_c``; its fetch programs are built beside this source, ``WeightTransfers.units``);
+    ``head_tile``: attention tiled over heads (``fused_group_c``)."""
     specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]", weight_type="i64") if j in macs
                   else StageC("i64", "i64", acc_init="LLONG_MIN", pool=(pools or {}).get(j, "max"))
                   for j in range(len(stages)))
@@ -440,7 +468,8 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"]
     jc = JoinC(join, skip_policy, "i64", "i64", add) if join is not None else None
     inner = tuple(JoinC(j, sp, "i64", "i64", add) for j, sp in inner_joins)
-    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner, weights)
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner, weights,
+                         head_tile)
     nskip = len(inner) + (join is not None)
     call = f"group(x, {''.join(f'skips[{i}], ' for i in range(nskip))}y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
@@ -501,8 +530,8 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-              pools: dict[int, str] | None = None,
-              weights: WeightTransfers | None = None) -> tuple[FusedRun, np.ndarray]:
+              pools: dict[int, str] | None = None, weights: WeightTransfers | None = None,
+              head_tile: int | None = None) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
     output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
     ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
@@ -533,7 +562,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
     source = generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, pools,
-                              weights)
+                              weights, head_tile)
     units = [src for _, src in weights.units()] if weights is not None else []
     # the fetch programs are small and run once: built unoptimized (about 4x faster to build at -O0)
     lib = ctypes.CDLL(str(compile_shared_units([source, *units], opt="-O0") if units else compile_shared(source)))
