@@ -272,3 +272,62 @@ def test_qdq_dense_gemm_chain_fused_bit_exact(tmp_path):
     bit-exact on the integer form and on the file with onnxruntime's int8 kernels, the counters the model's."""
     ops = _qdq_one_group_bit_exact(tiny_mlp(rows=16, d=16, hidden=32), "fc1 -> fc2", tmp_path)
     assert ops == {"Gemm (QDQ)", "DequantizeLinear", "Relu", "QuantizeLinear"}
+
+
+def _with_head_tiles(monkeypatch, head_tile: int):
+    """The fusion search's plan with each group holding a head-split run (attention's scores and context) re-costed
+    with ``head_tile`` heads per head tile (the same tile, halos and weight residency; on the tiny block the search
+    needs none, the store holding every head's scores), so that the program's head loop runs whatever the search's
+    wall-clock limits find."""
+    import dataclasses
+
+    import accelmap.compile.fused_groups as fg
+    from accelmap.fusion.geometry import head_runs
+    from accelmap.fusion.group_cost import GroupCost, group_cost
+
+    real = fg.fuse_model
+
+    def fuse_model(mm, **kw):
+        fm = real(mm, **kw)
+        choices = []
+        for c in fm.best.choices:
+            if isinstance(c, GroupCost) and c.join is None and not c.inner_joins:
+                chain = next(ch for ch in fm.chains if c.names[0] in ch.nodes and c.names[-1] in ch.nodes)
+                stages, macs = chain.group(chain.nodes.index(c.names[0]), chain.nodes.index(c.names[-1]))
+                if len(head_runs(stages)) == 1:
+                    c2 = group_cost(stages, macs, mm.arch, c.tile_rows, c.tile_cols, c.policies, kw["inner"],
+                                    c.weights_resident, head_tile=head_tile)
+                    assert not isinstance(c2, str), c2
+                    c = c2
+            choices.append(c)
+        return dataclasses.replace(fm, best=dataclasses.replace(fm.best, choices=tuple(choices)))
+    monkeypatch.setattr(fg, "fuse_model", fuse_model)
+
+
+@pytest.mark.parametrize("qdq", [False, True])
+def test_attention_tiled_over_heads_runs_in_the_program(tmp_path, monkeypatch, qdq):
+    """Four heads of 8 tokens, the plan's attention group tiled over heads (one head at a time): the program runs the
+    head loop inside each tile (the scores, softmax and context per head tile), within tolerance of onnxruntime
+    (float) or bit-exact on the integer form (QDQ); every counter (MACs, transfers, the weights' bits) equals the
+    fusion model's with the head tile, and the simulator runs the same head tiles (its MACs and weight bits the
+    model's)."""
+    _with_head_tiles(monkeypatch, 1)
+    m = tiny_attention(seq=8, heads=4)
+    if qdq:
+        m = quantize_qdq(m, reduce_range=True)
+    r = compile_model(m, get_accelerator("tpu_like"), tmp_path, simulate=not qdq, **FAST)
+    v = r.verification
+    assert v is not None and v.ok, v.summary() if v else ""
+    if qdq:
+        assert v.quantized and all(c.ok for c in v.quantized)
+    (grp,) = [g for g in r.groups if g.cost.head_tile is not None]
+    assert grp.label.endswith("scores -> context") and grp.cost.counts.head_tiles == 4
+    assert grp.counters_ok is True
+    c = grp.cost
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies, head_tile=1)
+    assert [int(x) for x in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                  *want.macs, *model_weight_bits(c)]
+    if not qdq:
+        assert grp.sim is not None and grp.sim.macs == c.counts.macs
+        assert grp.sim.weight_bits == sum(model_weight_bits(c))     # the C, the model and the simulator agree
+        assert "head tiles of 1" in r.summary()

@@ -471,7 +471,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
     return fused_group_c(grp.name, grp.stages, grp.macs, c.tile_rows, c.tile_cols, c.policies,
-                         tuple(specs), in_type, join, tuple(inner), grp.weights)
+                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile)
 
 
 def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
