@@ -43,7 +43,7 @@ import numpy as np
 from accelmap.codegen.build import compile_shared, compile_shared_units
 from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Join, Stage, check_join, head_segment, schedules
+from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_join, head_segment, schedules
 from accelmap.fusion.stages import MacStage
 from accelmap.workload.numpy_reference import reference
 
@@ -195,6 +195,36 @@ def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, po
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
+def buffer_shapes(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+                  join: Join | None = None, skip_policy: str = "re-read",
+                  inner_joins: tuple[tuple[Join, str], ...] = (),
+                  head_tile: int | None = None) -> list[tuple[int, int, int, bool]]:
+    """Per on-chip tensor of the group (its input, then every intermediate): the (channels, rows, columns) of its
+    buffer in the C, and whether it is a bounded circular buffer. A tensor whose rows are recomputed at every tile
+    row (fully recompute, H-cached-V-recompute) lives within the tile's window of it, at most ``max_need`` rows by
+    ``max_need`` columns (``fusion.geometry.AxisSchedule``): its buffer is that window, position (r, c) in slot
+    (r mod rows, c mod columns), as a ring along each axis (consecutive windows only move forward and keep their
+    common part in place); inside a head tile's run only the head tile's channels, channel k in slot k mod that
+    many. That is the model's reservation for it (``fused_counts``' ``buffer_bits``). A fully cached tensor keeps
+    the whole tensor (its line buffer, the model's count, is not a rectangle)."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
+    segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
+    depth = [stages[0].in_depth] + [st.out_depth for st in stages]
+    height = [stages[0].in_rows] + [st.out_rows for st in stages]
+    width = [stages[0].in_cols] + [st.out_cols for st in stages]
+    out = []
+    for t in range(len(stages)):
+        if policies[t] == "fully-cached":
+            out.append((depth[t], height[t], width[t], False))
+            continue
+        d = depth[t]
+        if segment is not None and segment[0] < t <= segment[1]:
+            assert head_tile is not None
+            d = d // stages[t - 1].heads * head_tile
+        out.append((d, rows.max_need(t), cols.max_need(t), True))
+    return out
+
+
 def counter_count(n_stages: int, joins: bool) -> int:
     """Counters of a fused group's C (``fused_group_c``)."""
     return 3 + n_stages + joins + n_stages
@@ -249,7 +279,20 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
-    size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
+    ring = buffer_shapes(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs, head_tile)
+    size = [kb * rb * cb for kb, rb, cb, _ in ring]      # elements of each on-chip buffer
+
+    def slot(t: int, k: str, r: str, c: str) -> str:
+        """The slot of tensor ``t``'s element (channel k, row r, column c) in its buffer (``buffer_shapes``)."""
+        kb, rb, cb, _ = ring[t]
+        kk = f"({k}) % {kb}" if kb < depth[t] else f"({k})"
+        rr = f"({r}) % {rb}" if rb < height[t] else f"({r})"
+        cc = f"({c}) % {cb}" if cb < width[t] else f"({c})"
+        return f"(((long){kk} * {rb} + {rr}) * {cb} + {cc})"
+
+    def tag(t: int, k: str, r: str, c: str) -> str:
+        """What a slot of tensor ``t`` holds when it holds that element: its position plus one (0: nothing)."""
+        return f"((int)((((long)({k}) * {height[t]} + ({r})) * {width[t]} + ({c})) + 1))"
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     ncnt = counter_count(n, bool(join_at))
     wcnt = 3 + n + bool(join_at)        # the first weight counter
@@ -288,7 +331,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w.append(_table(f"{name}_CLO{t}", [tile[t][0] for tile in cols.comp]))
         w.append(_table(f"{name}_CHI{t}", [tile[t][1] for tile in cols.comp]))
     for t in range(n):
-        w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static unsigned char {name}_v{t}[{size[t]}];")
+        kb, rb, cb, bounded = ring[t]
+        w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static int {name}_v{t}[{size[t]}];"
+                 + (f"   /* a ring of {kb} channels x {rb} rows x {cb} columns */" if bounded else ""))
     # per stage: its channels in one block, as C expressions of the head tile's first head ``h0`` (all of them
     # outside the head-split run)
     klo, khi = ["0"] * n, [str(depth[j + 1]) for j in range(n)]
@@ -318,23 +363,24 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     w.append(f"  for (int ty = 0; ty < {len(rows.comp)}; ty++) {{")
     for t in range(n):
         if policies[t] == "H-cached-V-recompute":
-            w.append(f"    memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: rows recomputed, a new tile row */")
+            w.append(f"    memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: rows recomputed, a new tile row */")
     w.append(f"    for (int tx = 0; tx < {len(cols.comp)}; tx++) {{")
     for t in range(n):
         if policies[t] == "fully-recompute":
-            w.append(f"      memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: recomputed at every tile */")
+            w.append(f"      memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: recomputed at every tile */")
     w += [f"      for (int d = 0; d < {depth[0]}; d++)",
           f"        for (int r = {name}_RLO0[ty]; r < {name}_RHI0[ty]; r++)",
           f"          for (int c = {name}_CLO0[tx]; c < {name}_CHI0[tx]; c++) {{",
-          f"            long i = ((long)d * {height[0]} + r) * {width[0]} + c;",
-          f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = 1; cnt[0]++;", "          }"]
+          f"            long i = {slot(0, 'd', 'r', 'c')};",
+          f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = {tag(0, 'd', 'r', 'c')}; cnt[0]++;",
+          "          }"]
     for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
         src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
         if segment is not None and j == segment[0]:
             w.append(f"      for (int h0 = 0; h0 < {st.heads}; h0 += {head_tile}) {{   /* a head tile */")
             for t in range(segment[0] + 1, segment[1] + 1):
-                w.append(f"      memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: one head tile at a time */")
+                w.append(f"      memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: one head tile at a time */")
         w += [f"      {{ /* stage {j}: {st.name} */",
               f"        const int r0 = {name}_RLO{j + 1}[ty], r1 = {name}_RHI{j + 1}[ty], "
               f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
@@ -360,8 +406,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc;",
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = ((long)k * {hin} + ir) * {win} + ic;",
-                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
+                  f"                long i = {slot(j, 'k', 'ir', 'ic')};",
+                  f"                if ({name}_v{j}[i] != {tag(j, 'k', 'ir', 'ic')}) cnt[2]++;",
                   f"                {take}", "              }",
                   "              (void)taps;"]
             if sp.pool != "max":
@@ -385,8 +431,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc * {dw};",
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = ((long)(g * {cg} + ci) * {hin} + ir) * {win} + ic;",
-                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
+                  f"                long i = {slot(j, f'g * {cg} + ci', 'ir', 'ic')};",
+                  f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
                   f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
         w += [f"              {blk}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
@@ -402,13 +448,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
             jc, arg = join_at[j + 1]
             t, kept = j + 1, jc.join.skip if jc.skip_policy == "kept" else None
-            take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
+            take = (f"long o = {slot(kept, 'k', 'r', 'c')}; if ({name}_v{kept}[o] != {tag(kept, 'k', 'r', 'c')}) "
+                    f"cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
                     else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{3 + n}]++;")
             w += [f"        for (int k = 0; k < {depth[t]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {",
-                  f"              long o = ((long)k * {height[t]} + r) * {width[t]} + c, "
-                  "b = ((long)k * br + (r - r0)) * bc + (c - c0);",
+                  "              long b = ((long)k * br + (r - r0)) * bc + (c - c0);",
                   f"              {take}", "            }"]
             w += ["        " + ln for ln in jc.lines(out, f"{name}_k{t}", f"{name}_j{t}", f"({nblk})")]
             out = f"{name}_j{t}"
@@ -418,11 +464,11 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
         store = f"{dst}[{at}] = {out}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)];"
-        store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
+        store += f" {name}_v{j + 1}[o] = {tag(j + 1, 'k', 'r', 'c')};" if j + 1 < n else " cnt[1]++;"
         w += [f"        for (int k = {kb}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {",
-              f"              long o = ((long)k * {height[j + 1]} + r) * {width[j + 1]} + c;",
+              f"              long o = {slot(j + 1, 'k', 'r', 'c')};" if j + 1 < n else "",
               f"              {store}", "            }", "        }", "      }"]
         if segment is not None and j == segment[1]:
             w.append("      }   /* the head tiles */")
