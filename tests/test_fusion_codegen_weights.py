@@ -113,3 +113,50 @@ def test_a_weight_kept_on_no_on_chip_level_is_refused_in_one_line():
                 (frozenset({"I", "W", "O"}), frozenset({"I", "O"})))
     with pytest.raises(SpecError, match="keeps W on no on-chip level"):
         generate_c(op, arch, m, fetched_only=frozenset({"W"}))
+
+
+def _fetch_cases():
+    """(operator, accelerator, mapping, the inputs some on-chip level keeps): one random draw per operator of the
+    codegen tests (strides, dilation, padding, groups, three inputs, prior outputs) whose mapping keeps an input."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from accelmap.errors import MappingError
+    from test_codegen import OPERATORS, _random_arch
+    out = []
+    for n, op in enumerate(OPERATORS):
+        r = random.Random(77 * n)
+        for _ in range(50):
+            arch = _random_arch(r)
+            try:
+                m = random_mapping(op, arch, r, imperfect=r.random() < 0.5)
+            except MappingError:
+                continue
+            kept = frozenset(x.name for x in op.inputs if any(x.name in m.keep[i] for i in range(1, len(arch.levels))))
+            if kept:
+                out.append((op, arch, m, kept))
+                break
+    return out
+
+
+FETCH_CASES = _fetch_cases()
+
+
+@pytest.mark.parametrize("k", range(len(FETCH_CASES)), ids=lambda k: FETCH_CASES[k][0].name)
+def test_a_fetch_only_program_counts_what_the_whole_program_moves_from_memory(k):
+    """``generate_c(..., fetched_only=)``: the loops above the first on-chip level keeping each fetched operand and
+    its tile transfers alone; its counters at the outermost level equal the cost model's for those operands."""
+    import numpy as np
+
+    from accelmap.codegen import compile_shared, generate_c, load_run
+    from accelmap.codegen.c_tensors import random_inputs
+    from accelmap.codegen.execute import run_generated
+    from accelmap.cost import access_counts
+    op, arch, m, kept = FETCH_CASES[k]
+    fn = load_run(compile_shared(generate_c(op, arch, m, fetched_only=kept), opt="-O0"))
+    _, counters = run_generated(fn, op, random_inputs(op, "int", np.random.default_rng(k)), len(arch.levels))
+    model = access_counts(op, arch, m)
+    for j, x in enumerate(op.operands):
+        if x.name in kept:
+            assert tuple(int(v) for v in counters[0, j]) == model[(0, x.name)].as_tuple()

@@ -390,8 +390,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         if klo[j] != "0" and j in macs:     # a head tile's block fetches its heads' share of the weights
             wptr = f"({wptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
         w += _fetch_lines(name, j, weights.streamed.get(j, {}), wptr, wcnt + j)
-        kb = klo[j]     # the block's first channel: its index in the block buffer is k - kb
-        w += [f"        for (int k = {kb}; k < {khi[j]}; k++)",
+        k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
+        w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
@@ -435,8 +435,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
                   f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
-        w += [f"              {blk}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
-        nblk = f"(long)({khi[j]} - {kb}) * br * bc"
+        w += [f"              {blk}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
+        nblk = f"(long)({khi[j]} - {k0}) * br * bc"
         if sp.epilogue is None:
             if sp.acc_type != sp.out_type:
                 raise SpecError(f"fused group {name}: stage {st.name} computes {sp.acc_type} but leaves {sp.out_type} "
@@ -463,9 +463,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                 out = f"{name}_q{t}"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
-        store = f"{dst}[{at}] = {out}[((long)(k - {kb}) * br + (r - r0)) * bc + (c - c0)];"
+        store = f"{dst}[{at}] = {out}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)];"
         store += f" {name}_v{j + 1}[o] = {tag(j + 1, 'k', 'r', 'c')};" if j + 1 < n else " cnt[1]++;"
-        w += [f"        for (int k = {kb}; k < {khi[j]}; k++)",
+        w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {",
               f"              long o = {slot(j + 1, 'k', 'r', 'c')};" if j + 1 < n else "",
