@@ -38,7 +38,8 @@ class RunOutput:
     counters: dict[int, np.ndarray]          # step index -> the layer's transfer counters
     wall_s: float
     dumped: dict[str, np.ndarray] = field(default_factory=dict)
-    # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched)
+    # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched), weight
+    # bits fetched per stage
     fused_counters: dict[int, np.ndarray] = field(default_factory=dict)
 
 
