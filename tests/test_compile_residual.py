@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).parent))
 from accelmap.arch.presets import get_accelerator  # noqa: E402
 from accelmap.codegen.build import compile_shared  # noqa: E402
+from accelmap.codegen.fused_weights import model_weight_bits  # noqa: E402
 from accelmap.compile import compile_model  # noqa: E402
 from accelmap.compile.host_runtime import HOST_C  # noqa: E402
 from accelmap.compile.integer_form import integer_form  # noqa: E402
@@ -109,7 +110,7 @@ def test_groups_with_residual_joins_run_fused_bit_exact_with_the_models_counts(q
         assert grp.at == names[name] == max(grp.members) and grp.output == r.steps[names[name]].outputs[0]
         want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy)
         got = [int(v) for v in r.run.fused_counters[grp.index]]
-        assert got == [want.input_fetched, want.output_written, 0, *want.macs, want.skip_fetched]
+        assert got == [want.input_fetched, want.output_written, 0, *want.macs, want.skip_fetched, *model_weight_bits(grp.cost)]
         assert grp.counters_ok is True
         assert want.skip_fetched == (0 if c.skip_policy == "kept" else want.output_written)
         # the simulator moves the skip as the model does, and its off-chip traffic is the model's
@@ -150,7 +151,7 @@ def test_a_group_spanning_two_residual_blocks_runs_fused_bit_exact_with_the_mode
     assert {names["b1.add"], names["b1.relu"], names["b2.add"]} <= set(grp.members)
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies, c.join, c.skip_policy, c.inner_joins)
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
-                                                                 *want.macs, want.skip_fetched]
+                                                                 *want.macs, want.skip_fetched, *model_weight_bits(grp.cost)]
     assert grp.counters_ok is True
     assert "b1.add inside (skip" in r.summary()
     if qdq:

@@ -38,6 +38,30 @@ def compile_shared(source: str, c_path: str | Path | None = None, opt: str = "-O
     return build_library(source, c_path, [compiler(), opt, "-std=c99"], "accelmap", ".c")[0]
 
 
+def compile_shared_units(sources: list[str], opt: str = "-O2") -> Path:
+    """Build one shared library from several C translation units (each with its own file-scope names); a build
+    of identical sources is reused."""
+    digest = hashlib.sha1("\0".join(sources).encode()).hexdigest()[:16]
+    folder = build_dir() / f"accelmap_units_{digest}"
+    lib = folder / "units.so"
+    if lib.exists():
+        return lib
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i, src in enumerate(sources):
+        f = folder / f"unit{i}.c"
+        f.write_text(src)
+        files.append(str(f))
+    tmp = folder / f"units.{os.getpid()}.so"
+    cmd = [compiler(), opt, "-std=c99", "-shared", "-fPIC", "-o", str(tmp), *files]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip()[:2000]
+        raise BuildError(f"{cmd[0]} failed on {folder} (files kept):\n{msg}")
+    tmp.replace(lib)
+    return lib
+
+
 def build_library(source: str, path: str | Path | None, compile_cmd: list[str], prefix: str,
                   suffix: str) -> tuple[Path, bool]:
     """Write ``source`` (to ``path`` or a content-addressed ``PREFIX_HASH.SUFFIX`` in the build folder) and

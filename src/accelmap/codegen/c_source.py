@@ -141,10 +141,16 @@ def dram_strides(shape: tuple[int, ...], order: tuple[int, ...] | None) -> list[
 
 
 def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
-               layouts: dict[str, tuple[int, ...]] | None = None) -> str:
+               layouts: dict[str, tuple[int, ...]] | None = None, fetched_only: frozenset[str] | None = None) -> str:
     """The C source; refuses a mapping that does not fit before writing anything. ``layouts``: operand
     name -> the order of its axes in memory, outermost first (others: the declared order); the tensors
-    passed to the program must be stored that way (``execute.run_generated`` with the same layouts)."""
+    passed to the program must be stored that way (``execute.run_generated`` with the same layouts).
+
+    ``fetched_only`` (input operands): the program moves only those operands' tiles from memory into the first
+    on-chip level keeping them (their DMA tiles: what the outermost level's counters of them count), running only
+    the loops above that level and no multiply-accumulate; a fused group's block fetches its weights so
+    (``codegen.fused_weights``). Its counters at the outermost level equal the whole program's for them: the loops
+    it leaves out only revisit a tile already there (the runtime moves nothing then)."""
     if dtype not in DTYPES:
         raise SpecError(f"data type {dtype!r} is not supported; use one of {', '.join(DTYPES)}", where="--dtype")
     layouts = layouts or {}
@@ -161,6 +167,8 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
     NL = len(loops)
     NLA = max(NL, 1)
     plans = plan_buffers(op, arch, m)
+    if fetched_only is not None:
+        plans = _fetch_plans(op, arch, m, plans, fetched_only)
     by_key = {(p.operand, p.level): p for p in plans}
     maxax = max(len(X.indices) for X in op.operands)
     maxt = max(len(ix.terms) for X in op.operands for ix in X.indices)
@@ -216,8 +224,8 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
             nlin = math.prod(loops[i].bound for i in lineage_loops(X, p.parent))
             w(f"static unsigned char TCH_{tag}[{nlin * n_out}];")
     last_o = [i for i in range(nlev) if O.name in m.keep[i]][-1]
-    nlin_c = math.prod(loops[i].bound for i in lineage_loops(O, last_o))
-    w(f"static unsigned char TCH_COMPUTE[{nlin_c * n_out}];")
+    nlin_c = math.prod(loops[i].bound for i in lineage_loops(O, last_o)) if fetched_only is None else 0
+    w(f"static unsigned char TCH_COMPUTE[{max(1, nlin_c * n_out)}];")
     w(f"static const long OSTRIDE[{len(o_stride)}] = {_c_array(o_stride)};")
 
     # ---- descriptors
@@ -280,7 +288,7 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
             if op.init_output == "read":
                 w(f"    memset(TCH_{tag}, 1, {n_out});  /* lineage 0 reads the prior value */")
     w("    memset(TCH_COMPUTE, 0, sizeof TCH_COMPUTE);")
-    if op.init_output == "read":
+    if op.init_output == "read" and fetched_only is None:
         w(f"    memset(TCH_COMPUTE, 1, {n_out});")
     w("    int V[NL] = {0};")
 
@@ -308,10 +316,14 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
                 res.append(c)
         return res
 
+    # with ``fetched_only``: the loops above the levels the fetched tiles land in (the others stay at 0)
+    emitted = [fetched_only is None or any(not arch.inside(p.level, l.level, l.axis) for p in plans) for l in loops]
     ind = "    "
     for k, l in enumerate(loops):
         for c in boundary(k):
             visit_calls(c, ind)
+        if not emitted[k]:
+            continue
         kind = f"spatial @{l.axis}" if l.spatial else "temporal"
         w(f"{ind}for (V[{k}] = 0; V[{k}] < {l.bound}; V[{k}]++) {{  /* {l.dim} {l.bound} at "
           f"{arch.levels[l.level].name}, {kind} */")
@@ -327,8 +339,9 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
                 w(f"{ind}}}")
     for c in boundary(NL if loops else 0):
         visit_calls(c, ind)
-    _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride)
-    for _ in range(NL):
+    if fetched_only is None:
+        _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride)
+    for _ in range(sum(emitted)):
         ind = ind[:-4]
         w(f"{ind}}}")
     for p in sorted([p for p in plans if op.operands[p.operand].is_output], key=lambda p: -p.level):
@@ -338,6 +351,25 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
     w("    memcpy(counters, CNT, sizeof CNT);")
     w("    return 0;\n}")
     return "\n".join(out) + "\n"
+
+
+def _fetch_plans(op: Operator, arch: Accelerator, m: Mapping, plans: list[BufferPlan],
+                 fetched: frozenset[str]) -> list[BufferPlan]:
+    """The buffer plans of the ``fetched`` input operands at the first on-chip level keeping each (its parent the
+    tensor in memory); one clear line for an output, or an operand no on-chip level keeps (read from memory at
+    every multiply-accumulate: no tile to fetch)."""
+    names = {X.name: k for k, X in enumerate(op.operands)}
+    out = []
+    for x in sorted(fetched):
+        k = names.get(x)
+        if k is None or op.operands[k].is_output:
+            raise SpecError(f"{op.name}: {x!r} is not an input operand ({', '.join(X.name for X in op.inputs)})")
+        first = [p for p in plans if p.operand == k and p.parent == 0]
+        if not first:
+            raise SpecError(f"{op.name}: its mapping keeps {x} on no on-chip level (read from memory at every "
+                            "multiply-accumulate); no tile of it to fetch")
+        out += first
+    return out
 
 
 def _mapping_comment(op: Operator, arch: Accelerator, m: Mapping) -> list[str]:

@@ -40,9 +40,10 @@ from typing import Callable
 
 import numpy as np
 
-from accelmap.codegen.build import compile_shared
+from accelmap.codegen.build import compile_shared, compile_shared_units
+from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import MODES, Join, Stage, check_join, schedules
+from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_join, head_segment, schedules
 from accelmap.fusion.stages import MacStage
 from accelmap.workload.numpy_reference import reference
 
@@ -65,6 +66,7 @@ class FusedRun:
     macs: tuple[int, ...]
     invalid_reads: int
     skip_fetched: int = 0
+    weight_bits: tuple[int, ...] = ()       # per stage: weight bits fetched from memory
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class StageC:
     count_include_pad=0) or by the window's size (``avg-pad``), as the host's pooling does it (no ceil mode and no
     dilation in a chain, so every window lies inside the padded input). ``epilogue`` (None: a copy) turns the
     block into ``out_type``, the type of the tensor the stage leaves on chip (or writes off chip).
+    ``weight_type``: the C type of the weights' elements (their copy in the store, when the group keeps them).
     """
 
     acc_type: str
@@ -88,6 +91,7 @@ class StageC:
     acc_init: str = "0"
     epilogue: Epilogue | None = None
     pool: str = "max"
+    weight_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,22 +195,68 @@ def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, po
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
+def buffer_shapes(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
+                  join: Join | None = None, skip_policy: str = "re-read",
+                  inner_joins: tuple[tuple[Join, str], ...] = (),
+                  head_tile: int | None = None) -> list[tuple[int, int, int, bool]]:
+    """Per on-chip tensor of the group (its input, then every intermediate): the (channels, rows, columns) of its
+    buffer in the C, and whether it is a bounded circular buffer. A tensor whose rows are recomputed at every tile
+    row (fully recompute, H-cached-V-recompute) lives within the tile's window of it, at most ``max_need`` rows by
+    ``max_need`` columns (``fusion.geometry.AxisSchedule``): its buffer is that window, position (r, c) in slot
+    (r mod rows, c mod columns), as a ring along each axis (consecutive windows only move forward and keep their
+    common part in place); inside a head tile's run only the head tile's channels, channel k in slot k mod that
+    many. That is the model's reservation for it (``fused_counts``' ``buffer_bits``). A fully cached tensor keeps
+    the whole tensor (its line buffer, the model's count, is not a rectangle)."""
+    rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
+    segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
+    depth = [stages[0].in_depth] + [st.out_depth for st in stages]
+    height = [stages[0].in_rows] + [st.out_rows for st in stages]
+    width = [stages[0].in_cols] + [st.out_cols for st in stages]
+    out = []
+    for t in range(len(stages)):
+        if policies[t] == "fully-cached":
+            out.append((depth[t], height[t], width[t], False))
+            continue
+        d = depth[t]
+        if segment is not None and segment[0] < t <= segment[1]:
+            assert head_tile is not None
+            d = d // stages[t - 1].heads * head_tile
+        out.append((d, rows.max_need(t), cols.max_need(t), True))
+    return out
+
+
+def counter_count(n_stages: int, joins: bool) -> int:
+    """Counters of a fused group's C (``fused_group_c``)."""
+    return 3 + n_stages + joins + n_stages
+
+
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                   policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None,
-                  inner: tuple[JoinC, ...] = ()) -> str:
+                  inner: tuple[JoinC, ...] = (), weights: WeightTransfers | None = None,
+                  head_tile: int | None = None) -> str:
     """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with
     joins inside the group (``inner``, spanning residual blocks) and a ``join`` ending it, one skip argument per
     join before ``y`` (``const SKIP *skip_in0, ...`` for the inner ones, then ``const SKIP *skip``), read only
     where that join's skip is re-read.
 
-    ``cnt``: 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs per stage, then
-    with joins the skip elements fetched from memory (all joins). It needs <string.h> and whatever the
+    ``cnt`` (``counter_count``): 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs
+    per stage, then with joins the skip elements fetched from memory (all joins), then per stage the weight bits
+    fetched from memory: with ``weights`` (``codegen.fused_weights``), once into the store before the first tile
+    (resident; the blocks then read that copy) or by each block's fetch program (streamed; the programs are
+    translation units of their own, declared here), else none (zeros). It needs <string.h> and whatever the
     epilogues call.
+
+    ``head_tile`` (attention tiled over heads, ``fusion.geometry.head_segment``): within each tile, the run of
+    head-split stages (the scores and the context per head) runs once per head tile, each block computing the
+    channels of ``head_tile`` heads (a block buffer of that share; the epilogues, e.g. the softmax per head, on
+    it); the tensors inside the run hold one head tile at a time, so their valid flags are cleared at every head
+    tile (a read of another head tile's values is counted as invalid).
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
     inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     n = len(stages)
+    segment = head_segment(stages, head_tile, tuple(inner_pairs) + (((jn, policy),) if jn is not None else ()))
     if len(specs) != n:
         raise SpecError(f"fused group {name}: {n} stages but {len(specs)} stage descriptions")
     types = [in_type] + [sp.out_type for sp in specs]
@@ -229,9 +279,25 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
-    size = [depth[t] * height[t] * width[t] for t in range(n + 1)]
+    ring = buffer_shapes(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs, head_tile)
+    size = [kb * rb * cb for kb, rb, cb, _ in ring]      # elements of each on-chip buffer
+
+    def slot(t: int, k: str, r: str, c: str) -> str:
+        """The slot of tensor ``t``'s element (channel k, row r, column c) in its buffer (``buffer_shapes``)."""
+        kb, rb, cb, _ = ring[t]
+        kk = f"({k}) % {kb}" if kb < depth[t] else f"({k})"
+        rr = f"({r}) % {rb}" if rb < height[t] else f"({r})"
+        cc = f"({c}) % {cb}" if cb < width[t] else f"({c})"
+        return f"(((long){kk} * {rb} + {rr}) * {cb} + {cc})"
+
+    def tag(t: int, k: str, r: str, c: str) -> str:
+        """What a slot of tensor ``t`` holds when it holds that element: its position plus one (0: nothing)."""
+        return f"((int)((((long)({k}) * {height[t]} + ({r})) * {width[t]} + ({c})) + 1))"
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
-    ncnt = 3 + n + bool(join_at)
+    ncnt = counter_count(n, bool(join_at))
+    wcnt = 3 + n + bool(join_at)        # the first weight counter
+    weights = weights or WeightTransfers({}, {}, {})
+    wsrc = {j: f"{name}_w{j}" if j in weights.resident else sp.weights for j, sp in enumerate(specs)}
     products = {j: product_batch(ms) for j, ms in macs.items()}
     # Matrix products keep their tensors batch-major, then token-major in memory ([batch][rows][cols][channels]);
     # on chip every buffer is channel-major (channel = batch * channels + channel), as for convolutions, so only
@@ -252,13 +318,31 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     w: list[str] = [f"/* fused group {name}: {' -> '.join(st.name for st in stages)}, tile {tile_rows}x{tile_cols}, "
                     f"halos {', '.join(policies)}"
                     + "".join(f", join {jc.join.name} (skip {jc.skip_policy})" for jc, _ in join_at.values()) + " */"]
+    w += [f"int {fn}(void **T, long long *counters);  /* a block's weight fetches (its tile mapping's) */"
+          for fn, _ in weights.units()]
+    for j, count in weights.resident.items():
+        if not specs[j].weight_type:
+            raise SpecError(f"fused group {name}: stage {stages[j].name} keeps its weights resident but has no "
+                            "weight type")
+        w.append(f"static {specs[j].weight_type} {name}_w{j}[{count}];   /* {stages[j].name}'s weights in the store */")
     for t in range(n + 1):
         w.append(_table(f"{name}_RLO{t}", [tile[t][0] for tile in rows.comp]))
         w.append(_table(f"{name}_RHI{t}", [tile[t][1] for tile in rows.comp]))
         w.append(_table(f"{name}_CLO{t}", [tile[t][0] for tile in cols.comp]))
         w.append(_table(f"{name}_CHI{t}", [tile[t][1] for tile in cols.comp]))
     for t in range(n):
-        w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static unsigned char {name}_v{t}[{size[t]}];")
+        kb, rb, cb, bounded = ring[t]
+        w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static int {name}_v{t}[{size[t]}];"
+                 + (f"   /* a ring of {kb} channels x {rb} rows x {cb} columns */" if bounded else ""))
+    # per stage: its channels in one block, as C expressions of the head tile's first head ``h0`` (all of them
+    # outside the head-split run)
+    klo, khi = ["0"] * n, [str(depth[j + 1]) for j in range(n)]
+    if segment is not None:
+        assert head_tile is not None
+        for j in range(segment[0], segment[1] + 1):
+            per_head = depth[j + 1] // stages[j].heads
+            klo[j], khi[j] = f"h0 * {per_head}", f"(h0 + {head_tile}) * {per_head}"
+            blocks[j] = blocks[j] // stages[j].heads * head_tile
     for j, sp in enumerate(specs):
         w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
     out_type = types[n]
@@ -270,31 +354,44 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     skip_arg = "".join(f"const {jc.skip_type} *{arg}, " for _, (jc, arg) in sorted(join_at.items()))
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
+    for j, count in weights.resident.items():        # fetched once, before the first tile
+        w.append(f"  for (long i = 0; i < {count}; i++) {name}_w{j}[i] = {specs[j].weights}[i];"
+                 f"  cnt[{wcnt + j}] += {count}LL * {weights.bits[j]};")
     for t in range(n):
         w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ {name}_b{t}[i] = ({types[t]}){POISON}; "
                  f"{name}_v{t}[i] = 0; }}")
     w.append(f"  for (int ty = 0; ty < {len(rows.comp)}; ty++) {{")
     for t in range(n):
         if policies[t] == "H-cached-V-recompute":
-            w.append(f"    memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: rows recomputed, a new tile row */")
+            w.append(f"    memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: rows recomputed, a new tile row */")
     w.append(f"    for (int tx = 0; tx < {len(cols.comp)}; tx++) {{")
     for t in range(n):
         if policies[t] == "fully-recompute":
-            w.append(f"      memset({name}_v{t}, 0, {size[t]});   /* tensor {t}: recomputed at every tile */")
+            w.append(f"      memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: recomputed at every tile */")
     w += [f"      for (int d = 0; d < {depth[0]}; d++)",
           f"        for (int r = {name}_RLO0[ty]; r < {name}_RHI0[ty]; r++)",
           f"          for (int c = {name}_CLO0[tx]; c < {name}_CHI0[tx]; c++) {{",
-          f"            long i = ((long)d * {height[0]} + r) * {width[0]} + c;",
-          f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = 1; cnt[0]++;", "          }"]
+          f"            long i = {slot(0, 'd', 'r', 'c')};",
+          f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = {tag(0, 'd', 'r', 'c')}; cnt[0]++;",
+          "          }"]
     for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
         src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
+        if segment is not None and j == segment[0]:
+            w.append(f"      for (int h0 = 0; h0 < {st.heads}; h0 += {head_tile}) {{   /* a head tile */")
+            for t in range(segment[0] + 1, segment[1] + 1):
+                w.append(f"      memset({name}_v{t}, 0, sizeof {name}_v{t});   /* tensor {t}: one head tile at a time */")
         w += [f"      {{ /* stage {j}: {st.name} */",
               f"        const int r0 = {name}_RLO{j + 1}[ty], r1 = {name}_RHI{j + 1}[ty], "
               f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
               "        const long br = r1 - r0, bc = c1 - c0;",
-              "        if (br > 0 && bc > 0) {",
-              f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+              "        if (br > 0 && bc > 0) {"]
+        wptr = specs[j].weights
+        if klo[j] != "0" and j in macs:     # a head tile's block fetches its heads' share of the weights
+            wptr = f"({wptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
+        w += _fetch_lines(name, j, weights.streamed.get(j, {}), wptr, wcnt + j)
+        k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
+        w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
@@ -309,8 +406,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc;",
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = ((long)k * {hin} + ir) * {win} + ic;",
-                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
+                  f"                long i = {slot(j, 'k', 'ir', 'ic')};",
+                  f"                if ({name}_v{j}[i] != {tag(j, 'k', 'ir', 'ic')}) cnt[2]++;",
                   f"                {take}", "              }",
                   "              (void)taps;"]
             if sp.pool != "max":
@@ -334,12 +431,12 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
                   f"ic = c * {st.cols.stride} - {st.cols.pad} + kc * {dw};",
                   f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = ((long)(g * {cg} + ci) * {hin} + ir) * {win} + ic;",
-                  f"                if (!{name}_v{j}[i]) cnt[2]++;",
-                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){sp.weights}[{widx}];",
+                  f"                long i = {slot(j, f'g * {cg} + ci', 'ir', 'ic')};",
+                  f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
+                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
-        w += [f"              {blk}[((long)k * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
-        nblk = f"{depth[j + 1]}L * br * bc"
+        w += [f"              {blk}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
+        nblk = f"(long)({khi[j]} - {k0}) * br * bc"
         if sp.epilogue is None:
             if sp.acc_type != sp.out_type:
                 raise SpecError(f"fused group {name}: stage {st.name} computes {sp.acc_type} but leaves {sp.out_type} "
@@ -351,13 +448,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
             jc, arg = join_at[j + 1]
             t, kept = j + 1, jc.join.skip if jc.skip_policy == "kept" else None
-            take = (f"if (!{name}_v{kept}[o]) cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
-                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{ncnt - 1}]++;")
+            take = (f"long o = {slot(kept, 'k', 'r', 'c')}; if ({name}_v{kept}[o] != {tag(kept, 'k', 'r', 'c')}) "
+                    f"cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
+                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{3 + n}]++;")
             w += [f"        for (int k = 0; k < {depth[t]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {",
-                  f"              long o = ((long)k * {height[t]} + r) * {width[t]} + c, "
-                  "b = ((long)k * br + (r - r0)) * bc + (c - c0);",
+                  "              long b = ((long)k * br + (r - r0)) * bc + (c - c0);",
                   f"              {take}", "            }"]
             w += ["        " + ln for ln in jc.lines(out, f"{name}_k{t}", f"{name}_j{t}", f"({nblk})")]
             out = f"{name}_j{t}"
@@ -366,25 +463,50 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                 out = f"{name}_q{t}"
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
-        store = f"{dst}[{at}] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];"
-        store += f" {name}_v{j + 1}[o] = 1;" if j + 1 < n else " cnt[1]++;"
-        w += [f"        for (int k = 0; k < {depth[j + 1]}; k++)",
+        store = f"{dst}[{at}] = {out}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)];"
+        store += f" {name}_v{j + 1}[o] = {tag(j + 1, 'k', 'r', 'c')};" if j + 1 < n else " cnt[1]++;"
+        w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
               "          for (int r = r0; r < r1; r++)",
               "            for (int c = c0; c < c1; c++) {",
-              f"              long o = ((long)k * {height[j + 1]} + r) * {width[j + 1]} + c;",
+              f"              long o = {slot(j + 1, 'k', 'r', 'c')};" if j + 1 < n else "",
               f"              {store}", "            }", "        }", "      }"]
+        if segment is not None and j == segment[1]:
+            w.append("      }   /* the head tiles */")
     w += ["    }", "  }", "}", ""]
     return "\n".join(w)
 
 
+def _fetch_lines(name: str, j: int, by_shape: dict[tuple[int, int], BlockFetch], weights: str, counter: int) -> list[str]:
+    """C run at each block of stage ``j``: the fetch program of the block's shape (``br`` x ``bc``), its bits
+    added to counter ``counter``."""
+    if not by_shape:
+        return []
+    first = next(iter(by_shape.values()))
+    slots = max(b.operands for b in by_shape.values())
+    size = max(b.levels * b.operands * 4 for b in by_shape.values())
+    lines = [f"        {{ /* the block's weight fetches, as its tile mapping moves them (stage {j}) */",
+             f"          static long long wc[{size}]; void *T[{slots}] = {{0}};",
+             f"          T[{first.fetched[0][0]}] = (void *){weights};"]
+    for i, ((r, c), b) in enumerate(sorted(by_shape.items())):
+        if b.fetched != first.fetched:
+            raise SpecError(f"fused group {name}: stage {j}'s block programs fetch different operands")
+        lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) "
+                     f"{{ {b.function}(T, wc); cnt[{counter}] += {b.counted_bits('wc')}; }}")
+    lines.append("        }")
+    return lines
+
+
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                      policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
-                     inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None) -> str:
+                     inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None,
+                     weights: WeightTransfers | None = None, head_tile: int | None = None) -> str:
     """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
     with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
     from ``skips[i]`` in memory (the inner joins in order, then the ending one). ``pools[j]``: how pooling stage
-    j pools (``POOLS``; max by default; an average divides as C does, truncating)."""
-    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]") if j in macs
+    j pools (``POOLS``; max by default; an average divides as C does, truncating). ``weights``: how the weights
+    move (``fused_group_c``; its fetch programs are built beside this source, ``WeightTransfers.units``);
+    ``head_tile``: attention tiled over heads (``fused_group_c``)."""
+    specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]", weight_type="i64") if j in macs
                   else StageC("i64", "i64", acc_init="LLONG_MIN", pool=(pools or {}).get(j, "max"))
                   for j in range(len(stages)))
 
@@ -392,7 +514,8 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
         return [f"for (long i = 0; i < {n}; i++) {y}[i] = {a}[i] + {b}[i];"]
     jc = JoinC(join, skip_policy, "i64", "i64", add) if join is not None else None
     inner = tuple(JoinC(j, sp, "i64", "i64", add) for j, sp in inner_joins)
-    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner)
+    body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner, weights,
+                         head_tile)
     nskip = len(inner) + (join is not None)
     call = f"group(x, {''.join(f'skips[{i}], ' for i in range(nskip))}y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
@@ -453,17 +576,20 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
 def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
-              pools: dict[int, str] | None = None) -> tuple[FusedRun, np.ndarray]:
+              pools: dict[int, str] | None = None, weights: WeightTransfers | None = None,
+              head_tile: int | None = None) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
     output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
     ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
-    skip elements read from memory."""
+    skip elements read from memory. With ``weights`` (``codegen.fused_weights.plan_weight_transfers``) the C moves
+    the weights as planned and ``FusedRun.weight_bits`` counts the bits fetched per stage (the fetch programs copy
+    the weights' elements at the operator's own width, not these 64-bit ones: what is counted is which tiles move)."""
     for p in policies:
         if p not in MODES:
             raise SpecError(f"halo policy {p!r} unknown; choose one of {', '.join(MODES)}")
     rng = np.random.default_rng(seed)
     x = rng.integers(-8, 8, size=(stages[0].in_depth, stages[0].in_rows, stages[0].in_cols), dtype=np.int64)
-    weights = {}
+    wvals = {}
     for j, ms in macs.items():
         r, s, _, _, groups = conv_shape(ms)
         nb = product_batch(ms)
@@ -473,7 +599,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             shape = (stages[j].out_depth, stages[j].in_depth)
         else:
             shape = (nb, stages[j].in_depth // nb, stages[j].out_depth // nb)
-        weights[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
+        wvals[j] = rng.integers(-4, 4, size=shape, dtype=np.int64)
     # matrix products keep their tensors batch-major, then token-major in memory: [batch][rows][cols][channels]
     batches = tensor_batches("group", len(stages), macs)
 
@@ -481,8 +607,11 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         if nb is None:
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
-    lib = ctypes.CDLL(str(compile_shared(generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join,
-                                                          skip_policy, inner_joins, pools))))
+    source = generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, pools,
+                              weights, head_tile)
+    units = [src for _, src in weights.units()] if weights is not None else []
+    # the fetch programs are small and run once: built unoptimized (about 4x faster to build at -O0)
+    lib = ctypes.CDLL(str(compile_shared_units([source, *units], opt="-O0") if units else compile_shared(source)))
     fn = lib.accelmap_fused
     p64 = ctypes.POINTER(ctypes.c_longlong)
     fn.argtypes = [p64, ctypes.POINTER(p64), ctypes.POINTER(p64), p64, p64]
@@ -502,7 +631,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         return get
     n = len(stages)
     joins = tuple(j for j, _ in inner_joins) + ((join,) if join is not None else ())
-    tensors = numpy_tensors(stages, macs, x, weights, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins},
+    tensors = numpy_tensors(stages, macs, x, wvals, {j.target(n): skip_of(j, j.target(n)) for j, _ in inner_joins},
                             pools)
     ref = tensors[-1]
     if join is not None:
@@ -510,12 +639,13 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
     skip_mem = [memory(skips[j.target(n)], batches[j.target(n)]) for j in joins] or [np.zeros(1, dtype=np.int64)]
     skip_arr = (p64 * len(skip_mem))(*[a.ctypes.data_as(p64) for a in skip_mem])
     y = memory(np.zeros((last.out_depth, last.out_rows, last.out_cols), dtype=np.int64), batches[n])
-    cnt = np.zeros(3 + n + bool(joins), dtype=np.int64)
-    wl = [np.ascontiguousarray(weights.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
+    cnt = np.zeros(counter_count(n, bool(joins)), dtype=np.int64)
+    wl = [np.ascontiguousarray(wvals.get(j, np.zeros(1, dtype=np.int64))) for j in range(len(stages))]
     warr = (p64 * len(wl))(*[a.ctypes.data_as(p64) for a in wl])
     fn(memory(x, batches[0]).ctypes.data_as(p64), skip_arr, warr, y.ctypes.data_as(p64), cnt.ctypes.data_as(p64))
     if (nb := batches[n]) is not None:
         y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
                                  .reshape(last.out_depth, last.out_rows, last.out_cols))
+    w0 = 3 + n + bool(joins)
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
-                    int(cnt[3 + n]) if joins else 0), ref
+                    int(cnt[3 + n]) if joins else 0, tuple(int(c) for c in cnt[w0:w0 + n])), ref

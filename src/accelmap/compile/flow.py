@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.codegen.fused_weights import model_weight_bits
 from accelmap.compile.fused_groups import FusedGroup, fuse_network, plan_groups
 from accelmap.compile.graph import NetGraph, load_graph
 from accelmap.compile.intrinsic_choice import POLICIES, IntrinsicChoice, ProgramNest, intrinsic_choices, program_nest
@@ -147,7 +148,7 @@ class CompileResult:
                         if gc.producers_on_chip else "")
                 lines.append(f"    {grp.name}: {grp.label}, tile {gc.tile_rows}x{gc.tile_cols}, halos "
                              f"{'/'.join(gc.policies)}{', weights kept in the store' if gc.weights_resident else ''}"
-                             f"{kept}; "
+                             f"{f', head tiles of {gc.head_tile}' if gc.head_tile else ''}{kept}; "
                              f"modeled {gc.latency:,.0f} cycles"
                              + (f", simulated {sim.cycles:,.0f} ({sim.model_error:+.2%})" if sim and sim.model_error
                                 is not None else "")
@@ -167,7 +168,8 @@ def _group_dict(grp: FusedGroup, top: str) -> dict:
     c, sim = grp.cost, grp.sim
     return {"function": grp.name, "stages": [st.name for st in grp.stages], "tile": [c.tile_rows, c.tile_cols],
             "tiles": c.counts.tiles, "policies": dict(zip(["input", *c.names[:-1]], c.policies, strict=True)),
-            "weights_resident": c.weights_resident, "steps_covered": len(grp.members),
+            "weights_resident": c.weights_resident, "head_tile": c.head_tile, "steps_covered": len(grp.members),
+            "weight_bits_per_stage": model_weight_bits(c),
             "modeled_cycles": c.latency, "simulated_cycles": sim.cycles if sim else None,
             "energy_pj": c.energy, "offchip_bits_modeled": c.offchip_bits,
             "offchip_bits_simulated": sim.offchip_bits if sim else None,
@@ -193,6 +195,7 @@ def _check_counts(res: CompileResult) -> None:
         want = [cnt.input_fetched, cnt.output_written, 0, *cnt.macs]
         if grp.has_joins:
             want.append(cnt.skip_fetched)
+        want += model_weight_bits(grp.cost)
         grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
@@ -274,7 +277,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
         except SpecError as e:
             fuse_notes.append(f"no fused groups: {e}")
         else:
-            groups, fuse_notes = plan_groups(fusion, steps, g, producers)
+            groups, fuse_notes = plan_groups(fusion, steps, g, producers, arch, inner)
             fuse_notes = search_notes + fuse_notes
         seconds["fuse"] = time.perf_counter() - t0
         cpu["fuse"] = time.process_time() - c0
@@ -319,7 +322,7 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
                                      c.weights_resident, model_latency=c.latency, join=c.join,
                                      skip_policy=c.skip_policy or "re-read", inner_joins=c.inner_joins,
-                                     producers=grp.produced)
+                                     producers=grp.produced, head_tile=c.head_tile)
         res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
                                   groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0

@@ -45,7 +45,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.fused_c import conv_shape, is_matrix_product
+from accelmap.codegen.fused_weights import WeightTransfers, plan_weight_transfers
 from accelmap.compile.graph import NetGraph
 from accelmap.compile.host_ops import (
     BLOCK_CONST_OPS,
@@ -107,6 +109,7 @@ class FusedGroup:
     inner: tuple[InnerJoinPlan, ...] = ()     # residual adds inside the group, by tensor
     pools: dict[int, str] = field(default_factory=dict)   # pooling stage -> how it pools (``codegen.fused_c.POOLS``)
     produced: dict[int, Producer] = field(default_factory=dict)   # stage -> the producer kept in the store for it
+    weights: WeightTransfers | None = None    # how its C moves the weights (``codegen.fused_weights``)
 
     @property
     def name(self) -> str:
@@ -172,17 +175,14 @@ def fuse_network(g: NetGraph, mm: ModelMapping, objective: str, tile_time_limit:
         onnx.save(model, path)
         lost = sorted(links - _linked_pairs(path, operators)) if cuts else []
         mm_file = dataclasses.replace(mm, model=dataclasses.replace(mm.model, source=str(path)))
-        # The program does not tile attention over heads (each block runs all its heads): no head tiles searched.
-        fm = fuse_model(mm_file, objective=objective, config=dataclasses.replace(config, head_tiles=False),
-                        tile_time_limit=tile_time_limit, time_limit=time_limit, inner=inner)
+        # The program tiles attention over heads as the plan says (``codegen.fused_c``): head tiles are searched.
+        fm = fuse_model(mm_file, objective=objective, config=config, tile_time_limit=tile_time_limit,
+                        time_limit=time_limit, inner=inner)
         producers = model_producers(mm_file, fm.chains) if config.producers_on_chip else {}
     notes: list[str] = []
     if lost:
         notes.append(f"no fused group spans {', '.join(f'{a} > {b}' for a, b in lost)}: a step between them is one a "
                      "fused block cannot run (`accelmap map --fuse` searches such groups)")
-    if config.head_tiles and any(s.heads > 1 for c in fm.chains for s in c.stages):
-        notes.append("attention is not tiled over heads in the emitted program (each block runs all its heads; "
-                     "`accelmap map --fuse` searches head tiles)")
     return fm, inner, notes, producers
 
 
@@ -232,10 +232,13 @@ def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
 
 
 def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
-                producers: dict[str, Producer] | None = None) -> tuple[list[FusedGroup], list[str]]:
+                producers: dict[str, Producer] | None = None, arch: Accelerator | None = None,
+                inner: InnerMappings | None = None) -> tuple[list[FusedGroup], list[str]]:
     """The groups of ``fm``'s plan that the program runs fused, and a note for each one it does not. A group that
     keeps producers' outputs in the store (``GroupCost.producers_on_chip``, from ``producers``) gets them by stage
-    (``FusedGroup.produced``) for the simulator."""
+    (``FusedGroup.produced``) for the simulator. With ``arch`` and the tile mappings ``inner`` the search used,
+    each group gets its weights' transfers (``FusedGroup.weights``: resident, or each block's fetches as its tile
+    mapping moves them)."""
     at = {s.name: i for i, s in enumerate(steps) if s.placement == "accelerator"}
     producer = {o: i for i, s in enumerate(steps) for o in s.outputs}
     readers: dict[str, int] = {}
@@ -246,7 +249,12 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
     notes: list[str] = []
     for gc in fm.groups:
         try:
-            groups.append(_plan(len(groups), gc, fm, steps, g, at, producer, readers, producers or {}))
+            grp = _plan(len(groups), gc, fm, steps, g, at, producer, readers, producers or {})
+            if arch is not None and inner is not None:
+                grp.weights = plan_weight_transfers(grp.name, grp.stages, grp.macs, arch, gc, inner,
+                                                    frozenset(grp.produced),
+                                                    {j: steps[grp.step_of[j]].dtype for j in grp.macs})
+            groups.append(grp)
         except SpecError as e:
             notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")
     return groups, notes

@@ -33,7 +33,7 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.build import BuildError, compiler
 from accelmap.codegen.c_source import c_type as operand_c_type
 from accelmap.codegen.c_source import generate_c, stored_shape
-from accelmap.codegen.fused_c import JoinC, StageC, block_elements, fused_group_c
+from accelmap.codegen.fused_c import JoinC, StageC, block_elements, counter_count, fused_group_c
 from accelmap.codegen.intrinsic_c import generate_intrinsic_c
 from accelmap.compile.fused_groups import FusedGroup, InnerJoinPlan
 from accelmap.compile.graph import NetGraph
@@ -104,10 +104,17 @@ class Program:
     host_work: dict[str, HostWork] = field(default_factory=dict)
     packing: dict[str, HostWork] = field(default_factory=dict)
     groups: list[FusedGroup] = field(default_factory=list)      # fused groups (``--fuse``), each one step
+    # C files of the fused groups' weight fetch programs (``codegen.fused_weights``), one translation unit each
+    fetch_files: list[str] = field(default_factory=list)
+
+    @property
+    def source_files(self) -> list[str]:
+        """The C files the program is built from, relative to its folder."""
+        return ["main.c"] + sorted({c.file for c in self.layers.values()}) + self.fetch_files
 
     @property
     def c_files(self) -> list[Path]:
-        return [self.folder / "main.c"] + sorted({self.folder / c.file for c in self.layers.values()})
+        return [self.folder / f for f in self.source_files]
 
 
 class _Emitter:
@@ -413,7 +420,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
             cur_type = jc.leaves
         ms = grp.macs.get(j)
         ops: list[tuple[str, Step | None]] = []     # (output C type, host step or None: the operator's own epilogue)
-        weights, zp = "", 0
+        weights, zp, weight_t = "", 0, ""
         if ms is not None:
             s = steps[grp.step_of[j]]
             op = ms.operator
@@ -422,12 +429,13 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
                 assert s.qin is not None
                 acc_t = operand_c_type(op.operands[0], "int")[0]
                 wn = math.prod(stored_shape(op, W)[0])
-                weights = em.constant(operand_c_type(W, "int")[0], integer_weight(s, W.bits, wn, g),
+                weight_t = operand_c_type(W, "int")[0]
+                weights = em.constant(weight_t, integer_weight(s, W.bits, wn, g),
                                       f"{W.name} of {s.name} (fused group {grp.index})")
                 zp = int(s.qin.zero_point[0])
                 ops.append((g.c_type(s.outputs[0]), None))
             else:
-                acc_t = "float"
+                acc_t = weight_t = "float"
                 weights = em.value(s.node.input[1])
                 if len(s.node.input) > 2 and s.node.input[2]:
                     ops.append(("float", None))
@@ -456,14 +464,14 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
             return lines
 
         specs.append(StageC(acc_t, out_t, weights=weights, zero_point=zp, acc_init=MAX_INIT.get(acc_t, "0"),
-                            epilogue=epilogue if ops else None, pool=grp.pools.get(j, "max")))
+                            epilogue=epilogue if ops else None, pool=grp.pools.get(j, "max"), weight_type=weight_t))
         cur_type = out_t
     join = _join_code(grp, steps, g, cur_type) if grp.join_step is not None else None
     if (join.out_type if join else cur_type) != g.c_type(grp.output):
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
     return fused_group_c(grp.name, grp.stages, grp.macs, c.tile_rows, c.tile_cols, c.policies,
-                         tuple(specs), in_type, join, tuple(inner))
+                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile)
 
 
 def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
@@ -560,6 +568,7 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
     groups = groups or []
     group_of = {i: grp for grp in groups for i in grp.members}
     fused_defs: list[str] = []
+    fetch_files: list[str] = []
     for x in g.inputs:
         em.value(x)
     for i, s in enumerate(steps):
@@ -572,7 +581,10 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
         body.append("    t0 = now_s();")
         if grp is not None:
             fused_defs.append(_fused_group_code(grp, steps, g, em))
-            ncnt = 3 + len(grp.stages) + grp.has_joins
+            for fn, src in grp.weights.units() if grp.weights is not None else []:
+                (out / f"{fn}.c").write_text(src)
+                fetch_files.append(f"{fn}.c")
+            ncnt = counter_count(len(grp.stages), grp.has_joins)
             # one skip argument per join (inside the group by tensor, then the ending one): the value in memory
             # where it is re-read, none where it is kept on chip
             policy = {jn.at: sp for jn, sp in grp.cost.inner_joins}
@@ -666,13 +678,13 @@ static void dump_value(const char *dir, int k, const void *p, size_t bytes) {
     with open(out / "weights.bin", "wb") as fh:
         for _, data in em.weights:
             fh.write(data.tobytes())
-    files = " ".join(["main.c"] + [c.file for c in codes.values()])
+    files = " ".join(["main.c"] + [c.file for c in codes.values()] + fetch_files)
     (out / "Makefile").write_text(f"CC ?= cc\nCFLAGS ?= {' '.join(CFLAGS)}\n\nnet: {files}\n"
                                   f"\t$(CC) $(CFLAGS) -o net {files} -lm\n\nclean:\n\trm -f net\n")
     prog = Program(out, steps, step_code, dumped,
                    [(x, g.c_type(x), g.shape(x)) for x in g.inputs],
                    [(o, g.c_type(o), g.shape(o)) for o in g.outputs], host_work=host_work, packing=packing,
-                   groups=groups)
+                   groups=groups, fetch_files=fetch_files)
     prog.generate_s = time.perf_counter() - t0
     return prog
 
@@ -684,8 +696,7 @@ def build_program(prog: Program, opt: str = "-O2") -> Path:
         raise SpecError(f"C optimization level {opt!r}; valid: {', '.join(OPT_LEVELS)}", where="c_opt")
     t0 = time.perf_counter()
     exe = prog.folder / "net"
-    files = ["main.c"] + sorted({c.file for c in prog.layers.values()})
-    cmd = [compiler(), opt, *CFLAGS[1:], "-o", "net", *files, "-lm"]
+    cmd = [compiler(), opt, *CFLAGS[1:], "-o", "net", *prog.source_files, "-lm"]
     proc = subprocess.run(cmd, cwd=prog.folder, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"{cmd[0]} failed in {prog.folder} (files kept):\n{(proc.stderr or proc.stdout)[:2000]}")

@@ -38,7 +38,8 @@ class RunOutput:
     counters: dict[int, np.ndarray]          # step index -> the layer's transfer counters
     wall_s: float
     dumped: dict[str, np.ndarray] = field(default_factory=dict)
-    # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched)
+    # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched), weight
+    # bits fetched per stage
     fused_counters: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -287,7 +288,13 @@ def verify(prog: Program, g: NetGraph, inputs: dict[str, np.ndarray], run: RunOu
     elif intf is not None or ints or not v.ok:
         dumped = run_program(prog, inputs, dump=True).dumped
     if intf is not None:
-        ref_i = run_onnxruntime(intf, g, inputs, ints)
+        # Every quantized value of the steps is an output of the reference, whether the program dumps it or not (a
+        # fused group's intermediates it does not): onnxruntime fuses nodes across no graph output, so asking for
+        # fewer values lets it fuse more float operators around the integer ones (another rounding), and the
+        # reference of a fused program would differ from the unfused one's.
+        every = ints + [o for s in prog.steps for o in s.outputs
+                        if o not in ints and o in g.types and g.c_type(o) != "float"]
+        ref_i = run_onnxruntime(intf, g, inputs, every)
         v.file_outputs, v.outputs = v.outputs, [compare(o, run.outputs[o], ref_i[o]) for o in g.outputs]
         v.reference = where + (", on the integer form (QLinearConv / QLinearMatMul / QGemm for each integer product, "
                                "QLinearSoftmax / QLinearGlobalAveragePool / QLinearAdd for each quantized softmax, global pool "
