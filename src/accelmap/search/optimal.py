@@ -38,7 +38,8 @@ from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
 from accelmap.search.outer_orders import bounds_by_innermost, outer_order_nests
-from accelmap.search.padded_partial_refetches import PartialRefetchContext
+from accelmap.search.padded_busy_lanes import BusyLaneContext
+from accelmap.search.padded_orders import orders_prunable
 from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
 from accelmap.search.spatial import spatial_lower_bound
@@ -182,8 +183,10 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                     continue
             if not orders_exact(len(t_loops), level, nlev):
                 stats.extra["orders_restricted"] = True
-            if imperfect and level < nlev - 1 and not nest_is_perfect(op, t_loops + rest):
-                # Rule I4: partial tiles in this nest; the per-level Pareto sets of orders are not proven here.
+            if imperfect and level < nlev - 1 and not nest_is_perfect(op, t_loops + rest) \
+                    and not (imperfect == "spatial" and orders_prunable(ctx, keep, t_loops + rest, level)):
+                # Rule I4: partial tiles in this nest; the per-level Pareto sets of orders are not proven here (rule B51:
+                # over Ruby-S tiles they are where no clip moves during the level's run, ``padded_orders``).
                 orders = every_order(op, t_loops, cons.orders.get(lvname), cons.forbid_orders.get(lvname, ()))
             else:
                 orders = order_candidates(op, keep, level, t_loops, rest, nlev, cons.orders.get(lvname),
@@ -248,8 +251,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44 and B46-B48 count refetches at every position.
-        context = BoundContext if not imperfect else PartialRefetchContext if imperfect == "spatial" \
+        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44 and B46-B50 count refetches at every position.
+        context = BoundContext if not imperfect else BusyLaneContext if imperfect == "spatial" \
             else ImperfectBoundContext
         ctx = context(op, arch, keep, cons.spatial, objective)
         ctx.deadline = deadline      # read inside the long bound computations (``deadline.py``)
