@@ -10,6 +10,7 @@ import random
 import pytest
 
 import strategies
+from accelmap.arch.presets import get_accelerator
 from accelmap.cost.access_counts import NestInfo, entering_perfect
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search import bounds, order_tables, orders
@@ -17,6 +18,19 @@ from accelmap.search.bounds import BoundContext, _tile_and_entering, entering_an
 from accelmap.workload.index_sets import tile_size
 
 PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like"]
+_ARCHS: dict = {}
+
+
+def mappings(seed: int, draws: int):
+    """``strategies.random_perfect_mappings`` over PRESETS in turn, each preset parsed once for the file."""
+    turn = itertools.count()
+
+    def preset(_rng):
+        name = PRESETS[next(turn) % len(PRESETS)]
+        if name not in _ARCHS:
+            _ARCHS[name] = get_accelerator(name)
+        return _ARCHS[name]
+    return strategies.random_perfect_mappings(seed, draws, PRESETS, draw_arch=preset)
 
 
 def merged_levels(op, m, level):
@@ -32,7 +46,7 @@ def merged_levels(op, m, level):
 
 
 def cases(seed, draws):
-    for rng, arch, op, m in strategies.random_perfect_mappings(seed, draws, PRESETS):
+    for rng, arch, op, m in mappings(seed, draws):
         nlev = len(arch.levels)
         for level in range(nlev - 1):
             temporal, rest = merged_levels(op, m, level)
@@ -48,7 +62,7 @@ def test_orders_from_tables_equal_the_walk_and_the_whole_nest(monkeypatch):
     loops on), and the walk's counters equal ``entering_perfect`` of the whole nest."""
     monkeypatch.setattr(order_tables, "TABLE_ORDERS", 2)
     compared = tabled = 0
-    for _, op, keep, level, nlev, rest, perms in cases(5, 40):
+    for _, op, keep, level, nlev, rest, perms in cases(5, 10):
         pairs = [(X, c) for X in op.operands for c in range(level + 1, nlev) if X.name in keep[c]]
         if not pairs:
             continue
@@ -64,7 +78,7 @@ def test_orders_from_tables_equal_the_walk_and_the_whole_nest(monkeypatch):
             info = NestInfo(op, Mapping(p + rest, keep))
             assert [ct.entering(p) for ct in counters] == [entering_perfect(info, X, c) for X, c in pairs]
         compared += 1
-    assert compared >= 15 and tabled == compared
+    assert compared >= 6 and tabled == compared
 
 
 def test_orders_from_tables_refuse_what_they_do_not_cover():
@@ -75,7 +89,7 @@ def test_orders_from_tables_refuse_what_they_do_not_cover():
 
 def test_tile_and_entering_with_no_loop_above_the_boundary_equals_a_fresh_count():
     checked = 0
-    for _, _, op, m in strategies.random_perfect_mappings(9, 30, PRESETS):
+    for _, _, op, m in mappings(9, 10):
         for c in range(1, 1 + max((l.level for l in m.loops), default=0)):
             inside = tuple(l for l in m.loops if l.level >= c)     # the nest with the loops above c taken out
             info = NestInfo(op, Mapping(inside, ()))
@@ -84,14 +98,14 @@ def test_tile_and_entering_with_no_loop_above_the_boundary_equals_a_fresh_count(
                 bounds._ENTERING.clear()
                 assert _tile_and_entering(op, inside, X.name, c) == want
                 checked += 1
-    assert checked > 40
+    assert checked > 15
 
 
 def test_open_order_counts_with_shared_parts_equal_fresh_ones():
     """One memo of parts shared by the counts of every innermost loop (and asked in shuffled order) gives what a
     count without the memo gives."""
     checked = 0
-    for rng, arch, op, m in strategies.random_perfect_mappings(31, 40, PRESETS):
+    for rng, arch, op, m in mappings(31, 10):
         nlev = len(arch.levels)
         for level in range(nlev - 1):
             fixed = tuple(l for l in m.loops if l.level >= level)
@@ -105,21 +119,23 @@ def test_open_order_counts_with_shared_parts_equal_fresh_ones():
                     shared = entering_any_order(op, fixed, frozenset(free), m.keep, innermost, parts)(X, c)
                     assert shared == entering_any_order(op, fixed, frozenset(free), m.keep, innermost)(X, c)
                     checked += 1
-    assert checked > 300
+    assert checked > 100
 
 
 def test_a_nest_bounded_again_gets_the_bound_of_a_fresh_context():
     checked = 0
-    for _, arch, op, m in strategies.random_perfect_mappings(17, 30, PRESETS):
+    for _, arch, op, m in mappings(17, 8):
         ctx = BoundContext(op, arch, m.keep, objective="edp")
         for level in range(len(arch.levels)):
             fixed, rem = strategies.fixed_at_and_above(op, m, level)
             asks = [dict()] + ([dict(free_orders=frozenset({level}))] if level < len(arch.levels) - 1 else [])
-            for kw in asks * 2:
+            for kw in asks:
                 fresh = BoundContext(op, arch, m.keep, objective="edp").lower_bound(fixed, level, dict(rem), **kw)
-                assert ctx.lower_bound(tuple(fixed), level, dict(rem), **kw) == fresh
+                # asked twice, the second time with an equal nest that is not the same object
+                assert ctx.lower_bound(fixed, level, dict(rem), **kw) == fresh
+                assert ctx.lower_bound(tuple(list(fixed)), level, dict(rem), **kw) == fresh
                 checked += 1
-    assert checked > 60
+    assert checked > 15
 
 
 @pytest.mark.parametrize("seed", [3])
@@ -127,7 +143,7 @@ def test_counter_steps_memo_equals_the_walk_for_orders_with_a_dim_twice(seed):
     """A nest not in the search's form (a dim twice at the level) still gets the whole nest's count."""
     rng = random.Random(seed)
     compared = 0
-    for _, _, op, m in strategies.random_perfect_mappings(seed, 20, PRESETS):
+    for _, _, op, m in mappings(seed, 8):
         for level in range(1, 1 + max(l.level for l in m.loops)):
             rest = tuple(l for l in m.loops if l.level >= level)
             dims = [d for d in op.dim_names if op.sizes[d] >= 4]
@@ -140,4 +156,4 @@ def test_counter_steps_memo_equals_the_walk_for_orders_with_a_dim_twice(seed):
                 info = NestInfo(op, Mapping(order + rest, m.keep))
                 assert counter.entering(order) == entering_perfect(info, X, level)
                 compared += 1
-    assert compared > 20
+    assert compared > 8
