@@ -92,8 +92,8 @@ def pareto_orders(counters: list, perms: list[tuple]) -> tuple | None:
     _, first = np.unique(vectors, axis=0, return_index=True)
     first.sort()
     V = vectors[first]
-    below = (V[:, None, :] <= V[None, :, :]).all(axis=2)
-    np.fill_diagonal(below, False)
+    below = np.asarray((V[:, None, :] <= V[None, :, :]).all(axis=2))
+    below[np.arange(len(V)), np.arange(len(V))] = False
     kept = first[~below.any(axis=0)]
     # ``pareto``'s order: by the sum of the vector, then the vector, then the given order (none equal here).
     K = vectors[kept]
