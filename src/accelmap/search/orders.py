@@ -252,8 +252,9 @@ class _LevelCounter:
             deeper += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, stride, resets)
         self.deeper, self.resets = deeper, resets
         # The walk's state between steps: the wrap-back of each of X's dims (``_moved_in`` reads and writes no other),
-        # as a tuple; each step's effect memoized on it (``_step``), so a node's orders share the steps of their
-        # common suffixes.
+        # as a tuple; each step's effect memoized on it (``_step``) for the tables of ``order_tables``, which visit
+        # every (loop, set of later loops) once. (Memoizing the walk of ``entering`` too made padded nodes slower: a
+        # node's few orders rarely repeat a step.)
         self._state = tuple(resets.get(d, 0) for d in self.xdims)
         self._steps: dict[tuple, tuple[int, tuple[int, ...]]] = {}
 
@@ -299,14 +300,10 @@ class _LevelCounter:
         for l in order:
             prefix.append(prefix[-1] * l.bound)
         total = self.tile + prefix[-1] * self.deeper
-        span = self.dim_span
-        if len({l.dim for l in order}) < len(order):
-            span = dict(span)       # a dim twice: the outer loop's stride includes the inner one's bound
-        state = self._state
+        span = dict(self.dim_span)
+        resets = dict(self.resets)
         for n in range(len(order) - 1, -1, -1):
             l = order[n]
-            new, state = self._step(l.dim, l.bound, span[l.dim], state)
-            total += prefix[n] * (l.bound - 1) * new
-            if span is not self.dim_span:
-                span[l.dim] *= l.bound
+            total += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, span[l.dim], resets)
+            span[l.dim] *= l.bound
         return self.inst * total
