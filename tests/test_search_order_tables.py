@@ -1,5 +1,5 @@
 """The node-rate structures of the exact search equal what they replace, on random operators and presets:
-rule O2's orders from tables (``order_tables``), the counter's memoized steps, the open-order counts' shared parts,
+rule O2's orders from tables (``order_tables``, with the counter's memoized steps), the open-order counts' shared parts,
 the nest-without-loops-above shortcut of ``_tile_and_entering`` and the node's kept bounds."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_a_nest_bounded_again_gets_the_bound_of_a_fresh_context():
 
 
 @pytest.mark.parametrize("seed", [3])
-def test_counter_steps_memo_equals_the_walk_for_orders_with_a_dim_twice(seed):
+def test_counter_equals_the_whole_nest_for_orders_with_a_dim_twice(seed):
     """A nest not in the search's form (a dim twice at the level) still gets the whole nest's count."""
     rng = random.Random(seed)
     compared = 0
