@@ -55,7 +55,7 @@ class NodePart:
     (``shared``), and each operand's traffic per case keyed by what it reads of the order (``traffic``). Its orders,
     its open-order bounds (rules B3, B4) and rule B30's per-order bounds read it instead of recomputing it."""
 
-    __slots__ = ("extents", "tiles", "instances", "mac_sides", "head", "shared", "traffic", "counters")
+    __slots__ = ("extents", "tiles", "instances", "mac_sides", "head", "shared", "traffic", "counters", "any_order", "bounds")
 
     def __init__(self) -> None:
         self.extents: dict[int, dict[str, int]] = {}
@@ -66,6 +66,10 @@ class NodePart:
         self.shared: tuple | None = None
         self.traffic: dict[tuple, tuple] = {}
         self.counters: dict[tuple[Loop, ...], dict[tuple[str, int], Any]] = {}
+        # ``entering_any_order``'s parts for the last nest bounded with orders open: (fixed, free levels, parts)
+        self.any_order: tuple[tuple[Loop, ...], frozenset[int], dict[tuple[str, int], tuple]] | None = None
+        # The bounds computed, per (fixed as ordered, free levels, innermost loop)
+        self.bounds: dict[tuple, tuple[float, float]] = {}
 
 
 class BoundContext:
@@ -223,8 +227,19 @@ class BoundContext:
         # its open-order bounds (rules B3, B4) and rule B30's per-order bounds; below, only the refetch counts
         # (``entering``), rule B18's shares and what reads the order (B20, B29) are computed per call.
         node = self.node_part(fixed, level, rem, full_positions)
+        # The same nest bounded again (rule B30's orders, then the order's own turn in the search) reads the node's
+        # bound kept for it: every term is a function of these arguments and the context.
+        asked = (fixed, free_orders, innermost)
+        kept = node.bounds.get(asked)
+        if kept is not None:
+            return kept
         if free_orders:
-            entering = entering_any_order(op, fixed, free_orders, self.keep, innermost)
+            # The open-order counts' parts that no innermost loop changes, kept for this nest (the same ``fixed``
+            # object: a tiling's bound over every order and its bounds per innermost loop, rule B4, follow each other).
+            shared = node.any_order
+            if shared is None or shared[0] is not fixed or shared[1] != free_orders:
+                shared = node.any_order = (fixed, free_orders, {})
+            entering = entering_any_order(op, fixed, free_orders, self.keep, innermost, shared[2])
         else:
             entering = self.ordered_entering(node, fixed, level)
         spatial = [l for l in fixed if l.spatial]
@@ -529,7 +544,8 @@ class BoundContext:
                 tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
             inner = busy + stall if not bursts else float(burst_cycles(bursts, outside, busy + stall))
             least.add(energy, max(inner + edge, transfer, tail))
-        return least.pair()
+        kept = node.bounds[asked] = least.pair()
+        return kept
 
     def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
         """B1's refetches of X into c beyond each run's first tile: the fixed nest's own (``part`` entering c, less
@@ -874,7 +890,7 @@ def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int) -> int:
     return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
-                       innermost: Loop | None = None):
+                       innermost: Loop | None = None, parts: dict[tuple[str, int], tuple] | None = None):
     """``(X, c) -> n``: a lower bound of ``entering_perfect`` of the nest ``fixed`` that holds for every order of
     the temporal loops at the levels ``free`` (the outermost levels of ``fixed``), for any boundary c (rule B3):
     only the free loops above c matter, the free levels at or below c shape the tile at c whatever their order.
@@ -888,12 +904,28 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
     holds the loops of the outer levels and the others of its level before it. Other free loops bring at least
     nothing. Every free loop brings a whole tile at every step when some loop inside it, above c, runs over a
     plain dim of X at every one of its steps (it wraps that loop back): a fixed loop of a deeper level, or
-    ``innermost``, when given: the loop assumed innermost of the innermost free level (rule B4)."""
+    ``innermost``, when given: the loop assumed innermost of the innermost free level (rule B4).
+
+    ``parts``: a memo of what the count of (X, c) reads of ``fixed`` and ``free`` but not of ``innermost``, which the
+    caller keeps for one (``fixed``, ``free``) and shares between the bounds of its innermost loops."""
     own_all = [l for l in fixed if l.level in free and not l.spatial and l.bound > 1]
     levels = sorted(free)
     per_boundary: dict[int, tuple] = {}
+    memo: dict[tuple[str, int], tuple] = {} if parts is None else parts
 
     def entering(X, c: int) -> float:
+        got = memo.get((X.name, c))
+        if got is None:
+            got = memo[(X.name, c)] = _any_order_part(X, c)
+        inst, tile, deeper_count, every_fixed, plain, per_level = got
+        every = every_fixed or (innermost is not None and innermost.level < c and innermost.dim in plain)
+        tiles, outer = 1, 1
+        for own_plain, own_every in per_level:
+            tiles += outer * ((own_every if every else own_plain) - 1)
+            outer *= own_every
+        return inst * tile * tiles + outer * (deeper_count - inst * tile)
+
+    def _any_order_part(X, c: int) -> tuple:
         got = per_boundary.get(c)
         if got is None:
             # Only the open loops above c are taken out; open levels at or below c shape the tile at c.
@@ -904,15 +936,13 @@ def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[in
         own, deeper, inst = got
         plain = {ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1}
         tile, deeper_count = _tile_and_entering(op, deeper, X.name, c)
-        every = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
-                    for l in fixed) or (innermost is not None and innermost.level < c and innermost.dim in plain)
-        tiles, outer = 1, 1
-        for f in levels:
-            if f >= c:
-                break
-            tiles += outer * (math.prod(l.bound for l in own if l.level == f and (every or l.dim in plain)) - 1)
-            outer *= math.prod(l.bound for l in own if l.level == f)
-        return inst * tile * tiles + outer * (deeper_count - inst * tile)
+        every_fixed = any(not l.spatial and l.bound > 1 and l.level not in free and l.level < c and l.dim in plain
+                          for l in fixed)
+        # Per free level above c, outermost first: the product of its loops over X's plain dims (the steps that bring
+        # a whole tile unless every step does) and of all its loops.
+        per_level = tuple((math.prod(l.bound for l in own if l.level == f and l.dim in plain),
+                           math.prod(l.bound for l in own if l.level == f)) for f in levels if f < c)
+        return inst, tile, deeper_count, every_fixed, plain, per_level
 
     return entering
 
@@ -935,9 +965,19 @@ def _tile_and_entering(op: Operator, loops: tuple[Loop, ...], name: str, c: int)
             _ENTERING.clear()
             _ENTERING_OPS.clear()
         _ENTERING_OPS[id(op)] = op
-        info = NestInfo(op, Mapping(loops, ()))
         X = op.operand(name)
-        got = _ENTERING[key] = (tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c))
+        if not loops or loops[0].level >= c:
+            # No loop above c (``entering_perfect`` stops at the first loop inside c): one instance brings its first
+            # tile, the whole count (the open levels' loops taken out at a boundary under them, most often).
+            ext = dict.fromkeys(op.sizes, 1)
+            for l in loops:
+                if l.level >= c:
+                    ext[l.dim] *= l.bound
+            t = tile_size(X, ext)
+            got = _ENTERING[key] = (t, t)
+        else:
+            info = NestInfo(op, Mapping(loops, ()))
+            got = _ENTERING[key] = (tile_size(X, info.inner_extents(c)), entering_perfect(info, X, c))
     return got
 
 

@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from accelmap.cost.latency import pipeline_counts, tile_transfers
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
+from accelmap.search.order_tables import pareto_orders
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
@@ -148,7 +149,8 @@ def _priority_perms(op: Operator, temporal: tuple[Loop, ...]):
 @lru_cache(maxsize=200_000)
 def _cached(op, keep, level, temporal, rest, nlev, fixed, forbidden, order_costs=None, refills=()):
     if orders_exact(len(temporal), level, nlev):
-        perms = [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
+        perms = list(itertools.permutations(temporal)) if fixed is None and not forbidden else \
+            [p for p in itertools.permutations(temporal) if _allowed(p, fixed, forbidden)]
     else:
         perms = list(dict.fromkeys(p for p in _priority_perms(op, temporal) if _allowed(p, fixed, forbidden)))
     driven = _refill_key(op, keep, level, nlev, refills) if perms and perms[0] else ()
@@ -172,6 +174,13 @@ def _pruned(op, keep, level, rest, nlev, perms, order_costs):
         pairs.extend((X, c) for c in chain if c > level)
     if not pairs and order_costs is None:
         return tuple(perms[:1])
+    if order_costs is None:
+        # Many orders: every order's counters from tables of terms per loop and set of later loops, at once
+        # (``order_tables``; the same orders kept, in the same order).
+        counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
+        got = pareto_orders([counters[(X.name, c)] for X, c in pairs], perms)
+        if got is not None:
+            return got
     # Only the operands with a counter below this level tell orders apart: orders that show each of them the
     # same sequence have the same counters (O3), whatever they show the others.
     relevant = tuple(X for X in op.operands if any(X is Y for Y, _ in pairs))
@@ -186,7 +195,8 @@ def _pruned(op, keep, level, rest, nlev, perms, order_costs):
     # the same sequence share it; the nest is built only for an order that shows some operand a new one.
     # Each operand's counter at a boundary is computed from the deeper loops once (``_LevelCounter``).
     index = {X.name: i for i, X in enumerate(relevant)}
-    counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
+    if order_costs is not None:
+        counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
     entering_by_sig: dict[tuple, int] = {}
     items = []
     for sig, p in signed:
@@ -241,6 +251,23 @@ class _LevelCounter:
             l, stride = temporal[n]
             deeper += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, stride, resets)
         self.deeper, self.resets = deeper, resets
+        # The walk's state between steps: the wrap-back of each of X's dims (``_moved_in`` reads and writes no other),
+        # as a tuple; each step's effect memoized on it (``_step``) for the tables of ``order_tables``, which visit
+        # every (loop, set of later loops) once. (Memoizing the walk of ``entering`` too made padded nodes slower: a
+        # node's few orders rarely repeat a step.)
+        self._state = tuple(resets.get(d, 0) for d in self.xdims)
+        self._steps: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+
+    def _step(self, dim: str, bound: int, stride: int, state: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+        """``_moved_in`` from the wrap-back ``state`` (per dim of X): the elements brought and the state after it,
+        memoized (a function of its arguments alone)."""
+        key = (dim, bound, stride, state)
+        got = self._steps.get(key)
+        if got is None:
+            resets = dict(zip(self.xdims, state, strict=True))
+            new = self._moved_in(dim, bound, stride, resets)
+            got = self._steps[key] = (new, tuple(resets[d] for d in self.xdims))
+        return got
 
     def _moved_in(self, dim: str, bound: int, stride: int, resets: dict[str, int]) -> int:
         """Elements a step of a loop over ``dim`` (``bound`` steps of ``stride``) brings, given the wrap-back
@@ -269,12 +296,12 @@ class _LevelCounter:
         return new
 
     def entering(self, order: tuple[Loop, ...]) -> int:
-        resets = dict(self.resets)
         prefix = [1]
         for l in order:
             prefix.append(prefix[-1] * l.bound)
         total = self.tile + prefix[-1] * self.deeper
         span = dict(self.dim_span)
+        resets = dict(self.resets)
         for n in range(len(order) - 1, -1, -1):
             l = order[n]
             total += prefix[n] * (l.bound - 1) * self._moved_in(l.dim, l.bound, span[l.dim], resets)
