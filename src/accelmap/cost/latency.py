@@ -1040,7 +1040,7 @@ def _unequal_halves(nest: NestRows, keep, counts, c: int, positions: tuple[np.nd
 
     C = compute[rows] / T
     reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
-    moves: dict[tuple[str, ...], tuple] = {}
+    moves: dict[tuple[tuple[str, ...], int | None], tuple] = {}     # (segment dims, pass) -> moves
 
     # the passes of the innermost loop outside the walk where a first-position load differs between them
     every_of = [_follows_walk(nest, c, X.dims, walk_dim, slot, B) for X, _ in inputs]
