@@ -851,6 +851,66 @@ def _restarts_with_walk(nest: NestRows, c: int, dims, slot: np.ndarray, B: np.nd
     return out
 
 
+def _pass_loads(nest: NestRows, keep, counts, c: int, X, slot: np.ndarray, rows: np.ndarray,
+                every: np.ndarray, equal: np.ndarray) -> tuple:
+    """The loads of operand X into level c at the positions of the walk of c's output tiles (the loop at
+    ``slot``, per row of ``rows``), where they are not all the same. A pass of the walk starts when a loop outside
+    it advances: the innermost one (bound b above 1) b - 1 times in b, the loops outside that one once, and each
+    brings its own tile (a sliding window's new rows, or a whole tile); the walk's own positions bring the walked
+    loop's. X changes tile at every position (``every``, where the walked loop is the innermost loop above c)
+    or only where a pass starts; where it changes at every position and the walk's tiles are not all equal
+    (``equal``), the walk keeps its loads in proportion to the tiles and nothing here applies. Per row: the passes to walk (b where the passes' first loads differ, else 1; 1
+    also past MAX_VARIED_PASSES), and relative to the mean load per position of those passes: the first pass's
+    load at the first position, the other passes' there, and the load at every other position (from the
+    per-class loads of ``_stream_loads``, edge cases weighted). Rows where nothing differs get 1, 1, 1."""
+    m = len(rows)
+    ones = np.ones(m)
+    b = np.ones(m, dtype=np.int64)
+    loads = _stream_loads(nest, keep, counts, c, X)
+    above = nest.above(c)
+    if loads is None or not above:
+        return b, ones, ones, ones
+    valid, _, _, times = loads
+    cnt, _ = nest.classes(c)
+    t = sum((w * tt for w, tt in times), np.zeros(cnt.shape))[:, rows]     # a transition's mean load per class
+    cnt = cnt[:, rows]
+    B = nest.B[rows]
+    at = np.arange(m)
+    k1 = np.full(m, -1)         # the innermost loop outside the walk (bound above 1)
+    k_walk = np.full(m, -1)
+    inside = np.zeros(m, dtype=bool)     # a loop of bound above 1 inside the walk, above c
+    for k, j in enumerate(above):        # outermost first
+        k1 = np.where((j < slot) & (B[:, j] > 1), k, k1)
+        k_walk = np.where(j == slot, k, k_walk)
+        inside |= (j > slot) & (B[:, j] > 1)
+    per_pass = np.where(k_walk >= 0, B[at, np.array(above)[np.maximum(k_walk, 0)]], 1)
+    bound = B[at, np.array(above)[np.maximum(k1, 0)]]
+    first_in = np.where(k1 >= 0, t[np.maximum(k1, 0), at], 0.0)
+    outside = np.arange(cnt.shape[0])[:, None] < k1[None]
+    n_out = (cnt * outside).sum(axis=0)
+    first_out = (cnt * t * outside).sum(axis=0) / np.maximum(n_out, 1)
+    # X at every position: the walked loop's load at the others (the walk innermost, so a position is a step)
+    tracks = every & ~inside & (k_walk >= 0)
+    other = np.where(tracks, t[np.maximum(k_walk, 0), at], 0.0)
+    passes = (k1 >= 0) & (n_out > 0) & (bound <= MAX_VARIED_PASSES) & \
+        (np.abs(first_out - first_in) > 1e-9 * np.maximum(first_out, first_in))
+    n_pass = np.where(passes, bound, 1)
+    # one pass only: its first load is the mean of the loops outside the walk
+    first_mean = np.where(k1 >= 0, (first_out * n_out + first_in * cnt[np.maximum(k1, 0), at]) /
+                          np.maximum(n_out + cnt[np.maximum(k1, 0), at], 1), first_out)
+    r_first = np.where(passes, first_out, first_mean)
+    r_rest = np.where(passes, first_in, first_mean)
+    mean = (r_first + (n_pass - 1) * r_rest) / n_pass
+    mean = np.where(tracks, (mean + (per_pass - 1) * other) / per_pass, mean)
+    # no loop outside the walk: one pass, whose first load is the prologue's (the walk's mean stands)
+    starts = n_out + np.where(k1 >= 0, cnt[np.maximum(k1, 0), at], 0) > 0
+    differ = valid[rows] & (mean > 0) & starts & (equal | ~every) & (passes | (tracks & (np.abs(first_mean - other) >
+                                                             1e-9 * np.maximum(first_mean, other))))
+    safe = np.where(differ, mean, 1.0)
+    return (np.where(differ, n_pass, 1), np.where(differ, r_first / safe, 1.0), np.where(differ, r_rest / safe, 1.0),
+            np.where(differ & tracks, other / safe, 1.0))
+
+
 def _settle(one_run, state: tuple, periods: int) -> tuple:
     """Run ``one_run`` (the halves' recurrence over one sequence of tiles) ``periods`` times: the last
     drain's end after the first run, at the start of the second-to-last, and at the end (the regime's
@@ -883,10 +943,14 @@ def _halves_step(state: tuple, a_first, a_every, pen_c, load, pen_r, compute, st
 MAX_CHAIN_POSITIONS = 64
 # ... and runs of edge tiles of the outer output loops in order over at most this many passes of it
 MAX_WALK_PASSES = 64
+# ... and passes of the loop outside it with unequal first loads one by one up to this bound of that loop (beyond,
+# their mean): two, a loop of two virtual threads; the walk's time grows with the passes (the exact search on
+# vta_like ResNet-18 layer3.0.conv2: the model's calls 0.45 CPU s on main, 0.72 at 2, 1.4 at 4 and at 8)
+MAX_VARIED_PASSES = 2
 
 
-def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], load, store, inputs: list,
-                    compute: np.ndarray, tiles: np.ndarray) -> np.ndarray:
+def _unequal_halves(nest: NestRows, keep, counts, c: int, positions: tuple[np.ndarray, ...], load, store,
+                    inputs: list, compute: np.ndarray, tiles: np.ndarray) -> np.ndarray:
     """The output halves' steady state where the innermost output loop above c leaves an edge tile:
     tiles of unequal size do not pair up into the two-half cycle. Tile k's reload waits for the
     drain of tile k-2 and for the load unit, its compute for its reload and the previous compute,
@@ -896,7 +960,12 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     over the positions of the output loop (each tile's reload and drain its share of the run's by
     size, plus the DMA setup; its compute the run's mean per output tile) it settles into a
     periodic regime whose growth per tile, times the output tiles, bounds the run. ``load`` and
-    ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains."""
+    ``store``: (cycles over the run, setup per tile) of c's partial-sum reloads and drains; ``inputs``:
+    (operand, (cycles, setup per tile)) of the other operands' loads into c.
+
+    An operand whose tile changes when the walk starts over loads at its first position, and its load
+    need not be the same at every pass (a sliding window's new rows after a whole tile): the passes of
+    the innermost loop outside the walk are then walked one by one (``_pass_loads``)."""
     n = nest.n
     found, size, stride, bound, ext, dim, slot = positions
     # equal tiles pair up into the two-half cycle unless another operand's loads, queued on the same
@@ -904,9 +973,9 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     out_dims = list(nest.op.output.dims)
     walk_dim_all = [out_dims[i] if i >= 0 else "" for i in dim.tolist()]
     rare = np.zeros(n, dtype=bool)
-    for dims, mv in inputs:
-        rare |= (mv[0] > 0) & ~_follows_walk(nest, c, dims, walk_dim_all, slot, nest.B) & \
-            _restarts_with_walk(nest, c, dims, slot, nest.B)
+    for X, mv in inputs:
+        rare |= (mv[0] > 0) & ~_follows_walk(nest, c, X.dims, walk_dim_all, slot, nest.B) & \
+            _restarts_with_walk(nest, c, X.dims, slot, nest.B)
     # An edge tile of a dim outside the output (a reduction loop above the walked one at its last position)
     # leaves the output tiles equal but shrinks the other operands' loads for whole runs of the walk: the
     # halves settle at each run's own rate (the load unit may pace one run and the halves' cycle the other).
@@ -916,7 +985,7 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
     walk_k = np.where(slot >= 0, pos[slot], -1)      # the walked loop's index in ``above``
     input_edges = []
     for d, kk, b, e in nest.edges(c):
-        if d in out_dims or not any(d in dims for dims, _ in inputs):
+        if d in out_dims or not any(d in X.dims for X, _ in inputs):
             continue
         outside = (kk >= 0) & (walk_k > kk)
         if outside.any():
@@ -975,32 +1044,45 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
 
     C = compute[rows] / T
     reloads = np.zeros(len(rows), dtype=bool) if load is None else load[0][rows] > 0
-    moves: dict[tuple[str, ...], tuple] = {}
+    moves: dict[tuple[tuple[str, ...], int | None], tuple] = {}     # (segment dims, pass) -> moves
 
-    def tile_moves(sc: dict[str, np.ndarray]) -> tuple:
+    # the passes of the innermost loop outside the walk where a first-position load differs between them
+    every_of = [_follows_walk(nest, c, X.dims, walk_dim, slot, B) for X, _ in inputs]
+    # (an operand whose tile follows the walk's edge tiles keeps their shape: only where the walk's tiles are equal)
+    equal = bound * stride <= size
+    varied = [_pass_loads(nest, keep, counts, c, X, slot, rows, every, equal)
+              for (X, _), every in zip(inputs, every_of, strict=True)]
+    n_pass = np.ones(len(rows), dtype=np.int64)
+    for b, *_ in varied:
+        n_pass = np.maximum(n_pass, b)
+
+    def tile_moves(sc: dict[str, np.ndarray], q: int | None) -> tuple:
         """Per position of a pass at the segment's scale: reload, drain, and the other operands' loads
         (those whose tile changes with every output tile wait, like the reload, for the compute of
-        the tile two back; the others, at the first position, for their own tile two back, long done)."""
-        key = tuple(sorted(sc))
+        the tile two back; the others, at the first position, for their own tile two back, long done).
+        ``q``: the pass's index in the passes of the innermost loop outside the walk (None: their mean)."""
+        key = (tuple(sorted(sc)), q if q is None else min(q, 1))
         if key not in moves:
             L, S = per_tile(load, out_dims, sc), per_tile(store, out_dims, sc)
             A_every, A_first = np.zeros_like(w), np.zeros_like(w)
-            for dims, mv in inputs:
-                every = _follows_walk(nest, c, dims, walk_dim, slot, B)
-                t = per_tile(mv, dims, sc)
+            for (X, mv), every, (_, r_first, r_rest, r_other) in zip(inputs, every_of, varied, strict=True):
+                t = per_tile(mv, X.dims, sc)
+                if q is not None:       # the first pass brings what the outer loops move, the others their own
+                    t = t * np.where(k == 0, (r_first if q == 0 else r_rest)[:, None], r_other[:, None])
                 A_every, A_first = A_every + np.where(every[:, None], t, 0.0), A_first + np.where(every[:, None], 0.0, t)
             moves[key] = (L, S, A_every, A_first)
         return moves[key]
 
-    def walk(passes: list[dict[str, np.ndarray]], sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def walk(passes: list[tuple[dict[str, np.ndarray], int | None]], sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The end of the first run of ``passes`` (each a pass over the walked loop's positions at a
-        segment's scale) and the growth per output tile in the periodic regime, for rows ``sel``
-        (one row: the same recurrence over plain floats, the live positions only)."""
+        segment's scale, with its index among the passes of the loop outside the walk) and the growth per
+        output tile in the periodic regime, for rows ``sel`` (one row: the same recurrence over plain
+        floats, the live positions only)."""
         periods = 4
         Cs, pen_r = C[sel], np.where(reloads[sel], 0.0, -np.inf)
         seq = []
-        for sc in passes:
-            L, S, A_every, A_first = (x[sel] for x in tile_moves(sc))
+        for sc, q in passes:
+            L, S, A_every, A_first = (x[sel] for x in tile_moves(sc, q))
             seq.append((L, S, A_every, A_first, np.where(A_every > 0, 0.0, -np.inf)))
         if sel.sum() == 1:
             c1, r1 = float(Cs[0]), float(pen_r[0])
@@ -1051,7 +1133,7 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
                                if k - outer < len(span) and digits[k - outer] == span[k - outer] - 1})
             sel = np.zeros(len(rows), dtype=bool)
             sel[i] = True
-            first, rate = walk(passes, sel)
+            first, rate = walk([(sc, None) for sc in passes], sel)
             total[i] = (first + rate * max(T[i] - per_period[i] * len(passes), 0.0))[0]
             done[i] = True
     if not done.all():
@@ -1060,8 +1142,11 @@ def _unequal_halves(nest: NestRows, c: int, positions: tuple[np.ndarray, ...], l
         for share, sc in segments:
             if not share[rest].any():
                 continue
-            first, rate = walk([sc], rest)
-            total[rest] = total[rest] + share[rest] * (first + rate * np.maximum(T[rest] - per_period[rest], 0.0))
+            # rows with as many passes walked together (a row of many passes would hold up the others)
+            for runs in np.unique(n_pass[rest]).tolist():
+                sel = rest & (n_pass == runs)
+                first, rate = walk([(sc, q) for q in range(runs)], sel)
+                total[sel] = total[sel] + share[sel] * (first + rate * np.maximum(T[sel] - per_period[sel] * runs, 0.0))
     out = np.zeros(n)
     out[rows] = total
     return out
@@ -1374,7 +1459,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     epi_on: dict[int, np.ndarray] = {}
     ring: dict[int, np.ndarray] = {}     # double-buffered levels: output drains and partial-sum reloads
     ring_moves: dict[tuple[int, str], tuple] = {}   # ... apart: (level, load/store) -> (cycles, setup per tile)
-    ring_inputs: dict[int, list] = {}     # ... and the other operands' loads into them: (dims, (cycles, setup))
+    ring_inputs: dict[int, list] = {}     # ... and the other operands' loads into them: (operand, (cycles, setup))
     drain_time: dict[int, np.ndarray] = {}   # output levels: the store unit's time over the run
     drain_holds: dict[int, np.ndarray] = {}  # ... where the drain holds the level's own read port
     setups = zeros()
@@ -1427,7 +1512,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                     ring_moves[(c, kind)] = (np.where(ringed, setup + np.maximum(tc, tp), 0.0),
                                              np.where(active & ringed, per, 0.0))
                 elif db.any() and kind == "load":
-                    ring_inputs.setdefault(c, []).append((X.dims, (np.where(db, setup + np.maximum(tc, tp), 0.0),
+                    ring_inputs.setdefault(c, []).append((X, (np.where(db, setup + np.maximum(tc, tp), 0.0),
                                                                    np.where(active & db, per, 0.0))))
                 if kind == "store":
                     drain_time[c] = setup + np.maximum(tc, tp)
@@ -1561,7 +1646,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             bound = bound + half * np.where(reload > 0, others * share, 0.0)
         if (c, "store") in ring_moves:
             # the chain runs from the first load to the last drain: the prologue and epilogue are added below
-            walk = _unequal_halves(nest, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
+            walk = _unequal_halves(nest, keep, counts, c, positions, ring_moves.get((c, "load")), ring_moves[(c, "store")],
                                    ring_inputs.get(c, []), compute, out_tiles[c])
             bound = np.maximum(bound, walk - get(pro, c) - get(epi, c))
         hidden = zeros()
