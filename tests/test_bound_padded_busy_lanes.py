@@ -13,9 +13,7 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search.exact import search_exact
 from accelmap.search.imperfect_tiles import ceil_div
 from accelmap.search.optimal import bound_any_order
@@ -23,9 +21,8 @@ from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.padded_partial_refetches import PartialRefetchContext
 from accelmap.search.padded_round_positions import padded_dims
 from accelmap.workload import parse_expression
-from strategies import random_operator
 from test_bound_padded_partial import _below, _node
-from test_bound_padded_rounds import _ruby_s, _unrolling
+from test_bound_padded_rounds import padded_ruby_s_mappings
 
 # The exhaustive Ruby-S optimum of the exact-search case below (``search_exhaustive``, run once).
 EXHAUSTIVE_CONV = 850.0
@@ -46,28 +43,13 @@ def pes_under_four(capacity: str = "16 B", port: str = "16 bit/cycle"):
         "compute": {"mac_energy": "1 pJ", "precision": {"I": 8, "W": 8, "O": 16}}})
 
 
-def _padded_mappings(draws: int, archs, seed: int):
-    """Random Ruby-S mappings with a padded unrolling of ``archs``, with the unrolling they use."""
-    rng = random.Random(seed)
-    for n in range(draws):
-        arch = archs[n % len(archs)]
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=60, imperfect=True, spatial_prob=0.9)
-        except MappingError:
-            continue
-        spatial = _unrolling(arch, m)
-        if _ruby_s(op, m) and padded_dims(op, spatial):
-            yield arch, op, m, spatial
-
-
 def test_node_bounds_with_busy_lanes_never_exceed_the_cost():
     """At every level of random padded Ruby-S mappings of simba_like, eyeriss_like and a small buffer over four PE
     registers (the fixed order, and every order of the node's level by B3/B4), the bound with rules B49 and B50 is at
     most the mapping's energy and latency, and above rules B44/B46-B48's on some nodes."""
     checked = raised = 0
     archs = [get_accelerator(n) for n in ("simba_like", "eyeriss_like")]
-    for arch, op, m, spatial in _padded_mappings(200, archs, seed=5):
+    for arch, op, m, spatial in padded_ruby_s_mappings(200, archs, seed=5):
         res = evaluate(op, arch, m)
         ctx = BusyLaneContext(op, arch, m.keep, spatial)
         was_ctx = PartialRefetchContext(op, arch, m.keep, spatial)
@@ -89,7 +71,7 @@ def test_busy_lanes_on_a_small_pe_array_never_exceed_the_cost():
     checked = raised = 0
     rng = random.Random(0)
     for capacity in ("8 B", "32 B"):
-        for arch, op, m, spatial in _padded_mappings(200, [pes_under_four(capacity)], seed=rng.randint(0, 10**6)):
+        for arch, op, m, spatial in padded_ruby_s_mappings(200, [pes_under_four(capacity)], seed=rng.randint(0, 10**6)):
             res = evaluate(op, arch, m)
             ctx = BusyLaneContext(op, arch, m.keep, spatial)
             was_ctx = PartialRefetchContext(op, arch, m.keep, spatial)
@@ -232,5 +214,5 @@ def test_pruned_orders_of_padded_nests_keep_an_order_at_least_as_good():
     temporal loops costs at least one kept order's energy and latency at once."""
     checked, dropped = _orders_checked(_padded_nests(300, seed=4))
     archs = [get_accelerator(n) for n in ("simba_like", "eyeriss_like")]
-    more, _ = _orders_checked(_padded_mappings(300, archs, seed=9))
+    more, _ = _orders_checked(padded_ruby_s_mappings(300, archs, seed=9))
     assert checked >= 15 and dropped >= 8, (checked, dropped, more)

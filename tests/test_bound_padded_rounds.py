@@ -46,8 +46,12 @@ def _unrolling(arch, m) -> dict[str, dict[str, int]]:
 def _padded_mappings(draws: int, presets=("tpu_like", "vta_like", "eyeriss_like"), seed: int = 11):
     """Random Ruby-S mappings with a padded unrolling of the ``presets`` (tpu_like, vta_like, eyeriss_like) and a small
     buffer over a 4-wide fan-out, with the unrolling they use."""
+    return padded_ruby_s_mappings(draws, [get_accelerator(n) for n in presets] + [buffer_over_four()], seed)
+
+
+def padded_ruby_s_mappings(draws: int, archs, seed: int):
+    """Random Ruby-S mappings with a padded unrolling of ``archs`` (in turn), with the unrolling they use."""
     rng = random.Random(seed)
-    archs = [get_accelerator(n) for n in presets] + [buffer_over_four()]
     for n in range(draws):
         arch = archs[n % len(archs)]
         op = adopt_precision(random_operator(rng), arch)
