@@ -160,9 +160,9 @@ def test_a_tile_mapping_is_reused_across_store_rooms_only_where_it_fits():
     assert seen == {True, False}       # both cases drawn
 
 
-def _attention_group_with_producers(tmp_path, seed=3):
-    """The attention chain's scores > softmax > context on tpu_like, random tile mappings, and the K and V
-    projections as producers with random mappings and their costs alone."""
+def _attention_chain(tmp_path, seed: int, first: int):
+    """The attention chain on tpu_like, its stages from ``first`` to the context, random tile mappings, and the K
+    and V projections as producers with random mappings and their costs alone (by name)."""
     import random
     from dataclasses import replace
 
@@ -179,13 +179,20 @@ def _attention_group_with_producers(tmp_path, seed=3):
     (chain,) = fusable_chains(links, ops)
     rng = random.Random(seed)
     inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
-    stages, macs = chain.group(1, 2)
-    prods = {}
-    for j, name in ((0, "k"), (1, "v")):
+    stages, macs = chain.group(first, 2)
+    alone = {}
+    for name in ("k", "v"):
         op = replace(ops[name], name=name)
         mp = random_mapping(op, arch, rng, check_fit=True)
-        prods[j] = Producer(name, op, mp, evaluate(op, arch, mp))
-    return arch, chain, stages, macs, inner, prods
+        alone[name] = Producer(name, op, mp, evaluate(op, arch, mp))
+    return arch, chain, stages, macs, inner, alone
+
+
+def _attention_group_with_producers(tmp_path, seed=3):
+    """The attention chain's scores > softmax > context on tpu_like, random tile mappings, and the K and V
+    projections as producers with random mappings and their costs alone."""
+    arch, chain, stages, macs, inner, alone = _attention_chain(tmp_path, seed, 1)
+    return arch, chain, stages, macs, inner, {0: alone["k"], 1: alone["v"]}
 
 
 def test_k_and_v_projections_leave_their_outputs_in_the_store_for_a_group_keeping_its_weights(tmp_path):
@@ -318,29 +325,9 @@ def test_the_exact_tile_search_bounds_groups_with_k_and_v_in_the_store(tmp_path)
 def _group_from_the_q_projection(tmp_path, seed=5):
     """The attention chain's Q projection > scores > context on tpu_like (random tile mappings), the K and V
     projections as producers (random mappings), both reading x, the group's input."""
-    import random
-    from dataclasses import replace
-
-    from accelmap.arch.presets import get_accelerator
-    from accelmap.cost.model import evaluate
-    from accelmap.fusion.group_cost import InnerMappings, Producer
     from accelmap.fusion.search import group_producers
-    from accelmap.mapping.sampling import random_mapping
 
-    arch = get_accelerator("tpu_like")
-    path = attention(tmp_path / "a.onnx")
-    m = load_model(str(path), bits={"I": 8, "W": 8, "O": 32})
-    ops = {n: l.operator for l in m.layers for n in l.nodes}
-    (links,) = model_chains(path, set(ops))
-    (chain,) = fusable_chains(links, ops)
-    rng = random.Random(seed)
-    inner = InnerMappings(lambda op, ar: random_mapping(op, ar, rng, check_fit=True))
-    stages, macs = chain.group(0, 2)
-    alone = {}
-    for name in ("k", "v"):
-        op = replace(ops[name], name=name)
-        mp = random_mapping(op, arch, rng, check_fit=True)
-        alone[name] = Producer(name, op, mp, evaluate(op, arch, mp))
+    arch, chain, stages, macs, inner, alone = _attention_chain(tmp_path, seed, 0)
     return arch, chain, stages, macs, inner, group_producers(chain, 0, 2, alone)
 
 
