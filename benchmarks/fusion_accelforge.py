@@ -20,10 +20,12 @@ benchmark:
 
     python benchmarks/fusion_accelforge.py [--time-limit 10] [--tile-time-limit 1] [--accelforge]
         [--tokens 2048] [--cpu-clock] [--accelforge-timeout 1800] [--two-ports] [--no-head-tiles] [--default-knobs]
-        [--no-warm-tiles] [--tile-knobs]
+        [--no-warm-tiles] [--tile-knobs] [--no-vector-unit]
 
 Our side runs with one off-chip port shared by reads and writes (AccelForge's main memory has one; ``--two-ports``
-for a port each way) and with attention tiled over heads where it pays (``--no-head-tiles`` to leave it out).
+for a port each way: the layers alone, mapped and timed, and the fused groups), with attention tiled over heads where
+it pays (``--no-head-tiles`` to leave it out), and with the softmax on a vector unit as fast as AccelForge's scalar
+unit (``--no-vector-unit``: it takes no time but its transfers).
 
 Writes benchmarks/results/fusion_accelforge.json.
 """
@@ -67,6 +69,8 @@ compute:
   mac_energy: 0.084 pJ
   macs_per_cycle: 1
   precision: {I: 8, W: 8, O: 8}
+  # AccelForge's ScalarUnit: 1.05e9 x 128 operations per second in each of the 4 cores, one per softmax element
+  vector_elements_per_cycle: 512
 levels:
   - name: MainMemory
     holds: [I, W, O]
@@ -74,8 +78,9 @@ levels:
     width: 64 bit
     read_energy: 449.92 pJ          # 7.03 pJ/bit
     write_energy: 449.92 pJ
-    read_bandwidth: 585 B/cycle     # 614 GB/s at 1.05 GHz (AccelForge: one port for reads and writes together)
+    read_bandwidth: 585 B/cycle     # 614 GB/s at 1.05 GHz
     write_bandwidth: 585 B/cycle
+    shared_port: true               # AccelForge: one port for reads and writes together (its total_latency sums them)
   - name: GlobalBuffer
     holds: [I, W, O]
     capacity: 128 MiB
@@ -156,11 +161,22 @@ GPT3_KNOBS = {"tied_unrollings": 3, "bypass_choices": 8}
 GPT3_TILE_KNOBS = {**GPT3_KNOBS, "full_searches": 2}
 
 
+def machine(shared_port: bool = True, vector_unit: bool = True) -> str:
+    """``TPU_V4I_LIKE``, or with a port each way off chip, or with no vector unit (normalizations take no time)."""
+    text = TPU_V4I_LIKE
+    if not shared_port:
+        text = "\n".join(x for x in text.splitlines() if "shared_port: true" not in x) + "\n"
+    if not vector_unit:
+        text = "\n".join(x for x in text.splitlines() if "vector_elements_per_cycle" not in x) + "\n"
+    return text
+
+
 def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
          cpu_clock: bool = False, shared_port: bool = True, head_tiles: bool = True,
-         default_knobs: bool = False, warm_tiles: bool = True, tile_knobs_on: bool = False) -> dict:
+         default_knobs: bool = False, warm_tiles: bool = True, tile_knobs_on: bool = False,
+         vector_unit: bool = True) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
-    arch_file.write_text(TPU_V4I_LIKE)
+    arch_file.write_text(machine(shared_port, vector_unit))
     gpt3_layer_onnx(model_file, tokens)
     arch = get_accelerator(str(arch_file))
     m = load_model(model_file, bits={"I": 8, "W": 8, "O": 8})
@@ -189,11 +205,14 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
             "layer_by_layer_wall_s": lbl[0], "layer_by_layer_cpu_s": lbl[1], "fusion_wall_s": fuse[0],
             "fusion_cpu_s": fuse[1], "fusion_timed_out": bool(fm.stats.timed_out), "notes": list(fm.notes),
             "search": fm.to_dict()["search"], "cpu_clock": cpu_clock, "shared_offchip_port": shared_port,
-            "head_tiles": head_tiles, "heuristic_knobs": knobs, "tile_heuristic_knobs": tile_knobs,
+            "head_tiles": head_tiles, "vector_unit": vector_unit, "heuristic_knobs": knobs,
+            "tile_heuristic_knobs": tile_knobs,
             "tiles_warm_started": warm_tiles,
             # layer by layer, per layer (all its occurrences) and level: what the component check compares
             "unfused_by_layer": {lm.layer.name: {"count": lm.count, "energy_pj": lm.result.energy_total * lm.count,
                                                  "latency_cycles": lm.result.latency * lm.count,
+                                                 "latency_parts": {k: v * lm.count for k, v in
+                                                                   lm.result.latency_parts},
                                                  "energy_pj_by_level": {lv: e * lm.count for lv, e in
                                                                         lm.result.energy_by_level().items()}}
                                  for lm in mm.layers if lm.result is not None}}
@@ -253,6 +272,42 @@ def accelforge(timeout: float) -> dict:
     return out
 
 
+# Our layers as AccelForge's example names its Einsums (our Q projection's mapping serves K, V and Z too).
+EINSUMS = {"attention.query": ("Q", "K", "V", "Z"), "attention.scores": ("QK",), "attention.context": ("AV",),
+           "ffn.a": ("FFA",), "ffn.b": ("FFB",)}
+THEIRS_UNFUSED = RESULTS / "fusion_accelforge_theirs_unfused_breakdown.json"
+CLOCK_HZ = 1.05e9
+
+
+def per_layer(o: dict, theirs_path: Path = THEIRS_UNFUSED) -> list[dict]:
+    """Layer by layer, per layer (all its occurrences): our cycles and energy next to AccelForge's own run's (its
+    per-Einsum latency is the largest of its components' times, its layer latency their sum); the softmax alone is
+    the rest of our layer-by-layer total."""
+    if not theirs_path.exists():
+        return []
+    t = json.loads(theirs_path.read_text())
+    lat: dict[str, float] = {}
+    for key, sec in t["latency_s_by_einsum_component"].items():
+        e = key.split("|")[0]
+        lat[e] = max(lat.get(e, 0.0), sec * CLOCK_HZ)
+    energy: dict[str, float] = {}
+    for key, j in t["energy_j_by_einsum_component_tensor_action"].items():
+        e = key.split("|")[0]
+        energy[e] = energy.get(e, 0.0) + j * 1e12
+    rows = []
+    for name, lm in o["unfused_by_layer"].items():
+        es = EINSUMS[name]
+        rows.append({"layer": name, "einsums": list(es), "ours_cycles": lm["latency_cycles"],
+                     "theirs_cycles": sum(lat[e] for e in es), "ours_pj": lm["energy_pj"],
+                     "theirs_pj": sum(energy[e] for e in es), "ours_parts": lm.get("latency_parts", {})})
+    rest = o["unfused"]["latency_cycles"] - sum(r["ours_cycles"] for r in rows)
+    rest_e = o["unfused"]["energy_pj"] - sum(r["ours_pj"] for r in rows)
+    rows.append({"layer": "attention.softmax (alone)", "einsums": ["QK_softmax"], "ours_cycles": rest,
+                 "theirs_cycles": lat["QK_softmax"], "ours_pj": rest_e, "theirs_pj": energy["QK_softmax"],
+                 "ours_parts": {}})
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per layer, layer by layer")
@@ -266,6 +321,8 @@ def main() -> int:
     ap.add_argument("--two-ports", action="store_true",
                     help="a read port and a write port off chip (default: one shared port, as AccelForge's main memory)")
     ap.add_argument("--no-head-tiles", action="store_true", help="attention not tiled over heads (query tokens only)")
+    ap.add_argument("--no-vector-unit", action="store_true",
+                    help="no vector unit: the softmax takes no time on either side but its off-chip transfers")
     ap.add_argument("--default-knobs", action="store_true",
                     help="the heuristic's default knobs on both sides (not this layer's: see GPT3_KNOBS)")
     ap.add_argument("--no-warm-tiles", action="store_true",
@@ -279,7 +336,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock,
                             not a.two_ports, not a.no_head_tiles, a.default_knobs, not a.no_warm_tiles,
-                            a.tile_knobs), "paper": PAPER}
+                            a.tile_knobs, not a.no_vector_unit), "paper": PAPER}
     o = res["ours"]
     print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")
@@ -293,7 +350,8 @@ def main() -> int:
           f"{st['candidates_rejected']} rejected, {st['tile_searches']} tile searches"
           f"{', limits on CPU seconds' if o['cpu_clock'] else ', limits on wall seconds'}")
     print(f"  off-chip: {'one port for reads and writes (as AccelForge)' if o['shared_offchip_port'] else 'a read and a write port'}"
-          f"; attention {'may be' if o['head_tiles'] else 'not'} tiled over heads")
+          f"; attention {'may be' if o['head_tiles'] else 'not'} tiled over heads"
+          f"; the softmax {'on the vector unit' if o['vector_unit'] else 'takes no time (no vector unit)'}")
     for g in o["groups"]:
         heads = f", {g['head_tile']} heads per head tile" if g.get("head_tile") else ""
         readers = g.get("input_read_in_store_by")
@@ -301,6 +359,14 @@ def main() -> int:
               f"{', weights resident' if g['weights_resident'] else ''}"
               f"{', kept: ' + ', '.join(g['producers_on_chip']) if g['producers_on_chip'] else ''}"
               + (f", its input read in the store by {', '.join(readers)}" if readers else ""))
+    res["per_layer_unfused"] = rows = per_layer(o)
+    if rows:
+        print(f"  layer by layer against AccelForge 1.0.467's own unfused run (cycles at 1.05 GHz; {THEIRS_UNFUSED.name}):")
+        print(f"    {'layer':<26} {'ours cycles':>12} {'theirs':>12} {'ours mJ':>9} {'theirs':>9}  ours: stalls")
+        for r in rows:
+            stall = r["ours_parts"].get("single-buffer stalls", 0.0)
+            print(f"    {r['layer']:<26} {r['ours_cycles']:>12,.0f} {r['theirs_cycles']:>12,.0f} {r['ours_pj'] / 1e9:>9.3f} "
+                  f"{r['theirs_pj'] / 1e9:>9.3f}  {stall:,.0f}")
     if a.accelforge:
         res["accelforge"] = af_res = accelforge(a.accelforge_timeout)
         if "energy_ratio" in af_res:

@@ -89,6 +89,15 @@ class Level:
     # is read once, i.e. the outermost loop inside the level's tiles moves every operand it keeps
     # (ZigZag's top irrelevant loops of 1); where a loop re-reads the whole tile, the level stalls.
     refill_while_read: bool = False
+    # One port serves the level's reads and writes (AccelForge's default ``total_latency``, the sum of its
+    # actions' times): a read and a write take turns on it instead of running on a port each. Its bandwidth is
+    # the level's read bandwidth, which must equal the write bandwidth.
+    shared_port: bool = False
+
+    def port(self, side: str) -> str:
+        """The name of the port a ``side`` ("read" or "write") access of this level uses: one name for both
+        sides of a level with a shared port, so that the latency model and the simulator serialize them."""
+        return f"{self.name}.port" if self.shared_port else f"{self.name}.{side}"
 
     def charged_bits(self, elements, bits: int, stream, accesses):
         """Bits charged for ``elements`` elements of ``bits`` bits when they move as part of a stream of
@@ -188,6 +197,10 @@ class Compute:
     # Precision finished outputs are written at by the output stage (e.g. int32 accumulators
     # requantized to int8 activations); partial sums keep the output operand's precision.
     final_output_bits: int | None = None
+    # The vector (scalar) unit beside the multiply-accumulate array: elements a normalization over token rows
+    # (softmax, layer norm) processes per cycle, over all its instances (AccelForge's TPU v4i: 128 per core per
+    # cycle). None: not described, such passes take no time.
+    vector_elements_per_cycle: int | None = None
 
     def supported_bits(self, cls: str) -> tuple[int, ...]:
         return dict(self.precision).get(cls, ())
@@ -269,6 +282,7 @@ class Accelerator:
                          + (", written at the clock edge" if lv.written_at_clock_edge else "")
                          + (", else refilled while read once" if lv.refill_while_read else "")
                          + (", a tile kept for the whole run streams in" if lv.stream_single_tile else "")
+                         + (", one port for reads and writes" if lv.shared_port else "")
                          + (f", accessed in {lv.access_granularity_bits}-bit granules"
                             if lv.access_granularity_bits is not None else "")
                          + (f", one instance shared along {','.join(lv.shared_axes)}" if lv.shared_axes else ""))
@@ -281,6 +295,23 @@ class Accelerator:
         lines.append(f"  compute  x{self.num_pes:<5} {c.macs_per_cycle} MAC/cycle each, "
                      f"{c.mac_energy_pj:g} pJ/MAC, precision bits {prec}")
         return "\n".join(lines)
+
+
+def shared_port_refusal(levels: tuple[Level, ...], i: int) -> str | None:
+    """Why level ``i`` cannot have one port for reads and writes (``Level.shared_port``), or None. The latency
+    model serializes a shared port's reads and writes in its single-buffered transitions (equal to the
+    simulator's run); a level below that refills while computing (double-buffered, or a register written at
+    the clock edge) would need its overlap terms to count the drains against the loads on that port, which they
+    do not (measured up to 22% below the simulator on random mappings of tpu_like), so it is refused."""
+    lv = levels[i]
+    if lv.read_bw_bits != lv.write_bw_bits:
+        return (f"one port for reads and writes needs {lv.name}'s read and write bandwidths equal (the port's), got "
+                f"{lv.read_bw_bits} and {lv.write_bw_bits} bits per cycle")
+    for below in levels[i + 1:]:
+        if below.double_buffered or below.double_buffered_when_fits or below.written_at_clock_edge:
+            return (f"one port for reads and writes of {lv.name} is modelled only above single-buffered levels; "
+                    f"{below.name} refills while computing (double-buffered or written at the clock edge)")
+    return None
 
 
 def adopt_precision(op, arch: Accelerator):

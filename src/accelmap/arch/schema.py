@@ -13,7 +13,7 @@ from typing import Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level, Pipeline
+from accelmap.arch.accelerator import Accelerator, Compute, Fanout, FanoutAxis, Level, Pipeline, shared_port_refusal
 from accelmap.arch.intrinsics import intrinsic_from_dict
 from accelmap.arch.units import UnitError, parse_bandwidth_bits, parse_energy_pj, parse_size_bits, parse_width_bits
 from accelmap.errors import SpecError
@@ -56,6 +56,7 @@ class LevelSpec(_Strict):
     fanout: FanoutSpec | None = None
     transfer_setup_cycles: int = Field(default=0, ge=0)
     read_row_cycles: int = Field(default=0, ge=0)
+    shared_port: bool = False
     access_granularity: Quantity | None = None
     stream_single_tile: bool = False
     shared_along: list[str] = []
@@ -88,6 +89,7 @@ class ComputeSpec(_Strict):
     precision: dict[Literal["I", "W", "O"], Union[int, list[int]]] = {"I": 8, "W": 8, "O": 32}
     pipeline: PipelineSpec | None = None
     final_output_bits: int | None = Field(default=None, ge=1)
+    vector_elements_per_cycle: int | None = Field(default=None, ge=1)
 
 
 class AcceleratorSpec(_Strict):
@@ -262,9 +264,14 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
                             instances // math.prod(a.size for a in shared), ls.transfer_setup_cycles,
                             ls.written_at_clock_edge, ls.double_buffered == "when_fits", gran,
                             ls.stream_single_tile, tuple(a.name for a in shared),
-                            read_row_cycles=ls.read_row_cycles, refill_while_read=ls.refill_while_read))
+                            read_row_cycles=ls.read_row_cycles, refill_while_read=ls.refill_while_read,
+                            shared_port=ls.shared_port))
         if fan:
             instances *= fan.size
+    for i, lv in enumerate(levels):
+        refusal = shared_port_refusal(tuple(levels), i) if lv.shared_port else None
+        if refusal:
+            raise SpecError(refusal, where=f"{source}: levels[{i}].shared_port")
     top = levels[0]
     absent = [cls for cls in OPERAND_CLASSES if cls not in top.holds]
     if absent:
@@ -294,7 +301,7 @@ def build_accelerator(spec: AcceleratorSpec, source: str) -> Accelerator:
         pipe = Pipeline(comp.pipeline.row_setup_cycles, comp.pipeline.result_overhead_cycles,
                         tuple(comp.pipeline.streamed_dims))
     return Accelerator(spec.name, tuple(levels), Compute(mac_e, comp.macs_per_cycle, tuple(prec), pipe,
-                                                         comp.final_output_bits),
+                                                         comp.final_output_bits, comp.vector_elements_per_cycle),
                        spec.description, source, intr, spec.cores, spec.padding == "generated")
 
 

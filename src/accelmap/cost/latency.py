@@ -654,7 +654,7 @@ def _burst_loads(nest: NestRows, keep, counts, c: int, held: dict) -> tuple:
         for tl, (_, t) in zip(total_load, times, strict=True):
             tl += t
         chain = [i for i in range(nest.nlev) if X.name in keep[i]]
-        ports.add(f"{nest.arch.levels[chain[chain.index(c) - 1]].name}.read")
+        ports.add(nest.arch.levels[chain[chain.index(c) - 1]].port("read"))
     # per case: the loads of the streams that change every window (F) and of the rarer ones queued
     # before all of those (periods are products of suffixes of the loops above c, so a rarer
     # stream's period is at least two windows)
@@ -1367,7 +1367,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             ld_c, ld_p = _blocks(cc[0] * X.bits / nc / safe, nb), _blocks(pc[1] * X.bits / np_ / safe, nb)
             tc, tp = cycles(k * ld_c, lc.write_bw_bits), cycles(k * ld_p, lp.read_bw_bits)
             load = ((k > 0) & ((ld_c > 0) | (ld_p > 0)) & waited, _blocks(load_setup_cycles(nest, X, c, p), nb),
-                    np.maximum(tc, tp), tp >= tc, f"{lp.name}.read", f"{lc.name}.write")
+                    np.maximum(tc, tp), tp >= tc, lp.port("read"), lc.port("write"))
             st_su, st_t, st_child = np.zeros(nb * n), np.zeros(nb * n), np.zeros(nb * n, dtype=bool)
             if X.is_output:
                 ob = ob if ob is not None else output_bits(nest, keep, counts)
@@ -1382,7 +1382,7 @@ def _single_stall(nest: NestRows, keep, counts, on: dict[int, np.ndarray]) -> tu
             if waited:
                 last = last + np.where(valid, st_su[:n] + st_t[:n], 0.0)
             st_su[:n] = st_t[:n] = 0.0       # the first tiles only load; the last ones drain after compute
-            store = (st_su, st_t, st_child, f"{lc.name}.read", f"{lp.name}.write")
+            store = (st_su, st_t, st_child, lc.port("read"), lp.port("write"))
             present = _blocks(valid, nb)
             for i in range(len(cases)):      # classes below c: c does not move
                 present[(1 + i * K + Kc) * n:(1 + (i + 1) * K) * n] = False
@@ -1438,8 +1438,8 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     for X in op.operands:
         last = max(i for i in range(nlev) if X.name in keep[i])
         c, lv, inst = counts[(last, X.name)], levels[last], nest.used(last)
-        use(f"{lv.name}.read", cycles(c[1] * X.bits / inst, lv.read_bw_bits))
-        use(f"{lv.name}.write", cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
+        use(lv.port("read"), cycles(c[1] * X.bits / inst, lv.read_bw_bits))
+        use(lv.port("write"), cycles(out_bits[last][0] / inst, lv.write_bw_bits) if X.is_output else zeros())
     stream = np.max(np.stack(list(ports.values())), axis=0)
     pipe = _pipeline(nest)
     compute = np.maximum(macs, stream) + pipe
@@ -1489,16 +1489,16 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
                 per = load_setup_cycles(nest, X, c, p) if kind == "load" else lc.transfer_setup_cycles
                 if kind == "load":
                     tc, tp = cycles(child_bits, lc.write_bw_bits), cycles(parent_bits, lp.read_bw_bits)
-                    use(f"{lc.name}.write", tc)
-                    use(f"{lp.name}.read", tp)
-                    load_ports.add(f"{lp.name}.read")
+                    use(lc.port("write"), tc)
+                    use(lp.port("read"), tp)
+                    load_ports.add(lp.port("read"))
                     # the slower side's port is held for the transfer
-                    held.setdefault(f"{lp.name}.read", {})[(c, X.name)] = np.where(tp >= tc, tp, 0.0)
-                    load_time.setdefault(f"{lp.name}.read", {})[(c, X.name)] = tp
+                    held.setdefault(lp.port("read"), {})[(c, X.name)] = np.where(tp >= tc, tp, 0.0)
+                    load_time.setdefault(lp.port("read"), {})[(c, X.name)] = tp
                 else:
                     tc, tp = cycles(child_bits, lc.read_bw_bits), cycles(parent_bits, lp.write_bw_bits)
-                    use(f"{lc.name}.read", tc)
-                    use(f"{lp.name}.write", tp)
+                    use(lc.port("read"), tc)
+                    use(lp.port("write"), tp)
                 setup = np.where(active, tiles * per, 0.0)
                 setups = setups + setup
                 add(load_unit if kind == "load" else store_unit, c, setup + np.maximum(tc, tp))
@@ -1635,7 +1635,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
         # times: compute with its stalls C, drain D, reload R), so a share
         # min(1, (C + R - D) / 2C) of its loads on the port falls in the reload and delays it.
         par = out_chain[out_chain.index(c) - 1]
-        port = f"{levels[par].name}.read"
+        port = levels[par].port("read")
         reload = held.get(port, {}).get((c, op.output.name))
         if reload is not None:
             others = sum((t for (lvl, _), t in load_time[port].items() if lvl > c), zeros())
@@ -1703,7 +1703,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     blocked = zeros()
     for c in ring:
         par = out_chain[out_chain.index(c) - 1]
-        reload = held.get(f"{levels[par].name}.read", {}).get((c, op.output.name))
+        reload = held.get(levels[par].port("read"), {}).get((c, op.output.name))
         loads = _stream_loads(nest, keep, counts, c, op.output)
         if par not in drain_holds or reload is None or loads is None:
             continue
@@ -1766,7 +1766,7 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
     transfer = {}
     for i, lv in enumerate(levels):
         t = zeros()
-        for part in (ports.get(f"{lv.name}.read"), ports.get(f"{lv.name}.write"),
+        for part in (ports.get(lv.port("read")), ports.get(lv.port("write")),
                      load_unit.get(i), store_unit.get(i)):
             if part is not None:
                 t = np.maximum(t, part)

@@ -45,12 +45,24 @@ class FusableChain:
         """The normalizations between operator ``k - 1`` and operator ``k``."""
         return self.norms[k] if self.norms else ()
 
+    def norm_elements(self, k: int) -> int:
+        """Elements one normalization before operator ``k`` normalizes (the previous stage's output)."""
+        prev = self.stages[self.mac_at[k] - 1]
+        return prev.out_rows * prev.out_cols * prev.out_depth
+
     def norm_bits(self, k: int) -> tuple[int, int]:
         """Bits one normalization before operator ``k`` reads (the previous operator's output) and writes
         (the operator's input), each element once."""
         prev, nxt = self.stages[self.mac_at[k] - 1], self.stages[self.mac_at[k]]
-        elems = prev.out_rows * prev.out_cols * prev.out_depth
+        elems = self.norm_elements(k)
         return elems * prev.out_bits, elems * nxt.in_bits
+
+    def group_norms(self, first: int, last: int) -> tuple[tuple[int, int], ...]:
+        """The normalizations inside the group of operators ``first..last``: (the stage whose output they
+        normalize, by the group's stage index; how many), applied as that stage's blocks are written."""
+        a = self.mac_at[first]
+        return tuple((self.mac_at[k] - 1 - a, len(self.norms_before(k))) for k in range(first + 1, last + 1)
+                     if self.norms_before(k))
 
     def group(self, first: int, last: int) -> tuple[tuple[Stage, ...], dict[int, MacStage]]:
         """The stages of operators ``first..last`` (inclusive) and their operators by stage index."""

@@ -98,8 +98,17 @@ def store_priced(arch: Accelerator) -> Accelerator:
     scale = top.width_bits / st.width_bits
     return replace(arch, levels=(replace(top, read_energy_pj=st.read_energy_pj * scale,
                                          write_energy_pj=st.write_energy_pj * scale,
-                                         read_bw_bits=st.read_bw_bits, write_bw_bits=st.write_bw_bits),)
+                                         read_bw_bits=st.read_bw_bits, write_bw_bits=st.write_bw_bits,
+                                         shared_port=st.shared_port),)
                    + arch.levels[1:])
+
+
+def vector_cycles(arch: Accelerator, elements: int) -> float:
+    """Cycles the accelerator's vector unit takes to normalize ``elements`` elements (one element per lane per
+    cycle, as AccelForge's scalar unit counts one operation per element of a softmax); 0 where the accelerator
+    describes no vector unit (``Compute.vector_elements_per_cycle``)."""
+    rate = arch.compute.vector_elements_per_cycle
+    return elements / rate if rate else 0.0
 
 
 def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
@@ -265,6 +274,8 @@ class GroupCost:
     head_tile: int | None = None
     # producers among ``producers_on_chip`` reading the group's input in the store (a group of one tile)
     input_readers: tuple[str, ...] = ()
+    # normalizations inside the group (``FusableChain.group_norms``): (stage whose blocks they follow, how many)
+    norms: tuple[tuple[int, int], ...] = ()
 
     @property
     def edp(self) -> float:
@@ -375,7 +386,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
                produced: dict[int, Producer] | None = None, kept: KeptProducers | None = None,
                head_tile: int | None = None, shared_port: bool = False,
-               keep_producers: bool = False) -> GroupCost | str:
+               keep_producers: bool = False, norms: tuple[tuple[int, int], ...] = ()) -> GroupCost | str:
     """The group's cost, or why it cannot run (buffers too big, a tile that cannot be mapped).
 
     ``macs`` maps the index of every multiply-accumulate stage to its operator. With
@@ -391,7 +402,10 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     tile, each block on ``head_tile`` heads (``stages.head_slice``). ``shared_port``: one off-chip port for reads
     and writes (``pipeline_latency``). ``keep_producers``: the producers leave their outputs in the store for a
     group streaming its other weights too (reserved next to the buffers, read by its tiles at the store's price;
-    without it, only a group keeping its weights resident keeps them).
+    without it, only a group keeping its weights resident keeps them). ``norms``: (stage, count) of the
+    normalizations applied to a stage's output inside the group (``FusableChain.group_norms``): each of its blocks
+    is followed by those passes over the elements it wrote, on the vector unit (``vector_cycles``), before the next
+    block starts (the blocks run one after another).
     """
     try:
         counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, head_tile)
@@ -422,9 +436,12 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     out: list[StageCost] = []
     # per multiply-accumulate stage: (latency, off-chip weight bits) of each block shape it runs
     blocks: dict[int, dict[tuple[int, int], tuple[float, int]]] = {}
+    passes = dict(norms)
     for j, st in enumerate(stages):
         ms = macs.get(j)
         if ms is None:
+            if passes.get(j):
+                raise SpecError(f"a normalization after {st.name}, which computes nothing: not timed inside a group")
             out.append(StageCost(st.name, 0, 0.0, 0.0, 0, 0, 0))
             continue
         op = ms.operator
@@ -448,10 +465,11 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             e = priced.energy_total + sum(real.energy[(top.name, x)] - priced.energy[(top.name, x)]
                                           for (lv, x) in real.energy if lv == top.name and x not in chained)
             energy += times * e
-            latency += times * priced.latency
+            block = priced.latency + vector_cycles(arch, tile.footprint(tile.output) * passes.get(j, 0))
+            latency += times * block
             w = offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
             wbits += times * w
-            per_shape[(r, c)] = (priced.latency, w)
+            per_shape[(r, c)] = (block, w)
         blocks[j] = per_shape
         if weights_resident:
             once = sum(op.footprint(x) * x.bits for x in op.inputs[1:]) - in_store.get(j, 0)   # less: in the store
@@ -496,7 +514,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                      tuple(s.macs for s in stages), taken, tuple(out),
                      energy, latency, off, join, skip_policy if join is not None else None, join_cost,
                      tuple(inner_joins), tuple(join_costs[:len(inner_joins)]), kept.names,
-                     head_tile if segment is not None else None, input_readers)
+                     head_tile if segment is not None else None, input_readers, tuple(norms))
 
 
 def join_reads(stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule,

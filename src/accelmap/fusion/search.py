@@ -44,6 +44,7 @@ from accelmap.fusion.group_cost import (
     store_index,
     tile_candidates,
     transfer_energy,
+    vector_cycles,
 )
 from accelmap.fusion.stages import MacStage
 
@@ -376,7 +377,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
             return found
         got = group_cost(stages, macs, arch, c.tile_rows, c.tile_cols, c.policies, inner, c.resident, c.join,
                          c.skip_policy, c.inner_joins, produced, kept, c.head_tile, cfg.shared_offchip_port,
-                         c.keep_producers)
+                         c.keep_producers, chain.group_norms(first, last))
         if isinstance(got, str):
             stats.candidates_rejected += 1
             if exact and unresolved is not None:
@@ -418,7 +419,8 @@ def norms_alone(chain: FusableChain, arch: Accelerator, shared_port: bool = Fals
     previous operator's output from off-chip memory and writes its own result back, staged in the on-chip
     level next to the units (``pass_energy``), the read and the write at their own bandwidths, overlapped. A
     plan whose piece starts at that operator pays it; inside a group it applies as the tile is written, like
-    element-wise work. ``shared_port``: the read and the write take turns on one off-chip port."""
+    element-wise work. ``shared_port``: the read and the write take turns on one off-chip port. Where the
+    accelerator describes a vector unit (``vector_cycles``), the pass takes at least its elements over it."""
     top = arch.levels[0]
     out = {}
     for k in range(1, len(chain.nodes)):
@@ -431,6 +433,8 @@ def norms_alone(chain: FusableChain, arch: Accelerator, shared_port: bool = Fals
             else:
                 lat = max(rd / top.read_bw_bits if top.read_bw_bits else 0.0,
                           wr / top.write_bw_bits if top.write_bw_bits else 0.0)
+            # the vector unit normalizes the elements as they stream through: the slower of it and the port
+            lat = max(lat, vector_cycles(arch, chain.norm_elements(k)))
             out[k] = tuple(Single(nm, pass_energy(arch, rd, wr), lat, rd + wr, rd + wr) for nm in names)
     return out
 

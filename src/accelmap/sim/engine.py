@@ -64,7 +64,7 @@ class Event:
 class Timing:
     cycles: float
     busy: dict[str, float]                      # unit -> busy cycles
-    port_busy: dict[str, float]                 # "LEVEL.read"/"LEVEL.write" -> busy cycles
+    port_busy: dict[str, float]                 # "LEVEL.read"/"LEVEL.write" ("LEVEL.port" if shared) -> busy cycles
     events: list[Event] = field(default_factory=list)   # the first ``keep_events`` instructions
     instructions: int = 0
     skipped_steps: int = 0                      # steps advanced in steady-state runs, not one by one
@@ -208,9 +208,9 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     out = [s.is_output for s in streams]
     u_load = [unit(f"load {lv.name}") for lv in c_lv]
     u_store = [unit(f"store {lv.name}") if s.is_output else -1 for s, lv in zip(streams, c_lv, strict=True)]
-    pr_load = [(port(f"{p.name}.read"), p.read_bw_bits, port(f"{c.name}.write"), c.write_bw_bits)
+    pr_load = [(port(p.port("read")), p.read_bw_bits, port(c.port("write")), c.write_bw_bits)
                for c, p in zip(c_lv, p_lv, strict=True)]
-    pr_store = [(port(f"{c.name}.read"), c.read_bw_bits, port(f"{p.name}.write"), p.write_bw_bits)
+    pr_store = [(port(c.port("read")), c.read_bw_bits, port(p.port("write")), p.write_bw_bits)
                 for c, p in zip(c_lv, p_lv, strict=True)]
     setup = [float(lv.transfer_setup_cycles) for lv in c_lv]
     # a load also pays its source's latency per row it reads: the model's definition, on the mapping's tiles
@@ -267,9 +267,12 @@ def run_timing(prog: TileProgram, keep_events: int = 4000, skip: bool = True) ->
     stream_ports = []
     for lvl, (rd, wr) in prog.stream_bits.items():
         lv = levels[lvl]
-        stream_ports.append((f"{lv.name}.read", _port_time(rd, lv.read_bw_bits)))
-        stream_ports.append((f"{lv.name}.write", _port_time(wr, lv.write_bw_bits)))
-    stream_time = max((t for _, t in stream_ports), default=0.0)
+        stream_ports.append((lv.port("read"), _port_time(rd, lv.read_bw_bits)))
+        stream_ports.append((lv.port("write"), _port_time(wr, lv.write_bw_bits)))
+    per_port: dict[str, float] = {}
+    for p_name, t in stream_ports:
+        per_port[p_name] = per_port.get(p_name, 0.0) + t     # a shared port carries both sides
+    stream_time = max(per_port.values(), default=0.0)
     compute_dur = max(float(prog.mac_cycles), stream_time) + prog.pipeline_cycles
 
     try_skip = skip and compute_dur > 0

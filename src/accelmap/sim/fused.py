@@ -69,6 +69,7 @@ from accelmap.fusion.group_cost import (
     shared_port_bandwidth,
     store_index,
     store_priced,
+    vector_cycles,
 )
 from accelmap.fusion.stages import MacStage, head_slice, tile_operator
 from accelmap.mapping.validate import validate
@@ -203,14 +204,15 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                    prefetch_tiles: int | None = None, join: Join | None = None,
                    skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
                    producers: dict[int, Producer] | None = None, head_tile: int | None = None,
-                   shared_port: bool = False) -> FusedSimResult:
+                   shared_port: bool = False, norms: tuple[tuple[int, int], ...] = ()) -> FusedSimResult:
     """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
     With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``; with
     ``inner_joins``, adds inside the group (each with its skip policy); with ``producers`` (by stage index),
     the producers of those stages' second operands run first and leave them in the store. With ``head_tile``
     the head-split stages (attention's scores and context) run once per head tile within each tile, each block
     on ``head_tile`` heads; ``shared_port``: one off-chip port serves the loads and write-backs in program
-    order (the DMA engines take turns)."""
+    order (the DMA engines take turns); ``norms``: (stage, count) of the normalizations applied to a stage's
+    output inside the group: the vector unit runs them over each block's output before the next block starts."""
     blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
     head_tiles = 1 if segment is None or head_tile is None else stages[segment[0]].heads // head_tile
@@ -245,6 +247,7 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                 lr, lc = largest.get(j, (0, 0))
                 largest[j] = (max(lr, r), max(lc, c))
     programs: dict[tuple[int, int, int], tuple[float, int]] = {}    # (stage, rows, cols) -> (cycles, weight bits)
+    passes = dict(norms)
 
     def block_run(j: int, r: int, c: int) -> tuple[float, int]:
         key = (j, r, c)
@@ -264,7 +267,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             bits = {x.name: x.bits for x in tile.operands}
             w = sum(sum(cnt.as_tuple()) * bits[x] for (lv, x), cnt in access_counts(tile, arch_r, m).items()
                     if lv == 0 and x in others)
-            programs[key] = (run_timing(prog).cycles, w)
+            vector = vector_cycles(arch, tile.footprint(tile.output) * passes.get(j, 0))
+            programs[key] = (run_timing(prog).cycles + vector, w)
         return programs[key]
 
     rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits

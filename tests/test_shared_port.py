@@ -1,0 +1,104 @@
+"""One port for a level's reads and writes (``Level.shared_port``): the latency model and the simulator serialize
+them on it, and agree; refused where the model cannot schedule it; a layer alone under fusion's one off-chip port
+is timed by that schedule."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import onnx
+import pytest
+
+from accelmap.arch import accelerator_from_dict, get_accelerator
+from accelmap.arch.accelerator import adopt_precision
+from accelmap.cost import evaluate
+from accelmap.errors import SpecError
+from accelmap.fusion.model_fusion import fuse_model
+from accelmap.fusion.search import FusionConfig
+from accelmap.mapping import parse_text
+from accelmap.mapping.sampling import random_mapping
+from accelmap.search.model_mapper import map_model
+from accelmap.sim import simulate
+from accelmap.workload import conv2d, gemm
+from accelmap.workload.models.bundled import load_model
+from onnx_graphs import F, graph_model, node, weight
+
+
+def _tiny(shared: bool, double_buffered: bool = False, write_bw: str = "1 words/cycle"):
+    return accelerator_from_dict({"name": "tiny_port", "compute": {"mac_energy": "1 pJ"}, "levels": [
+        {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "8 bit",
+         "read_bandwidth": "1 words/cycle", "write_bandwidth": write_bw, "shared_port": shared},
+        {"name": "Buf", "holds": ["I", "W", "O"], "capacity": "1 KB", "width": "8 bit",
+         "double_buffered": double_buffered}]})
+
+
+def _one_port(arch):
+    levels = (replace(arch.levels[0], shared_port=True),) + arch.levels[1:]
+    return replace(arch, levels=levels)
+
+
+def test_hand_checked_drain_and_loads_take_turns():
+    # O[m,n] += A[m,k] * B[k,n], M=2 N=1 K=4, one MAC per step, single-buffered. A K step loads A and B (1 cycle
+    # each). At the M step the int32 O drains (4 cycles) and the next A and B load: on a port each they overlap (4
+    # cycles), on one port they take turns (4 + 2 = 6). 8 MACs + first loads 2 + 6 K steps x 2 + the M step + last
+    # drain 4: 30 on two ports, 32 on one.
+    op = gemm("g", m=2, n=1, k=4)
+    text = "DRAM [ O A B ]\n| for M in [0:2)\n| for K in [0:4)\nBuf [ O A B ]\n"
+    got = {}
+    for shared in (False, True):
+        a = _tiny(shared)
+        res = simulate(op, a, parse_text(text, a))
+        assert res.model_latency == res.cycles
+        got[shared] = res
+    assert got[False].cycles == 30 and got[True].cycles == 32
+    assert got[True].timing.port_busy == {"DRAM.port": 24.0, "Buf.write": 0.0, "Buf.read": 0.0}
+    assert got[True].functional is True
+
+
+def test_refused_where_the_model_cannot_schedule_it():
+    with pytest.raises(SpecError, match=r"levels\[0\]\.shared_port: one port for reads and writes of DRAM is "
+                                        r"modelled only above single-buffered levels; Buf refills while computing"):
+        _tiny(True, double_buffered=True)
+    with pytest.raises(SpecError, match=r"levels\[0\]\.shared_port: one port for reads and writes needs DRAM's read "
+                                        r"and write bandwidths equal \(the port's\), got 8.0 and 16.0 bits per cycle"):
+        _tiny(True, write_bw="2 words/cycle")
+
+
+@pytest.mark.parametrize("preset", ["eyeriss_like", "simba_like", "edge_tpu_like"])
+def test_model_equals_simulator_on_one_port(preset):
+    # Random mappings of small products and convolutions with the off-chip level's reads and writes on one port: the
+    # model's latency is the simulated run, at least the two-port one, and at least the port's bits over it.
+    arch = get_accelerator(preset)
+    one = _one_port(arch)
+    rng = random.Random(7)
+    checked = 0
+    for i in range(12):
+        op = gemm(m=rng.randrange(4, 48), n=rng.randrange(4, 48), k=rng.randrange(4, 48)) if i % 2 else \
+            conv2d(c=rng.randrange(2, 12), k=rng.randrange(2, 12), h=8, w=8, r=3, s=3)
+        op = adopt_precision(op, arch)
+        m = random_mapping(op, one, rng, check_fit=True)
+        r1, r2 = evaluate(op, one, m), evaluate(op, arch, m)
+        sim = simulate(op, one, m, functional=False)
+        assert r1.latency == pytest.approx(sim.cycles, rel=1e-9), (preset, m)
+        assert r1.latency >= r2.latency - 1e-9
+        assert r1.latency >= sim.timing.port_busy.get("DRAM.port", 0.0) - 1e-9
+        assert r1.energy_total == r2.energy_total
+        checked += 1
+    assert checked == 12
+
+
+def test_fused_model_times_a_layer_alone_on_its_one_port(tmp_path):
+    # eyeriss_like (single-buffered): with one off-chip port a layer alone is its mapping's schedule on that port,
+    # not the larger of its two-port time and its bits over the port.
+    p = tmp_path / "mm.onnx"
+    onnx.save(graph_model([node("MatMul", ["x", "w"], ["y"])], [("x", F, [64, 32])], [("y", F, [64, 64])],
+                          [weight("w", [32, 64])]), p)
+    arch = get_accelerator("eyeriss_like")
+    mm = map_model(load_model(p), arch, "edp", strategy="random", time_limit_per_layer=600, jobs=1, progress=False)
+    (lm,) = mm.layers
+    fm = fuse_model(mm, config=FusionConfig(shared_offchip_port=True), time_limit=1e-9)
+    one = evaluate(lm.layer.operator, _one_port(arch), lm.mapping).latency
+    assert fm.unfused.latency == one
+    assert one >= lm.result.latency
+    assert any("a layer alone is its mapping's schedule" in n for n in fm.notes)
