@@ -102,3 +102,58 @@ def test_fused_model_times_a_layer_alone_on_its_one_port(tmp_path):
     assert fm.unfused.latency == one
     assert one >= lm.result.latency
     assert any("a layer alone is its mapping's schedule" in n for n in fm.notes)
+
+
+def test_lower_bounds_stay_below_the_cost_on_one_port():
+    # The mapper's bounds are derived for a port each way; on one port every transfer takes at least as long, so
+    # they stay below the cost: the partial bounds of random mappings' levels and the spatial bound.
+    from accelmap.errors import MappingError
+    from accelmap.search.bounds import BoundContext, chain_options
+    from accelmap.search.space import Constraints, keep_options
+    from accelmap.search.spatial import spatial_lower_bound
+    from strategies import random_operator
+
+    rng = random.Random(11)
+    checked = 0
+    for n in range(45):
+        arch = _one_port(get_accelerator(("eyeriss_like", "simba_like", "edge_tpu_like")[n % 3]))
+        op = adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=bool(n % 2))
+        except MappingError:
+            continue
+        res = evaluate(op, arch, m)
+        ctx = BoundContext(op, arch, m.keep)
+        for level in range(len(arch.levels)) if n % 2 == 0 else ():
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            rem = dict(op.sizes)
+            for l in fixed:
+                rem[l.dim] //= l.bound
+            e_lb, l_lb = ctx.lower_bound(fixed, level, rem)
+            assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (arch.name, m)
+        every = chain_options(op, keep_options(op, arch, Constraints()))
+        e_lb, l_lb = spatial_lower_bound(op, arch, tuple(l for l in m.loops if l.spatial), every)
+        assert e_lb <= res.energy_total * (1 + 1e-12) and l_lb <= res.latency * (1 + 1e-12), (arch.name, m)
+        checked += 1
+    assert checked > 20
+
+
+@pytest.mark.parametrize("preset", ["eyeriss_like", "simba_like"])
+def test_pruned_search_equals_exhaustive_on_one_port(preset):
+    from accelmap.search import search_exhaustive, search_optimal, space_size
+    from strategies import random_operator
+
+    arch = _one_port(get_accelerator(preset))
+    rng = random.Random(3)
+    done = 0
+    while done < 3:
+        op = adopt_precision(random_operator(rng), arch)
+        if op.macs > 96 or space_size(op, arch) > 3000:
+            continue
+        front, _ = search_exhaustive(op, arch, "pareto")
+        for objective, f in (("latency", lambda r: r.latency), ("edp", lambda r: r.energy_total * r.latency)):
+            pr, _ = search_optimal(op, arch, objective)
+            assert bool(front) == bool(pr)
+            if front:
+                assert min(f(x.result) for x in front) == pytest.approx(pr[0].value, rel=1e-12)
+        done += 1
