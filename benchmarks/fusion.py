@@ -246,11 +246,12 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings,
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                              g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins,
-                             producers=produced, head_tile=g.head_tile, norms=g.norms)
+                             producers=produced, head_tile=g.head_tile, norms=g.norms, input_held=g.input_held)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                             prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
-                            inner_joins=g.inner_joins, producers=produced, head_tile=g.head_tile, norms=g.norms)
+                            inner_joins=g.inner_joins, producers=produced, head_tile=g.head_tile, norms=g.norms,
+                            input_held=g.input_held)
         # the model credits the producers' saved writes to the group; the simulator counts them apart
         alone = sum(offchip_bits(p.operator, p.result, top) for p in produced.values())
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],

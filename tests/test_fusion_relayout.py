@@ -331,11 +331,14 @@ def _group_from_the_q_projection(tmp_path, seed=5):
     return arch, chain, stages, macs, inner, group_producers(chain, 0, 2, alone)
 
 
-def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_a_one_tile_group(tmp_path):
-    """A group from the Q projection holding its one tile's input (x) whole in the store before the K and V
-    projections run: they read x there, not off chip. Credited exactly (their off-chip input reads, at the
-    store's price instead), for one tile only; the simulator moves the same bits, and the bounds stay below."""
+def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_the_group(tmp_path):
+    """A group from the Q projection holding its input (x) whole in the store before the K and V projections run
+    (one tile: its tile's input; several: held until the last tile, in place of the input buffer): they read x
+    there, not off chip. Credited exactly (their off-chip input reads, at the store's price instead); the
+    simulator moves the same bits, the held input is reserved, and the bounds stay below."""
     from dataclasses import replace
+
+    import pytest
 
     from accelmap.cost.model import evaluate
     from accelmap.fusion.geometry import fused_counts, schedules
@@ -343,7 +346,10 @@ def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_a_one_tile_gr
         group_cost,
         group_lower_bound,
         offchip_bits,
+        pipeline_latency,
         producers_on_chip,
+        reserved,
+        resident_weight_bits,
         store_priced,
     )
     from accelmap.fusion.search import group_floor
@@ -364,8 +370,8 @@ def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_a_one_tile_gr
     alone = sum(offchip_bits(p.operator, p.result, top) for p in prods.values())
     kept = producers_on_chip(arch, prods, macs)
     assert kept.input_readers == ("k", "v") and kept.input_offchip_saved == x_bits
-    # weights resident (one tile and three), and streamed with K and V kept (one tile)
-    for resident, keep, tile in ((True, False, T), (True, False, 3), (False, True, T)):
+    # weights resident and streamed with K and V kept, one tile and three
+    for resident, keep, tile in ((True, False, T), (True, False, 3), (False, True, T), (False, True, 3)):
         g = group_cost(stages, macs, arch, tile, 1, policies, inner, resident, produced=prods,
                        keep_producers=keep)
         base = group_cost(stages, macs, arch, tile, 1, policies, inner, resident, produced=apart,
@@ -373,14 +379,27 @@ def test_k_and_v_projections_read_the_hidden_input_in_the_store_of_a_one_tile_gr
         assert not isinstance(g, str) and not isinstance(base, str)
         assert g.producers_on_chip == base.producers_on_chip == ("k", "v")
         one = g.counts.tiles == 1
-        assert g.input_readers == (("k", "v") if one else ()) and base.input_readers == ()
-        assert g.offchip_bits == base.offchip_bits - (x_bits if one else 0)
-        assert abs(g.energy - (base.energy - (x_saved if one else 0.0))) <= 1e-9 * abs(base.energy)
-        sim = simulate_fused(stages, macs, arch, tile, 1, policies, inner, resident, g.latency, producers=prods)
-        assert sim.producer_input_store_bits == (x_bits if one else 0)
+        assert g.input_readers == ("k", "v") and base.input_readers == ()
+        assert g.input_held == (not one) and not base.input_held
+        # held, the whole input (T x D at 8 bits) is reserved in place of a tile's input buffer
+        want = g.counts.buffer_total_bits + (resident_weight_bits(macs) if resident else kept.operand_total)
+        got = reserved(arch, want + (0 if one else T * D * 8 - g.counts.buffer_bits[0]))
+        assert got is not None and g.reserved_bits == got[1]
+        assert g.offchip_bits == base.offchip_bits - x_bits
+        assert abs(g.energy - (base.energy - x_saved)) <= 1e-9 * abs(base.energy)
+        sim = simulate_fused(stages, macs, arch, tile, 1, policies, inner, resident, g.latency, producers=prods,
+                             input_held=g.input_held)
+        assert sim.producer_input_store_bits == x_bits
         assert sim.offchip_bits + sim.producer_offchip_bits == g.offchip_bits + alone
         counts = fused_counts(stages, tile, 1, policies)
         rows, cols = schedules(stages, tile, 1, policies)
+        # the pipeline over the simulator's block cycles is its run: the held input loaded before the first block
+        closed = pipeline_latency(arch.levels[0], simulated_blocks(sim, macs), stages, rows, cols,
+                                  resident_weight_bits(macs) - kept.operand_total if resident else 0,
+                                  input_held_bits=0 if one else T * D * 8)
+        assert closed == pytest.approx(sim.cycles, rel=1e-12)
+        if blocks_agree(g, sim):
+            assert g.latency == pytest.approx(sim.cycles, rel=1e-12)
         low_e, _ = group_lower_bound(stages, macs, arch, counts, rows, cols, resident, kept=kept)
         assert low_e <= g.energy
         assert group_floor(stages, arch, kept)[0] <= g.energy

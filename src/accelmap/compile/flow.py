@@ -322,7 +322,8 @@ def compile_model(model: str | Path | onnx.ModelProto, arch: Accelerator, out_di
             grp.sim = simulate_fused(grp.stages, grp.macs, arch, c.tile_rows, c.tile_cols, c.policies, inner,
                                      c.weights_resident, model_latency=c.latency, join=c.join,
                                      skip_policy=c.skip_policy or "re-read", inner_joins=c.inner_joins,
-                                     producers=grp.produced, head_tile=c.head_tile, norms=c.norms)
+                                     producers=grp.produced, head_tile=c.head_tile, norms=c.norms,
+                                     input_held=c.input_held)
         res.timing = time_network(res.steps, res.layer_of, g, arch, prog.layers, prog.host_work, prog.packing,
                                   groups, res.nests)
         seconds["simulate"] = time.perf_counter() - t0

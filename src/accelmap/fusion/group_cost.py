@@ -282,6 +282,11 @@ class GroupCost:
         return self.energy * self.latency
 
     @property
+    def input_held(self) -> bool:
+        """A group of several tiles holding its input whole in the store for its producers (``held_input_bits``)."""
+        return self.counts.tiles > 1 and bool(self.input_readers)
+
+    @property
     def fmap_bits(self) -> int:
         return (sum(s.fmap_bits for s in self.stages) + (self.join_cost.fmap_bits if self.join_cost else 0)
                 + sum(c.fmap_bits for c in self.inner_join_costs))
@@ -371,6 +376,19 @@ def producers_on_chip(arch: Accelerator, produced: dict[int, Producer],
     return KeptProducers(tuple(names), saved_e, saved_bits, tuple(operands), tuple(readers), in_e, in_bits)
 
 
+def held_input_bits(stages: tuple[Stage, ...], counts: FusedCounts, kept: KeptProducers) -> int:
+    """Bits of the group's input a group of several tiles holds whole in the store, or 0. A one-tile group fetches
+    its input whole before its blocks anyway; a group of several tiles whose producers read its input
+    (``KeptProducers.input_readers``) may fetch it whole before they run and keep it until its last tile, its tiles
+    reading their rows there (in place of their input buffer), where every input element is fetched once (no halo
+    fetched again)."""
+    first = stages[0]
+    whole = first.in_rows * first.in_cols * first.in_depth
+    if counts.tiles <= 1 or not kept.input_readers or counts.input_fetched != whole:
+        return 0
+    return whole * first.in_bits
+
+
 def fits(p: Producer, arch_held: Accelerator) -> bool:
     """Whether the producer's mapping fits on ``arch_held`` (the accelerator with what the store holds taken)."""
     try:
@@ -423,6 +441,12 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     in_store = dict(kept.operand_bits)
     # Resident, every weight is reserved (the produced operands among them); streamed, the produced operands alone.
     keep_bits = counts.buffer_total_bits + (resident_weight_bits(macs) if weights_resident else kept.operand_total)
+    # Several tiles: the input held whole for the producers reading it, where that fits (else fetched per tile).
+    held = held_input_bits(stages, counts, kept)
+    if held and reserved(arch, keep_bits - counts.buffer_bits[0] + held) is not None:
+        keep_bits += held - counts.buffer_bits[0]
+    else:
+        held = 0
     got = reserved(arch, keep_bits)
     if got is None:
         return (f"buffers of {keep_bits / 8192:,.1f} KiB"
@@ -501,14 +525,15 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
     energy = sum(s.energy for s in out) + sum(c.energy for c in join_costs) - kept.energy_saved
     off = sum(s.offchip_bits for s in out) + sum(c.offchip_bits for c in join_costs) - kept.offchip_saved
     # One tile: its input, fetched whole before the tile's blocks, is in the store when the producers run (they run
-    # after that load), so those reading it read it there (``KeptProducers.input_readers``).
-    input_readers = kept.input_readers if counts.tiles == 1 else ()
+    # after that load), so those reading it read it there (``KeptProducers.input_readers``); several tiles: the same
+    # where the group holds its input whole (``held``), fetched before its first block.
+    input_readers = kept.input_readers if counts.tiles == 1 or held else ()
     if input_readers:
         energy -= kept.input_energy_saved
         off -= kept.input_offchip_saved
     latency = pipeline_latency(top, blocks, stages, rows, cols,
                                resident_weight_bits(macs) - kept.operand_total if weights_resident else 0,
-                               skip_bits_per_elem, segment, counts.head_tiles, shared_port)
+                               skip_bits_per_elem, segment, counts.head_tiles, shared_port, held)
     join_cost = join_costs[-1] if join is not None else None
     return GroupCost(tuple(s.name for s in stages), tile_rows, tile_cols, policies, weights_resident, counts,
                      tuple(s.macs for s in stages), taken, tuple(out),
@@ -611,7 +636,7 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     written = counts.output_written * stages[-1].out_bits
     energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)
     energy += transfer_energy(top, 0, written) + transfer_energy(st, written, 0)
-    if kept is not None and counts.tiles == 1:
+    if kept is not None and (counts.tiles == 1 or held_input_bits(stages, counts, kept)):
         energy -= kept.input_energy_saved       # producers reading the group's input in the store (``group_cost``)
     if weights_resident:
         kept = kept or KeptProducers()
@@ -665,7 +690,7 @@ def shared_port_bandwidth(top: Level, where: str = "shared_offchip_port") -> flo
 def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[float, int]]],
                      stages: tuple[Stage, ...], rows: AxisSchedule, cols: AxisSchedule, resident_bits: int,
                      skip_bits: dict[int, int] | None = None, segment: tuple[int, int] | None = None,
-                     head_tiles: int = 1, shared_port: bool = False) -> float:
+                     head_tiles: int = 1, shared_port: bool = False, input_held_bits: int = 0) -> float:
     """The group's cycles as a three-stage pipeline: off-chip loads, the blocks, off-chip write-backs.
 
     The blocks run one after another in the tile loop's order (``blocks[j][shape]``: the latency and
@@ -681,7 +706,8 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
 
     ``shared_port``: one off-chip port reads and writes (``shared_port_bandwidth``), serving its transfers in
     the program's order (a tile's loads, then its write-back once its last block has ended, then the next
-    tile's loads); no closed form then, the recurrence is run block by block.
+    tile's loads); no closed form then, the recurrence is run block by block. ``input_held_bits``: the group's input
+    held whole (``held_input_bits``), loaded before the first block, no tile loading its rows.
     """
     def t(bits: float, bw: float | None) -> float:
         return bits / bw if bw else 0.0
@@ -702,7 +728,7 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
                          cols.comp[cx][j + 1][1] - cols.comp[cx][j + 1][0])
                 lat, w = blocks[j].get(shape, (0.0, 0))
                 bits = w + (((rows.comp[ry][0][1] - rows.comp[ry][0][0]) * (cols.comp[cx][0][1] - cols.comp[cx][0][0])
-                             * in_elems) if i == 0 else 0)
+                             * in_elems) if i == 0 and not input_held_bits else 0)
                 if skip_bits and j in skip_bits:
                     bits += shape[0] * shape[1] * skip_bits[j]
                 load.append(t(bits, rd_bw))
@@ -710,7 +736,7 @@ def pipeline_latency(top: Level, blocks: dict[int, dict[tuple[int, int], tuple[f
                 write.append(0.0)
             write[-1] = t((rows.need[ry][n][1] - rows.need[ry][n][0]) * (cols.need[cx][n][1] - cols.need[cx][n][0])
                           * out_elems, wr_bw)
-    load[0] += t(resident_bits, rd_bw)
+    load[0] += t(resident_bits + input_held_bits, rd_bw)
     if shared_port:
         per_tile = len(order)
         port = free = 0.0

@@ -131,7 +131,7 @@ class FusedModel:
                 "groups": [{"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "tiles": g.counts.tiles,
                             "weights_resident": g.weights_resident,
                             "producers_on_chip": list(g.producers_on_chip), "head_tile": g.head_tile,
-                            "input_read_in_store_by": list(g.input_readers),
+                            "input_read_in_store_by": list(g.input_readers), "input_held": g.input_held,
                             "spans_residual_blocks": bool(g.inner_joins),
                             "inner_joins": [{"add": j.name, "skip": sp} for j, sp in g.inner_joins],
                             "join": None if g.join is None else {"add": g.join.name, "skip": g.skip_policy,

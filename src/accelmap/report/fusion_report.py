@@ -29,7 +29,8 @@ def format_fusion(fm: FusedModel) -> str:
         rows.append([group_label(g) + join, f"{g.tile_rows}x{g.tile_cols}{heads}", str(g.counts.tiles),
                      ("kept" if g.weights_resident else "per tile")
                      + ("".join(f", {n} in store" for n in g.producers_on_chip))
-                     + ("".join(f", input read by {n}" for n in g.input_readers)),
+                     + ("".join(f", input read by {n}" for n in g.input_readers))
+                     + (" (held whole for them)" if g.input_held else ""),
                      f"{g.counts.buffer_total_bits / 8192:,.1f}", f"{sum(g.counts.macs) / sum(g.macs_once) - 1:.1%}",
                      f"{g.energy / 1e6:,.3f}", f"{g.latency:,.0f}", _mib(g.offchip_bits), policies])
     if rows:

@@ -204,7 +204,8 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
                    prefetch_tiles: int | None = None, join: Join | None = None,
                    skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
                    producers: dict[int, Producer] | None = None, head_tile: int | None = None,
-                   shared_port: bool = False, norms: tuple[tuple[int, int], ...] = ()) -> FusedSimResult:
+                   shared_port: bool = False, norms: tuple[tuple[int, int], ...] = (),
+                   input_held: bool = False) -> FusedSimResult:
     """Run the group's tile loop; ``inner`` gives each block's mapping (the fusion model's, when shared).
     With ``join``, the group ends with that residual add, its skip ``kept`` or ``re-read``; with
     ``inner_joins``, adds inside the group (each with its skip policy); with ``producers`` (by stage index),
@@ -212,7 +213,9 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
     the head-split stages (attention's scores and context) run once per head tile within each tile, each block
     on ``head_tile`` heads; ``shared_port``: one off-chip port serves the loads and write-backs in program
     order (the DMA engines take turns); ``norms``: (stage, count) of the normalizations applied to a stage's
-    output inside the group: the vector unit runs them over each block's output before the next block starts."""
+    output inside the group: the vector unit runs them over each block's output before the next block starts;
+    ``input_held`` (``GroupCost.input_held``): a group of several tiles fetches its input whole before the producers
+    run and keeps it in the store (in place of its input buffer), its tiles loading no rows of it."""
     blocks, fetched = walk_blocks(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
     head_tiles = 1 if segment is None or head_tile is None else stages[segment[0]].heads // head_tile
@@ -223,11 +226,16 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
         if sp != "kept":
             k = jn.target(n)
             reread[k - 1] = reread.get(k - 1, 0) + stages[k - 1].out_depth * jn.bits
-    keep = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins,
-                        head_tile).buffer_total_bits
-    # one tile: the group's input is in the store, whole, before the producers run
+    counts = fused_counts(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, head_tile)
+    keep = counts.buffer_total_bits
+    # one tile, or the input held: the group's input is in the store, whole, before the producers run
     whole_input = macs[0].operator.footprint(macs[0].operator.inputs[0]) * macs[0].operator.inputs[0].bits \
-        if len(blocks) == 1 and 0 in macs else 0
+        if (len(blocks) == 1 or input_held) and 0 in macs else 0
+    if input_held:
+        if len(blocks) == 1 or sum(fetched) != stages[0].in_rows * stages[0].in_cols * stages[0].in_depth:
+            raise SpecError("fused simulation: only a group of several tiles fetching each input element once holds "
+                            "its input whole")
+        keep += whole_input - counts.buffer_bits[0]
     in_store, producer_off, producer_store, producer_input = _run_producers(producers or {}, macs, arch, whole_input)
     # resident: every weight (the produced operands among them); streamed: the produced operands alone
     keep += resident_weight_bits(macs) if weights_resident else in_store
@@ -302,7 +310,9 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             if j not in macs:
                 continue        # a pooling window: comparisons on the output path, not charged
             cycles, w = block_run(j, r, c)
-            load = w + (fetched[t] * stages[0].in_bits if i == 0 else 0)
+            load = w + (fetched[t] * stages[0].in_bits if i == 0 and not input_held else 0)
+            if input_held and t == 0 and i == 0:
+                load += whole_input             # held whole: fetched before the first block
             if j in reread:
                 skip = r * c * reread[j]           # the skip where the block computes its add's tensor
                 load += skip
