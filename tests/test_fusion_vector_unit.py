@@ -12,7 +12,8 @@ import pytest
 from accelmap.arch import accelerator_from_dict
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.chain import fusable_chains
-from accelmap.fusion.group_cost import InnerMappings, group_cost, vector_cycles
+from accelmap.fusion.geometry import fused_counts, schedules
+from accelmap.fusion.group_cost import InnerMappings, group_cost, group_lower_bound, vector_cycles
 from accelmap.fusion.search import norms_alone
 from accelmap.mapping.sampling import random_mapping
 from accelmap.sim.fused import simulate_fused
@@ -98,6 +99,14 @@ def test_inside_a_group_each_block_is_followed_by_its_softmax(tmp_path, head_til
         if blocks_agree(timed, sim):
             assert timed.latency == pytest.approx(sim.cycles, rel=1e-12)
             agreed += 1
+        # the group's lower bound adds the same passes: still below the cost, above the bound without them
+        counts = fused_counts(stages, tile, 1, pol, head_tile=head_tile)
+        rows, cols = schedules(stages, tile, 1, pol)
+        low = group_lower_bound(stages, macs, fast, counts, rows, cols, True, head_tile=head_tile, norms=norms)
+        plain_low = group_lower_bound(stages, macs, fast, counts, rows, cols, True, head_tile=head_tile)
+        assert low[0] == plain_low[0] and low[0] <= timed.energy
+        assert plain_low[1] <= low[1] <= timed.latency * (1 + 1e-12)
+        assert low[1] >= H * T * T / 2
     assert agreed >= 1
 
 

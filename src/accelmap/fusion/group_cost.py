@@ -111,6 +111,15 @@ def vector_cycles(arch: Accelerator, elements: int) -> float:
     return elements / rate if rate else 0.0
 
 
+def block_norm_cycles(arch: Accelerator, ms: MacStage, rows: int, cols: int, passes: int) -> float:
+    """The vector unit's cycles for ``passes`` normalizations over the output of ``ms``'s ``rows`` x ``cols`` block
+    (``ms`` a head tile's where the block is one): what follows the block before the next one starts."""
+    if not passes or not arch.compute.vector_elements_per_cycle:
+        return 0.0
+    tile = tile_operator(ms, rows, cols)
+    return vector_cycles(arch, tile.footprint(tile.output) * passes)
+
+
 def transfer_energy(level: Level, read_bits: int, write_bits: int) -> float:
     return (read_bits * level.read_energy_pj + write_bits * level.write_energy_pj) / level.width_bits
 
@@ -489,7 +498,7 @@ def group_cost(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
             e = priced.energy_total + sum(real.energy[(top.name, x)] - priced.energy[(top.name, x)]
                                           for (lv, x) in real.energy if lv == top.name and x not in chained)
             energy += times * e
-            block = priced.latency + vector_cycles(arch, tile.footprint(tile.output) * passes.get(j, 0))
+            block = priced.latency + block_norm_cycles(arch, ms, r, c, passes.get(j, 0))
             latency += times * block
             w = offchip_bits(tile, real, top.name, {o.name for o in tile.operands} - chained)
             wbits += times * w
@@ -602,7 +611,7 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
                       tile_bounds: TileBounds | None = None,
                       inner_joins: tuple[tuple[Join, str], ...] = (),
                       kept: KeptProducers | None = None, head_tile: int | None = None,
-                      shared_port: bool = False) -> tuple[float, float]:
+                      shared_port: bool = False, norms: tuple[tuple[int, int], ...] = ()) -> tuple[float, float]:
     """(energy, latency) no mapping of the group's tiles can go below, from its geometry alone.
 
     Energy: the multiply-accumulates computed, the group's own transfers exactly as ``group_cost``
@@ -616,6 +625,8 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
     (``producers_on_chip``; with the weights resident or streamed): those operands are not fetched, and what the
     producers save by writing them to the store is credited, exactly as ``group_cost`` does. ``head_tile``: the head-split
     stages' blocks are head tiles (``group_cost``). ``shared_port``: loads and write-backs share one port.
+    ``norms``: the normalizations inside the group (``group_cost``): their vector passes, exactly as charged, add to
+    the blocks' time (the blocks and the passes run one after another).
     """
     top, st = arch.levels[0], arch.levels[store_index(arch)]
     segment = head_segment(stages, head_tile)
@@ -632,6 +643,14 @@ def group_lower_bound(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch
                 e, lat = tile_bounds(ms, r, c)
                 energy += times * e
                 compute += times * lat
+    for j, k in norms:
+        if k and j in macs:
+            ms = macs[j]
+            if segment is not None and segment[0] <= j <= segment[1]:
+                assert head_tile is not None
+                ms = head_slice(ms, head_tile)
+            compute += sum(times * block_norm_cycles(arch, ms, r, c, k)
+                           for (r, c), times in block_shapes(rows, cols, j, segment, counts.head_tiles).items())
     load_bits = counts.input_fetched * stages[0].in_bits
     written = counts.output_written * stages[-1].out_bits
     energy += transfer_energy(top, load_bits, 0) + transfer_energy(st, 0, load_bits)

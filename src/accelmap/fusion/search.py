@@ -242,8 +242,9 @@ def head_tile_options(stages: tuple[Stage, ...], join: Join | None, inner_joins:
 
 def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator, join: Join | None,
                cfg: FusionConfig, exact: bool, inner_joins: tuple[Join, ...] = (),
-               kept: KeptProducers | None = None) -> list[_Candidate]:
-    """The group's candidates whose buffers fit the store, with their lower bounds when ``exact`` (``kept``: the
+               kept: KeptProducers | None = None, norms: tuple[tuple[int, int], ...] = ()) -> list[_Candidate]:
+    """The group's candidates whose buffers fit the store, with their lower bounds when ``exact`` (``norms``: the
+    group's normalizations, timed in the bounds as in the cost; ``kept``: the
     producers leaving second operands in the store when the weights are resident)."""
     out_last = stages[-1]
     if exact:
@@ -293,7 +294,7 @@ def _enumerate(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accel
                             rows_s, cols_s = sched
                             bound = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, resident, j, sp,
                                                       inner_joins=ij, kept=kept if keeps else None, head_tile=ht,
-                                                      shared_port=cfg.shared_offchip_port)
+                                                      shared_port=cfg.shared_offchip_port, norms=norms)
                         found.append(_Candidate(resident, policies, tr, tc, j, sp, bound, ij, ht,
                                                 keeps and not resident))
                         fits = True
@@ -340,7 +341,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
     # their producers may leave them in the store (the same for every tile: found once, for the bounds too).
     produced = group_producers(chain, first, last, producers)
     kept = producers_on_chip(arch, produced, macs) if produced else KeptProducers()
-    cands = _enumerate(stages, macs, arch, join, cfg, exact, inner_joins, kept)
+    cands = _enumerate(stages, macs, arch, join, cfg, exact, inner_joins, kept, chain.group_norms(first, last))
     if exact:
         # The default search's candidates first (so that a search cut by its time limit is no worse than
         # it), then the rest in the order of their bound.
@@ -362,7 +363,7 @@ def group_candidates(chain: FusableChain, first: int, last: int, arch: Accelerat
                                   c.head_tile)
             tight = group_lower_bound(stages, macs, arch, counts, rows_s, cols_s, c.resident, c.join, c.skip_policy,
                                       tile_bounds, c.inner_joins, kept if c.resident or c.keep_producers else None,
-                                      c.head_tile, cfg.shared_offchip_port)
+                                      c.head_tile, cfg.shared_offchip_port, chain.group_norms(first, last))
             c = cands[i] = replace(c, bound=(max(tight[0], c.bound[0]), max(tight[1], c.bound[1])))
             if any(g.energy <= c.bound[0] and g.latency <= c.bound[1] for g in found):
                 stats.candidates_pruned += 1

@@ -62,6 +62,7 @@ from accelmap.fusion.geometry import (
 from accelmap.fusion.group_cost import (
     InnerMappings,
     Producer,
+    block_norm_cycles,
     block_order,
     fits,
     reserved,
@@ -69,7 +70,6 @@ from accelmap.fusion.group_cost import (
     shared_port_bandwidth,
     store_index,
     store_priced,
-    vector_cycles,
 )
 from accelmap.fusion.stages import MacStage, head_slice, tile_operator
 from accelmap.mapping.validate import validate
@@ -275,8 +275,7 @@ def simulate_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: A
             bits = {x.name: x.bits for x in tile.operands}
             w = sum(sum(cnt.as_tuple()) * bits[x] for (lv, x), cnt in access_counts(tile, arch_r, m).items()
                     if lv == 0 and x in others)
-            vector = vector_cycles(arch, tile.footprint(tile.output) * passes.get(j, 0))
-            programs[key] = (run_timing(prog).cycles + vector, w)
+            programs[key] = (run_timing(prog).cycles + block_norm_cycles(arch, ms, r, c, passes.get(j, 0)), w)
         return programs[key]
 
     rd_bw, wr_bw = top.read_bw_bits, top.write_bw_bits
