@@ -24,6 +24,7 @@ from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spati
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
 from accelmap.search.last_step import last_step_cycles_rows
+from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
@@ -131,13 +132,14 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if cap == 1:
             return 1
         outside = [i for i, d in enumerate(dims) if d not in X.dims]
-        return np.minimum(cap, np.prod(rem[:, outside], axis=1))
+        room = merge_room(ctx, X, lo, hi, level, spatial, fixed_merge(X, lo, hi))     # rule B60
+        return np.minimum(min(cap, room), np.prod(rem[:, outside], axis=1))
 
     def fixed_merge(X: Operand, lo: int, hi: int) -> int:
-        return fixed_spatial_merge(arch, spatial, X, lo, hi)
+        return fixed_spatial_merge(arch, spatial, X, lo, hi, ctx.op.sizes)
 
     def lineage_max(X: Operand, p: int):
-        return fixed_spatial_lineage(spatial, X, p) * unfixed_merge(X, 0, p)
+        return fixed_spatial_lineage(spatial, X, p, ctx.op.sizes) * unfixed_merge(X, 0, p)
 
     inner_first = min((l.level for l in shared if not l.spatial and l.bound > 1), default=nlev)
     first_temporal = np.full(n, inner_first, dtype=np.int64)
