@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import abc
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -293,7 +294,7 @@ class BoundContext:
         def fixed_merge(X, lo: int, hi: int) -> int:
             return fixed_spatial_merge(arch, spatial, X, lo, hi, op.sizes)
 
-        def lineage_max(X, p: int) -> int:
+        def lineage_max(X, p: int) -> float:
             return fixed_spatial_lineage(spatial, X, p, op.sizes) * unfixed_merge(X, 0, p)
 
         # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
@@ -882,7 +883,7 @@ def network_unit(arch: Accelerator, X: Operand, lo: int, hi: int) -> float:
 
 
 def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int,
-                        sizes: dict[str, int] | None = None) -> int:
+                        sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops at levels lo..hi-1 over dims outside X that merge X's transfers: an
     output is reduced across them, an input multicast where the axis multicasts (the scalar and the batched node
     bound share this term). Given the operator's ``sizes``, each dim's product is capped at its size (rule B60:
@@ -896,7 +897,7 @@ def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: 
     return _capped_product(per, sizes)
 
 
-def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int, sizes: dict[str, int] | None = None) -> int:
+def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int, sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops below level p over dims outside X: the most instances one of X's tiles
     at p can serve through them (each dim's product capped at its size when ``sizes`` is given, rule B60)."""
     per: dict[str, int] = {}
@@ -906,7 +907,7 @@ def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int, sizes: dict[s
     return _capped_product(per, sizes)
 
 
-def _capped_product(per: dict[str, int], sizes: dict[str, int] | None) -> int:
+def _capped_product(per: dict[str, int], sizes: abc.Mapping[str, int] | None) -> int:
     """The product of ``per``'s values, each at most its dim's size when ``sizes`` is given (rule B60)."""
     if sizes is None:
         return math.prod(per.values())
