@@ -227,3 +227,22 @@ def test_interior_share_counts_lanes_whole_at_the_last_time():
     assert interior_share(op, fixed, ones, 2, frozenset({"p"}), op.operand("I")) == 0.75
     assert interior_share(op, fixed, ones, 2, frozenset({"p"}), op.operand("W")) == 1.0
     assert interior_share(op, fixed, {**ones, "p": 2}, 2, frozenset({"p"}), op.operand("I")) == 0.0
+
+
+def test_rule_b62_alone_keeps_the_exhaustive_optimum(monkeypatch):
+    """The exhaustive-checked case of rules B49/B50 (a 1-D convolution K = 2, P = 5, R = 2 on the small PE array with
+    12 B registers, energy; its exhaustive Ruby-S optimum 850 pJ): with B49/B50 off, rule B62 counts the never-clipped
+    lanes' input windows itself, and the exact search (no heuristic incumbent) visits 45 nodes, as with B49/B50, not the
+    52 it visits with all three off, and proves the exhaustive optimum."""
+    import accelmap.search.padded_interior_lanes as interior_lanes
+    from accelmap.search.exact import search_exact
+    from test_bound_padded_busy_lanes import EXHAUSTIVE_CONV
+
+    arch = pes_under_four("12 B")
+    op = adopt_precision(parse_expression("O[k,p] += I[p+r] * W[k,r]", {"k": 2, "p": 5, "r": 2}, name="conv1d"), arch)
+    monkeypatch.setattr(BusyLaneContext, "lanes", lambda self, c, clips: None)
+    got, st = search_exact(op, arch, "energy", heuristic=False)
+    assert st.extra["proven"] and got[0].value == EXHAUSTIVE_CONV and st.nodes == 45, (got[0].value, st.nodes)
+    monkeypatch.setattr(interior_lanes, "interior_share", lambda *args: 0.0)
+    got, st = search_exact(op, arch, "energy", heuristic=False)
+    assert st.extra["proven"] and got[0].value == EXHAUSTIVE_CONV and st.nodes == 52, (got[0].value, st.nodes)
