@@ -40,10 +40,8 @@ SIMBA_SPATIAL = {"PX": {"P": 4}, "PY": {"Q": 4}, "VK": {"K": 2, "P": 2, "Q": 2},
 
 @pytest.fixture
 def rules_off(monkeypatch):
-    """Switch rules off by name: "B60" (the merge's cap by the open fan-outs; the fixed loops' cap stays), "B61", "B63"."""
+    """Switch rules off by name: "B60" (the merge's cap by the open fan-outs; the fixed loops' cap stays), "B61"."""
     def off(*names: str):
-        if "B63" in names:
-            monkeypatch.setattr(InteriorLaneContext, "instance_floor", BoundContext.instance_floor)
         if "B60" in names:
             monkeypatch.setattr(bounds_module, "merge_room", lambda *args: math.inf)
             monkeypatch.setattr(node_bounds_module, "merge_room", lambda *args: math.inf)
@@ -75,10 +73,8 @@ def test_the_open_fan_outs_merge_no_more_than_the_padded_dims_hold(rules_off):
     """The weights are read from DRAM by the MACs, multicast over P and Q; the unrolling spans 8 x 8 lanes over P = Q = 7,
     so at most 49 lanes share a weight: every weight is read once (2,359,296 reads, as the model counts). While PX and
     PY are open (levels 4 to 2), rule B60 caps their merge with VK's P2 and Q2 at 7 x 7: the bound stays at the root's,
-    0.980 of the energy and 0.955 of the latency, against 0.835 and 0.738 without it; never above the cost (rule B63 off,
-    which raises the root's own bound: below)."""
+    0.980 of the energy and 0.955 of the latency, against 0.835 and 0.738 without it; never above the cost."""
     arch, op = _simba_layer()
-    rules_off("B63")
     got = _fractions(InteriorLaneContext, op, arch, SIMBA_BEST)
     assert all(e <= 1 + 1e-12 and l <= 1 + 1e-12 for e, l in got), got
     assert all(e == pytest.approx(0.9804, abs=1e-4) and l == pytest.approx(0.9548, abs=1e-4) for e, l in got[:4]), got
@@ -97,37 +93,6 @@ def test_the_first_tiles_of_clipped_lanes_are_clipped(rules_off):
     rules_off("B61")
     whole = _fractions(InteriorLaneContext, op, arch, SIMBA_BEST)
     assert whole[-1][0] > 1.004, whole
-
-
-def test_each_pe_brings_the_input_its_macs_use(rules_off):
-    """Rule B63: the 16 PE input buffers lie below PX:P4 and PY:Q4 with P and Q wholly spatial, so their instances use
-    512 x (4, 4, 4, 3) x (4, 4, 4, 3) = 115,200 input elements, not the footprint's 41,472, at every node: the root's
-    bound of the subtree rises from 0.980/0.955 of the best mapping's energy/latency to 1.000/0.970 (the input's DRAM
-    reads then fill the DRAM port's share of the latency), and every level keeps it."""
-    arch, op = _simba_layer()
-    got = _fractions(InteriorLaneContext, op, arch, SIMBA_BEST)
-    assert all(e == pytest.approx(1.0, abs=1e-4) and l == pytest.approx(0.9705, abs=1e-4) for e, l in got), got
-    assert all(e <= 1 + 1e-12 and l <= 1 for e, l in got)
-    rules_off("B63")
-    without = _fractions(InteriorLaneContext, op, arch, SIMBA_BEST)
-    assert without[0][0] == pytest.approx(0.9804, abs=1e-4) and without[0][1] == pytest.approx(0.9548, abs=1e-4)
-
-
-def test_instance_floor_of_a_small_pe_array():
-    """A 1-D convolution (K = 2, P = 7, R = 3) with P4 over the 4-wide fan-out and P2 below it: the registers' lanes
-    cover P in [0, 2), [2, 4), [4, 6) and [6, 7), so their input windows hold 4, 4, 4 and 3 elements (15); the weights
-    (no P) go whole to every lane; the output is left out; above the fan-out the floor is the footprint."""
-    from accelmap.search.instance_footprints import instance_footprint_floor
-
-    arch = pes_under_four()
-    op = adopt_precision(parse_expression("O[k,p] += I[p+r] * W[k,r]", {"k": 2, "p": 7, "r": 3}, name="conv1d"), arch)
-    ctx = InteriorLaneContext(op, arch, (frozenset({"I", "W", "O"}),) * 3, {"X": {"p": 4}})
-    assert instance_footprint_floor(ctx, op.operand("I"), 2) == 0.0    # P has temporal loops: not known
-    ctx = InteriorLaneContext(op, arch, (frozenset({"I", "W", "O"}),) * 3, {"X": {"p": 7}})
-    assert instance_footprint_floor(ctx, op.operand("I"), 2) == 7 * 3
-    assert instance_footprint_floor(ctx, op.operand("W"), 2) == 7 * 6
-    assert instance_footprint_floor(ctx, op.operand("O"), 2) == 0.0
-    assert instance_footprint_floor(ctx, op.operand("I"), 1) == 9      # no fan-out above: the footprint
 
 
 def test_interior_lanes_refetch_their_windows():

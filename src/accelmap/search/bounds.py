@@ -364,7 +364,7 @@ class BoundContext:
                     if runs is not None and runs == full and pinned_steps and c < level \
                             and self.holds_only(X, c, tile_at(X, c)):
                         pinned = max(pinned_steps * self.open_instances_above(c) * tile_at(X, c), floor)
-                member = max(member, floor, self.instance_floor(X, c))
+                member = max(member, floor)
                 # Energy takes B1's counts, the latency terms B17's where it applies (the loads as well): one
                 # computation for both where it does not.
                 cases = ((member, (per, per_lat)),) if pinned is None else ((member, (per,)), (pinned, (per_lat,)))
@@ -612,11 +612,6 @@ class BoundContext:
                 self._tiles.clear()
             got = self._tiles[key] = tile_size(X, ext)
         return got
-
-    def instance_floor(self, X: Operand, c: int) -> float:
-        """What enters level c of X's chain over all its instances whatever the mapping below the node: 0 here (B1's
-        footprint floor stands); rule B63 in padded subtrees (``InteriorLaneContext``)."""
-        return 0.0
 
     def first_tiles(self, X: Operand, c: int, fi: int, t: int, full: int, fixed: tuple[Loop, ...],
                     ext: dict[str, int]) -> float:

@@ -28,7 +28,6 @@ import itertools
 import math
 
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
-from accelmap.search.instance_footprints import instance_footprint_floor
 from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.workload.operator import Operand
 
@@ -39,21 +38,12 @@ class InteriorLaneContext(BusyLaneContext):
     def __init__(self, op, arch, keep, spatial=None, objective=None):
         super().__init__(op, arch, keep, spatial, objective)
         self._interior: dict[tuple[str, int], float] = {}
-        self._instance_floors: dict[tuple[str, int], float] = {}      # rule B63, per (operand, level)
 
     per_call_attributes = BusyLaneContext.per_call_attributes | {"_interior"}
 
     def lower_bound(self, fixed, level, rem, **kw):
         self._interior = {}
         return super().lower_bound(fixed, level, rem, **kw)
-
-    def instance_floor(self, X: Operand, c: int) -> float:
-        """Rule B63 (``instance_footprints``): each instance of c brings every element of X its MACs use."""
-        got = self._instance_floors.get((X.name, c))
-        if got is None:
-            got = self._instance_floors[(X.name, c)] = \
-                instance_footprint_floor(self, X, c) if self.busy_lanes else 0.0
-        return got
 
     def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
         rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
