@@ -282,20 +282,25 @@ class BoundContext:
                 n = entered[(X.name, c)] = entering(X, c)
             return n
 
+        # Rule B60 where tiles may be partial (with whole tiles every spatial loop divides its dim: no cap binds).
+        clip = None if self.whole_tiles else op.sizes
+
         def unfixed_merge(X, lo: int, hi: int) -> float:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level), within rule B60's
             # room where a padded dim caps the whole merge.
             cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
             if cap == 1:
                 return 1
-            return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims),
-                       merge_room(self, X, lo, hi, level, spatial, fixed_merge(X, lo, hi)))
+            most = min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+            if clip is None:
+                return most
+            return min(most, merge_room(self, X, lo, hi, level, spatial, fixed_merge(X, lo, hi)))
 
         def fixed_merge(X, lo: int, hi: int) -> int:
-            return fixed_spatial_merge(arch, spatial, X, lo, hi, op.sizes)
+            return fixed_spatial_merge(arch, spatial, X, lo, hi, clip)
 
         def lineage_max(X, p: int) -> float:
-            return fixed_spatial_lineage(spatial, X, p, op.sizes) * unfixed_merge(X, 0, p)
+            return fixed_spatial_lineage(spatial, X, p, clip) * unfixed_merge(X, 0, p)
 
         # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
         # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
@@ -886,31 +891,34 @@ def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: 
                         sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops at levels lo..hi-1 over dims outside X that merge X's transfers: an
     output is reduced across them, an input multicast where the axis multicasts (the scalar and the batched node
-    bound share this term). Given the operator's ``sizes``, each dim's product is capped at its size (rule B60:
-    a padded unrolling's lanes past a dim's end are idle and merge nothing; no change where the loops divide)."""
+    bound share this term). Given the operator's ``sizes`` (where tiles may be partial), each dim's product is capped
+    at its size (rule B60: a padded unrolling's lanes past a dim's end are idle and merge nothing)."""
+    if sizes is None:
+        out = 1
+        for l in spatial:
+            if lo <= l.level < hi and l.dim not in X.dims:
+                ax = arch.fanout_axis(l.level, l.axis)
+                if X.is_output or ax.multicast:
+                    out *= l.bound
+        return out
     per: dict[str, int] = {}
     for l in spatial:
         if lo <= l.level < hi and l.dim not in X.dims:
             ax = arch.fanout_axis(l.level, l.axis)
             if X.is_output or ax.multicast:
                 per[l.dim] = per.get(l.dim, 1) * l.bound
-    return _capped_product(per, sizes)
+    return math.prod(min(b, sizes[d]) for d, b in per.items())
 
 
 def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int, sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops below level p over dims outside X: the most instances one of X's tiles
     at p can serve through them (each dim's product capped at its size when ``sizes`` is given, rule B60)."""
+    if sizes is None:
+        return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
     per: dict[str, int] = {}
     for l in spatial:
         if l.level < p and l.dim not in X.dims:
             per[l.dim] = per.get(l.dim, 1) * l.bound
-    return _capped_product(per, sizes)
-
-
-def _capped_product(per: dict[str, int], sizes: abc.Mapping[str, int] | None) -> int:
-    """The product of ``per``'s values, each at most its dim's size when ``sizes`` is given (rule B60)."""
-    if sizes is None:
-        return math.prod(per.values())
     return math.prod(min(b, sizes[d]) for d, b in per.items())
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
