@@ -131,7 +131,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     clip = None if ctx.whole_tiles else ctx.op.sizes
 
     def unfixed_merge(X: Operand, lo: int, hi: int) -> np.ndarray | int:
-        cap = math.prod(ctx.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+        cap: float = math.prod(ctx.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
         if cap == 1:
             return 1
         outside = [i for i, d in enumerate(dims) if d not in X.dims]
