@@ -114,18 +114,21 @@ def test_an_idle_lane_is_left_out_and_a_whole_window_counts():
 
 
 def _exact(op, arch, objective, lanes: bool = True, orders: bool = True):
-    """The exact search (no heuristic incumbent) with rules B49/B50 (``lanes``) and B51 (``orders``) on or off."""
+    """The exact search (no heuristic incumbent) with rules B49/B50 (``lanes``; and rule B62, which counts the same
+    never-clipped lanes where they apply) and B51 (``orders``) on or off."""
     import accelmap.search.optimal as optimal
+    import accelmap.search.padded_interior_lanes as interior_lanes
 
-    saved = BusyLaneContext.lanes, optimal.orders_prunable
+    saved = BusyLaneContext.lanes, optimal.orders_prunable, interior_lanes.interior_share
     if not lanes:
         BusyLaneContext.lanes = lambda self, c, clips: None      # type: ignore[method-assign]
+        interior_lanes.interior_share = lambda *args: 0.0
     if not orders:
         optimal.orders_prunable = lambda *args: False
     try:
         return search_exact(op, arch, objective, heuristic=False)
     finally:
-        BusyLaneContext.lanes, optimal.orders_prunable = saved      # type: ignore[method-assign]
+        BusyLaneContext.lanes, optimal.orders_prunable, interior_lanes.interior_share = saved      # type: ignore[method-assign]
 
 
 def test_exact_search_keeps_the_exhaustive_optimum_where_the_rules_cut():

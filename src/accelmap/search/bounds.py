@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import abc
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_c
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
+from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.orders import _LevelCounter
@@ -92,7 +94,7 @@ class BoundContext:
         self.op, self.arch, self.keep = op, arch, keep
         self.objective = objective
         self.nlev = len(arch.levels)
-        fixed_axes = spatial or {}
+        fixed_axes = self.fixed_axes = spatial or {}
         self.plain = {o.name: frozenset(ix.terms[0][0] for ix in o.indices if len(ix.terms) == 1)
                       for o in op.operands}
         # Per level, the most each dim can be unrolled on its fan-out (None: any amount the fan-out holds).
@@ -280,18 +282,25 @@ class BoundContext:
                 n = entered[(X.name, c)] = entering(X, c)
             return n
 
-        def unfixed_merge(X, lo: int, hi: int) -> int:
-            # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
+        # Rule B60 where tiles may be partial (with whole tiles every spatial loop divides its dim: no cap binds).
+        clip = None if self.whole_tiles else op.sizes
+
+        def unfixed_merge(X, lo: int, hi: int) -> float:
+            # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level), within rule B60's
+            # room where a padded dim caps the whole merge.
             cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
             if cap == 1:
                 return 1
-            return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+            most = min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+            if clip is None:
+                return most
+            return min(most, merge_room(self, X, lo, hi, level, spatial, fixed_merge(X, lo, hi)))
 
         def fixed_merge(X, lo: int, hi: int) -> int:
-            return fixed_spatial_merge(arch, spatial, X, lo, hi)
+            return fixed_spatial_merge(arch, spatial, X, lo, hi, clip)
 
-        def lineage_max(X, p: int) -> int:
-            return fixed_spatial_lineage(spatial, X, p) * unfixed_merge(X, 0, p)
+        def lineage_max(X, p: int) -> float:
+            return fixed_spatial_lineage(spatial, X, p, clip) * unfixed_merge(X, 0, p)
 
         # Rule B7: a boundary with its tile fixed and no fixed temporal loop above it (c from ``level`` up to the
         # first fixed temporal loop) has only unfixed loops above; the innermost unfixed temporal loop, over a
@@ -341,7 +350,7 @@ class BoundContext:
                 if runs is not None and level <= c <= first_temporal:
                     t = tile_at(X, c)
                     fi = instances_below(c)
-                    member: float = runs * fi * t
+                    member: float = runs * self.first_tiles(X, c, fi, t, full, fixed, inner_extents(c))
                     if window is not None:
                         member = max(member, full * fi * t * window_share(X, window, c))
                 elif c > level:
@@ -350,7 +359,8 @@ class BoundContext:
                     part = entering_at(X, c)
                     # Every run of the fixed nest repeats its transitions; ``runs`` of them start with a new first
                     # tile (rules B7, B15; at least one), and in rule B18's case every run brings part of one.
-                    first: float = (1 if runs is None else runs) * fi * t
+                    first: float = (1 if runs is None else runs) * self.first_tiles(X, c, fi, t, full, fixed,
+                                                                                    inner_extents(c))
                     if window is not None:
                         first = max(first, full * fi * t * window_share(X, window, c))
                     member = self.refetch_volume(X, c, full, prod_r, part, fi, t) + first
@@ -607,6 +617,12 @@ class BoundContext:
                 self._tiles.clear()
             got = self._tiles[key] = tile_size(X, ext)
         return got
+
+    def first_tiles(self, X: Operand, c: int, fi: int, t: int, full: int, fixed: tuple[Loop, ...],
+                    ext: dict[str, int]) -> float:
+        """What one run of the fixed nest that starts with a new tile brings X into c over its ``fi`` instances:
+        ``fi x t`` with whole tiles; rule B61 where no position is whole (``ImperfectBoundContext``)."""
+        return fi * t
 
     def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
         """A MAC schedule every completion of the node has beyond ``ceil(MACs / PEs)``: none with whole tiles (there
@@ -871,23 +887,39 @@ def network_unit(arch: Accelerator, X: Operand, lo: int, hi: int) -> float:
     return sum(fanout_element_energy(lv, X.bits) for lv in arch.levels[lo:hi])
 
 
-def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int) -> int:
+def fixed_spatial_merge(arch: Accelerator, spatial: list[Loop], X: Operand, lo: int, hi: int,
+                        sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops at levels lo..hi-1 over dims outside X that merge X's transfers: an
     output is reduced across them, an input multicast where the axis multicasts (the scalar and the batched node
-    bound share this term)."""
-    out = 1
+    bound share this term). Given the operator's ``sizes`` (where tiles may be partial), each dim's product is capped
+    at its size (rule B60: a padded unrolling's lanes past a dim's end are idle and merge nothing)."""
+    if sizes is None:
+        out = 1
+        for l in spatial:
+            if lo <= l.level < hi and l.dim not in X.dims:
+                ax = arch.fanout_axis(l.level, l.axis)
+                if X.is_output or ax.multicast:
+                    out *= l.bound
+        return out
+    per: dict[str, int] = {}
     for l in spatial:
         if lo <= l.level < hi and l.dim not in X.dims:
             ax = arch.fanout_axis(l.level, l.axis)
             if X.is_output or ax.multicast:
-                out *= l.bound
-    return out
+                per[l.dim] = per.get(l.dim, 1) * l.bound
+    return math.prod(min(b, sizes[d]) for d, b in per.items())
 
 
-def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int) -> int:
+def fixed_spatial_lineage(spatial: list[Loop], X: Operand, p: int, sizes: abc.Mapping[str, int] | None = None) -> int:
     """Product of the fixed spatial loops below level p over dims outside X: the most instances one of X's tiles
-    at p can serve through them."""
-    return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
+    at p can serve through them (each dim's product capped at its size when ``sizes`` is given, rule B60)."""
+    if sizes is None:
+        return math.prod(l.bound for l in spatial if l.level < p and l.dim not in X.dims)
+    per: dict[str, int] = {}
+    for l in spatial:
+        if l.level < p and l.dim not in X.dims:
+            per[l.dim] = per.get(l.dim, 1) * l.bound
+    return math.prod(min(b, sizes[d]) for d, b in per.items())
 
 def entering_any_order(op: Operator, fixed: tuple[Loop, ...], free: frozenset[int], keep,
                        innermost: Loop | None = None, parts: dict[tuple[str, int], tuple] | None = None):

@@ -34,10 +34,11 @@ from collections.abc import Iterable
 
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext
+from accelmap.search.clipped_first_tiles import clipped_first_tiles
 from accelmap.search.orders import EXACT_ORDER_LOOPS, _allowed, _priority_perms
 from accelmap.search.padded_schedule import node_schedule
 from accelmap.search.space import Constraints
-from accelmap.workload.operator import Operator
+from accelmap.workload.operator import Operand, Operator
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -147,6 +148,12 @@ class ImperfectBoundContext(BoundContext):
 
     def open_level_floor(self, c: int) -> float:
         return 0.0
+
+    def first_tiles(self, X: Operand, c: int, fi: int, t: int, full: int, fixed: tuple[Loop, ...],
+                    ext: dict[str, int]) -> float:
+        """Rule B61 (``clipped_first_tiles``): where no position of the fixed nest is whole, each instance's first
+        tile clipped to the operator; else every instance holds the whole tile at a whole position."""
+        return fi * t if full > 0 else clipped_first_tiles(self, X, c, fixed, ext)
 
     def least_schedule(self, fixed: tuple[Loop, ...], level: int, rem: dict[str, int]) -> int:
         """Rule B32 (``padded_schedule``): with every fan-out fixed, the fixed temporal loops' product times each dim's

@@ -24,6 +24,7 @@ from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spati
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
 from accelmap.search.last_step import last_step_cycles_rows
+from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
@@ -126,18 +127,23 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         got = entered[(X.name, c)] = inst * tile * count + outer * (deeper - inst * tile)
         return got
 
+    # Rule B60 where tiles may be partial (as ``BoundContext.lower_bound``).
+    clip = None if ctx.whole_tiles else ctx.op.sizes
+
     def unfixed_merge(X: Operand, lo: int, hi: int) -> np.ndarray | int:
-        cap = math.prod(ctx.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+        cap: float = math.prod(ctx.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
         if cap == 1:
             return 1
         outside = [i for i, d in enumerate(dims) if d not in X.dims]
+        if clip is not None:    # rule B60
+            cap = min(cap, merge_room(ctx, X, lo, hi, level, spatial, fixed_merge(X, lo, hi)))
         return np.minimum(cap, np.prod(rem[:, outside], axis=1))
 
     def fixed_merge(X: Operand, lo: int, hi: int) -> int:
-        return fixed_spatial_merge(arch, spatial, X, lo, hi)
+        return fixed_spatial_merge(arch, spatial, X, lo, hi, clip)
 
     def lineage_max(X: Operand, p: int):
-        return fixed_spatial_lineage(spatial, X, p) * unfixed_merge(X, 0, p)
+        return fixed_spatial_lineage(spatial, X, p, clip) * unfixed_merge(X, 0, p)
 
     inner_first = min((l.level for l in shared if not l.spatial and l.bound > 1), default=nlev)
     first_temporal = np.full(n, inner_first, dtype=np.int64)

@@ -38,7 +38,7 @@ from accelmap.search.node_bounds import open_bounds_rows
 from accelmap.search.objective import collector
 from accelmap.search.orders import order_candidates, order_costs, orders_exact, refill_levels
 from accelmap.search.outer_orders import bounds_by_innermost, outer_order_nests
-from accelmap.search.padded_busy_lanes import BusyLaneContext
+from accelmap.search.padded_interior_lanes import InteriorLaneContext
 from accelmap.search.padded_orders import orders_prunable
 from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
@@ -251,8 +251,8 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
             stats.extra["timed_out"] = True
             break
-        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44 and B46-B50 count refetches at every position.
-        context = BoundContext if not imperfect else BusyLaneContext if imperfect == "spatial" \
+        # Over Ruby-S tiles (a padded unrolling, rule E2) rules B44, B46-B50 and B62 count refetches at every position.
+        context = BoundContext if not imperfect else InteriorLaneContext if imperfect == "spatial" \
             else ImperfectBoundContext
         ctx = context(op, arch, keep, cons.spatial, objective)
         ctx.deadline = deadline      # read inside the long bound computations (``deadline.py``)
