@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from accelmap.search.pinned_stall import PinnedStall
 
 
+# ``BoundContext.run_alternatives``' placeholder for the whole positions of a nest with partial tiles.
+_FULL = object()
+
 # The most node parts a search keeps (``BoundContext.node_part``); past it they are all dropped. A node's orders are
 # bounded close together in the depth-first search (its siblings' subtrees between them, mostly cut early).
 NODE_PARTS = 20_000
@@ -147,6 +150,10 @@ class BoundContext:
         self.open_stall: dict[int, float] = {}      # rule B27 per open level (``open_level_refills``)
         self.open_loads: dict[int, Any] = {}        # rules B41-B43's terms per open level (``open_level_loads``)
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
+        # ``temporal_left`` per (rem, level) and the product of ``merge_cap`` per (operand, lo, hi): functions of
+        # the context's fan-outs alone, asked for by every node part (dropped with the node parts, ``__setattr__``).
+        self._left: dict[Any, tuple[dict[str, int], bool]] = {}       # (also ``_open_most`` per level)
+        self._merge_prod: dict[tuple[str, int, int], int] = {}
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
         # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
@@ -200,6 +207,9 @@ class BoundContext:
         as rule B36 and the tests do) drops the node parts, which were computed with the old value."""
         if name not in self.per_call_attributes and self.__dict__.get("_nodes"):
             self.__dict__["_nodes"] = {}
+        if name not in self.per_call_attributes and name not in ("_left", "_merge_prod") \
+                and (self.__dict__.get("_left") or self.__dict__.get("_merge_prod")):
+            self.__dict__["_left"], self.__dict__["_merge_prod"] = {}, {}
         object.__setattr__(self, name, value)
 
     def __copy__(self) -> BoundContext:
@@ -280,12 +290,21 @@ class BoundContext:
                 n = entered[(X.name, c)] = entering(X, c)
             return n
 
+        merge_prod = self._merge_prod
+        left_outside: dict[str, int] = {}
+
         def unfixed_merge(X, lo: int, hi: int) -> int:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level).
-            cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+            top = min(hi, level)
+            cap = merge_prod.get((X.name, lo, top))
+            if cap is None:
+                cap = merge_prod[(X.name, lo, top)] = math.prod(self.merge_cap[X.name][l] for l in range(lo, top))
             if cap == 1:
                 return 1
-            return min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+            outside = left_outside.get(X.name)
+            if outside is None:
+                outside = left_outside[X.name] = math.prod(r for d, r in rem.items() if d not in X.dims)
+            return min(cap, outside)
 
         def fixed_merge(X, lo: int, hi: int) -> int:
             return fixed_spatial_merge(arch, spatial, X, lo, hi)
@@ -770,13 +789,30 @@ class BoundContext:
         """Per dim, the fewest temporal iterations the unfixed levels (below ``level``) can still give it: what is
         left over the most their fan-outs can unroll of it (exactly that when every fan-out is fixed); and whether
         every fan-out is fixed (then the unfixed spatial instances are ``prod(rem) / prod(T)`` exactly)."""
-        caps = self.spatial_cap[:level]
-        exact = all(cap is not None for cap in caps)
+        key = (tuple(rem.items()), level)
+        got = self._left.get(key)
+        if got is not None:
+            return got      # (shared: callers only read it)
+        most, exact = self._open_most(level)
         out = {}
         for d, r in rem.items():
-            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
-            out[d] = max(1, -(-r // most))
-        return out, exact
+            out[d] = max(1, -(-r // most[d]))
+        if len(self._left) > 100_000:
+            self._left.clear()
+        got = self._left[key] = (out, exact)
+        return got
+
+    def _open_most(self, level: int) -> tuple[dict[str, int], bool]:
+        """Per dim, the most the fan-outs of the levels below ``level`` can unroll of it (its fixed unrolling where
+        the fan-out is fixed in advance), and whether every such fan-out is fixed; kept per level."""
+        got = self._left.get(level)
+        if got is None:
+            caps = self.spatial_cap[:level]
+            got = self._left[level] = (
+                {d: math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+                 for d in self.op.dim_names},
+                all(cap is not None for cap in caps))
+        return got
 
     def run_alternatives(self, rem: dict[str, int], level: int, full: int, *,
                          perfect: bool = True) -> list[dict[str, int]]:
@@ -790,6 +826,30 @@ class BoundContext:
         got = self._runs.get(memo)
         if got is not None:
             return got
+        if not perfect and full != 1:
+            # Without perfect factors ``full`` (rule I2's whole positions, one per node more often than not) enters
+            # only as the runs of the innermost loop's users, every other operand getting one: the cases are those
+            # of a placeholder for it (kept per rem and level), with ``full`` put in. Distinct from 1, it merges no
+            # two cases the placeholder keeps apart.
+            # The cases read rem only through which dims have a temporal loop left and which must (the
+            # innermost loop's candidates, ``_innermost_alternatives`` without windows): the key.
+            most, exact = self._open_most(level)
+            shape = (level, _FULL, tuple(0 if r == 1 or (exact and r <= most[d]) else 1 if r <= most[d] else 2
+                                         for d, r in rem.items()))
+            cases = self._runs.get(shape)
+            if cases is None:
+                cases = self._runs[shape] = self._run_cases(rem, level, _FULL, perfect)
+            out = [{name: full if v is _FULL else (full, v[1]) if isinstance(v, tuple) and v[0] is _FULL else v
+                    for name, v in runs.items()} for runs in cases]
+        else:
+            out = self._run_cases(rem, level, full, perfect)
+        if len(self._runs) > 100_000:
+            self._runs.clear()
+        self._runs[memo] = out
+        return out
+
+    def _run_cases(self, rem: dict[str, int], level: int, full: Any, perfect: bool) -> list[dict[str, Any]]:
+        """``run_alternatives`` computed (``full`` may be a placeholder where ``perfect`` is False)."""
         T, exact = self.temporal_left(rem, level)
         # Rule B18 (with every fan-out fixed and whole tiles): the sliding-window users of the innermost loop's dim.
         cases = self._innermost_alternatives(rem, level, windows=exact and perfect and self.whole_tiles)
@@ -810,9 +870,6 @@ class BoundContext:
                     runs[name] = (runs[name], d)
                 if runs not in out:
                     out.append(runs)
-        if len(self._runs) > 100_000:
-            self._runs.clear()
-        self._runs[memo] = out
         return out
 
     def _innermost_alternatives(self, rem: dict[str, int], level: int, *, windows: bool = False
@@ -823,12 +880,12 @@ class BoundContext:
         (every fan-out fixed), the (operand, dim) pairs rule B18 counts in it (``window_runs.window_users``)."""
         out: list[tuple[frozenset[str], tuple[tuple[str, str], ...]]] = []
         caps = self.spatial_cap[:level]
-        exact = all(cap is not None for cap in caps)
+        most_of, exact = self._open_most(level)
         forced = False
         still = {d for d, r in rem.items()
                  if r > 1 and r > math.prod(cap.get(d, 1) for cap in caps if cap is not None)} if windows else set()
         for d, r in rem.items():
-            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+            most = most_of[d]
             if r == 1 or (exact and r <= most):
                 continue        # no temporal loop over d is left
             forced |= r > most
