@@ -33,7 +33,7 @@ from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
-from accelmap.search.orders import _LevelCounter
+from accelmap.search.orders import _LevelCounter, kept_counts
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -602,8 +602,14 @@ class BoundContext:
         counters = node.counters.get(rest)
         if counters is None:
             counters = node.counters[rest] = {}
+        # An order rule O2 kept has its counts already (``orders.kept_counts``).
+        known = kept_counts(self.op, rest, order)
 
         def entering(X: Operand, c: int) -> int:
+            if known is not None:
+                n = known.get((X.name, c))
+                if n is not None:
+                    return n
             counter = counters.get((X.name, c))
             if counter is None:
                 counter = counters[(X.name, c)] = _LevelCounter(self.op, X, c, rest)
