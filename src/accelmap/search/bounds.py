@@ -154,6 +154,7 @@ class BoundContext:
         # the context's fan-outs alone, asked for by every node part (dropped with the node parts, ``__setattr__``).
         self._left: dict[Any, tuple[dict[str, int], bool]] = {}       # (also ``_open_most`` per level)
         self._merge_prod: dict[tuple[str, int, int], int] = {}
+        self._holds: dict[tuple[str, int], tuple[int | None, int]] = {}     # ``holds_only``'s capacity and bits
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
         # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
@@ -207,9 +208,9 @@ class BoundContext:
         as rule B36 and the tests do) drops the node parts, which were computed with the old value."""
         if name not in self.per_call_attributes and self.__dict__.get("_nodes"):
             self.__dict__["_nodes"] = {}
-        if name not in self.per_call_attributes and name not in ("_left", "_merge_prod") \
-                and (self.__dict__.get("_left") or self.__dict__.get("_merge_prod")):
-            self.__dict__["_left"], self.__dict__["_merge_prod"] = {}, {}
+        if name not in self.per_call_attributes and name not in ("_left", "_merge_prod", "_holds") \
+                and (self.__dict__.get("_left") or self.__dict__.get("_merge_prod") or self.__dict__.get("_holds")):
+            self.__dict__["_left"], self.__dict__["_merge_prod"], self.__dict__["_holds"] = {}, {}, {}
         object.__setattr__(self, name, value)
 
     def __copy__(self) -> BoundContext:
@@ -668,10 +669,13 @@ class BoundContext:
         """Rule B17: can level c hold no tile of X larger than ``tile`` elements (its capacity, or X's partition, is
         below one element more, at X's fewest bits)? Then no loop over a dim X uses may be added at or below c. A
         number or an array of rows."""
-        cap = self.arch.levels[c].capacity_for(X.cls)
+        got = self._holds.get((X.name, c))
+        if got is None:
+            got = self._holds[(X.name, c)] = (self.arch.levels[c].capacity_for(X.cls), fewest_bits(X, self.arch))
+        cap, bits = got
         if cap is None:
             return False
-        return cap < (tile + 1) * fewest_bits(X, self.arch)
+        return cap < (tile + 1) * bits
 
     def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
         """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
@@ -863,15 +867,24 @@ class BoundContext:
             cases = [(frozenset(), ())]   # it gives every operand the fewest runs of any case
         S = full // math.prod(T.values()) if exact and perfect else 1
         out: list[dict[str, Any]] = []
+        # (the same products for many orders of the operands: taken once per set of dims)
+        products: dict[frozenset[str], int] = {}
+
+        def product(dims: frozenset[str]) -> int:
+            got = products.get(dims)
+            if got is None:
+                got = products[dims] = math.prod(T[d] for d in dims)
+            return got
+
         for users, windows in cases:
             others = [X.name for X in self.op.operands if X.name not in users]
             for perm in itertools.permutations(others) if perfect else [tuple(others)]:
                 runs: dict[str, Any] = dict.fromkeys(users, full)
-                seen: set[str] = set()
+                seen: frozenset[str] = frozenset()
                 for name in perm:
                     seen |= self.plain[name]
-                    own = math.prod(T[d] for d in self.plain[name])
-                    runs[name] = S * math.prod(T[d] for d in seen) if perfect and own > 1 else S
+                    own = product(self.plain[name])
+                    runs[name] = S * product(seen) if perfect and own > 1 else S
                 for name, d in windows:
                     runs[name] = (runs[name], d)
                 if runs not in out:
