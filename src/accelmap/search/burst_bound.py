@@ -96,19 +96,8 @@ def burst_classes(ctx, above: tuple[Loop, ...], ext: tuple[int, ...], step: int,
     most = sum(_load_cycles(ctx, X, c, float(tile_size(X, extents))) for X in frequent)
     if most <= window * step / arch.compute.macs_per_cycle:
         return None
-    # c's tile as one loop per dim at c: the same extents and strides as the nest's own loops there
-    inside = [(d, c, None, e) for d, e in extents.items() if e > 1]
-    if arch.padding_generated or arch.levels[c].shared_axes:
-        nest = NestRows(op, arch, [(l.dim, l.level, l.axis) for l in above] + [x[:3] for x in inside],
-                        np.array([[l.bound for l in above] + [x[3] for x in inside]], dtype=np.int64)
-                        .reshape(1, len(above) + len(inside)))
-        cnt = [int(k) for k in nest.classes(c)[0][:, 0]]
-        bounds = [int(nest.B[0, j]) for j in nest.above(c)]
-        loads = np.zeros(len(bounds))
-        for X in frequent:
-            loads += _load_cycles(ctx, X, c, nest.deltas(X, c)[1][:, 0].astype(float))
-    else:
-        cnt, bounds, loads = _slot_loads(ctx, above, extents, c, frequent)
+    slot_loads = _nest_rows_loads if arch.padding_generated or arch.levels[c].shared_axes else _slot_loads
+    cnt, bounds, loads = slot_loads(ctx, above, extents, c, frequent)
     # the ordered loops above c, outermost first, are the slots; those outside the window: every loop above the
     # innermost run of product ``window``
     inner = math.prod(l.bound for l in above if not l.spatial)
@@ -121,6 +110,23 @@ def burst_classes(ctx, above: tuple[Loop, ...], ext: tuple[int, ...], step: int,
         outside = k
     classes = tuple((int(cnt[k]), float(loads[k])) for k in range(outside) if cnt[k] > 0 and loads[k] > 0)
     return BurstClasses(window, inner, classes) if classes else None
+
+
+def _nest_rows_loads(ctx, above: tuple[Loop, ...], extents: dict[str, int], c: int, frequent: list
+                     ) -> tuple[list[int], list[int], list[float]]:
+    """``_slot_loads`` from a one-row ``NestRows`` of ``above`` over c's tile (c's tile as one loop per dim at c: the
+    same extents and strides as the nest's own loops there), which also counts levels shared along an axis and
+    generated padding."""
+    inside = [(d, c, None, e) for d, e in extents.items() if e > 1]
+    nest = NestRows(ctx.op, ctx.arch, [(l.dim, l.level, l.axis) for l in above] + [x[:3] for x in inside],
+                    np.array([[l.bound for l in above] + [x[3] for x in inside]], dtype=np.int64)
+                    .reshape(1, len(above) + len(inside)))
+    slots = nest.above(c)
+    loads = np.zeros(len(slots))
+    for X in frequent:
+        loads += _load_cycles(ctx, X, c, nest.deltas(X, c)[1][:, 0].astype(float))
+    return ([int(k) for k in nest.classes(c)[0][:, 0]], [int(nest.B[0, j]) for j in slots],
+            [float(t) for t in loads])
 
 
 def _slot_loads(ctx, above: tuple[Loop, ...], extents: dict[str, int], c: int, frequent: list

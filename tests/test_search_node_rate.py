@@ -1,0 +1,92 @@
+"""What the exact search's node rate rests on gives the values it replaced, to the bit (docs/mapper.md, "the node rate,
+session 18"): rule B29's loads counted with integers equal the one-row ``NestRows`` counts; a context whose memos
+(``temporal_left``, the open fan-outs per level, the merge caps, the run cases of partial-tile nests, ``holds_only``)
+were filled by other nodes gives every bound a fresh context gives, on plain and Ruby-S contexts; and the run cases
+of a partial-tile nest, made from the placeholder's cases, equal those computed with its whole positions."""
+
+import random
+
+from accelmap.search.bounds import BoundContext
+from accelmap.search.burst_bound import _nest_rows_loads, _slot_loads
+from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
+from accelmap.search.padded_busy_lanes import BusyLaneContext
+from strategies import random_perfect_mappings
+from test_bound_bursts import small_double_buffered
+from test_bound_padded_rounds import _padded_mappings
+from test_search_node_parts import PRESETS, node_calls, unrolling_of
+
+
+def test_burst_loads_counted_with_integers_equal_the_one_row_nest():
+    rng = random.Random(3)
+    compared = moved = 0
+    draws = list(random_perfect_mappings(11, 16, PRESETS)) + list(random_perfect_mappings(12, 16, [],
+                                                                                          small_double_buffered))
+    for _, arch, op, m in draws:
+        ctx = BoundContext(op, arch, m.keep)
+        for c in range(1, len(arch.levels)):
+            if arch.levels[c].shared_axes:
+                continue
+            streams = [X for X in op.operands if c in ctx.chains[X.name][1:]]
+            if not streams:
+                continue
+            ext = dict.fromkeys(op.dim_names, 1)
+            for l in m.loops:
+                if l.level >= c:
+                    ext[l.dim] *= l.bound
+            ext = {d: min(e, op.sizes[d]) for d, e in ext.items()}
+            above = [l for l in m.loops if l.level < c]
+            for _ in range(3):
+                want = _nest_rows_loads(ctx, tuple(above), ext, c, streams)
+                assert _slot_loads(ctx, tuple(above), ext, c, streams) == want, (arch.name, c, above, ext)
+                compared += 1
+                moved += any(t > 0 for t in want[2])
+                rng.shuffle(above)      # (any nest order of the loops above c: the counts read it)
+    assert compared > 100 and moved > 30, (compared, moved)
+
+
+def test_a_context_with_memos_filled_by_other_nodes_gives_a_fresh_contexts_bounds():
+    rng = random.Random(8)
+    checked = 0
+    for n, (_, arch, op, m) in enumerate(random_perfect_mappings(23, 12, PRESETS)):
+        spatial = unrolling_of(arch, m) if n % 2 else None
+        objective = "edp" if n % 3 else None
+        warm = BoundContext(op, arch, m.keep, spatial, objective)
+        calls = []
+        for level in range(len(arch.levels)):
+            rem = dict(op.sizes)
+            for l in m.loops:
+                if l.level >= level:
+                    rem[l.dim] //= l.bound
+            calls += [(fixed, level, rem, kw) for fixed, kw in node_calls(m, level, rng)]
+        rng.shuffle(calls)
+        for fixed, level, rem, kw in calls:
+            want = BoundContext(op, arch, m.keep, spatial, objective).lower_bound(fixed, level, dict(rem), **kw)
+            assert warm.lower_bound(fixed, level, dict(rem), **kw) == want, (level, fixed, kw)
+            checked += 1
+    assert checked > 100
+
+
+def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_cases():
+    rng = random.Random(9)
+    checked = placeholders = 0
+    for arch, op, m, spatial in _padded_mappings(30, ("tpu_like", "vta_like", "edge_tpu_like", "simba_like"), seed=6):
+        warm = BusyLaneContext(op, arch, m.keep, spatial)
+        calls = []
+        for level in range(len(arch.levels)):
+            fixed = tuple(l for l in m.loops if l.level >= level)
+            prod = dim_products(op, fixed)
+            rem = {d: ceil_div(op.sizes[d], prod[d]) for d in op.dim_names}
+            calls += [(fixed, level, rem, full_positions(op, fixed), kw)
+                      for kw in ({}, {"free_orders": frozenset({level})})]
+        rng.shuffle(calls)
+        for fixed, level, rem, full, kw in calls:
+            fresh = BusyLaneContext(op, arch, m.keep, spatial)
+            want = fresh.lower_bound(fixed, level, dict(rem), full_positions=full, **kw)
+            assert warm.lower_bound(fixed, level, dict(rem), full_positions=full, **kw) == want, (level, fixed, kw)
+            checked += 1
+            if full != 1:
+                # the run cases made from the placeholder's, against those computed with the whole positions
+                assert warm.run_alternatives(rem, level, full, perfect=False) == \
+                    fresh._run_cases(rem, level, full, False)
+                placeholders += 1
+    assert checked > 60 and placeholders > 20, (checked, placeholders)
