@@ -236,7 +236,9 @@ def _remember(op: Operator, rest: tuple[Loop, ...], pairs: list[tuple[Operand, i
         _KEPT_OPS.clear()
     _KEPT_OPS[id(op)] = op
     for order, vec in kept:
-        _KEPT_COUNTS[(id(op), rest, order)] = {(X.name, c): int(n) for (X, c), n in zip(pairs, vec)}
+        # (a vector with order costs goes on with tile and pipeline counts: the counters are its first entries)
+        _KEPT_COUNTS[(id(op), rest, order)] = {(X.name, c): int(n)
+                                               for (X, c), n in zip(pairs, vec[:len(pairs)], strict=True)}
 
 
 def kept_counts(op: Operator, rest: tuple[Loop, ...], order: tuple[Loop, ...]) -> dict[tuple[str, int], int] | None:
