@@ -90,3 +90,36 @@ def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_
                     fresh._run_cases(rem, level, full, False)
                 placeholders += 1
     assert checked > 60 and placeholders > 20, (checked, placeholders)
+
+
+def test_rule_b4_rows_reusing_the_plain_calls_traffic_equal_rows_computed_afresh():
+    """``open_bounds_rows`` over some rows with an innermost loop, reading the traffic its call over every order kept
+    (``keep``/``reuse``) for the operands the loop does not move, equals the same call computing everything."""
+    import numpy as np
+
+    from accelmap.search.node_bounds import open_bounds_rows
+    from test_search_node_bounds import random_nodes
+
+    rng = random.Random(4)
+    compared = reused = 0
+    for ctx, level, inner, s_loops, tilings in random_nodes(17, 40):
+        dims = ctx.op.dim_names
+        T = np.array([[next((l.bound for l in t if l.dim == d), 1) for d in dims] for t, _ in tilings])
+        rem = np.array([[r[d] for d in dims] for _, r in tilings])
+        frees = [({level: T}, level, rem)]
+        if level == 1:
+            frees.append(({1: T, 0: rem}, 0, np.ones_like(rem)))
+        for free, low, left in frees:
+            kept: dict = {}
+            if open_bounds_rows(ctx, s_loops + inner, free, low, left, keep=kept) is None:
+                continue
+            for d in rng.sample(dims, min(3, len(dims))):
+                idx = np.array(sorted(rng.sample(range(len(tilings)), rng.randint(1, len(tilings)))))
+                sub = {f: a[idx] for f, a in free.items()}
+                want = open_bounds_rows(ctx, s_loops + inner, sub, low, left[idx], d)
+                got = open_bounds_rows(ctx, s_loops + inner, sub, low, left[idx], d, reuse=(kept, idx))
+                assert want is not None and got is not None
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (ctx.arch.name, d)
+                compared += 1
+                reused += any(d not in ctx.plain[X.name] and not ctx.plain[X.name] <= {d} for X in ctx.op.operands)
+    assert compared > 50 and reused > 30, (compared, reused)
