@@ -123,3 +123,21 @@ def test_rule_b4_rows_reusing_the_plain_calls_traffic_equal_rows_computed_afresh
                 compared += 1
                 reused += any(d not in ctx.plain[X.name] and not ctx.plain[X.name] <= {d} for X in ctx.op.operands)
     assert compared > 50 and reused > 30, (compared, reused)
+
+
+def test_a_subclass_computing_the_run_cases_otherwise_gets_them_computed():
+    """The placeholder's run cases stand for ``_innermost_alternatives``' own: a context that overrides it has its
+    cases computed from it at every (rem, level, whole positions), not read from the placeholder's."""
+    calls = []
+
+    class Counting(BusyLaneContext):
+        def _innermost_alternatives(self, rem, level, *, windows=False):
+            calls.append(level)
+            return super()._innermost_alternatives(rem, level, windows=windows)
+
+    arch, op, m, spatial = next(iter(_padded_mappings(5, ("tpu_like",), seed=6)))
+    ctx = Counting(op, arch, m.keep, spatial)
+    rem = dict(op.sizes)
+    for full in (2, 3, 5):
+        assert ctx.run_alternatives(rem, 0, full, perfect=False) == BusyLaneContext._run_cases(ctx, rem, 0, full, False)
+    assert len(calls) == 6      # each full asked computes its cases (and the check above once more)

@@ -836,11 +836,12 @@ class BoundContext:
         got = self._runs.get(memo)
         if got is not None:
             return got
-        if not perfect and full != 1:
+        if not perfect and full != 1 and type(self)._innermost_alternatives is BoundContext._innermost_alternatives \
+                and type(self)._run_cases is BoundContext._run_cases:
             # Without perfect factors ``full`` (rule I2's whole positions, one per node more often than not) enters
             # only as the runs of the innermost loop's users, every other operand getting one: the cases are those
             # of a placeholder for it (kept per rem and level), with ``full`` put in. Distinct from 1, it merges no
-            # two cases the placeholder keeps apart.
+            # two cases the placeholder keeps apart. (A subclass that computes the cases otherwise gets them computed.)
             # The cases read rem only through which dims have a temporal loop left and which must (the
             # innermost loop's candidates, ``_innermost_alternatives`` without windows): the key.
             most, exact = self._open_most(level)
