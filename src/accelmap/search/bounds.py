@@ -850,8 +850,9 @@ class BoundContext:
             cases = self._runs.get(shape)
             if cases is None:
                 cases = self._runs[shape] = self._run_cases(rem, level, _FULL, perfect)
-            out = [{name: full if v is _FULL else (full, v[1]) if isinstance(v, tuple) and v[0] is _FULL else v
-                    for name, v in runs.items()} for runs in cases]
+            out: list[dict[str, Any]] = [
+                {name: full if v is _FULL else (full, v[1]) if isinstance(v, tuple) and v[0] is _FULL else v
+                 for name, v in runs.items()} for runs in cases]
         else:
             out = self._run_cases(rem, level, full, perfect)
         if len(self._runs) > 100_000:
