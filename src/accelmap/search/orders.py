@@ -223,10 +223,11 @@ def _pruned(op, keep, level, rest, nlev, perms, order_costs):
 # (operand, boundary) -> ``entering_perfect`` of ``order + rest``. The node bound of each kept order needs the same
 # counts (``BoundContext.ordered_entering``) and reads them here instead of walking the order again. Each operator
 # keyed is held in ``_KEPT_OPS``, so its id names no other while its entries live; both are cleared past
-# KEPT_COUNTS_MAX entries.
+# KEPT_COUNTS_MAX entries (a node's orders are bounded right after O2 keeps them: a short memory serves, and a
+# miss only walks the order).
 _KEPT_COUNTS: dict[tuple, dict[tuple[str, int], int]] = {}
 _KEPT_OPS: dict[int, Operator] = {}
-KEPT_COUNTS_MAX = 100_000
+KEPT_COUNTS_MAX = 20_000
 
 
 def _remember(op: Operator, rest: tuple[Loop, ...], pairs: list[tuple[Operand, int]],
