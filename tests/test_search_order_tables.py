@@ -70,9 +70,14 @@ def test_orders_from_tables_equal_the_walk_and_the_whole_nest(monkeypatch):
         got = order_tables.pareto_orders(counters, perms)
         tabled += got is not None
         with monkeypatch.context() as walk:
-            walk.setattr(orders, "pareto_orders", lambda *_: None)
+            walk.setattr(orders, "pareto_order_counts", lambda *_: None)
             want = orders._pruned(op, keep, level, rest, nlev, perms, None)
         assert got == want
+        # the counts the node bounds read for each kept order (``kept_counts``, left by the walk here) are the
+        # tables' and the walk's
+        for p, vec in order_tables.pareto_order_counts(counters, perms) or []:
+            assert vec == tuple(ct.entering(p) for ct in counters)
+            assert orders.kept_counts(op, rest, p) == {(X.name, c): n for (X, c), n in zip(pairs, vec, strict=True)}
         # the walk's vectors against the whole nest's counts, on a few orders
         for p in perms[:3]:
             info = NestInfo(op, Mapping(p + rest, keep))

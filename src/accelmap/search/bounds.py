@@ -35,7 +35,7 @@ from accelmap.search.last_step import last_step_cycles, last_step_level, last_ti
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
-from accelmap.search.orders import _LevelCounter
+from accelmap.search.orders import _LevelCounter, kept_counts
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -44,6 +44,9 @@ from accelmap.workload.operator import Operand, Operator
 if TYPE_CHECKING:
     from accelmap.search.pinned_stall import PinnedStall
 
+
+# ``BoundContext.run_alternatives``' placeholder for the whole positions of a nest with partial tiles.
+_FULL = object()
 
 # The most node parts a search keeps (``BoundContext.node_part``); past it they are all dropped. A node's orders are
 # bounded close together in the depth-first search (its siblings' subtrees between them, mostly cut early).
@@ -149,6 +152,11 @@ class BoundContext:
         self.open_stall: dict[int, float] = {}      # rule B27 per open level (``open_level_refills``)
         self.open_loads: dict[int, Any] = {}        # rules B41-B43's terms per open level (``open_level_loads``)
         self._runs: dict[tuple, list[dict[str, Any]]] = {}      # run_alternatives per (rem, level, ...)
+        # ``temporal_left`` per (rem, level) and the product of ``merge_cap`` per (operand, lo, hi): functions of
+        # the context's fan-outs alone, asked for by every node part (dropped with the node parts, ``__setattr__``).
+        self._left: dict[Any, tuple[dict[str, int], bool]] = {}       # (also ``_open_most`` per level)
+        self._merge_prod: dict[tuple[str, int, int], int] = {}
+        self._holds: dict[tuple[str, int], tuple[int | None, int]] = {}     # ``holds_only``'s capacity and bits
         # Rule B18: per (operand, dim), the operand's sliding-window indices over that dim.
         self.windows = window_indices(op)
         # Rule B19: the deepest level that receives tiles, when the model charges a step of compute after a port's
@@ -202,6 +210,9 @@ class BoundContext:
         as rule B36 and the tests do) drops the node parts, which were computed with the old value."""
         if name not in self.per_call_attributes and self.__dict__.get("_nodes"):
             self.__dict__["_nodes"] = {}
+        if name not in self.per_call_attributes and name not in ("_left", "_merge_prod", "_holds") \
+                and (self.__dict__.get("_left") or self.__dict__.get("_merge_prod") or self.__dict__.get("_holds")):
+            self.__dict__["_left"], self.__dict__["_merge_prod"], self.__dict__["_holds"] = {}, {}, {}
         object.__setattr__(self, name, value)
 
     def __copy__(self) -> BoundContext:
@@ -284,14 +295,22 @@ class BoundContext:
 
         # Rule B60 where tiles may be partial (with whole tiles every spatial loop divides its dim: no cap binds).
         clip = None if self.whole_tiles else op.sizes
+        merge_prod = self._merge_prod
+        left_outside: dict[str, int] = {}
 
         def unfixed_merge(X, lo: int, hi: int) -> float:
             # Max product of unfixed spatial loops on dims outside X at levels lo..hi-1 (< level), within rule B60's
             # room where a padded dim caps the whole merge.
-            cap = math.prod(self.merge_cap[X.name][l] for l in range(lo, min(hi, level)))
+            top = min(hi, level)
+            cap = merge_prod.get((X.name, lo, top))
+            if cap is None:
+                cap = merge_prod[(X.name, lo, top)] = math.prod(self.merge_cap[X.name][l] for l in range(lo, top))
             if cap == 1:
                 return 1
-            most = min(cap, math.prod(r for d, r in rem.items() if d not in X.dims))
+            outside = left_outside.get(X.name)
+            if outside is None:
+                outside = left_outside[X.name] = math.prod(r for d, r in rem.items() if d not in X.dims)
+            most = min(cap, outside)
             if clip is None:
                 return most
             return min(most, merge_room(self, X, lo, hi, level, spatial, fixed_merge(X, lo, hi)))
@@ -593,8 +612,14 @@ class BoundContext:
         counters = node.counters.get(rest)
         if counters is None:
             counters = node.counters[rest] = {}
+        # An order rule O2 kept has its counts already (``orders.kept_counts``).
+        known = kept_counts(self.op, rest, order)
 
         def entering(X: Operand, c: int) -> int:
+            if known is not None:
+                n = known.get((X.name, c))
+                if n is not None:
+                    return n
             counter = counters.get((X.name, c))
             if counter is None:
                 counter = counters[(X.name, c)] = _LevelCounter(self.op, X, c, rest)
@@ -659,10 +684,13 @@ class BoundContext:
         """Rule B17: can level c hold no tile of X larger than ``tile`` elements (its capacity, or X's partition, is
         below one element more, at X's fewest bits)? Then no loop over a dim X uses may be added at or below c. A
         number or an array of rows."""
-        cap = self.arch.levels[c].capacity_for(X.cls)
+        got = self._holds.get((X.name, c))
+        if got is None:
+            got = self._holds[(X.name, c)] = (self.arch.levels[c].capacity_for(X.cls), fewest_bits(X, self.arch))
+        cap, bits = got
         if cap is None:
             return False
-        return cap < (tile + 1) * fewest_bits(X, self.arch)
+        return cap < (tile + 1) * bits
 
     def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
         """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
@@ -786,13 +814,30 @@ class BoundContext:
         """Per dim, the fewest temporal iterations the unfixed levels (below ``level``) can still give it: what is
         left over the most their fan-outs can unroll of it (exactly that when every fan-out is fixed); and whether
         every fan-out is fixed (then the unfixed spatial instances are ``prod(rem) / prod(T)`` exactly)."""
-        caps = self.spatial_cap[:level]
-        exact = all(cap is not None for cap in caps)
+        key = (tuple(rem.items()), level)
+        got = self._left.get(key)
+        if got is not None:
+            return got      # (shared: callers only read it)
+        most, exact = self._open_most(level)
         out = {}
         for d, r in rem.items():
-            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
-            out[d] = max(1, -(-r // most))
-        return out, exact
+            out[d] = max(1, -(-r // most[d]))
+        if len(self._left) > 100_000:
+            self._left.clear()
+        got = self._left[key] = (out, exact)
+        return got
+
+    def _open_most(self, level: int) -> tuple[dict[str, int], bool]:
+        """Per dim, the most the fan-outs of the levels below ``level`` can unroll of it (its fixed unrolling where
+        the fan-out is fixed in advance), and whether every such fan-out is fixed; kept per level."""
+        got = self._left.get(level)
+        if got is None:
+            caps = self.spatial_cap[:level]
+            got = self._left[level] = (
+                {d: math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+                 for d in self.op.dim_names},
+                all(cap is not None for cap in caps))
+        return got
 
     def run_alternatives(self, rem: dict[str, int], level: int, full: int, *,
                          perfect: bool = True) -> list[dict[str, int]]:
@@ -806,6 +851,32 @@ class BoundContext:
         got = self._runs.get(memo)
         if got is not None:
             return got
+        if not perfect and full != 1 and type(self)._innermost_alternatives is BoundContext._innermost_alternatives \
+                and type(self)._run_cases is BoundContext._run_cases:
+            # Without perfect factors ``full`` (rule I2's whole positions, one per node more often than not) enters
+            # only as the runs of the innermost loop's users, every other operand getting one: the cases are those
+            # of a placeholder for it (kept per rem and level), with ``full`` put in. Distinct from 1, it merges no
+            # two cases the placeholder keeps apart. (A subclass that computes the cases otherwise gets them computed.)
+            # The cases read rem only through which dims have a temporal loop left and which must (the
+            # innermost loop's candidates, ``_innermost_alternatives`` without windows): the key.
+            most, exact = self._open_most(level)
+            shape = (level, _FULL, tuple(0 if r == 1 or (exact and r <= most[d]) else 1 if r <= most[d] else 2
+                                         for d, r in rem.items()))
+            cases = self._runs.get(shape)
+            if cases is None:
+                cases = self._runs[shape] = self._run_cases(rem, level, _FULL, perfect)
+            out: list[dict[str, Any]] = [
+                {name: full if v is _FULL else (full, v[1]) if isinstance(v, tuple) and v[0] is _FULL else v
+                 for name, v in runs.items()} for runs in cases]
+        else:
+            out = self._run_cases(rem, level, full, perfect)
+        if len(self._runs) > 100_000:
+            self._runs.clear()
+        self._runs[memo] = out
+        return out
+
+    def _run_cases(self, rem: dict[str, int], level: int, full: Any, perfect: bool) -> list[dict[str, Any]]:
+        """``run_alternatives`` computed (``full`` may be a placeholder where ``perfect`` is False)."""
         T, exact = self.temporal_left(rem, level)
         # Rule B18 (with every fan-out fixed and whole tiles): the sliding-window users of the innermost loop's dim.
         cases = self._innermost_alternatives(rem, level, windows=exact and perfect and self.whole_tiles)
@@ -813,22 +884,28 @@ class BoundContext:
             cases = [(frozenset(), ())]   # it gives every operand the fewest runs of any case
         S = full // math.prod(T.values()) if exact and perfect else 1
         out: list[dict[str, Any]] = []
+        # (the same products for many orders of the operands: taken once per set of dims)
+        products: dict[frozenset[str], int] = {}
+
+        def product(dims: frozenset[str]) -> int:
+            got = products.get(dims)
+            if got is None:
+                got = products[dims] = math.prod(T[d] for d in dims)
+            return got
+
         for users, windows in cases:
             others = [X.name for X in self.op.operands if X.name not in users]
             for perm in itertools.permutations(others) if perfect else [tuple(others)]:
                 runs: dict[str, Any] = dict.fromkeys(users, full)
-                seen: set[str] = set()
+                seen: frozenset[str] = frozenset()
                 for name in perm:
                     seen |= self.plain[name]
-                    own = math.prod(T[d] for d in self.plain[name])
-                    runs[name] = S * math.prod(T[d] for d in seen) if perfect and own > 1 else S
+                    own = product(self.plain[name])
+                    runs[name] = S * product(seen) if perfect and own > 1 else S
                 for name, d in windows:
                     runs[name] = (runs[name], d)
                 if runs not in out:
                     out.append(runs)
-        if len(self._runs) > 100_000:
-            self._runs.clear()
-        self._runs[memo] = out
         return out
 
     def _innermost_alternatives(self, rem: dict[str, int], level: int, *, windows: bool = False
@@ -839,12 +916,12 @@ class BoundContext:
         (every fan-out fixed), the (operand, dim) pairs rule B18 counts in it (``window_runs.window_users``)."""
         out: list[tuple[frozenset[str], tuple[tuple[str, str], ...]]] = []
         caps = self.spatial_cap[:level]
-        exact = all(cap is not None for cap in caps)
+        most_of, exact = self._open_most(level)
         forced = False
         still = {d for d, r in rem.items()
                  if r > 1 and r > math.prod(cap.get(d, 1) for cap in caps if cap is not None)} if windows else set()
         for d, r in rem.items():
-            most = math.prod(self.fan_sizes[l] if cap is None else cap.get(d, 1) for l, cap in enumerate(caps))
+            most = most_of[d]
             if r == 1 or (exact and r <= most):
                 continue        # no temporal loop over d is left
             forced |= r > most

@@ -41,7 +41,7 @@ import numpy as np
 from accelmap.cost.nest_rows import NestRows, fewest_bits
 from accelmap.mapping.loopnest import Loop
 from accelmap.search.last_step import stream_period
-from accelmap.workload.index_sets import tile_size
+from accelmap.workload.index_sets import axis_overlap, tile_size
 
 
 @dataclass(frozen=True)
@@ -96,28 +96,84 @@ def burst_classes(ctx, above: tuple[Loop, ...], ext: tuple[int, ...], step: int,
     most = sum(_load_cycles(ctx, X, c, float(tile_size(X, extents))) for X in frequent)
     if most <= window * step / arch.compute.macs_per_cycle:
         return None
-    # c's tile as one loop per dim at c: the same extents and strides as the nest's own loops there
+    slot_loads = _nest_rows_loads if arch.padding_generated or arch.levels[c].shared_axes else _slot_loads
+    cnt, bounds, loads = slot_loads(ctx, above, extents, c, frequent)
+    # the ordered loops above c, outermost first, are the slots; those outside the window: every loop above the
+    # innermost run of product ``window``
+    inner = math.prod(l.bound for l in above if not l.spatial)
+    run = 1
+    outside = len(bounds)
+    for k in range(len(bounds) - 1, -1, -1):
+        if run == window:
+            break
+        run *= bounds[k]
+        outside = k
+    classes = tuple((int(cnt[k]), float(loads[k])) for k in range(outside) if cnt[k] > 0 and loads[k] > 0)
+    return BurstClasses(window, inner, classes) if classes else None
+
+
+def _nest_rows_loads(ctx, above: tuple[Loop, ...], extents: dict[str, int], c: int, frequent: list
+                     ) -> tuple[list[int], list[int], list[float]]:
+    """``_slot_loads`` from a one-row ``NestRows`` of ``above`` over c's tile (c's tile as one loop per dim at c: the
+    same extents and strides as the nest's own loops there), which also counts levels shared along an axis and
+    generated padding."""
     inside = [(d, c, None, e) for d, e in extents.items() if e > 1]
-    nest = NestRows(op, arch, [(l.dim, l.level, l.axis) for l in above] + [x[:3] for x in inside],
+    nest = NestRows(ctx.op, ctx.arch, [(l.dim, l.level, l.axis) for l in above] + [x[:3] for x in inside],
                     np.array([[l.bound for l in above] + [x[3] for x in inside]], dtype=np.int64)
                     .reshape(1, len(above) + len(inside)))
-    cnt = nest.classes(c)[0][:, 0]
     slots = nest.above(c)
     loads = np.zeros(len(slots))
     for X in frequent:
         loads += _load_cycles(ctx, X, c, nest.deltas(X, c)[1][:, 0].astype(float))
-    # the ordered loops above c, outermost first, are ``slots``; those outside the window: every loop above the
-    # innermost run of product ``window``
-    inner = math.prod(l.bound for l in above if not l.spatial)
-    run = 1
-    outside = len(slots)
+    return ([int(k) for k in nest.classes(c)[0][:, 0]], [int(nest.B[0, j]) for j in slots],
+            [float(t) for t in loads])
+
+
+def _slot_loads(ctx, above: tuple[Loop, ...], extents: dict[str, int], c: int, frequent: list
+                ) -> tuple[list[int], list[int], list[float]]:
+    """Per temporal loop above c (all of ``above``'s, outermost first): its transitions (``NestRows.classes``), its
+    bound, and the cycles of the frequent streams' loads it brings (``_load_cycles`` of ``NestRows.deltas``' elements
+    entering), for the one nest ``above`` over c's tile ``extents``, counted with Python integers instead of a
+    one-row ``NestRows`` (which costs more in NumPy's per-call overhead than the counts themselves). The same exact
+    counts: a loop's transitions are (B - 1) x the temporal loops before it; its tile's shift along each dim is its
+    own stride there (the product of every later loop of the dim, c's extent included) less the wrap-back
+    ((B - 1) x stride) of every later temporal loop above c of that dim; what enters is the tile less its overlap
+    with the shifted tile (``index_sets``, exact also for holed axes). (Where levels are shared along an axis or
+    padding is generated, ``burst_classes`` keeps ``NestRows``.)"""
+    op = ctx.op
+    span = dict(extents)            # per dim, the product of the loops after the current one
+    strides = [0] * len(above)
+    for j in range(len(above) - 1, -1, -1):
+        l = above[j]
+        strides[j] = span[l.dim]
+        span[l.dim] *= l.bound
+    slots = [j for j, l in enumerate(above) if not l.spatial]
+    cnt, bounds = [], []
+    outer = 1
+    for j in slots:
+        b = above[j].bound
+        cnt.append((b - 1) * outer)
+        bounds.append(b)
+        outer *= b
+    axes = [[(tuple(cf for _, cf in ix.terms), tuple(d for d, _ in ix.terms)) for ix in X.indices] for X in frequent]
+    tiles = [tile_size(X, extents) for X in frequent]
+    loads = [0.0] * len(slots)
+    back = dict.fromkeys(op.dim_names, 0)       # wrap-back of the later temporal loops above c, per dim
     for k in range(len(slots) - 1, -1, -1):
-        if run == window:
-            break
-        run *= int(nest.B[0, slots[k]])
-        outside = k
-    classes = tuple((int(cnt[k]), float(loads[k])) for k in range(outside) if cnt[k] > 0 and loads[k] > 0)
-    return BurstClasses(window, inner, classes) if classes else None
+        l = above[slots[k]]
+        stride = strides[slots[k]]
+        shift = dict(back)
+        shift[l.dim] += stride
+        got = 0.0
+        for X, X_axes, tile in zip(frequent, axes, tiles, strict=True):
+            overlap = 1
+            for coeffs, dims in X_axes:
+                e = tuple(extents[d] for d in dims)
+                overlap *= axis_overlap(coeffs, e, e, tuple(shift[d] for d in dims))
+            got = got + _load_cycles(ctx, X, c, float(tile - overlap))
+        loads[k] = got
+        back[l.dim] -= (l.bound - 1) * stride
+    return cnt, bounds, loads
 
 
 def undrained(ctx, ordered: tuple[Loop, ...], b: BurstClasses, top: int) -> bool:
@@ -148,6 +204,8 @@ def _load_cycles(ctx, X, c: int, delta):
     per = 0.0 if C.write_bw_bits is None else w / C.write_bw_bits
     if P.read_bw_bits is not None and all(arch.levels[l].fanout is None for l in range(p, c)):
         per = max(per, w / P.read_bw_bits)
+    if isinstance(delta, float):        # (the same operations on one number, without NumPy's per-call cost)
+        return (float(C.transfer_setup_cycles) if delta > 0 else 0.0) + delta * per
     return np.where(delta > 0, float(C.transfer_setup_cycles), 0.0) + delta * per
 
 

@@ -50,14 +50,21 @@ def tile_rows(X: Operand, ext: np.ndarray, dims: tuple[str, ...]) -> np.ndarray:
 
 
 def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int, np.ndarray], level: int,
-                     rem: np.ndarray, innermost: str | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                     rem: np.ndarray, innermost: str | None = None, *, keep: dict | None = None,
+                     reuse: tuple[dict, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Per row, ``ctx.lower_bound(fixed, level, rem_row, free_orders=frozenset(free), innermost=...)`` where
     ``fixed`` is the row's temporal loops at the free levels (``free[f]``: rows x dims bounds at level f, 1 for no
     loop) plus ``shared`` (every other fixed loop, the same for all rows, no temporal loop at a free level), and
     ``innermost`` the dim of the loop assumed innermost at the innermost free level (rule B4). ``rem``: rows x dims
     left below ``level``, the lowest fixed level. Perfect nests only. None when a boundary's count would need the
     nest per row (a shared temporal loop above a boundary whose tile a free level shapes; the exact search never
-    asks for one)."""
+    asks for one).
+
+    ``keep``: a dict that receives each operand's traffic per case (and without runs) of this call, by (operand, case
+    key), for ``reuse`` by a later call of rule B4 over some of its rows: ``reuse`` = (that dict, the rows, as indices
+    of the earlier call's). An operand that does not use ``innermost`` as a plain index has the same counts with or
+    without it, so its traffic is the earlier call's on those rows (every term is computed row by row; only an entry
+    with rule B23's pinned terms, whose presence depends on the rows together, is computed again)."""
     op, arch, nlev = ctx.op, ctx.arch, ctx.nlev
     dims = op.dim_names
     n = len(rem)
@@ -265,9 +272,23 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     # Rule B17: the unfixed temporal iterations per row, when every fan-out is fixed (None: the rule is off).
     T_left, fans_fixed = _temporal_left_rows(ctx, rem, level)
     pinned_steps = np.prod(T_left, axis=1) if fans_fixed and ctx.whole_tiles else None
+    def reused(name: str, key: Any):
+        if reuse is None or innermost in ctx.plain[name]:
+            return None
+        prior = reuse[0].get((name, key))
+        return None if prior is None or prior[7] else _traffic_rows(prior, reuse[1])
+
+    def operand_traffic_of(name: str, key: Any, runs: np.ndarray | None, window: str | None):
+        got = reused(name, key)
+        if got is None:
+            got = operand_traffic(op.operand(name), runs, window)
+        if keep is not None and got is not None:
+            keep[(name, key)] = got
+        return got
+
     base = {}
     for X in op.operands:
-        got = operand_traffic(X, None)
+        got = operand_traffic_of(X.name, "base", None, None)
         if got is None:
             return None
         base[X.name] = got
@@ -297,7 +318,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                     own = np.prod(T[:, [i for i, d in enumerate(dims) if d in ctx.plain[name]]], axis=1)
                     runs = np.where(own > 1, S * np.prod(T[:, [i for i, d in enumerate(dims) if d in dealt]], axis=1),
                                     S)
-                got = operand_traffic(op.operand(name), runs, window)
+                got = operand_traffic_of(name, key, runs, window)
                 if got is None:
                     return None
                 traffic[(name, key)] = got
@@ -356,6 +377,19 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         inner = burst_cycles(bursts, outside, busy + stall) if bursts else busy + stall
         least.add(energy, np.maximum(np.maximum(inner + edge, transfer), tail), mask)
     return least.rows()
+
+
+def _traffic_rows(traffic: tuple, rows: np.ndarray) -> tuple:
+    """An operand's traffic (``open_bounds_rows``' ``operand_traffic``: energy, port bits, serial loads, served bits,
+    queued and port cycles, chained stall; no pinned terms) on some of its rows: each per-row array taken at ``rows``,
+    numbers (the same for every row) as they are."""
+    def take(v: Any) -> Any:
+        return v[rows] if isinstance(v, np.ndarray) and v.ndim == 1 else v
+
+    energy, bits, serial, served, queued, on_port, own, pinned = traffic
+    return (take(energy), [(lv, kind, take(b)) for lv, kind, b in bits], {c: take(v) for c, v in serial.items()},
+            [(lv, is_read, take(b)) for lv, is_read, b in served], {lv: take(v) for lv, v in queued.items()},
+            {lv: take(v) for lv, v in on_port.items()}, take(own), pinned)
 
 
 def _temporal_left_rows(ctx: BoundContext, rem: np.ndarray, level: int) -> tuple[np.ndarray, bool]:

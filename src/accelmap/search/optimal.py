@@ -346,7 +346,8 @@ def open_order_bounds_batch(ctx: BoundContext, fixed: tuple[Loop, ...], level: i
         else:
             free, low, left = {level: T}, level, rem
         shared = s_loops + fixed
-        plain = open_bounds_rows(ctx, shared, free, low, left)
+        kept: dict = {}     # each operand's traffic per case, for the B4 calls below
+        plain = open_bounds_rows(ctx, shared, free, low, left, keep=kept)
         if plain is None:
             continue
         need: dict[frozenset[str], list[int]] = {}
@@ -364,7 +365,8 @@ def open_order_bounds_batch(ctx: BoundContext, fixed: tuple[Loop, ...], level: i
             rep = next(l.dim for r in sub[:1] for l in tilings[rows[r]][0]
                        if frozenset(name for name, ds in ctx.plain.items() if l.dim in ds) == users)
             idx = np.array(sub)
-            got = open_bounds_rows(ctx, shared, {f: a[idx] for f, a in free.items()}, low, left[idx], rep)
+            got = open_bounds_rows(ctx, shared, {f: a[idx] for f, a in free.items()}, low, left[idx], rep,
+                                   reuse=(kept, idx))
             if got is None:
                 break
             by_users[users] = {r: (float(got[0][k]), float(got[1][k])) for k, r in enumerate(sub)}

@@ -64,6 +64,12 @@ def pareto_orders(counters: list, perms: list[tuple]) -> tuple | None:
     """The orders of ``perms`` that ``orders.pareto`` keeps over the vectors of ``counters``' counts, in its order;
     None where the tables do not apply (fewer than ``TABLE_ORDERS`` orders, a dim twice, orders not of one set of
     loops, counts past int64's safe range): the caller walks the orders then."""
+    got = pareto_order_counts(counters, perms)
+    return None if got is None else tuple(p for p, _ in got)
+
+
+def pareto_order_counts(counters: list, perms: list[tuple]) -> list[tuple[tuple, tuple[int, ...]]] | None:
+    """``pareto_orders`` with each order's vector of counts (one per counter, Python integers), or None."""
     if len(perms) < TABLE_ORDERS or not counters:
         return None
     temporal = perms[0]
@@ -98,4 +104,4 @@ def pareto_orders(counters: list, perms: list[tuple]) -> tuple | None:
     # ``pareto``'s order: by the sum of the vector, then the vector, then the given order (none equal here).
     K = vectors[kept]
     rank = np.lexsort(tuple(K[:, j] for j in range(K.shape[1] - 1, -1, -1)) + (K.sum(axis=1),))
-    return tuple(perms[i] for i in kept[rank])
+    return [(perms[i], tuple(int(v) for v in vectors[i])) for i in kept[rank]]

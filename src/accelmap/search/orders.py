@@ -35,7 +35,7 @@ from typing import TypeVar
 
 from accelmap.cost.latency import pipeline_counts, tile_transfers
 from accelmap.mapping.loopnest import Loop, Mapping, loop_strides
-from accelmap.search.order_tables import pareto_orders
+from accelmap.search.order_tables import pareto_order_counts
 from accelmap.workload.index_sets import axis_overlap, axis_size
 from accelmap.workload.operator import Operand, Operator
 
@@ -178,9 +178,10 @@ def _pruned(op, keep, level, rest, nlev, perms, order_costs):
         # Many orders: every order's counters from tables of terms per loop and set of later loops, at once
         # (``order_tables``; the same orders kept, in the same order).
         counters = {(X.name, c): _LevelCounter(op, X, c, rest) for X, c in pairs}
-        got = pareto_orders([counters[(X.name, c)] for X, c in pairs], perms)
+        got = pareto_order_counts([counters[(X.name, c)] for X, c in pairs], perms)
         if got is not None:
-            return got
+            _remember(op, rest, pairs, got)
+            return tuple(p for p, _ in got)
     # Only the operands with a counter below this level tell orders apart: orders that show each of them the
     # same sequence have the same counters (O3), whatever they show the others.
     relevant = tuple(X for X in op.operands if any(X is Y for Y, _ in pairs))
@@ -213,7 +214,38 @@ def _pruned(op, keep, level, rest, nlev, perms, order_costs):
             vec += tuple(tile_transfers(op, m, X.dims, c) for X, c in pairs)
             vec += pipeline_counts(op, p + rest, order_costs)
         items.append((vec, p))
-    return tuple(p for _, p in pareto(items))
+    kept = pareto(items)
+    _remember(op, rest, pairs, [(p, vec) for vec, p in kept])
+    return tuple(p for _, p in kept)
+
+
+# The counts rule O2 computed for the orders it keeps, per (operator's id, the deeper loops ``rest``, order):
+# (operand, boundary) -> ``entering_perfect`` of ``order + rest``. The node bound of each kept order needs the same
+# counts (``BoundContext.ordered_entering``) and reads them here instead of walking the order again. Each operator
+# keyed is held in ``_KEPT_OPS``, so its id names no other while its entries live; both are cleared past
+# KEPT_COUNTS_MAX entries (a node's orders are bounded right after O2 keeps them: a short memory serves, and a
+# miss only walks the order).
+_KEPT_COUNTS: dict[tuple, dict[tuple[str, int], int]] = {}
+_KEPT_OPS: dict[int, Operator] = {}
+KEPT_COUNTS_MAX = 20_000
+
+
+def _remember(op: Operator, rest: tuple[Loop, ...], pairs: list[tuple[Operand, int]],
+              kept: list[tuple[tuple[Loop, ...], tuple[int, ...]]]) -> None:
+    if len(_KEPT_COUNTS) > KEPT_COUNTS_MAX:
+        _KEPT_COUNTS.clear()
+        _KEPT_OPS.clear()
+    _KEPT_OPS[id(op)] = op
+    for order, vec in kept:
+        # (a vector with order costs goes on with tile and pipeline counts: the counters are its first entries)
+        _KEPT_COUNTS[(id(op), rest, order)] = {(X.name, c): int(n)
+                                               for (X, c), n in zip(pairs, vec[:len(pairs)], strict=True)}
+
+
+def kept_counts(op: Operator, rest: tuple[Loop, ...], order: tuple[Loop, ...]) -> dict[tuple[str, int], int] | None:
+    """The counts of ``order + rest`` that rule O2 computed when it kept ``order`` ((operand, boundary below the
+    order's level) -> ``entering_perfect``), or None."""
+    return _KEPT_COUNTS.get((id(op), rest, order))
 
 
 class _LevelCounter:

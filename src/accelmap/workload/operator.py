@@ -77,8 +77,9 @@ class Operand:
     def dims(self) -> frozenset[str]:
         return frozenset(d for ix in self.indices for d in ix.dims)
 
-    @property
+    @cached_property
     def is_output(self) -> bool:
+        # (cached: the mapper's node bounds ask it hundreds of thousands of times per search)
         return self.role == "output"
 
     def __str__(self) -> str:
