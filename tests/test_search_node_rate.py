@@ -6,10 +6,13 @@ of a partial-tile nest, made from the placeholder's cases, equal those computed 
 
 import random
 
+import pytest
+
 from accelmap.search.bounds import BoundContext
 from accelmap.search.burst_bound import _nest_rows_loads, _slot_loads
 from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
 from accelmap.search.padded_busy_lanes import BusyLaneContext
+from accelmap.search.padded_interior_lanes import InteriorLaneContext
 from strategies import random_perfect_mappings
 from test_bound_bursts import small_double_buffered
 from test_bound_padded_rounds import _padded_mappings
@@ -66,11 +69,12 @@ def test_a_context_with_memos_filled_by_other_nodes_gives_a_fresh_contexts_bound
     assert checked > 100
 
 
-def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_cases():
+@pytest.mark.parametrize("context", [BusyLaneContext, InteriorLaneContext])
+def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_cases(context):
     rng = random.Random(9)
     checked = placeholders = 0
     for arch, op, m, spatial in _padded_mappings(30, ("tpu_like", "vta_like", "edge_tpu_like", "simba_like"), seed=6):
-        warm = BusyLaneContext(op, arch, m.keep, spatial)
+        warm = context(op, arch, m.keep, spatial)
         calls = []
         for level in range(len(arch.levels)):
             fixed = tuple(l for l in m.loops if l.level >= level)
@@ -80,7 +84,7 @@ def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_
                       for kw in ({}, {"free_orders": frozenset({level})})]
         rng.shuffle(calls)
         for fixed, level, rem, full, kw in calls:
-            fresh = BusyLaneContext(op, arch, m.keep, spatial)
+            fresh = context(op, arch, m.keep, spatial)
             want = fresh.lower_bound(fixed, level, dict(rem), full_positions=full, **kw)
             assert warm.lower_bound(fixed, level, dict(rem), full_positions=full, **kw) == want, (level, fixed, kw)
             checked += 1
