@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from accelmap.codegen.build import compile_shared, compile_shared_units
+from accelmap.codegen.cached_slots import CachedSlots, cached_slots
 from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_join, head_segment, schedules
@@ -195,18 +196,30 @@ def block_elements(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, po
             * max(t[j + 1][1] - t[j + 1][0] for t in cols.comp) for j, st in enumerate(stages)]
 
 
+class BufferShape(NamedTuple):
+    """A tensor's on-chip buffer in the C (``buffer_shapes``): ``channels`` x ``rows`` x ``cols`` slots; ``bounded``:
+    smaller than the tensor; ``cached``: a fully cached tensor's line buffer, its ``rows`` slots per channel (one
+    column) placed by the table of ``codegen.cached_slots``."""
+
+    channels: int
+    rows: int
+    cols: int
+    bounded: bool
+    cached: CachedSlots | None = None
+
+
 def buffer_shapes(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, policies: tuple[str, ...],
                   join: Join | None = None, skip_policy: str = "re-read",
                   inner_joins: tuple[tuple[Join, str], ...] = (),
-                  head_tile: int | None = None) -> list[tuple[int, int, int, bool]]:
-    """Per on-chip tensor of the group (its input, then every intermediate): the (channels, rows, columns) of its
-    buffer in the C, and whether it is a bounded circular buffer. A tensor whose rows are recomputed at every tile
+                  head_tile: int | None = None) -> list[BufferShape]:
+    """Per on-chip tensor of the group (its input, then every intermediate): its buffer in the C, exactly the model's
+    reservation for it (``fused_counts``' ``buffer_bits``). A tensor whose rows are recomputed at every tile
     row (fully recompute, H-cached-V-recompute) lives within the tile's window of it, at most ``max_need`` rows by
     ``max_need`` columns (``fusion.geometry.AxisSchedule``): its buffer is that window, position (r, c) in slot
     (r mod rows, c mod columns), as a ring along each axis (consecutive windows only move forward and keep their
-    common part in place); inside a head tile's run only the head tile's channels, channel k in slot k mod that
-    many. That is the model's reservation for it (``fused_counts``' ``buffer_bits``). A fully cached tensor keeps
-    the whole tensor (its line buffer, the model's count, is not a rectangle)."""
+    common part in place). A fully cached tensor keeps its line buffer: the most positions live at one tile
+    (``fusion.geometry.live_elements``), each position in the slot ``codegen.cached_slots`` gives it. Inside a head
+    tile's run a buffer holds only the head tile's channels, channel k in slot k mod that many."""
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, join, skip_policy, inner_joins)
     segment = head_segment(stages, head_tile, all_joins(join, skip_policy, inner_joins))
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
@@ -214,14 +227,15 @@ def buffer_shapes(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, pol
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
     out = []
     for t in range(len(stages)):
-        if policies[t] == "fully-cached":
-            out.append((depth[t], height[t], width[t], False))
-            continue
         d = depth[t]
         if segment is not None and segment[0] < t <= segment[1]:
             assert head_tile is not None
             d = d // stages[t - 1].heads * head_tile
-        out.append((d, rows.max_need(t), cols.max_need(t), True))
+        if policies[t] == "fully-cached":
+            slots = cached_slots(rows, cols, t, height[t], width[t])
+            out.append(BufferShape(d, slots.slots, 1, d * slots.slots < depth[t] * height[t] * width[t], slots))
+            continue
+        out.append(BufferShape(d, rows.max_need(t), cols.max_need(t), True))
     return out
 
 
@@ -279,13 +293,18 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     depth = [stages[0].in_depth] + [st.out_depth for st in stages]
     height = [stages[0].in_rows] + [st.out_rows for st in stages]
     width = [stages[0].in_cols] + [st.out_cols for st in stages]
-    ring = buffer_shapes(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs, head_tile)
-    size = [kb * rb * cb for kb, rb, cb, _ in ring]      # elements of each on-chip buffer
+    shapes = buffer_shapes(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs, head_tile)
+    size = [b.channels * b.rows * b.cols for b in shapes]      # elements of each on-chip buffer
 
     def slot(t: int, k: str, r: str, c: str) -> str:
-        """The slot of tensor ``t``'s element (channel k, row r, column c) in its buffer (``buffer_shapes``)."""
-        kb, rb, cb, _ = ring[t]
+        """The slot of tensor ``t``'s element (channel k, row r, column c) in its buffer (``buffer_shapes``). A
+        position of a fully cached tensor no tile needs has no slot: it reads the spare slot past the buffer,
+        which never holds an element (so such a read is counted as invalid)."""
+        kb, rb, cb, _, cached = shapes[t]
         kk = f"({k}) % {kb}" if kb < depth[t] else f"({k})"
+        if cached is not None:
+            at = f"{name}_S{t}[(long)({r}) * {width[t]} + ({c})]"
+            return f"({at} < 0 ? {size[t]}L : (long){kk} * {rb} + {at})"
         rr = f"({r}) % {rb}" if rb < height[t] else f"({r})"
         cc = f"({c}) % {cb}" if cb < width[t] else f"({c})"
         return f"(((long){kk} * {rb} + {rr}) * {cb} + {cc})"
@@ -331,7 +350,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w.append(_table(f"{name}_CLO{t}", [tile[t][0] for tile in cols.comp]))
         w.append(_table(f"{name}_CHI{t}", [tile[t][1] for tile in cols.comp]))
     for t in range(n):
-        kb, rb, cb, bounded = ring[t]
+        kb, rb, cb, bounded, cached = shapes[t]
+        if cached is not None:
+            # the line buffer's slots and one spare past them (what a position no tile needs reads)
+            w.append(_table(f"{name}_S{t}", list(cached.table)))
+            w.append(f"static {types[t]} {name}_b{t}[{size[t] + 1}]; static int {name}_v{t}[{size[t] + 1}];"
+                     f"   /* a line buffer of {kb} channels x {rb} positions */")
+            continue
         w.append(f"static {types[t]} {name}_b{t}[{size[t]}]; static int {name}_v{t}[{size[t]}];"
                  + (f"   /* a ring of {kb} channels x {rb} rows x {cb} columns */" if bounded else ""))
     # per stage: its channels in one block, as C expressions of the head tile's first head ``h0`` (all of them
@@ -358,7 +383,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w.append(f"  for (long i = 0; i < {count}; i++) {name}_w{j}[i] = {specs[j].weights}[i];"
                  f"  cnt[{wcnt + j}] += {count}LL * {weights.bits[j]};")
     for t in range(n):
-        w.append(f"  for (long i = 0; i < {size[t]}; i++) {{ {name}_b{t}[i] = ({types[t]}){POISON}; "
+        w.append(f"  for (long i = 0; i < {size[t] + (shapes[t].cached is not None)}; i++) {{ "
+                 f"{name}_b{t}[i] = ({types[t]}){POISON}; "
                  f"{name}_v{t}[i] = 0; }}")
     w.append(f"  for (int ty = 0; ty < {len(rows.comp)}; ty++) {{")
     for t in range(n):
