@@ -110,11 +110,22 @@ class JoinC:
     lines: JoinLines
     epilogue: Epilogue | None = None
     left_type: str | None = None
+    # False: an add the fusion model leaves to the host (a pre-LN transformer's attention output plus the layer's
+    # input, no residual join of the plan): its skip, re-read, is counted apart (the last counter), not as the
+    # plan's skip fetched
+    charged: bool = True
+    # how the skip is laid out in memory: OWN_LAYOUT (as the tensor it adds to), or the batch of a matrix product's
+    # layout (``product_batch``; None: a convolution's channel-major)
+    skip_batch: int | None = -1
 
     @property
     def leaves(self) -> str:
         """The type of the tensor the join leaves on chip (or writes)."""
         return self.left_type if self.epilogue is not None and self.left_type else self.out_type
+
+
+# ``JoinC.skip_batch``: the skip laid out as the tensor it adds to
+OWN_LAYOUT = -1
 
 
 def _table(name: str, vals: list[int]) -> str:
@@ -239,9 +250,10 @@ def buffer_shapes(stages: tuple[Stage, ...], tile_rows: int, tile_cols: int, pol
     return out
 
 
-def counter_count(n_stages: int, joins: bool) -> int:
-    """Counters of a fused group's C (``fused_group_c``)."""
-    return 3 + n_stages + joins + n_stages
+def counter_count(n_stages: int, joins: bool, host_adds: bool = False) -> int:
+    """Counters of a fused group's C (``fused_group_c``): ``joins``, whether it runs joins the model charges;
+    ``host_adds``, adds it leaves to the host (``JoinC.charged``)."""
+    return 3 + n_stages + joins + n_stages + host_adds
 
 
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
@@ -254,11 +266,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     where that join's skip is re-read.
 
     ``cnt`` (``counter_count``): 0 input elements fetched, 1 output elements written, 2 invalid reads, 3.. MACs
-    per stage, then with joins the skip elements fetched from memory (all joins), then per stage the weight bits
+    per stage, then with joins the skip elements fetched from memory (all joins the model charges), then per stage
+    the weight bits
     fetched from memory: with ``weights`` (``codegen.fused_weights``), once into the store before the first tile
     (resident; the blocks then read that copy) or by each block's fetch program (streamed; the programs are
-    translation units of their own, declared here), else none (zeros). It needs <string.h> and whatever the
-    epilogues call.
+    translation units of their own, declared here), else none (zeros); last, with adds the model leaves to the
+    host (``JoinC.charged`` False), the elements of their skips read from memory. It needs <string.h> and whatever
+    the epilogues call.
 
     ``head_tile`` (attention tiled over heads, ``fusion.geometry.head_segment``): within each tile, the run of
     head-split stages (the scores and the context per head) runs once per head tile, each block computing the
@@ -267,7 +281,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     tile (a read of another head tile's values is counted as invalid).
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
-    inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner)
+    # the joins of the model (an add left to the host re-reads a skip from outside: it moves no window, and the
+    # head tiles' refusal of joins is the model's, about its joins)
+    inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner if jc.charged)
     rows, cols = schedules(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
     n = len(stages)
     segment = head_segment(stages, head_tile, tuple(inner_pairs) + (((jn, policy),) if jn is not None else ()))
@@ -287,6 +303,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         join_at[n] = (join, "skip")
     for jc, _ in join_at.values():
         check_join(stages, jc.join, jc.skip_policy)
+        if not jc.charged and (jc.skip_policy != "re-read" or jc.join.skip is not None):
+            raise SpecError(f"fused group {name}: the add {jc.join.name} left to the host re-reads a skip from "
+                            "outside the group; it cannot keep one")
         if jc.skip_policy == "kept" and jc.join.skip is not None and jc.skip_type != types[jc.join.skip]:
             raise SpecError(f"fused group {name}: join {jc.join.name} keeps tensor {jc.join.skip}, whose buffer is "
                             f"not of its skip type {jc.skip_type}")
@@ -313,8 +332,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         """What a slot of tensor ``t`` holds when it holds that element: its position plus one (0: nothing)."""
         return f"((int)((((long)({k}) * {height[t]} + ({r})) * {width[t]} + ({c})) + 1))"
     blocks = block_elements(stages, tile_rows, tile_cols, policies, jn, policy, inner_pairs)
-    ncnt = counter_count(n, bool(join_at))
-    wcnt = 3 + n + bool(join_at)        # the first weight counter
+    full_blocks = list(blocks)      # every channel (the head tiles' blocks are a share of it)
+    charged = any(jc.charged for jc, _ in join_at.values())
+    ncnt = counter_count(n, charged, any(not jc.charged for jc, _ in join_at.values()))
+    wcnt = 3 + n + charged        # the first weight counter
     weights = weights or WeightTransfers({}, {}, {})
     wsrc = {j: f"{name}_w{j}" if j in weights.resident else sp.weights for j, sp in enumerate(specs)}
     products = {j: product_batch(ms) for j, ms in macs.items()}
@@ -323,9 +344,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     # the fetches and stores below index differently.
     batches = tensor_batches(name, n, macs)
 
-    def mem(t: int, k: str, r: str, c: str) -> str:
-        """The index of tensor ``t``'s element (channel k, row r, column c) in memory."""
-        batch = batches[t]
+    def mem(t: int, k: str, r: str, c: str, layout: int | None = OWN_LAYOUT) -> str:
+        """The index of tensor ``t``'s element (channel k, row r, column c) in memory (laid out as ``layout`` says,
+        ``JoinC.skip_batch``)."""
+        batch = batches[t] if layout == OWN_LAYOUT else layout
         if batch is None:
             return f"((long){k} * {height[t]} + {r}) * {width[t]} + {c}"
         x = depth[t] // batch
@@ -368,14 +390,24 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             per_head = depth[j + 1] // stages[j].heads
             klo[j], khi[j] = f"h0 * {per_head}", f"(h0 + {head_tile}) * {per_head}"
             blocks[j] = blocks[j] // stages[j].heads * head_tile
+    # an add left to the host right after the heads' run waits for every head of the tile: it runs after the head
+    # loop, on the whole block of its tensor (which holds every head), in place
+    after_heads = segment[1] + 1 if segment is not None and segment[1] + 1 in join_at else None
+    if after_heads is not None:
+        jc = join_at[after_heads][0]
+        if after_heads >= n or jc.charged or specs[after_heads - 1].out_type != types[after_heads]:
+            raise SpecError(f"fused group {name}: the add {jc.join.name} after the heads' run must be one left to the "
+                            "host, inside the group, leaving the type the heads' run leaves")
     for j, sp in enumerate(specs):
         w.append(f"static {sp.acc_type} {name}_s{j}[{blocks[j]}]; static {sp.out_type} {name}_e{j}[{blocks[j]}];")
     out_type = types[n]
     if join is not None:
         out_type = join.out_type
     for t, (jc, _) in sorted(join_at.items()):
-        w.append(f"static {jc.skip_type} {name}_k{t}[{blocks[t - 1]}]; static {jc.out_type} {name}_j{t}[{blocks[t - 1]}];"
-                 + (f" static {jc.leaves} {name}_q{t}[{blocks[t - 1]}];" if jc.epilogue is not None else ""))
+        nb = full_blocks[t - 1]
+        w.append(f"static {jc.skip_type} {name}_k{t}[{nb}]; static {jc.out_type} {name}_j{t}[{nb}];"
+                 + (f" static {jc.leaves} {name}_q{t}[{nb}];" if jc.epilogue is not None else "")
+                 + (f" static {types[t]} {name}_h{t}[{nb}];" if t == after_heads else ""))
     skip_arg = "".join(f"const {jc.skip_type} *{arg}, " for _, (jc, arg) in sorted(join_at.items()))
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
@@ -400,6 +432,28 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
           f"            long i = {slot(0, 'd', 'r', 'c')};",
           f"            {name}_b0[i] = x[{mem(0, 'd', 'r', 'c')}]; {name}_v0[i] = {tag(0, 'd', 'r', 'c')}; cnt[0]++;",
           "          }"]
+    def join_lines(t: int, out: str, nblk: str) -> tuple[list[str], str]:
+        """The C of the join adding to tensor ``t`` on its block ``out`` (every channel, positions r0..r1 x c0..c1,
+        ``nblk`` elements): gather the skip at the block's positions (on chip, or fetched from memory), add, then
+        the join's epilogue; and the block holding the result."""
+        jc, arg = join_at[t]
+        kept = jc.join.skip if jc.skip_policy == "kept" else None
+        take = (f"long o = {slot(kept, 'k', 'r', 'c')}; if ({name}_v{kept}[o] != {tag(kept, 'k', 'r', 'c')}) "
+                f"cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
+                else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c', jc.skip_batch)}]; "
+                f"cnt[{3 + n if jc.charged else ncnt - 1}]++;")
+        lines = [f"        for (int k = 0; k < {depth[t]}; k++)",
+                 "          for (int r = r0; r < r1; r++)",
+                 "            for (int c = c0; c < c1; c++) {",
+                 "              long b = ((long)k * br + (r - r0)) * bc + (c - c0);",
+                 f"              {take}", "            }"]
+        lines += ["        " + ln for ln in jc.lines(out, f"{name}_k{t}", f"{name}_j{t}", f"({nblk})")]
+        out = f"{name}_j{t}"
+        if jc.epilogue is not None:
+            lines += ["        " + ln for ln in jc.epilogue(out, f"{name}_q{t}", f"({nblk})", "(br * bc)")]
+            out = f"{name}_q{t}"
+        return lines, out
+
     for j, (st, sp) in enumerate(zip(stages, specs, strict=True)):
         src, blk, out = f"{name}_b{j}", f"{name}_s{j}", f"{name}_e{j}"
         hin, win = height[j], width[j]
@@ -470,23 +524,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             w.append(f"        memcpy({out}, {blk}, sizeof({sp.acc_type}) * (size_t)({nblk}));")
         else:
             w += ["        " + ln for ln in sp.epilogue(blk, out, f"({nblk})", "(br * bc)")]
-        if j + 1 in join_at:
-            # the join: gather the skip at the block's positions (on chip, or fetched from memory), then add
-            jc, arg = join_at[j + 1]
-            t, kept = j + 1, jc.join.skip if jc.skip_policy == "kept" else None
-            take = (f"long o = {slot(kept, 'k', 'r', 'c')}; if ({name}_v{kept}[o] != {tag(kept, 'k', 'r', 'c')}) "
-                    f"cnt[2]++; {name}_k{t}[b] = {name}_b{kept}[o];" if kept is not None
-                    else f"{name}_k{t}[b] = {arg}[{mem(t, 'k', 'r', 'c')}]; cnt[{3 + n}]++;")
-            w += [f"        for (int k = 0; k < {depth[t]}; k++)",
-                  "          for (int r = r0; r < r1; r++)",
-                  "            for (int c = c0; c < c1; c++) {",
-                  "              long b = ((long)k * br + (r - r0)) * bc + (c - c0);",
-                  f"              {take}", "            }"]
-            w += ["        " + ln for ln in jc.lines(out, f"{name}_k{t}", f"{name}_j{t}", f"({nblk})")]
-            out = f"{name}_j{t}"
-            if jc.epilogue is not None:
-                w += ["        " + ln for ln in jc.epilogue(out, f"{name}_q{t}", f"({nblk})", "(br * bc)")]
-                out = f"{name}_q{t}"
+        if j + 1 in join_at and j + 1 != after_heads:
+            w_join, out = join_lines(j + 1, out, nblk)
+            w += w_join
         dst = f"{name}_b{j + 1}" if j + 1 < n else "y"
         at = "o" if j + 1 < n else mem(n, "k", "r", "c")
         store = f"{dst}[{at}] = {out}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)];"
@@ -498,6 +538,28 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
               f"              {store}", "            }", "        }", "      }"]
         if segment is not None and j == segment[1]:
             w.append("      }   /* the head tiles */")
+            if after_heads is not None:
+                t = after_heads
+                nblk = f"(long){depth[t]} * br * bc"
+                w += [f"      {{ /* the add {join_at[t][0].join.name} on the tile's block of tensor {t}, every head */",
+                      f"        const int r0 = {name}_RLO{t}[ty], r1 = {name}_RHI{t}[ty], "
+                      f"c0 = {name}_CLO{t}[tx], c1 = {name}_CHI{t}[tx];",
+                      "        const long br = r1 - r0, bc = c1 - c0;",
+                      "        if (br > 0 && bc > 0) {",
+                      f"        for (int k = 0; k < {depth[t]}; k++)",
+                      "          for (int r = r0; r < r1; r++)",
+                      "            for (int c = c0; c < c1; c++) {",
+                      f"              long o = {slot(t, 'k', 'r', 'c')};",
+                      f"              if ({name}_v{t}[o] != {tag(t, 'k', 'r', 'c')}) cnt[2]++;",
+                      f"              {name}_h{t}[((long)k * br + (r - r0)) * bc + (c - c0)] = {name}_b{t}[o];",
+                      "            }"]
+                w_join, out = join_lines(t, f"{name}_h{t}", nblk)
+                w += w_join
+                w += [f"        for (int k = 0; k < {depth[t]}; k++)",
+                      "          for (int r = r0; r < r1; r++)",
+                      "            for (int c = c0; c < c1; c++)",
+                      f"              {name}_b{t}[{slot(t, 'k', 'r', 'c')}] = {out}[((long)k * br + (r - r0)) * bc + (c - c0)];",
+                      "        }", "      }"]
     w += ["    }", "  }", "}", ""]
     return "\n".join(w)
 

@@ -196,6 +196,8 @@ def _check_counts(res: CompileResult) -> None:
         if grp.has_joins:
             want.append(cnt.skip_fetched)
         want += model_weight_bits(grp.cost)
+        if grp.host_adds:       # the skips of the adds left to the host: each computed element's, read once
+            want.append(sum(grp.computed(x.tensor - 1) for x in grp.host_adds))
         grp.counters_ok = got is not None and [int(v) for v in got] == want
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
