@@ -28,8 +28,10 @@ turns that block into the values the next stage reads, which are scattered into 
 ``accelmap compile --fuse`` embeds such a function in the network program; ``generate_fused_c`` is
 the same loop on 64-bit integers with no epilogue, compared bit for bit with NumPy (``run_fused``).
 
-The buffers here are whole tensors (with the flags telling what a real buffer would hold); the
-bounded buffers' sizes are the model's (``fusion.geometry``), checked against a point walk.
+Every on-chip tensor's buffer is the model's reservation for it (``buffer_shapes``; ``fusion.geometry``'s live
+maximum, checked against a point walk): a ring of the tile's window for a tensor whose rows are recomputed, a line
+buffer of its most positions live at once for a fully cached one (``codegen.cached_slots``); each slot's tag says
+which element it holds, so a read the buffer no longer (or not yet) holds is counted as invalid.
 """
 
 from __future__ import annotations
