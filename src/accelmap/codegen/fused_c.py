@@ -44,6 +44,7 @@ import numpy as np
 
 from accelmap.codegen.build import compile_shared, compile_shared_units
 from accelmap.codegen.cached_slots import CachedSlots, cached_slots
+from accelmap.codegen.fused_blocks import BlockProgram, BlockPrograms
 from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_join, head_segment, schedules
@@ -70,6 +71,8 @@ class FusedRun:
     invalid_reads: int
     skip_fetched: int = 0
     weight_bits: tuple[int, ...] = ()       # per stage: weight bits fetched from memory
+    # per stage whose blocks ran their tile programs: their counters [levels][operands][4], summed
+    level_counts: dict[int, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ def counter_count(n_stages: int, joins: bool, host_adds: bool = False) -> int:
 def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                   policies: tuple[str, ...], specs: tuple[StageC, ...], in_type: str, join: JoinC | None = None,
                   inner: tuple[JoinC, ...] = (), weights: WeightTransfers | None = None,
-                  head_tile: int | None = None) -> str:
+                  head_tile: int | None = None, programs: BlockPrograms | None = None) -> str:
     """C of ``static void NAME(const IN *x, OUT *y, long long *cnt)`` for the group (see the module doc); with
     joins inside the group (``inner``, spanning residual blocks) and a ``join`` ending it, one skip argument per
     join before ``y`` (``const SKIP *skip_in0, ...`` for the inner ones, then ``const SKIP *skip``), read only
@@ -281,8 +284,16 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     channels of ``head_tile`` heads (a block buffer of that share; the epilogues, e.g. the softmax per head, on
     it); the tensors inside the run hold one head tile at a time, so their valid flags are cleared at every head
     tile (a read of another head tile's values is counted as invalid).
+
+    ``programs`` (``codegen.fused_blocks``): the multiply-accumulate stages it covers compute each block by the
+    block's tile program, through its mapping's loops and buffers: the block's input window gathered from the
+    on-chip buffer (padding as zeros) in the tile operator's layout, the program run (elements of its ``float``
+    type: the 64-bit harness's small integers are exact), its output scattered into the block buffer; its counters
+    per level summed over the blocks in ``NAME_lvlJ`` (``[levels][operands][4]``), zeroed at the call.
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
+    tile_programs = programs.programs if programs is not None else {}
+    levels = programs.levels if programs is not None else 0
     # the joins of the model (an add left to the host re-reads a skip from outside: it moves no window, and the
     # head tiles' refusal of joins is the model's, about its joins)
     inner_pairs = tuple((jc.join, jc.skip_policy) for jc in inner if jc.charged)
@@ -363,6 +374,13 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                     + "".join(f", join {jc.join.name} (skip {jc.skip_policy})" for jc, _ in join_at.values()) + " */"]
     w += [f"int {fn}(void **T, long long *counters);  /* a block's weight fetches (its tile mapping's) */"
           for fn, _ in weights.units()]
+    for j, by_shape in tile_programs.items():
+        first = next(iter(by_shape.values()))
+        w += [f"int {p.function}(void **T, long long *counters);  /* a block's tile program */"
+              for p in by_shape.values()]
+        w.append(f"long long {name}_lvl{j}[{levels * len(first.operator.operands) * 4}];   /* its counters per level */")
+        w.append(f"static float {name}_wf{j}[{macs[j].operator.footprint(macs[j].operator.inputs[1])}];"
+                 "   /* its weights as the tile programs' elements */")
     for j, count in weights.resident.items():
         if not specs[j].weight_type:
             raise SpecError(f"fused group {name}: stage {stages[j].name} keeps its weights resident but has no "
@@ -413,6 +431,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     skip_arg = "".join(f"const {jc.skip_type} *{arg}, " for _, (jc, arg) in sorted(join_at.items()))
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
+    for j in tile_programs:
+        w += [f"  memset({name}_lvl{j}, 0, sizeof {name}_lvl{j});",
+              f"  for (long i = 0; i < (long)(sizeof {name}_wf{j} / sizeof(float)); i++) "
+              f"{name}_wf{j}[i] = (float){specs[j].weights}[i];"]
     for j, count in weights.resident.items():        # fetched once, before the first tile
         w.append(f"  for (long i = 0; i < {count}; i++) {name}_w{j}[i] = {specs[j].weights}[i];"
                  f"  cnt[{wcnt + j}] += {count}LL * {weights.bits[j]};")
@@ -473,11 +495,18 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             wptr = f"({wptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
         w += _fetch_lines(name, j, weights.streamed.get(j, {}), wptr, wcnt + j)
         k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
-        w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
-              "          for (int r = r0; r < r1; r++)",
-              "            for (int c = c0; c < c1; c++) {"]
         ms = macs.get(j)
-        if ms is None:
+        if ms is not None and j in tile_programs:
+            w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], depth, height, width,
+                                      lambda k, r, c, j=j: slot(j, k, r, c), lambda k, r, c, j=j: tag(j, k, r, c),
+                                      wsrc[j], blk, levels)
+        else:
+            w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
+                  "          for (int r = r0; r < r1; r++)",
+                  "            for (int c = c0; c < c1; c++) {"]
+        if ms is not None and j in tile_programs:
+            pass
+        elif ms is None:
             if sp.pool not in POOLS:
                 raise SpecError(f"fused group {name}: pooling stage {st.name} is {sp.pool!r}; one of {', '.join(POOLS)}")
             take = f"if ({src}[i] > acc) acc = {src}[i];" if sp.pool == "max" else f"acc += {src}[i]; taps++;"
@@ -517,7 +546,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
                   f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
                   f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
                   "              }"]
-        w += [f"              {blk}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
+        if not (ms is not None and j in tile_programs):
+            w += [f"              {blk}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
         nblk = f"(long)({khi[j]} - {k0}) * br * bc"
         if sp.epilogue is None:
             if sp.acc_type != sp.out_type:
@@ -566,6 +596,64 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     return "\n".join(w)
 
 
+def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
+                         by_shape: dict[tuple[int, int], BlockProgram], depth: list[int], height: list[int],
+                         width: list[int], slot: Callable[[str, str, str], str], tag: Callable[[str, str, str], str],
+                         weights: str, blk: str, levels: int) -> list[str]:
+    """C of a block computed by its tile program (``fused_group_c``'s ``programs``): gather the input window, run
+    the program of the block's shape, scatter its output into ``blk`` (channel-major, as the plain loop leaves it),
+    count its MACs and its counters per level."""
+    op = ms.operator
+    names = [o.name for o in op.operands]
+    k_in, k_w, k_out = names.index(op.inputs[0].name), names.index(op.inputs[1].name), names.index(op.output.name)
+    dense = op.kind == "dense"
+    kr_, ks_, dh, dw, _ = conv_shape(ms)
+    cin, cout = depth[j], depth[j + 1]
+    win_rows = {r: (r - 1) * st.rows.stride + (kr_ - 1) * dh + 1 for r, _ in by_shape}
+    win_cols = {c: (c - 1) * st.cols.stride + (ks_ - 1) * dw + 1 for _, c in by_shape}
+    n_in = max(cin * win_rows[r] * win_cols[c] for r, c in by_shape)
+    n_out = max(cout * r * c for r, c in by_shape)
+    nv = levels * len(op.operands) * 4
+    zp = f" - {sp.zero_point}" if sp.zero_point else ""
+    lines = [f"        {{ /* the block's multiply-accumulates through its tile mapping's loops and buffers (stage {j}) */",
+             f"          static float pi[{n_in}], po[{n_out}]; static long long lc[{nv}];",
+             f"          void *T[{len(op.operands)}]; T[{k_in}] = pi; T[{k_w}] = {name}_wf{j}; T[{k_out}] = po;"]
+    if dense:       # I[N][C]: the block's tokens, every input feature
+        lines += [f"          for (int n = 0; n < br; n++) for (int ci = 0; ci < {cin}; ci++) {{",
+                  f"            long i = {slot('ci', 'r0 + n', 'c0')};",
+                  f"            if ({name}_v{j}[i] != {tag('ci', 'r0 + n', 'c0')}) cnt[2]++;",
+                  f"            pi[(long)n * {cin} + ci] = (float)({name}_b{j}[i]{zp});",
+                  "          }"]
+    else:           # I[1][C][window rows][window columns], padding as zeros
+        wr = f"((br - 1) * {st.rows.stride} + {(kr_ - 1) * dh + 1})"
+        wc = f"((bc - 1) * {st.cols.stride} + {(ks_ - 1) * dw + 1})"
+        lines += [f"          const long wr = {wr}, wc = {wc};",
+                  f"          for (int ci = 0; ci < {cin}; ci++) for (long a = 0; a < wr; a++) "
+                  "for (long b = 0; b < wc; b++) {",
+                  f"            int ir = r0 * {st.rows.stride} - {st.rows.pad} + (int)a, "
+                  f"ic = c0 * {st.cols.stride} - {st.cols.pad} + (int)b;",
+                  "            float v = 0.0f;",
+                  f"            if (ir >= 0 && ir < {height[j]} && ic >= 0 && ic < {width[j]}) {{",
+                  f"              long i = {slot('ci', 'ir', 'ic')};",
+                  f"              if ({name}_v{j}[i] != {tag('ci', 'ir', 'ic')}) cnt[2]++;",
+                  f"              v = (float)({name}_b{j}[i]{zp});",
+                  "            }",
+                  "            pi[((long)ci * wr + a) * wc + b] = v;",
+                  "          }"]
+    lines.append(f"          memset(po, 0, sizeof(float) * (size_t)({cout} * br * bc));")
+    for i, ((r, c), p) in enumerate(sorted(by_shape.items())):
+        lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) {p.function}(T, lc);")
+    lines += [f"          for (long i = 0; i < {nv}; i++) {name}_lvl{j}[i] += lc[i];",
+              f"          cnt[{3 + j}] += (long long)br * bc * {st.macs_per_pixel};"]
+    if dense:       # O[N][K] -> the block's [K][positions]
+        lines.append(f"          for (int k = 0; k < {cout}; k++) for (int n = 0; n < br; n++) "
+                     f"{blk}[(long)k * br + n] = ({sp.acc_type})po[(long)n * {cout} + k];")
+    else:           # O[1][K][rows][columns]: the block's layout
+        lines.append(f"          for (long i = 0; i < (long){cout} * br * bc; i++) {blk}[i] = ({sp.acc_type})po[i];")
+    lines.append("        }")
+    return lines
+
+
 def _fetch_lines(name: str, j: int, by_shape: dict[tuple[int, int], BlockFetch], weights: str, counter: int) -> list[str]:
     """C run at each block of stage ``j``: the fetch program of the block's shape (``br`` x ``bc``), its bits
     added to counter ``counter``."""
@@ -589,13 +677,16 @@ def _fetch_lines(name: str, j: int, by_shape: dict[tuple[int, int], BlockFetch],
 def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: int, tile_cols: int,
                      policies: tuple[str, ...], join: Join | None = None, skip_policy: str = "re-read",
                      inner_joins: tuple[tuple[Join, str], ...] = (), pools: dict[int, str] | None = None,
-                     weights: WeightTransfers | None = None, head_tile: int | None = None) -> str:
+                     weights: WeightTransfers | None = None, head_tile: int | None = None,
+                     programs: BlockPrograms | None = None) -> str:
     """C source of ``accelmap_fused(x, skips, weights, y, counters)``: the group on 64-bit integers, no epilogue;
     with ``inner_joins`` (adds inside the group) and ``join`` (ending it), each add's skip kept on chip or read
     from ``skips[i]`` in memory (the inner joins in order, then the ending one). ``pools[j]``: how pooling stage
     j pools (``POOLS``; max by default; an average divides as C does, truncating). ``weights``: how the weights
     move (``fused_group_c``; its fetch programs are built beside this source, ``WeightTransfers.units``);
-    ``head_tile``: attention tiled over heads (``fused_group_c``)."""
+    ``head_tile``: attention tiled over heads (``fused_group_c``); ``programs``: the blocks' tile programs
+    (``fused_group_c``, built beside this source, ``BlockPrograms.units``), their counters per level returned by
+    ``accelmap_levels(j, out)``."""
     specs = tuple(StageC("i64", "i64", weights=f"wts[{j}]", weight_type="i64") if j in macs
                   else StageC("i64", "i64", acc_init="LLONG_MIN", pool=(pools or {}).get(j, "max"))
                   for j in range(len(stages)))
@@ -605,13 +696,16 @@ def generate_fused_c(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_
     jc = JoinC(join, skip_policy, "i64", "i64", add) if join is not None else None
     inner = tuple(JoinC(j, sp, "i64", "i64", add) for j, sp in inner_joins)
     body = fused_group_c("group", stages, macs, tile_rows, tile_cols, policies, specs, "i64", jc, inner, weights,
-                         head_tile)
+                         head_tile, programs)
+    levels = [f"  if (j == {j}) {{ memcpy(out, group_lvl{j}, sizeof group_lvl{j}); return 0; }}"
+              for j in (programs.programs if programs is not None else {})]
     nskip = len(inner) + (join is not None)
     call = f"group(x, {''.join(f'skips[{i}], ' for i in range(nskip))}y, cnt);"
     return "\n".join(["#include <string.h>", "#include <limits.h>", "typedef long long i64;",
                       "static const i64 *const *wts;", body,
                       "int accelmap_fused(const i64 *x, const i64 *const *skips, const i64 *const *weights, i64 *y, "
-                      "i64 *cnt) {", "  (void)skips;", "  wts = weights;", f"  {call}", "  return 0;", "}", ""])
+                      "i64 *cnt) {", "  (void)skips;", "  wts = weights;", f"  {call}", "  return 0;", "}",
+                      "int accelmap_levels(int j, long long *out) {", "  (void)out;", *levels, "  return 1;", "}", ""])
 
 
 def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.ndarray,
@@ -667,7 +761,7 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
               policies: tuple[str, ...], seed: int = 0, join: Join | None = None,
               skip_policy: str = "re-read", inner_joins: tuple[tuple[Join, str], ...] = (),
               pools: dict[int, str] | None = None, weights: WeightTransfers | None = None,
-              head_tile: int | None = None) -> tuple[FusedRun, np.ndarray]:
+              head_tile: int | None = None, programs: BlockPrograms | None = None) -> tuple[FusedRun, np.ndarray]:
     """Build and run the group's C on random integers; returns its run and NumPy's output. With ``join``, the
     output plus the skip tensor (the group's tensor ``join.skip``, or random when from outside); with
     ``inner_joins``, each add inside the group the same way on its tensor; ``FusedRun.skip_fetched`` counts the
@@ -698,8 +792,9 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
             return np.ascontiguousarray(t)
         return np.ascontiguousarray(t.reshape(nb, -1, *t.shape[1:]).transpose(0, 2, 3, 1))
     source = generate_fused_c(stages, macs, tile_rows, tile_cols, policies, join, skip_policy, inner_joins, pools,
-                              weights, head_tile)
+                              weights, head_tile, programs)
     units = [src for _, src in weights.units()] if weights is not None else []
+    units += [src for _, src in programs.units()] if programs is not None else []
     # the fetch programs are small and run once: built unoptimized (about 4x faster to build at -O0)
     lib = ctypes.CDLL(str(compile_shared_units([source, *units], opt="-O0") if units else compile_shared(source)))
     fn = lib.accelmap_fused
@@ -737,5 +832,12 @@ def run_fused(stages: tuple[Stage, ...], macs: dict[int, MacStage], tile_rows: i
         y = np.ascontiguousarray(y.reshape(nb, last.out_rows, last.out_cols, -1).transpose(0, 3, 1, 2)
                                  .reshape(last.out_depth, last.out_rows, last.out_cols))
     w0 = 3 + n + bool(joins)
+    levels = None
+    if programs is not None:
+        levels = {}
+        for j, by_shape in programs.programs.items():
+            shape = (programs.levels, len(next(iter(by_shape.values())).operator.operands), 4)
+            levels[j] = np.zeros(shape, dtype=np.int64)
+            lib.accelmap_levels(ctypes.c_int(j), levels[j].ctypes.data_as(p64))
     return FusedRun(y, int(cnt[0]), int(cnt[1]), tuple(int(c) for c in cnt[3:3 + n]), int(cnt[2]),
-                    int(cnt[3 + n]) if joins else 0, tuple(int(c) for c in cnt[w0:w0 + n])), ref
+                    int(cnt[3 + n]) if joins else 0, tuple(int(c) for c in cnt[w0:w0 + n]), levels), ref

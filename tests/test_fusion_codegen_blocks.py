@@ -1,0 +1,83 @@
+"""A fused group's blocks computed by their own tile programs: each block of a multiply-accumulate stage runs the
+single-operator tile program of its tile operator under the mapping the fusion model costed it with, through that
+mapping's loops and buffers; the output bit-exact against NumPy, no invalid read, and the counters per level, summed
+over the blocks, equal to the cost model's counts of the same blocks (``codegen.fused_blocks``)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from accelmap.codegen.fused_blocks import block_level_counts, plan_block_programs  # noqa: E402
+from accelmap.codegen.fused_c import run_fused  # noqa: E402
+from accelmap.codegen.fused_weights import model_weight_bits, plan_weight_transfers  # noqa: E402
+from accelmap.errors import SpecError  # noqa: E402
+from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
+from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
+from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
+
+
+def _plan(kind: str, seed: int):
+    stages, macs = _group(kind)
+    arch = _arch(False, "128 bit")
+    rng = random.Random(seed)
+    last = stages[-1]
+    tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, *tile, policies, inner)
+    assert not isinstance(gc, str), gc
+    return stages, macs, arch, tile, policies, inner, gc
+
+
+@pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 4), ("convs", 7), ("dense", 1), ("dense", 5)])
+def test_blocks_run_their_tile_mappings_with_the_models_counters_per_level(kind, seed):
+    """Two 3x3 / 1x1 convolutions (padded) or two dense layers, random tiles, halo modes and tile mappings (weight
+    tiles refetched inside a block): every block runs its shape's tile program; the output is bit-exact, nothing
+    evicted is read, the MACs and the weights' bits fetched are the model's, and every level's counters of every
+    operand (fills, reads, updates, drains), summed over the blocks, equal the cost model's."""
+    stages, macs, arch, tile, policies, inner, gc = _plan(kind, seed)
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert run.macs == fused_counts(stages, *tile, policies).macs
+    assert list(run.weight_bits) == model_weight_bits(gc)
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and sorted(run.level_counts) == sorted(want) == sorted(macs)
+    for j, counts in want.items():
+        assert (run.level_counts[j] == counts).all(), (j, run.level_counts[j].tolist(), counts.tolist())
+        assert counts[1:].sum() > 0      # the on-chip levels move data: the counters are not trivially equal
+
+
+def test_blocks_run_with_another_mapping_count_otherwise():
+    """The counters follow the mapping each block runs: the same group's blocks built from other tile mappings
+    (another random search) count differently per level from the model's blocks, while the output stays exact."""
+    stages, macs, arch, tile, policies, inner, gc = _plan("convs", 4)
+    other = InnerMappings(_random_search(11))
+    assert not isinstance(group_cost(stages, macs, arch, *tile, policies, other), str)
+    progs = plan_block_programs("group", stages, macs, arch, gc, other)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=4, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None
+    assert any((run.level_counts[j] != want[j]).any() for j in want)
+
+
+def test_a_stage_without_a_tile_program_form_is_refused_in_one_line():
+    """A depthwise convolution's blocks (grouped channels) have no tile program form here: one line naming it."""
+    from accelmap.fusion.stages import mac_stage
+    from accelmap.workload import conv2d, depthwise_conv2d
+    macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=3, r=1, s=1)),
+            1: mac_stage(depthwise_conv2d("dw", c=3, h=6, w=5, r=3, s=3, padding=1))}
+    stages = tuple(ms.stage for ms in macs.values())
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(0))
+    gc = group_cost(stages, macs, arch, 3, 5, ("fully-cached", "fully-cached"), inner)
+    assert not isinstance(gc, str), gc
+    with pytest.raises(SpecError, match="dw is depthwise_conv2d"):
+        plan_block_programs("group", stages, macs, arch, gc, inner)
