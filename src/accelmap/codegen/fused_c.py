@@ -497,56 +497,52 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
         ms = macs.get(j)
         if ms is not None and j in tile_programs:
-            w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], depth, height, width,
-                                      lambda k, r, c, j=j: slot(j, k, r, c), lambda k, r, c, j=j: tag(j, k, r, c),
-                                      wsrc[j], blk, levels)
+            w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], depth, height, width, slot, tag, blk,
+                                      levels)
         else:
             w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
                   "            for (int c = c0; c < c1; c++) {"]
-        if ms is not None and j in tile_programs:
-            pass
-        elif ms is None:
-            if sp.pool not in POOLS:
-                raise SpecError(f"fused group {name}: pooling stage {st.name} is {sp.pool!r}; one of {', '.join(POOLS)}")
-            take = f"if ({src}[i] > acc) acc = {src}[i];" if sp.pool == "max" else f"acc += {src}[i]; taps++;"
-            w += [f"              {sp.acc_type} acc = {sp.acc_init if sp.pool == 'max' else '0'};",
-                  "              long taps = 0;",
-                  f"              for (int kr = 0; kr < {st.rows.span}; kr++) "
-                  f"for (int kc = 0; kc < {st.cols.span}; kc++) {{",
-                  f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
-                  f"ic = c * {st.cols.stride} - {st.cols.pad} + kc;",
-                  f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = {slot(j, 'k', 'ir', 'ic')};",
-                  f"                if ({name}_v{j}[i] != {tag(j, 'k', 'ir', 'ic')}) cnt[2]++;",
-                  f"                {take}", "              }",
-                  "              (void)taps;"]
-            if sp.pool != "max":
-                divisor = "taps" if sp.pool == "avg" else f"{st.rows.span * st.cols.span}L"
-                w.append(f"              acc = acc / ({sp.acc_type}){divisor};")
-        else:
-            kr_, ks_, dh, dw, groups = conv_shape(ms)
-            cg, kg = depth[j] // groups, depth[j + 1] // groups
-            zp = f" - {sp.zero_point}" if sp.zero_point else ""
-            if products[j] is None:          # a convolution's W[K][C/groups][R][S]
-                widx = f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc"
-            elif weight_out_major(ms):       # a dense layer's W[N][K]
-                widx = f"(long)k * {cg} + ci"
-            else:                            # W[b][K][N]
-                widx = f"((long)g * {cg} + ci) * {kg} + (k - g * {kg})"
-            w += [f"              {sp.acc_type} acc = 0;",
-                  f"              const int g = k / {kg};",
-                  f"              cnt[{3 + j}] += {cg * kr_ * ks_};",
-                  f"              for (int ci = 0; ci < {cg}; ci++) for (int kr = 0; kr < {kr_}; kr++) "
-                  f"for (int kc = 0; kc < {ks_}; kc++) {{",
-                  f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
-                  f"ic = c * {st.cols.stride} - {st.cols.pad} + kc * {dw};",
-                  f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
-                  f"                long i = {slot(j, f'g * {cg} + ci', 'ir', 'ic')};",
-                  f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
-                  f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
-                  "              }"]
-        if not (ms is not None and j in tile_programs):
+            if ms is None:
+                if sp.pool not in POOLS:
+                    raise SpecError(f"fused group {name}: pooling stage {st.name} is {sp.pool!r}; one of {', '.join(POOLS)}")
+                take = f"if ({src}[i] > acc) acc = {src}[i];" if sp.pool == "max" else f"acc += {src}[i]; taps++;"
+                w += [f"              {sp.acc_type} acc = {sp.acc_init if sp.pool == 'max' else '0'};",
+                      "              long taps = 0;",
+                      f"              for (int kr = 0; kr < {st.rows.span}; kr++) "
+                      f"for (int kc = 0; kc < {st.cols.span}; kc++) {{",
+                      f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr, "
+                      f"ic = c * {st.cols.stride} - {st.cols.pad} + kc;",
+                      f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
+                      f"                long i = {slot(j, 'k', 'ir', 'ic')};",
+                      f"                if ({name}_v{j}[i] != {tag(j, 'k', 'ir', 'ic')}) cnt[2]++;",
+                      f"                {take}", "              }",
+                      "              (void)taps;"]
+                if sp.pool != "max":
+                    divisor = "taps" if sp.pool == "avg" else f"{st.rows.span * st.cols.span}L"
+                    w.append(f"              acc = acc / ({sp.acc_type}){divisor};")
+            else:
+                kr_, ks_, dh, dw, groups = conv_shape(ms)
+                cg, kg = depth[j] // groups, depth[j + 1] // groups
+                zp = f" - {sp.zero_point}" if sp.zero_point else ""
+                if products[j] is None:          # a convolution's W[K][C/groups][R][S]
+                    widx = f"(((long)k * {cg} + ci) * {kr_} + kr) * {ks_} + kc"
+                elif weight_out_major(ms):       # a dense layer's W[N][K]
+                    widx = f"(long)k * {cg} + ci"
+                else:                            # W[b][K][N]
+                    widx = f"((long)g * {cg} + ci) * {kg} + (k - g * {kg})"
+                w += [f"              {sp.acc_type} acc = 0;",
+                      f"              const int g = k / {kg};",
+                      f"              cnt[{3 + j}] += {cg * kr_ * ks_};",
+                      f"              for (int ci = 0; ci < {cg}; ci++) for (int kr = 0; kr < {kr_}; kr++) "
+                      f"for (int kc = 0; kc < {ks_}; kc++) {{",
+                      f"                int ir = r * {st.rows.stride} - {st.rows.pad} + kr * {dh}, "
+                      f"ic = c * {st.cols.stride} - {st.cols.pad} + kc * {dw};",
+                      f"                if (ir < 0 || ir >= {hin} || ic < 0 || ic >= {win}) continue;",
+                      f"                long i = {slot(j, f'g * {cg} + ci', 'ir', 'ic')};",
+                      f"                if ({name}_v{j}[i] != {tag(j, f'g * {cg} + ci', 'ir', 'ic')}) cnt[2]++;",
+                      f"                acc += ({sp.acc_type})({src}[i]{zp}) * ({sp.acc_type}){wsrc[j]}[{widx}];",
+                      "              }"]
             w += [f"              {blk}[((long)(k - {k0}) * br + (r - r0)) * bc + (c - c0)] = acc;", "            }"]
         nblk = f"(long)({khi[j]} - {k0}) * br * bc"
         if sp.epilogue is None:
@@ -598,8 +594,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
 def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
                          by_shape: dict[tuple[int, int], BlockProgram], depth: list[int], height: list[int],
-                         width: list[int], slot: Callable[[str, str, str], str], tag: Callable[[str, str, str], str],
-                         weights: str, blk: str, levels: int) -> list[str]:
+                         width: list[int], slot: Callable[[int, str, str, str], str],
+                         tag: Callable[[int, str, str, str], str], blk: str, levels: int) -> list[str]:
     """C of a block computed by its tile program (``fused_group_c``'s ``programs``): gather the input window, run
     the program of the block's shape, scatter its output into ``blk`` (channel-major, as the plain loop leaves it),
     count its MACs and its counters per level."""
@@ -620,8 +616,8 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
              f"          void *T[{len(op.operands)}]; T[{k_in}] = pi; T[{k_w}] = {name}_wf{j}; T[{k_out}] = po;"]
     if dense:       # I[N][C]: the block's tokens, every input feature
         lines += [f"          for (int n = 0; n < br; n++) for (int ci = 0; ci < {cin}; ci++) {{",
-                  f"            long i = {slot('ci', 'r0 + n', 'c0')};",
-                  f"            if ({name}_v{j}[i] != {tag('ci', 'r0 + n', 'c0')}) cnt[2]++;",
+                  f"            long i = {slot(j, 'ci', 'r0 + n', 'c0')};",
+                  f"            if ({name}_v{j}[i] != {tag(j, 'ci', 'r0 + n', 'c0')}) cnt[2]++;",
                   f"            pi[(long)n * {cin} + ci] = (float)({name}_b{j}[i]{zp});",
                   "          }"]
     else:           # I[1][C][window rows][window columns], padding as zeros
@@ -634,8 +630,8 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
                   f"ic = c0 * {st.cols.stride} - {st.cols.pad} + (int)b;",
                   "            float v = 0.0f;",
                   f"            if (ir >= 0 && ir < {height[j]} && ic >= 0 && ic < {width[j]}) {{",
-                  f"              long i = {slot('ci', 'ir', 'ic')};",
-                  f"              if ({name}_v{j}[i] != {tag('ci', 'ir', 'ic')}) cnt[2]++;",
+                  f"              long i = {slot(j, 'ci', 'ir', 'ic')};",
+                  f"              if ({name}_v{j}[i] != {tag(j, 'ci', 'ir', 'ic')}) cnt[2]++;",
                   f"              v = (float)({name}_b{j}[i]{zp});",
                   "            }",
                   "            pi[((long)ci * wr + a) * wc + b] = v;",
