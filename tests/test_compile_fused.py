@@ -89,6 +89,8 @@ def test_float_chain_fused_matches_onnxruntime(tmp_path):
     r = compile_model(tiny_chain(), get_accelerator("eyeriss_like"), tmp_path, simulate=False, **slower)
     assert r.verification is not None and r.verification.ok
     assert r.groups and all(grp.counters_ok for grp in r.groups)
+    # the groups of convolutions without groups run their blocks' tile programs, per level the cost model's counts
+    assert all(grp.level_counters_ok is (True if grp.programs is not None else None) for grp in r.groups)
 
 
 def test_an_accelerator_without_a_shared_store_runs_layer_by_layer(tmp_path):
@@ -120,8 +122,9 @@ def test_float_matrix_product_chain_fused_matches_onnxruntime(tmp_path):
 
 def test_dense_gemm_chain_fused_matches_onnxruntime(tmp_path):
     """Two fully connected layers as ONNX Gemms (transB=1, a bias per output feature) with a ReLU between them, on
-    16 rows: one fused group, each weight read as stored ([out][in]), the biases and the ReLU on each block, within
-    tolerance of onnxruntime; its counters and the simulator's off-chip bits equal the fusion model's."""
+    16 rows: one fused group, each weight read as stored ([out][in]), each block computed by its tile program, the
+    biases and the ReLU on each block, within tolerance of onnxruntime; its counters, the blocks' counters per
+    level and the simulator's off-chip bits equal the models'."""
     r = compile_model(tiny_mlp(rows=16, d=16, hidden=32), get_accelerator("eyeriss_like"), tmp_path, **FAST)
     assert r.verification is not None and r.verification.ok, r.verification.summary() if r.verification else ""
     assert [grp.label for grp in r.groups] == ["fc1 -> fc2"], r.program.notes
@@ -134,6 +137,9 @@ def test_dense_gemm_chain_fused_matches_onnxruntime(tmp_path):
     assert [int(v) for v in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
                                                                   *want.macs, *model_weight_bits(grp.cost)]
     assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits
+    # every block runs its tile program (its mapping's loops and buffers): counters per level the cost model's
+    assert grp.programs is not None and sorted(grp.programs.programs) == [0, 1] and grp.level_counters_ok is True
+    assert "counters per level equal to the cost model's" in r.summary()
 
 
 def test_attention_scores_softmax_context_fused_matches_onnxruntime(tmp_path):

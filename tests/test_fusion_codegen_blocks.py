@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from accelmap.codegen.fused_blocks import block_level_counts, plan_block_programs  # noqa: E402
 from accelmap.codegen.fused_c import run_fused  # noqa: E402
 from accelmap.codegen.fused_weights import model_weight_bits, plan_weight_transfers  # noqa: E402
-from accelmap.errors import SpecError  # noqa: E402
 from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
 from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
 from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
@@ -68,8 +67,10 @@ def test_blocks_run_with_another_mapping_count_otherwise():
     assert any((run.level_counts[j] != want[j]).any() for j in want)
 
 
-def test_a_stage_without_a_tile_program_form_is_refused_in_one_line():
-    """A depthwise convolution's blocks (grouped channels) have no tile program form here: one line naming it."""
+def test_a_stage_without_a_tile_program_form_runs_plain_loops_and_says_why():
+    """A depthwise convolution's blocks (grouped channels) have no tile program form here: they run the plain loops
+    (one line saying why), the convolution before it its tile programs, bit-exact, its counters per level the
+    model's."""
     from accelmap.fusion.stages import mac_stage
     from accelmap.workload import conv2d, depthwise_conv2d
     macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=3, r=1, s=1)),
@@ -77,7 +78,12 @@ def test_a_stage_without_a_tile_program_form_is_refused_in_one_line():
     stages = tuple(ms.stage for ms in macs.values())
     arch = _arch(False, "128 bit")
     inner = InnerMappings(_random_search(0))
-    gc = group_cost(stages, macs, arch, 3, 5, ("fully-cached", "fully-cached"), inner)
+    policies = ("fully-cached", "fully-cached")
+    gc = group_cost(stages, macs, arch, 3, 5, policies, inner)
     assert not isinstance(gc, str), gc
-    with pytest.raises(SpecError, match="dw is depthwise_conv2d"):
-        plan_block_programs("group", stages, macs, arch, gc, inner)
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0] and progs.plain[1].startswith("dw is depthwise_conv2d")
+    run, ref = run_fused(stages, macs, 3, 5, policies, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert run.level_counts is not None
+    assert (run.level_counts[0] == block_level_counts("group", stages, macs, arch, gc, inner)[0]).all()

@@ -80,10 +80,12 @@ class BlockProgram:
 
 @dataclass(frozen=True)
 class BlockPrograms:
-    """Per multiply-accumulate stage, its blocks' tile programs by shape, on ``levels`` levels."""
+    """Per multiply-accumulate stage, its blocks' tile programs by shape, on ``levels`` levels; ``plain``: the
+    stages whose blocks run plain loops, with the reason."""
 
     programs: dict[int, dict[tuple[int, int], BlockProgram]]
     levels: int
+    plain: dict[int, str]
 
     def units(self) -> list[tuple[str, str]]:
         """(function, C source) of every block program."""
@@ -93,24 +95,28 @@ class BlockPrograms:
 def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
                         cost: GroupCost, inner: InnerMappings, dtype: str = "fp32") -> BlockPrograms:
     """Each block shape's tile program (``dtype``: its elements' type, ``generate_c``'s) for the group of plan
-    ``cost``. Covered: single-image convolutions without groups and dense layers, outside a head-tiled run."""
+    ``cost``. Covered: single-image convolutions without groups and dense layers, outside a head-tiled run; the
+    other stages' blocks run plain loops (``BlockPrograms.plain`` says why)."""
     bm = block_mappings(name, stages, macs, arch, cost, inner)
     programs: dict[int, dict[tuple[int, int], BlockProgram]] = {}
+    plain: dict[int, str] = {}
     for j, by_shape in bm.shapes.items():
         ms = bm.stages[j]
         op = ms.operator
-        if op.kind not in ("conv2d", "dense") or op.sizes.get("N", 1) != 1 and op.kind == "conv2d":
-            raise SpecError(f"fused group {name}: {op.name} is {op.kind}; its blocks run through their tile "
-                            "programs for single-image convolutions without groups and dense layers")
+        if op.kind not in ("conv2d", "dense") or op.kind == "conv2d" and op.sizes.get("N", 1) != 1:
+            plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions without "
+                        "groups and dense layers")
+            continue
         if ms.operator is not macs[j].operator:
-            raise SpecError(f"fused group {name}: {op.name} runs per head tile; its blocks' tile programs do not")
+            plain[j] = f"{op.name} runs per head tile"
+            continue
         programs[j] = {}
         for (r, c), (_, m) in by_shape.items():
             tile = tile_operator(ms, r, c)
             fn = f"{name}_block{j}_{r}x{c}"
             src = generate_c(tile, bm.arch, m, dtype).replace("int accelmap_run(", f"int {fn}(", 1)
             programs[j][(r, c)] = BlockProgram(fn, tile, src)
-    return BlockPrograms(programs, len(bm.arch.levels))
+    return BlockPrograms(programs, len(bm.arch.levels), plain)
 
 
 def block_level_counts(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,

@@ -50,6 +50,7 @@ import numpy as np
 import onnx
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.codegen.fused_blocks import BlockPrograms, block_level_counts, plan_block_programs
 from accelmap.codegen.fused_c import conv_shape, is_matrix_product
 from accelmap.codegen.fused_weights import WeightTransfers, plan_weight_transfers
 from accelmap.compile.graph import NetGraph
@@ -118,6 +119,11 @@ class FusedGroup:
     pools: dict[int, str] = field(default_factory=dict)   # pooling stage -> how it pools (``codegen.fused_c.POOLS``)
     produced: dict[int, Producer] = field(default_factory=dict)   # stage -> the producer kept in the store for it
     weights: WeightTransfers | None = None    # how its C moves the weights (``codegen.fused_weights``)
+    # its blocks' tile programs (``codegen.fused_blocks``; None: plain loops) and the model's counters per level of
+    # them by stage, and whether the program's equal them
+    programs: BlockPrograms | None = None
+    level_counts: dict[int, np.ndarray] = field(default_factory=dict)
+    level_counters_ok: bool | None = None
 
     @property
     def name(self) -> str:
@@ -271,6 +277,14 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
                 grp.weights = plan_weight_transfers(grp.name, grp.stages, grp.macs, arch, gc, inner,
                                                     frozenset(grp.produced),
                                                     {j: steps[grp.step_of[j]].dtype for j in grp.macs})
+                if all(steps[grp.step_of[j]].dtype == "fp32" for j in grp.macs):
+                    progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner)
+                    if progs.programs:
+                        grp.programs = progs
+                        model = block_level_counts(grp.name, grp.stages, grp.macs, arch, gc, inner)
+                        grp.level_counts = {j: model[j] for j in progs.programs}
+                    notes += [f"fused group {' -> '.join(gc.names)}: {why}, its blocks run plain loops, not their "
+                              "tile programs" for why in progs.plain.values()]
             groups.append(grp)
         except SpecError as e:
             notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")

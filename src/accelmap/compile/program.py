@@ -472,7 +472,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
     return fused_group_c(grp.name, grp.stages, grp.macs, c.tile_rows, c.tile_cols, c.policies,
-                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile)
+                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile, grp.programs)
 
 
 def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
@@ -592,9 +592,15 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
         body.append("    t0 = now_s();")
         if grp is not None:
             fused_defs.append(_fused_group_code(grp, steps, g, em))
-            for fn, src in grp.weights.units() if grp.weights is not None else []:
+            units = grp.weights.units() if grp.weights is not None else []
+            units += grp.programs.units() if grp.programs is not None else []
+            for fn, src in units:
                 (out / f"{fn}.c").write_text(src)
                 fetch_files.append(f"{fn}.c")
+            # the blocks' tile programs' counters per level, by stage (``codegen.fused_blocks``)
+            levels = "".join(f" print_tagged(\"fusedlvl{grp.index}\", {j}, {grp.name}_lvl{j}, "
+                             f"(int)(sizeof {grp.name}_lvl{j} / sizeof(long long)));"
+                             for j in (grp.programs.programs if grp.programs is not None else {}))
             ncnt = counter_count(len(grp.stages), grp.has_joins, bool(grp.host_adds))
             # one skip argument per join (inside the group by tensor, then the ending one): the value in memory
             # where it is re-read, none where it is kept on chip
@@ -604,7 +610,7 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
             skip_arg += f"{em.value(grp.skip)}, " if grp.skip is not None else ""
             lines = [f"/* fused group {grp.index}: {grp.label} (steps {', '.join(map(str, grp.members))}) */",
                      f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {skip_arg}"
-                     f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]
+                     f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt});{levels} }}"]
         elif s.placement == "accelerator":
             lm = layers[s.name]
             if lm.mapping is None:
