@@ -9,9 +9,10 @@ program's tile runtime restricted to those tiles). A second operand a producer l
 or V, ``GroupCost.producers_on_chip``) is not fetched at all.
 
 The emitted C counts the bits it fetches per stage, so the group's counters compare with the model's per-stage
-off-chip weight bits (``model_weight_bits``). What still is not emitted: the block's multiply-accumulates run in
-the block's own order reading the weights from the tensor in memory (resident: from their copy in the store),
-not through the inner mapping's loops and buffers; the fetched tiles land in the level's buffer and are counted.
+off-chip weight bits (``model_weight_bits``). The blocks' multiply-accumulates through the inner mapping's loops
+and buffers are ``codegen.fused_blocks``' (where covered); elsewhere they run in the block's own order reading the
+weights from the tensor in memory (resident: from their copy in the store), and the fetched tiles land in the
+level's buffer and are counted.
 """
 
 from __future__ import annotations
