@@ -198,6 +198,8 @@ def _qdq_one_group_bit_exact(model, label, tmp_path) -> set[str]:
     assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
     assert [grp.label for grp in r.groups] == [label], r.program.notes
     assert r.groups[0].counters_ok is True
+    # blocks of convolutions without groups and dense layers run their tile programs, per level the model's counts
+    assert r.groups[0].level_counters_ok is (True if r.groups[0].programs is not None else None)
     return {r.steps[i].op_type for i in r.groups[0].members}
 
 
@@ -279,7 +281,8 @@ def test_a_relayout_between_products_runs_on_chip_only_where_it_keeps_tokens_and
 def test_qdq_dense_gemm_chain_fused_bit_exact(tmp_path):
     """The two Gemm layers quantized (int8 QDQ, 7-bit weights): integer products (onnxruntime's QGemm on the
     integer form) with their output-major weights, requantized per block, the ReLU between dequantize and quantize;
-    bit-exact on the integer form and on the file with onnxruntime's int8 kernels, the counters the model's."""
+    bit-exact on the integer form and on the file with onnxruntime's int8 kernels, the counters the model's; each
+    block computed by its tile program on the integer operands (counters per level the cost model's)."""
     ops = _qdq_one_group_bit_exact(tiny_mlp(rows=16, d=16, hidden=32), "fc1 -> fc2", tmp_path)
     assert ops == {"Gemm (QDQ)", "DequantizeLinear", "Relu", "QuantizeLinear"}
 

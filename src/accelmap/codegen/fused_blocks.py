@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.accelerator import Accelerator
-from accelmap.codegen.c_source import generate_c
+from accelmap.codegen.c_source import c_type, generate_c
 from accelmap.cost.model import access_counts
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Stage, head_segment, schedules
@@ -80,12 +80,24 @@ class BlockProgram:
 
 @dataclass(frozen=True)
 class BlockPrograms:
-    """Per multiply-accumulate stage, its blocks' tile programs by shape, on ``levels`` levels; ``plain``: the
-    stages whose blocks run plain loops, with the reason."""
+    """Per multiply-accumulate stage, its blocks' tile programs by shape, on ``levels`` levels, of elements of
+    ``dtype`` (``generate_c``'s); ``plain``: the stages whose blocks run plain loops, with the reason."""
 
     programs: dict[int, dict[tuple[int, int], BlockProgram]]
     levels: int
     plain: dict[int, str]
+    dtype: str = "fp32"
+
+    def types(self, j: int) -> tuple[str, str, str]:
+        """The C types of stage ``j``'s programs' input, weight and output elements."""
+        op = next(iter(self.programs[j].values())).operator
+        return (c_type(op.inputs[0], self.dtype)[0], c_type(op.inputs[1], self.dtype)[0],
+                c_type(op.output, self.dtype)[0])
+
+    def without(self, j: int, why: str) -> BlockPrograms:
+        """The same with stage ``j``'s blocks in plain loops, for reason ``why``."""
+        return BlockPrograms({k: v for k, v in self.programs.items() if k != j}, self.levels,
+                             {**self.plain, j: why}, self.dtype)
 
     def units(self) -> list[tuple[str, str]]:
         """(function, C source) of every block program."""
@@ -116,7 +128,7 @@ def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, Ma
             fn = f"{name}_block{j}_{r}x{c}"
             src = generate_c(tile, bm.arch, m, dtype).replace("int accelmap_run(", f"int {fn}(", 1)
             programs[j][(r, c)] = BlockProgram(fn, tile, src)
-    return BlockPrograms(programs, len(bm.arch.levels), plain)
+    return BlockPrograms(programs, len(bm.arch.levels), plain, dtype)
 
 
 def block_level_counts(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,

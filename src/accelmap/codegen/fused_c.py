@@ -287,8 +287,9 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
     ``programs`` (``codegen.fused_blocks``): the multiply-accumulate stages it covers compute each block by the
     block's tile program, through its mapping's loops and buffers: the block's input window gathered from the
-    on-chip buffer (padding as zeros) in the tile operator's layout, the program run (elements of its ``float``
-    type: the 64-bit harness's small integers are exact), its output scattered into the block buffer; its counters
+    on-chip buffer (padding as zeros; less the stage's zero point) in the tile operator's layout and the program's
+    element types (``BlockPrograms.types``; the 64-bit harness runs ``float`` programs, exact on its small integers,
+    on a converted copy of the weights), the program run, its output scattered into the block buffer; its counters
     per level summed over the blocks in ``NAME_lvlJ`` (``[levels][operands][4]``), zeroed at the call.
     """
     jn, policy = (join.join, join.skip_policy) if join is not None else (None, "re-read")
@@ -379,8 +380,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         w += [f"int {p.function}(void **T, long long *counters);  /* a block's tile program */"
               for p in by_shape.values()]
         w.append(f"long long {name}_lvl{j}[{levels * len(first.operator.operands) * 4}];   /* its counters per level */")
-        w.append(f"static float {name}_wf{j}[{macs[j].operator.footprint(macs[j].operator.inputs[1])}];"
-                 "   /* its weights as the tile programs' elements */")
+        wt = programs.types(j)[1] if programs is not None else ""
+        if wt != specs[j].weight_type:
+            w.append(f"static {wt} {name}_wf{j}[{macs[j].operator.footprint(macs[j].operator.inputs[1])}];"
+                     "   /* its weights as the tile programs' elements */")
     for j, count in weights.resident.items():
         if not specs[j].weight_type:
             raise SpecError(f"fused group {name}: stage {stages[j].name} keeps its weights resident but has no "
@@ -432,9 +435,11 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
     w += ["", f"static void {name}(const {in_type} *x, {skip_arg}{out_type} *y, long long *cnt) {{",
           f"  memset(cnt, 0, sizeof(long long) * {ncnt});"]
     for j in tile_programs:
-        w += [f"  memset({name}_lvl{j}, 0, sizeof {name}_lvl{j});",
-              f"  for (long i = 0; i < (long)(sizeof {name}_wf{j} / sizeof(float)); i++) "
-              f"{name}_wf{j}[i] = (float){specs[j].weights}[i];"]
+        w.append(f"  memset({name}_lvl{j}, 0, sizeof {name}_lvl{j});")
+        wt = programs.types(j)[1] if programs is not None else ""
+        if wt != specs[j].weight_type:
+            w.append(f"  for (long i = 0; i < (long)(sizeof {name}_wf{j} / sizeof {name}_wf{j}[0]); i++) "
+                     f"{name}_wf{j}[i] = ({wt}){specs[j].weights}[i];")
     for j, count in weights.resident.items():        # fetched once, before the first tile
         w.append(f"  for (long i = 0; i < {count}; i++) {name}_w{j}[i] = {specs[j].weights}[i];"
                  f"  cnt[{wcnt + j}] += {count}LL * {weights.bits[j]};")
@@ -497,8 +502,11 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
         k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
         ms = macs.get(j)
         if ms is not None and j in tile_programs:
-            w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], depth, height, width, slot, tag, blk,
-                                      levels)
+            assert programs is not None
+            elems = programs.types(j)
+            wname = wsrc[j] if elems[1] == sp.weight_type else f"{name}_wf{j}"
+            w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], elems, wname, depth, height, width,
+                                      slot, tag, blk, levels)
         else:
             w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
@@ -593,7 +601,8 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
 
 
 def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
-                         by_shape: dict[tuple[int, int], BlockProgram], depth: list[int], height: list[int],
+                         by_shape: dict[tuple[int, int], BlockProgram], types: tuple[str, str, str], weights: str,
+                         depth: list[int], height: list[int],
                          width: list[int], slot: Callable[[int, str, str, str], str],
                          tag: Callable[[int, str, str, str], str], blk: str, levels: int) -> list[str]:
     """C of a block computed by its tile program (``fused_group_c``'s ``programs``): gather the input window, run
@@ -612,13 +621,13 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     nv = levels * len(op.operands) * 4
     zp = f" - {sp.zero_point}" if sp.zero_point else ""
     lines = [f"        {{ /* the block's multiply-accumulates through its tile mapping's loops and buffers (stage {j}) */",
-             f"          static float pi[{n_in}], po[{n_out}]; static long long lc[{nv}];",
-             f"          void *T[{len(op.operands)}]; T[{k_in}] = pi; T[{k_w}] = {name}_wf{j}; T[{k_out}] = po;"]
+             f"          static {types[0]} pi[{n_in}]; static {types[2]} po[{n_out}]; static long long lc[{nv}];",
+             f"          void *T[{len(op.operands)}]; T[{k_in}] = pi; T[{k_w}] = (void *){weights}; T[{k_out}] = po;"]
     if dense:       # I[N][C]: the block's tokens, every input feature
         lines += [f"          for (int n = 0; n < br; n++) for (int ci = 0; ci < {cin}; ci++) {{",
                   f"            long i = {slot(j, 'ci', 'r0 + n', 'c0')};",
                   f"            if ({name}_v{j}[i] != {tag(j, 'ci', 'r0 + n', 'c0')}) cnt[2]++;",
-                  f"            pi[(long)n * {cin} + ci] = (float)({name}_b{j}[i]{zp});",
+                  f"            pi[(long)n * {cin} + ci] = ({types[0]})({name}_b{j}[i]{zp});",
                   "          }"]
     else:           # I[1][C][window rows][window columns], padding as zeros
         wr = f"((br - 1) * {st.rows.stride} + {(kr_ - 1) * dh + 1})"
@@ -628,15 +637,15 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
                   "for (long b = 0; b < wc; b++) {",
                   f"            int ir = r0 * {st.rows.stride} - {st.rows.pad} + (int)a, "
                   f"ic = c0 * {st.cols.stride} - {st.cols.pad} + (int)b;",
-                  "            float v = 0.0f;",
+                  f"            {types[0]} v = 0;",
                   f"            if (ir >= 0 && ir < {height[j]} && ic >= 0 && ic < {width[j]}) {{",
                   f"              long i = {slot(j, 'ci', 'ir', 'ic')};",
                   f"              if ({name}_v{j}[i] != {tag(j, 'ci', 'ir', 'ic')}) cnt[2]++;",
-                  f"              v = (float)({name}_b{j}[i]{zp});",
+                  f"              v = ({types[0]})({name}_b{j}[i]{zp});",
                   "            }",
                   "            pi[((long)ci * wr + a) * wc + b] = v;",
                   "          }"]
-    lines.append(f"          memset(po, 0, sizeof(float) * (size_t)({cout} * br * bc));")
+    lines.append(f"          memset(po, 0, sizeof po[0] * (size_t)({cout} * br * bc));")
     for i, ((r, c), p) in enumerate(sorted(by_shape.items())):
         lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) {p.function}(T, lc);")
     lines += [f"          for (long i = 0; i < {nv}; i++) {name}_lvl{j}[i] += lc[i];",

@@ -63,7 +63,7 @@ from accelmap.compile.host_ops import (
     block_layernorm,
     block_softmax,
 )
-from accelmap.compile.partition import Step
+from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import Join, Stage, schedules
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, offchip_bits, store_index
@@ -277,8 +277,13 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
                 grp.weights = plan_weight_transfers(grp.name, grp.stages, grp.macs, arch, gc, inner,
                                                     frozenset(grp.produced),
                                                     {j: steps[grp.step_of[j]].dtype for j in grp.macs})
-                if all(steps[grp.step_of[j]].dtype == "fp32" for j in grp.macs):
-                    progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner)
+                dtypes = {steps[grp.step_of[j]].dtype for j in grp.macs}
+                if len(dtypes) == 1:
+                    progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner, dtypes.pop())
+                    for j in list(progs.programs):
+                        why = _operand_misfit(steps[grp.step_of[j]], grp.macs[j], g)
+                        if why:
+                            progs = progs.without(j, why)
                     if progs.programs:
                         grp.programs = progs
                         model = block_level_counts(grp.name, grp.stages, grp.macs, arch, gc, inner)
@@ -423,6 +428,20 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     if gc.producers_on_chip:
         grp.produced = _kept_producers(gc, chain, producers, grp, steps, g, producer)
     return grp
+
+
+def _operand_misfit(s: Step, ms: MacStage, g: NetGraph) -> str:
+    """Why an integer product's quantized input less its zero point does not fit its tile program's input operand
+    (as the layer programs check it); empty when it fits or the product is float."""
+    if s.dtype != "int" or s.qin is None:
+        return ""
+    X = ms.operator.inputs[0]
+    zp = int(s.qin.zero_point[0])
+    qlo, qhi = q_range(s.qin.elem)
+    if qlo - zp < -(1 << (X.bits - 1)) or qhi - zp > (1 << (X.bits - 1)) - 1:
+        return (f"{ms.operator.name}'s quantized input less its zero point ({qlo - zp}..{qhi - zp}) does not fit its "
+                f"{X.bits}-bit operand")
+    return ""
 
 
 def _kept_producers(gc: GroupCost, chain, producers: dict[str, Producer], grp: FusedGroup, steps: list[Step],
