@@ -17,11 +17,17 @@ from accelmap.codegen.fused_c import run_fused  # noqa: E402
 from accelmap.codegen.fused_weights import model_weight_bits, plan_weight_transfers  # noqa: E402
 from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
 from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
+from accelmap.fusion.stages import mac_stage  # noqa: E402
+from accelmap.workload import gemm  # noqa: E402
 from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
 
 
 def _plan(kind: str, seed: int):
-    stages, macs = _group(kind)
+    if kind == "matmuls":       # O[M][N] += A[M][K] * B[K][N], tokens along M
+        macs = {0: mac_stage(gemm("mm0", m=6, n=12, k=8)), 1: mac_stage(gemm("mm1", m=6, n=5, k=12))}
+        stages = tuple(ms.stage for ms in macs.values())
+    else:
+        stages, macs = _group(kind)
     arch = _arch(False, "128 bit")
     rng = random.Random(seed)
     last = stages[-1]
@@ -33,9 +39,11 @@ def _plan(kind: str, seed: int):
     return stages, macs, arch, tile, policies, inner, gc
 
 
-@pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 4), ("convs", 7), ("dense", 1), ("dense", 5)])
+@pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 4), ("convs", 7), ("dense", 1), ("dense", 5),
+                                       ("matmuls", 2), ("matmuls", 3)])
 def test_blocks_run_their_tile_mappings_with_the_models_counters_per_level(kind, seed):
-    """Two 3x3 / 1x1 convolutions (padded) or two dense layers, random tiles, halo modes and tile mappings (weight
+    """Two 3x3 / 1x1 convolutions (padded), two dense layers or two matrix products, random tiles, halo modes and
+    tile mappings (weight
     tiles refetched inside a block): every block runs its shape's tile program; the output is bit-exact, nothing
     evicted is read, the MACs and the weights' bits fetched are the model's, and every level's counters of every
     operand (fills, reads, updates, drains), summed over the blocks, equal the cost model's."""
@@ -71,7 +79,6 @@ def test_a_stage_without_a_tile_program_form_runs_plain_loops_and_says_why():
     """A depthwise convolution's blocks (grouped channels) have no tile program form here: they run the plain loops
     (one line saying why), the convolution before it its tile programs, bit-exact, its counters per level the
     model's."""
-    from accelmap.fusion.stages import mac_stage
     from accelmap.workload import conv2d, depthwise_conv2d
     macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=3, r=1, s=1)),
             1: mac_stage(depthwise_conv2d("dw", c=3, h=6, w=5, r=3, s=3, padding=1))}

@@ -104,20 +104,33 @@ class BlockPrograms:
         return [(p.function, p.source) for by in self.programs.values() for p in by.values()]
 
 
+def covered(ms: MacStage) -> bool:
+    """Whether a stage's blocks run their tile programs: a single-image convolution without groups, a dense layer
+    (``O[N][K] += I[N][C] * W[K][C]``) or a matrix product without a batch (``O[M][N] += A[M][K] * B[K][N]``), whose
+    tile operators' input and output are the block's window (channel-major) or tokens (token-major)."""
+    from accelmap.codegen.fused_c import product_batch  # fused_c runs these programs: it imports this module
+
+    op = ms.operator
+    if op.kind == "conv2d":
+        return op.sizes.get("N", 1) == 1
+    return op.kind == "dense" or op.kind == "matmul" and product_batch(ms) == 1
+
+
 def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
                         cost: GroupCost, inner: InnerMappings, dtype: str = "fp32") -> BlockPrograms:
     """Each block shape's tile program (``dtype``: its elements' type, ``generate_c``'s) for the group of plan
-    ``cost``. Covered: single-image convolutions without groups and dense layers, outside a head-tiled run; the
-    other stages' blocks run plain loops (``BlockPrograms.plain`` says why)."""
+    ``cost``. Covered (``covered``): single-image convolutions without groups, dense layers and matrix products
+    without a batch, outside a head-tiled run; the other stages' blocks run plain loops (``BlockPrograms.plain``
+    says why)."""
     bm = block_mappings(name, stages, macs, arch, cost, inner)
     programs: dict[int, dict[tuple[int, int], BlockProgram]] = {}
     plain: dict[int, str] = {}
     for j, by_shape in bm.shapes.items():
         ms = bm.stages[j]
         op = ms.operator
-        if op.kind not in ("conv2d", "dense") or op.kind == "conv2d" and op.sizes.get("N", 1) != 1:
+        if not covered(ms):
             plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions without "
-                        "groups and dense layers")
+                        "groups, dense layers and matrix products without a batch")
             continue
         if ms.operator is not macs[j].operator:
             plain[j] = f"{op.name} runs per head tile"

@@ -611,7 +611,7 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     op = ms.operator
     names = [o.name for o in op.operands]
     k_in, k_w, k_out = names.index(op.inputs[0].name), names.index(op.inputs[1].name), names.index(op.output.name)
-    dense = op.kind == "dense"
+    dense = op.kind in ("dense", "matmul")       # token-major I[N][C] / A[M][K] and O[N][K] / O[M][N]
     kr_, ks_, dh, dw, _ = conv_shape(ms)
     cin, cout = depth[j], depth[j + 1]
     win_rows = {r: (r - 1) * st.rows.stride + (kr_ - 1) * dh + 1 for r, _ in by_shape}
