@@ -19,6 +19,7 @@ from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
 from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
 from accelmap.fusion.stages import mac_stage  # noqa: E402
 from accelmap.workload import gemm  # noqa: E402
+from test_fusion_codegen_heads import _attention  # noqa: E402
 from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
 
 
@@ -94,3 +95,23 @@ def test_a_stage_without_a_tile_program_form_runs_plain_loops_and_says_why():
     assert (run.output == ref).all() and run.invalid_reads == 0
     assert run.level_counts is not None
     assert (run.level_counts[0] == block_level_counts("group", stages, macs, arch, gc, inner)[0]).all()
+
+
+@pytest.mark.parametrize("heads,rows,tile,seed", [(2, 5, 2, 0), (3, 4, 4, 1)])
+def test_attentions_products_per_head_run_their_tile_programs(heads, rows, tile, seed):
+    """FLAT's chain (Q projection > scores and context per head > output projection) in row tiles: every stage's
+    blocks, the batched products per head included (their tile operators' A[b][M][K] and O[b][M][N] token-major,
+    on chip channel b * X + x), run their tile programs; bit-exact, no invalid read, every level's counters the
+    cost model's."""
+    stages, macs = _attention(heads, rows)
+    policies = ("fully-cached", "fully-recompute", "H-cached-V-recompute", "fully-cached")
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, tile, 1, policies, inner)
+    assert not isinstance(gc, str), gc
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0, 1, 2, 3] and not progs.plain
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=seed, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)

@@ -611,7 +611,10 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     op = ms.operator
     names = [o.name for o in op.operands]
     k_in, k_w, k_out = names.index(op.inputs[0].name), names.index(op.inputs[1].name), names.index(op.output.name)
-    dense = op.kind in ("dense", "matmul")       # token-major I[N][C] / A[M][K] and O[N][K] / O[M][N]
+    # token-major products: I[N][C] / A[b][M][K] in, O[N][K] / O[b][M][N] out, on chip channel b * X + x
+    dense = op.kind in ("dense", "matmul", "batched_matmul")
+    nb = product_batch(ms) or 1
+    cg, kg = depth[j] // nb, depth[j + 1] // nb
     kr_, ks_, dh, dw, _ = conv_shape(ms)
     cin, cout = depth[j], depth[j + 1]
     win_rows = {r: (r - 1) * st.rows.stride + (kr_ - 1) * dh + 1 for r, _ in by_shape}
@@ -623,11 +626,12 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     lines = [f"        {{ /* the block's multiply-accumulates through its tile mapping's loops and buffers (stage {j}) */",
              f"          static {types[0]} pi[{n_in}]; static {types[2]} po[{n_out}]; static long long lc[{nv}];",
              f"          void *T[{len(op.operands)}]; T[{k_in}] = pi; T[{k_w}] = (void *){weights}; T[{k_out}] = po;"]
-    if dense:       # I[N][C]: the block's tokens, every input feature
-        lines += [f"          for (int n = 0; n < br; n++) for (int ci = 0; ci < {cin}; ci++) {{",
-                  f"            long i = {slot(j, 'ci', 'r0 + n', 'c0')};",
-                  f"            if ({name}_v{j}[i] != {tag(j, 'ci', 'r0 + n', 'c0')}) cnt[2]++;",
-                  f"            pi[(long)n * {cin} + ci] = ({types[0]})({name}_b{j}[i]{zp});",
+    if dense:       # I[b][N][C]: the block's tokens, every input feature of every batch
+        lines += [f"          for (int bb = 0; bb < {nb}; bb++) for (int n = 0; n < br; n++) "
+                  f"for (int ci = 0; ci < {cg}; ci++) {{",
+                  f"            long i = {slot(j, f'bb * {cg} + ci', 'r0 + n', 'c0')};",
+                  f"            if ({name}_v{j}[i] != {tag(j, f'bb * {cg} + ci', 'r0 + n', 'c0')}) cnt[2]++;",
+                  f"            pi[((long)bb * br + n) * {cg} + ci] = ({types[0]})({name}_b{j}[i]{zp});",
                   "          }"]
     else:           # I[1][C][window rows][window columns], padding as zeros
         wr = f"((br - 1) * {st.rows.stride} + {(kr_ - 1) * dh + 1})"
@@ -650,9 +654,10 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
         lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) {p.function}(T, lc);")
     lines += [f"          for (long i = 0; i < {nv}; i++) {name}_lvl{j}[i] += lc[i];",
               f"          cnt[{3 + j}] += (long long)br * bc * {st.macs_per_pixel};"]
-    if dense:       # O[N][K] -> the block's [K][positions]
-        lines.append(f"          for (int k = 0; k < {cout}; k++) for (int n = 0; n < br; n++) "
-                     f"{blk}[(long)k * br + n] = ({sp.acc_type})po[(long)n * {cout} + k];")
+    if dense:       # O[b][N][K] -> the block's [b * K + k][positions]
+        lines.append(f"          for (int bb = 0; bb < {nb}; bb++) for (int k = 0; k < {kg}; k++) "
+                     f"for (int n = 0; n < br; n++) {blk}[((long)bb * {kg} + k) * br + n] = "
+                     f"({sp.acc_type})po[((long)bb * br + n) * {kg} + k];")
     else:           # O[1][K][rows][columns]: the block's layout
         lines.append(f"          for (long i = 0; i < (long){cout} * br * bc; i++) {blk}[i] = ({sp.acc_type})po[i];")
     lines.append("        }")
