@@ -76,10 +76,10 @@ def test_blocks_run_with_another_mapping_count_otherwise():
     assert any((run.level_counts[j] != want[j]).any() for j in want)
 
 
-def test_a_stage_without_a_tile_program_form_runs_plain_loops_and_says_why():
-    """A depthwise convolution's blocks (grouped channels) have no tile program form here: they run the plain loops
-    (one line saying why), the convolution before it its tile programs, bit-exact, its counters per level the
-    model's."""
+def test_a_depthwise_convolution_runs_its_tile_programs():
+    """A 1x1 convolution then a padded 3x3 depthwise one (MobileNet's expand > depthwise): the depthwise blocks'
+    tile operators read I[1][G][window] and W[G][R][S] as a convolution's, so both stages run their tile programs,
+    bit-exact, every level's counters the model's."""
     from accelmap.workload import conv2d, depthwise_conv2d
     macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=3, r=1, s=1)),
             1: mac_stage(depthwise_conv2d("dw", c=3, h=6, w=5, r=3, s=3, padding=1))}
@@ -90,11 +90,30 @@ def test_a_stage_without_a_tile_program_form_runs_plain_loops_and_says_why():
     gc = group_cost(stages, macs, arch, 3, 5, policies, inner)
     assert not isinstance(gc, str), gc
     progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    assert sorted(progs.programs) == [0] and progs.plain[1].startswith("dw is depthwise_conv2d")
+    assert sorted(progs.programs) == [0, 1] and not progs.plain
     run, ref = run_fused(stages, macs, 3, 5, policies, programs=progs)
     assert (run.output == ref).all() and run.invalid_reads == 0
-    assert run.level_counts is not None
-    assert (run.level_counts[0] == block_level_counts("group", stages, macs, arch, gc, inner)[0]).all()
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
+
+
+def test_a_head_tiled_runs_stages_keep_plain_loops_and_say_why():
+    """Attention tiled over heads (one head at a time): the scores' and context's blocks run per head tile, which the
+    tile programs do not (one line each saying why); the projections run theirs; bit-exact, the projections' counters
+    per level the model's."""
+    stages, macs = _attention(2, 4)
+    policies = ("fully-cached", "fully-recompute", "fully-recompute", "fully-cached")
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(1))
+    gc = group_cost(stages, macs, arch, 2, 1, policies, inner, head_tile=1)
+    assert not isinstance(gc, str), gc
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0, 3]
+    assert progs.plain == {1: "scores runs per head tile", 2: "context runs per head tile"}
+    run, ref = run_fused(stages, macs, 2, 1, policies, programs=progs, head_tile=1)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in (0, 3))
 
 
 @pytest.mark.parametrize("heads,rows,tile,seed", [(2, 5, 2, 0), (3, 4, 4, 1)])

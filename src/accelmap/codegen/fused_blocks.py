@@ -105,14 +105,15 @@ class BlockPrograms:
 
 
 def covered(ms: MacStage) -> bool:
-    """Whether a stage's blocks run their tile programs: a single-image convolution without groups, a dense layer
+    """Whether a stage's blocks run their tile programs: a single-image convolution without groups or depthwise, a
+    dense layer
     (``O[N][K] += I[N][C] * W[K][C]``) or a matrix product, batched or not (``O[b][M][N] += A[b][M][K] * B[b][K][N]``,
     ``codegen.fused_c.product_batch``), whose tile operators' input and output are the block's window (channel-major)
     or tokens (token-major)."""
     from accelmap.codegen.fused_c import product_batch  # fused_c runs these programs: it imports this module
 
     op = ms.operator
-    if op.kind == "conv2d":
+    if op.kind in ("conv2d", "depthwise_conv2d"):       # a depthwise one's I[1][G][..] and W[G][R][S] alike
         return op.sizes.get("N", 1) == 1
     return op.kind == "dense" or op.kind in ("matmul", "batched_matmul") and product_batch(ms) is not None
 
@@ -131,7 +132,7 @@ def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, Ma
         op = ms.operator
         if not covered(ms):
             plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions without "
-                        "groups, dense layers and matrix products")
+                        "groups or depthwise, dense layers and matrix products")
             continue
         if ms.operator is not macs[j].operator:
             plain[j] = f"{op.name} runs per head tile"
