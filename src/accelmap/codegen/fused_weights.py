@@ -9,9 +9,10 @@ program's tile runtime restricted to those tiles). A second operand a producer l
 or V, ``GroupCost.producers_on_chip``) is not fetched at all.
 
 The emitted C counts the bits it fetches per stage, so the group's counters compare with the model's per-stage
-off-chip weight bits (``model_weight_bits``). What still is not emitted: the block's multiply-accumulates run in
-the block's own order reading the weights from the tensor in memory (resident: from their copy in the store),
-not through the inner mapping's loops and buffers; the fetched tiles land in the level's buffer and are counted.
+off-chip weight bits (``model_weight_bits``). The blocks' multiply-accumulates through the inner mapping's loops
+and buffers are ``codegen.fused_blocks``' (where covered); elsewhere they run in the block's own order reading the
+weights from the tensor in memory (resident: from their copy in the store), and the fetched tiles land in the
+level's buffer and are counted.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from dataclasses import dataclass
 
 from accelmap.arch.accelerator import Accelerator
 from accelmap.codegen.c_source import generate_c, stored_shape
+from accelmap.codegen.fused_blocks import block_mappings
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import Stage, head_segment, schedules
-from accelmap.fusion.group_cost import GroupCost, InnerMappings, block_shapes, reserved
-from accelmap.fusion.stages import MacStage, head_slice, tile_operator
+from accelmap.fusion.geometry import Stage
+from accelmap.fusion.group_cost import GroupCost, InnerMappings
+from accelmap.fusion.stages import MacStage, tile_operator
 
 
 @dataclass(frozen=True)
@@ -87,35 +89,21 @@ def plan_weight_transfers(name: str, stages: tuple[Stage, ...], macs: dict[int, 
                 continue            # its producer's output is in the store already
             resident[j] = math.prod(stored_shape(ms.operator, ms.operator.inputs[1])[0])
         return WeightTransfers(resident, {}, bits)
-    got = reserved(arch, cost.reserved_bits)
-    if got is None:
-        raise SpecError(f"fused group {name}: its reserved {cost.reserved_bits} bits do not fit the store")
-    arch_r = got[0]
-    rows, cols = schedules(stages, cost.tile_rows, cost.tile_cols, cost.policies, cost.join,
-                           cost.skip_policy or "re-read", cost.inner_joins)
-    segment = head_segment(stages, cost.head_tile)
-    head_tiles = cost.counts.head_tiles
+    bm = block_mappings(name, stages, macs, arch, cost, inner)
     streamed: dict[int, dict[tuple[int, int], BlockFetch]] = {}
-    for j, ms in macs.items():
+    for j, by_shape in bm.shapes.items():
+        ms = bm.stages[j]
         fetched_names = [x for k, x in enumerate(weight_operands(ms)) if not (k == 0 and j in in_store)]
-        shapes = block_shapes(rows, cols, j, segment, head_tiles)
-        if segment is not None and segment[0] <= j <= segment[1]:
-            assert cost.head_tile is not None
-            ms = head_slice(ms, cost.head_tile)
-        if not fetched_names or not shapes:
+        if not fetched_names or not by_shape:
             continue
-        largest = (max(r for r, _ in shapes), max(c for _, c in shapes))
         streamed[j] = {}
-        for r, c in sorted(shapes):
-            m = inner.mapping(ms, largest, (r, c), arch_r)
-            if isinstance(m, str):
-                raise SpecError(f"fused group {name}: {ms.operator.name}'s {r}x{c} block has no mapping: {m}")
+        for (r, c), (_, m) in by_shape.items():
             tile = tile_operator(ms, r, c)
             fn = f"{name}_fetch{j}_{r}x{c}"
-            src = generate_c(tile, arch_r, m, dtypes.get(j, "int"), fetched_only=frozenset(fetched_names))
+            src = generate_c(tile, bm.arch, m, dtypes.get(j, "int"), fetched_only=frozenset(fetched_names))
             names = [o.name for o in tile.operands]
             fetched = tuple((names.index(x), tile.operands[names.index(x)].bits) for x in fetched_names)
-            streamed[j][(r, c)] = BlockFetch(fn, len(tile.operands), len(arch_r.levels), fetched,
+            streamed[j][(r, c)] = BlockFetch(fn, len(tile.operands), len(bm.arch.levels), fetched,
                                              src.replace("int accelmap_run(", f"int {fn}(", 1))
     return WeightTransfers({}, streamed, bits)
 

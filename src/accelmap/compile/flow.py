@@ -154,7 +154,10 @@ class CompileResult:
                                 is not None else "")
                              + f", off-chip {gc.offchip_bits / 8e6:,.3f} MB"
                              + ("" if grp.counters_ok is None else
-                                f"; counters {'equal to' if grp.counters_ok else 'DIFFER from'} the fusion model"))
+                                f"; counters {'equal to' if grp.counters_ok else 'DIFFER from'} the fusion model")
+                             + ("" if grp.level_counters_ok is None else
+                                f"; blocks through their tile mappings, counters per level "
+                                f"{'equal to' if grp.level_counters_ok else 'DIFFER from'} the cost model's"))
         if self.verification is not None:
             lines.append(self.verification.summary())
         if self.timing is not None:
@@ -182,7 +185,8 @@ def _group_dict(grp: FusedGroup, top: str) -> dict:
             "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
             "skip_fetched": c.counts.skip_fetched if c.join else None,
             "buffer_bits": c.counts.buffer_total_bits, "host_model_cycles": (grp.host_work.read + grp.host_work.written)
-            / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok}
+            / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok,
+            "block_tile_programs": grp.programs is not None, "level_counters_equal_model": grp.level_counters_ok}
 
 
 def _check_counts(res: CompileResult) -> None:
@@ -196,7 +200,13 @@ def _check_counts(res: CompileResult) -> None:
         if grp.has_joins:
             want.append(cnt.skip_fetched)
         want += model_weight_bits(grp.cost)
+        if grp.host_adds:       # the skips of the adds left to the host: each computed element's, read once
+            want.append(sum(grp.computed(x.tensor - 1) for x in grp.host_adds))
         grp.counters_ok = got is not None and [int(v) for v in got] == want
+        if grp.programs is not None:        # the blocks' tile programs: every level's counters the model's
+            ran = res.run.fused_level_counters
+            grp.level_counters_ok = all((grp.index, j) in ran and ran[(grp.index, j)].tolist() == want_j.ravel().tolist()
+                                        for j, want_j in grp.level_counts.items())
     for i, s in enumerate(res.steps):
         if s.placement != "accelerator" or i not in res.run.counters:
             continue

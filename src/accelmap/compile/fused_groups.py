@@ -23,8 +23,12 @@ transposes of the heads' split and merge between a projection and the heads' pro
 (``_check_relayout``): FLAT's chain from the Q projection to the output projection is one group.
 
 The search itself (``fuse_network``) sees the graph's shapes and cuts the chains after every host step a block
-cannot run (a layer norm, an average pool, an add of a tensor no operator computed): ``accelmap map --fuse``
-searches such groups, the program could not run them fused.
+cannot run (a layer norm over anything but a matrix product's features, a pool neither max nor float average):
+``accelmap map --fuse`` searches such groups, the program could not run them fused. A pre-LN (or post-LN)
+transformer's link from attention to its feed-forward network runs: the add of the layer's input, a tensor no
+operator of the group computes (the fusion model leaves it to the host, as without fusion), reads it from memory
+at each block's positions (``InnerJoinPlan.host``, counted apart), and the layer norm over the features runs on
+the block, which holds every feature of its tokens.
 
 A group is run layer by layer instead, with the reason stated, when its program cannot be written:
 an operator that is not a single-image 2-D convolution or a matrix product of that form, a host step
@@ -46,6 +50,7 @@ import numpy as np
 import onnx
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.codegen.fused_blocks import BlockPrograms, block_level_counts, plan_block_programs
 from accelmap.codegen.fused_c import conv_shape, is_matrix_product
 from accelmap.codegen.fused_weights import WeightTransfers, plan_weight_transfers
 from accelmap.compile.graph import NetGraph
@@ -55,11 +60,12 @@ from accelmap.compile.host_ops import (
     HostWork,
     block_constant,
     block_gemm_bias,
+    block_layernorm,
     block_softmax,
 )
-from accelmap.compile.partition import Step
+from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
-from accelmap.fusion.geometry import Stage, schedules
+from accelmap.fusion.geometry import Join, Stage, schedules
 from accelmap.fusion.group_cost import GroupCost, InnerMappings, Producer, offchip_bits, store_index
 from accelmap.fusion.model_fusion import FusedModel, fuse_model, mapper_search, model_producers
 from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig, group_producers
@@ -83,6 +89,9 @@ class InnerJoinPlan:
     skip: str                  # its skip value
     chain_first: bool          # the group's value is the add's first input, the skip its second
     after: tuple[int, ...]     # host steps after the add, run on the block
+    # an add the plan has no join for, which the fusion model leaves to the host (a pre-LN transformer's attention
+    # output plus the layer's input: its skip is a tensor no operator of the group computes, read from memory)
+    host: bool = False
 
 
 @dataclass
@@ -110,6 +119,11 @@ class FusedGroup:
     pools: dict[int, str] = field(default_factory=dict)   # pooling stage -> how it pools (``codegen.fused_c.POOLS``)
     produced: dict[int, Producer] = field(default_factory=dict)   # stage -> the producer kept in the store for it
     weights: WeightTransfers | None = None    # how its C moves the weights (``codegen.fused_weights``)
+    # its blocks' tile programs (``codegen.fused_blocks``; None: plain loops) and the model's counters per level of
+    # them by stage, and whether the program's equal them
+    programs: BlockPrograms | None = None
+    level_counts: dict[int, np.ndarray] = field(default_factory=dict)
+    level_counters_ok: bool | None = None
 
     @property
     def name(self) -> str:
@@ -129,7 +143,13 @@ class FusedGroup:
 
     @property
     def has_joins(self) -> bool:
-        return self.join_step is not None or bool(self.inner)
+        """Whether it runs joins the plan charges (a skip counter in its C)."""
+        return self.join_step is not None or any(not x.host for x in self.inner)
+
+    @property
+    def host_adds(self) -> tuple[InnerJoinPlan, ...]:
+        """The adds inside it the fusion model leaves to the host (``InnerJoinPlan.host``)."""
+        return tuple(x for x in self.inner if x.host)
 
     def computed(self, stage: int) -> int:
         """Elements of stage ``stage``'s output the tile loop computes, recomputed halos included."""
@@ -212,7 +232,10 @@ def _cuts(steps: list[Step], g: NetGraph) -> list[str]:
             continue
         ins = [x for x in s.inputs if x not in g.consts]
         if len(ins) > 1:
-            runs = s.op_type in ("Add", "Add (QDQ)") and len(ins) == 2 and all(map(computed, ins))
+            # a residual join (two computed values), or an add of a tensor in memory (no operator computed it,
+            # as a pre-LN transformer's attention output plus the layer's input), read at each block's positions
+            runs = (s.op_type in ("Add", "Add (QDQ)") and len(ins) == 2 and any(map(computed, ins))
+                    and all(x in g.shapes and g.shape(x) == g.shape(ins[0]) for x in (*ins, *s.outputs)))
         elif s.op_type in POOL_OPS:
             try:
                 runs = bool(pool_kind(s, g))
@@ -254,6 +277,19 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
                 grp.weights = plan_weight_transfers(grp.name, grp.stages, grp.macs, arch, gc, inner,
                                                     frozenset(grp.produced),
                                                     {j: steps[grp.step_of[j]].dtype for j in grp.macs})
+                dtypes = {steps[grp.step_of[j]].dtype for j in grp.macs}
+                if len(dtypes) == 1:
+                    progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner, dtypes.pop())
+                    for j in list(progs.programs):
+                        why = _operand_misfit(steps[grp.step_of[j]], grp.macs[j], g)
+                        if why:
+                            progs = progs.without(j, why)
+                    if progs.programs:
+                        grp.programs = progs
+                        model = block_level_counts(grp.name, grp.stages, grp.macs, arch, gc, inner)
+                        grp.level_counts = {j: model[j] for j in progs.programs}
+                    notes += [f"fused group {' -> '.join(gc.names)}: {why}, its blocks run plain loops, not their "
+                              "tile programs" for why in progs.plain.values()]
             groups.append(grp)
         except SpecError as e:
             notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")
@@ -328,6 +364,22 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
                 raise SpecError(f"the add {hs.name} between {stages[a].name} and {stages[b].name} is not the join "
                                 f"{inner_at[b][0].name} the plan runs inside the group")
             ins = [x for x in hs.inputs if x not in g.consts]
+            if (b not in inner_at and not any(x.tensor == b for x in inner) and hs.placement == "host"
+                    and hs.op_type in ("Add (QDQ)", "Add") and len(ins) == 2):
+                # an add the plan has no join for (the model leaves it to the host): its skip is read from memory
+                # at each block's positions, then the steps after it run on the block, as for a join inside
+                skip, chain_first = _add_operands(hs, Join(hs.name, None, 0), g, steps, producer, step_of[a])
+                sp_at = producer.get(skip)
+                if sp_at is not None and sp_at >= step_of[order[0]]:
+                    raise SpecError(f"the add {hs.name} reads {skip!r}, which is computed after the group starts")
+                path.reverse()
+                for q in path:
+                    _check_block_step(steps[q], g, axis)
+                inner.append(InnerJoinPlan(b, p, skip, chain_first, tuple(path), host=True))
+                members += [p, *path]
+                path = []
+                v = hs.inputs[0 if chain_first else 1]
+                continue
             if hs.placement != "host" or len(ins) != 1:
                 raise SpecError(f"step {hs.name} ({hs.op_type}) between {stages[a].name} and {stages[b].name} "
                                 "is not a host step of one non-constant input")
@@ -376,6 +428,20 @@ def _plan(index: int, gc: GroupCost, fm: FusedModel, steps: list[Step], g: NetGr
     if gc.producers_on_chip:
         grp.produced = _kept_producers(gc, chain, producers, grp, steps, g, producer)
     return grp
+
+
+def _operand_misfit(s: Step, ms: MacStage, g: NetGraph) -> str:
+    """Why an integer product's quantized input less its zero point does not fit its tile program's input operand
+    (as the layer programs check it); empty when it fits or the product is float."""
+    if s.dtype != "int" or s.qin is None:
+        return ""
+    X = ms.operator.inputs[0]
+    zp = int(s.qin.zero_point[0])
+    qlo, qhi = q_range(s.qin.elem)
+    if qlo - zp < -(1 << (X.bits - 1)) or qhi - zp > (1 << (X.bits - 1)) - 1:
+        return (f"{ms.operator.name}'s quantized input less its zero point ({qlo - zp}..{qhi - zp}) does not fit its "
+                f"{X.bits}-bit operand")
+    return ""
 
 
 def _kept_producers(gc: GroupCost, chain, producers: dict[str, Producer], grp: FusedGroup, steps: list[Step],
@@ -553,6 +619,8 @@ def _check_block_step(s: Step, g: NetGraph, channel_axis: int) -> None:
         block_constant(s, g, channel_axis)
     elif s.op_type in ("Softmax", "Softmax (QDQ)"):
         block_softmax(s, g, channel_axis)
+    elif s.op_type == "LayerNormalization":
+        block_layernorm(s, g, channel_axis)
     elif s.op_type not in BLOCK_OPS:
         raise SpecError(f"step {s.name} ({s.op_type}) is not element-wise; a fused tile runs "
                         f"{', '.join(sorted(BLOCK_OPS))}, a float {', '.join(BLOCK_CONST_OPS)} with a constant per "

@@ -154,7 +154,7 @@ def _layernorm(s: Step, g: NetGraph, buf: Buffers) -> list[str]:
         if len(s.node.input) > pos and s.node.input[pos] and g.size(s.node.input[pos]) != n:
             raise _problem(g, s, "a scale or bias that broadcasts within the normalized axes is not handled")
     b = buf(s.node.input[2]) if len(s.node.input) > 2 and s.node.input[2] else "NULL"
-    return [f"layernorm({buf(x)}, {buf(y)}, {outer}L, {n}L, {buf(s.node.input[1])}, {b}, "
+    return [f"layernorm({buf(x)}, {buf(y)}, {outer}L, {n}L, 1L, {buf(s.node.input[1])}, {b}, "
             f"{c_float(a.get('epsilon', 1e-5))});"]
 
 
@@ -365,6 +365,25 @@ def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
     return shape[-1]
 
 
+def block_layernorm(s: Step, g: NetGraph, channel_axis: int) -> int:
+    """The length of the rows a LayerNormalization step normalizes when a fused block can run it: a float layer
+    norm over the features (the last axis, its scale and bias one value per feature) of a matrix product's tensor,
+    whose block holds every feature of its positions; one clear line otherwise."""
+    x = s.inputs[0]
+    _float_io(g, s, [x, s.outputs[0]])
+    if len([o for o in s.node.output if o]) > 1:
+        raise _problem(g, s, "the mean and inverse std outputs are not produced")
+    shape = g.shape(x)
+    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
+    if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
+        raise _problem(g, s, f"a layer norm over axes {axis}.. of {list(shape)}; a fused block normalizes over the "
+                             "features (last axis) of a matrix product")
+    for pos in (1, 2):
+        if len(s.node.input) > pos and s.node.input[pos] and g.size(s.node.input[pos]) != shape[-1]:
+            raise _problem(g, s, "a scale or bias that broadcasts within the normalized axis is not handled")
+    return shape[-1]
+
+
 def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channel_axis: int = 1,
                 const: Callable[[str], str] | None = None) -> list[str]:
     """The host step ``s`` applied to a block of its input, channel-major (``n`` elements, ``inner`` per
@@ -387,6 +406,16 @@ def block_lines(s: Step, g: NetGraph, x: str, y: str, n: str, inner: str, channe
         if s.op_type == "Softmax (QDQ)":
             return [qlinear_softmax_call(s, g, x, y, outer, f"{rows}L", f"({inner})")]
         return [f"softmax({x}, {y}, {outer}, {rows}L, {inner});"]
+    if s.op_type == "LayerNormalization" and s.node.domain in ("", "ai.onnx"):
+        # the block is [batch][features][positions]: the host's layer norm over its middle axis, the same sums
+        assert const is not None
+        rows = block_layernorm(s, g, channel_axis)
+        bias = const(s.node.input[2]) if len(s.node.input) > 2 and s.node.input[2] else "NULL"
+        eps = c_float(attrs(s.node).get("epsilon", 1e-5))
+        return [f"for (long o = 0; o < ({n}) / ({rows}L * ({inner})); o++)",
+                f"  for (long p = 0; p < ({inner}); p++)",
+                f"    layernorm({x} + o * {rows}L * ({inner}) + p, {y} + o * {rows}L * ({inner}) + p, 1L, {rows}L, "
+                f"({inner}), {const(s.node.input[1])}, {bias}, {eps});"]
     if s.op_type not in BLOCK_OPS or s.node.domain not in ("", "ai.onnx"):
         raise _problem(g, s, f"not element-wise; a fused group's tile can run {', '.join(sorted(BLOCK_OPS))}")
     src, dst = s.node.input[0], s.outputs[0]

@@ -121,18 +121,20 @@ static void softmax(const float *x, float *y, long outer, long n, long inner) {
         }
 }
 
-/* layer normalization of each row of [outer, n] with scale g and bias b (b may be NULL) */
-static void layernorm(const float *x, float *y, long outer, long n, const float *g, const float *b, float eps) {
+/* layer normalization of each row of [outer, n] with scale g and bias b (b may be NULL); a row's elements
+   ``stride`` apart (1 in a tensor; a fused block's positions in a channel-major block) */
+static void layernorm(const float *x, float *y, long outer, long n, long stride, const float *g, const float *b,
+                      float eps) {
     for (long o = 0; o < outer; o++) {
-        const float *xp = x + o * n;
-        float *yp = y + o * n;
+        const float *xp = x + o * n * stride;
+        float *yp = y + o * n * stride;
         float mean = 0.0f, var = 0.0f;
-        for (long k = 0; k < n; k++) mean += xp[k];
+        for (long k = 0; k < n; k++) mean += xp[k * stride];
         mean /= (float)n;
-        for (long k = 0; k < n; k++) { float d = xp[k] - mean; var += d * d; }
+        for (long k = 0; k < n; k++) { float d = xp[k * stride] - mean; var += d * d; }
         var /= (float)n;
         float inv = 1.0f / sqrtf(var + eps);
-        for (long k = 0; k < n; k++) yp[k] = (xp[k] - mean) * inv * g[k] + (b ? b[k] : 0.0f);
+        for (long k = 0; k < n; k++) yp[k * stride] = (xp[k * stride] - mean) * inv * g[k] + (b ? b[k] : 0.0f);
     }
 }
 

@@ -54,6 +54,7 @@ from accelmap.compile.host_runtime import HOST_C
 from accelmap.compile.intrinsic_choice import IntrinsicChoice, selected_programs, why_not
 from accelmap.compile.partition import Step, q_range
 from accelmap.errors import SpecError
+from accelmap.fusion.geometry import Join
 from accelmap.search.model_result import LayerMapping
 from accelmap.workload.onnx_ops import attrs
 
@@ -471,7 +472,7 @@ def _fused_group_code(grp: FusedGroup, steps: list[Step], g: NetGraph, em: _Emit
         raise SpecError(f"fused group {grp.label}: its last stage leaves {cur_type}, its output "
                         f"{grp.output!r} is {g.c_type(grp.output)}", where=g.source)
     return fused_group_c(grp.name, grp.stages, grp.macs, c.tile_rows, c.tile_cols, c.policies,
-                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile)
+                         tuple(specs), in_type, join, tuple(inner), grp.weights, c.head_tile, grp.programs)
 
 
 def _join_code(grp: FusedGroup, steps: list[Step], g: NetGraph, block_type: str) -> JoinC:
@@ -509,8 +510,15 @@ def _inner_join_code(grp: FusedGroup, plan: InnerJoinPlan, steps: list[Step], g:
     """A residual add inside the group on the block of the tensor it adds to (as ``_join_code``), then the host
     steps after it on that block (e.g. the ReLU), whose values the next stage reads. Run at every position of
     the tensor computed, recomputed halos included: that is its host work."""
-    jn, sp = next((jn, sp) for jn, sp in grp.cost.inner_joins if jn.at == plan.tensor)
     add = steps[plan.step]
+    if plan.host:
+        # no join of the plan: an add the model leaves to the host, its skip read from memory as the add's value is
+        # laid out (a matrix product's token-major batches, or a convolution's channels), counted apart
+        jn, sp = Join(add.name, None, 8 * ELEM_SIZES[g.c_type(plan.skip)], at=plan.tensor), "re-read"
+        shape = g.shape(plan.skip)
+        layout = None if grp.channel_axis == 1 else math.prod(shape[:-2])
+    else:
+        jn, sp = next((jn, sp) for jn, sp in grp.cost.inner_joins if jn.at == plan.tensor)
     comp = grp.computed(plan.tensor - 1)
     lines, out_t, skip_t = _add_lines(grp, add, plan.skip, plan.chain_first, g, block_type, comp)
     ops = [(g.c_type(steps[p].outputs[0]), steps[p]) for p in plan.after]
@@ -526,6 +534,9 @@ def _inner_join_code(grp: FusedGroup, plan: InnerJoinPlan, steps: list[Step], g:
             cur = dst
         return code
 
+    if plan.host:
+        return JoinC(jn, sp, skip_t, out_t, lines, epilogue if ops else None, ops[-1][0] if ops else None,
+                     charged=False, skip_batch=layout)
     return JoinC(jn, sp, skip_t, out_t, lines, epilogue if ops else None, ops[-1][0] if ops else None)
 
 
@@ -581,18 +592,25 @@ def emit_program(g: NetGraph, steps: list[Step], layers: dict[str, LayerMapping]
         body.append("    t0 = now_s();")
         if grp is not None:
             fused_defs.append(_fused_group_code(grp, steps, g, em))
-            for fn, src in grp.weights.units() if grp.weights is not None else []:
+            units = grp.weights.units() if grp.weights is not None else []
+            units += grp.programs.units() if grp.programs is not None else []
+            for fn, src in units:
                 (out / f"{fn}.c").write_text(src)
                 fetch_files.append(f"{fn}.c")
-            ncnt = counter_count(len(grp.stages), grp.has_joins)
+            # the blocks' tile programs' counters per level, by stage (``codegen.fused_blocks``)
+            levels = "".join(f" print_tagged(\"fusedlvl{grp.index}\", {j}, {grp.name}_lvl{j}, "
+                             f"(int)(sizeof {grp.name}_lvl{j} / sizeof(long long)));"
+                             for j in (grp.programs.programs if grp.programs is not None else {}))
+            ncnt = counter_count(len(grp.stages), grp.has_joins, bool(grp.host_adds))
             # one skip argument per join (inside the group by tensor, then the ending one): the value in memory
             # where it is re-read, none where it is kept on chip
             policy = {jn.at: sp for jn, sp in grp.cost.inner_joins}
-            skip_arg = "".join(f"{em.value(x.skip) if policy[x.tensor] == 're-read' else '0'}, " for x in grp.inner)
+            skip_arg = "".join(f"{em.value(x.skip) if x.host or policy[x.tensor] == 're-read' else '0'}, "
+                               for x in grp.inner)
             skip_arg += f"{em.value(grp.skip)}, " if grp.skip is not None else ""
             lines = [f"/* fused group {grp.index}: {grp.label} (steps {', '.join(map(str, grp.members))}) */",
                      f"{{ static long long cnt[{ncnt}]; {grp.name}({em.value(grp.input)}, {skip_arg}"
-                     f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt}); }}"]
+                     f"{em.value(grp.output)}, cnt); print_tagged(\"fused\", {grp.index}, cnt, {ncnt});{levels} }}"]
         elif s.placement == "accelerator":
             lm = layers[s.name]
             if lm.mapping is None:

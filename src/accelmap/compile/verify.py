@@ -41,6 +41,8 @@ class RunOutput:
     # fused group index -> input fetched, output written, invalid reads, MACs per stage (, skip fetched), weight
     # bits fetched per stage
     fused_counters: dict[int, np.ndarray] = field(default_factory=dict)
+    # (fused group index, stage) -> its blocks' tile programs' counters per level, flat ([levels][operands][4])
+    fused_level_counters: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +151,7 @@ def run_program(prog: Program, inputs: dict[str, np.ndarray], dump: bool = False
     secs: list[float] = [0.0] * len(prog.steps)
     counters: dict[int, np.ndarray] = {}
     fused: dict[int, np.ndarray] = {}
+    levels: dict[tuple[int, int], np.ndarray] = {}
     for line in proc.stdout.splitlines():
         parts = line.split()
         if parts and parts[0] == "step":
@@ -156,7 +159,10 @@ def run_program(prog: Program, inputs: dict[str, np.ndarray], dump: bool = False
         elif parts and parts[0] in ("counters", "fused"):
             (counters if parts[0] == "counters" else fused)[int(parts[1])] = np.array([int(v) for v in parts[2:]],
                                                                                       dtype=np.int64)
-    return RunOutput(outputs, secs, counters, wall, dumped, fused)
+        elif parts and parts[0].startswith("fusedlvl"):
+            levels[(int(parts[0][len("fusedlvl"):]), int(parts[1]))] = np.array([int(v) for v in parts[2:]],
+                                                                                  dtype=np.int64)
+    return RunOutput(outputs, secs, counters, wall, dumped, fused, levels)
 
 
 def _onnxruntime() -> Any:

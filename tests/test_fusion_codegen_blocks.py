@@ -1,0 +1,136 @@
+"""A fused group's blocks computed by their own tile programs: each block of a multiply-accumulate stage runs the
+single-operator tile program of its tile operator under the mapping the fusion model costed it with, through that
+mapping's loops and buffers; the output bit-exact against NumPy, no invalid read, and the counters per level, summed
+over the blocks, equal to the cost model's counts of the same blocks (``codegen.fused_blocks``)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from accelmap.codegen.fused_blocks import block_level_counts, plan_block_programs  # noqa: E402
+from accelmap.codegen.fused_c import run_fused  # noqa: E402
+from accelmap.codegen.fused_weights import model_weight_bits, plan_weight_transfers  # noqa: E402
+from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
+from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
+from accelmap.fusion.stages import mac_stage  # noqa: E402
+from accelmap.workload import gemm  # noqa: E402
+from test_fusion_codegen_heads import _attention  # noqa: E402
+from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
+
+
+def _plan(kind: str, seed: int):
+    if kind == "matmuls":       # O[M][N] += A[M][K] * B[K][N], tokens along M
+        macs = {0: mac_stage(gemm("mm0", m=6, n=12, k=8)), 1: mac_stage(gemm("mm1", m=6, n=5, k=12))}
+        stages = tuple(ms.stage for ms in macs.values())
+    else:
+        stages, macs = _group(kind)
+    arch = _arch(False, "128 bit")
+    rng = random.Random(seed)
+    last = stages[-1]
+    tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, *tile, policies, inner)
+    assert not isinstance(gc, str), gc
+    return stages, macs, arch, tile, policies, inner, gc
+
+
+@pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 4), ("convs", 7), ("dense", 1), ("dense", 5),
+                                       ("matmuls", 2), ("matmuls", 3)])
+def test_blocks_run_their_tile_mappings_with_the_models_counters_per_level(kind, seed):
+    """Two 3x3 / 1x1 convolutions (padded), two dense layers or two matrix products, random tiles, halo modes and
+    tile mappings (weight
+    tiles refetched inside a block): every block runs its shape's tile program; the output is bit-exact, nothing
+    evicted is read, the MACs and the weights' bits fetched are the model's, and every level's counters of every
+    operand (fills, reads, updates, drains), summed over the blocks, equal the cost model's."""
+    stages, macs, arch, tile, policies, inner, gc = _plan(kind, seed)
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert run.macs == fused_counts(stages, *tile, policies).macs
+    assert list(run.weight_bits) == model_weight_bits(gc)
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and sorted(run.level_counts) == sorted(want) == sorted(macs)
+    for j, counts in want.items():
+        assert (run.level_counts[j] == counts).all(), (j, run.level_counts[j].tolist(), counts.tolist())
+        assert counts[1:].sum() > 0      # the on-chip levels move data: the counters are not trivially equal
+
+
+def test_blocks_run_with_another_mapping_count_otherwise():
+    """The counters follow the mapping each block runs: the same group's blocks built from other tile mappings
+    (another random search) count differently per level from the model's blocks, while the output stays exact."""
+    stages, macs, arch, tile, policies, inner, gc = _plan("convs", 4)
+    other = InnerMappings(_random_search(11))
+    assert not isinstance(group_cost(stages, macs, arch, *tile, policies, other), str)
+    progs = plan_block_programs("group", stages, macs, arch, gc, other)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=4, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None
+    assert any((run.level_counts[j] != want[j]).any() for j in want)
+
+
+def test_a_depthwise_convolution_runs_its_tile_programs():
+    """A 1x1 convolution then a padded 3x3 depthwise one (MobileNet's expand > depthwise): the depthwise blocks'
+    tile operators read I[1][G][window] and W[G][R][S] as a convolution's, so both stages run their tile programs,
+    bit-exact, every level's counters the model's."""
+    from accelmap.workload import conv2d, depthwise_conv2d
+    macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=3, r=1, s=1)),
+            1: mac_stage(depthwise_conv2d("dw", c=3, h=6, w=5, r=3, s=3, padding=1))}
+    stages = tuple(ms.stage for ms in macs.values())
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(0))
+    policies = ("fully-cached", "fully-cached")
+    gc = group_cost(stages, macs, arch, 3, 5, policies, inner)
+    assert not isinstance(gc, str), gc
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0, 1] and not progs.plain
+    run, ref = run_fused(stages, macs, 3, 5, policies, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
+
+
+def test_a_head_tiled_runs_stages_keep_plain_loops_and_say_why():
+    """Attention tiled over heads (one head at a time): the scores' and context's blocks run per head tile, which the
+    tile programs do not (one line each saying why); the projections run theirs; bit-exact, the projections' counters
+    per level the model's."""
+    stages, macs = _attention(2, 4)
+    policies = ("fully-cached", "fully-recompute", "fully-recompute", "fully-cached")
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(1))
+    gc = group_cost(stages, macs, arch, 2, 1, policies, inner, head_tile=1)
+    assert not isinstance(gc, str), gc
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0, 3]
+    assert progs.plain == {1: "scores runs per head tile", 2: "context runs per head tile"}
+    run, ref = run_fused(stages, macs, 2, 1, policies, programs=progs, head_tile=1)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in (0, 3))
+
+
+@pytest.mark.parametrize("heads,rows,tile,seed", [(2, 5, 2, 0), (3, 4, 4, 1)])
+def test_attentions_products_per_head_run_their_tile_programs(heads, rows, tile, seed):
+    """FLAT's chain (Q projection > scores and context per head > output projection) in row tiles: every stage's
+    blocks, the batched products per head included (their tile operators' A[b][M][K] and O[b][M][N] token-major,
+    on chip channel b * X + x), run their tile programs; bit-exact, no invalid read, every level's counters the
+    cost model's."""
+    stages, macs = _attention(heads, rows)
+    policies = ("fully-cached", "fully-recompute", "H-cached-V-recompute", "fully-cached")
+    arch = _arch(False, "128 bit")
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, tile, 1, policies, inner)
+    assert not isinstance(gc, str), gc
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == [0, 1, 2, 3] and not progs.plain
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=seed, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
