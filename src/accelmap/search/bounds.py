@@ -30,10 +30,12 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
+from accelmap.search.first_fill import first_fill_cycles, first_fill_terms
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.orders import _LevelCounter
+from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -92,7 +94,7 @@ class BoundContext:
         self.op, self.arch, self.keep = op, arch, keep
         self.objective = objective
         self.nlev = len(arch.levels)
-        fixed_axes = spatial or {}
+        fixed_axes = self.fixed_axes = spatial or {}
         self.plain = {o.name: frozenset(ix.terms[0][0] for ix in o.indices if len(ix.terms) == 1)
                       for o in op.operands}
         # Per level, the most each dim can be unrolled on its fan-out (None: any amount the fan-out holds).
@@ -172,6 +174,8 @@ class BoundContext:
                 read_bw = arch.levels[p].read_bw_bits
                 if c in self.serial_fill and read_bw is not None and paced_by_parent(arch, p, c):
                     self.port_paced[(p, c)] = read_bw
+        # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
+        self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -402,7 +406,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), \
+            first = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
         mac_sides = node.mac_sides
@@ -414,6 +419,9 @@ class BoundContext:
             if got is None:
                 last = self.chains[X.name][-1]
                 g = self.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
+                rounds = mac_read_groups(self, spatial, X, last, level)      # rule B57: a padded round's idle lanes
+                if rounds is not None:
+                    g = max(g, rounds)
                 if X.is_output:
                     got = (0 + max(0.0, g - self.n_out * (lineage_max(X, last) - self.init_read)), 0 + g)
                 else:
@@ -648,7 +656,8 @@ class BoundContext:
             return False
         return cap < (tile + 1) * fewest_bits(X, self.arch)
 
-    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
+    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int,
+                           first: Any = 0.0) -> Any:
         """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
         (``cost.latency._transition_time``). At a tile change a level's load of X waits for X's load into its parent
         level, so where a single-buffered level c and its single-buffered parent p (adjacent in X's chain) both load,
@@ -657,8 +666,9 @@ class BoundContext:
         for its own store: the stall is at least, for each single-buffered output level c, every store from c and
         the single-buffered levels below it plus c's reloads. A store takes at least its elements over the child's
         read port and over the parent's write port, both spread over all instances. ``per``: B1's counts of X
-        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Returns the largest such
-        sum (a number or an array of rows; 0 without any)."""
+        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Rule B56: for the output,
+        ``first`` (the first tiles' loads, ``first_fill``) plus every store from its single-buffered levels. Returns
+        the largest such sum (a number or an array of rows; 0 without any)."""
         chain = self.chains[X.name]
         best: Any = 0.0
         for p, c in pairwise(chain):
@@ -677,6 +687,7 @@ class BoundContext:
                     store = np.maximum(store, per[(p, "updates")] * w / P.instances / P.write_bw_bits)
                 below = below + store
                 best = np.maximum(best, below + serial.get(c, 0.0))
+            best = np.maximum(best, first + below)
         return best
 
     def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:

@@ -23,8 +23,10 @@ from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
+from accelmap.search.first_fill import first_fill_cycles
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.open_level_refills import open_levels_stall
+from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
@@ -221,6 +223,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         last = chain[-1]
         merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
         g = op.macs / merge
+        rounds = mac_read_groups(ctx, spatial, X, last, level)      # rule B57 (as ``BoundContext.lower_bound``)
+        if rounds is not None:
+            g = np.maximum(g, rounds)
         if X.is_output:
             mac = [(last, "updates", 0 + g),
                    (last, "reads", 0 + np.maximum(0.0, g - ctx.n_out * (lineage_max(X, last) - ctx.init_read)))]
@@ -247,8 +252,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
         lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
-        return (energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, lat_counts, serial, w),
-                pinned_extra)
+        first = first_fill_cycles(op, ctx.first_fill_terms, tile_at) if X.is_output else 0.0     # rule B56
+        return (energy, bits, serial, served, queued, on_port,
+                ctx.chain_stall_cycles(X, lat_counts, serial, w, first), pinned_extra)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
