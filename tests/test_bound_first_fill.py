@@ -15,13 +15,15 @@ from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import random_mapping
+from accelmap.search import search_exhaustive
 from accelmap.search.bounds import BoundContext
+from accelmap.search.exact import search_exact
 from accelmap.search.first_fill import first_fill_cycles
 from accelmap.search.imperfect_tiles import ImperfectBoundContext, full_positions
 from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.spatial import unrolling_of
-from accelmap.workload import dense
+from accelmap.workload import dense, parse_expression
 from accelmap.workload.index_sets import tile_size
 from strategies import random_operator
 from test_bound_padded_rounds import buffer_over_four, padded_ruby_s_mappings
@@ -54,7 +56,7 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
     rng = random.Random(56)
     arch = get_accelerator(arch_name)
     checked = fired = 0
-    for draw in range(45):
+    for draw in range(30):
         imperfect = draw % 3 == 1
         op = adopt_precision(random_operator(rng), arch)
         try:
@@ -74,9 +76,9 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
                 (level, m)
             fired += first > 0
         checked += 1
-    assert checked >= 30
+    assert checked >= 20
     if arch_name == "edge_tpu_like":
-        assert fired >= 20
+        assert fired >= 12
 
 
 def test_first_fill_makes_an_fc_leaf_bound_exact():
@@ -156,3 +158,25 @@ def test_padded_rounds_make_the_fc_energy_bound_exact():
 
 def _axis_level(arch, axis: str) -> int:
     return next(i for i, lv in enumerate(arch.levels) if lv.fanout and any(a.name == axis for a in lv.fanout.axes))
+
+
+@pytest.mark.parametrize(("sizes", "objective"), [({"k": 3, "p": 4, "r": 2}, "latency"),
+                                                   ({"k": 3, "p": 5, "r": 3}, "edp")])
+def test_exact_search_equals_exhaustive_where_the_first_fill_counts(sizes, objective):
+    """A 1-D convolution on a small single-buffered buffer (one instance, fed by DRAM) over a 4-wide multicast fan-out:
+    the exact search (no heuristic incumbent) finds the exhaustive Ruby-S optimum, proven, and at that optimum B56
+    raises the leaf's latency bound (the inputs' first load before the output's stores)."""
+    arch = buffer_over_four("24 B", "32 bit/cycle")
+    op = adopt_precision(parse_expression("O[k,p] += I[p+r] * W[k,r]", sizes, name="conv1d"), arch)
+    got, st = search_exact(op, arch, objective, heuristic=False)
+    want, _ = search_exhaustive(op, arch, objective, imperfect="spatial")
+    assert st.extra["proven"] and got[0].value == want[0].value
+    m = want[0].mapping
+    leaf = dict.fromkeys(op.sizes, 1)
+    bounds = []
+    for terms in (None, []):
+        ctx = BusyLaneContext(op, arch, m.keep, unrolling_of(arch, m))
+        if terms is not None:
+            ctx.first_fill_terms = terms
+        bounds.append(ctx.lower_bound(m.loops, 0, leaf, full_positions=full_positions(op, m.loops))[1])
+    assert bounds[1] < bounds[0] <= evaluate(op, arch, m).latency

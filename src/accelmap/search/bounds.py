@@ -406,8 +406,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            first = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first), \
+            first_fill = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0   # rule B56
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first_fill), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
         mac_sides = node.mac_sides

@@ -252,9 +252,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
         lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
-        first = first_fill_cycles(op, ctx.first_fill_terms, tile_at) if X.is_output else 0.0     # rule B56
+        first_fill = first_fill_cycles(op, ctx.first_fill_terms, tile_at) if X.is_output else 0.0     # rule B56
         return (energy, bits, serial, served, queued, on_port,
-                ctx.chain_stall_cycles(X, lat_counts, serial, w, first), pinned_extra)
+                ctx.chain_stall_cycles(X, lat_counts, serial, w, first_fill), pinned_extra)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
