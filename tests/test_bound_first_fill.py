@@ -1,6 +1,6 @@
-"""Rules B56 and B57 (docs/mapper.md). B56: the first tiles' loads into single-buffered levels fed one to one add to
-the output's stores from single-buffered levels. B57: below a padded fan-out that multicasts an input, the MACs read
-it once per round. Each stays below what the model charges, and the node bound with them below the mapping's cost,
+"""Rules B56, B57 and B59 (docs/mapper.md). B56: the first tiles' loads into single-buffered levels fed one to one add
+to the output's stores from single-buffered levels. B57: below a padded fan-out that multicasts an input, the MACs read
+it once per round. B59: the output's last drains from single-buffered levels add to any level's loads. Each stays below what the model charges, and the node bound with them below the mapping's cost,
 at every level of random perfect, imperfect and padded mappings; on ResNet-18's fc on edge_tpu_like they make the
 bound the mapping's cost."""
 
@@ -18,13 +18,14 @@ from accelmap.mapping.sampling import random_mapping
 from accelmap.search import search_exhaustive
 from accelmap.search.bounds import BoundContext
 from accelmap.search.exact import search_exact
-from accelmap.search.first_fill import first_fill_cycles
+from accelmap.search.first_fill import first_fill_cycles, last_drain_cycles
 from accelmap.search.imperfect_tiles import ImperfectBoundContext, full_positions
 from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import dense, parse_expression
 from accelmap.workload.index_sets import tile_size
+from accelmap.workload.models import load_model
 from strategies import random_operator
 from test_bound_padded_rounds import buffer_over_four, padded_ruby_s_mappings
 
@@ -55,7 +56,7 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
     bound against the latency at every level (the mapping's own unrolling fixed, as the exact search fixes it)."""
     rng = random.Random(56)
     arch = get_accelerator(arch_name)
-    checked = fired = 0
+    checked = fired = drained = 0
     for draw in range(30):
         imperfect = draw % 3 == 1
         op = adopt_precision(random_operator(rng), arch)
@@ -70,6 +71,10 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
         for level in range(len(arch.levels) + 1):
             first = float(first_fill_cycles(op, ctx.first_fill_terms, _tiles(op, m, level)))
             assert first <= parts["single-buffer stalls"] * (1 + 1e-12) + 1e-9, (level, m, first, parts)
+            if not imperfect:
+                last = float(last_drain_cycles(op, ctx.last_drain_terms, _tiles(op, m, level)))
+                assert last <= parts["single-buffer stalls"] * (1 + 1e-12) + 1e-9, (level, m, last, parts)
+                drained += last > 0
             fixed, rem = _node(op, m, level)
             whole = full_positions(op, fixed) if imperfect else None
             assert ctx.lower_bound(fixed, level, rem, full_positions=whole)[1] <= res.latency * (1 + 1e-12), \
@@ -78,7 +83,7 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
         checked += 1
     assert checked >= 20
     if arch_name == "edge_tpu_like":
-        assert fired >= 12
+        assert fired >= 12 and drained >= 12
 
 
 def test_first_fill_makes_an_fc_leaf_bound_exact():
@@ -180,3 +185,25 @@ def test_exact_search_equals_exhaustive_where_the_first_fill_counts(sizes, objec
             ctx.first_fill_terms = terms
         bounds.append(ctx.lower_bound(m.loops, 0, leaf, full_positions=full_positions(op, m.loops))[1])
     assert bounds[1] < bounds[0] <= evaluate(op, arch, m).latency
+
+
+def test_last_drains_follow_every_load_on_a_layer4_leaf():
+    """Rule B59 on a costed leaf of ResNet-18 layer4.0.conv1's best unrolling on edge_tpu_like (P7 on D1, K4 on D3 and
+    D4, C8 on D2): the weight memory's loads queue on DRAM's read port (B12, 154,656 cycles with the activation
+    memory's input loads), and the activation memory's last output tile (512 x 7 x 7 partial sums at 16 bits over
+    DRAM's 64-bit write port, 6,272 cycles) drains after all of them: the leaf's latency bound rises from 283,680 to
+    289,952 cycles of the model's 290,456.875."""
+    arch = get_accelerator("edge_tpu_like")
+    op = adopt_precision(next(l for l in load_model("resnet18").layers if l.name == "layer4.0.conv1").operator, arch)
+    L = Loop
+    loops = (L("C", 2, 0), L("K", 32, 1), L("Q", 7, 1), L("C", 2, 2), L("S", 3, 2), L("P", 7, 2, "D1"),
+             L("K", 4, 2, "D3"), L("K", 4, 2, "D4"), L("R", 3, 3), L("C", 8, 3, "D2"), L("C", 8, 4))
+    keep = (frozenset("OIW"), frozenset("OI"), frozenset("W"), frozenset("O"), frozenset())
+    m = Mapping(loops, keep)
+    assert evaluate(op, arch, m).latency == 290_456.875
+    ctx = BoundContext(op, arch, keep, unrolling_of(arch, m))
+    leaf = dict.fromkeys(op.sizes, 1)
+    assert last_drain_cycles(op, ctx.last_drain_terms, _tiles(op, m, 0)) == 6_272
+    assert ctx.lower_bound(loops, 0, leaf)[1] == 289_952
+    ctx.last_drain_terms = []
+    assert ctx.lower_bound(loops, 0, leaf)[1] == 283_680

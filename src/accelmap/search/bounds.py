@@ -30,7 +30,7 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
-from accelmap.search.first_fill import first_fill_cycles, first_fill_terms
+from accelmap.search.first_fill import first_fill_cycles, first_fill_terms, last_drain_cycles, last_drain_terms
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
@@ -176,6 +176,8 @@ class BoundContext:
                     self.port_paced[(p, c)] = read_bw
         # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
         self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B59: the output's last drains from single-buffered levels drained one to one (``first_fill``).
+        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose)
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -501,6 +503,9 @@ class BoundContext:
                         got = node.traffic[memo] = operand_traffic(X, tk[1])
                     traffic[tk] = got
         least = CaseBound(self.objective)      # rule B22
+        # Rule B59: the output's last drains follow every load (whole tiles: the last tile is the fixed one, or more).
+        last_drains = last_drain_cycles(op, self.last_drain_terms, tile_at) \
+            if full_positions is None and self.whole_tiles else 0.0
         # Rule B29: a double buffer hides a load only behind a window of compute (every fan-out fixed, whole tiles).
         bursts, outside = burst_node_classes(self, fixed, level, free_orders, pinned_steps) \
             if full_positions is None and self.whole_tiles else ([], 0)
@@ -534,6 +539,8 @@ class BoundContext:
             # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
             # (other operands' and other levels' alike), so the stall is at least their sum.
             stall = max(stall, max(port_queue.values(), default=0.0))
+            # Rule B59: the output's last drains come after every load.
+            stall = stall + last_drains
             # Rule B16: an operand's loads into a single-buffered level and its parent run in sequence; the output's
             # stores run one after another, and its reloads into a level wait for that level's store.
             stall = max(stall, chained, open_stall)

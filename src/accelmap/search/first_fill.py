@@ -1,5 +1,7 @@
-"""Rule B56 (docs/mapper.md): the first tiles' loads into single-buffered levels come before any compute and before
-any store of the output, so their time adds to the output's stores from single-buffered levels.
+"""Rules B56 and B59 (docs/mapper.md): the first tiles' loads into single-buffered levels come before any compute and
+before any store of the output, so their time adds to the output's stores from single-buffered levels (B56); the
+output's last drains from single-buffered levels come after the last compute and after every load, so their time adds
+to any level's loads (B59).
 
 The model (``cost.latency._single_stall``) charges the single-buffer stall as three parts that add: the first tiles'
 loads (a block of its own, timed by ``_transition_time`` with loads only: the first tiles only load), every later
@@ -63,4 +65,34 @@ def first_fill_cycles(op: Operator, terms: list[tuple[str, int, float]], tile_at
     out: Any = 0.0
     for t in by_level.values():
         out = np.maximum(out, t)
+    return out
+
+
+def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
+                     loose: frozenset[str] | set[str]) -> list[tuple[int, float]]:
+    """Rule B59: per single-buffered level c of the output's chain whose parent p it drains to one to one (c and p one
+    instance each): (c, cycles per element of the output's last tile at c: its fewest bits over the slower of c's
+    read port and p's write port)."""
+    O = op.output
+    if O.name in loose:
+        return []
+    w = fewest_bits(O, arch)
+    terms = []
+    for p, c in pairwise(chains[O.name]):
+        P, C = arch.levels[p], arch.levels[c]
+        if c not in serial_fill or P.instances != 1 or C.instances != 1:
+            continue
+        per = w * max(0.0 if C.read_bw_bits is None else 1 / C.read_bw_bits,
+                      0.0 if P.write_bw_bits is None else 1 / P.write_bw_bits)
+        if per > 0:
+            terms.append((c, per))
+    return terms
+
+
+def last_drain_cycles(op: Operator, terms: list[tuple[int, float]], tile_at) -> Any:
+    """Rule B59: the least time of the output's last drains, summed over the levels of ``terms`` (the model adds them
+    after the last compute), with whole tiles: the last tile is the tile ``tile_at(output, c)``."""
+    out: Any = 0.0
+    for c, per in terms:
+        out = out + tile_at(op.output, c) * per
     return out

@@ -23,7 +23,7 @@ from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
-from accelmap.search.first_fill import first_fill_cycles
+from accelmap.search.first_fill import first_fill_cycles, last_drain_cycles
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.padded_mac_reads import mac_read_groups
@@ -303,6 +303,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 traffic[(name, key)] = got
             cases.append((keys, mask))
     least = CaseBoundRows(ctx.objective, n)      # rule B22
+    # Rule B59 (as ``BoundContext.lower_bound``).
+    last_drains = last_drain_cycles(op, ctx.last_drain_terms, tile_at) + np.zeros(n) if ctx.whole_tiles else np.zeros(n)
     edge, drain = ctx.edge_cycles(tile_at, level)
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
@@ -344,6 +346,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
+        stall = stall + last_drains     # rule B59 (as ``BoundContext.lower_bound``)
         stall = np.maximum(np.maximum(stall, chained), open_stall)       # rules B16, B27 (as ``BoundContext.lower_bound``)
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():
