@@ -31,11 +31,13 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
+from accelmap.search.first_fill import first_fill_cycles, first_fill_terms, last_drain_cycles, last_drain_terms
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_energy import least_refill_energy
 from accelmap.search.open_level_refills import open_levels_stall
 from accelmap.search.orders import _LevelCounter, kept_counts
+from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share, window_indices, window_users
 from accelmap.workload.index_sets import tile_size
@@ -182,6 +184,10 @@ class BoundContext:
                 read_bw = arch.levels[p].read_bw_bits
                 if c in self.serial_fill and read_bw is not None and paced_by_parent(arch, p, c):
                     self.port_paced[(p, c)] = read_bw
+        # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
+        self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B59: the output's last drains from single-buffered levels drained one to one (``first_fill``).
+        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose)
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -431,7 +437,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w), \
+            first_fill = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0   # rule B56
+            return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first_fill), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
         mac_sides = node.mac_sides
@@ -443,6 +450,9 @@ class BoundContext:
             if got is None:
                 last = self.chains[X.name][-1]
                 g = self.macs / (fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev))
+                rounds = mac_read_groups(self, spatial, X, last, level)      # rule B57: a padded round's idle lanes
+                if rounds is not None:
+                    g = max(g, rounds)
                 if X.is_output:
                     got = (0 + max(0.0, g - self.n_out * (lineage_max(X, last) - self.init_read)), 0 + g)
                 else:
@@ -522,6 +532,9 @@ class BoundContext:
                         got = node.traffic[memo] = operand_traffic(X, tk[1])
                     traffic[tk] = got
         least = CaseBound(self.objective)      # rule B22
+        # Rule B59: the output's last drains follow every load (whole tiles: the last tile is the fixed one, or more).
+        last_drains = last_drain_cycles(op, self.last_drain_terms, tile_at) \
+            if full_positions is None and self.whole_tiles else 0.0
         # Rule B29: a double buffer hides a load only behind a window of compute (every fan-out fixed, whole tiles).
         bursts, outside = burst_node_classes(self, fixed, level, free_orders, pinned_steps) \
             if full_positions is None and self.whole_tiles else ([], 0)
@@ -555,6 +568,8 @@ class BoundContext:
             # Rule B12: loads into single-buffered levels that a parent's read port paces queue on that port
             # (other operands' and other levels' alike), so the stall is at least their sum.
             stall = max(stall, max(port_queue.values(), default=0.0))
+            # Rule B59: the output's last drains come after every load.
+            stall = stall + last_drains
             # Rule B16: an operand's loads into a single-buffered level and its parent run in sequence; the output's
             # stores run one after another, and its reloads into a level wait for that level's store.
             stall = max(stall, chained, open_stall)
@@ -692,7 +707,8 @@ class BoundContext:
             return False
         return cap < (tile + 1) * bits
 
-    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int) -> Any:
+    def chain_stall_cycles(self, X: Operand, per: dict[tuple[int, str], Any], serial: dict[int, Any], w: int,
+                           first: Any = 0.0) -> Any:
         """Rule B16: stall cycles that X's own transfers through its single-buffered levels force one after another
         (``cost.latency._transition_time``). At a tile change a level's load of X waits for X's load into its parent
         level, so where a single-buffered level c and its single-buffered parent p (adjacent in X's chain) both load,
@@ -701,8 +717,9 @@ class BoundContext:
         for its own store: the stall is at least, for each single-buffered output level c, every store from c and
         the single-buffered levels below it plus c's reloads. A store takes at least its elements over the child's
         read port and over the parent's write port, both spread over all instances. ``per``: B1's counts of X
-        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Returns the largest such
-        sum (a number or an array of rows; 0 without any)."""
+        ((level, kind) -> count), ``serial``: X's B9 load time per single-buffered level. Rule B56: for the output,
+        ``first`` (the first tiles' loads, ``first_fill``) plus every store from its single-buffered levels. Returns
+        the largest such sum (a number or an array of rows; 0 without any)."""
         chain = self.chains[X.name]
         best: Any = 0.0
         for p, c in pairwise(chain):
@@ -721,6 +738,7 @@ class BoundContext:
                     store = np.maximum(store, per[(p, "updates")] * w / P.instances / P.write_bw_bits)
                 below = below + store
                 best = np.maximum(best, below + serial.get(c, 0.0))
+            best = np.maximum(best, first + below)
         return best
 
     def load_port_cycles(self, loads, w: int) -> tuple[dict[int, Any], dict[int, Any]]:

@@ -23,9 +23,11 @@ from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
+from accelmap.search.first_fill import first_fill_cycles, last_drain_cycles
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_refills import open_levels_stall
+from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.pinned_refill import boundary_charge, open_levels_energy
 from accelmap.search.window_runs import first_tile_share_rows, window_users
 from accelmap.workload.index_sets import axis_size
@@ -234,6 +236,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         last = chain[-1]
         merge = fixed_merge(X, last, nlev) * unfixed_merge(X, last, nlev)
         g = op.macs / merge
+        rounds = mac_read_groups(ctx, spatial, X, last, level)      # rule B57 (as ``BoundContext.lower_bound``)
+        if rounds is not None:
+            g = np.maximum(g, rounds)
         if X.is_output:
             mac = [(last, "updates", 0 + g),
                    (last, "reads", 0 + np.maximum(0.0, g - ctx.n_out * (lineage_max(X, last) - ctx.init_read)))]
@@ -260,8 +265,9 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
         lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
-        return (energy, bits, serial, served, queued, on_port, ctx.chain_stall_cycles(X, lat_counts, serial, w),
-                pinned_extra)
+        first_fill = first_fill_cycles(op, ctx.first_fill_terms, tile_at) if X.is_output else 0.0     # rule B56
+        return (energy, bits, serial, served, queued, on_port,
+                ctx.chain_stall_cycles(X, lat_counts, serial, w, first_fill), pinned_extra)
 
     spatial_fixed = math.prod(l.bound for l in spatial)
     open_fans = math.prod(ctx.fan_sizes[l] if cap is None else math.prod(cap.values())
@@ -324,6 +330,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
                 traffic[(name, key)] = got
             cases.append((keys, mask))
     least = CaseBoundRows(ctx.objective, n)      # rule B22
+    # Rule B59 (as ``BoundContext.lower_bound``).
+    last_drains = last_drain_cycles(op, ctx.last_drain_terms, tile_at) + np.zeros(n) if ctx.whole_tiles else np.zeros(n)
     edge, drain = ctx.edge_cycles(tile_at, level)
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
@@ -365,6 +373,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         stall = np.maximum.reduce(list(serial.values())) if serial else np.zeros(n)
         if port_queue:
             stall = np.maximum(stall, np.maximum.reduce(list(port_queue.values())))
+        stall = stall + last_drains     # rule B59 (as ``BoundContext.lower_bound``)
         stall = np.maximum(np.maximum(stall, chained), open_stall)       # rules B16, B27 (as ``BoundContext.lower_bound``)
         transfer = np.zeros(n)
         for (lv, is_read), b in port.items():

@@ -1,0 +1,98 @@
+"""Rules B56 and B59 (docs/mapper.md): the first tiles' loads into single-buffered levels come before any compute and
+before any store of the output, so their time adds to the output's stores from single-buffered levels (B56); the
+output's last drains from single-buffered levels come after the last compute and after every load, so their time adds
+to any level's loads (B59).
+
+The model (``cost.latency._single_stall``) charges the single-buffer stall as three parts that add: the first tiles'
+loads (a block of its own, timed by ``_transition_time`` with loads only: the first tiles only load), every later
+tile change (each timed the same way), and the output's last drains after the last compute (summed over the
+single-buffered output levels). So the stall is at least the first block plus every store of the output from a
+single-buffered level (each store is in some later change or in the last drains, and within one change the stores
+drain one after another, ``_transition_time``), which is rule B16's store chain summed over all such levels. The
+first block is at least any one level's loads of its first tiles: a level's load unit takes its loads one after
+another, each at least its setup plus its data over the slower of the child's write port and the parent's read port.
+
+Rules B9 and B16 each take the largest of such sums without the split: a level's loads and another level's stores
+may share one change in general, so their times were not added. Only the first block is told apart here, because
+no store is in it.
+
+A first tile's data: the model moves ``full`` elements (X's tile at c, the first position's) at ``X.bits x
+fills / (instances used x elements counted)`` bits each. Where c and its parent have one instance each, that factor
+is ``X.bits`` exactly (the one instance receives every fill), so the rule takes only such levels (on edge_tpu_like the
+activation memory and the weight memory, fed by DRAM) and X's fewest bits. At a node the tile is ``tile_at(X, c)``:
+exact once c is fixed, a lower bound before (tiles only grow with loops). Setup cycles are left out (at least 0).
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.nest_rows import fewest_bits
+from accelmap.workload.operator import Operator
+
+
+def first_fill_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
+                     loose: frozenset[str] | set[str]) -> list[tuple[str, int, float]]:
+    """Per input X and single-buffered level c of X's chain whose parent p feeds it one to one (c and p one instance
+    each): (X's name, c, cycles per element of X's first tile at c: X's fewest bits over the slower of c's write port
+    and p's read port)."""
+    terms = []
+    for X in op.operands:
+        if X.is_output or X.name in loose:
+            continue
+        w = fewest_bits(X, arch)
+        for p, c in pairwise(chains[X.name]):
+            P, C = arch.levels[p], arch.levels[c]
+            if c not in serial_fill or P.instances != 1 or C.instances != 1:
+                continue
+            per = w * max(0.0 if C.write_bw_bits is None else 1 / C.write_bw_bits,
+                          0.0 if P.read_bw_bits is None else 1 / P.read_bw_bits)
+            if per > 0:
+                terms.append((X.name, c, per))
+    return terms
+
+
+def first_fill_cycles(op: Operator, terms: list[tuple[str, int, float]], tile_at) -> Any:
+    """The least time of the first tiles' loads: the largest over levels of the sum of their terms' first tiles.
+    ``tile_at(X, c)``: X's tile at c (a number, or an array of rows as ``node_bounds`` asks)."""
+    by_level: dict[int, Any] = {}
+    for name, c, per in terms:
+        by_level[c] = by_level.get(c, 0.0) + tile_at(op.operand(name), c) * per
+    out: Any = 0.0
+    for t in by_level.values():
+        out = np.maximum(out, t)
+    return out
+
+
+def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
+                     loose: frozenset[str] | set[str]) -> list[tuple[int, float]]:
+    """Rule B59: per single-buffered level c of the output's chain whose parent p it drains to one to one (c and p one
+    instance each): (c, cycles per element of the output's last tile at c: its fewest bits over the slower of c's
+    read port and p's write port)."""
+    O = op.output
+    if O.name in loose:
+        return []
+    w = fewest_bits(O, arch)
+    terms = []
+    for p, c in pairwise(chains[O.name]):
+        P, C = arch.levels[p], arch.levels[c]
+        if c not in serial_fill or P.instances != 1 or C.instances != 1:
+            continue
+        per = w * max(0.0 if C.read_bw_bits is None else 1 / C.read_bw_bits,
+                      0.0 if P.write_bw_bits is None else 1 / P.write_bw_bits)
+        if per > 0:
+            terms.append((c, per))
+    return terms
+
+
+def last_drain_cycles(op: Operator, terms: list[tuple[int, float]], tile_at) -> Any:
+    """Rule B59: the least time of the output's last drains, summed over the levels of ``terms`` (the model adds them
+    after the last compute), with whole tiles: the last tile is the tile ``tile_at(output, c)``."""
+    out: Any = 0.0
+    for c, per in terms:
+        out = out + tile_at(op.output, c) * per
+    return out
