@@ -55,7 +55,7 @@ def main() -> None:
         # Padded rows below the incumbent (each a subtree over Ruby-S tiles), and how many rule B52 leaves to open:
         # one per class among those whose padded dims sit on one axis per level, every other one.
         padded = np.flatnonzero((ranked.energy * ranked.latency < incumbent[layer.name]) & ~ranked.divides)
-        single = np.array([single_axis_padded(ranked.space.assignment(int(r)), op.sizes) for r in padded], dtype=bool)
+        single = np.array([single_axis_padded(ranked.space.assignment(int(r)), op) for r in padded], dtype=bool)
         b52 = int((~single).sum()) + len(np.unique(ranked.cls[padded[single]]))
         sampled = ""
         if a.sample:

@@ -1,7 +1,7 @@
 """Rule B52 (padded equivalents): a padded unrolling whose padded dims each sit on one axis per level costs the same
 re-dealt over alike axes (the padded dim's loop moved whole, the dividing dims prime factor by prime factor), and the
 exact search that searches one such unrolling per class of equal fan-out products finds what the search of every one
-does, the exhaustive Ruby-S optimum."""
+does."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError
-from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import prime_factors
+from accelmap.mapping.loopnest import Mapping
 from accelmap.mapping.validate import validate
 from accelmap.search import exact as exact_module
 from accelmap.search.exact import search_exact
 from accelmap.search.padded_equivalents import single_axis_padded
-from accelmap.workload.constructors import gemm
+from accelmap.search.padded_round_positions import padded_dims
+from accelmap.workload.constructors import conv2d, gemm
 from test_bound_padded_rounds import padded_ruby_s_mappings
+from test_search_equivalent_unrollings import redealt
 
 
 def _assignment(m: Mapping) -> dict:
@@ -30,54 +31,12 @@ def _assignment(m: Mapping) -> dict:
     return out
 
 
-def redealt_padded_whole(op, arch, m: Mapping, rng: random.Random) -> Mapping | None:
-    """``m`` with each level's spatial loops dealt anew over the axes of that level sharing their multicast flag: a
-    padded dim's one loop moved whole to an axis it fits, a dividing dim's product prime factor by prime factor (each
-    axis within its size, reduced dims on reducing axes only); None when the deal did not fit or changed nothing."""
-    total: dict[str, int] = {}
-    for l in m.loops:
-        if l.spatial:
-            total[l.dim] = total.get(l.dim, 1) * l.bound
-    loops = list(m.loops)
-    changed = False
-    for lvl, lv in enumerate(arch.levels):
-        if lv.fanout is None:
-            continue
-        for multicast in (True, False):
-            group = [a for a in lv.fanout.axes if a.multicast == multicast]
-            names = {a.name for a in group}
-            at = [i for i, l in enumerate(loops) if l.spatial and l.level == lvl and l.axis in names]
-            if len(group) < 2 or not at:
-                continue
-            product: dict[str, int] = {}
-            for i in at:
-                product[loops[i].dim] = product.get(loops[i].dim, 1) * loops[i].bound
-            left = {a.name: a.size for a in group}
-            deal: dict[tuple[str, str], int] = {}
-            for d, p in product.items():
-                whole = op.sizes[d] % total[d] != 0
-                for f in [p] if whole else prime_factors(p):
-                    fits = [a.name for a in group if left[a.name] >= f and (d in op.output.dims or a.reduce)]
-                    if not fits:
-                        return None
-                    a = rng.choice(fits)
-                    left[a] //= f
-                    deal[(a, d)] = deal.get((a, d), 1) * f
-            new = [Loop(d, b, lvl, a) for (a, d), b in sorted(deal.items())]
-            old = sorted((loops[i].axis, loops[i].dim, loops[i].bound) for i in at)
-            changed |= sorted((l.axis, l.dim, l.bound) for l in new) != old
-            first = at[0]
-            loops = [l for i, l in enumerate(loops) if i not in at]
-            loops[first:first] = new
-    return Mapping(tuple(loops), m.keep) if changed else None
-
-
 def test_single_axis_padded_reads_the_padded_dims_only():
-    sizes = {"P": 7, "K": 8, "C": 6}
-    assert single_axis_padded({(1, "X"): {"P": 4, "K": 2}, (1, "Y"): {"K": 4, "C": 3}}, sizes)    # K split, divides
-    assert not single_axis_padded({(1, "X"): {"P": 2}, (1, "Y"): {"P": 4}}, sizes)                # P = 7 split
-    assert single_axis_padded({(1, "X"): {"P": 7}, (1, "Y"): {"K": 8}}, sizes)                    # nothing padded
-    assert single_axis_padded({(0, "X"): {"P": 2}, (1, "Y"): {"P": 2}}, sizes)                    # one per level
+    op = conv2d(c=6, h=7, w=7, k=8, r=1, s=1)           # P = Q = 7
+    assert single_axis_padded({(1, "X"): {"P": 4, "K": 2}, (1, "Y"): {"K": 4, "C": 3}}, op)    # K split, divides
+    assert not single_axis_padded({(1, "X"): {"P": 2}, (1, "Y"): {"P": 4}}, op)                # P = 7 split
+    assert single_axis_padded({(1, "X"): {"P": 7}, (1, "Y"): {"K": 8}}, op)                    # nothing padded
+    assert single_axis_padded({(0, "X"): {"P": 2}, (1, "Y"): {"P": 2}}, op)                    # one per level
 
 
 def test_a_padded_unrolling_redealt_with_its_padded_dims_whole_costs_the_same():
@@ -86,11 +45,11 @@ def test_a_padded_unrolling_redealt_with_its_padded_dims_whole_costs_the_same():
     rng = random.Random(3)
     archs = [get_accelerator(n) for n in ("eyeriss_like", "simba_like", "edge_tpu_like")]
     checked = 0
-    for arch, op, m, _spatial in padded_ruby_s_mappings(900, archs, seed=52):
-        if not single_axis_padded(_assignment(m), op.sizes):
+    for arch, op, m, spatial in padded_ruby_s_mappings(900, archs, seed=52):
+        if not single_axis_padded(_assignment(m), op):
             continue
         for _ in range(3):
-            other = redealt_padded_whole(op, arch, m, rng)
+            other = redealt(op, arch, m, rng, whole=padded_dims(op, spatial))
             if other is None:
                 continue
             try:

@@ -153,7 +153,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
             # Rule B52 (``padded_equivalents``): over Ruby-S tiles, padded rows of one class whose padded dims sit on
             # one axis per level have the same optimum.
             padded_equal = (not divides[row] and unrollings.skip_equivalent and padded_mode == "spatial"
-                            and single_axis_padded(assignment, op.sizes))
+                            and single_axis_padded(assignment, op))
             if padded_equal and padded_done_cls[unrollings.cls[row]]:
                 equivalent_skipped += 1
                 continue

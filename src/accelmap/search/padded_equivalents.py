@@ -31,17 +31,16 @@ covers imperfect tiles of every dim).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from accelmap.search.padded_round_positions import padded_dims
+from accelmap.workload.operator import Operator
 
 
-def single_axis_padded(assignment: dict, sizes: Mapping[str, int]) -> bool:
+def single_axis_padded(assignment: dict, op: Operator) -> bool:
     """Does every dim the unrolling ``assignment`` ((level, axis) -> {dim: bound}) pads sit on one axis per level?"""
-    total: dict[str, int] = {}
+    padded = padded_dims(op, assignment)
     axes: dict[tuple[int, str], int] = {}
     for (level, _axis), dims in assignment.items():
         for d, b in dims.items():
-            if b > 1:
-                total[d] = total.get(d, 1) * b
+            if b > 1 and d in padded:
                 axes[(level, d)] = axes.get((level, d), 0) + 1
-    padded = {d for d, p in total.items() if sizes[d] % p}
-    return all(n == 1 for (_, d), n in axes.items() if d in padded)
+    return all(n == 1 for n in axes.values())
