@@ -138,7 +138,7 @@ def test_random_imperfect_mappings_of_small_registers_never_exceed_the_latency()
 def test_coarse_cells_cover_every_shape_and_never_raise_the_least_stall(monkeypatch):
     """Cells of a coarser grid (forced by a smaller shape budget) cover every fitting shape: each edge list ends at
     the largest extent, and the least stall over the coarser cells is at most the least over the finer ones (every
-    extent at the register files; the global buffer's extents are already cells under the default budget)."""
+    extent at the register files; the global buffer's extents are cells already under the default ``RUBY_CELLS``)."""
     from accelmap.arch import get_accelerator
 
     assert list(ruby_open_refills.cell_edges(20, 1.5)) == [1, 2, 3, 5, 8, 12, 18, 20]
@@ -152,7 +152,7 @@ def test_coarse_cells_cover_every_shape_and_never_raise_the_least_stall(monkeypa
     for c in (1, 2):
         ruby_open_refills._RUBY_SHAPES.clear()
         exact[c] = ruby_open_refills.least_ruby_stall(BusyLaneContext(op, arch, keep, spatial), c)
-    monkeypatch.setattr(ruby_open_refills, "OPEN_FLOOR_SHAPES", 2_000)
+    monkeypatch.setattr(ruby_open_refills, "RUBY_CELLS", 2_000)
     for c in (1, 2):
         ruby_open_refills._RUBY_SHAPES.clear()
         ctx = BusyLaneContext(op, arch, keep, spatial)

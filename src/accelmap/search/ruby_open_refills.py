@@ -22,8 +22,9 @@ unroll at most); when no dim does, there may be no temporal loop above c and eve
 rule B27's counts with its orders (rule B15) and window shares (rule B37) left out, so rule B27's stall of them
 (``open_level_refills.level_stall``: B9's loads in sequence over both ports, the output's B16 chain) is, per shape, at
 most the stall of every mapping whose tile at c has that shape, and its least over the shapes and cases is a bound
-below every node where c is open. Shapes past ``OPEN_FLOOR_SHAPES`` rows (the extents each dim can take alone in c, all
-combined) are not enumerated (the rule then adds nothing).
+below every node where c is open. Where the extents each dim can take alone in c, all combined, pass ``RUBY_CELLS``
+rows, they are grouped in cells (``ruby_cells``): a cell is kept where its least extents fit, its counts are read at
+its largest and each case where some shape of it allows the case, so its value is at most every shape's in it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import numpy as np
 
 from accelmap.search.deadline import check as check_deadline
 from accelmap.search.open_level_refills import (
-    OPEN_FLOOR_SHAPES,
     OpenShapes,
     level_cached,
     level_stall,
@@ -71,9 +71,15 @@ class RubyCells:
     lower: np.ndarray                 # rows x dims
     upper: np.ndarray                 # rows x dims
     kept: tuple[Operand, ...]         # operands c receives from a parent (not loose)
+    left_lower: np.ndarray            # rows x dims: ceil(size / lower)
+    left_upper: np.ndarray            # rows x dims: ceil(size / upper)
+    boxes: dict[str, np.ndarray | None]     # per kept operand, ``box_tiles`` at ``upper``
 
 
-# Growth of a cell's extents per step, tried in turn until the cells fit ``OPEN_FLOOR_SHAPES`` (1.0: every extent).
+# Cells above which a coarser grid is taken (each bypass choice and unrolling passes over them once per case: more
+# cells are finer but slower), and the growth of a cell's extents per step, tried in turn until the cells fit (1.0:
+# every extent).
+RUBY_CELLS = 20_000
 CELL_RATIOS = (1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
 
 _RUBY_SHAPES: dict[tuple, RubyCells | None] = {}
@@ -82,7 +88,7 @@ _RUBY_SHAPES: dict[tuple, RubyCells | None] = {}
 def ruby_level_shapes(ctx, c: int) -> RubyCells | None:
     """``ruby_cells`` cached by what it depends on: the operator, the accelerator, c, the operands c keeps and those
     it receives (not the unrolling: the cells cover every extent, whatever the fan-outs; a few dozen entries at most,
-    each up to ``OPEN_FLOOR_SHAPES`` rows)."""
+    each up to ``RUBY_CELLS`` rows)."""
     if len(_RUBY_SHAPES) > 64:
         _RUBY_SHAPES.clear()
     kept = tuple(X.name for X in ctx.op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
@@ -106,7 +112,7 @@ def ruby_cells(ctx, c: int) -> RubyCells | None:
     """Cells covering every tile shape (integer extents up to each dim) that fits level c: a cell's extents run from
     one past the previous edge to its own edge per dim, and it is kept where its least extents fit (a tile only grows
     with each extent, so every shape that fits lies in a kept cell). None when c receives nothing, has no capacity,
-    nothing fits or even the coarsest cells pass ``OPEN_FLOOR_SHAPES``."""
+    nothing fits or even the coarsest cells pass ``RUBY_CELLS``."""
     op, arch = ctx.op, ctx.arch
     lv = arch.levels[c]
     kept = tuple(X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
@@ -126,7 +132,7 @@ def ruby_cells(ctx, c: int) -> RubyCells | None:
         largest.append(int(np.nonzero(fits)[0].max()) + 1)
     for ratio in CELL_RATIOS:
         edges = [cell_edges(most, ratio) for most in largest]
-        if math.prod(len(e) for e in edges) <= OPEN_FLOOR_SHAPES:
+        if math.prod(len(e) for e in edges) <= RUBY_CELLS:
             break
     else:
         return None
@@ -138,7 +144,9 @@ def ruby_cells(ctx, c: int) -> RubyCells | None:
     _, fits = tiles_that_fit(ctx, c, lower)
     if not fits.any():
         return None
-    return RubyCells(lower[fits], upper[fits], kept)
+    lower, upper = lower[fits], upper[fits]
+    return RubyCells(lower, upper, kept, -(-sizes // lower), -(-sizes // upper),
+                     {X.name: box_tiles(ctx, X, upper) for X in kept})
 
 
 def least_ruby_stall(ctx, c: int) -> float:
@@ -163,15 +171,13 @@ def ruby_cases(ctx, c: int, cells: RubyCells):
     falls as extents grow: read at the cell's largest)."""
     op = ctx.op
     dims = op.dim_names
-    sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
     base = {X.name: float(ctx.footprint[X.name]) for X in cells.kept}
     most = np.array([math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1)
                                for l, cap in enumerate(ctx.spatial_cap[:c])) for d in dims])
-    forced = (-(-sizes // cells.upper) > most).any(axis=1)
-    left = -(-sizes // cells.lower)
-    grid = cells.upper
+    forced = (cells.left_upper > most).any(axis=1)
+    left = cells.left_lower
     yield ~forced, dict(base)
-    boxes = {X.name: box_tiles(ctx, X, grid) for X in cells.kept}
+    boxes = cells.boxes
     for i, d in enumerate(dims):
         possible = left[:, i] > 1
         if not possible.any():
