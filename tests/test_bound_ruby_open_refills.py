@@ -161,3 +161,29 @@ def test_coarse_cells_cover_every_shape_and_never_raise_the_least_stall(monkeypa
         coarse = ruby_open_refills.least_ruby_stall(ctx, c)
         assert 0 < coarse <= exact[c] * (1 + 1e-12), (c, coarse, exact[c])
     ruby_open_refills._RUBY_SHAPES.clear()
+
+
+def test_a_padded_resnet_layer_root_bound_rises_and_stays_below_a_mapping():
+    """ResNet-18 layer4.0.downsample on eyeriss_like under the padded unrolling X: K14, Y: K3, C4 (K = 512 as two rounds
+    of 336 lanes' worth), the global buffer bypassed: a mapping of that subtree (found by the search without the rule)
+    costs 144.2 uJ and 176,192 cycles; the root bound of its bypass choice with rule B53 is at most that, and its
+    latency is above the bound without the rule (the register files' refills over DRAM's port)."""
+    from accelmap.workload.models import load_model
+
+    arch = get_accelerator("eyeriss_like")
+    op = adopt_precision({x.name: x for x in load_model("resnet18").layers}["layer4.0.downsample"].operator, arch)
+    loops = (Loop("C", 8, 0), Loop("K", 2, 0), Loop("P", 7, 0), Loop("Q", 7, 0), Loop("K", 14, 1, "X"),
+             Loop("K", 3, 1, "Y"), Loop("C", 4, 1, "Y"), Loop("C", 8, 2), Loop("K", 8, 2))
+    keep = (frozenset({"I", "W", "O"}), frozenset(), frozenset({"I", "W", "O"}))
+    spatial = {"X": {"K": 14}, "Y": {"K": 3, "C": 4}}
+    res = evaluate(op, arch, Mapping(loops, keep))
+    assert (res.energy_total, res.latency) == (144245248.0, 176192.0)
+    got = BusyLaneContext(op, arch, keep, spatial).lower_bound((), len(arch.levels), dict(op.sizes),
+                                                              full_positions=None)
+    restore = _without_rule()
+    try:
+        was = BusyLaneContext(op, arch, keep, spatial).lower_bound((), len(arch.levels), dict(op.sizes),
+                                                                  full_positions=None)
+    finally:
+        restore()
+    assert _below(got, res) and got[1] > was[1] * 1.3, (got, was)
