@@ -3,7 +3,8 @@
 For every layer of a results file of ``mapper_scaling.py`` (one preset), with that run's result (EDP) as the
 incumbent: the exact search's unrollings (``exact.ranked_unrollings``: rule S1 with S3, S6 and S7), the classes of
 dividing unrollings of equal fan-out products (rule S5) whose bound is below the incumbent (each is a subtree the
-search must open), the CPU seconds of ranking them, and the certificate's gap (rule S2) against the incumbent. With
+search must open), the padded unrollings below it (each a subtree over Ruby-S tiles, rule E2) and how many of those
+rule B52 leaves to open, the CPU seconds of ranking them, and the certificate's gap (rule S2) against the incumbent. With
 ``--sample N``, N of those classes drawn at random (seed 0) get the node bound at the root (``BoundContext.lower_bound``
 with nothing fixed, the least over the bypass choices), and the table says how many of them it puts at or above the
 incumbent (subtrees the search opens only to cut at their root). Run it with ``PYTHONPATH`` on two versions of ``src``
@@ -27,6 +28,7 @@ def main() -> None:
     from accelmap.arch.presets import get_accelerator
     from accelmap.search.bounds import BoundContext, chain_options
     from accelmap.search.exact import ranked_unrollings
+    from accelmap.search.padded_equivalents import single_axis_padded
     from accelmap.search.space import Constraints, keep_options
     from accelmap.search.spatial import certified_lower_bound
     from accelmap.workload.models import load_model
@@ -36,7 +38,8 @@ def main() -> None:
     a, incumbent = parse_with_incumbents(ap)
     arch = get_accelerator(a.arch)
     cons = Constraints()
-    print(f"{'layer':<22} {'unrollings':>10} {'classes':>8} {'below':>7} {'rank CPU s':>10} {'certificate gap':>15}"
+    print(f"{'layer':<22} {'unrollings':>10} {'classes':>8} {'below':>7} {'padded below':>12} {'B52 leaves':>10} "
+          f"{'rank CPU s':>10} {'certificate gap':>15}"
           + ("   sampled: root bound >= incumbent" if a.sample else ""))
     rng = np.random.default_rng(0)
     for layer in load_model(a.model).layers:
@@ -49,6 +52,11 @@ def main() -> None:
         cpu = time.process_time() - t
         below = (ranked.energy * ranked.latency < incumbent[layer.name]) & ranked.divides
         bound = certified_lower_bound(op, arch, cons, chains, "edp")[0]
+        # Padded rows below the incumbent (each a subtree over Ruby-S tiles), and how many rule B52 leaves to open:
+        # one per class among those whose padded dims sit on one axis per level, every other one.
+        padded = np.flatnonzero((ranked.energy * ranked.latency < incumbent[layer.name]) & ~ranked.divides)
+        single = np.array([single_axis_padded(ranked.space.assignment(int(r)), op) for r in padded], dtype=bool)
+        b52 = int((~single).sum()) + len(np.unique(ranked.cls[padded[single]]))
         sampled = ""
         if a.sample:
             first: dict[int, int] = {}
@@ -65,7 +73,7 @@ def main() -> None:
                 cut += root >= incumbent[layer.name]
             sampled = f"   {cut} of {len(pick)}"
         print(f"{layer.name:<22} {len(ranked.order):>10} {ranked.classes:>8} {len(np.unique(ranked.cls[below])):>7} "
-              f"{cpu:>10.2f} {incumbent[layer.name] / bound - 1:>14.1%}{sampled}", flush=True)
+              f"{len(padded):>12} {b52:>10} {cpu:>10.2f} {incumbent[layer.name] / bound - 1:>14.1%}{sampled}", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ from accelmap.search.space import keep_options
 from accelmap.workload.constructors import conv2d, gemm
 
 
-def redealt(op, arch, m: Mapping, rng: random.Random) -> Mapping | None:
+def redealt(op, arch, m: Mapping, rng: random.Random, whole: frozenset[str] = frozenset()) -> Mapping | None:
     """``m`` with each level's spatial loops dealt anew, prime factor by prime factor, over the axes of that level
-    that share their multicast flag (each axis within its size, reduced dims on reducing axes only); None when no
-    different deal was drawn."""
+    that share their multicast flag (each axis within its size, reduced dims on reducing axes only); the dims in
+    ``whole`` as one factor (the level's product on one axis); None when no different deal was drawn."""
     loops = list(m.loops)
     changed = False
     for lvl, lv in enumerate(arch.levels):
@@ -47,7 +47,7 @@ def redealt(op, arch, m: Mapping, rng: random.Random) -> Mapping | None:
             left = {a.name: a.size for a in group}
             deal: dict[tuple[str, str], int] = {}
             for d, p in product.items():
-                for f in prime_factors(p):
+                for f in [p] if d in whole else prime_factors(p):
                     fits = [a.name for a in group if left[a.name] >= f and (d in op.output.dims or a.reduce)]
                     if not fits:
                         return None

@@ -49,6 +49,7 @@ from accelmap.search.mirror import dim_symmetry, mirror_products
 from accelmap.search.objective import collector, scalar
 from accelmap.search.optimal import SearchStats, search_optimal
 from accelmap.search.padded_classes import PaddedClasses
+from accelmap.search.padded_equivalents import single_axis_padded
 from accelmap.search.padded_mirrors import padded_mirror_keys
 from accelmap.search.probes import probe_values
 from accelmap.search.space import Constraints, keep_options
@@ -133,6 +134,7 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         n = len(order)
         candidates += n
         done = np.zeros(unrollings.classes, dtype=bool)
+        padded_done_cls = np.zeros(unrollings.classes, dtype=bool)   # rule B52: one padded deal searched to the end
         # The subtrees below the best found in bound order, a window at a time reordered by cheap probes
         # (``subtree_order``): the same rows cut or searched, the good subtrees first.
         visits = SubtreeOrder(order, e_lb, l_lb, unrollings.cls, best, window=window, deadline=deadline,
@@ -148,6 +150,13 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 mirror_skipped += 1           # rule S4
                 continue
             assignment = space.assignment(int(row))
+            # Rule B52 (``padded_equivalents``): over Ruby-S tiles, padded rows of one class whose padded dims sit on
+            # one axis per level have the same optimum.
+            padded_equal = (not divides[row] and unrollings.skip_equivalent and padded_mode == "spatial"
+                            and single_axis_padded(assignment, op))
+            if padded_equal and padded_done_cls[unrollings.cls[row]]:
+                equivalent_skipped += 1
+                continue
             padded_key = None
             if not divides[row] and unrollings.skip_equivalent and swap:
                 # Rule B45: the mirror of a padded unrolling searched to the end has the same optimum
@@ -181,6 +190,8 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
                 done[unrollings.cls[row]] = True
             if padded_key is not None:
                 padded_done.add(padded_key)
+            if padded_equal:
+                padded_done_cls[unrollings.cls[row]] = True
         cut += visits.cut
         probed += visits.probed
         reordered += visits.reordered

@@ -23,7 +23,8 @@ possible for it bounds the stall of every mapping below a node where c is open; 
 largest of B9, B12 and B16 over its own counts) takes the larger of the two. It holds for every order, bypass
 choice of the levels other than c (the kept operands and their parents are part of the cache key) and unrolling
 that the context allows (the merges are the most its fan-outs give). Not with imperfect tiles: a partial tile can
-fit where no dividing one does (rule I3), so the rule is off where ``whole_tiles`` is false.
+fit where no dividing one does (rule I3), so the rule is off where ``whole_tiles`` is false (rule B53,
+``ruby_open_refills``, counts those tiles' refills more weakly).
 
 Why it matters: on eyeriss_like every level is single-buffered and the register files hold 12 input, 224 weight
 and 24 partial-sum words; at the root of an unrolling's search (no loop fixed) the latency bound counted every
@@ -74,7 +75,7 @@ def open_level_shapes(ctx, c: int) -> OpenShapes | None:
 def level_shapes(ctx, c: int) -> OpenShapes | None:
     """The tile shapes that fit level ``c`` under ``ctx``'s bypass choice; None when c receives nothing, has no
     capacity, has more shapes than ``OPEN_FLOOR_SHAPES`` or none fits (the rules then add nothing)."""
-    op, arch, keep = ctx.op, ctx.arch, ctx.keep
+    op, arch = ctx.op, ctx.arch
     lv = arch.levels[c]
     kept = tuple(X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
                  and X.name not in ctx.loose)
@@ -94,6 +95,21 @@ def level_shapes(ctx, c: int) -> OpenShapes | None:
     grid = grid[((grid % inside == 0) & (sizes % (grid * outside) == 0)).all(axis=1)]
     if not len(grid):
         return None
+    tiles, fits = tiles_that_fit(ctx, c, grid)
+    if not fits.any():
+        return None
+    tiles_above = np.prod((sizes // grid).astype(np.float64), axis=1)
+    return OpenShapes(grid[fits], {n: t[fits] for n, t in tiles.items()}, tiles_above[fits], kept)
+
+
+def tiles_that_fit(ctx, c: int, grid: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per operand its tile at level c (elements) for each row of tile extents ``grid`` (rows x dims, each extent at
+    most its dim), and the rows whose tiles fit c (its partition per operand class, or its capacity; double buffering
+    counted, finished outputs at their fewest bits): the capacity check of ``validate.level_usage`` with every
+    operand at its fewest bits, so no tile the model accepts is left out."""
+    op, arch, keep = ctx.op, ctx.arch, ctx.keep
+    lv = arch.levels[c]
+    dims = op.dim_names
     col = {d: grid[:, i] for i, d in enumerate(dims)}
 
     def tile(X: Operand) -> np.ndarray:
@@ -119,10 +135,7 @@ def level_shapes(ctx, c: int) -> OpenShapes | None:
             fits &= sum(u for n, u in use.items() if op.operand(n).cls == cls) <= lv.partition_bits(cls)
     else:
         fits = sum(use.values(), np.zeros(len(grid))) <= lv.capacity_bits
-    if not fits.any():
-        return None
-    tiles_above = np.prod((sizes // grid).astype(np.float64), axis=1)
-    return OpenShapes(grid[fits], {n: t[fits] for n, t in tiles.items()}, tiles_above[fits], kept)
+    return tiles, fits
 
 
 def innermost_cases(ctx, c: int, grid: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], np.ndarray]:
@@ -151,9 +164,10 @@ def open_levels_stall(ctx, level: int) -> float:
     """Rule B27 at a node whose levels >= ``level`` are fixed: the largest, over the open single-buffered levels c
     (1 <= c < level), of c's least stall (``open_level_stall``); and the terms of several open levels together, rules
     B41 (loads queued on one port), B42 (the output's stores in sequence) and B43 (an input's load after its load into
-    the parent). 0 with imperfect tiles."""
+    the parent). With imperfect tiles rule B53 (``ruby_open_refills``) instead, each level alone."""
     if not ctx.whole_tiles:
-        return 0.0
+        from accelmap.search.ruby_open_refills import ruby_open_levels_stall
+        return ruby_open_levels_stall(ctx, level)
     # (imported here: those rules' modules read this one's shapes and cases)
     from accelmap.search.open_load_chain import open_load_chain
     from accelmap.search.open_port_queue import open_port_queue
