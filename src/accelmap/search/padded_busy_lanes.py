@@ -60,13 +60,21 @@ class BusyLaneContext(PartialRefetchContext):
         self._rem, self._lanes = rem, {}
         return super().lower_bound(fixed, level, rem, **kw)
 
-    def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
-        rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
+    def lane_clips(self, X: Operand, c: int) -> frozenset[str] | None:
+        """The clipping dims where the busy-lane rules (B49, B50 and subclasses') count X's refetches at boundary c;
+        None where they do not apply or rules B44, B46-B48 count that boundary."""
         if not self.busy_lanes or (X.is_output and not self.output_shares):
-            return rest
+            return None
         clips, top = self.clipping()
         if not clips or c <= top:
-            return rest         # rules B44, B46-B48 count these boundaries
+            return None
+        return clips
+
+    def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
+        rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
+        clips = self.lane_clips(X, c)
+        if clips is None:
+            return rest
         got = self.lanes(c, clips)
         if got is None:
             return rest

@@ -47,11 +47,9 @@ class InteriorLaneContext(BusyLaneContext):
 
     def refetch_volume(self, X: Operand, c: int, full: int, prod_r: int, part: float, fi: int, t: int) -> float:
         rest = super().refetch_volume(X, c, full, prod_r, part, fi, t)
-        if not self.busy_lanes or (X.is_output and not self.output_shares):
+        clips = self.lane_clips(X, c)
+        if clips is None:
             return rest
-        clips, top = self.clipping()
-        if not clips or c <= top:
-            return rest         # rules B44, B46-B48 count these boundaries
         key = (X.name, c)
         share = self._interior.get(key)
         if share is None:
