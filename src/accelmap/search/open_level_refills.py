@@ -72,14 +72,22 @@ def open_level_shapes(ctx, c: int) -> OpenShapes | None:
     return level_cached(_SHAPES, ctx, c, level_shapes)
 
 
+def refilled_operands(ctx, c: int) -> tuple[Operand, ...]:
+    """The operands level ``c`` receives from a parent (not loose) under ``ctx``'s bypass choice; none where c has no
+    capacity to bound their tiles by (the refill rules then add nothing)."""
+    lv = ctx.arch.levels[c]
+    if lv.capacity_bits is None and not lv.partitions:
+        return ()
+    return tuple(X for X in ctx.op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
+                 and X.name not in ctx.loose)
+
+
 def level_shapes(ctx, c: int) -> OpenShapes | None:
     """The tile shapes that fit level ``c`` under ``ctx``'s bypass choice; None when c receives nothing, has no
     capacity, has more shapes than ``OPEN_FLOOR_SHAPES`` or none fits (the rules then add nothing)."""
-    op, arch = ctx.op, ctx.arch
-    lv = arch.levels[c]
-    kept = tuple(X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
-                 and X.name not in ctx.loose)
-    if lv.capacity_bits is None and not lv.partitions or not kept:
+    op = ctx.op
+    kept = refilled_operands(ctx, c)
+    if not kept:
         return None
     dims = op.dim_names
     divs = [divisors(op.sizes[d]) for d in dims]

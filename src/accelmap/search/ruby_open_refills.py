@@ -41,6 +41,7 @@ from accelmap.search.open_level_refills import (
     OpenShapes,
     level_cached,
     level_stall,
+    refilled_operands,
     tiles_that_fit,
 )
 from accelmap.workload.operator import Operand
@@ -113,11 +114,9 @@ def ruby_cells(ctx, c: int) -> RubyCells | None:
     one past the previous edge to its own edge per dim, and it is kept where its least extents fit (a tile only grows
     with each extent, so every shape that fits lies in a kept cell). None when c receives nothing, has no capacity,
     nothing fits or even the coarsest cells pass ``RUBY_CELLS``."""
-    op, arch = ctx.op, ctx.arch
-    lv = arch.levels[c]
-    kept = tuple(X for X in op.operands if c in ctx.chains[X.name] and ctx.chains[X.name][0] != c
-                 and X.name not in ctx.loose)
-    if lv.capacity_bits is None and not lv.partitions or not kept:
+    op = ctx.op
+    kept = refilled_operands(ctx, c)
+    if not kept:
         return None
     dims = op.dim_names
     sizes = np.array([op.sizes[d] for d in dims], dtype=np.int64)
