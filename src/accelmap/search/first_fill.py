@@ -45,12 +45,8 @@ def first_fill_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int
         if X.is_output or X.name in loose:
             continue
         w = fewest_bits(X, arch)
-        for p, c in pairwise(chains[X.name]):
-            P, C = arch.levels[p], arch.levels[c]
-            if c not in serial_fill or P.instances != 1 or C.instances != 1:
-                continue
-            per = w * max(0.0 if C.write_bw_bits is None else 1 / C.write_bw_bits,
-                          0.0 if P.read_bw_bits is None else 1 / P.read_bw_bits)
+        for P, C, c in _one_to_one_links(arch, chains[X.name], serial_fill):
+            per = w * _cycles_per_bit(C.write_bw_bits, P.read_bw_bits)
             if per > 0:
                 terms.append((X.name, c, per))
     return terms
@@ -78,15 +74,25 @@ def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int
         return []
     w = fewest_bits(O, arch)
     terms = []
-    for p, c in pairwise(chains[O.name]):
-        P, C = arch.levels[p], arch.levels[c]
-        if c not in serial_fill or P.instances != 1 or C.instances != 1:
-            continue
-        per = w * max(0.0 if C.read_bw_bits is None else 1 / C.read_bw_bits,
-                      0.0 if P.write_bw_bits is None else 1 / P.write_bw_bits)
+    for P, C, c in _one_to_one_links(arch, chains[O.name], serial_fill):
+        per = w * _cycles_per_bit(C.read_bw_bits, P.write_bw_bits)
         if per > 0:
             terms.append((c, per))
     return terms
+
+
+def _one_to_one_links(arch: Accelerator, chain: list[int], serial_fill: frozenset[int]):
+    """(parent level, level, its index) along an operand's chain where the level is single-buffered (in
+    ``serial_fill``) and it and its parent have one instance each."""
+    for p, c in pairwise(chain):
+        P, C = arch.levels[p], arch.levels[c]
+        if c in serial_fill and P.instances == 1 and C.instances == 1:
+            yield P, C, c
+
+
+def _cycles_per_bit(*bandwidths: float | None) -> float:
+    """The slowest of the ports' cycles per bit (a port with no bandwidth given takes no time)."""
+    return max(0.0 if bw is None else 1 / bw for bw in bandwidths)
 
 
 def last_drain_cycles(op: Operator, terms: list[tuple[int, float]], tile_at) -> Any:
