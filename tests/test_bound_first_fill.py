@@ -24,24 +24,13 @@ from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.padded_mac_reads import mac_read_groups
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import dense, parse_expression
-from accelmap.workload.index_sets import tile_size
 from accelmap.workload.models import load_model
 from strategies import random_operator
 from test_bound_padded_rounds import buffer_over_four, padded_ruby_s_mappings
+from test_bound_prologue import _fixed_tiles
 
 ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like", "vta_8x8x8",
                "diana_like", "aie_like"]
-
-
-def _tiles(op, m, level):
-    """``tile_at`` of a node with the mapping's levels >= ``level`` fixed (what the bound sees)."""
-    def tile_at(X, c):
-        ext = dict.fromkeys(op.sizes, 1)
-        for l in m.loops:
-            if l.level >= max(c, level):
-                ext[l.dim] *= l.bound
-        return tile_size(X, {d: min(e, op.sizes[d]) for d, e in ext.items()})
-    return tile_at
 
 
 def _node(op, m, level):
@@ -69,10 +58,10 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
         context = ImperfectBoundContext if imperfect else BoundContext
         ctx = context(op, arch, m.keep, unrolling_of(arch, m))
         for level in range(len(arch.levels) + 1):
-            first = float(first_fill_cycles(op, ctx.first_fill_terms, _tiles(op, m, level)))
+            first = float(first_fill_cycles(op, ctx.first_fill_terms, _fixed_tiles(op, m, level)))
             assert first <= parts["single-buffer stalls"] * (1 + 1e-12) + 1e-9, (level, m, first, parts)
             if not imperfect:
-                last = float(last_drain_cycles(op, ctx.last_drain_terms, _tiles(op, m, level)))
+                last = float(last_drain_cycles(op, ctx.last_drain_terms, _fixed_tiles(op, m, level)))
                 assert last <= parts["single-buffer stalls"] * (1 + 1e-12) + 1e-9, (level, m, last, parts)
                 drained += last > 0
             fixed, rem = _node(op, m, level)
@@ -101,7 +90,7 @@ def test_first_fill_makes_an_fc_leaf_bound_exact():
     parts = dict(res.latency_parts)
     ctx = BoundContext(op, arch, keep, unrolling_of(arch, m))
     first = 64 * 8 / 64           # the 64 inputs at 8 bits over DRAM's 64-bit read port
-    assert first_fill_cycles(op, ctx.first_fill_terms, _tiles(op, m, 1)) == first
+    assert first_fill_cycles(op, ctx.first_fill_terms, _fixed_tiles(op, m, 1)) == first
     for level in (0, 1):
         fixed, rem = _node(op, m, level)
         assert ctx.lower_bound(fixed, level, rem)[1] == res.latency, (level, parts)
@@ -203,7 +192,7 @@ def test_last_drains_follow_every_load_on_a_layer4_leaf():
     assert evaluate(op, arch, m).latency == 290_456.875
     ctx = BoundContext(op, arch, keep, unrolling_of(arch, m))
     leaf = dict.fromkeys(op.sizes, 1)
-    assert last_drain_cycles(op, ctx.last_drain_terms, _tiles(op, m, 0)) == 6_272
+    assert last_drain_cycles(op, ctx.last_drain_terms, _fixed_tiles(op, m, 0)) == 6_272
     assert ctx.lower_bound(loops, 0, leaf)[1] == 289_952
     ctx.last_drain_terms = []
     assert ctx.lower_bound(loops, 0, leaf)[1] == 283_680
