@@ -5,7 +5,6 @@ over the blocks, equal to the cost model's counts of the same blocks (``codegen.
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
@@ -15,12 +14,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from accelmap.codegen.fused_blocks import block_level_counts, plan_block_programs  # noqa: E402
 from accelmap.codegen.fused_c import run_fused  # noqa: E402
 from accelmap.codegen.fused_weights import model_weight_bits, plan_weight_transfers  # noqa: E402
-from accelmap.fusion.geometry import MODES, fused_counts  # noqa: E402
+from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.group_cost import InnerMappings, group_cost  # noqa: E402
 from accelmap.fusion.stages import mac_stage  # noqa: E402
 from accelmap.workload import gemm  # noqa: E402
 from test_fusion_codegen_heads import _attention  # noqa: E402
-from test_fusion_codegen_weights import _arch, _group, _random_search  # noqa: E402
+from test_fusion_codegen_weights import _arch, _group, _random_search, random_group_cost  # noqa: E402
 
 
 def _plan(kind: str, seed: int):
@@ -29,14 +28,7 @@ def _plan(kind: str, seed: int):
         stages = tuple(ms.stage for ms in macs.values())
     else:
         stages, macs = _group(kind)
-    arch = _arch(False, "128 bit")
-    rng = random.Random(seed)
-    last = stages[-1]
-    tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
-    policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    inner = InnerMappings(_random_search(seed))
-    gc = group_cost(stages, macs, arch, *tile, policies, inner)
-    assert not isinstance(gc, str), gc
+    arch, tile, policies, inner, gc = random_group_cost(stages, macs, seed)
     return stages, macs, arch, tile, policies, inner, gc
 
 

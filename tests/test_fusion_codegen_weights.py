@@ -48,6 +48,20 @@ def _random_search(seed: int):
     return search
 
 
+def random_group_cost(stages, macs, seed: int):
+    """A drawn tile, halo mode per stage and random tile mappings for the group on the 128-bit machine, and its cost:
+    (arch, tile, policies, inner mappings, group cost)."""
+    arch = _arch(False, "128 bit")
+    rng = random.Random(seed)
+    last = stages[-1]
+    tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, *tile, policies, inner)
+    assert not isinstance(gc, str), gc
+    return arch, tile, policies, inner, gc
+
+
 def _group(kind: str):
     if kind == "convs":
         macs = {0: mac_stage(conv2d("c0", c=3, h=6, w=5, k=4, r=3, s=3, padding=1)),
@@ -68,14 +82,7 @@ def test_streamed_weights_are_fetched_by_each_blocks_mapping_as_the_model_charge
     stage equal the model's off-chip weight bits, which here exceed the weights' size times the blocks (the
     mapping refetches tiles inside a block: the counter follows it, not the tensor's size); output bit-exact."""
     stages, macs = _group(kind)
-    arch = _arch(False, "128 bit")
-    rng = random.Random(seed)
-    last = stages[-1]
-    tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
-    policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    inner = InnerMappings(_random_search(seed))
-    gc = group_cost(stages, macs, arch, *tile, policies, inner)
-    assert not isinstance(gc, str), gc
+    arch, tile, policies, inner, gc = random_group_cost(stages, macs, seed)
     plan = plan_weight_transfers("group", stages, macs, arch, gc, inner)
     run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=plan)
     assert (run.output == ref).all() and run.invalid_reads == 0
