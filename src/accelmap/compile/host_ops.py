@@ -348,6 +348,18 @@ def block_gemm_bias(s: Step, g: NetGraph) -> int:
     return g.size(b)
 
 
+def _feature_rows(s: Step, g: NetGraph, channel_axis: int, what: str) -> int:
+    """The feature count of the rows a fused block normalizes for ``s`` (softmax, layer norm): its axis and the
+    block's channel axis must both be the last of its input; one clear line naming the step otherwise (``what``
+    describes it, ``{axis}`` filled in)."""
+    shape = g.shape(s.inputs[0])
+    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
+    if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
+        raise _problem(g, s, f"{what.format(axis=axis)} of {list(shape)}; a fused block normalizes over the "
+                             "features (last axis) of a matrix product")
+    return shape[-1]
+
+
 def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
     """The length of the rows a Softmax step normalizes when a fused block can run it: a softmax (float, or a
     quantized one as onnxruntime's QLinearSoftmax) over the channels (the last axis) of a matrix product's
@@ -357,12 +369,7 @@ def block_softmax(s: Step, g: NetGraph, channel_axis: int) -> int:
         _float_io(g, s, [x, s.outputs[0]])
     elif _softmax_opset(g) < 13:
         raise _problem(g, s, "a softmax before opset 13 normalizes over several axes; a fused block does not")
-    shape = g.shape(x)
-    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
-    if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
-        raise _problem(g, s, f"a softmax over axis {axis} of {list(shape)}; a fused block normalizes over the "
-                             "features (last axis) of a matrix product")
-    return shape[-1]
+    return _feature_rows(s, g, channel_axis, "a softmax over axis {axis}")
 
 
 def block_layernorm(s: Step, g: NetGraph, channel_axis: int) -> int:
@@ -374,10 +381,7 @@ def block_layernorm(s: Step, g: NetGraph, channel_axis: int) -> int:
     if len([o for o in s.node.output if o]) > 1:
         raise _problem(g, s, "the mean and inverse std outputs are not produced")
     shape = g.shape(x)
-    axis = int(attrs(s.node).get("axis", -1)) % len(shape)
-    if channel_axis % len(shape) != len(shape) - 1 or axis != len(shape) - 1:
-        raise _problem(g, s, f"a layer norm over axes {axis}.. of {list(shape)}; a fused block normalizes over the "
-                             "features (last axis) of a matrix product")
+    _feature_rows(s, g, channel_axis, "a layer norm over axes {axis}..")
     for pos in (1, 2):
         if len(s.node.input) > pos and s.node.input[pos] and g.size(s.node.input[pos]) != shape[-1]:
             raise _problem(g, s, "a scale or bias that broadcasts within the normalized axis is not handled")
