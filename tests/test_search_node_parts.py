@@ -40,6 +40,22 @@ def unrolling_of(arch, m):
     return out
 
 
+def padded_node_calls(op, arch, m):
+    """Per level of a Ruby-S mapping ``m``, the bounds a search asks at the node with the loops at that level and above
+    fixed: (fixed loops, level, what is left per dim, the whole positions, keywords) with every order known and with
+    the level's orders open."""
+    from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
+
+    calls = []
+    for level in range(len(arch.levels)):
+        fixed = tuple(l for l in m.loops if l.level >= level)
+        prod = dim_products(op, fixed)
+        rem = {d: ceil_div(op.sizes[d], prod[d]) for d in op.dim_names}
+        calls += [(fixed, level, rem, full_positions(op, fixed), kw)
+                  for kw in ({}, {"free_orders": frozenset({level})})]
+    return calls
+
+
 def node_calls(m, level, rng):
     """The bounds a search asks at one node of ``m`` (its loops at ``level`` and below fixed): each order of the level's
     temporal loops (at most six) with every order known, over every order (rule B3) and per innermost loop (B4),
@@ -139,7 +155,6 @@ def test_node_parts_of_the_ruby_s_contexts_give_every_bound_a_scratch_computatio
     leave the node parts in place (``per_call_attributes``), and the bounds, asked over the nodes of random padded
     Ruby-S mappings in a shuffled order so that parts are reused across orders and levels, equal a context computing
     each from scratch."""
-    from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
     from accelmap.search.padded_partial_refetches import PartialRefetchContext
     from test_bound_padded_rounds import _padded_mappings
 
@@ -155,13 +170,7 @@ def test_node_parts_of_the_ruby_s_contexts_give_every_bound_a_scratch_computatio
     checked = reused = 0
     for arch, op, m, spatial in _padded_mappings(40, ("tpu_like", "vta_like", "edge_tpu_like"), seed=5):
         kept = PartialRefetchContext(op, arch, m.keep, spatial)
-        calls = []
-        for level in range(len(arch.levels)):
-            fixed = tuple(l for l in m.loops if l.level >= level)
-            prod = dim_products(op, fixed)
-            rem = {d: ceil_div(op.sizes[d], prod[d]) for d in op.dim_names}
-            calls += [(fixed, level, rem, full_positions(op, fixed), kw)
-                      for kw in ({}, {"free_orders": frozenset({level})})] * 2
+        calls = padded_node_calls(op, arch, m) * 2
         rng.shuffle(calls)
         for fixed, level, rem, full, kw in calls:
             want = ScratchPartial(op, arch, m.keep, spatial).lower_bound(fixed, level, dict(rem), full_positions=full,

@@ -10,13 +10,12 @@ import pytest
 
 from accelmap.search.bounds import BoundContext
 from accelmap.search.burst_bound import _nest_rows_loads, _slot_loads
-from accelmap.search.imperfect_tiles import ceil_div, dim_products, full_positions
 from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.padded_interior_lanes import InteriorLaneContext
 from strategies import random_perfect_mappings
 from test_bound_bursts import small_double_buffered
 from test_bound_padded_rounds import _padded_mappings
-from test_search_node_parts import PRESETS, node_calls, unrolling_of
+from test_search_node_parts import PRESETS, node_calls, padded_node_calls, unrolling_of
 
 
 def test_burst_loads_counted_with_integers_equal_the_one_row_nest():
@@ -75,13 +74,7 @@ def test_ruby_s_contexts_with_filled_memos_give_a_fresh_contexts_bounds_and_run_
     checked = placeholders = 0
     for arch, op, m, spatial in _padded_mappings(30, ("tpu_like", "vta_like", "edge_tpu_like", "simba_like"), seed=6):
         warm = context(op, arch, m.keep, spatial)
-        calls = []
-        for level in range(len(arch.levels)):
-            fixed = tuple(l for l in m.loops if l.level >= level)
-            prod = dim_products(op, fixed)
-            rem = {d: ceil_div(op.sizes[d], prod[d]) for d in op.dim_names}
-            calls += [(fixed, level, rem, full_positions(op, fixed), kw)
-                      for kw in ({}, {"free_orders": frozenset({level})})]
+        calls = padded_node_calls(op, arch, m)
         rng.shuffle(calls)
         for fixed, level, rem, full, kw in calls:
             fresh = context(op, arch, m.keep, spatial)
