@@ -377,3 +377,43 @@ def test_the_attention_to_ffn_link_runs_fused_over_several_tiles(tmp_path):
     (grp,) = r.groups
     assert grp.label == "scores -> context -> ffn1" and grp.cost.tile_rows == 16 and grp.counters_ok is True
     assert r.run.fused_counters[grp.index][-1] == 32 * 16
+
+
+def _weights_off_chip(name: str):
+    """Preset ``name`` with no on-chip level holding weights: every mapping reads them from memory at each
+    multiply-accumulate (once per multicast group)."""
+    a = get_accelerator(name)
+    levels = tuple(dataclasses.replace(lv, holds=tuple(h for h in lv.holds if h != "W")) if i else lv
+                   for i, lv in enumerate(a.levels))
+    return dataclasses.replace(a, levels=levels, name=f"{name}_weights_off_chip")
+
+
+@pytest.mark.parametrize("qdq", [False, True])
+def test_weights_kept_on_no_on_chip_level_run_fused_as_the_model_charges(tmp_path, qdq):
+    """The two Gemms of the tiny MLP on eyeriss_like with no on-chip level holding weights: the group runs fused
+    (before, the weights' fetch had no tile to stage and the group ran layer by layer), each block's fetch reading
+    the weights at every multiply-accumulate as its tile mapping does and its tile program reading them from
+    memory: the weight bits per stage the model's, every level's counters the cost model's, the output within
+    tolerance of onnxruntime (float) or bit-exact (QDQ, on the integer form and with onnxruntime's int8 kernels)."""
+    model = tiny_mlp(rows=16, d=16, hidden=32)
+    arch = _weights_off_chip("eyeriss_like")
+    assert not any("W" in lv.holds for lv in arch.levels[1:])
+    r = compile_model(quantize_qdq(model, reduce_range=True) if qdq else model, arch, tmp_path, simulate=False, **FAST)
+    v = r.verification
+    assert v is not None and v.ok, v.summary() if v else ""
+    if qdq:
+        assert v.quantized and all(c.ok for c in v.quantized)
+    assert [grp.label for grp in r.groups] == ["fc1 -> fc2"], r.program.notes
+    grp = r.groups[0]
+    assert grp.weights is not None and not grp.cost.weights_resident and sorted(grp.weights.streamed) == [0, 1]
+    c = grp.cost
+    want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
+    assert [int(x) for x in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
+                                                                 *want.macs, *model_weight_bits(grp.cost)]
+    assert grp.counters_ok is True and grp.level_counters_ok is True
+    assert grp.programs is not None and grp.level_counts is not None
+    for j, ms in grp.macs.items():
+        k_w = [o.name for o in ms.operator.operands].index(ms.operator.inputs[1].name)
+        # the weights move only between memory and the MACs, and every bit the stage fetches is such a read
+        assert grp.level_counts[j][1:, k_w].sum() == 0
+        assert model_weight_bits(grp.cost)[j] == grp.level_counts[j][0, k_w].sum() * ms.operator.inputs[1].bits > 0

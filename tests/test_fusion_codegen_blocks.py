@@ -126,3 +126,64 @@ def test_attentions_products_per_head_run_their_tile_programs(heads, rows, tile,
     assert (run.output == ref).all() and run.invalid_reads == 0
     want = block_level_counts("group", stages, macs, arch, gc, inner)
     assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
+
+
+def _weights_off_chip_arch():
+    """The small machine of these tests with its weight buffer gone and no on-chip level holding weights: every tile
+    mapping reads its weights from memory at each multiply-accumulate (once per multicast group of the 2-wide
+    array)."""
+    from accelmap.arch import accelerator_from_dict
+    return accelerator_from_dict({
+        "name": "weights_off_chip",
+        "compute": {"mac_energy": "1 pJ", "precision": {"I": [8, 16], "W": [8, 16], "O": [16, 32]}},
+        "levels": [
+            {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "64 bit",
+             "read_energy": "100 pJ", "write_energy": "100 pJ", "read_bandwidth": "64 bit/cycle",
+             "write_bandwidth": "64 bit/cycle"},
+            {"name": "GB", "holds": ["I", "O"], "capacity": "64 KiB", "width": "64 bit", "read_energy": "10 pJ",
+             "write_energy": "10 pJ", "fanout": {"axes": [{"name": "X", "size": 2, "multicast": True,
+                                                            "reduce": True}]}},
+            {"name": "RF", "holds": ["I", "O"], "capacity": "unbounded", "width": "16 bit",
+             "read_energy": "1 pJ", "write_energy": "1 pJ"},
+        ]})
+
+
+@pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 3), ("dense", 1), ("matmuls", 2)])
+def test_weights_kept_on_no_on_chip_level_are_read_from_memory_as_the_model_charges(kind, seed):
+    """No on-chip level keeps the weights (the tile mappings read them from memory at each multiply-accumulate):
+    the group still runs fused, streaming them: each block's fetch program reads them at every point of its
+    iteration space as its tile mapping does (the bits per stage the model's off-chip weight bits), each block's
+    tile program reads them from memory (its outermost level's weight reads, every level's counters the model's),
+    and the output is bit-exact."""
+    import random
+
+    from accelmap.fusion.geometry import MODES
+    if kind == "matmuls":
+        macs = {0: mac_stage(gemm("mm0", m=6, n=12, k=8)), 1: mac_stage(gemm("mm1", m=6, n=5, k=12))}
+        stages = tuple(ms.stage for ms in macs.values())
+    else:
+        stages, macs = _group(kind)
+    arch = _weights_off_chip_arch()
+    rng = random.Random(seed)
+    tile = (rng.randint(1, stages[-1].out_rows), rng.randint(1, stages[-1].out_cols))
+    policies = tuple(rng.choice(list(MODES)) for _ in stages)
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, *tile, policies, inner)
+    assert not isinstance(gc, str), gc
+    assert not gc.weights_resident
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == sorted(weights.streamed) == sorted(macs)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert list(run.weight_bits) == model_weight_bits(gc)
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None
+    for j, ms in macs.items():
+        assert (run.level_counts[j] == want[j]).all(), (j, run.level_counts[j].tolist(), want[j].tolist())
+        k_w = [o.name for o in ms.operator.operands].index(ms.operator.inputs[1].name)
+        reads = int(want[j][0, k_w].sum())
+        # every weight bit the stage moves is a read from memory at a multiply-accumulate, at least one per weight
+        # element of every block
+        assert run.weight_bits[j] == reads * ms.operator.inputs[1].bits
+        assert reads >= ms.operator.footprint(ms.operator.inputs[1])

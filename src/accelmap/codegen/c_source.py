@@ -150,7 +150,10 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
     on-chip level keeping them (their DMA tiles: what the outermost level's counters of them count), running only
     the loops above that level and no multiply-accumulate; a fused group's block fetches its weights so
     (``codegen.fused_weights``). Its counters at the outermost level equal the whole program's for them: the loops
-    it leaves out only revisit a tile already there (the runtime moves nothing then)."""
+    it leaves out only revisit a tile already there (the runtime moves nothing then). An operand the mapping keeps
+    on no on-chip level has no tile: it is read from memory at each multiply-accumulate, once per multicast group
+    (the whole program's rule, ``_emit_mac``), so for it the program runs every loop and reads it at each point of
+    the iteration space as the whole program does, without multiplying."""
     if dtype not in DTYPES:
         raise SpecError(f"data type {dtype!r} is not supported; use one of {', '.join(DTYPES)}", where="--dtype")
     layouts = layouts or {}
@@ -167,8 +170,9 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
     NL = len(loops)
     NLA = max(NL, 1)
     plans = plan_buffers(op, arch, m)
+    read_at_mac: frozenset[int] = frozenset()      # fetched operands no on-chip level keeps
     if fetched_only is not None:
-        plans = _fetch_plans(op, arch, m, plans, fetched_only)
+        plans, read_at_mac = _fetch_plans(op, arch, m, plans, fetched_only)
     by_key = {(p.operand, p.level): p for p in plans}
     maxax = max(len(X.indices) for X in op.operands)
     maxt = max(len(ix.terms) for X in op.operands for ix in X.indices)
@@ -317,7 +321,9 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         return res
 
     # with ``fetched_only``: the loops above the levels the fetched tiles land in (the others stay at 0)
-    emitted = [fetched_only is None or any(not arch.inside(p.level, l.level, l.axis) for p in plans) for l in loops]
+    # (every loop where an operand is read at each multiply-accumulate)
+    emitted = [fetched_only is None or bool(read_at_mac) or any(not arch.inside(p.level, l.level, l.axis) for p in plans)
+               for l in loops]
     ind = "    "
     for k, l in enumerate(loops):
         for c in boundary(k):
@@ -341,6 +347,8 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
         visit_calls(c, ind)
     if fetched_only is None:
         _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride)
+    elif read_at_mac:
+        _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride, read_at_mac)
     for _ in range(sum(emitted)):
         ind = ind[:-4]
         w(f"{ind}}}")
@@ -354,22 +362,22 @@ def generate_c(op: Operator, arch: Accelerator, m: Mapping, dtype: str = "int",
 
 
 def _fetch_plans(op: Operator, arch: Accelerator, m: Mapping, plans: list[BufferPlan],
-                 fetched: frozenset[str]) -> list[BufferPlan]:
+                 fetched: frozenset[str]) -> tuple[list[BufferPlan], frozenset[int]]:
     """The buffer plans of the ``fetched`` input operands at the first on-chip level keeping each (its parent the
-    tensor in memory); one clear line for an output, or an operand no on-chip level keeps (read from memory at
-    every multiply-accumulate: no tile to fetch)."""
+    tensor in memory), and the indices of those no on-chip level keeps (read from memory at every
+    multiply-accumulate: no tile to fetch); one clear line for an output."""
     names = {X.name: k for k, X in enumerate(op.operands)}
     out = []
+    at_mac = set()
     for x in sorted(fetched):
         k = names.get(x)
         if k is None or op.operands[k].is_output:
             raise SpecError(f"{op.name}: {x!r} is not an input operand ({', '.join(X.name for X in op.inputs)})")
         first = [p for p in plans if p.operand == k and p.parent == 0]
         if not first:
-            raise SpecError(f"{op.name}: its mapping keeps {x} on no on-chip level (read from memory at every "
-                            "multiply-accumulate); no tile of it to fetch")
+            at_mac.add(k)
         out += first
-    return out
+    return out, frozenset(at_mac)
 
 
 def _mapping_comment(op: Operator, arch: Accelerator, m: Mapping) -> list[str]:
@@ -378,7 +386,11 @@ def _mapping_comment(op: Operator, arch: Accelerator, m: Mapping) -> list[str]:
     return format_text(m, arch, op).splitlines()
 
 
-def _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride) -> None:
+def _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_loops, o_stride,
+              only: frozenset[int] | None = None) -> None:
+    """The innermost body: every operand's element read (counted where the whole program counts it) and the
+    multiply-accumulate; with ``only`` (input operands kept on no on-chip level), just those operands' reads from
+    memory, counted the same way, and no multiply-accumulate."""
     loops = list(m.loops)
     nlev = len(arch.levels)
     dims = list(op.dim_names)
@@ -391,6 +403,8 @@ def _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_lo
     ind2 = ind + "    "
     names = []
     for k, X in enumerate(op.operands):
+        if only is not None and k not in only:
+            continue
         chain = [i for i in range(nlev) if X.name in m.keep[i]]
         last = chain[-1]
         ct = c_type(X, dtype)[0]
@@ -435,6 +449,12 @@ def _emit_mac(w, ind, op, arch, m, strides, by_key, dtype, collapsed, lineage_lo
         else:
             w(f"{ind2}if ({lead}) CNT[{last}][{k}][READS]++;  /* one read per multicast group */")
         names.append(k)
+    if only is not None:
+        # the elements read, kept from being optimized away: a fetch reads them
+        w(f"{ind2}{{ static volatile long long fetched_sink; fetched_sink += "
+          + " + ".join(f"(long long)e{k}" for k in names) + "; }")
+        w(f"{ind}}}")
+        return
     ok = next(k for k, X in enumerate(op.operands) if X.is_output)
     prod = " * ".join(f"(acc_t)e{k}" for k in names if k != ok)
     w(f"{ind2}*p{ok} += {prod};")

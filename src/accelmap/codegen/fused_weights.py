@@ -5,7 +5,10 @@ input) into the store once, before its first tile, and its blocks read them ther
 fetches, at every block, what the block's own mapping (the tile mapping the model costed the block with) moves
 from off-chip memory: the DMA tiles of the weights into the first on-chip level keeping them, as that mapping's
 loops above the level walk them (``codegen.c_source.generate_c`` with ``fetched_only``, the single-operator
-program's tile runtime restricted to those tiles). A second operand a producer left in the store (attention's K
+program's tile runtime restricted to those tiles); a weight the block's mapping keeps on no on-chip level has no
+tile: it is read from memory at each multiply-accumulate (once per multicast group), so its fetch program runs
+every loop of the mapping and reads it there, as the block's whole program does and the cost model charges. A
+second operand a producer left in the store (attention's K
 or V, ``GroupCost.producers_on_chip``) is not fetched at all.
 
 The emitted C counts the bits it fetches per stage, so the group's counters compare with the model's per-stage
