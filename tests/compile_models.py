@@ -328,3 +328,26 @@ def tiny_mlp(seed: int = 0, rows: int = 16, d: int = 16, hidden: int = 32) -> on
     g = helper.make_graph(nodes, "tiny_mlp", [helper.make_tensor_value_info("x", F, [rows, d])],
                           [helper.make_tensor_value_info("y", F, [rows, d])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tiny_grouped(seed: int = 0, size: int = 8) -> onnx.ModelProto:
+    """ResNeXt-like convolutions that chain: conv 3x3 + relu, a grouped conv 3x3 of 2 groups + relu, a grouped 1x1 conv
+    of 4 groups; then a global pool and a classifier. What ``--fuse`` runs as a group of grouped convolutions."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
+    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="gconv2", pads=[1, 1, 1, 1], group=2),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], name="gconv3", group=4),
+        helper.make_node("GlobalAveragePool", ["c3"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w4", "b4"], ["y"], name="fc", transB=1),
+    ]
+    inits = [_init("w1", w(8, 3, 3, 3)), _init("b1", b(8)), _init("w2", w(8, 4, 3, 3)), _init("b2", b(8)),
+             _init("w3", w(12, 2, 1, 1)), _init("b3", b(12)), _init("w4", w(10, 12)), _init("b4", b(10))]
+    g = helper.make_graph(nodes, "tiny_grouped", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
+                          [helper.make_tensor_value_info("y", F, None)], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])

@@ -18,7 +18,7 @@ from accelmap.fusion.geometry import fused_counts  # noqa: E402
 from accelmap.fusion.group_cost import store_index  # noqa: E402
 from accelmap.fusion.search import FusionConfig  # noqa: E402
 from accelmap.report.compile_report import report_html  # noqa: E402
-from compile_models import quantize_qdq, tiny_attention, tiny_chain, tiny_ffn, tiny_mlp  # noqa: E402
+from compile_models import quantize_qdq, tiny_attention, tiny_chain, tiny_ffn, tiny_grouped, tiny_mlp  # noqa: E402
 
 pytest.importorskip("onnxruntime")
 
@@ -417,3 +417,24 @@ def test_weights_kept_on_no_on_chip_level_run_fused_as_the_model_charges(tmp_pat
         # the weights move only between memory and the MACs, and every bit the stage fetches is such a read
         assert grp.level_counts[j][1:, k_w].sum() == 0
         assert model_weight_bits(grp.cost)[j] == grp.level_counts[j][0, k_w].sum() * ms.operator.inputs[1].bits > 0
+
+
+@pytest.mark.parametrize("qdq", [False, True])
+def test_grouped_convolutions_run_their_blocks_tile_programs(tmp_path, qdq):
+    """conv 3x3 > grouped conv 3x3 (2 groups) > grouped 1x1 conv (4 groups), float on eyeriss_like or int8 QDQ on
+    tpu_like: one fused group whose every stage's blocks run their tile programs (the grouped ones too, none in plain
+    loops), every level's counters the cost model's, within tolerance of onnxruntime (float) or bit-exact on the
+    integer form and with onnxruntime's int8 kernels (QDQ)."""
+    model, arch = (quantize_qdq(tiny_grouped(), reduce_range=True), "tpu_like") if qdq else (tiny_grouped(), "eyeriss_like")
+    r = compile_model(model, get_accelerator(arch), tmp_path, simulate=False, **FAST)
+    v = r.verification
+    assert v is not None and v.ok, v.summary() if v else ""
+    if qdq:
+        assert v.quantized and all(c.ok for c in v.quantized)
+        assert v.file_int8_quantized and all(c.ok for c in v.file_int8_quantized + v.file_int8_outputs)
+    assert [grp.label for grp in r.groups] == ["conv1 -> gconv2 -> gconv3"], r.program.notes
+    grp = r.groups[0]
+    assert [ms.operator.kind for ms in grp.macs.values()] == ["conv2d", "grouped_conv2d", "grouped_conv2d"]
+    assert grp.programs is not None and sorted(grp.programs.programs) == [0, 1, 2] and not grp.programs.plain
+    assert grp.counters_ok is True and grp.level_counters_ok is True
+    assert not any("plain loops" in n for n in r.program.notes), r.program.notes

@@ -105,7 +105,7 @@ class BlockPrograms:
 
 
 def covered(ms: MacStage) -> bool:
-    """Whether a stage's blocks run their tile programs: a single-image convolution without groups or depthwise, a
+    """Whether a stage's blocks run their tile programs: a single-image convolution (grouped or depthwise too), a
     dense layer
     (``O[N][K] += I[N][C] * W[K][C]``) or a matrix product, batched or not (``O[b][M][N] += A[b][M][K] * B[b][K][N]``,
     ``codegen.fused_c.product_batch``), whose tile operators' input and output are the block's window (channel-major)
@@ -113,7 +113,9 @@ def covered(ms: MacStage) -> bool:
     from accelmap.codegen.fused_c import product_batch  # fused_c runs these programs: it imports this module
 
     op = ms.operator
-    if op.kind in ("conv2d", "depthwise_conv2d"):       # a depthwise one's I[1][G][..] and W[G][R][S] alike
+    # a depthwise one's I[1][G][..] and W[G][R][S] alike, and a grouped one's I[1][G][C][..], W[G][K][C][R][S] and
+    # O[1][G][K][..]: channel g * C + c, channel-major as on chip, and the weights as ONNX stores them
+    if op.kind in ("conv2d", "depthwise_conv2d", "grouped_conv2d"):
         return op.sizes.get("N", 1) == 1
     return op.kind == "dense" or op.kind in ("matmul", "batched_matmul") and product_batch(ms) is not None
 
@@ -121,8 +123,8 @@ def covered(ms: MacStage) -> bool:
 def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
                         cost: GroupCost, inner: InnerMappings, dtype: str = "fp32") -> BlockPrograms:
     """Each block shape's tile program (``dtype``: its elements' type, ``generate_c``'s) for the group of plan
-    ``cost``. Covered (``covered``): single-image convolutions without groups, dense layers and matrix products
-    without a batch, outside a head-tiled run; the other stages' blocks run plain loops (``BlockPrograms.plain``
+    ``cost``. Covered (``covered``): single-image convolutions (grouped and depthwise too), dense layers and matrix
+    products, outside a head-tiled run; the other stages' blocks run plain loops (``BlockPrograms.plain``
     says why)."""
     bm = block_mappings(name, stages, macs, arch, cost, inner)
     programs: dict[int, dict[tuple[int, int], BlockProgram]] = {}
@@ -131,8 +133,8 @@ def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, Ma
         ms = bm.stages[j]
         op = ms.operator
         if not covered(ms):
-            plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions without "
-                        "groups or depthwise, dense layers and matrix products")
+            plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions, dense "
+                        "layers and matrix products")
             continue
         if ms.operator is not macs[j].operator:
             plain[j] = f"{op.name} runs per head tile"

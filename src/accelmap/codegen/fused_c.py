@@ -49,7 +49,7 @@ from accelmap.codegen.fused_weights import BlockFetch, WeightTransfers
 from accelmap.errors import SpecError
 from accelmap.fusion.geometry import MODES, Join, Stage, all_joins, check_join, head_segment, schedules
 from accelmap.fusion.stages import MacStage
-from accelmap.workload.numpy_reference import reference
+from accelmap.workload.numpy_reference import reference, stored_shape
 
 POISON = -7777777
 # Pooling stages: the maximum, the average over the taps inside the input, the average over the whole window
@@ -738,9 +738,12 @@ def numpy_tensors(stages: tuple[Stage, ...], macs: dict[int, MacStage], x: np.nd
             out_all.append(a)
             continue
         if ms is not None:
-            wop = ms.operator.inputs[1]   # kernel dims of size 1 are not in the operator's weight index
-            a = reference(ms.operator, {ms.operator.inputs[0].name: a[None],
-                                        wop.name: weights[j].reshape(ms.operator.index_extent(wop))})[0]
+            op = ms.operator
+            wop = op.inputs[1]   # kernel dims of size 1 are not in the operator's weight index
+            # a grouped convolution's I[1][G][C][h][w] and O[1][G][K][..]: channel g * C + c, as the group keeps it
+            a = reference(op, {op.inputs[0].name: a.reshape(stored_shape(op, op.inputs[0])),
+                               wop.name: weights[j].reshape(op.index_extent(wop))})
+            a = a.reshape(st.out_depth, st.out_rows, st.out_cols)
             out_all.append(a)
             continue
         pool = (pools or {}).get(j, "max")
