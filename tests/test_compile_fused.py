@@ -339,6 +339,11 @@ def test_attention_tiled_over_heads_runs_in_the_program(tmp_path, monkeypatch, q
     (grp,) = [g for g in r.groups if g.cost.head_tile is not None]
     assert "scores -> context" in grp.label and grp.cost.counts.head_tiles == 4
     assert grp.counters_ok is True
+    # the products per head run the tile programs of one head's share, once per head tile, as the projections run
+    # theirs: every level's counters the cost model's
+    heads = [j for j, st in enumerate(grp.stages) if st.heads > 1]
+    assert heads and grp.programs is not None and set(heads) <= set(grp.programs.programs)
+    assert not grp.programs.plain and grp.level_counters_ok is True
     c = grp.cost
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies, head_tile=1)
     host = [sum(grp.computed(x.tensor - 1) for x in grp.host_adds)] if grp.host_adds else []

@@ -89,23 +89,33 @@ def test_a_depthwise_convolution_runs_its_tile_programs():
     assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
 
 
-def test_a_head_tiled_runs_stages_keep_plain_loops_and_say_why():
-    """Attention tiled over heads (one head at a time): the scores' and context's blocks run per head tile, which the
-    tile programs do not (one line each saying why); the projections run theirs; bit-exact, the projections' counters
-    per level the model's."""
-    stages, macs = _attention(2, 4)
+@pytest.mark.parametrize("heads,rows,tile,head_tile,seed", [(2, 4, 2, 1, 1), (4, 5, 3, 2, 0), (3, 4, 4, 1, 2)])
+def test_a_head_tiled_runs_stages_run_their_tile_programs_per_head_tile(heads, rows, tile, head_tile, seed):
+    """Attention tiled over heads (``head_tile`` heads at a time): the scores' and context's blocks run, once per head
+    tile, the tile program of the head tile's share (its tile operator's batch the head tile, reading the input
+    channels and the second operand of its heads), the projections theirs; bit-exact, no invalid read, the MACs and
+    the weights' bits the model's, and every stage's counters per level (summed over blocks and head tiles) the
+    cost model's."""
+    stages, macs = _attention(heads, rows)
     policies = ("fully-cached", "fully-recompute", "fully-recompute", "fully-cached")
     arch = _arch(False, "128 bit")
-    inner = InnerMappings(_random_search(1))
-    gc = group_cost(stages, macs, arch, 2, 1, policies, inner, head_tile=1)
+    inner = InnerMappings(_random_search(seed))
+    gc = group_cost(stages, macs, arch, tile, 1, policies, inner, head_tile=head_tile)
     assert not isinstance(gc, str), gc
     progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    assert sorted(progs.programs) == [0, 3]
-    assert progs.plain == {1: "scores runs per head tile", 2: "context runs per head tile"}
-    run, ref = run_fused(stages, macs, 2, 1, policies, programs=progs, head_tile=1)
+    assert sorted(progs.programs) == [0, 1, 2, 3] and not progs.plain
+    # the products per head run a head tile's share
+    assert all(p.operator.sizes["B"] == head_tile for j in (1, 2) for p in progs.programs[j].values())
+    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
+    run, ref = run_fused(stages, macs, tile, 1, policies, seed=seed, programs=progs, head_tile=head_tile,
+                         weights=weights)
     assert (run.output == ref).all() and run.invalid_reads == 0
+    assert run.macs == fused_counts(stages, tile, 1, policies, head_tile=head_tile).macs
+    assert list(run.weight_bits) == model_weight_bits(gc)
     want = block_level_counts("group", stages, macs, arch, gc, inner)
-    assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in (0, 3))
+    assert run.level_counts is not None
+    for j in want:
+        assert (run.level_counts[j] == want[j]).all(), (j, run.level_counts[j].tolist(), want[j].tolist())
 
 
 @pytest.mark.parametrize("heads,rows,tile,seed", [(2, 5, 2, 0), (3, 4, 4, 1)])

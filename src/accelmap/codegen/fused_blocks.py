@@ -81,23 +81,24 @@ class BlockProgram:
 @dataclass(frozen=True)
 class BlockPrograms:
     """Per multiply-accumulate stage, its blocks' tile programs by shape, on ``levels`` levels, of elements of
-    ``dtype`` (``generate_c``'s); ``plain``: the stages whose blocks run plain loops, with the reason."""
+    ``dtypes[j]`` (``generate_c``'s; a group may mix float and integer stages, as a QDQ transformer's float attention
+    products and its integer projections); ``plain``: the stages whose blocks run plain loops, with the reason."""
 
     programs: dict[int, dict[tuple[int, int], BlockProgram]]
     levels: int
     plain: dict[int, str]
-    dtype: str = "fp32"
+    dtypes: dict[int, str]
 
     def types(self, j: int) -> tuple[str, str, str]:
         """The C types of stage ``j``'s programs' input, weight and output elements."""
         op = next(iter(self.programs[j].values())).operator
-        return (c_type(op.inputs[0], self.dtype)[0], c_type(op.inputs[1], self.dtype)[0],
-                c_type(op.output, self.dtype)[0])
+        dt = self.dtypes[j]
+        return c_type(op.inputs[0], dt)[0], c_type(op.inputs[1], dt)[0], c_type(op.output, dt)[0]
 
     def without(self, j: int, why: str) -> BlockPrograms:
         """The same with stage ``j``'s blocks in plain loops, for reason ``why``."""
         return BlockPrograms({k: v for k, v in self.programs.items() if k != j}, self.levels,
-                             {**self.plain, j: why}, self.dtype)
+                             {**self.plain, j: why}, self.dtypes)
 
     def units(self) -> list[tuple[str, str]]:
         """(function, C source) of every block program."""
@@ -121,12 +122,14 @@ def covered(ms: MacStage) -> bool:
 
 
 def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,
-                        cost: GroupCost, inner: InnerMappings, dtype: str = "fp32") -> BlockPrograms:
-    """Each block shape's tile program (``dtype``: its elements' type, ``generate_c``'s) for the group of plan
+                        cost: GroupCost, inner: InnerMappings, dtype: str | dict[int, str] = "fp32") -> BlockPrograms:
+    """Each block shape's tile program (``dtype``: its elements' type, ``generate_c``'s, one for every stage or per
+    stage) for the group of plan
     ``cost``. Covered (``covered``): single-image convolutions (grouped and depthwise too), dense layers and matrix
-    products, outside a head-tiled run; the other stages' blocks run plain loops (``BlockPrograms.plain``
-    says why)."""
+    products (inside a head-tiled run, the program of a head tile's share, ``fusion.stages.head_slice``, run once
+    per head tile); the other stages' blocks run plain loops (``BlockPrograms.plain`` says why)."""
     bm = block_mappings(name, stages, macs, arch, cost, inner)
+    dtypes = dtype if isinstance(dtype, dict) else dict.fromkeys(macs, dtype)
     programs: dict[int, dict[tuple[int, int], BlockProgram]] = {}
     plain: dict[int, str] = {}
     for j, by_shape in bm.shapes.items():
@@ -136,16 +139,13 @@ def plan_block_programs(name: str, stages: tuple[Stage, ...], macs: dict[int, Ma
             plain[j] = (f"{op.name} is {op.kind}; tile programs run the blocks of single-image convolutions, dense "
                         "layers and matrix products")
             continue
-        if ms.operator is not macs[j].operator:
-            plain[j] = f"{op.name} runs per head tile"
-            continue
         programs[j] = {}
         for (r, c), (_, m) in by_shape.items():
             tile = tile_operator(ms, r, c)
             fn = f"{name}_block{j}_{r}x{c}"
-            src = generate_c(tile, bm.arch, m, dtype).replace("int accelmap_run(", f"int {fn}(", 1)
+            src = generate_c(tile, bm.arch, m, dtypes[j]).replace("int accelmap_run(", f"int {fn}(", 1)
             programs[j][(r, c)] = BlockProgram(fn, tile, src)
-    return BlockPrograms(programs, len(bm.arch.levels), plain, dtype)
+    return BlockPrograms(programs, len(bm.arch.levels), plain, {j: dtypes[j] for j in programs})
 
 
 def block_level_counts(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage], arch: Accelerator,

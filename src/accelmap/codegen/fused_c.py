@@ -505,8 +505,10 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
             assert programs is not None
             elems = programs.types(j)
             wname = wsrc[j] if elems[1] == sp.weight_type else f"{name}_wf{j}"
+            if klo[j] != "0":       # a head tile's block: its heads' share of the second operand
+                wname = f"({wname} + (long)h0 * {ms.operator.footprint(ms.operator.inputs[1]) // st.heads})"
             w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], elems, wname, depth, height, width,
-                                      slot, tag, blk, levels)
+                                      slot, tag, blk, levels, head_tile if klo[j] != "0" else None)
         else:
             w += [f"        for (int k = {k0}; k < {khi[j]}; k++)",
                   "          for (int r = r0; r < r1; r++)",
@@ -604,10 +606,13 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
                          by_shape: dict[tuple[int, int], BlockProgram], types: tuple[str, str, str], weights: str,
                          depth: list[int], height: list[int],
                          width: list[int], slot: Callable[[int, str, str, str], str],
-                         tag: Callable[[int, str, str, str], str], blk: str, levels: int) -> list[str]:
+                         tag: Callable[[int, str, str, str], str], blk: str, levels: int,
+                         head_tile: int | None = None) -> list[str]:
     """C of a block computed by its tile program (``fused_group_c``'s ``programs``): gather the input window, run
     the program of the block's shape, scatter its output into ``blk`` (channel-major, as the plain loop leaves it),
-    count its MACs and its counters per level."""
+    count its MACs and its counters per level. ``head_tile``: the block is a head tile's (inside the head loop, its
+    first head ``h0``): its programs run the head tile's share of the product (``fusion.stages.head_slice``: batch
+    ``head_tile``), reading the input channels of heads h0.. and writing ``blk``'s, which holds that share."""
     op = ms.operator
     names = [o.name for o in op.operands]
     k_in, k_w, k_out = names.index(op.inputs[0].name), names.index(op.inputs[1].name), names.index(op.output.name)
@@ -617,6 +622,12 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     cg, kg = depth[j] // nb, depth[j + 1] // nb
     kr_, ks_, dh, dw, _ = conv_shape(ms)
     cin, cout = depth[j], depth[j + 1]
+    ch0 = "0"               # the block's first input channel
+    macs_per_pixel = st.macs_per_pixel
+    if head_tile is not None:
+        nb, cin, cout = head_tile, cg * head_tile, kg * head_tile
+        ch0 = f"h0 * {cg}"
+        macs_per_pixel = st.head_slice(head_tile).macs_per_pixel
     win_rows = {r: (r - 1) * st.rows.stride + (kr_ - 1) * dh + 1 for r, _ in by_shape}
     win_cols = {c: (c - 1) * st.cols.stride + (ks_ - 1) * dw + 1 for _, c in by_shape}
     n_in = max(cin * win_rows[r] * win_cols[c] for r, c in by_shape)
@@ -629,8 +640,8 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     if dense:       # I[b][N][C]: the block's tokens, every input feature of every batch
         lines += [f"          for (int bb = 0; bb < {nb}; bb++) for (int n = 0; n < br; n++) "
                   f"for (int ci = 0; ci < {cg}; ci++) {{",
-                  f"            long i = {slot(j, f'bb * {cg} + ci', 'r0 + n', 'c0')};",
-                  f"            if ({name}_v{j}[i] != {tag(j, f'bb * {cg} + ci', 'r0 + n', 'c0')}) cnt[2]++;",
+                  f"            long i = {slot(j, f'{ch0} + bb * {cg} + ci', 'r0 + n', 'c0')};",
+                  f"            if ({name}_v{j}[i] != {tag(j, f'{ch0} + bb * {cg} + ci', 'r0 + n', 'c0')}) cnt[2]++;",
                   f"            pi[((long)bb * br + n) * {cg} + ci] = ({types[0]})({name}_b{j}[i]{zp});",
                   "          }"]
     else:           # I[1][C][window rows][window columns], padding as zeros
@@ -653,7 +664,7 @@ def _block_program_lines(name: str, j: int, st: Stage, ms: MacStage, sp: StageC,
     for i, ((r, c), p) in enumerate(sorted(by_shape.items())):
         lines.append(f"          {'else ' if i else ''}if (br == {r} && bc == {c}) {p.function}(T, lc);")
     lines += [f"          for (long i = 0; i < {nv}; i++) {name}_lvl{j}[i] += lc[i];",
-              f"          cnt[{3 + j}] += (long long)br * bc * {st.macs_per_pixel};"]
+              f"          cnt[{3 + j}] += (long long)br * bc * {macs_per_pixel};"]
     if dense:       # O[b][N][K] -> the block's [b * K + k][positions]
         lines.append(f"          for (int bb = 0; bb < {nb}; bb++) for (int k = 0; k < {kg}; k++) "
                      f"for (int n = 0; n < br; n++) {blk}[((long)bb * {kg} + k) * br + n] = "

@@ -277,19 +277,18 @@ def plan_groups(fm: FusedModel, steps: list[Step], g: NetGraph,
                 grp.weights = plan_weight_transfers(grp.name, grp.stages, grp.macs, arch, gc, inner,
                                                     frozenset(grp.produced),
                                                     {j: steps[grp.step_of[j]].dtype for j in grp.macs})
-                dtypes = {steps[grp.step_of[j]].dtype for j in grp.macs}
-                if len(dtypes) == 1:
-                    progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner, dtypes.pop())
-                    for j in list(progs.programs):
-                        why = _operand_misfit(steps[grp.step_of[j]], grp.macs[j], g)
-                        if why:
-                            progs = progs.without(j, why)
-                    if progs.programs:
-                        grp.programs = progs
-                        model = block_level_counts(grp.name, grp.stages, grp.macs, arch, gc, inner)
-                        grp.level_counts = {j: model[j] for j in progs.programs}
-                    notes += [f"fused group {' -> '.join(gc.names)}: {why}, its blocks run plain loops, not their "
-                              "tile programs" for why in progs.plain.values()]
+                progs = plan_block_programs(grp.name, grp.stages, grp.macs, arch, gc, inner,
+                                            {j: steps[grp.step_of[j]].dtype for j in grp.macs})
+                for j in list(progs.programs):
+                    why = _operand_misfit(steps[grp.step_of[j]], grp.macs[j], g)
+                    if why:
+                        progs = progs.without(j, why)
+                if progs.programs:
+                    grp.programs = progs
+                    model = block_level_counts(grp.name, grp.stages, grp.macs, arch, gc, inner)
+                    grp.level_counts = {j: model[j] for j in progs.programs}
+                notes += [f"fused group {' -> '.join(gc.names)}: {why}, its blocks run plain loops, not their "
+                          "tile programs" for why in progs.plain.values()]
             groups.append(grp)
         except SpecError as e:
             notes.append(f"fused group {' -> '.join(gc.names)} runs layer by layer: {e}")
