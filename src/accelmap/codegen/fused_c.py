@@ -495,18 +495,19 @@ def fused_group_c(name: str, stages: tuple[Stage, ...], macs: dict[int, MacStage
               f"c0 = {name}_CLO{j + 1}[tx], c1 = {name}_CHI{j + 1}[tx];",
               "        const long br = r1 - r0, bc = c1 - c0;",
               "        if (br > 0 && bc > 0) {"]
-        wptr = specs[j].weights
-        if klo[j] != "0" and j in macs:     # a head tile's block fetches its heads' share of the weights
-            wptr = f"({wptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
-        w += _fetch_lines(name, j, weights.streamed.get(j, {}), wptr, wcnt + j)
+        def head_share(ptr: str, j: int = j, st: Stage = st) -> str:
+            """The pointer to the share of stage j's weights of the head tile's heads (``ptr`` inside a head-tiled
+            run: its blocks fetch and read only that share)."""
+            if klo[j] == "0" or j not in macs:
+                return ptr
+            return f"({ptr} + (long)h0 * {macs[j].operator.footprint(macs[j].operator.inputs[1]) // st.heads})"
+        w += _fetch_lines(name, j, weights.streamed.get(j, {}), head_share(specs[j].weights), wcnt + j)
         k0 = klo[j]     # the block's first channel: its index in the block buffer is k - k0
         ms = macs.get(j)
         if ms is not None and j in tile_programs:
             assert programs is not None
             elems = programs.types(j)
-            wname = wsrc[j] if elems[1] == sp.weight_type else f"{name}_wf{j}"
-            if klo[j] != "0":       # a head tile's block: its heads' share of the second operand
-                wname = f"({wname} + (long)h0 * {ms.operator.footprint(ms.operator.inputs[1]) // st.heads})"
+            wname = head_share(wsrc[j] if elems[1] == sp.weight_type else f"{name}_wf{j}")
             w += _block_program_lines(name, j, st, ms, sp, tile_programs[j], elems, wname, depth, height, width,
                                       slot, tag, blk, levels, head_tile if klo[j] != "0" else None)
         else:
