@@ -89,16 +89,18 @@ def test_a_depthwise_convolution_runs_its_tile_programs():
     assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
 
 
-@pytest.mark.parametrize("heads,rows,tile,head_tile,seed", [(2, 4, 2, 1, 1), (4, 5, 3, 2, 0), (3, 4, 4, 1, 2)])
-def test_a_head_tiled_runs_stages_run_their_tile_programs_per_head_tile(heads, rows, tile, head_tile, seed):
+@pytest.mark.parametrize("heads,rows,tile,head_tile,seed,off_chip", [(2, 4, 2, 1, 1, False), (4, 5, 3, 2, 0, False),
+                                                                      (3, 4, 4, 1, 2, False), (4, 4, 2, 2, 3, True)])
+def test_a_head_tiled_runs_stages_run_their_tile_programs_per_head_tile(heads, rows, tile, head_tile, seed, off_chip):
     """Attention tiled over heads (``head_tile`` heads at a time): the scores' and context's blocks run, once per head
     tile, the tile program of the head tile's share (its tile operator's batch the head tile, reading the input
     channels and the second operand of its heads), the projections theirs; bit-exact, no invalid read, the MACs and
     the weights' bits the model's, and every stage's counters per level (summed over blocks and head tiles) the
-    cost model's."""
+    cost model's. ``off_chip``: on the machine holding no weights on chip (every second operand read from memory at
+    each multiply-accumulate, its heads' share per head tile)."""
     stages, macs = _attention(heads, rows)
     policies = ("fully-cached", "fully-recompute", "fully-recompute", "fully-cached")
-    arch = _arch(False, "128 bit")
+    arch = _weights_off_chip_arch() if off_chip else _arch(False, "128 bit")
     inner = InnerMappings(_random_search(seed))
     gc = group_cost(stages, macs, arch, tile, 1, policies, inner, head_tile=head_tile)
     assert not isinstance(gc, str), gc
