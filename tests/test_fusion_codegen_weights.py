@@ -106,16 +106,24 @@ def test_resident_weights_are_fetched_once_into_the_store():
     assert list(run.weight_bits) == model_weight_bits(gc) == [108 * 8, 12 * 8]
 
 
-def test_a_weight_kept_on_no_on_chip_level_is_fetched_at_each_multiply_accumulate():
-    """A tile mapping reading its weights from memory at every multiply-accumulate has no tile to fetch: the fetch
-    program reads them at each point of the iteration space, once per multicast group, as the whole program does;
-    here every MAC (2 x 2 x 3 = 12 reads of W) and nothing else."""
+def _fetch_counts(op, arch, m, fetched: frozenset[str], seed: int):
+    """The outermost level's counters of every operand (``[operands][4]``) of the fetch program of ``fetched`` run
+    on random integers, and the cost model's counts of the whole mapping."""
     import numpy as np
 
     from accelmap.codegen import compile_shared, generate_c, load_run
     from accelmap.codegen.c_tensors import random_inputs
     from accelmap.codegen.execute import run_generated
     from accelmap.cost import access_counts
+    fn = load_run(compile_shared(generate_c(op, arch, m, fetched_only=fetched), opt="-O0"))
+    _, counters = run_generated(fn, op, random_inputs(op, "int", np.random.default_rng(seed)), len(arch.levels))
+    return counters[0], access_counts(op, arch, m)
+
+
+def test_a_weight_kept_on_no_on_chip_level_is_fetched_at_each_multiply_accumulate():
+    """A tile mapping reading its weights from memory at every multiply-accumulate has no tile to fetch: the fetch
+    program reads them at each point of the iteration space, once per multicast group, as the whole program does;
+    here every MAC (2 x 2 x 3 = 12 reads of W) and nothing else."""
     from accelmap.mapping.loopnest import Loop, Mapping
     arch = accelerator_from_dict({
         "name": "bypass", "compute": {"mac_energy": "1 pJ", "precision": {"I": [8], "W": [8], "O": [32]}},
@@ -124,16 +132,16 @@ def test_a_weight_kept_on_no_on_chip_level_is_fetched_at_each_multiply_accumulat
     op = dense("fc", n=2, c=3, k=2)
     m = Mapping((Loop("N", 2, 0), Loop("K", 2, 0), Loop("C", 3, 1)),
                 (frozenset({"I", "W", "O"}), frozenset({"I", "O"})))
-    fn = load_run(compile_shared(generate_c(op, arch, m, fetched_only=frozenset({"W"})), opt="-O0"))
-    _, counters = run_generated(fn, op, random_inputs(op, "int", np.random.default_rng(0)), len(arch.levels))
+    counters, model = _fetch_counts(op, arch, m, frozenset({"W"}), 0)
     k = [x.name for x in op.operands].index("W")
-    assert tuple(int(v) for v in counters[0, k]) == access_counts(op, arch, m)[(0, "W")].as_tuple() == (0, 12, 0, 0)
+    assert tuple(int(v) for v in counters[k]) == model[(0, "W")].as_tuple() == (0, 12, 0, 0)
     assert int(counters.sum()) == 12        # the other operands are not moved
 
 
-def _fetch_cases():
-    """(operator, accelerator, mapping, the inputs some on-chip level keeps): one random draw per operator of the
-    codegen tests (strides, dilation, padding, groups, three inputs, prior outputs) whose mapping keeps an input."""
+def _draws(seed: int, tries: int, wanted):
+    """(operator, accelerator, mapping, the inputs ``wanted(op, arch, m)`` names): one random draw per operator of the
+    codegen tests (strides, dilation, padding, groups, three inputs, prior outputs; multicast and imperfect factors as
+    drawn) for which it names some, drawn from ``random.Random(seed * n)`` for the n-th operator."""
     import sys
     from pathlib import Path
 
@@ -142,71 +150,44 @@ def _fetch_cases():
     from test_codegen import OPERATORS, _random_arch
     out = []
     for n, op in enumerate(OPERATORS):
-        r = random.Random(77 * n)
-        for _ in range(50):
+        r = random.Random(seed * n)
+        for _ in range(tries):
             arch = _random_arch(r)
             try:
                 m = random_mapping(op, arch, r, imperfect=r.random() < 0.5)
             except MappingError:
                 continue
-            kept = frozenset(x.name for x in op.inputs if any(x.name in m.keep[i] for i in range(1, len(arch.levels))))
-            if kept:
-                out.append((op, arch, m, kept))
+            names = wanted(op, arch, m)
+            if names:
+                out.append((op, arch, m, names))
                 break
     return out
 
 
-FETCH_CASES = _fetch_cases()
+def _on_chip(op, arch, m) -> frozenset[str]:
+    """The inputs some on-chip level keeps."""
+    return frozenset(x.name for x in op.inputs if any(x.name in m.keep[i] for i in range(1, len(arch.levels))))
 
 
-def _mac_read_cases():
-    """(operator, accelerator, mapping, the inputs no on-chip level keeps): one random draw per operator of the
-    codegen tests whose mapping keeps an input on no on-chip level (read from memory at every multiply-accumulate;
-    multicast and imperfect factors included as drawn)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from accelmap.errors import MappingError
-    from test_codegen import OPERATORS, _random_arch
-    out = []
-    for n, op in enumerate(OPERATORS):
-        r = random.Random(91 * n)
-        for _ in range(100):
-            arch = _random_arch(r)
-            try:
-                m = random_mapping(op, arch, r, imperfect=r.random() < 0.5)
-            except MappingError:
-                continue
-            nowhere = frozenset(x.name for x in op.inputs
-                                if not any(x.name in m.keep[i] for i in range(1, len(arch.levels))))
-            if nowhere:
-                out.append((op, arch, m, nowhere))
-                break
-    return out
+def _nowhere_on_chip(op, arch, m) -> frozenset[str]:
+    """The inputs no on-chip level keeps (read from memory at every multiply-accumulate)."""
+    return frozenset(x.name for x in op.inputs) - _on_chip(op, arch, m)
 
 
-MAC_READ_CASES = _mac_read_cases()
+FETCH_CASES = _draws(77, 50, _on_chip)
+MAC_READ_CASES = _draws(91, 100, _nowhere_on_chip)
 
 
 @pytest.mark.parametrize("k", range(len(MAC_READ_CASES)), ids=lambda k: MAC_READ_CASES[k][0].name)
 def test_a_fetch_of_an_operand_kept_nowhere_on_chip_counts_the_models_reads(k):
     """``generate_c(..., fetched_only=)`` of every input (those kept on chip by their tiles, those kept nowhere by
     their reads at each multiply-accumulate): the outermost level's counters of each equal the cost model's."""
-    import numpy as np
-
-    from accelmap.codegen import compile_shared, generate_c, load_run
-    from accelmap.codegen.c_tensors import random_inputs
-    from accelmap.codegen.execute import run_generated
-    from accelmap.cost import access_counts
     op, arch, m, nowhere = MAC_READ_CASES[k]
     every = frozenset(x.name for x in op.inputs)
-    fn = load_run(compile_shared(generate_c(op, arch, m, fetched_only=every), opt="-O0"))
-    _, counters = run_generated(fn, op, random_inputs(op, "int", np.random.default_rng(k)), len(arch.levels))
-    model = access_counts(op, arch, m)
+    counters, model = _fetch_counts(op, arch, m, every, k)
     for j, x in enumerate(op.operands):
         if x.name in every:
-            assert tuple(int(v) for v in counters[0, j]) == model[(0, x.name)].as_tuple(), x.name
+            assert tuple(int(v) for v in counters[j]) == model[(0, x.name)].as_tuple(), x.name
     assert any(model[(0, x)].as_tuple()[1] > 0 for x in nowhere)
 
 
@@ -218,16 +199,8 @@ def test_the_random_draws_include_operands_kept_nowhere_on_chip():
 def test_a_fetch_only_program_counts_what_the_whole_program_moves_from_memory(k):
     """``generate_c(..., fetched_only=)``: the loops above the first on-chip level keeping each fetched operand and
     its tile transfers alone; its counters at the outermost level equal the cost model's for those operands."""
-    import numpy as np
-
-    from accelmap.codegen import compile_shared, generate_c, load_run
-    from accelmap.codegen.c_tensors import random_inputs
-    from accelmap.codegen.execute import run_generated
-    from accelmap.cost import access_counts
     op, arch, m, kept = FETCH_CASES[k]
-    fn = load_run(compile_shared(generate_c(op, arch, m, fetched_only=kept), opt="-O0"))
-    _, counters = run_generated(fn, op, random_inputs(op, "int", np.random.default_rng(k)), len(arch.levels))
-    model = access_counts(op, arch, m)
+    counters, model = _fetch_counts(op, arch, m, kept, k)
     for j, x in enumerate(op.operands):
         if x.name in kept:
-            assert tuple(int(v) for v in counters[0, j]) == model[(0, x.name)].as_tuple()
+            assert tuple(int(v) for v in counters[j]) == model[(0, x.name)].as_tuple()
