@@ -13,6 +13,14 @@ def _init(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
+def _conv_params(seed: int):
+    """Two draws from one generator of ``seed``: ``w(*shape)``, weights scaled by their fan-in (every axis past the
+    first), and ``b(n)``, small biases."""
+    rng = np.random.default_rng(seed)
+    return ((lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)),
+            (lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)))
+
+
 def tiny_cnn(seed: int = 0, softmax: bool = True) -> onnx.ModelProto:
     """conv 3x3 + relu, max pool, depthwise conv + residual add, global pool, flatten, gemm, softmax."""
     rng = np.random.default_rng(seed)
@@ -233,9 +241,7 @@ def tiny_chain(seed: int = 0, size: int = 12, pool: str = "MaxPool", **pool_attr
     """Convolutions that chain (each output read by the next alone): conv + relu, conv + relu, max pool (or
     ``pool`` with ``pool_attrs``), depthwise conv + relu, conv; then a global pool and a classifier. What ``--fuse``
     can run as groups."""
-    rng = np.random.default_rng(seed)
-    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
-    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    w, b = _conv_params(seed)
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
@@ -262,10 +268,8 @@ def tiny_residual(seed: int = 0, size: int = 8, channels: int = 8, shortcut: boo
     relu; then conv + relu, conv, add of a 1x1 projection shortcut of that block's input (``shortcut``; else of
     the input itself, so a group may span both blocks), relu; a global pool and a classifier. What ``--fuse``
     runs as groups with joins (the skip the group's input, an intermediate, or from outside)."""
-    rng = np.random.default_rng(seed)
     c = channels
-    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
-    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    w, b = _conv_params(seed)
     conv = lambda x, wn, y, nm, **kw: helper.make_node("Conv", [x, wn, "b" + wn[1:]], [y], name=nm, **kw)
     nodes = [
         conv("x", "w0", "c0", "stem", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
@@ -333,9 +337,7 @@ def tiny_mlp(seed: int = 0, rows: int = 16, d: int = 16, hidden: int = 32) -> on
 def tiny_grouped(seed: int = 0, size: int = 8) -> onnx.ModelProto:
     """ResNeXt-like convolutions that chain: conv 3x3 + relu, a grouped conv 3x3 of 2 groups + relu, a grouped 1x1 conv
     of 4 groups; then a global pool and a classifier. What ``--fuse`` runs as a group of grouped convolutions."""
-    rng = np.random.default_rng(seed)
-    w = lambda *s: (rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32)
-    b = lambda n: (0.1 * rng.standard_normal(n)).astype(np.float32)
+    w, b = _conv_params(seed)
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),

@@ -22,14 +22,40 @@ from test_fusion_codegen_heads import _attention  # noqa: E402
 from test_fusion_codegen_weights import _arch, _group, _random_search, random_group_cost  # noqa: E402
 
 
-def _plan(kind: str, seed: int):
+def _plan(kind: str, seed: int, arch=None):
     if kind == "matmuls":       # O[M][N] += A[M][K] * B[K][N], tokens along M
         macs = {0: mac_stage(gemm("mm0", m=6, n=12, k=8)), 1: mac_stage(gemm("mm1", m=6, n=5, k=12))}
         stages = tuple(ms.stage for ms in macs.values())
+    elif kind == "grouped":     # 1x1 > 3x3 of 2 groups > 1x1 of 3 groups (ResNeXt's)
+        from accelmap.workload import conv2d
+        macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=4, r=1, s=1)),
+                1: mac_stage(conv2d("g1", c=4, h=6, w=5, k=6, r=3, s=3, padding=1, groups=2)),
+                2: mac_stage(conv2d("g2", c=6, h=6, w=5, k=3, r=1, s=1, groups=3))}
+        stages = tuple(ms.stage for ms in macs.values())
     else:
         stages, macs = _group(kind)
-    arch, tile, policies, inner, gc = random_group_cost(stages, macs, seed)
+    arch, tile, policies, inner, gc = random_group_cost(stages, macs, seed, arch)
     return stages, macs, arch, tile, policies, inner, gc
+
+
+def _run_checked(stages, macs, arch, tile, policies, inner, gc, seed: int, head_tile: int | None = None):
+    """Build every stage's block programs and weight transfers from the tile mappings ``inner``, run the group and
+    check it: every stage through its tile programs, the output bit-exact, no invalid read, the MACs and weight
+    bits the model's, every level's counters of every stage (summed over blocks and head tiles) the cost model's.
+    Returns (run, programs, the model's counters per level)."""
+    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
+    assert sorted(progs.programs) == sorted(macs) and not progs.plain
+    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
+    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs,
+                         head_tile=head_tile)
+    assert (run.output == ref).all() and run.invalid_reads == 0
+    assert run.macs == fused_counts(stages, *tile, policies, head_tile=head_tile).macs
+    assert list(run.weight_bits) == model_weight_bits(gc)
+    want = block_level_counts("group", stages, macs, arch, gc, inner)
+    assert run.level_counts is not None and sorted(run.level_counts) == sorted(want) == sorted(macs)
+    for j, counts in want.items():
+        assert (run.level_counts[j] == counts).all(), (j, run.level_counts[j].tolist(), counts.tolist())
+    return run, progs, want
 
 
 @pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 4), ("convs", 7), ("dense", 1), ("dense", 5),
@@ -40,18 +66,9 @@ def test_blocks_run_their_tile_mappings_with_the_models_counters_per_level(kind,
     tiles refetched inside a block): every block runs its shape's tile program; the output is bit-exact, nothing
     evicted is read, the MACs and the weights' bits fetched are the model's, and every level's counters of every
     operand (fills, reads, updates, drains), summed over the blocks, equal the cost model's."""
-    stages, macs, arch, tile, policies, inner, gc = _plan(kind, seed)
-    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
-    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
-    assert (run.output == ref).all() and run.invalid_reads == 0
-    assert run.macs == fused_counts(stages, *tile, policies).macs
-    assert list(run.weight_bits) == model_weight_bits(gc)
-    want = block_level_counts("group", stages, macs, arch, gc, inner)
-    assert run.level_counts is not None and sorted(run.level_counts) == sorted(want) == sorted(macs)
-    for j, counts in want.items():
-        assert (run.level_counts[j] == counts).all(), (j, run.level_counts[j].tolist(), counts.tolist())
-        assert counts[1:].sum() > 0      # the on-chip levels move data: the counters are not trivially equal
+    _, _, want = _run_checked(*_plan(kind, seed), seed)
+    # the on-chip levels move data: the counters are not trivially equal
+    assert all(counts[1:].sum() > 0 for counts in want.values())
 
 
 def test_blocks_run_with_another_mapping_count_otherwise():
@@ -100,24 +117,13 @@ def test_a_head_tiled_runs_stages_run_their_tile_programs_per_head_tile(heads, r
     each multiply-accumulate, its heads' share per head tile)."""
     stages, macs = _attention(heads, rows)
     policies = ("fully-cached", "fully-recompute", "fully-recompute", "fully-cached")
-    arch = _weights_off_chip_arch() if off_chip else _arch(False, "128 bit")
+    arch = _arch(False, None if off_chip else "128 bit")
     inner = InnerMappings(_random_search(seed))
     gc = group_cost(stages, macs, arch, tile, 1, policies, inner, head_tile=head_tile)
     assert not isinstance(gc, str), gc
-    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    assert sorted(progs.programs) == [0, 1, 2, 3] and not progs.plain
+    _, progs, _ = _run_checked(stages, macs, arch, (tile, 1), policies, inner, gc, seed, head_tile)
     # the products per head run a head tile's share
     assert all(p.operator.sizes["B"] == head_tile for j in (1, 2) for p in progs.programs[j].values())
-    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
-    run, ref = run_fused(stages, macs, tile, 1, policies, seed=seed, programs=progs, head_tile=head_tile,
-                         weights=weights)
-    assert (run.output == ref).all() and run.invalid_reads == 0
-    assert run.macs == fused_counts(stages, tile, 1, policies, head_tile=head_tile).macs
-    assert list(run.weight_bits) == model_weight_bits(gc)
-    want = block_level_counts("group", stages, macs, arch, gc, inner)
-    assert run.level_counts is not None
-    for j in want:
-        assert (run.level_counts[j] == want[j]).all(), (j, run.level_counts[j].tolist(), want[j].tolist())
 
 
 @pytest.mark.parametrize("heads,rows,tile,seed", [(2, 5, 2, 0), (3, 4, 4, 1)])
@@ -140,26 +146,6 @@ def test_attentions_products_per_head_run_their_tile_programs(heads, rows, tile,
     assert run.level_counts is not None and all((run.level_counts[j] == want[j]).all() for j in want)
 
 
-def _weights_off_chip_arch():
-    """The small machine of these tests with its weight buffer gone and no on-chip level holding weights: every tile
-    mapping reads its weights from memory at each multiply-accumulate (once per multicast group of the 2-wide
-    array)."""
-    from accelmap.arch import accelerator_from_dict
-    return accelerator_from_dict({
-        "name": "weights_off_chip",
-        "compute": {"mac_energy": "1 pJ", "precision": {"I": [8, 16], "W": [8, 16], "O": [16, 32]}},
-        "levels": [
-            {"name": "DRAM", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "64 bit",
-             "read_energy": "100 pJ", "write_energy": "100 pJ", "read_bandwidth": "64 bit/cycle",
-             "write_bandwidth": "64 bit/cycle"},
-            {"name": "GB", "holds": ["I", "O"], "capacity": "64 KiB", "width": "64 bit", "read_energy": "10 pJ",
-             "write_energy": "10 pJ", "fanout": {"axes": [{"name": "X", "size": 2, "multicast": True,
-                                                            "reduce": True}]}},
-            {"name": "RF", "holds": ["I", "O"], "capacity": "unbounded", "width": "16 bit",
-             "read_energy": "1 pJ", "write_energy": "1 pJ"},
-        ]})
-
-
 @pytest.mark.parametrize("kind,seed", [("convs", 0), ("convs", 3), ("dense", 1), ("matmuls", 2)])
 def test_weights_kept_on_no_on_chip_level_are_read_from_memory_as_the_model_charges(kind, seed):
     """No on-chip level keeps the weights (the tile mappings read them from memory at each multiply-accumulate):
@@ -167,32 +153,10 @@ def test_weights_kept_on_no_on_chip_level_are_read_from_memory_as_the_model_char
     iteration space as its tile mapping does (the bits per stage the model's off-chip weight bits), each block's
     tile program reads them from memory (its outermost level's weight reads, every level's counters the model's),
     and the output is bit-exact."""
-    import random
-
-    from accelmap.fusion.geometry import MODES
-    if kind == "matmuls":
-        macs = {0: mac_stage(gemm("mm0", m=6, n=12, k=8)), 1: mac_stage(gemm("mm1", m=6, n=5, k=12))}
-        stages = tuple(ms.stage for ms in macs.values())
-    else:
-        stages, macs = _group(kind)
-    arch = _weights_off_chip_arch()
-    rng = random.Random(seed)
-    tile = (rng.randint(1, stages[-1].out_rows), rng.randint(1, stages[-1].out_cols))
-    policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    inner = InnerMappings(_random_search(seed))
-    gc = group_cost(stages, macs, arch, *tile, policies, inner)
-    assert not isinstance(gc, str), gc
+    stages, macs, arch, tile, policies, inner, gc = _plan(kind, seed, _arch(False, None))
     assert not gc.weights_resident
-    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
-    assert sorted(progs.programs) == sorted(weights.streamed) == sorted(macs)
-    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
-    assert (run.output == ref).all() and run.invalid_reads == 0
-    assert list(run.weight_bits) == model_weight_bits(gc)
-    want = block_level_counts("group", stages, macs, arch, gc, inner)
-    assert run.level_counts is not None
+    run, _, want = _run_checked(stages, macs, arch, tile, policies, inner, gc, seed)
     for j, ms in macs.items():
-        assert (run.level_counts[j] == want[j]).all(), (j, run.level_counts[j].tolist(), want[j].tolist())
         k_w = [o.name for o in ms.operator.operands].index(ms.operator.inputs[1].name)
         reads = int(want[j][0, k_w].sum())
         # every weight bit the stage moves is a read from memory at a multiply-accumulate, at least one per weight
@@ -208,31 +172,7 @@ def test_a_grouped_convolution_runs_its_tile_programs(seed):
     groups: every stage's blocks run their tile programs (none plain), bit-exact against NumPy, no invalid read, the
     MACs and weight bits the model's, every level's counters the cost model's, on random tiles, halo modes and tile
     mappings."""
-    import random
-
-    from accelmap.fusion.geometry import MODES
-    from accelmap.workload import conv2d
-    macs = {0: mac_stage(conv2d("c0", c=2, h=6, w=5, k=4, r=1, s=1)),
-            1: mac_stage(conv2d("g1", c=4, h=6, w=5, k=6, r=3, s=3, padding=1, groups=2)),
-            2: mac_stage(conv2d("g2", c=6, h=6, w=5, k=3, r=1, s=1, groups=3))}
+    stages, macs, arch, tile, policies, inner, gc = _plan("grouped", seed)
     assert [ms.operator.kind for ms in macs.values()] == ["conv2d", "grouped_conv2d", "grouped_conv2d"]
-    stages = tuple(ms.stage for ms in macs.values())
-    arch = _arch(False, "128 bit")
-    rng = random.Random(seed)
-    tile = (rng.randint(1, 6), rng.randint(1, 5))
-    policies = tuple(rng.choice(list(MODES)) for _ in stages)
-    inner = InnerMappings(_random_search(seed))
-    gc = group_cost(stages, macs, arch, *tile, policies, inner)
-    assert not isinstance(gc, str), gc
-    progs = plan_block_programs("group", stages, macs, arch, gc, inner)
-    assert sorted(progs.programs) == [0, 1, 2] and not progs.plain
-    weights = plan_weight_transfers("group", stages, macs, arch, gc, inner)
-    run, ref = run_fused(stages, macs, *tile, policies, seed=seed, weights=weights, programs=progs)
-    assert (run.output == ref).all() and run.invalid_reads == 0
-    assert run.macs == fused_counts(stages, *tile, policies).macs
-    assert list(run.weight_bits) == model_weight_bits(gc)
-    want = block_level_counts("group", stages, macs, arch, gc, inner)
-    assert run.level_counts is not None
-    for j in macs:
-        assert (run.level_counts[j] == want[j]).all(), (j, run.level_counts[j].tolist(), want[j].tolist())
-        assert want[j][1:].sum() > 0
+    _, _, want = _run_checked(stages, macs, arch, tile, policies, inner, gc, seed)
+    assert all(counts[1:].sum() > 0 for counts in want.values())

@@ -18,10 +18,16 @@ from accelmap.mapping.sampling import random_mapping
 from accelmap.workload import conv2d, dense
 
 
-def _arch(store_weights: bool, weight_buffer: str):
+def _arch(store_weights: bool, weight_buffer: str | None):
     """Off-chip memory, a store (one instance: the group's intermediates), a small weight buffer, and a 2x2 array of
     PEs with registers: a weight tile of a block larger than the buffer is fetched in parts, again where the loops
-    above it revisit it."""
+    above it revisit it. ``weight_buffer`` None: no weight buffer and no on-chip level holding weights (every mapping
+    reads them from memory at each multiply-accumulate, once per multicast group of the array, then under the
+    store)."""
+    fanout = {"fanout": {"axes": [{"name": "X", "size": 2, "multicast": True, "reduce": True}]}}
+    weights = [] if weight_buffer is None else [
+        {"name": "WB", "holds": ["W"], "capacity": weight_buffer, "width": "8 bit", "read_energy": "2 pJ",
+         "write_energy": "2 pJ", "bypass": False, **fanout}]
     return accelerator_from_dict({
         "name": "fusetest",
         "compute": {"mac_energy": "1 pJ", "precision": {"I": [8, 16], "W": [8, 16], "O": [16, 32]}},
@@ -30,12 +36,11 @@ def _arch(store_weights: bool, weight_buffer: str):
              "read_energy": "100 pJ", "write_energy": "100 pJ", "read_bandwidth": "64 bit/cycle",
              "write_bandwidth": "64 bit/cycle"},
             {"name": "GB", "holds": ["I", "O", "W"] if store_weights else ["I", "O"], "capacity": "64 KiB",
-             "width": "64 bit", "read_energy": "10 pJ", "write_energy": "10 pJ"},
-            {"name": "WB", "holds": ["W"], "capacity": weight_buffer, "width": "8 bit", "read_energy": "2 pJ",
-             "write_energy": "2 pJ", "bypass": False,
-             "fanout": {"axes": [{"name": "X", "size": 2, "multicast": True, "reduce": True}]}},
-            {"name": "RF", "holds": ["I", "W", "O"], "capacity": "unbounded", "width": "16 bit",
-             "read_energy": "1 pJ", "write_energy": "1 pJ"},
+             "width": "64 bit", "read_energy": "10 pJ", "write_energy": "10 pJ",
+             **(fanout if weight_buffer is None else {})},
+            *weights,
+            {"name": "RF", "holds": ["I", "W", "O"] if weight_buffer is not None else ["I", "O"],
+             "capacity": "unbounded", "width": "16 bit", "read_energy": "1 pJ", "write_energy": "1 pJ"},
         ]})
 
 
@@ -47,10 +52,10 @@ def _random_search(seed: int):
     return search
 
 
-def random_group_cost(stages, macs, seed: int):
-    """A drawn tile, halo mode per stage and random tile mappings for the group on the 128-bit machine, and its cost:
-    (arch, tile, policies, inner mappings, group cost)."""
-    arch = _arch(False, "128 bit")
+def random_group_cost(stages, macs, seed: int, arch=None):
+    """A drawn tile, halo mode per stage and random tile mappings for the group on ``arch`` (the 128-bit machine by
+    default), and its cost: (arch, tile, policies, inner mappings, group cost)."""
+    arch = arch or _arch(False, "128 bit")
     rng = random.Random(seed)
     last = stages[-1]
     tile = (rng.randint(1, last.out_rows), rng.randint(1, last.out_cols))
