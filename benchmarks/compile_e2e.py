@@ -15,13 +15,16 @@ and of the host (host model). Models (the bundled weight-free graphs get random 
 With ``--fuse`` every pair is compiled twice, one after the other: layer by layer, then with the fusion
 search's groups run fused (``accelmap compile --fuse``); the rows add the CPU seconds of the mapping
 and the fusion search (this process; jobs=1), the accelerator's off-chip
-traffic by the cost model (simulated for the fused groups) and the groups run.
+traffic by the cost model (simulated for the fused groups) and the groups run. ``--fuse-span-residuals`` lets
+the groups span consecutive residual blocks (``accelmap compile --fuse --fuse-span-residuals``); the rows then
+also count the groups with an add inside (``spanning``).
 
 It then loads one report in headless Chromium (Debian's ``chromium``, installed with apt-get when
 missing), checks that the page logs no console error, and writes a screenshot.
 
     python benchmarks/compile_e2e.py [--models M ...] [--archs A ...] [--seq-len N] [--time-limit S]
-                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S] [--fused-only]]
+                                     [--fuse [--fuse-tile-time S] [--fuse-time-limit S] [--fused-only]
+                                             [--fuse-span-residuals]]
                                      [--objective O]
 
 Prints a table, writes benchmarks/results/compile_e2e.json (and the screenshot
@@ -45,6 +48,7 @@ from accelmap.arch.presets import get_accelerator
 from accelmap.compile import compile_model
 from accelmap.compile.graph import load_graph
 from accelmap.compile.quantize import quantize_qdq
+from accelmap.fusion.search import DEFAULT_FUSION, FusionConfig
 from accelmap.report.compile_report import write_compile_report
 from accelmap.workload.models.bundled import bundled_model_path
 
@@ -107,13 +111,19 @@ def main() -> None:
     ap.add_argument("--fuse-time-limit", type=float, default=None, help="seconds of the whole fusion search")
     ap.add_argument("--fused-only", action="store_true", help="with --fuse: compile each pair fused only (not "
                     "layer by layer first)")
+    ap.add_argument("--fuse-span-residuals", action="store_true", help="with --fuse: groups may span consecutive "
+                    "residual blocks (accelmap compile --fuse-span-residuals)")
     args = ap.parse_args()
+    if args.fuse_span_residuals and not args.fuse:
+        ap.error("--fuse-span-residuals needs --fuse")
+    fuse_config = FusionConfig(span_residuals=True) if args.fuse_span_residuals else DEFAULT_FUSION
     rows = []
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelmap-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"{'model':<16} {'form':<9} {'arch':<13} {'compile s':>9} {'run s':>7} {'simulated cyc':>14} "
           f"{'modeled cyc':>14} {'model err':>9} {'host cyc':>11} {'packing':>9} {'acc. pJ':>9} {'host pJ':>9} "
-          f"{'intr.':>6}" + (f" {'fused':>5} {'map+fuse CPU s':>14} {'off-chip MB':>11} {'groups':>6}" if args.fuse else "")
+          f"{'intr.':>6}" + (f" {'fused':>5} {'map+fuse CPU s':>14} {'off-chip MB':>11} {'groups':>6} {'spanning':>8}"
+                             if args.fuse else "")
           + "  verification")
     first_report = None
     for name in args.models:
@@ -126,7 +136,8 @@ def main() -> None:
                                     time_limit_per_layer=args.time_limit, jobs=1, intrinsics=args.intrinsics,
                                     objective=args.objective,
                                     fuse=fuse, fuse_tile_time_limit=args.fuse_tile_time,
-                                    fuse_time_limit=args.fuse_time_limit)
+                                    fuse_time_limit=args.fuse_time_limit,
+                                    fuse_config=fuse_config if fuse else DEFAULT_FUSION)
             except Exception as e:  # noqa: BLE001 - one failing pair is a row of the table, not the end of the run
                 rows.append({"model": name, "form": form, "arch": arch_name, "error": f"{type(e).__name__}: {e}"})
                 print(f"{name:<16} {form:<9} {arch_name:<13} error: {type(e).__name__}: {str(e)[:200]}")
@@ -153,7 +164,9 @@ def main() -> None:
                 verdict += (f"; file, int8 kernels: {sum(c.ok for c in v.file_int8_quantized)}/"
                             f"{len(v.file_int8_quantized)} bit-exact, outputs "
                             + ("match" if all(c.ok for c in v.file_int8_outputs) else "differ"))
+            spanning = sum(1 for grp in res.groups if grp.cost.inner_joins)   # a residual add inside, charged
             d.update({"form": form, "fused": fuse, "compile_s": compile_s, "process_cpu_s": compile_cpu,
+                      "span_residuals": fuse and args.fuse_span_residuals, "spanning_groups": spanning,
                       "total_s": total,
                       "accelerator_simulated_cycles": acc_sim, "accelerator_modeled_cycles": acc_mod,
                       "verification_detail": v.summary()})
@@ -166,7 +179,7 @@ def main() -> None:
                   f"{t.packing_cycles:>9,.0f} {t.accelerator_energy_pj:>9.3g} {t.host_energy_pj:>9.3g} "
                   f"{d['intrinsic_steps']:>6}"
                   + (f" {'yes' if fuse else 'no':>5} {compile_cpu:>14.1f} {t.offchip_bits / 8e6:>11.3f} "
-                     f"{len(res.groups):>6}" if args.fuse else "")
+                     f"{len(res.groups):>6} {spanning:>8}" if args.fuse else "")
                   + f"  {verdict}", flush=True)
     browser = chromium_check(first_report, RESULTS / "compile_e2e_report.png") if first_report else {}
     print(f"\nreport in headless Chromium ({first_report}): "

@@ -157,6 +157,9 @@ def test_a_group_spanning_two_residual_blocks_runs_fused_bit_exact_with_the_mode
                                                                  *want.macs, want.skip_fetched, *model_weight_bits(grp.cost)]
     assert grp.counters_ok is True
     assert "b1.add inside (skip" in r.summary()
+    # the JSON summary (accelmap compile --json, benchmarks/compile_e2e.py) names the add inside and its policy
+    assert [gd["inner_joins"] for gd in r.to_dict()["fused_groups"] if gd["inner_joins"]] == [
+        [{"join": "b1.add", "skip_policy": c.inner_joins[0][1]}]]
     if qdq:
         assert r.verification.quantized and all(q.ok for q in r.verification.quantized)
         assert grp.sim is not None and grp.sim.offchip_bits == c.offchip_bits

@@ -184,6 +184,8 @@ def _group_dict(grp: FusedGroup, top: str) -> dict:
             "macs_computed": list(c.counts.macs), "macs_once": list(c.macs_once),
             "join": c.join.name if c.join else None, "skip_policy": c.skip_policy,
             "skip_fetched": c.counts.skip_fetched if c.join else None,
+            # residual adds inside the group (it spans blocks) and each one's skip policy
+            "inner_joins": [{"join": jn.name, "skip_policy": sp} for jn, sp in c.inner_joins],
             "buffer_bits": c.counts.buffer_total_bits, "host_model_cycles": (grp.host_work.read + grp.host_work.written)
             / HOST_ELEMENTS_PER_CYCLE, "counters_equal_model": grp.counters_ok,
             "block_tile_programs": grp.programs is not None, "level_counters_equal_model": grp.level_counters_ok}
