@@ -1771,8 +1771,12 @@ def latency_rows(nest: NestRows, keep, counts) -> dict:
             if part is not None:
                 t = np.maximum(t, part)
         transfer[lv.name] = t
+    # per transition class (temporal slot above the deepest single-buffered level that moves): how often it occurs and
+    # its stall, and the stall with the first fill and last drains, for the search's bound over the classes a node has
+    # fixed (rule B67 of docs/mapper.md)
+    classes = None if stall_count is None else (nest.above(max(on)), stall_count, stall_each, stall)
     return {"latency": latency, "compute_cycles": macs, "stall": held_stall + edge, "pipeline": pipe,
-            "setup": setups, "transfer": transfer, "parts": parts}
+            "setup": setups, "transfer": transfer, "parts": parts, "stall_classes": classes}
 
 
 def latency_terms(op: Operator, arch: Accelerator, m: Mapping, raw: dict, nest: NestRows | None = None) -> LatencyTerms:

@@ -26,6 +26,7 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.validate import check_precision, shared_axis_dims, tile_fits
 from accelmap.search.bounds import BoundContext
 from accelmap.search.deadline import SearchTimedOut
+from accelmap.search.fixed_transitions import FIXED_CLASSES_LEVEL, fixed_classes_prune
 from accelmap.search.imperfect_tiles import (
     ImperfectBoundContext,
     every_order,
@@ -245,6 +246,13 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 stats.evaluated += 1
                 best.offer(evaluate(op, arch, m, check=False), m)
             else:
+                # Rule B67 (``fixed_transitions``): below the outermost level, every tile change but its own is timed
+                # as the model times it.
+                if level == FIXED_CLASSES_LEVEL and not imperfect and \
+                        fixed_classes_prune(ctx, best, level, loops, new_rem, [(e_lb, l_lb)] if alts is None else alts):
+                    stats.pruned += 1
+                    stats.extra["fixed_classes_cut"] = stats.extra.get("fixed_classes_cut", 0) + 1
+                    continue
                 descend(ctx, keep, level - 1, new_rem, loops)
 
     for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
