@@ -1,9 +1,10 @@
 """The GPT-3 layer's layers alone, simulated with one off-chip port above double-buffered local buffers.
 
-The accelerator format refuses one port (``shared_port``) above a level that refills while computing: the latency
-model's overlap terms do not serialize drains and loads on one port there. The simulator does, so this measures
-what the format cannot model: ``fusion_accelforge.py``'s machine with its local buffers double-buffered where two
-tiles fit (``--double-buffered``), the layers mapped on two ports as that benchmark maps them, then each layer's
+Above a level that refills while computing, the latency model's overlap terms schedule a window's loads on one port
+(``shared_port``) but not the same double buffer's drains beside them, so the model can be below the simulator where
+both that level's inputs and its output cross the port (docs/cost-model.md, "One port above double buffers"). This
+checks the GPT-3 layer's own mappings: ``fusion_accelforge.py``'s machine with its local buffers double-buffered where
+two tiles fit (``--double-buffered``), the layers mapped on two ports as that benchmark maps them, then each layer's
 mapping simulated on two ports and on one, with the model's latency on one port next to it.
 
     python benchmarks/fusion_accelforge_one_port_sim.py [--time-limit 5] [--out FILE]
@@ -41,7 +42,6 @@ def main() -> int:
         model_file = Path(tmp) / "gpt3_6.7b_layer.onnx"
         fa.gpt3_layer_onnx(model_file)
         arch = accelerator_from_dict(yaml.safe_load(fa.machine(shared_port=False, double_buffered=True)))
-        # built past the format's refusal on purpose: only the simulator's run of it is trusted
         one = replace(arch, levels=(replace(arch.levels[0], shared_port=True),) + arch.levels[1:])
         mm = map_model(load_model(model_file, bits={"I": 8, "W": 8, "O": 8}), arch, "edp",
                        time_limit_per_layer=a.time_limit, jobs=1, cache_path=Path(default_cache_path()), progress=False,

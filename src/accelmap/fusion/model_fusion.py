@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accelmap.arch.accelerator import Accelerator, shared_port_refusal
+from accelmap.arch.accelerator import Accelerator
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
@@ -203,13 +203,11 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     if arch.levels[0].shared_port:
         config = replace(config, shared_offchip_port=True)     # the machine's own off-chip port is one
     port_bw = shared_port_bandwidth(arch.levels[0]) if config.shared_offchip_port else None
-    # One port on a machine described with two: a layer alone is timed on the machine with that port where the
-    # latency model schedules it (its reads and writes taking turns), else by the bound below.
+    # One port on a machine described with two: a layer alone is timed on the machine with that port (its reads and
+    # writes taking turns).
     port_arch = None
     if port_bw and not arch.levels[0].shared_port:
-        levels = (replace(arch.levels[0], shared_port=True),) + arch.levels[1:]
-        port_arch = replace(arch, levels=levels) if shared_port_refusal(levels, 0) is None else None
-    bounded = False
+        port_arch = replace(arch, levels=(replace(arch.levels[0], shared_port=True),) + arch.levels[1:])
     operators: dict[str, Operator] = {}
     singles: dict[str, Single] = {}
     base_e = base_l = 0.0
@@ -221,11 +219,6 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         off = offchip_bits(lm.layer.operator, lm.result, top)
         if port_arch is not None and lm.mapping is not None:
             lat = evaluate(lm.layer.operator, port_arch, lm.mapping, check=False).latency
-        elif port_bw and not arch.levels[0].shared_port:
-            # The latency model cannot schedule one port here (``shared_port_refusal``): a layer alone takes at
-            # least its off-chip bits over the one port (a lower bound of its schedule on one port).
-            lat = max(lat, off / port_bw)
-            bounded = True
         for node in lm.layer.nodes:
             singles[node] = Single(node, lm.result.energy_total, lat, off, fmap_bits(lm.layer.operator, lm.result, top))
         base_e += lm.result.energy_total * lm.count
@@ -238,10 +231,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     notes: list[str] = []
     if port_bw:
         notes.append("one off-chip port for reads and writes: fused groups, host passes and layers alone share it; "
-                     + ("a layer alone takes the larger of its single-operator latency (a port each way) and its "
-                        "off-chip bits over the one port (a lower bound of its schedule on one port: the latency "
-                        "model schedules one port only above single-buffered levels)" if bounded else
-                        "a layer alone is its mapping's schedule with its reads and writes taking turns on the port"))
+                     "a layer alone is its mapping's schedule with its reads and writes taking turns on the port")
     source = Path(mm.model.source)
     links: list[tuple[ChainLink, ...]] = []
     if source.suffix == ".onnx" and source.exists():
