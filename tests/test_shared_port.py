@@ -13,6 +13,7 @@ import pytest
 from accelmap.arch import accelerator_from_dict, get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.cost import evaluate
+from accelmap.cost.latency import shared_port_crossings
 from accelmap.errors import SpecError
 from accelmap.fusion.model_fusion import fuse_model
 from accelmap.fusion.search import FusionConfig
@@ -79,20 +80,6 @@ def test_hand_checked_double_buffer_on_one_port():
     assert res.functional is True
 
 
-def _crossing(op, arch, m) -> set[str]:
-    """What passes a shared port into or out of a level that refills while computing: "in" (an input), "out"."""
-    from accelmap.cost.latency import double_buffers
-
-    db = double_buffers(op, arch, m)
-    out = set()
-    for X in op.operands:
-        chain = [i for i in range(len(arch.levels)) if X.name in m.keep[i]]
-        for p, c in zip(chain, chain[1:], strict=False):
-            if arch.levels[p].shared_port and db[c]:
-                out.add("out" if X.is_output else "in")
-    return out
-
-
 @pytest.mark.parametrize("preset", ["tpu_like", "vta_like"])
 def test_one_port_above_double_buffers(preset):
     # Random mappings with the off-chip level on one port above a double-buffered level: the model's latency is at
@@ -111,7 +98,7 @@ def test_one_port_above_double_buffers(preset):
         r1, r2 = evaluate(op, one, m), evaluate(op, arch, m)
         assert r1.latency >= r2.latency * (1 - 1e-12), (preset, m)
         assert r1.energy_total == r2.energy_total
-        if _crossing(op, one, m) == {"in", "out"}:
+        if shared_port_crossings(op, one, m) == {"input", "output"}:
             crossing_both += 1
             continue
         if r2.latency == pytest.approx(simulate(op, arch, m, functional=False).cycles, rel=1e-9):
@@ -215,3 +202,24 @@ def test_pruned_search_equals_exhaustive_on_one_port(preset):
             if front:
                 assert min(f(x.result) for x in front) == pytest.approx(pr[0].value, rel=1e-12)
         done += 1
+
+
+@pytest.mark.parametrize("seed, both", [(0, False), (1, True)])
+def test_fused_model_says_where_a_layer_alone_crosses_one_port_both_ways(tmp_path, seed, both):
+    # tpu_like's unified buffer is double-buffered: a layer alone whose mapping moves the buffer's inputs and its
+    # output through the one off-chip port is timed by the model, which can be below the simulator there: said.
+    p = tmp_path / "mm.onnx"
+    onnx.save(graph_model([node("MatMul", ["x", "w"], ["y"])], [("x", F, [64, 32])], [("y", F, [64, 64])],
+                          [weight("w", [32, 64])]), p)
+    arch = get_accelerator("tpu_like")
+    mm = map_model(load_model(p), arch, "edp", strategy="random", time_limit_per_layer=600, jobs=1, progress=False,
+                   seed=seed)
+    (lm,) = mm.layers
+    crossing = shared_port_crossings(lm.layer.operator, _one_port(arch), lm.mapping)
+    assert crossing == ({"input", "output"} if both else {"input"})
+    fm = fuse_model(mm, config=FusionConfig(shared_offchip_port=True), time_limit=1e-9)
+    assert fm.unfused.latency == evaluate(lm.layer.operator, _one_port(arch), lm.mapping).latency
+    said = [n for n in fm.notes if "move both inputs and the output of a double-buffered level" in n]
+    assert said == ([f"1 layer(s) alone ({lm.layer.name}) move both inputs and the output of a double-buffered level "
+                     "through the one off-chip port: there the latency model can be below the simulator's schedule "
+                     "(it counts that level's loads, not its drains, against each other on the port)"] if both else [])

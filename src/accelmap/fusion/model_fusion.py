@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.latency import shared_port_crossings
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
@@ -210,6 +211,7 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         port_arch = replace(arch, levels=(replace(arch.levels[0], shared_port=True),) + arch.levels[1:])
     operators: dict[str, Operator] = {}
     singles: dict[str, Single] = {}
+    both_ways: list[str] = []       # layers alone moving a double buffer's inputs and output through the one port
     base_e = base_l = 0.0
     base_off = 0
     for lm in mm.layers:
@@ -219,6 +221,10 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         off = offchip_bits(lm.layer.operator, lm.result, top)
         if port_arch is not None and lm.mapping is not None:
             lat = evaluate(lm.layer.operator, port_arch, lm.mapping, check=False).latency
+        timed_on = port_arch if port_arch is not None else arch
+        if timed_on.levels[0].shared_port and lm.mapping is not None and \
+                shared_port_crossings(lm.layer.operator, timed_on, lm.mapping) == {"input", "output"}:
+            both_ways.append(lm.layer.name)
         for node in lm.layer.nodes:
             singles[node] = Single(node, lm.result.energy_total, lat, off, fmap_bits(lm.layer.operator, lm.result, top))
         base_e += lm.result.energy_total * lm.count
@@ -232,6 +238,11 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     if port_bw:
         notes.append("one off-chip port for reads and writes: fused groups, host passes and layers alone share it; "
                      "a layer alone is its mapping's schedule with its reads and writes taking turns on the port")
+    if both_ways:
+        notes.append(f"{len(both_ways)} layer(s) alone ({', '.join(both_ways)}) move both inputs and the output of a "
+                     "double-buffered level through the one off-chip port: there the latency model can be below the "
+                     "simulator's schedule (it counts that level's loads, not its drains, against each other on the "
+                     "port)")
     source = Path(mm.model.source)
     links: list[tuple[ChainLink, ...]] = []
     if source.suffix == ".onnx" and source.exists():
