@@ -231,9 +231,10 @@ def print_sims(sims: list[dict]) -> None:
 
 
 def simulate_groups(groups, chains, arch, inner: InnerMappings,
-                    producers: dict[str, Producer] | None = None) -> list[dict]:
+                    producers: dict[str, Producer] | None = None, shared_port: bool = False) -> list[dict]:
     """Fused groups run by the simulator with the model's own block mappings (and the producers the plan has
-    leave their outputs in the store: then the off-chip bits compared are the group's and its producers')."""
+    leave their outputs in the store: then the off-chip bits compared are the group's and its producers').
+    ``shared_port``: the off-chip loads and write-backs take turns on one port, as the plan was costed."""
     out = []
     top = arch.levels[0].name
     for g in groups:
@@ -249,12 +250,13 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings,
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                              g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins,
-                             producers=produced, head_tile=g.head_tile, norms=g.norms, input_held=g.input_held)
+                             producers=produced, head_tile=g.head_tile, norms=g.norms, input_held=g.input_held,
+                             shared_port=shared_port)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                             prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
                             inner_joins=g.inner_joins, producers=produced, head_tile=g.head_tile, norms=g.norms,
-                            input_held=g.input_held)
+                            input_held=g.input_held, shared_port=shared_port)
         # the model credits the producers' saved writes to the group; the simulator counts them apart
         alone = sum(offchip_bits(p.operator, p.result, top) for p in produced.values())
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
