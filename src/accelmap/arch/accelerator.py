@@ -304,7 +304,7 @@ def shared_port_refusal(levels: tuple[Level, ...], i: int) -> str | None:
     computing (double-buffered, or a register written at the clock edge) the model's overlap terms schedule a
     window's loads on the one port but not the drains of the same double buffer beside them: where such a level
     exchanges both an input and the output through the shared port, the model can be below the simulator
-    (measured in docs/cost-model.md, "One port above double buffers"); every other case measured is exact."""
+    (measured in docs/cost-model.md, "One port above double buffers"); elsewhere it is as close as with two ports."""
     lv = levels[i]
     if lv.read_bw_bits != lv.write_bw_bits:
         return (f"one port for reads and writes needs {lv.name}'s read and write bandwidths equal (the port's), got "
