@@ -151,7 +151,8 @@ def _stored_input(op) -> int:
 
 def models_part(models: list[str], archs: list[str], time_limit: float, tile_limit: float, cache: Path,
                 exact: bool = False, span: bool = False, compare_span: bool = False, tile_reuse: bool = False,
-                cpu_clock: bool = False) -> list:
+                cpu_clock: bool = False, knobs: dict | None = None) -> list:
+    """``knobs``: the layer-by-layer mapper's heuristic knobs other than its defaults (``HeuristicConfig`` fields)."""
     rows = []
     print(f"\n{'model':<16} {'accelerator':<13} {'groups':>6} {'kept':>4} {'energy':>8} {'latency':>8} {'EDP':>8} "
           f"{'off-chip':>9} {'fmaps':>8} {'LBL s':>7} {'fuse s':>7} {'fuse cpu':>8} {'sim err':>7}   (unfused / "
@@ -161,18 +162,20 @@ def models_part(models: list[str], archs: list[str], time_limit: float, tile_lim
         for arch_name in archs:
             arch = get_accelerator(arch_name)
             m = load_model(model)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             # cpu_clock: the per-layer and per-tile limits count this process's CPU seconds, so that the mappings
             # found do not depend on the machine's load.
             mm = map_model(m, arch, "edp", time_limit_per_layer=time_limit, jobs=1, cache_path=cache, progress=False,
-                           heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock))
-            lbl_s = time.perf_counter() - t0
+                           heuristic_config=replace(DEFAULT_HEURISTIC, cpu_clock=cpu_clock, **(knobs or {})))
+            lbl_s, lbl_cpu = time.perf_counter() - t0, time.process_time() - c0
             inner = InnerMappings(mapper_search("edp", tile_limit, replace(TILE_HEURISTIC, cpu_clock=cpu_clock)),
                                   reuse_across_room=tile_reuse)
             # --compare-span: without spanning, then with it on the same tile mappings (found once, shared), so
             # that the difference is the spanning groups' alone, not the time-limited tile searches' luck.
             for sp in ((False, True) if compare_span else (span,)):
                 rows.append(one_plan(model, arch_name, arch, mm, lbl_s, inner, tile_limit, exact, sp))
+                rows[-1].update({"layer_by_layer_cpu_seconds": lbl_cpu, "heuristic_knobs": knobs or {},
+                                 "layer_by_layer_energy": mm.energy_total, "layer_by_layer_latency": mm.latency_total})
     return rows
 
 
@@ -228,9 +231,10 @@ def print_sims(sims: list[dict]) -> None:
 
 
 def simulate_groups(groups, chains, arch, inner: InnerMappings,
-                    producers: dict[str, Producer] | None = None) -> list[dict]:
+                    producers: dict[str, Producer] | None = None, shared_port: bool = False) -> list[dict]:
     """Fused groups run by the simulator with the model's own block mappings (and the producers the plan has
-    leave their outputs in the store: then the off-chip bits compared are the group's and its producers')."""
+    leave their outputs in the store: then the off-chip bits compared are the group's and its producers').
+    ``shared_port``: the off-chip loads and write-backs take turns on one port, as the plan was costed."""
     out = []
     top = arch.levels[0].name
     for g in groups:
@@ -246,12 +250,13 @@ def simulate_groups(groups, chains, arch, inner: InnerMappings,
         t0 = time.perf_counter()
         sim = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                              g.latency, join=g.join, skip_policy=g.skip_policy or "re-read", inner_joins=g.inner_joins,
-                             producers=produced, head_tile=g.head_tile, norms=g.norms, input_held=g.input_held)
+                             producers=produced, head_tile=g.head_tile, norms=g.norms, input_held=g.input_held,
+                             shared_port=shared_port)
         sim_s = time.perf_counter() - t0
         db = simulate_fused(stages, macs, arch, g.tile_rows, g.tile_cols, g.policies, inner, g.weights_resident,
                             prefetch_tiles=1, join=g.join, skip_policy=g.skip_policy or "re-read",
                             inner_joins=g.inner_joins, producers=produced, head_tile=g.head_tile, norms=g.norms,
-                            input_held=g.input_held)
+                            input_held=g.input_held, shared_port=shared_port)
         # the model credits the producers' saved writes to the group; the simulator counts them apart
         alone = sum(offchip_bits(p.operator, p.result, top) for p in produced.values())
         out.append({"stages": list(g.names), "tile": [g.tile_rows, g.tile_cols], "policy": g.policies[0],
@@ -303,8 +308,11 @@ def main() -> None:
                          "(InnerMappings(reuse_across_room=True)): fewer tile searches")
     ap.add_argument("--cpu-clock", action="store_true",
                     help="the per-layer and per-tile limits count CPU seconds (mappings independent of the load)")
+    ap.add_argument("--knobs", default="",
+                    help="the layer-by-layer mapper's heuristic knobs, e.g. tied_unrollings=3,bypass_choices=8")
     ap.add_argument("--out", default=str(RESULTS / "fusion.json"))
     a = ap.parse_args()
+    knobs = {k: int(v) for k, v in (x.split("=") for x in a.knobs.split(",") if x)}
     cache = Path(default_cache_path())
     # A run of some parts keeps the other parts' last results in the same file.
     previous = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {}
@@ -314,7 +322,7 @@ def main() -> None:
         out["vgg16_conv1_5"] = vgg_part(a.time_limit, a.tile_time_limit, cache)
     if "models" in a.parts:
         rows = models_part(a.models, a.archs, a.time_limit, a.tile_time_limit, cache, a.exact, a.span_residuals,
-                           a.compare_span, a.tile_reuse, a.cpu_clock)
+                           a.compare_span, a.tile_reuse, a.cpu_clock, knobs)
         for r in rows:
             r["exact"] = a.exact
             r["cpu_clock"] = a.cpu_clock

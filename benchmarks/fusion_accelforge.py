@@ -45,7 +45,7 @@ from pathlib import Path
 
 from accelmap.arch.presets import get_accelerator
 from accelmap.fusion.group_cost import InnerMappings
-from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, layer_warm_starts, mapper_search
+from accelmap.fusion.model_fusion import TILE_HEURISTIC, fuse_model, layer_warm_starts, mapper_search, model_producers
 from accelmap.fusion.search import DEFAULT_FUSION
 from accelmap.search.cache import default_cache_path
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
@@ -179,7 +179,7 @@ def machine(shared_port: bool = True, vector_unit: bool = True, double_buffered:
 def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tokens: int = 2048,
          cpu_clock: bool = False, shared_port: bool = True, head_tiles: bool = True,
          default_knobs: bool = False, warm_tiles: bool = True, tile_knobs_on: bool = False,
-         vector_unit: bool = True, double_buffered: bool = False) -> dict:
+         vector_unit: bool = True, double_buffered: bool = False, simulate: bool = False) -> dict:
     arch_file, model_file = tmp / "tpu_v4i_like.yaml", tmp / "gpt3_6.7b_layer.onnx"
     arch_file.write_text(machine(shared_port, vector_unit, double_buffered))
     gpt3_layer_onnx(model_file, tokens)
@@ -196,12 +196,17 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
     # The fusion search gets its own limit: unbounded, it ran for over an hour here with nothing printed.
     # AccelForge's main memory has one port for reads and writes (shared_port); attention may be tiled over heads.
     cfg = replace(DEFAULT_FUSION, shared_offchip_port=shared_port, head_tiles=head_tiles)
-    fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit, config=cfg,
-                    inner=InnerMappings(mapper_search("edp", tile_limit,
-                                                      replace(TILE_HEURISTIC, cpu_clock=cpu_clock, **tile_knobs),
-                                                      warm=layer_warm_starts(mm) if warm_tiles else None)))
+    inner = InnerMappings(mapper_search("edp", tile_limit, replace(TILE_HEURISTIC, cpu_clock=cpu_clock, **tile_knobs),
+                                        warm=layer_warm_starts(mm) if warm_tiles else None))
+    fm = fuse_model(mm, tile_time_limit=tile_limit, time_limit=fuse_limit, config=cfg, inner=inner)
     fuse = (time.perf_counter() - t1, time.process_time() - c1)
     u, f = fm.unfused, fm.best
+    sims = []
+    if simulate:
+        # the plan's fused groups run by the simulator with the model's own block mappings (fusion.py's check)
+        from fusion import simulate_groups
+        sims = simulate_groups(fm.groups, fm.chains, arch, inner, model_producers(mm, fm.chains),
+                               shared_port=cfg.shared_offchip_port)
     return {"accelerator": arch.name, "tokens": tokens, "layers": [lm.layer.name for lm in mm.layers],
             "failed_layers": [lm.layer.name for lm in mm.layers if lm.result is None],
             "unfused": fm.to_dict()["unfused"], "fused": fm.to_dict()["fused"], "groups": fm.to_dict()["groups"],
@@ -212,7 +217,7 @@ def ours(time_limit: float, tile_limit: float, fuse_limit: float, tmp: Path, tok
             "search": fm.to_dict()["search"], "cpu_clock": cpu_clock, "shared_offchip_port": shared_port,
             "head_tiles": head_tiles, "vector_unit": vector_unit, "double_buffered": double_buffered,
             "heuristic_knobs": knobs,
-            "tile_heuristic_knobs": tile_knobs,
+            "tile_heuristic_knobs": tile_knobs, "simulated_groups": sims,
             "tiles_warm_started": warm_tiles,
             # layer by layer, per layer (all its occurrences) and level: what the component check compares
             "unfused_by_layer": {lm.layer.name: {"count": lm.count, "energy_pj": lm.result.energy_total * lm.count,
@@ -340,12 +345,14 @@ def main() -> int:
     ap.add_argument("--tile-knobs", action="store_true",
                     help="the tile searches with this layer's knobs too (GPT3_TILE_KNOBS; default: the tile "
                          "searches' own, the layer's better mappings reaching whole-layer tiles as warm starts)")
+    ap.add_argument("--simulate", action="store_true",
+                    help="run the plan's fused groups in the simulator (model against simulator per group)")
     ap.add_argument("--out", default=str(RESULTS / "fusion_accelforge.json"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = {"ours": ours(a.time_limit, a.tile_time_limit, a.fuse_time_limit, Path(tmp), a.tokens, a.cpu_clock,
                             not a.two_ports, not a.no_head_tiles, a.default_knobs, not a.no_warm_tiles,
-                            a.tile_knobs, not a.no_vector_unit, a.double_buffered), "paper": PAPER}
+                            a.tile_knobs, not a.no_vector_unit, a.double_buffered, a.simulate), "paper": PAPER}
     o = res["ours"]
     print(f"GPT-3 6.7B decoder layer, {o['tokens']} tokens, on {o['accelerator']} (unfused / fused, above 1 is a gain)")
     print(f"{'':<34} {'energy':>8} {'latency':>8} {'EDP':>8} {'search s':>10}")

@@ -229,9 +229,20 @@ def test_map_fuse_shared_offchip_port_times_each_layer_on_one_port(tmp_path):
         assert runs[shared]["search"]["shared_offchip_port"] == shared
     two, one = runs[False]["unfused"], runs[True]["unfused"]
     assert one["energy_pj"] == two["energy_pj"] and one["offchip_bits"] == two["offchip_bits"]
-    # On one port the layer takes the longer of its two-port time and its off-chip bits over tpu_like's 128 bits per
-    # cycle (the latter for the mappings the heuristic finds here: 1,280-1,440 cycles against 1,116-1,440).
-    assert one["latency_cycles"] == max(two["latency_cycles"], one["offchip_bits"] / 128)
+    # On one port the layer is its mapping's schedule on tpu_like with its DRAM on one port (above the double-buffered
+    # unified buffer): at least its two-port time and its off-chip bits over the port's 128 bits per cycle.
+    assert "a layer alone is its mapping's schedule" in r.output
+    one_port = yaml.safe_load(preset_path("tpu_like").read_text())
+    one_port["levels"][0]["shared_port"] = True
+    (tmp_path / "one_port.yaml").write_text(yaml.safe_dump(one_port))
+    layer = tmp_path / "o1" / "layers"
+    (w,) = layer.glob("*.workload.yaml")
+    (mp,) = layer.glob("*.mapping.yaml")
+    r = CliRunner().invoke(main, ["evaluate", "--workload", str(w), "--mapping", str(mp), "--arch",
+                                  str(tmp_path / "one_port.yaml"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert one["latency_cycles"] == json.loads(r.output)["latency_cycles"]
+    assert one["latency_cycles"] >= max(two["latency_cycles"], one["offchip_bits"] / 128)
     # A port of two bandwidths cannot be one shared port: refused before any search, naming the option.
     arch = yaml.safe_load(preset_path("tpu_like").read_text())
     arch["levels"][0]["write_bandwidth"] = "8 B/cycle"

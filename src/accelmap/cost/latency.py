@@ -254,6 +254,23 @@ def double_buffers(op: Operator, arch: Accelerator, m: Mapping) -> tuple[bool, .
     return tuple(bool(overlapping(nest, m.keep, c)[0]) for c in range(len(arch.levels)))
 
 
+def shared_port_crossings(op: Operator, arch: Accelerator, m: Mapping) -> frozenset[str]:
+    """What mapping ``m`` moves through a level's one port (``Level.shared_port``) into or out of a level that
+    overlaps its transfers with compute (``double_buffers``): "input" (an input operand), "output". Where both, the
+    model's windows count the loads but not that level's drains against each other on the port, and the latency
+    can be below the simulator's (docs/cost-model.md, "One port above double buffers")."""
+    if not any(lv.shared_port for lv in arch.levels):
+        return frozenset()
+    db = double_buffers(op, arch, m)
+    out = set()
+    for X in op.operands:
+        chain = [i for i in range(len(arch.levels)) if X.name in m.keep[i]]
+        for p, c in zip(chain, chain[1:], strict=False):
+            if arch.levels[p].shared_port and db[c]:
+                out.add("output" if X.is_output else "input")
+    return frozenset(out)
+
+
 def streamed_tile(nest: NestRows, keep, X, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows in which input X's only tile at level c streams in during compute (``stream_single_tile``),
     and per row the first piece's share of it and the number of pieces. The pieces follow the

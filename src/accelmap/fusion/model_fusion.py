@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from accelmap.arch.accelerator import Accelerator, shared_port_refusal
+from accelmap.arch.accelerator import Accelerator
+from accelmap.cost.latency import shared_port_crossings
 from accelmap.cost.model import evaluate
 from accelmap.errors import MappingError, SpecError
 from accelmap.fusion.chain import FusableChain, fusable_chains, span_residual_blocks
@@ -203,15 +204,14 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     if arch.levels[0].shared_port:
         config = replace(config, shared_offchip_port=True)     # the machine's own off-chip port is one
     port_bw = shared_port_bandwidth(arch.levels[0]) if config.shared_offchip_port else None
-    # One port on a machine described with two: a layer alone is timed on the machine with that port where the
-    # latency model schedules it (its reads and writes taking turns), else by the bound below.
+    # One port on a machine described with two: a layer alone is timed on the machine with that port (its reads and
+    # writes taking turns).
     port_arch = None
     if port_bw and not arch.levels[0].shared_port:
-        levels = (replace(arch.levels[0], shared_port=True),) + arch.levels[1:]
-        port_arch = replace(arch, levels=levels) if shared_port_refusal(levels, 0) is None else None
-    bounded = False
+        port_arch = replace(arch, levels=(replace(arch.levels[0], shared_port=True),) + arch.levels[1:])
     operators: dict[str, Operator] = {}
     singles: dict[str, Single] = {}
+    both_ways: list[str] = []       # layers alone moving a double buffer's inputs and output through the one port
     base_e = base_l = 0.0
     base_off = 0
     for lm in mm.layers:
@@ -221,11 +221,10 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
         off = offchip_bits(lm.layer.operator, lm.result, top)
         if port_arch is not None and lm.mapping is not None:
             lat = evaluate(lm.layer.operator, port_arch, lm.mapping, check=False).latency
-        elif port_bw and not arch.levels[0].shared_port:
-            # The latency model cannot schedule one port here (``shared_port_refusal``): a layer alone takes at
-            # least its off-chip bits over the one port (a lower bound of its schedule on one port).
-            lat = max(lat, off / port_bw)
-            bounded = True
+        timed_on = port_arch if port_arch is not None else arch
+        if timed_on.levels[0].shared_port and lm.mapping is not None and \
+                shared_port_crossings(lm.layer.operator, timed_on, lm.mapping) == {"input", "output"}:
+            both_ways.append(lm.layer.name)
         for node in lm.layer.nodes:
             singles[node] = Single(node, lm.result.energy_total, lat, off, fmap_bits(lm.layer.operator, lm.result, top))
         base_e += lm.result.energy_total * lm.count
@@ -238,10 +237,12 @@ def fuse_model(mm: ModelMapping, *, objective: str | None = None, config: Fusion
     notes: list[str] = []
     if port_bw:
         notes.append("one off-chip port for reads and writes: fused groups, host passes and layers alone share it; "
-                     + ("a layer alone takes the larger of its single-operator latency (a port each way) and its "
-                        "off-chip bits over the one port (a lower bound of its schedule on one port: the latency "
-                        "model schedules one port only above single-buffered levels)" if bounded else
-                        "a layer alone is its mapping's schedule with its reads and writes taking turns on the port"))
+                     "a layer alone is its mapping's schedule with its reads and writes taking turns on the port")
+    if both_ways:
+        notes.append(f"{len(both_ways)} layer(s) alone ({', '.join(both_ways)}) move both inputs and the output of a "
+                     "double-buffered level through the one off-chip port: there the latency model can be below the "
+                     "simulator's schedule (it counts that level's loads, not its drains, against each other on the "
+                     "port)")
     source = Path(mm.model.source)
     links: list[tuple[ChainLink, ...]] = []
     if source.suffix == ".onnx" and source.exists():
