@@ -223,3 +223,19 @@ def test_fused_model_says_where_a_layer_alone_crosses_one_port_both_ways(tmp_pat
     assert said == ([f"1 layer(s) alone ({lm.layer.name}) move both inputs and the output of a double-buffered level "
                      "through the one off-chip port: there the latency model can be below the simulator's schedule "
                      "(it counts that level's loads, not its drains, against each other on the port)"] if both else [])
+
+
+@pytest.mark.parametrize("seed, both", [(0, False), (1, True)])
+def test_mapper_says_where_its_best_mapping_crosses_one_port_both_ways(seed, both):
+    # The format accepts one port above a double buffer, but where the best mapping moves that buffer's inputs and its
+    # output through it the model can be below the simulator: the layer's notes say so (and only then).
+    from accelmap.search.mapper import map_operator
+
+    arch = get_accelerator("tpu_like")
+    op = adopt_precision(gemm("mm", m=64, n=64, k=32), arch)
+    res = map_operator(op, _one_port(arch), "edp", strategy="random", time_limit=600, seed=seed)
+    assert shared_port_crossings(op, _one_port(arch), res.best.mapping) == ({"input", "output"} if both else {"input"})
+    said = [n for n in res.notes if "through one shared port" in n]
+    assert said == (["the best mapping moves a double-buffered level's inputs and its output through one shared port: "
+                     "the model's latency can be below the simulator's there (accelmap simulate runs it)"] if both
+                    else [])
