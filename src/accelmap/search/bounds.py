@@ -522,7 +522,8 @@ class BoundContext:
             step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
                 if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
             # Rule B73: the output's drains from a double-buffered level follow every other prologue term.
-            leads = drain_lead_terms(self, tile_at, level)
+            leads = drain_lead_terms(self, tile_at, level,
+                                     lambda c: last_step_cycles(fixed, c, arch.compute.macs_per_cycle))
             node.shared = (cases, float(edge), float(drain), busy, floors, open_stall, step, leads)
         cases, edge, drain, busy, floors, open_stall, step, leads = node.shared
         # Each operand's traffic per case; the node keeps it by what it reads of the order (orders that give X the
