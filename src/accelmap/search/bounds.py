@@ -31,6 +31,7 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
+from accelmap.search.drain_after_prologue import drain_lead_terms, drains_after_prologue_cycles
 from accelmap.search.first_fill import first_fill_cycles, first_fill_terms, last_drain_cycles, last_drain_terms
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.merge_ceiling import merge_room
@@ -210,6 +211,8 @@ class BoundContext:
     # Attributes set while bounds are computed that the node parts do not depend on (the deadline), or that only
     # restate the node a bound is asked for (a subclass's scratch of ``lower_bound``'s own arguments).
     per_call_attributes: frozenset[str] = frozenset({"deadline"})
+    # Rule B73 (``drain_after_prologue``); the tests switch it off to measure what it adds.
+    drains_after_prologue: bool = True
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting anything but a ``per_call_attributes`` one after the first bound (a rule switched off or replaced,
@@ -518,8 +521,11 @@ class BoundContext:
             # Rule B19: a step of compute follows a port's last load (perfect nests: the temporal loops are whole).
             step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
                 if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
-            node.shared = (cases, float(edge), float(drain), busy, floors, open_stall, step)
-        cases, edge, drain, busy, floors, open_stall, step = node.shared
+            # Rule B73: the output's drains from a double-buffered level follow every other prologue term.
+            leads = drain_lead_terms(self, tile_at, level,
+                                     lambda c: last_step_cycles(fixed, c, arch.compute.macs_per_cycle))
+            node.shared = (cases, float(edge), float(drain), busy, floors, open_stall, step, leads)
+        cases, edge, drain, busy, floors, open_stall, step, leads = node.shared
         # Each operand's traffic per case; the node keeps it by what it reads of the order (orders that give X the
         # same refetch counts share it).
         traffic: dict[tuple[str, int | None], tuple] = {}
@@ -547,8 +553,11 @@ class BoundContext:
             port_loads: dict[int, float] = {}
             chained = 0.0
             streams: dict[tuple[int, int, str], float] = {}
+            led = 0.0
             for tk in keys:
                 e, bits, loads, queued, on_port, own, _, mine = traffic[tk]
+                if leads and tk[0] == op.output.name:
+                    led = float(drains_after_prologue_cycles(arch, leads, bits))     # rule B73
                 streams.update(mine)
                 chained = max(chained, own)
                 energy += e
@@ -587,7 +596,7 @@ class BoundContext:
                 # Rule B20: ... and a stream's last tile computes for its whole period after it.
                 tail = max(tail, last_tile_tail(op, fixed, level, pinned_steps, streams, busy) + drain)
             inner = busy + stall if not bursts else float(burst_cycles(bursts, outside, busy + stall))
-            least.add(energy, max(inner + edge, transfer, tail))
+            least.add(energy, max(inner + edge, transfer, tail, led))
         kept = node.bounds[asked] = least.pair()
         return kept
 
@@ -780,6 +789,16 @@ class BoundContext:
         (``node_bounds``); the same arithmetic serves both. Returns (prologue + epilogue, longest last drain)."""
         total: Any = 0.0
         drain: Any = 0.0
+        for X, _, term, _ in self.edge_cycle_terms(tile_at, level):
+            total = total + term
+            if X.is_output:
+                drain = np.maximum(drain, term)
+        return total, drain
+
+    def edge_cycle_terms(self, tile_at, level: int) -> list[tuple[Operand, int, Any, Any]]:
+        """Rule B10's terms one by one (``edge_cycles`` sums them): (operand, level c, cycles, whether the model
+        surely overlaps c's transfers: True, or a mask of rows); a term is 0 where it does not."""
+        out: list[tuple[Operand, int, Any, Any]] = []
         fits: dict[int, Any] = {}
         for X, c, setup, per, least in self.edge_terms:
             lv = self.arch.levels[c]
@@ -796,10 +815,8 @@ class BoundContext:
             data = 0.0 if X.is_output and not self.whole_tiles else np.minimum(tile_at(X, c), least) * per
             term = setup + data
             term = term if ok is True else np.where(ok, term, 0.0)
-            total = total + term
-            if X.is_output:
-                drain = np.maximum(drain, term)
-        return total, drain
+            out.append((X, c, term, ok))
+        return out
 
     def _two_tiles_fit(self, tile_at, c: int):
         """``cost.latency.overlapping`` of a level double-buffered when two tiles fit, from the fixed tiles at c."""

@@ -23,6 +23,7 @@ from accelmap.mapping.loopnest import Loop
 from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spatial_lineage, fixed_spatial_merge
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
+from accelmap.search.drain_after_prologue import drain_lead_terms, drains_after_prologue_cycles
 from accelmap.search.first_fill import first_fill_cycles, last_drain_cycles
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.merge_ceiling import merge_room
@@ -334,6 +335,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     last_drains = last_drain_cycles(op, ctx.last_drain_terms, tile_at) + np.zeros(n) if ctx.whole_tiles else np.zeros(n)
     edge, drain = ctx.edge_cycles(tile_at, level)
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
+    leads = drain_lead_terms(ctx, tile_at, level,      # rule B73 (as ``BoundContext.lower_bound``)
+                             lambda c: last_step_cycles_rows(shared, free, c, arch.compute.macs_per_cycle, n))
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     floors = {c: ctx.open_level_floor(c) for c in range(1, level)}
     open_stall = open_levels_stall(ctx, level)      # rule B27 (as ``BoundContext.lower_bound``)
@@ -357,8 +360,11 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         port_queue: dict[int, np.ndarray] = {}
         port_loads: dict[int, np.ndarray] = {}
         chained = np.zeros(n)
+        led = np.zeros(n)
         for X in op.operands:
             e, bits, loads, _, queued, on_port, own, _ = traffic[(X.name, keys[X.name])]
+            if leads and X.is_output:
+                led = np.maximum(led, drains_after_prologue_cycles(arch, leads, bits))     # rule B73
             chained = np.maximum(chained, own)
             energy = energy + e
             for lv, kind, b in bits:
@@ -384,7 +390,7 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         # Rule B13 (as ``BoundContext.lower_bound``).
         tail = (np.maximum.reduce(list(port_loads.values())) if port_loads else np.zeros(n)) + drain + step
         inner = burst_cycles(bursts, outside, busy + stall) if bursts else busy + stall
-        least.add(energy, np.maximum(np.maximum(inner + edge, transfer), tail), mask)
+        least.add(energy, np.maximum(np.maximum(np.maximum(inner + edge, transfer), tail), led), mask)
     return least.rows()
 
 

@@ -43,7 +43,7 @@ from accelmap.search.padded_interior_lanes import InteriorLaneContext
 from accelmap.search.padded_orders import orders_prunable
 from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
-from accelmap.search.spatial import spatial_lower_bound
+from accelmap.search.spatial import keep_lower_bounds
 from accelmap.workload.operator import Operator
 
 
@@ -414,9 +414,7 @@ def _keeps_by_bound(op: Operator, arch: Accelerator, cons: Constraints, objectiv
     loops = tuple(Loop(d, b, axes[name][0], name) for name, dims in cons.spatial.items() for d, b in dims.items()
                   if b > 1)
     scored = []
-    for keep in keeps:
-        chains = {X.name: [[i for i, kp in enumerate(keep) if X.name in kp]] for X in op.operands}
-        e, l = spatial_lower_bound(op, arch, loops, chains)
+    for keep, (e, l) in zip(keeps, keep_lower_bounds(op, arch, loops, keeps), strict=True):
         scored.append((_rank(objective, e, l), e, l, keep))
     scored.sort(key=lambda t: t[0])
     for _, e, l, keep in scored:

@@ -200,6 +200,44 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
     return float(e[0]), float(lat[0])
 
 
+def keep_lower_bounds(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
+                      keeps: list[tuple[frozenset[str], ...]]) -> list[tuple[float, float]]:
+    """``spatial_lower_bound`` of each bypass choice of ``keeps`` (rule B6) under the one unrolling ``spatial``, the same
+    values: what does not depend on the choice (the merges, the padded schedule) is computed once, and what depends on
+    one operand's level set (rule S6's fits, rule S7's stall vectors: each computed per operand and set) once per set."""
+    dims = op.dim_names
+    groups, axes = [], []
+    for l in spatial:
+        B = np.ones((1, len(dims)), dtype=np.int64)
+        B[0, dims.index(l.dim)] = l.bound
+        axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
+        groups.append((l.level, axes[-1][1].multicast, B))
+    pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
+    sets: dict[str, list[list[int]]] = {X.name: [] for X in op.operands}
+    picks = []
+    for keep in keeps:
+        pick = {}
+        for X in op.operands:
+            chain = [i for i, kp in enumerate(keep) if X.name in kp]
+            if chain not in sets[X.name]:
+                sets[X.name].append(chain)
+            pick[X.name] = sets[X.name].index(chain)
+        picks.append(pick)
+    fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, sets)     # rule S6
+    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+    used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
+    schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
+    compute, vectors = stall_terms(op, arch, pes, sets, schedule)                           # rule S7
+    out = []
+    for pick in picks:
+        chains = {name: [sets[name][i]] for name, i in pick.items()}
+        e, lat = spatial_bounds(op, arch, merges, pes, chains, {name: [fits[name][i]] for name, i in pick.items()},
+                                (compute, {name: [vectors[name][i]] for name, i in pick.items()}),
+                                _dim_pinned(op, arch, chains, groups, used, merges))         # rule B24
+        out.append((float(e[0]), float(lat[0])))
+    return out
+
+
 def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]],
                 groups: list[tuple[int, bool, np.ndarray]], used: np.ndarray,
                 merges: dict[str, np.ndarray]) -> PinnedStall:
