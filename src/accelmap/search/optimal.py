@@ -42,7 +42,7 @@ from accelmap.search.padded_interior_lanes import InteriorLaneContext
 from accelmap.search.padded_orders import orders_prunable
 from accelmap.search.root_pairs import paired_root_bound
 from accelmap.search.space import Constraints, factor_choices, keep_options, level_axes
-from accelmap.search.spatial import spatial_lower_bound
+from accelmap.search.spatial import UnrollingTerms
 from accelmap.workload.operator import Operator
 
 
@@ -405,10 +405,22 @@ def _keeps_by_bound(op: Operator, arch: Accelerator, cons: Constraints, objectiv
         return
     loops = tuple(Loop(d, b, axes[name][0], name) for name, dims in cons.spatial.items() for d, b in dims.items()
                   if b > 1)
-    scored = []
+    # Each choice's bound is S1 with its own level sets alone; their parts are computed once for the sets of all
+    # choices (``UnrollingTerms``: the same bound, to the bit).
+    sets: dict[str, list[list[int]]] = {X.name: [] for X in op.operands}
+    picks = []
     for keep in keeps:
-        chains = {X.name: [[i for i, kp in enumerate(keep) if X.name in kp]] for X in op.operands}
-        e, l = spatial_lower_bound(op, arch, loops, chains)
+        pick = {}
+        for X in op.operands:
+            chain = [i for i, kp in enumerate(keep) if X.name in kp]
+            if chain not in sets[X.name]:
+                sets[X.name].append(chain)
+            pick[X.name] = sets[X.name].index(chain)
+        picks.append(pick)
+    terms = UnrollingTerms(op, arch, loops, sets)
+    scored = []
+    for keep, pick in zip(keeps, picks, strict=True):
+        e, l = terms.bound(pick)
         scored.append((_rank(objective, e, l), e, l, keep))
     scored.sort(key=lambda t: t[0])
     for _, e, l, keep in scored:

@@ -183,21 +183,61 @@ def dims_used(op: Operator) -> dict[str, np.ndarray]:
 def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
                         chains: dict[str, list[list[int]]]) -> tuple[float, float]:
     """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
-    dims = op.dim_names
-    groups, axes = [], []
-    for l in spatial:
-        B = np.ones((1, len(dims)), dtype=np.int64)
-        B[0, dims.index(l.dim)] = l.bound
-        axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
-        groups.append((l.level, axes[-1][1].multicast, B))
-    pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
-    fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
-    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-    used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
-    schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
-    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),  # S7
-                            _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
-    return float(e[0]), float(lat[0])
+    return UnrollingTerms(op, arch, spatial, chains).bound()
+
+
+class UnrollingTerms:
+    """What ``bounds.spatial_bounds`` takes for the one unrolling whose spatial loops are ``spatial``, under the level
+    sets ``chains``: the merges, PEs and MAC schedule (functions of the unrolling alone) and, per operand and level
+    set, rule S6's fits, rule S7's stall vector and rule B24/B33's pinned entries. Each of those is a function of its
+    own level set (and the unrolling), not of the other sets listed, so ``arguments`` can hand ``spatial_bounds`` any
+    one pick of them: the bound of one bypass choice (rule S1 per choice, ``optimal._keeps_by_bound``) equals
+    ``spatial_lower_bound`` with that choice's chains alone, to the bit, with the parts computed once for all."""
+
+    def __init__(self, op: Operator, arch: Accelerator, spatial: tuple[Loop, ...], chains: dict[str, list[list[int]]]):
+        dims = op.dim_names
+        groups, axes = [], []
+        for l in spatial:
+            B = np.ones((1, len(dims)), dtype=np.int64)
+            B[0, dims.index(l.dim)] = l.bound
+            axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
+            groups.append((l.level, axes[-1][1].multicast, B))
+        self.chains = chains
+        self.pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
+        self.fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
+        self.merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+        used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
+        schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
+        self.stall = stall_terms(op, arch, self.pes, chains, schedule)                           # rule S7
+        self.pinned = _dim_pinned(op, arch, chains, groups, used, self.merges)                  # rule B24
+        self.op, self.arch, self.names = op, arch, [X.name for X in op.operands]
+
+    def bound(self, pick: dict[str, int] | None = None) -> tuple[float, float]:
+        """(energy, latency) of ``spatial_bounds`` over every level set, or with ``pick`` (per operand an index into its
+        ``chains``) over that one set per operand."""
+        e, lat = spatial_bounds(self.op, self.arch, *self.arguments(pick))
+        return float(e[0]), float(lat[0])
+
+    def arguments(self, pick: dict[str, int] | None = None) -> tuple:
+        """``spatial_bounds``'s arguments after ``op`` and ``arch`` (see ``bound``)."""
+        if pick is None:
+            return self.merges, self.pes, self.chains, self.fits, self.stall, self.pinned
+        one = {name: [self.chains[name][pick[name]]] for name in self.names}
+        fits = {name: [self.fits[name][pick[name]]] for name in self.names}
+        stall = (self.stall[0], {name: [self.stall[1][name][pick[name]]] for name in self.names})
+        return self.merges, self.pes, one, fits, stall, _PickedPinned(self.pinned, [pick[n] for n in self.names])
+
+
+class _PickedPinned(PinnedStall):
+    """A ``PinnedStall`` over every level set seen through one pick of them: ``spatial_bounds`` given one set per
+    operand asks for the combination (0, ..., 0), which is the pick's."""
+
+    def __init__(self, pinned: PinnedStall, pick: list[int]):
+        self.pinned, self.pick = pinned, tuple(pick)
+
+    def cases(self, index: tuple[int, ...]) -> list[tuple[np.ndarray | None, np.ndarray]]:
+        assert not any(index), index
+        return self.pinned.cases(self.pick)
 
 
 def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]],
