@@ -1143,36 +1143,33 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     ``combination_pairs``): filled with each combination's (energy, latency) pair, kept together for a scalar
     objective; the bounds returned are the unpaired ones (an energy bound and a latency bound, each valid alone).
     """
+    return combined_spatial_bounds(op, arch, pes, operand_chain_terms(op, arch, merges, len(pes), chains, fits),
+                                   stall, pinned, pairs)
+
+
+def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], rows: int,
+                        chains: dict[str, list[list[int]]],
+                        fits: dict[str, list[np.ndarray]] | None = None) -> list[list[tuple[np.ndarray, ...]]]:
+    """``spatial_bounds``'s per-operand terms: per operand (``op.operands`` order), per level set of ``chains``, its
+    (energy, reads [row, level] bits, writes [row, level] bits, busiest port's cycles) per row. Each is a function of
+    that operand, that level set, the merges and its fits alone."""
     nlev = len(arch.levels)
     macs = op.macs
     init_read = 1 if op.init_output == "read" else 0
-    energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
-    latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
-    if stall is not None:
-        latency = np.maximum(latency, stall[0])      # (a padded unrolling's schedule: rule B32)
-    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
-    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
-    energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
-    base_energy = energy.copy()
+    out: list[list[tuple[np.ndarray, ...]]] = []
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
         inner = np.concatenate([np.ones((len(M), 1)), np.cumprod(M, axis=1)], axis=1)  # prod of levels < l
-        best_e = np.full(len(pes), np.inf)
-        best_t = np.full(len(pes), np.inf)
-        traffic.append([])
-        energies.append([])
+        out.append([])
         for j, chain in enumerate(chains[X.name]):
-            reads = np.zeros((len(pes), nlev))
-            writes = np.zeros((len(pes), nlev))
-            e = np.zeros(len(pes))
+            reads = np.zeros((rows, nlev))
+            writes = np.zeros((rows, nlev))
+            e = np.zeros(rows)
             if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
                 if fits is not None:
                     e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-                best_e = np.minimum(best_e, e)
-                best_t = np.minimum(best_t, np.where(np.isfinite(e), 0.0, np.inf))
-                traffic[-1].append((reads, writes))
-                energies[-1].append(e)
+                out[-1].append((e, reads, writes, np.where(np.isfinite(e), 0.0, np.inf)))
                 continue
 
             def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
@@ -1210,11 +1207,33 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                 charge(last, "read", served)
             if fits is not None:
                 e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-            transfer = busiest_port(arch, reads, writes, len(pes))
+            out[-1].append((e, reads, writes, busiest_port(arch, reads, writes, rows)))
+    return out
+
+
+def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
+                            terms: list[list[tuple[np.ndarray, ...]]],
+                            stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
+                            pinned: PinnedStall | None = None,
+                            pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``spatial_bounds`` from its per-operand terms (``operand_chain_terms``): energy the least per operand summed,
+    latency the MAC schedule, each operand's least port time and rule S3's combinations."""
+    energy = np.full(len(pes), op.macs * arch.compute.mac_energy_pj, dtype=np.float64)
+    latency = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
+    if stall is not None:
+        latency = np.maximum(latency, stall[0])      # (a padded unrolling's schedule: rule B32)
+    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
+    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
+    base_energy = energy.copy()
+    for per_set in terms:
+        best_e = np.full(len(pes), np.inf)
+        best_t = np.full(len(pes), np.inf)
+        for e, _, _, transfer in per_set:
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
-            traffic[-1].append((reads, writes))
-            energies[-1].append(e)
+        traffic.append([(reads, writes) for _, reads, writes, _ in per_set])
+        energies.append([e for e, _, _, _ in per_set])
         energy += best_e
         latency = np.maximum(latency, best_t)
     stall_vectors = None if stall is None else [stall[1][X.name] for X in op.operands]

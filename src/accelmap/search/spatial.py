@@ -27,7 +27,13 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import shared_axis_dims
-from accelmap.search.bounds import loose_operand, serial_fill_levels, spatial_bounds
+from accelmap.search.bounds import (
+    combined_spatial_bounds,
+    loose_operand,
+    operand_chain_terms,
+    serial_fill_levels,
+    spatial_bounds,
+)
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
@@ -190,9 +196,10 @@ class UnrollingTerms:
     """What ``bounds.spatial_bounds`` takes for the one unrolling whose spatial loops are ``spatial``, under the level
     sets ``chains``: the merges, PEs and MAC schedule (functions of the unrolling alone) and, per operand and level
     set, rule S6's fits, rule S7's stall vector and rule B24/B33's pinned entries. Each of those is a function of its
-    own level set (and the unrolling), not of the other sets listed, so ``arguments`` can hand ``spatial_bounds`` any
-    one pick of them: the bound of one bypass choice (rule S1 per choice, ``optimal._keeps_by_bound``) equals
-    ``spatial_lower_bound`` with that choice's chains alone, to the bit, with the parts computed once for all."""
+    own level set (and the unrolling), not of the other sets listed, as are ``spatial_bounds``' per-operand terms
+    (``bounds.operand_chain_terms``), so ``bound`` can combine any one pick of them: the bound of one bypass choice
+    (rule S1 per choice, ``optimal._keeps_by_bound``) equals ``spatial_lower_bound`` with that choice's chains alone,
+    to the bit, with the parts computed once for all."""
 
     def __init__(self, op: Operator, arch: Accelerator, spatial: tuple[Loop, ...], chains: dict[str, list[list[int]]]):
         dims = op.dim_names
@@ -211,21 +218,21 @@ class UnrollingTerms:
         self.stall = stall_terms(op, arch, self.pes, chains, schedule)                           # rule S7
         self.pinned = _dim_pinned(op, arch, chains, groups, used, self.merges)                  # rule B24
         self.op, self.arch, self.names = op, arch, [X.name for X in op.operands]
+        # per operand, per level set: its energy, traffic and port time (``bounds.operand_chain_terms``)
+        self.terms = operand_chain_terms(op, arch, self.merges, 1, chains, self.fits)
 
     def bound(self, pick: dict[str, int] | None = None) -> tuple[float, float]:
         """(energy, latency) of ``spatial_bounds`` over every level set, or with ``pick`` (per operand an index into its
         ``chains``) over that one set per operand."""
-        e, lat = spatial_bounds(self.op, self.arch, *self.arguments(pick))
-        return float(e[0]), float(lat[0])
-
-    def arguments(self, pick: dict[str, int] | None = None) -> tuple:
-        """``spatial_bounds``'s arguments after ``op`` and ``arch`` (see ``bound``)."""
         if pick is None:
-            return self.merges, self.pes, self.chains, self.fits, self.stall, self.pinned
-        one = {name: [self.chains[name][pick[name]]] for name in self.names}
-        fits = {name: [self.fits[name][pick[name]]] for name in self.names}
-        stall = (self.stall[0], {name: [self.stall[1][name][pick[name]]] for name in self.names})
-        return self.merges, self.pes, one, fits, stall, _PickedPinned(self.pinned, [pick[n] for n in self.names])
+            e, lat = combined_spatial_bounds(self.op, self.arch, self.pes, self.terms, self.stall, self.pinned)
+        else:
+            js = [pick[name] for name in self.names]
+            e, lat = combined_spatial_bounds(
+                self.op, self.arch, self.pes, [[per_set[j]] for per_set, j in zip(self.terms, js, strict=True)],
+                (self.stall[0], {name: [self.stall[1][name][j]] for name, j in zip(self.names, js, strict=True)}),
+                _PickedPinned(self.pinned, js))
+        return float(e[0]), float(lat[0])
 
 
 class _PickedPinned(PinnedStall):
