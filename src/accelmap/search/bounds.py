@@ -187,7 +187,8 @@ class BoundContext:
         # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
         self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
         # Rule B59: the output's last drains from single-buffered levels drained one to one (``first_fill``).
-        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B70: ... and from the levels fed through a fan-out, the parent taking every busy instance's tile.
+        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose, self.spatial_cap)
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's

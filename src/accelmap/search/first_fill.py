@@ -25,6 +25,7 @@ exact once c is fixed, a lower bound before (tiles only grow with loops). Setup 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -65,10 +66,13 @@ def first_fill_cycles(op: Operator, terms: list[tuple[str, int, float]], tile_at
 
 
 def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
-                     loose: frozenset[str] | set[str]) -> list[tuple[int, float]]:
+                     loose: frozenset[str] | set[str],
+                     spatial_cap: Sequence[dict[str, int] | None] | None = None) -> list[tuple[int, float]]:
     """Rule B59: per single-buffered level c of the output's chain whose parent p it drains to one to one (c and p one
     instance each): (c, cycles per element of the output's last tile at c: its fewest bits over the slower of c's
-    read port and p's write port)."""
+    read port and p's write port). Rule B70: the same for every other single-buffered level c of the chain, the
+    parent's side taking the distinct outputs of ``spread_drains``' instances of c per instance of p (``spatial_cap``:
+    per level, the fan-out's fixed unrolling, dim -> bound, or None where it is open)."""
     O = op.output
     if O.name in loose:
         return []
@@ -78,7 +82,34 @@ def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int
         per = w * _cycles_per_bit(C.read_bw_bits, P.write_bw_bits)
         if per > 0:
             terms.append((c, per))
+    for p, c in pairwise(chains[O.name]):
+        P, C = arch.levels[p], arch.levels[c]
+        if c not in serial_fill or (P.instances == 1 and C.instances == 1):
+            continue
+        per = w * max(_cycles_per_bit(C.read_bw_bits), spread_drains(op, spatial_cap, p, c) * _cycles_per_bit(
+            P.write_bw_bits))
+        if per > 0:
+            terms.append((c, per))
     return terms
+
+
+def spread_drains(op: Operator, spatial_cap: Sequence[dict[str, int] | None] | None, p: int, c: int) -> int:
+    """Rule B70: the fewest instances of level c below one instance of its parent p whose output tiles are distinct:
+    the product of the fixed fan-outs' bounds between p and c (levels p to c - 1) over the output's dims, counting a
+    dim only where its whole unrolling divides it (every lane then busy); 1 where nothing is known (at least one
+    instance drains)."""
+    if spatial_cap is None:
+        return 1
+    total: dict[str, int] = {}
+    for cap in spatial_cap:
+        for d, b in (cap or {}).items():
+            total[d] = total.get(d, 1) * b
+    out = 1
+    for cap in spatial_cap[p:c]:
+        for d, b in (cap or {}).items():
+            if d in op.output.dims and op.sizes[d] % total[d] == 0:
+                out *= b
+    return out
 
 
 def _one_to_one_links(arch: Accelerator, chain: list[int], serial_fill: frozenset[int]):
