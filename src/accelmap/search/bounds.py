@@ -31,7 +31,13 @@ from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_classes
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
-from accelmap.search.first_fill import first_fill_cycles, first_fill_terms, last_drain_cycles, last_drain_terms
+from accelmap.search.first_fill import (
+    first_block_cycles,
+    first_fill_terms,
+    first_queue_terms,
+    last_drain_cycles,
+    last_drain_terms,
+)
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_energy import least_refill_energy
@@ -186,6 +192,9 @@ class BoundContext:
                     self.port_paced[(p, c)] = read_bw
         # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
         self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B71: ... and the first tiles' loads that one parent's read port paces queue on it.
+        self.first_queue_terms = first_queue_terms(op, arch, self.chains, self.serial_fill, self.loose,
+                                                   self.spatial_cap, self.port_paced)
         # Rule B59: the output's last drains from single-buffered levels drained one to one (``first_fill``).
         # Rule B70: ... and from the levels fed through a fan-out, the parent taking every busy instance's tile.
         self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose, self.spatial_cap)
@@ -438,7 +447,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            first_fill = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0   # rule B56
+            first_fill = first_block_cycles(op, self.first_fill_terms, self.first_queue_terms if full_positions is None
+                                            and self.whole_tiles else (), tile_at) if X.is_output else 0.0  # B56, B71
             return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first_fill), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
