@@ -1162,8 +1162,9 @@ def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.nd
                         chains: dict[str, list[list[int]]],
                         fits: dict[str, list[np.ndarray]] | None = None) -> list[list[tuple[np.ndarray, ...]]]:
     """``spatial_bounds``'s per-operand terms: per operand (``op.operands`` order), per level set of ``chains``, its
-    (energy, reads [row, level] bits, writes [row, level] bits, busiest port's cycles) per row. Each is a function of
-    that operand, that level set, the merges and its fits alone."""
+    (energy, reads [row, level] bits, writes [row, level] bits, busiest port's cycles, (reads, writes) of the MACs
+    alone at its last level, rule B72) per row. Each is a function of that operand, that level set, the merges and its
+    fits alone."""
     nlev = len(arch.levels)
     macs = op.macs
     init_read = 1 if op.init_output == "read" else 0
@@ -1177,10 +1178,11 @@ def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.nd
             reads = np.zeros((rows, nlev))
             writes = np.zeros((rows, nlev))
             e = np.zeros(rows)
+            stream = (np.zeros((rows, nlev)), np.zeros((rows, nlev)))
             if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
                 if fits is not None:
                     e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-                out[-1].append((e, reads, writes, np.where(np.isfinite(e), 0.0, np.inf)))
+                out[-1].append((e, reads, writes, np.where(np.isfinite(e), 0.0, np.inf), stream))
                 continue
 
             def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
@@ -1214,11 +1216,14 @@ def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.nd
             if X.is_output:
                 charge(last, "write", served)
                 charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
+                stream[1][:, last] = served * fewest_bits(X, arch)
+                stream[0][:, last] = np.maximum(0.0, served - fp * (inner[:, last] - init_read)) * fewest_bits(X, arch)
             else:
                 charge(last, "read", served)
+                stream[0][:, last] = served * fewest_bits(X, arch)
             if fits is not None:
                 e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-            out[-1].append((e, reads, writes, busiest_port(arch, reads, writes, rows)))
+            out[-1].append((e, reads, writes, busiest_port(arch, reads, writes, rows), stream))
     return out
 
 
@@ -1236,15 +1241,17 @@ def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
     # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
     traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
     energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
+    streams: list[list[tuple[np.ndarray, np.ndarray]]] = []      # per operand, per level set: rule B72's MAC side
     base_energy = energy.copy()
     for per_set in terms:
         best_e = np.full(len(pes), np.inf)
         best_t = np.full(len(pes), np.inf)
-        for e, _, _, transfer in per_set:
+        for e, _, _, transfer, _ in per_set:
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
-        traffic.append([(reads, writes) for _, reads, writes, _ in per_set])
-        energies.append([e for e, _, _, _ in per_set])
+        traffic.append([(reads, writes) for _, reads, writes, _, _ in per_set])
+        streams.append([stream for *_, stream in per_set])
+        energies.append([e for e, _, _, _, _ in per_set])
         energy += best_e
         latency = np.maximum(latency, best_t)
     stall_vectors = None if stall is None else [stall[1][X.name] for X in op.operands]
@@ -1253,7 +1260,8 @@ def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
     if pairs is not None:
         pairs.start(base_energy, energies, latency)
     return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
-                                                         None if stall is None else stall[0], pinned, pairs))
+                                                         None if stall is None else stall[0], pinned, pairs,
+                                                         streams if MAC_STREAM_STALL else None))
 
 
 def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
@@ -1261,6 +1269,10 @@ def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarr
     bad = ~ok
     return (np.where(bad, np.inf, e), np.where(bad[:, None], np.inf, reads), np.where(bad[:, None], np.inf, writes))
 
+
+# Rule B72 (docs/mapper.md): S1's stall adds to the MACs' streaming as well as to the MAC schedule (a switch for the
+# tests that measure the rules before it).
+MAC_STREAM_STALL = True
 
 # Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
 # instead of the least over combinations (weaker, as cheap as one combination).
@@ -1270,7 +1282,8 @@ PORT_COMBINATIONS = 512
 def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
                       stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
                       pinned: PinnedStall | None = None,
-                      pairs: CombinationPairs | None = None) -> np.ndarray:
+                      pairs: CombinationPairs | None = None,
+                      streams: list[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
@@ -1280,17 +1293,23 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     entry (past PORT_COMBINATIONS, each operand's least vector per entry). With ``pinned`` (rule B24) and ``compute``,
     each combination (one level-set index per operand) also takes ``compute`` plus ``pinned(indices)`` (not past
     PORT_COMBINATIONS: leaving it out there keeps the bound a bound). ``pairs`` (rule B25) is told each combination's
-    cycles (not past PORT_COMBINATIONS: it then stays incomplete)."""
+    cycles (not past PORT_COMBINATIONS: it then stays incomplete). With ``streams`` (rule B72: per operand, per level
+    set, the MACs' (reads, writes) at its last level, as [row, level] bits), the stall adds to the larger of ``compute``
+    and the combination's streaming through those ports (rule B11), not to ``compute`` alone."""
     n_comb = math.prod(len(t) for t in traffic)
     stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
+    flows = streams if streams is not None else [[(np.zeros((rows, 1)), np.zeros((rows, 1)))] * len(t)
+                                                 for t in traffic]
     if n_comb > PORT_COMBINATIONS:
         combos = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in traffic]
         stalls = [[np.minimum.reduce(v)] for v in stalls]
+        flows = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in flows]
     else:
         combos = traffic
     best = np.full(rows, np.inf)
     picks = itertools.product(*(range(len(t)) for t in combos))
-    for index, pick, vecs in zip(picks, itertools.product(*combos), itertools.product(*stalls), strict=True):
+    for index, pick, vecs, flow in zip(picks, itertools.product(*combos), itertools.product(*stalls),
+                                       itertools.product(*flows), strict=True):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
         cycles = busiest_port(arch, reads, writes, rows)
@@ -1298,10 +1317,13 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
         # stall, without it.
         splits: list[tuple[np.ndarray | None, np.ndarray]] = [(None, cycles)]
         if compute is not None:
-            cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
+            # Rule B72: the model's stall adds to its compute, the larger of the MAC schedule and the MACs' streaming.
+            busy = compute if streams is None else \
+                np.maximum(compute, busiest_port(arch, sum(r for r, _ in flow), sum(w for _, w in flow), rows))
+            cycles = np.maximum(cycles, busy + float(sum(vecs).max()))
             splits = [(None, cycles)]
             if pinned is not None and combos is traffic:
-                splits = [(extra, np.maximum(cycles, compute + stall)) for extra, stall in pinned.cases(index)]
+                splits = [(extra, np.maximum(cycles, busy + stall)) for extra, stall in pinned.cases(index)]
         for extra, case_cycles in splits:
             if pairs is not None and combos is traffic:
                 pairs.add(index, case_cycles, extra)
