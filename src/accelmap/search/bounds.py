@@ -1160,7 +1160,7 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
 
 def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], rows: int,
                         chains: dict[str, list[list[int]]],
-                        fits: dict[str, list[np.ndarray]] | None = None) -> list[list[tuple[np.ndarray, ...]]]:
+                        fits: dict[str, list[np.ndarray]] | None = None) -> list[list[tuple[Any, ...]]]:
     """``spatial_bounds``'s per-operand terms: per operand (``op.operands`` order), per level set of ``chains``, its
     (energy, reads [row, level] bits, writes [row, level] bits, busiest port's cycles, (reads, writes) of the MACs
     alone at its last level, rule B72) per row. Each is a function of that operand, that level set, the merges and its
@@ -1168,7 +1168,7 @@ def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.nd
     nlev = len(arch.levels)
     macs = op.macs
     init_read = 1 if op.init_output == "read" else 0
-    out: list[list[tuple[np.ndarray, ...]]] = []
+    out: list[list[tuple[Any, ...]]] = []
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
@@ -1228,7 +1228,7 @@ def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.nd
 
 
 def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
-                            terms: list[list[tuple[np.ndarray, ...]]],
+                            terms: list[list[tuple[Any, ...]]],
                             stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
                             pinned: PinnedStall | None = None,
                             pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
