@@ -168,16 +168,17 @@ def test_chained_stalls_raise_the_leaf_latency_bound():
         assert evaluate(op, arch, m).latency == pytest.approx(latency, abs=1e-3)
         ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
         leaf = dict.fromkeys(op.sizes, 1)
-        # (rule B56, the global buffer's first fill before the stores, raises conv1's to 909,522.75)
-        ctx.first_fill_terms = []
+        # (rule B56, the global buffer's first fill before the stores, raises conv1's to 909,522.75; rule B71 too)
+        ctx.first_fill_terms = ctx.first_queue_terms = []
         assert ctx.lower_bound(loops, 0, leaf)[1] == pytest.approx(bound, abs=1e-3)
         ctx.chain_stall_cycles = lambda X, per, serial, w, first=0.0: 0.0
+        ctx.last_drain_terms = []      # (rule B70's last drains, which add to the loads: conv1's 32 cycles)
         assert ctx.lower_bound(loops, 0, leaf)[1] == pytest.approx(without, abs=1e-3)
     raised = leaves = 0
     for arch_name in ("eyeriss_like", "simba_like", "edge_tpu_like"):
         for _, arch, op, m in _mappings(arch_name, 16, 20):
             ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
-            ctx.first_fill_terms = []
+            ctx.first_fill_terms = ctx.first_queue_terms = []
             leaf = dict.fromkeys(op.sizes, 1)
             full = ctx.lower_bound(m.loops, 0, leaf)[1]
             assert full <= evaluate(op, arch, m).latency * (1 + 1e-12)
@@ -208,7 +209,11 @@ def test_a_level_that_holds_only_the_fixed_tile_raises_the_root_bound():
     assert evaluate(op, arch, m).latency == 126_888.0
     ctx = BoundContext(op, arch, m.keep, _unrolling(arch, m))
     root = (len(arch.levels), dict(op.sizes))
-    # (rule B56 adds the first input's load into the activation memory: nothing fixed, one element, 0.125 cycles)
+    # (rule B56 adds the first input's load into the activation memory: nothing fixed, one element, 0.125 cycles;
+    # rule B71 the first weights' loads into the 1,024 weight registers, one each, queued on the weight memory's
+    # 512-bit read port: 16 cycles, the larger)
+    assert ctx.lower_bound((), *root)[1] == 37_648.0
+    ctx.first_queue_terms = []
     assert ctx.lower_bound((), *root)[1] == 37_632.125
     ctx.first_fill_terms = []
     assert ctx.lower_bound((), *root)[1] == 37_632.0

@@ -32,7 +32,13 @@ from accelmap.search.burst_bound import burst_cycles, burst_levels, burst_node_c
 from accelmap.search.case_pairs import CaseBound
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.drain_after_prologue import drain_lead_terms, drains_after_prologue_cycles
-from accelmap.search.first_fill import first_fill_cycles, first_fill_terms, last_drain_cycles, last_drain_terms
+from accelmap.search.first_fill import (
+    first_block_cycles,
+    first_fill_terms,
+    first_queue_terms,
+    last_drain_cycles,
+    last_drain_terms,
+)
 from accelmap.search.last_step import last_step_cycles, last_step_level, last_tile_tail, stream_load_cycles
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_energy import least_refill_energy
@@ -187,8 +193,12 @@ class BoundContext:
                     self.port_paced[(p, c)] = read_bw
         # Rule B56: the first tiles' loads into single-buffered levels fed one to one (``first_fill``).
         self.first_fill_terms = first_fill_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B71: ... and the first tiles' loads that one parent's read port paces queue on it.
+        self.first_queue_terms = first_queue_terms(op, arch, self.chains, self.serial_fill, self.loose,
+                                                   self.spatial_cap, self.port_paced)
         # Rule B59: the output's last drains from single-buffered levels drained one to one (``first_fill``).
-        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose)
+        # Rule B70: ... and from the levels fed through a fan-out, the parent taking every busy instance's tile.
+        self.last_drain_terms = last_drain_terms(op, arch, self.chains, self.serial_fill, self.loose, self.spatial_cap)
         # Rule B10: the first load of every operand into a level that overlaps its transfers with compute, and the
         # last drain of the output from it, run before the first and after the last compute (prologue, epilogue).
         # Per such transfer: (operand, child level, setup cycles, cycles per element at the slower of the child's
@@ -440,7 +450,8 @@ class BoundContext:
                     serial[c] = max(0.0 if C.write_bw_bits is None else into * w / C.instances / C.write_bw_bits,
                                     0.0 if P.read_bw_bits is None else out * w / P.instances / P.read_bw_bits)
             queued, on_port = self.load_port_cycles(loads, w)
-            first_fill = first_fill_cycles(op, self.first_fill_terms, tile_at) if X.is_output else 0.0   # rule B56
+            first_fill = first_block_cycles(op, self.first_fill_terms, self.first_queue_terms if full_positions is None
+                                            and self.whole_tiles else (), tile_at) if X.is_output else 0.0  # B56, B71
             return energy, bits, serial, queued, on_port, self.chain_stall_cycles(X, per_lat, serial, w, first_fill), \
                 pinned_extra, stream_load_cycles(arch, X.name, loads, w) if last_tile else {}
 
@@ -1160,36 +1171,35 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     ``combination_pairs``): filled with each combination's (energy, latency) pair, kept together for a scalar
     objective; the bounds returned are the unpaired ones (an energy bound and a latency bound, each valid alone).
     """
+    return combined_spatial_bounds(op, arch, pes, operand_chain_terms(op, arch, merges, len(pes), chains, fits),
+                                   stall, pinned, pairs)
+
+
+def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], rows: int,
+                        chains: dict[str, list[list[int]]],
+                        fits: dict[str, list[np.ndarray]] | None = None) -> list[list[tuple[Any, ...]]]:
+    """``spatial_bounds``'s per-operand terms: per operand (``op.operands`` order), per level set of ``chains``, its
+    (energy, reads [row, level] bits, writes [row, level] bits, busiest port's cycles, (reads, writes) of the MACs
+    alone at its last level, rule B72) per row. Each is a function of that operand, that level set, the merges and its
+    fits alone."""
     nlev = len(arch.levels)
     macs = op.macs
     init_read = 1 if op.init_output == "read" else 0
-    energy = np.full(len(pes), macs * arch.compute.mac_energy_pj, dtype=np.float64)
-    latency = np.ceil(np.ceil(macs / pes) / arch.compute.macs_per_cycle)
-    if stall is not None:
-        latency = np.maximum(latency, stall[0])      # (a padded unrolling's schedule: rule B32)
-    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
-    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
-    energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
-    base_energy = energy.copy()
+    out: list[list[tuple[Any, ...]]] = []
     for X in op.operands:
         fp = op.footprint(X)
         M = merges[X.name]
         inner = np.concatenate([np.ones((len(M), 1)), np.cumprod(M, axis=1)], axis=1)  # prod of levels < l
-        best_e = np.full(len(pes), np.inf)
-        best_t = np.full(len(pes), np.inf)
-        traffic.append([])
-        energies.append([])
+        out.append([])
         for j, chain in enumerate(chains[X.name]):
-            reads = np.zeros((len(pes), nlev))
-            writes = np.zeros((len(pes), nlev))
-            e = np.zeros(len(pes))
+            reads = np.zeros((rows, nlev))
+            writes = np.zeros((rows, nlev))
+            e = np.zeros(rows)
+            stream = (np.zeros((rows, nlev)), np.zeros((rows, nlev)))
             if loose_operand(arch, X, chain):      # not counted by these rules: no terms (still a bound)
                 if fits is not None:
                     e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-                best_e = np.minimum(best_e, e)
-                best_t = np.minimum(best_t, np.where(np.isfinite(e), 0.0, np.inf))
-                traffic[-1].append((reads, writes))
-                energies[-1].append(e)
+                out[-1].append((e, reads, writes, np.where(np.isfinite(e), 0.0, np.inf), stream))
                 continue
 
             def charge(level: int, kind: str, count, *, X: Operand = X, reads: np.ndarray = reads,
@@ -1223,15 +1233,42 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
             if X.is_output:
                 charge(last, "write", served)
                 charge(last, "read", np.maximum(0.0, served - fp * (inner[:, last] - init_read)))
+                stream[1][:, last] = served * fewest_bits(X, arch)
+                stream[0][:, last] = np.maximum(0.0, served - fp * (inner[:, last] - init_read)) * fewest_bits(X, arch)
             else:
                 charge(last, "read", served)
+                stream[0][:, last] = served * fewest_bits(X, arch)
             if fits is not None:
                 e, reads, writes = _left_out(fits[X.name][j], e, reads, writes)
-            transfer = busiest_port(arch, reads, writes, len(pes))
+            out[-1].append((e, reads, writes, busiest_port(arch, reads, writes, rows), stream))
+    return out
+
+
+def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
+                            terms: list[list[tuple[Any, ...]]],
+                            stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
+                            pinned: PinnedStall | None = None,
+                            pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``spatial_bounds`` from its per-operand terms (``operand_chain_terms``): energy the least per operand summed,
+    latency the MAC schedule, each operand's least port time and rule S3's combinations."""
+    energy = np.full(len(pes), op.macs * arch.compute.mac_energy_pj, dtype=np.float64)
+    latency = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
+    if stall is not None:
+        latency = np.maximum(latency, stall[0])      # (a padded unrolling's schedule: rule B32)
+    # Each operand's read and write traffic per level, per level set it may take (rule S3 below).
+    traffic: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    energies: list[list[np.ndarray]] = []      # per operand, per level set: its energy per row (rule B25)
+    streams: list[list[tuple[np.ndarray, np.ndarray]]] = []      # per operand, per level set: rule B72's MAC side
+    base_energy = energy.copy()
+    for per_set in terms:
+        best_e = np.full(len(pes), np.inf)
+        best_t = np.full(len(pes), np.inf)
+        for e, _, _, transfer, _ in per_set:
             best_e = np.minimum(best_e, e)
             best_t = np.minimum(best_t, transfer)
-            traffic[-1].append((reads, writes))
-            energies[-1].append(e)
+        traffic.append([(reads, writes) for _, reads, writes, _, _ in per_set])
+        streams.append([stream for *_, stream in per_set])
+        energies.append([e for e, _, _, _, _ in per_set])
         energy += best_e
         latency = np.maximum(latency, best_t)
     stall_vectors = None if stall is None else [stall[1][X.name] for X in op.operands]
@@ -1240,7 +1277,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     if pairs is not None:
         pairs.start(base_energy, energies, latency)
     return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
-                                                         None if stall is None else stall[0], pinned, pairs))
+                                                         None if stall is None else stall[0], pinned, pairs,
+                                                         streams if MAC_STREAM_STALL else None))
 
 
 def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
@@ -1248,6 +1286,10 @@ def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarr
     bad = ~ok
     return (np.where(bad, np.inf, e), np.where(bad[:, None], np.inf, reads), np.where(bad[:, None], np.inf, writes))
 
+
+# Rule B72 (docs/mapper.md): S1's stall adds to the MACs' streaming as well as to the MAC schedule (a switch for the
+# tests that measure the rules before it).
+MAC_STREAM_STALL = True
 
 # Combinations of per-operand level sets above which rule S3 takes each operand's least traffic per level
 # instead of the least over combinations (weaker, as cheap as one combination).
@@ -1257,7 +1299,8 @@ PORT_COMBINATIONS = 512
 def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
                       stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
                       pinned: PinnedStall | None = None,
-                      pairs: CombinationPairs | None = None) -> np.ndarray:
+                      pairs: CombinationPairs | None = None,
+                      streams: list[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
@@ -1267,17 +1310,23 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     entry (past PORT_COMBINATIONS, each operand's least vector per entry). With ``pinned`` (rule B24) and ``compute``,
     each combination (one level-set index per operand) also takes ``compute`` plus ``pinned(indices)`` (not past
     PORT_COMBINATIONS: leaving it out there keeps the bound a bound). ``pairs`` (rule B25) is told each combination's
-    cycles (not past PORT_COMBINATIONS: it then stays incomplete)."""
+    cycles (not past PORT_COMBINATIONS: it then stays incomplete). With ``streams`` (rule B72: per operand, per level
+    set, the MACs' (reads, writes) at its last level, as [row, level] bits), the stall adds to the larger of ``compute``
+    and the combination's streaming through those ports (rule B11), not to ``compute`` alone."""
     n_comb = math.prod(len(t) for t in traffic)
     stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
+    flows = streams if streams is not None else [[(np.zeros((rows, 1)), np.zeros((rows, 1)))] * len(t)
+                                                 for t in traffic]
     if n_comb > PORT_COMBINATIONS:
         combos = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in traffic]
         stalls = [[np.minimum.reduce(v)] for v in stalls]
+        flows = [[(np.minimum.reduce([r for r, _ in t]), np.minimum.reduce([w for _, w in t]))] for t in flows]
     else:
         combos = traffic
     best = np.full(rows, np.inf)
     picks = itertools.product(*(range(len(t)) for t in combos))
-    for index, pick, vecs in zip(picks, itertools.product(*combos), itertools.product(*stalls), strict=True):
+    for index, pick, vecs, flow in zip(picks, itertools.product(*combos), itertools.product(*stalls),
+                                       itertools.product(*flows), strict=True):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
         cycles = busiest_port(arch, reads, writes, rows)
@@ -1285,10 +1334,13 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
         # stall, without it.
         splits: list[tuple[np.ndarray | None, np.ndarray]] = [(None, cycles)]
         if compute is not None:
-            cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
+            # Rule B72: the model's stall adds to its compute, the larger of the MAC schedule and the MACs' streaming.
+            busy = compute if streams is None else \
+                np.maximum(compute, busiest_port(arch, sum(r for r, _ in flow), sum(w for _, w in flow), rows))
+            cycles = np.maximum(cycles, busy + float(sum(vecs).max()))
             splits = [(None, cycles)]
             if pinned is not None and combos is traffic:
-                splits = [(extra, np.maximum(cycles, compute + stall)) for extra, stall in pinned.cases(index)]
+                splits = [(extra, np.maximum(cycles, busy + stall)) for extra, stall in pinned.cases(index)]
         for extra, case_cycles in splits:
             if pairs is not None and combos is traffic:
                 pairs.add(index, case_cycles, extra)

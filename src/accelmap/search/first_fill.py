@@ -25,6 +25,7 @@ exact once c is fixed, a lower bound before (tiles only grow with loops). Setup 
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -65,10 +66,13 @@ def first_fill_cycles(op: Operator, terms: list[tuple[str, int, float]], tile_at
 
 
 def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
-                     loose: frozenset[str] | set[str]) -> list[tuple[int, float]]:
+                     loose: frozenset[str] | set[str],
+                     spatial_cap: Sequence[dict[str, int] | None] | None = None) -> list[tuple[int, float]]:
     """Rule B59: per single-buffered level c of the output's chain whose parent p it drains to one to one (c and p one
     instance each): (c, cycles per element of the output's last tile at c: its fewest bits over the slower of c's
-    read port and p's write port)."""
+    read port and p's write port). Rule B70: the same for every other single-buffered level c of the chain, the
+    parent's side taking the distinct outputs of ``spread_drains``' instances of c per instance of p (``spatial_cap``:
+    per level, the fan-out's fixed unrolling, dim -> bound, or None where it is open)."""
     O = op.output
     if O.name in loose:
         return []
@@ -78,7 +82,75 @@ def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int
         per = w * _cycles_per_bit(C.read_bw_bits, P.write_bw_bits)
         if per > 0:
             terms.append((c, per))
+    for p, c in pairwise(chains[O.name]):
+        P, C = arch.levels[p], arch.levels[c]
+        if c not in serial_fill or (P.instances == 1 and C.instances == 1):
+            continue
+        per = w * max(_cycles_per_bit(C.read_bw_bits), spread_drains(op, spatial_cap, p, c) * _cycles_per_bit(
+            P.write_bw_bits))
+        if per > 0:
+            terms.append((c, per))
     return terms
+
+
+def spread_drains(op: Operator, spatial_cap: Sequence[dict[str, int] | None] | None, p: int, c: int) -> int:
+    """Rule B70: the fewest instances of level c below one instance of its parent p whose output tiles are distinct
+    (``distinct_instances`` over the output's dims)."""
+    return distinct_instances(op, spatial_cap, frozenset(op.output.dims), p, c)
+
+
+def distinct_instances(op: Operator, spatial_cap: Sequence[dict[str, int] | None] | None, dims: frozenset[str],
+                       p: int, c: int) -> int:
+    """The fewest instances of level c below one instance of its parent p that hold distinct data of an operand that
+    indexes ``dims`` each by itself (distinct values of such a dim are distinct elements): the product of the fixed
+    fan-outs' bounds between p and c (levels p to c - 1) over ``dims``, counting a dim only where its whole unrolling
+    divides it (every lane then busy); 1 where nothing is known (at least one instance)."""
+    if spatial_cap is None:
+        return 1
+    total: dict[str, int] = {}
+    for cap in spatial_cap:
+        for d, b in (cap or {}).items():
+            total[d] = total.get(d, 1) * b
+    out = 1
+    for cap in spatial_cap[p:c]:
+        for d, b in (cap or {}).items():
+            if d in dims and op.sizes[d] % total[d] == 0:
+                out *= b
+    return out
+
+
+def first_queue_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
+                      loose: frozenset[str] | set[str], spatial_cap: Sequence[dict[str, int] | None] | None,
+                      port_paced: Collection[tuple[int, int]]) -> list[tuple[str, int, float, int]]:
+    """Rule B71: per input X and single-buffered level c of X's chain whose load from its parent p is paced by p's
+    read port (rule B12's ``port_paced``): (X's name, c, cycles per element of X's first tile at c on p's port, p).
+    Per element the port carries the distinct data of ``distinct_instances`` instances of c (over the dims X indexes
+    by themselves), at X's fewest bits over p's read bandwidth."""
+    terms = []
+    for X in op.operands:
+        if X.is_output or X.name in loose:
+            continue
+        w = fewest_bits(X, arch)
+        plain = frozenset(ix.terms[0][0] for ix in X.indices if len(ix.terms) == 1)
+        for p, c in pairwise(chains[X.name]):
+            P = arch.levels[p]
+            if c not in serial_fill or (p, c) not in port_paced or P.read_bw_bits is None:
+                continue
+            terms.append((X.name, c, w * distinct_instances(op, spatial_cap, plain, p, c) / P.read_bw_bits, p))
+    return terms
+
+
+def first_block_cycles(op: Operator, terms: list[tuple[str, int, float]],
+                       queue_terms: Sequence[tuple[str, int, float, int]], tile_at) -> Any:
+    """The least time of the first tiles' loads: rule B56's (``first_fill_cycles``) and rule B71's, the largest over
+    parent ports of the sum of ``queue_terms``' first tiles on that port (pass none where tiles may be partial)."""
+    out = first_fill_cycles(op, terms, tile_at)
+    by_port: dict[int, Any] = {}
+    for name, c, per, p in queue_terms:
+        by_port[p] = by_port.get(p, 0.0) + tile_at(op.operand(name), c) * per
+    for t in by_port.values():
+        out = np.maximum(out, t)
+    return out
 
 
 def _one_to_one_links(arch: Accelerator, chain: list[int], serial_fill: frozenset[int]):

@@ -24,7 +24,7 @@ from accelmap.search.bounds import BoundContext, _tile_and_entering, fixed_spati
 from accelmap.search.burst_bound import burst_cycles, burst_node_classes
 from accelmap.search.case_pairs import CaseBoundRows
 from accelmap.search.drain_after_prologue import drain_lead_terms, drains_after_prologue_cycles
-from accelmap.search.first_fill import first_fill_cycles, last_drain_cycles
+from accelmap.search.first_fill import first_block_cycles, last_drain_cycles
 from accelmap.search.last_step import last_step_cycles_rows
 from accelmap.search.merge_ceiling import merge_room
 from accelmap.search.open_level_refills import open_levels_stall
@@ -266,7 +266,8 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
         if X.is_output:
             served.append((last, False, per[-2][2] * w))
         lat_counts = {(lv, kind): v for lv, kind, v in per_lat}
-        first_fill = first_fill_cycles(op, ctx.first_fill_terms, tile_at) if X.is_output else 0.0     # rule B56
+        first_fill = first_block_cycles(op, ctx.first_fill_terms, ctx.first_queue_terms if ctx.whole_tiles else (),
+                                        tile_at) if X.is_output else 0.0     # rules B56, B71
         return (energy, bits, serial, served, queued, on_port,
                 ctx.chain_stall_cycles(X, lat_counts, serial, w, first_fill), pinned_extra)
 

@@ -27,7 +27,13 @@ from accelmap.arch.accelerator import Accelerator
 from accelmap.mapping.loopnest import Loop, Mapping
 from accelmap.mapping.sampling import divisors
 from accelmap.mapping.validate import shared_axis_dims
-from accelmap.search.bounds import loose_operand, serial_fill_levels, spatial_bounds
+from accelmap.search.bounds import (
+    combined_spatial_bounds,
+    loose_operand,
+    operand_chain_terms,
+    serial_fill_levels,
+    spatial_bounds,
+)
 from accelmap.search.combination_pairs import CombinationPairs
 from accelmap.search.heuristic_config import DEFAULT_HEURISTIC
 from accelmap.search.objective import scalar
@@ -183,36 +189,68 @@ def dims_used(op: Operator) -> dict[str, np.ndarray]:
 def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
                         chains: dict[str, list[list[int]]]) -> tuple[float, float]:
     """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
-    dims = op.dim_names
-    groups, axes = [], []
-    for l in spatial:
-        B = np.ones((1, len(dims)), dtype=np.int64)
-        B[0, dims.index(l.dim)] = l.bound
-        axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
-        groups.append((l.level, axes[-1][1].multicast, B))
-    pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
-    fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
-    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-    used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
-    schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
-    e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),  # S7
-                            _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
-    return float(e[0]), float(lat[0])
+    return UnrollingTerms(op, arch, spatial, chains).bound()
+
+
+class UnrollingTerms:
+    """What ``bounds.spatial_bounds`` takes for the one unrolling whose spatial loops are ``spatial``, under the level
+    sets ``chains``: the merges, PEs and MAC schedule (functions of the unrolling alone) and, per operand and level
+    set, rule S6's fits, rule S7's stall vector and rule B24/B33's pinned entries. Each of those is a function of its
+    own level set (and the unrolling), not of the other sets listed, as are ``spatial_bounds``' per-operand terms
+    (``bounds.operand_chain_terms``), so ``bound`` can combine any one pick of them: the bound of one bypass choice
+    (rule S1 per choice, ``optimal._keeps_by_bound``) equals ``spatial_lower_bound`` with that choice's chains alone,
+    to the bit, with the parts computed once for all."""
+
+    def __init__(self, op: Operator, arch: Accelerator, spatial: tuple[Loop, ...], chains: dict[str, list[list[int]]]):
+        dims = op.dim_names
+        groups, axes = [], []
+        for l in spatial:
+            B = np.ones((1, len(dims)), dtype=np.int64)
+            B[0, dims.index(l.dim)] = l.bound
+            axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
+            groups.append((l.level, axes[-1][1].multicast, B))
+        self.chains = chains
+        self.pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
+        self.fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, chains)     # rule S6
+        self.merges = group_merges(op, len(arch.levels), groups, dims_used(op))
+        used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
+        schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
+        self.stall = stall_terms(op, arch, self.pes, chains, schedule)                           # rule S7
+        self.pinned = _dim_pinned(op, arch, chains, groups, used, self.merges)                  # rule B24
+        self.op, self.arch, self.names = op, arch, [X.name for X in op.operands]
+        # per operand, per level set: its energy, traffic and port time (``bounds.operand_chain_terms``)
+        self.terms = operand_chain_terms(op, arch, self.merges, 1, chains, self.fits)
+
+    def bound(self, pick: dict[str, int] | None = None) -> tuple[float, float]:
+        """(energy, latency) of ``spatial_bounds`` over every level set, or with ``pick`` (per operand an index into its
+        ``chains``) over that one set per operand."""
+        if pick is None:
+            e, lat = combined_spatial_bounds(self.op, self.arch, self.pes, self.terms, self.stall, self.pinned)
+        else:
+            js = [pick[name] for name in self.names]
+            e, lat = combined_spatial_bounds(
+                self.op, self.arch, self.pes, [[per_set[j]] for per_set, j in zip(self.terms, js, strict=True)],
+                (self.stall[0], {name: [self.stall[1][name][j]] for name, j in zip(self.names, js, strict=True)}),
+                _PickedPinned(self.pinned, js))
+        return float(e[0]), float(lat[0])
+
+
+class _PickedPinned(PinnedStall):
+    """A ``PinnedStall`` over every level set seen through one pick of them: ``spatial_bounds`` given one set per
+    operand asks for the combination (0, ..., 0), which is the pick's."""
+
+    def __init__(self, pinned: PinnedStall, pick: list[int]):
+        self.pinned, self.pick = pinned, tuple(pick)
+
+    def cases(self, index: tuple[int, ...]) -> list[tuple[np.ndarray | None, np.ndarray]]:
+        assert not any(index), index
+        return self.pinned.cases(self.pick)
 
 
 def keep_lower_bounds(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
                       keeps: list[tuple[frozenset[str], ...]]) -> list[tuple[float, float]]:
     """``spatial_lower_bound`` of each bypass choice of ``keeps`` (rule B6) under the one unrolling ``spatial``, the same
-    values: what does not depend on the choice (the merges, the padded schedule) is computed once, and what depends on
-    one operand's level set (rule S6's fits, rule S7's stall vectors: each computed per operand and set) once per set."""
-    dims = op.dim_names
-    groups, axes = [], []
-    for l in spatial:
-        B = np.ones((1, len(dims)), dtype=np.int64)
-        B[0, dims.index(l.dim)] = l.bound
-        axes.append((l.level, arch.fanout_axis(l.level, l.axis)))
-        groups.append((l.level, axes[-1][1].multicast, B))
-    pes = np.array([math.prod(l.bound for l in spatial)], dtype=np.float64)
+    values: each operand's distinct level sets are listed once and their parts computed once (``UnrollingTerms``)."""
     sets: dict[str, list[list[int]]] = {X.name: [] for X in op.operands}
     picks = []
     for keep in keeps:
@@ -223,19 +261,8 @@ def keep_lower_bounds(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...]
                 sets[X.name].append(chain)
             pick[X.name] = sets[X.name].index(chain)
         picks.append(pick)
-    fits = unrolling_chain_fits(op, arch, axes, [B for _, _, B in groups], 1, sets)     # rule S6
-    merges = group_merges(op, len(arch.levels), groups, dims_used(op))
-    used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
-    schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
-    compute, vectors = stall_terms(op, arch, pes, sets, schedule)                           # rule S7
-    out = []
-    for pick in picks:
-        chains = {name: [sets[name][i]] for name, i in pick.items()}
-        e, lat = spatial_bounds(op, arch, merges, pes, chains, {name: [fits[name][i]] for name, i in pick.items()},
-                                (compute, {name: [vectors[name][i]] for name, i in pick.items()}),
-                                _dim_pinned(op, arch, chains, groups, used, merges))         # rule B24
-        out.append((float(e[0]), float(lat[0])))
-    return out
+    terms = UnrollingTerms(op, arch, spatial, sets)
+    return [terms.bound(pick) for pick in picks]
 
 
 def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int]]],
