@@ -36,6 +36,7 @@ from accelmap.search.pinned_cases import PinnedCases
 from accelmap.search.pinned_stall import PinnedStall, class_pinned_stall, dim_pinned_stall, level_unrolling
 from accelmap.search.space import Constraints
 from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
+from accelmap.search.unrolling_refills import RefillCases
 from accelmap.search.unrolling_stall import stall_terms
 from accelmap.workload.operator import Operator
 
@@ -208,8 +209,9 @@ def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int
     level_pes = level_unrolling(len(arch.levels), [(lvl, B) for lvl, _, B in groups], len(used))
     serial = serial_fill_levels(arch)
     stall = dim_pinned_stall(op, arch, chains, serial, loose_operand, used, level_pes, merges)
-    return PinnedCases(stall, op, arch, chains, serial, loose_operand, merges, level_pes,
-                       np.array([op.sizes[d] > 1 for d in op.dim_names]))
+    return RefillCases(PinnedCases(stall, op, arch, chains, serial, loose_operand, merges, level_pes,
+                                   np.array([op.sizes[d] > 1 for d in op.dim_names])),
+                       op, arch, chains, merges, level_pes)                                  # rule B64
 
 
 def axis_matrices(op: Operator, arch: Accelerator, cons: Constraints, max_dims: int,
@@ -474,6 +476,7 @@ def class_vector_bounds(op: Operator, arch: Accelerator, cons: Constraints, chai
                                                 level_pes, merges),                          # rule B24
                              op, arch, chains, serial_fills, loose_operand, merges, level_pes,
                              np.ones(len(classes.members), dtype=bool))                      # rule B33
+        pinned = RefillCases(pinned, op, arch, chains, merges, level_pes)                  # rule B64
         pairs = CombinationPairs(objective)                                                 # rule B25
         schedule = class_schedule(op, arch.compute.macs_per_cycle, classes.members, total)   # rule B32
         e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
