@@ -100,9 +100,9 @@ def window_cases(ctx: BoundContext, cells: RubyCells, d: str, counts: dict[str, 
             continue
         along = box_tiles(ctx, X, cells.upper, along=d)
         partners = {a for a, _ in index.terms if a != d}
-        movers = {name: box_tiles(ctx, Y, cells.upper) for name, Y in kept.items()
-                  if name != X.name and partners <= ctx.plain[name]}
-        movers = {name: got for name, got in movers.items() if got is not None}
+        counted = {name: box_tiles(ctx, Y, cells.upper) for name, Y in kept.items()
+                   if name != X.name and partners <= ctx.plain[name]}
+        movers = {name: got for name, got in counted.items() if got is not None}
         if along is None or not movers:
             continue
         for k in range(WINDOW_STEPS):
@@ -129,16 +129,16 @@ def least_points(points: np.ndarray, block: int = 1024) -> np.ndarray:
     for start in range(0, len(pts), block):
         part = pts[start:start + block]
         if len(front):
-            part = part[~(front[None, :, :] <= part[:, None, :]).all(axis=2).any(axis=1)]
-        le = (part[None, :, :] <= part[:, None, :]).all(axis=2)
+            part = part[~np.any(np.all(front[None, :, :] <= part[:, None, :], axis=2), axis=1)]
+        le = np.asarray(np.all(part[None, :, :] <= part[:, None, :], axis=2))
         np.fill_diagonal(le, False)
-        front = np.concatenate([front, part[~le.any(axis=1)]])
+        front = np.concatenate([front, part[~np.any(le, axis=1)]])
     return front
 
 
 def rows_of_merges(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one row index per class of equal rows of ``key``, each row's class)."""
-    from accelmap.search.spatial import row_classes     # (spatial imports this module)
+    from accelmap.search.spatial import row_classes  # (spatial imports this module)
     inverse, n = row_classes(key.astype(np.int64))
     first = np.zeros(n, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]
