@@ -178,6 +178,22 @@ def least_level_stall(ctx: BoundContext, c: int, merges: dict[str, np.ndarray], 
     return least[inverse]
 
 
+_CONTEXTS: dict[tuple, BoundContext] = {}
+
+
+def root_context(op, arch, keep: tuple[frozenset[str], ...]) -> BoundContext:
+    """A bound context of the bypass choice ``keep`` with no fan-out fixed, cached (rule B6 asks for one bypass
+    choice per unrolling, hundreds of times per search; B64 reads only the context's chains, footprints and merges,
+    which its rows replace)."""
+    key = (op, arch, keep)
+    got = _CONTEXTS.get(key)
+    if got is None:
+        if len(_CONTEXTS) > 512:
+            _CONTEXTS.clear()
+        got = _CONTEXTS[key] = BoundContext(op, arch, keep)
+    return got
+
+
 class RefillCases(PinnedCases):
     """Rule B24/B33's cases (``pinned_cases``) with rule B64's stall: each case's stall is the larger of its own and
     the combination's least refill stall of its single-buffered levels. ``merges`` per operand [row, level],
@@ -200,7 +216,7 @@ class RefillCases(PinnedCases):
             op, arch = self.refill_op, self.refill_arch
             chosen = {X.name: self.refill_chains[X.name][j] for X, j in zip(op.operands, pick, strict=True)}
             keep = tuple(frozenset(n for n, chain in chosen.items() if lv in chain) for lv in range(len(arch.levels)))
-            ctx = BoundContext(op, arch, keep)
+            ctx = root_context(op, arch, keep)
             got = np.zeros(len(self.refill_above))
             for c in sorted(ctx.serial_fill):
                 if c > 0:
