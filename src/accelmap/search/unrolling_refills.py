@@ -52,16 +52,24 @@ class RefillPoints:
 
 
 _POINTS: dict[tuple, RefillPoints | None] = {}
+_CONTEXT_POINTS: dict[tuple[BoundContext, int], RefillPoints | None] = {}
 
 
 def refill_points(ctx: BoundContext, c: int) -> RefillPoints | None:
     """``RefillPoints`` of level c under ``ctx``'s bypass choice, cached by what B53's cells and counts depend on (the
-    operator, accelerator, c, what c keeps and the operands it receives from a parent; not their parents)."""
+    operator, accelerator, c, what c keeps and the operands it receives from a parent; not their parents), and per
+    context (hashing an operator and an accelerator costs more than a bound of one row)."""
+    got = _CONTEXT_POINTS.get((ctx, c), False)
+    if got is not False:
+        return got          # type: ignore[return-value]
     if len(_POINTS) > 256:
         _POINTS.clear()
     key = (ctx.op, ctx.arch, c, ctx.keep[c], tuple(X.name for X in refilled_operands(ctx, c)))
     if key not in _POINTS:
         _POINTS[key] = _refill_points(ctx, c)
+    if len(_CONTEXT_POINTS) > 2048:
+        _CONTEXT_POINTS.clear()
+    _CONTEXT_POINTS[ctx, c] = _POINTS[key]
     return _POINTS[key]
 
 
@@ -77,6 +85,9 @@ def _refill_points(ctx: BoundContext, c: int) -> RefillPoints | None:
             parts.append(np.stack([np.asarray(case[k], dtype=np.float64)[rows] if np.ndim(case[k])
                                    else np.full(n, float(case[k])) for k in names], axis=1))
     points = least_points(np.concatenate(parts)) if parts else np.empty((0, len(names)))
+    footprints = np.array([float(ctx.footprint[k]) for k in names])
+    if not len(points) or (points <= footprints).all(axis=1).any():
+        return None     # some case counts footprints only: the stall is then rule S7's (left out: a weaker bound)
     unforced = float(np.prod(cells.left_upper.astype(np.float64), axis=1).min())
     return RefillPoints(cells.kept, points, unforced)
 
@@ -139,7 +150,18 @@ def least_points(points: np.ndarray, block: int = 1024) -> np.ndarray:
 def rows_of_merges(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one row index per class of equal rows of ``key``, each row's class)."""
     from accelmap.search.spatial import row_classes  # (spatial imports this module)
-    inverse, n = row_classes(key.astype(np.int64))
+    key = key[:, (key != key[:1]).any(axis=0)].astype(np.int64)     # (equal columns tell no rows apart)
+    if not key.shape[1]:
+        return np.zeros(1, dtype=np.int64), np.zeros(len(key), dtype=np.int64)
+    low = key.min(axis=0)
+    spans = key.max(axis=0) - low + 1
+    if float(np.prod(spans.astype(np.float64))) < 2.0 ** 62:
+        # one code per row in mixed radix over the columns' ranges: a single sort
+        radix = np.concatenate([[1], np.cumprod(spans[:-1])])
+        _, inverse = np.unique((key - low) @ radix, return_inverse=True)
+        inverse, n = inverse.reshape(-1), int(inverse.max()) + 1
+    else:
+        inverse, n = row_classes(key)
     first = np.zeros(n, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]
     return first, inverse
