@@ -119,3 +119,4 @@ def test_certificate_with_refills_is_below_every_mapping(monkeypatch, name, conv
             drawn += 1
         assert drawn >= draws // 4, drawn
     assert raised >= 1, raised
+
