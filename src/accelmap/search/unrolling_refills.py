@@ -149,7 +149,6 @@ def least_points(points: np.ndarray, block: int = 1024) -> np.ndarray:
 
 def rows_of_merges(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one row index per class of equal rows of ``key``, each row's class)."""
-    from accelmap.search.spatial import row_classes  # (spatial imports this module)
     key = key[:, (key != key[:1]).any(axis=0)].astype(np.int64)     # (equal columns tell no rows apart)
     if not key.shape[1]:
         return np.zeros(1, dtype=np.int64), np.zeros(len(key), dtype=np.int64)
@@ -161,7 +160,8 @@ def rows_of_merges(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, inverse = np.unique((key - low) @ radix, return_inverse=True)
         inverse, n = inverse.reshape(-1), int(inverse.max()) + 1
     else:
-        inverse, n = row_classes(key)
+        _, inverse = np.unique(key, axis=0, return_inverse=True)     # (rows sorted field by field: slower)
+        inverse, n = inverse.reshape(-1), int(inverse.max()) + 1
     first = np.zeros(n, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]
     return first, inverse
@@ -173,8 +173,8 @@ def least_level_stall(ctx: BoundContext, c: int, merges: dict[str, np.ndarray], 
     the row: ``merges`` per operand [row, level] (``spatial.group_merges``, integers), ``above`` [row] the PEs of the
     fan-outs above c. Zero where c has no shape to bound. ``memo``: the rows' classes per (c, operands c receives),
     for callers that ask for several bypass choices over the same rows."""
-    got = refill_points(ctx, c)
     rows = len(above)
+    got = refill_points(ctx, c) if rows else None
     if got is None or not len(got.counts):
         return np.zeros(rows)
     names = [X.name for X in got.kept]
