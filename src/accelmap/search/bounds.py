@@ -1122,7 +1122,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                    fits: dict[str, list[np.ndarray]] | None = None,
                    stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
                    pinned: PinnedStall | None = None,
-                   pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   pairs: CombinationPairs | None = None,
+                   ranking: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
@@ -1142,6 +1143,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     of the levels that hold one element; each combination also takes the schedule plus it. ``pairs`` (rule B25,
     ``combination_pairs``): filled with each combination's (energy, latency) pair, kept together for a scalar
     objective; the bounds returned are the unpaired ones (an energy bound and a latency bound, each valid alone).
+    ``ranking``: given a list, it gets the latency per row with ``pinned``'s bound-only terms left out
+    (``PinnedStall.ranking_cases``), the key E1 orders unrollings by, from the same pass.
     """
     nlev = len(arch.levels)
     macs = op.macs
@@ -1222,8 +1225,11 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     # latency together.
     if pairs is not None:
         pairs.start(base_energy, energies, latency)
-    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
-                                                         None if stall is None else stall[0], pinned, pairs))
+    bound = shared_port_bound(arch, traffic, len(pes), stall_vectors, None if stall is None else stall[0], pinned,
+                              pairs, ranking)
+    if ranking is not None:
+        ranking[-1] = np.maximum(latency, ranking[-1])
+    return energy, np.maximum(latency, bound)
 
 
 def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
@@ -1240,7 +1246,8 @@ PORT_COMBINATIONS = 512
 def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np.ndarray]]], rows: int,
                       stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
                       pinned: PinnedStall | None = None,
-                      pairs: CombinationPairs | None = None) -> np.ndarray:
+                      pairs: CombinationPairs | None = None,
+                      ranking: list[np.ndarray] | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
@@ -1250,7 +1257,8 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     entry (past PORT_COMBINATIONS, each operand's least vector per entry). With ``pinned`` (rule B24) and ``compute``,
     each combination (one level-set index per operand) also takes ``compute`` plus ``pinned(indices)`` (not past
     PORT_COMBINATIONS: leaving it out there keeps the bound a bound). ``pairs`` (rule B25) is told each combination's
-    cycles (not past PORT_COMBINATIONS: it then stays incomplete)."""
+    cycles (not past PORT_COMBINATIONS: it then stays incomplete). ``ranking``: given a list, the same least with
+    ``pinned.ranking_cases`` in place of ``pinned.cases`` is appended to it (``spatial_bounds``)."""
     n_comb = math.prod(len(t) for t in traffic)
     stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
     if n_comb > PORT_COMBINATIONS:
@@ -1259,6 +1267,7 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     else:
         combos = traffic
     best = np.full(rows, np.inf)
+    ranked = np.full(rows, np.inf)
     picks = itertools.product(*(range(len(t)) for t in combos))
     for index, pick, vecs in zip(picks, itertools.product(*combos), itertools.product(*stalls), strict=True):
         reads = sum(r for r, _ in pick)
@@ -1267,15 +1276,23 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
         # Rule B33 (``pinned_cases``): the pinned levels' cases, each with the energy its refills add; one case, B24's
         # stall, without it.
         splits: list[tuple[np.ndarray | None, np.ndarray]] = [(None, cycles)]
+        ranking_splits = None
         if compute is not None:
             cycles = np.maximum(cycles, compute + float(sum(vecs).max()))
             splits = [(None, cycles)]
             if pinned is not None and combos is traffic:
                 splits = [(extra, np.maximum(cycles, compute + stall)) for extra, stall in pinned.cases(index)]
+                plain = pinned.ranking_cases(index) if ranking is not None else None
+                if plain is not None:
+                    ranking_splits = [np.maximum(cycles, compute + stall) for _, stall in plain]
         for extra, case_cycles in splits:
             if pairs is not None and combos is traffic:
                 pairs.add(index, case_cycles, extra)
             best = np.minimum(best, case_cycles)
+        if ranking is not None:
+            ranked = np.minimum.reduce([ranked, *(ranking_splits or [c for _, c in splits])])
+    if ranking is not None:
+        ranking.append(ranked)
     return best
 
 

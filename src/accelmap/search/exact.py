@@ -59,8 +59,8 @@ from accelmap.search.spatial import (
     TooManyUnrollings,
     enumerate_spatial,
     fanout_products,
+    ranked_unrolling_bounds,
     row_classes,
-    unrolling_bounds,
 )
 from accelmap.search.subtree_order import WINDOW, SubtreeOrder
 from accelmap.search.tilings import dim_orders
@@ -310,8 +310,10 @@ def rank_space(op: Operator, arch: Accelerator, cons: Constraints, objective: st
     """The rows of ``space`` bounded by rule S1 (+S3), in E1's order, with rules S4 and S5's classes."""
     n = len(space.pes)
     if n:
-        e_lb, l_lb = unrolling_bounds(op, arch, space, chains)
-        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
+        # Ordered without rule B64's refill stall (a bound only): with it, a worse first unrolling took the whole
+        # limit on two eyeriss_like layers; cut (``energy``, ``latency``) with it.
+        e_lb, l_lb, l_rank = ranked_unrolling_bounds(op, arch, space, chains)
+        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_rank)
         order = np.argsort(rank, kind="stable")
     else:
         e_lb = l_lb = np.zeros(0)

@@ -182,8 +182,10 @@ def dims_used(op: Operator) -> dict[str, np.ndarray]:
 
 
 def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
-                        chains: dict[str, list[list[int]]]) -> tuple[float, float]:
-    """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
+                        chains: dict[str, list[list[int]]],
+                        ranking: list[np.ndarray] | None = None) -> tuple[float, float]:
+    """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial`` (``ranking``: as there, gets
+    the latency E1 ranks it by)."""
     dims = op.dim_names
     groups, axes = [], []
     for l in spatial:
@@ -197,7 +199,7 @@ def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ..
     used = np.prod([B for _, _, B in groups], axis=0) if groups else np.ones((1, len(dims)), dtype=np.int64)
     schedule = dim_schedule(op, arch.compute.macs_per_cycle, used)                          # rule B32
     e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),  # S7
-                            _dim_pinned(op, arch, chains, groups, used, merges))             # rule B24
+                            _dim_pinned(op, arch, chains, groups, used, merges), None, ranking)  # rule B24
     return float(e[0]), float(lat[0])
 
 
@@ -302,9 +304,24 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
 def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
                      chains: dict[str, list[list[int]]], objective: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rule S1 (+S3) of every row of ``space``, each operand's level sets restricted to those that can hold its
-    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7) and by
-    one-element levels (rule B24). With a scalar ``objective`` each combination of level sets keeps its energy and
-    latency together (rule B25): the pair per row is then a bound of that objective only."""
+    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7), by
+    one-element levels (rule B24) and by single-buffered levels' least refills (rule B64). With a scalar ``objective``
+    each combination of level sets keeps its energy and latency together (rule B25): the pair per row is then a bound
+    of that objective only."""
+    return _unrolling_bounds(op, arch, space, chains, objective, None)
+
+
+def ranked_unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
+                            chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``unrolling_bounds`` (unpaired) and, from the same pass, the latency per row without rule B64's refill stall:
+    E1 orders unrollings by that (``exact.rank_space``) and cuts by the bound."""
+    ranking: list[np.ndarray] = []
+    energy, latency = _unrolling_bounds(op, arch, space, chains, None, ranking)
+    return energy, latency, ranking[0]
+
+
+def _unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace, chains: dict[str, list[list[int]]],
+                      objective: str | None, ranking: list[np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
@@ -312,7 +329,7 @@ def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
     pairs = CombinationPairs(objective)
     schedule = dim_schedule(op, arch.compute.macs_per_cycle, space.used)                    # rule B32
     bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
-                            _dim_pinned(op, arch, chains, groups, space.used, merges), pairs)
+                            _dim_pinned(op, arch, chains, groups, space.used, merges), pairs, ranking)
     return pairs.rows() if pairs.done else bounds
 
 
@@ -329,9 +346,10 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
-    energy, latency = unrolling_bounds(op, arch, space, chains)
-    values = scalar(objective if objective != "pareto" else "edp", energy, latency)
-    _, group = np.unique(np.stack([energy, latency], axis=1), axis=0, return_inverse=True)
+    # Ranked without rule B64's refill stall, as E1 (``exact.rank_space``); each candidate carries the bound.
+    energy, latency, ranking = ranked_unrolling_bounds(op, arch, space, chains)
+    values = scalar(objective if objective != "pareto" else "edp", energy, ranking)
+    _, group = np.unique(np.stack([energy, ranking], axis=1), axis=0, return_inverse=True)
     group = group.reshape(-1)
     order = np.lexsort((-space.pes, group))
     starts = np.searchsorted(group[order], np.arange(group.max() + 1))
