@@ -120,3 +120,25 @@ def test_certificate_with_refills_is_below_every_mapping(monkeypatch, name, conv
         assert drawn >= draws // 4, drawn
     assert raised >= 1, raised
 
+
+
+def test_e1_ranks_without_the_refill_stall_and_cuts_with_it():
+    """E1 visits unrollings sorted by S1 without rule B64 (``ranking_latency``, main's bound) and cuts each by S1 with
+    it: the ranking key is at most the bound on every row (so SubtreeOrder's stop at the first row the best found cuts,
+    taken on the key the rows are sorted by, cuts only rows the bound cuts too) and below it on some; with B64 the
+    bound's own order differs (layer3.0.downsample on eyeriss_like: a worse first unrolling in bound order)."""
+    from accelmap.search.exact import ranked_unrollings
+    from accelmap.search.objective import scalar
+    from accelmap.workload.models import load_model
+
+    arch = get_accelerator("eyeriss_like")
+    op = adopt_precision(next(x for x in load_model("resnet18").layers if x.name == "layer3.0.downsample").operator,
+                         arch)
+    chains = chain_options(op, keep_options(op, arch, Constraints()))
+    u = ranked_unrollings(op, arch, Constraints(), "edp", chains)
+    assert len(u.order) == len(u.latency) > 1
+    assert (u.ranking_latency <= u.latency).all() and (u.ranking_latency < u.latency).any()
+    key = scalar("edp", u.energy, u.ranking_latency)[u.order]
+    assert (np.diff(key) >= 0).all()
+    bound = scalar("edp", u.energy, u.latency)
+    assert u.order[0] != int(np.argmin(bound))
