@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from accelmap.arch.accelerator import Accelerator
 from accelmap.search.bounds import BoundContext, chain_options
 from accelmap.search.exact import RankedUnrollings, ranked_unrollings
@@ -44,7 +46,10 @@ def _ranked(op: Operator, arch: Accelerator, objective: str, constraints: Constr
     cons = constraints or Constraints()
     keeps = keep_options(op, arch, cons)
     un = ranked_unrollings(op, arch, cons, objective, chain_options(op, keeps), skip_equivalent=False)
-    return keeps, un, scalar(objective, un.energy, un.latency)
+    s1 = scalar(objective, un.energy, un.latency)
+    # In S1 order (the walks below stop at the first bound past a bar): E1's ``un.order`` ranks by S1 without rule
+    # B64, whose order S1 with it need not keep.
+    return keeps, un, s1, np.argsort(s1, kind="stable")
 
 
 def _unrolling_root_bound(op: Operator, arch: Accelerator, objective: str, keeps, un: RankedUnrollings,
@@ -60,11 +65,11 @@ def beaten_by_root_bounds(op: Operator, arch: Accelerator, objective: str, bar: 
                           constraints: Constraints | None = None) -> RootBoundCheck:
     """Whether every mapping of ``op`` on ``arch`` costs at least ``bar`` by the exact search's S1 and root bounds
     (module docstring)."""
-    keeps, un, s1 = _ranked(op, arch, objective, constraints)
+    keeps, un, s1, s1_order = _ranked(op, arch, objective, constraints)
     if not un.every_padded:
         return RootBoundCheck(False, None, 0)     # padded unrollings left out of the list: no claim
     bounded = 0
-    for row in un.order:
+    for row in s1_order:
         if s1[row] >= bar:
             break                  # in S1 order: every later unrolling is cut too
         if not un.divides[row]:
@@ -90,11 +95,11 @@ def root_lower_bound(op: Operator, arch: Accelerator, objective: str, unrollings
     ends at the first whose S1 bound is not below the least so far (every later one is at least that), or after
     ``unrollings`` root bounds, the rest then bounded by the next S1 bound. Why it holds: each mapping uses one
     unrolling, and both bounds of that unrolling hold for it (module docstring)."""
-    keeps, un, s1 = _ranked(op, arch, objective, constraints)
-    if not un.every_padded or not len(un.order):
+    keeps, un, s1, s1_order = _ranked(op, arch, objective, constraints)
+    if not un.every_padded or not len(s1_order):
         return RootLowerBound(0.0, 0, False)
     least, bounded = float("inf"), 0
-    for row in un.order:
+    for row in s1_order:
         s = float(s1[row])
         if s >= least:
             return RootLowerBound(least, bounded, True)

@@ -1150,7 +1150,8 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
                    fits: dict[str, list[np.ndarray]] | None = None,
                    stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
                    pinned: PinnedStall | None = None,
-                   pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   pairs: CombinationPairs | None = None,
+                   ranking: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(energy, latency) lower bounds of every mapping with a given spatial unrolling (every fan-out
     fixed, nothing temporal), one per row: ``merges`` as ``spatial.group_merges`` gives them, ``pes`` the PEs
     each unrolls over; under any bypass choice whose per-operand level sets are in ``chains``.
@@ -1170,9 +1171,11 @@ def spatial_bounds(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray
     of the levels that hold one element; each combination also takes the schedule plus it. ``pairs`` (rule B25,
     ``combination_pairs``): filled with each combination's (energy, latency) pair, kept together for a scalar
     objective; the bounds returned are the unpaired ones (an energy bound and a latency bound, each valid alone).
+    ``ranking``: given a list, it gets the latency per row with ``pinned``'s bound-only terms left out
+    (``PinnedStall.ranking_cases``), the key E1 orders unrollings by, from the same pass.
     """
     return combined_spatial_bounds(op, arch, pes, operand_chain_terms(op, arch, merges, len(pes), chains, fits),
-                                   stall, pinned, pairs)
+                                   stall, pinned, pairs, ranking)
 
 
 def operand_chain_terms(op: Operator, arch: Accelerator, merges: dict[str, np.ndarray], rows: int,
@@ -1248,9 +1251,11 @@ def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
                             terms: list[list[tuple[Any, ...]]],
                             stall: tuple[np.ndarray, dict[str, list[np.ndarray]]] | None = None,
                             pinned: PinnedStall | None = None,
-                            pairs: CombinationPairs | None = None) -> tuple[np.ndarray, np.ndarray]:
+                            pairs: CombinationPairs | None = None,
+                            ranking: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``spatial_bounds`` from its per-operand terms (``operand_chain_terms``): energy the least per operand summed,
-    latency the MAC schedule, each operand's least port time and rule S3's combinations."""
+    latency the MAC schedule, each operand's least port time and rule S3's combinations (``ranking`` as in
+    ``spatial_bounds``)."""
     energy = np.full(len(pes), op.macs * arch.compute.mac_energy_pj, dtype=np.float64)
     latency = np.ceil(np.ceil(op.macs / pes) / arch.compute.macs_per_cycle)
     if stall is not None:
@@ -1276,9 +1281,11 @@ def combined_spatial_bounds(op: Operator, arch: Accelerator, pes: np.ndarray,
     # latency together.
     if pairs is not None:
         pairs.start(base_energy, energies, latency)
-    return energy, np.maximum(latency, shared_port_bound(arch, traffic, len(pes), stall_vectors,
-                                                         None if stall is None else stall[0], pinned, pairs,
-                                                         streams if MAC_STREAM_STALL else None))
+    bound = shared_port_bound(arch, traffic, len(pes), stall_vectors, None if stall is None else stall[0], pinned,
+                              pairs, streams if MAC_STREAM_STALL else None, ranking)
+    if ranking is not None:
+        ranking[-1] = np.maximum(latency, ranking[-1])
+    return energy, np.maximum(latency, bound)
 
 
 def _left_out(ok: np.ndarray, e: np.ndarray, reads: np.ndarray, writes: np.ndarray):
@@ -1300,7 +1307,8 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
                       stall: list[list[np.ndarray]] | None = None, compute: np.ndarray | None = None,
                       pinned: PinnedStall | None = None,
                       pairs: CombinationPairs | None = None,
-                      streams: list[list[tuple[np.ndarray, np.ndarray]]] | None = None) -> np.ndarray:
+                      streams: list[list[tuple[np.ndarray, np.ndarray]]] | None = None,
+                      ranking: list[np.ndarray] | None = None) -> np.ndarray:
     """Rule S3: a level's port carries the sum over operands of their traffic, each operand's depending only
     on its own level set. ``traffic``: per operand, per level set it may take, (reads, writes) as [row, level]
     bits. The least over every combination of level sets of the busiest port's cycles (over its bandwidth
@@ -1312,7 +1320,9 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     PORT_COMBINATIONS: leaving it out there keeps the bound a bound). ``pairs`` (rule B25) is told each combination's
     cycles (not past PORT_COMBINATIONS: it then stays incomplete). With ``streams`` (rule B72: per operand, per level
     set, the MACs' (reads, writes) at its last level, as [row, level] bits), the stall adds to the larger of ``compute``
-    and the combination's streaming through those ports (rule B11), not to ``compute`` alone."""
+    and the combination's streaming through those ports (rule B11), not to ``compute`` alone. ``ranking``: given a
+    list, the same least with ``pinned.ranking_cases`` in place of ``pinned.cases`` is appended to it
+    (``spatial_bounds``)."""
     n_comb = math.prod(len(t) for t in traffic)
     stalls = stall if stall is not None else [[np.zeros(1)] * len(t) for t in traffic]
     flows = streams if streams is not None else [[(np.zeros((rows, 1)), np.zeros((rows, 1)))] * len(t)
@@ -1324,27 +1334,41 @@ def shared_port_bound(arch: Accelerator, traffic: list[list[tuple[np.ndarray, np
     else:
         combos = traffic
     best = np.full(rows, np.inf)
+    ranked = np.full(rows, np.inf)
     picks = itertools.product(*(range(len(t)) for t in combos))
     for index, pick, vecs, flow in zip(picks, itertools.product(*combos), itertools.product(*stalls),
                                        itertools.product(*flows), strict=True):
         reads = sum(r for r, _ in pick)
         writes = sum(w for _, w in pick)
-        cycles = busiest_port(arch, reads, writes, rows)
+        cycles = port = busiest_port(arch, reads, writes, rows)
         # Rule B33 (``pinned_cases``): the pinned levels' cases, each with the energy its refills add; one case, B24's
         # stall, without it.
         splits: list[tuple[np.ndarray | None, np.ndarray]] = [(None, cycles)]
+        ranking_splits = None
         if compute is not None:
             # Rule B72: the model's stall adds to its compute, the larger of the MAC schedule and the MACs' streaming.
             busy = compute if streams is None else \
                 np.maximum(compute, busiest_port(arch, sum(r for r, _ in flow), sum(w for _, w in flow), rows))
-            cycles = np.maximum(cycles, busy + float(sum(vecs).max()))
+            cycles = np.maximum(port, busy + float(sum(vecs).max()))
             splits = [(None, cycles)]
+            # E1's ranking key leaves out the bound-only terms, B72's streaming and ``pinned.ranking_cases``' (B64):
+            # a stronger bound must not reorder the unrollings (measured: it made the best found worse at the limit).
+            ranked_cycles = np.maximum(port, compute + float(sum(vecs).max()))
+            ranking_splits = [ranked_cycles]
             if pinned is not None and combos is traffic:
                 splits = [(extra, np.maximum(cycles, busy + stall)) for extra, stall in pinned.cases(index)]
+                if ranking is not None:
+                    plain = pinned.ranking_cases(index)
+                    ranking_splits = [np.maximum(ranked_cycles, compute + stall)
+                                      for _, stall in (plain if plain is not None else pinned.cases(index))]
         for extra, case_cycles in splits:
             if pairs is not None and combos is traffic:
                 pairs.add(index, case_cycles, extra)
             best = np.minimum(best, case_cycles)
+        if ranking is not None:
+            ranked = np.minimum.reduce([ranked, *(ranking_splits or [c for _, c in splits])])
+    if ranking is not None:
+        ranking.append(ranked)
     return best
 
 

@@ -59,8 +59,8 @@ from accelmap.search.spatial import (
     TooManyUnrollings,
     enumerate_spatial,
     fanout_products,
+    ranked_unrolling_bounds,
     row_classes,
-    unrolling_bounds,
 )
 from accelmap.search.subtree_order import WINDOW, SubtreeOrder
 from accelmap.search.tilings import dim_orders
@@ -137,7 +137,9 @@ def search_exact(op: Operator, arch: Accelerator, objective: str = "edp", *, k: 
         padded_done_cls = np.zeros(unrollings.classes, dtype=bool)   # rule B52: one padded deal searched to the end
         # The subtrees below the best found in bound order, a window at a time reordered by cheap probes
         # (``subtree_order``): the same rows cut or searched, the good subtrees first.
-        visits = SubtreeOrder(order, e_lb, l_lb, unrollings.cls, best, window=window, deadline=deadline,
+        # (SubtreeOrder stops at the first row the best found cuts, every later one being cut too: true of the bound
+        # the rows are sorted by, S1 without rule B64, not of S1 with it; each row is cut by the latter below.)
+        visits = SubtreeOrder(order, e_lb, unrollings.ranking_latency, unrollings.cls, best, window=window, deadline=deadline,
                               probe=_prober(op, arch, cons, objective, space, heuristic_config))
         for row in visits:
             if best.prunes(float(e_lb[row]), float(l_lb[row])):
@@ -236,6 +238,7 @@ class RankedUnrollings:
     order: np.ndarray             # rows, least bound first
     energy: np.ndarray            # S1 (+S3) bounds per row
     latency: np.ndarray
+    ranking_latency: np.ndarray   # S1's latency without rule B64 (a weaker bound): ``order`` sorts by it
     divides: np.ndarray
     cls: np.ndarray               # per row, its class of equal ``fanout_products``
     mirror_cls: np.ndarray        # per row, the class of its mirror's products (its own class without a symmetry)
@@ -310,11 +313,13 @@ def rank_space(op: Operator, arch: Accelerator, cons: Constraints, objective: st
     """The rows of ``space`` bounded by rule S1 (+S3), in E1's order, with rules S4 and S5's classes."""
     n = len(space.pes)
     if n:
-        e_lb, l_lb = unrolling_bounds(op, arch, space, chains)
-        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_lb)
+        # Ordered without rule B64's refill stall (a bound only): with it, a worse first unrolling took the whole
+        # limit on two eyeriss_like layers; cut (``energy``, ``latency``) with it.
+        e_lb, l_lb, l_rank = ranked_unrolling_bounds(op, arch, space, chains)
+        rank = scalar(objective if objective != "pareto" else "edp", e_lb, l_rank)
         order = np.argsort(rank, kind="stable")
     else:
-        e_lb = l_lb = np.zeros(0)
+        e_lb = l_lb = l_rank = np.zeros(0)
         order = np.zeros(0, dtype=np.int64)
     sizes = np.array([op.sizes[d] for d in op.dim_names])
     divides = (sizes % space.used == 0).all(axis=1) if n else np.zeros(0, dtype=bool)
@@ -323,5 +328,5 @@ def rank_space(op: Operator, arch: Accelerator, cons: Constraints, objective: st
     mirrored = mirror_products(products, op.dim_names, swap) if swap else products
     inverse, classes = row_classes(np.concatenate([products, mirrored]))
     cls, mirror_cls = inverse[:n], inverse[n:]
-    return RankedUnrollings(space, order, e_lb, l_lb, divides, cls, mirror_cls, classes, swap, skip_equivalent,
+    return RankedUnrollings(space, order, e_lb, l_lb, l_rank, divides, cls, mirror_cls, classes, swap, skip_equivalent,
                             every_padded)

@@ -117,6 +117,11 @@ class PinnedStall:
         in one of them: here one case, B24's stall (rule B33, ``pinned_cases``, splits it)."""
         return [(None, self(pick))]
 
+    def ranking_cases(self, pick: tuple[int, ...]) -> list[tuple[np.ndarray | None, np.ndarray]] | None:
+        """``cases`` without the terms kept for bounds only (rule B64's refill stall, ``unrolling_refills``), for the
+        order E1 visits unrollings in; None where there are none (the order then takes ``cases``)."""
+        return None
+
     def of_entries(self, entries: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """The stall per row of pinned pairs given as (time per change [row], plain columns)."""
         rows = len(self.temporal)

@@ -168,14 +168,22 @@ def ruby_cases(ctx, c: int, cells: RubyCells):
     cell forces no dim to keep one; per dim d, the innermost temporal loop above c over d (possible wherever some
     shape's extent leaves some of d), whose plain users enter their tile at every non-empty box (a count that only
     falls as extents grow: read at the cell's largest)."""
-    op = ctx.op
-    dims = op.dim_names
-    base = {X.name: float(ctx.footprint[X.name]) for X in cells.kept}
+    dims = ctx.op.dim_names
     most = np.array([math.prod(ctx.fan_sizes[l] if cap is None else cap.get(d, 1)
                                for l, cap in enumerate(ctx.spatial_cap[:c])) for d in dims])
     forced = (cells.left_upper > most).any(axis=1)
+    yield ~forced, {X.name: float(ctx.footprint[X.name]) for X in cells.kept}
+    for _, possible, counts in ruby_dim_cases(ctx, c, cells):
+        yield possible, counts
+
+
+def ruby_dim_cases(ctx, c: int, cells: RubyCells):
+    """``ruby_cases`` without the case of no temporal loop above c: per dim d, (d, rows, counts) for the innermost
+    temporal loop above c over d (rule B64, ``unrolling_refills``, decides per unrolling where the other case is
+    possible)."""
+    dims = ctx.op.dim_names
+    base = {X.name: float(ctx.footprint[X.name]) for X in cells.kept}
     left = cells.left_lower
-    yield ~forced, dict(base)
     boxes = cells.boxes
     for i, d in enumerate(dims):
         possible = left[:, i] > 1
@@ -187,12 +195,13 @@ def ruby_cases(ctx, c: int, cells: RubyCells):
             got = boxes[X.name]
             if d in ctx.plain[X.name] and got is not None:
                 counts[X.name] = np.maximum(got, base[X.name])
-        yield possible, counts
+        yield d, possible, counts
 
 
-def box_tiles(ctx, X, grid: np.ndarray) -> np.ndarray | None:
+def box_tiles(ctx, X, grid: np.ndarray, along: str | None = None) -> np.ndarray | None:
     """Per shape, at least the elements of X's tiles summed over every non-empty box: ``MACs / prod E_d`` over the
-    dims outside D (X's plain dims and, per sliding-window index, its dim of larger extent). None when two of X's
+    dims outside D (X's plain dims and, per sliding-window index, its dim of larger extent; the index that reads
+    ``along``, that dim: rule B65's count of a window's new values, ``unrolling_refills``). None when two of X's
     indices read a common dim (the tile is then no product over its indices)."""
     op = ctx.op
     dims = op.dim_names
@@ -204,6 +213,6 @@ def box_tiles(ctx, X, grid: np.ndarray) -> np.ndarray | None:
         if not names or seen & set(names):
             return None
         seen |= set(names)
-        covered = covered * grid[:, [col[d] for d in names]].max(axis=1)
+        covered = covered * grid[:, [col[d] for d in ([along] if along in names else names)]].max(axis=1)
     outside = np.prod(grid, axis=1) // covered      # exact: covered divides the product of the extents
     return float(op.macs) / outside

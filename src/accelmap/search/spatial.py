@@ -42,6 +42,7 @@ from accelmap.search.pinned_cases import PinnedCases
 from accelmap.search.pinned_stall import PinnedStall, class_pinned_stall, dim_pinned_stall, level_unrolling
 from accelmap.search.space import Constraints
 from accelmap.search.unrolling_fit import class_chain_fits, unrolling_chain_fits
+from accelmap.search.unrolling_refills import RefillCases
 from accelmap.search.unrolling_stall import stall_terms
 from accelmap.workload.operator import Operator
 
@@ -187,9 +188,11 @@ def dims_used(op: Operator) -> dict[str, np.ndarray]:
 
 
 def spatial_lower_bound(op: Operator, arch: Accelerator, spatial: tuple[Loop, ...],
-                        chains: dict[str, list[list[int]]]) -> tuple[float, float]:
-    """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial``."""
-    return UnrollingTerms(op, arch, spatial, chains).bound()
+                        chains: dict[str, list[list[int]]],
+                        ranking: list[np.ndarray] | None = None) -> tuple[float, float]:
+    """``bounds.spatial_bounds`` of the one unrolling whose spatial loops are ``spatial`` (``ranking``: as there, gets
+    the latency E1 ranks it by)."""
+    return UnrollingTerms(op, arch, spatial, chains).bound(ranking=ranking)
 
 
 class UnrollingTerms:
@@ -221,11 +224,13 @@ class UnrollingTerms:
         # per operand, per level set: its energy, traffic and port time (``bounds.operand_chain_terms``)
         self.terms = operand_chain_terms(op, arch, self.merges, 1, chains, self.fits)
 
-    def bound(self, pick: dict[str, int] | None = None) -> tuple[float, float]:
+    def bound(self, pick: dict[str, int] | None = None,
+              ranking: list[np.ndarray] | None = None) -> tuple[float, float]:
         """(energy, latency) of ``spatial_bounds`` over every level set, or with ``pick`` (per operand an index into its
-        ``chains``) over that one set per operand."""
+        ``chains``) over that one set per operand (``ranking``, over every level set only: as in ``spatial_bounds``)."""
         if pick is None:
-            e, lat = combined_spatial_bounds(self.op, self.arch, self.pes, self.terms, self.stall, self.pinned)
+            e, lat = combined_spatial_bounds(self.op, self.arch, self.pes, self.terms, self.stall, self.pinned,
+                                             None, ranking)
         else:
             js = [pick[name] for name in self.names]
             e, lat = combined_spatial_bounds(
@@ -273,8 +278,9 @@ def _dim_pinned(op: Operator, arch: Accelerator, chains: dict[str, list[list[int
     level_pes = level_unrolling(len(arch.levels), [(lvl, B) for lvl, _, B in groups], len(used))
     serial = serial_fill_levels(arch)
     stall = dim_pinned_stall(op, arch, chains, serial, loose_operand, used, level_pes, merges)
-    return PinnedCases(stall, op, arch, chains, serial, loose_operand, merges, level_pes,
-                       np.array([op.sizes[d] > 1 for d in op.dim_names]))
+    return RefillCases(PinnedCases(stall, op, arch, chains, serial, loose_operand, merges, level_pes,
+                                   np.array([op.sizes[d] > 1 for d in op.dim_names])),
+                       op, arch, chains, merges, level_pes)                                  # rule B64
 
 
 def axis_matrices(op: Operator, arch: Accelerator, cons: Constraints, max_dims: int,
@@ -365,9 +371,24 @@ def enumerate_spatial(op: Operator, arch: Accelerator, cons: Constraints, *,
 def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
                      chains: dict[str, list[list[int]]], objective: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rule S1 (+S3) of every row of ``space``, each operand's level sets restricted to those that can hold its
-    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7) and by
-    one-element levels (rule B24). With a scalar ``objective`` each combination of level sets keeps its energy and
-    latency together (rule B25): the pair per row is then a bound of that objective only."""
+    smallest tile under the row's unrolling (rule S6), the latency raised by single-buffered loads (rule S7), by
+    one-element levels (rule B24) and by single-buffered levels' least refills (rule B64). With a scalar ``objective``
+    each combination of level sets keeps its energy and latency together (rule B25): the pair per row is then a bound
+    of that objective only."""
+    return _unrolling_bounds(op, arch, space, chains, objective, None)
+
+
+def ranked_unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
+                            chains: dict[str, list[list[int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``unrolling_bounds`` (unpaired) and, from the same pass, the latency per row without rule B64's refill stall:
+    E1 orders unrollings by that (``exact.rank_space``) and cuts by the bound."""
+    ranking: list[np.ndarray] = []
+    energy, latency = _unrolling_bounds(op, arch, space, chains, None, ranking)
+    return energy, latency, ranking[0]
+
+
+def _unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace, chains: dict[str, list[list[int]]],
+                      objective: str | None, ranking: list[np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     groups = [(lvl, axis.multicast, B) for (lvl, axis), B in zip(space.axes, space.per_axis, strict=True)]
     merges = group_merges(op, len(arch.levels), groups, dims_used(op))
     fits = unrolling_chain_fits(op, arch, space.axes, space.per_axis, len(space.pes), chains)
@@ -375,7 +396,7 @@ def unrolling_bounds(op: Operator, arch: Accelerator, space: SpatialSpace,
     pairs = CombinationPairs(objective)
     schedule = dim_schedule(op, arch.compute.macs_per_cycle, space.used)                    # rule B32
     bounds = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
-                            _dim_pinned(op, arch, chains, groups, space.used, merges), pairs)
+                            _dim_pinned(op, arch, chains, groups, space.used, merges), pairs, ranking)
     return pairs.rows() if pairs.done else bounds
 
 
@@ -392,9 +413,10 @@ def ranked_spatial(op: Operator, arch: Accelerator, cons: Constraints, chains: d
     space = enumerate_spatial(op, arch, cons, max_dims=max_dims, pad=pad, min_pe_fraction=min_pe_fraction)
     if not len(space.pes):
         return []
-    energy, latency = unrolling_bounds(op, arch, space, chains)
-    values = scalar(objective if objective != "pareto" else "edp", energy, latency)
-    _, group = np.unique(np.stack([energy, latency], axis=1), axis=0, return_inverse=True)
+    # Ranked without rule B64's refill stall, as E1 (``exact.rank_space``); each candidate carries the bound.
+    energy, latency, ranking = ranked_unrolling_bounds(op, arch, space, chains)
+    values = scalar(objective if objective != "pareto" else "edp", energy, ranking)
+    _, group = np.unique(np.stack([energy, ranking], axis=1), axis=0, return_inverse=True)
     group = group.reshape(-1)
     order = np.lexsort((-space.pes, group))
     starts = np.searchsorted(group[order], np.arange(group.max() + 1))
@@ -539,6 +561,7 @@ def class_vector_bounds(op: Operator, arch: Accelerator, cons: Constraints, chai
                                                 level_pes, merges),                          # rule B24
                              op, arch, chains, serial_fills, loose_operand, merges, level_pes,
                              np.ones(len(classes.members), dtype=bool))                      # rule B33
+        pinned = RefillCases(pinned, op, arch, chains, merges, level_pes)                  # rule B64
         pairs = CombinationPairs(objective)                                                 # rule B25
         schedule = class_schedule(op, arch.compute.macs_per_cycle, classes.members, total)   # rule B32
         e, lat = spatial_bounds(op, arch, merges, pes, chains, fits, stall_terms(op, arch, pes, chains, schedule),
