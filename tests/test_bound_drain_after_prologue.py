@@ -6,7 +6,6 @@ fixed its latency, 50,854.5625 cycles (50,176 before); the exact search still eq
 space where the rule raises the bound."""
 
 import copy
-import math
 import random
 
 import pytest
@@ -29,17 +28,12 @@ from accelmap.search.spatial import unrolling_of
 from accelmap.workload import parse_expression
 from accelmap.workload.models import load_model
 from strategies import random_operator
+from test_bound_first_fill import _node  # the node a mapping fixes at a level, sizes left rounded up
 from test_bound_padded_rounds import padded_ruby_s_mappings
 from test_bound_prologue import _fixed_tiles
 
 ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like", "vta_8x8x8",
                "diana_like", "aie_like"]
-
-
-def _node(op, m, level):
-    fixed = tuple(l for l in m.loops if l.level >= level)
-    rem = {d: -(-s // math.prod(l.bound for l in fixed if l.dim == d)) for d, s in op.sizes.items()}
-    return fixed, rem
 
 
 def _output_bits(ctx, op, m):

@@ -5,7 +5,6 @@ preset, it is the model's latency on a mapping whose stall is all single-buffer 
 keeps the exhaustive optimum."""
 
 import itertools
-import math
 import random
 
 import pytest
@@ -21,16 +20,11 @@ from accelmap.search.fixed_transitions import applies, fixed_classes_latency
 from accelmap.search.optimal import search_optimal
 from accelmap.workload import parse_expression
 from strategies import random_operator
+from test_bound_first_fill import _node  # the node a mapping fixes at a level, sizes left rounded up
 from test_bound_padded_rounds import buffer_over_four
 
 ALL_PRESETS = ["eyeriss_like", "simba_like", "tpu_like", "edge_tpu_like", "ascend_like", "vta_like", "vta_8x8x8",
                "diana_like", "aie_like"]
-
-
-def _node(op, m, level):
-    fixed = tuple(l for l in m.loops if l.level >= level)
-    rem = {d: s // math.prod(l.bound for l in fixed if l.dim == d) for d, s in op.sizes.items()}
-    return fixed, rem
 
 
 @pytest.mark.parametrize("arch_name", ALL_PRESETS)

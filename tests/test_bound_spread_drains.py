@@ -28,13 +28,8 @@ from accelmap.search.spatial import unrolling_of
 from accelmap.workload import parse_expression
 from accelmap.workload.models import load_model
 from strategies import random_operator
+from test_bound_first_fill import _node  # the node a mapping fixes at a level, sizes left rounded up
 from test_bound_prologue import _fixed_tiles
-
-
-def _node(op, m, level):
-    fixed = tuple(l for l in m.loops if l.level >= level)
-    rem = {d: -(-s // math.prod(l.bound for l in fixed if l.dim == d)) for d, s in op.sizes.items()}
-    return fixed, rem
 
 
 def accumulators_over_dram(capacity: str = "24 B", port: str = "16 bit/cycle"):
