@@ -9,6 +9,7 @@ raises the latency, the node bound, which takes the least energy and the least l
 the two optima of two different mappings while those levels are open.
 
     python benchmarks/outer_tile_tradeoff.py --arch tpu_like --layers layer2.0.conv1 layer3.0.downsample
+    python benchmarks/outer_tile_tradeoff.py --arch tpu_like --layers layer2.0.conv1 --spatial X:C32,Y:K31
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def main() -> None:
     from accelmap.errors import MappingError
     from accelmap.search.bounds import BoundContext
     from accelmap.search.heuristic import search_heuristic
+    from accelmap.search.space import Constraints
     from accelmap.search.spatial import unrolling_of
     from accelmap.workload.models import load_model
 
@@ -32,14 +34,21 @@ def main() -> None:
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--time-limit", type=float, default=3.0, help="heuristic seconds per layer")
     ap.add_argument("--layers", nargs="+", help="only these layers")
+    ap.add_argument("--spatial", help="fix the heuristic's spatial unrolling, e.g. X:C32,Y:K31 (padded ones too)")
     a = ap.parse_args()
     arch = get_accelerator(a.arch)
+    spatial: dict[str, dict[str, int]] = {}
+    for part in (a.spatial or "").split(","):
+        if part:
+            axis, dim_bound = part.split(":")
+            spatial.setdefault(axis, {})[dim_bound[0]] = int(dim_bound[1:])
+    cons = Constraints(spatial=spatial) if spatial else None
     nlev = len(arch.levels)
     for layer in load_model(a.model).layers:
         if a.layers and layer.name not in a.layers:
             continue
         op = adopt_precision(layer.operator, arch)
-        found, _ = search_heuristic(op, arch, "edp", time_limit=a.time_limit)
+        found, _ = search_heuristic(op, arch, "edp", time_limit=a.time_limit, constraints=cons)
         if not found:
             print(f"{layer.name}: no mapping found in {a.time_limit:g} s")
             continue
