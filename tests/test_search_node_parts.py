@@ -121,7 +121,7 @@ def test_search_with_node_parts_visits_the_nodes_a_scratch_bound_visits(monkeypa
         with monkeypatch.context() as patch:
             patch.setattr(optimal, "BoundContext", FromScratch)
             want, st0 = search_optimal(op, arch, "edp", constraints=Constraints())
-        assert st.nodes > 250
+        assert st.nodes > 200      # (eyeriss_like's search: 202 nodes since session 19's merged bounds cut more)
         assert (st.nodes, st.pruned, st.evaluated, st.capacity_cut) == (st0.nodes, st0.pruned, st0.evaluated,
                                                                           st0.capacity_cut)
         assert got[0].value == want[0].value and got[0].mapping == want[0].mapping

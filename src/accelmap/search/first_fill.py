@@ -67,12 +67,14 @@ def first_fill_cycles(op: Operator, terms: list[tuple[str, int, float]], tile_at
 
 def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int]], serial_fill: frozenset[int],
                      loose: frozenset[str] | set[str],
-                     spatial_cap: Sequence[dict[str, int] | None] | None = None) -> list[tuple[int, float]]:
+                     spatial_cap: Sequence[dict[str, int] | None] | None = None,
+                     spread: bool = True) -> list[tuple[int, float]]:
     """Rule B59: per single-buffered level c of the output's chain whose parent p it drains to one to one (c and p one
     instance each): (c, cycles per element of the output's last tile at c: its fewest bits over the slower of c's
     read port and p's write port). Rule B70: the same for every other single-buffered level c of the chain, the
     parent's side taking the distinct outputs of ``spread_drains``' instances of c per instance of p (``spatial_cap``:
-    per level, the fan-out's fixed unrolling, dim -> bound, or None where it is open)."""
+    per level, the fan-out's fixed unrolling, dim -> bound, or None where it is open). ``spread=False``: rule B59's
+    terms alone."""
     O = op.output
     if O.name in loose:
         return []
@@ -82,6 +84,8 @@ def last_drain_terms(op: Operator, arch: Accelerator, chains: dict[str, list[int
         per = w * _cycles_per_bit(C.read_bw_bits, P.write_bw_bits)
         if per > 0:
             terms.append((c, per))
+    if not spread:
+        return terms
     for p, c in pairwise(chains[O.name]):
         P, C = arch.levels[p], arch.levels[c]
         if c not in serial_fill or (P.instances == 1 and C.instances == 1):

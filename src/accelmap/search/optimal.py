@@ -214,11 +214,13 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 out.append((e_lb, l_lb, loops, new_rem, alts))
         return out
 
-    def descend(ctx, keep, level, rem, fixed):
+    def descend(ctx, rank, keep, level, rem, fixed):
         if deadline and time.perf_counter() > deadline:
             stats.extra["timed_out"] = True
             return
-        kids = children(ctx, keep, level, rem, fixed)
+        # Ranked (and cut in that order) by ``rank``'s bounds, each child cut by ``ctx``'s at its turn: ``rank`` leaves
+        # out rules B70/B71, so the children come in the order they did before those rules (docs/mapper.md).
+        kids = children(rank, keep, level, rem, fixed)
         kids.sort(key=lambda c: _rank(objective, c[0], c[1]))
         # Ranked by valid bounds only when no child has partial tiles (rule I6): only then may a cut end the node.
         estimated = imperfect and any(not nest_is_perfect(op, c[2]) for c in kids)
@@ -231,10 +233,13 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                     continue
                 stats.pruned += len(kids) - n
                 break
-            if alts is None:
-                # Its turn: the bound of its own order, which the ranking bound (all orders) cannot cut.
-                if _prunes(best, bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)):
+            if alts is None or rank is not ctx:
+                # Its turn: the bound of its own order, which the ranking bound (all orders) cannot cut, with every
+                # rule of ``ctx``.
+                alts = bound_any_order(ctx, loops, level, new_rem, frozenset(), best, imperfect)
+                if _prunes(best, alts):
                     stats.pruned += 1
+                    stats.extra["cut_at_turn"] = stats.extra.get("cut_at_turn", 0) + 1
                     continue
             if level == 0:
                 # (a node's leaves are costed one by one, a few milliseconds each: thousands of them ran past the
@@ -249,11 +254,11 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 # Rule B67 (``fixed_transitions``): below the outermost level, every tile change but its own is timed
                 # as the model times it.
                 if level == FIXED_CLASSES_LEVEL and not imperfect and \
-                        fixed_classes_prune(ctx, best, level, loops, new_rem, [(e_lb, l_lb)] if alts is None else alts):
+                        fixed_classes_prune(ctx, best, level, loops, new_rem, alts):
                     stats.pruned += 1
                     stats.extra["fixed_classes_cut"] = stats.extra.get("fixed_classes_cut", 0) + 1
                     continue
-                descend(ctx, keep, level - 1, new_rem, loops)
+                descend(ctx, rank, keep, level - 1, new_rem, loops)
 
     for keep in _keeps_by_bound(op, arch, cons, objective, best, stats):
         if stats.extra.get("timed_out") or (deadline and time.perf_counter() > deadline):
@@ -275,7 +280,7 @@ def search_optimal(op: Operator, arch: Accelerator, objective: str = "edp", *, k
                 stats.pruned += 1
                 stats.extra["keeps_cut"] = stats.extra.get("keeps_cut", 0) + 1
                 continue
-            descend(ctx, keep, nlev - 1, dict(op.sizes), ())
+            descend(ctx, ctx.ranking_context(), keep, nlev - 1, dict(op.sizes), ())
         except SearchTimedOut:
             stats.extra["timed_out"] = True
             break
