@@ -98,9 +98,9 @@ def test_pairs_and_pinned_refills_raise_the_root_bound_on_edge_tpu():
     apart = BoundContext(op, arch, m.keep, unrolling).lower_bound(*root)
     edp = res.energy_total * res.latency
     assert paired[0] * paired[1] <= edp
-    assert round(paired[0] * paired[1] / edp, 4) == 0.8273
+    assert round(paired[0] * paired[1] / edp, 4) == 0.8276      # 0.8273 before rule B71's queued first loads
     assert apart[0] == res.energy_total         # B23: the least energy over the cases is the mapping's here
-    assert round(apart[0] * apart[1] / edp, 4) == 0.2966
+    assert round(apart[0] * apart[1] / edp, 4) == 0.2967      # 0.2966 before rule B71
     original = bounds.open_levels_energy
     try:        # without B23: B8's floors alone, the same energy in every case
         bounds.open_levels_energy = lambda floors, extras: sum(floors.values())
