@@ -107,9 +107,9 @@ def test_an_open_spatial_loop_clips_unless_it_divides_what_it_is_dealt():
 @pytest.fixture
 def without_b56_b57_b59(monkeypatch):
     """Rules B56, B57 and B59 off: they cut nodes of these searches too, and the node counts compare B46-B48 alone."""
-    monkeypatch.setattr("accelmap.search.bounds.first_fill_terms", lambda *a: [])
-    monkeypatch.setattr("accelmap.search.bounds.first_queue_terms", lambda *a: [])      # (rule B71, off there anyway)
-    monkeypatch.setattr("accelmap.search.bounds.last_drain_terms", lambda *a: [])
+    monkeypatch.setattr("accelmap.search.bounds.first_fill_terms", lambda *a, **k: [])
+    monkeypatch.setattr("accelmap.search.bounds.first_queue_terms", lambda *a, **k: [])      # (rule B71, off there anyway)
+    monkeypatch.setattr("accelmap.search.bounds.last_drain_terms", lambda *a, **k: [])
     monkeypatch.setattr("accelmap.search.bounds.mac_read_groups", lambda *a: None)
     monkeypatch.setattr("accelmap.search.node_bounds.mac_read_groups", lambda *a: None)
 

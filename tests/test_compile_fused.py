@@ -227,7 +227,7 @@ def test_qdq_attention_fused_with_onnxruntimes_integer_softmax_bit_exact(tmp_pat
 
 def test_average_pool_inside_a_fused_group_bit_exact(tmp_path):
     """The small chain (8x8, int8 QDQ) with a padded 3x3 average pool (stride 1) where the max pool was: it runs
-    inside the group conv1 -> conv2 -> pool2 -> dw3, in float between its DequantizeLinear and QuantizeLinear,
+    inside a fused group, in float between its DequantizeLinear and QuantizeLinear,
     summing in the host's order and dividing by the taps inside the input (9 inside, 4 or 6 at the borders):
     bit-exact on the integer form, the counters the model's. (Dividing by the whole window is the 64-bit
     harness's ``avg-pad`` case.)"""
@@ -235,9 +235,12 @@ def test_average_pool_inside_a_fused_group_bit_exact(tmp_path):
     r = compile_model(quantize_qdq(model), get_accelerator("tpu_like"), tmp_path, simulate=False, **FAST)
     v = r.verification
     assert v is not None and v.ok and v.quantized and all(c.ok for c in v.quantized), v.summary() if v else ""
-    assert [(grp.label, grp.pools) for grp in r.groups] == [("conv1 -> conv2 -> pool2 -> dw3", {2: "avg"})], \
+    # Which chain the plan fuses around the pool depends on the layers' mappings, found under wall-clock limits (on
+    # CI's two busy workers conv2 -> pool2 -> dw3 -> conv4, alone conv1 -> conv2 -> pool2 -> dw3): the pool runs inside
+    # whichever group holds it.
+    (grp,) = [grp for grp in r.groups if "pool2" in grp.label]
+    assert list(grp.pools.values()) == ["avg"] and grp.label.split(" -> ")[next(iter(grp.pools))] == "pool2", \
         r.program.notes
-    grp = r.groups[0]
     c = grp.cost
     want = fused_counts(grp.stages, c.tile_rows, c.tile_cols, c.policies)
     assert [int(x) for x in r.run.fused_counters[grp.index]] == [want.input_fetched, want.output_written, 0,
