@@ -68,7 +68,7 @@ def test_drains_after_the_prologue_never_exceed_the_latency(arch_name):
         bits = _output_bits(ctx, op, m)
         for level in range(len(arch.levels) + 1):
             fixed, rem = _node(op, m, level)
-            leads = drain_lead_terms(ctx, _fixed_tiles(op, m, level), level,
+            leads = drain_lead_terms(ctx, ctx.edge_cycle_terms(_fixed_tiles(op, m, level), level),
                                      lambda c, fixed=fixed: last_step_cycles(fixed, c, arch.compute.macs_per_cycle))
             term = float(drains_after_prologue_cycles(arch, leads, bits))
             assert term <= res.latency * (1 + 1e-12), (level, m, term, res.latency_parts)

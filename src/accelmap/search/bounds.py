@@ -538,7 +538,8 @@ class BoundContext:
                 keys = tuple((X.name, alt[X.name] if moved[X.name] else None) for X in op.operands)
                 if keys not in cases:       # else the same traffic for every operand as a case already listed
                     cases.append(keys)
-            edge, drain = self.edge_cycles(tile_at, level)
+            edge_terms = self.edge_cycle_terms(tile_at, level)
+            edge, drain = self.edge_cycles(tile_at, level, edge_terms)
             busy = max(compute, float(self.stream_cycles(served)))
             # Rule B8: the boundaries into levels not fixed yet, each over every tile that fits its level.
             floors = {c: self.open_level_floor(c) for c in range(1, level)}
@@ -548,8 +549,7 @@ class BoundContext:
             step = last_step_cycles(fixed, self.last_step_level, arch.compute.macs_per_cycle) \
                 if self.last_step_level is not None and full_positions is None and self.whole_tiles else 0.0
             # Rule B73: the output's drains from a double-buffered level follow every other prologue term.
-            leads = drain_lead_terms(self, tile_at, level,
-                                     lambda c: last_step_cycles(fixed, c, arch.compute.macs_per_cycle))
+            leads = drain_lead_terms(self, edge_terms, lambda c: last_step_cycles(fixed, c, arch.compute.macs_per_cycle))
             node.shared = (cases, float(edge), float(drain), busy, floors, open_stall, step, leads)
         cases, edge, drain, busy, floors, open_stall, step, leads = node.shared
         # Each operand's traffic per case; the node keeps it by what it reads of the order (orders that give X the
@@ -807,15 +807,16 @@ class BoundContext:
                 out = np.maximum(out, b / L.instances / bw)
         return out
 
-    def edge_cycles(self, tile_at, level: int):
+    def edge_cycles(self, tile_at, level: int, terms: list[tuple[Operand, int, Any, Any]] | None = None):
         """Rule B10: cycles of the prologue and epilogue (the first load of each operand into a level that
         overlaps its transfers with compute, the output's last drain from it), at least; and (rule B13) the
         longest of the output's last drains alone. ``tile_at(X, c)``: X's tile at c with the fixed loops (exact
         for c >= ``level``, a lower bound above: tiles only grow), a number or an array of rows
-        (``node_bounds``); the same arithmetic serves both. Returns (prologue + epilogue, longest last drain)."""
+        (``node_bounds``); the same arithmetic serves both. ``terms``: ``edge_cycle_terms`` of the same node, when the
+        caller has them (rule B73 reads them too). Returns (prologue + epilogue, longest last drain)."""
         total: Any = 0.0
         drain: Any = 0.0
-        for X, _, term, _ in self.edge_cycle_terms(tile_at, level):
+        for X, _, term, _ in self.edge_cycle_terms(tile_at, level) if terms is None else terms:
             total = total + term
             if X.is_output:
                 drain = np.maximum(drain, term)

@@ -20,15 +20,15 @@ import numpy as np
 from accelmap.arch.accelerator import Accelerator
 
 
-def drain_lead_terms(ctx, tile_at, level: int, step_at: Callable[[int], Any]) -> list[tuple[int, int, Any, Any]]:
+def drain_lead_terms(ctx, terms: list[tuple[Any, int, Any, Any]],
+                     step_at: Callable[[int], Any]) -> list[tuple[int, int, Any, Any]]:
     """Per level c of the output's chain that rule B10 gives an epilogue term: (c, its parent p in the chain, the sum
     of B10's other terms plus the compute of c's first output tile, the mask of rows where the model surely overlaps
-    c's transfers). ``ctx``: the node's ``BoundContext``; ``tile_at`` and ``level`` as ``BoundContext.edge_cycles``
-    takes them (numbers or rows); ``step_at(c)``: the temporal iterations at and below c over the MACs per cycle
-    (``last_step.last_step_cycles`` with c as the deepest level), at least the first tile's compute."""
+    c's transfers). ``ctx``: the node's ``BoundContext``; ``terms``: its ``edge_cycle_terms`` at the node (numbers or
+    rows); ``step_at(c)``: the temporal iterations at and below c over the MACs per cycle (``last_step.last_step_cycles``
+    with c as the deepest level), at least the first tile's compute."""
     if not ctx.drains_after_prologue:
         return []
-    terms = ctx.edge_cycle_terms(tile_at, level)
     total: Any = 0.0
     for _, _, term, _ in terms:
         total = total + term

@@ -334,9 +334,10 @@ def open_bounds_rows(ctx: BoundContext, shared: tuple[Loop, ...], free: dict[int
     least = CaseBoundRows(ctx.objective, n)      # rule B22
     # Rule B59 (as ``BoundContext.lower_bound``).
     last_drains = last_drain_cycles(op, ctx.last_drain_terms, tile_at) + np.zeros(n) if ctx.whole_tiles else np.zeros(n)
-    edge, drain = ctx.edge_cycles(tile_at, level)
+    edge_terms = ctx.edge_cycle_terms(tile_at, level)
+    edge, drain = ctx.edge_cycles(tile_at, level, edge_terms)
     edge, drain = edge + np.zeros(n), drain + np.zeros(n)
-    leads = drain_lead_terms(ctx, tile_at, level,      # rule B73 (as ``BoundContext.lower_bound``)
+    leads = drain_lead_terms(ctx, edge_terms,      # rule B73 (as ``BoundContext.lower_bound``)
                              lambda c: last_step_cycles_rows(shared, free, c, arch.compute.macs_per_cycle, n))
     busy = np.maximum(compute, ctx.stream_cycles([t for X in op.operands for t in base[X.name][3]]))
     floors = {c: ctx.open_level_floor(c) for c in range(1, level)}
