@@ -14,21 +14,18 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search import search_exhaustive
 from accelmap.search.bounds import BoundContext
 from accelmap.search.drain_after_prologue import drain_lead_terms, drains_after_prologue_cycles
 from accelmap.search.exact import search_exact
-from accelmap.search.imperfect_tiles import ImperfectBoundContext, full_positions
+from accelmap.search.imperfect_tiles import full_positions
 from accelmap.search.last_step import last_step_cycles
 from accelmap.search.padded_busy_lanes import BusyLaneContext
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import parse_expression
 from accelmap.workload.models import load_model
-from strategies import random_operator
-from test_bound_first_fill import _node  # the node a mapping fixes at a level, sizes left rounded up
+from test_bound_first_fill import _node, bound_cases  # the node a mapping fixes at a level, sizes left rounded up
 from test_bound_padded_rounds import padded_ruby_s_mappings
 from test_bound_prologue import _fixed_tiles
 
@@ -56,15 +53,7 @@ def test_drains_after_the_prologue_never_exceed_the_latency(arch_name):
     rng = random.Random(73)
     arch = get_accelerator(arch_name)
     checked = 0
-    for draw in range(30):
-        imperfect = draw % 3 == 1
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=imperfect)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m)
-        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, m.keep, unrolling_of(arch, m))
+    for op, m, res, imperfect, ctx in bound_cases(arch, rng, 30):
         bits = _output_bits(ctx, op, m)
         for level in range(len(arch.levels) + 1):
             fixed, rem = _node(op, m, level)
@@ -87,14 +76,7 @@ def test_drains_after_the_prologue_fire_on_an_output_heavy_operator():
     rng = random.Random(73)
     op = adopt_precision(parse_expression("O[k,p] += I[p+r] * W[k,r]", {"k": 32, "p": 512, "r": 3}, name="c"), arch)
     checked = fired = 0
-    for draw in range(40):
-        imperfect = draw % 3 == 1
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=imperfect)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m)
-        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, m.keep, unrolling_of(arch, m))
+    for _, m, res, imperfect, ctx in bound_cases(arch, rng, 40, op):
         off = copy.copy(ctx)
         off.drains_after_prologue = False
         for level in range(len(arch.levels) + 1):

@@ -39,6 +39,21 @@ def _node(op, m, level):
     return fixed, rem
 
 
+def bound_cases(arch, rng, draws: int, op=None):
+    """Random mappings, one draw in three imperfect, of random operators (or of ``op``) on ``arch``: per mapping
+    that fits, (op, mapping, its cost, whether imperfect, the bound context of its own unrolling, as the exact search
+    fixes it)."""
+    for draw in range(draws):
+        imperfect = draw % 3 == 1
+        case = op if op is not None else adopt_precision(random_operator(rng), arch)
+        try:
+            m = random_mapping(case, arch, rng, check_fit=True, tries=30, imperfect=imperfect)
+        except MappingError:
+            continue
+        ctx = (ImperfectBoundContext if imperfect else BoundContext)(case, arch, m.keep, unrolling_of(arch, m))
+        yield case, m, evaluate(case, arch, m), imperfect, ctx
+
+
 @pytest.mark.parametrize("arch_name", ALL_PRESETS)
 def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
     """The first fill plus rule B16's stores (what B56 adds) against the model's single-buffer stalls, and the node
@@ -46,17 +61,8 @@ def test_first_fill_and_the_stores_never_exceed_the_models_stall(arch_name):
     rng = random.Random(56)
     arch = get_accelerator(arch_name)
     checked = fired = drained = 0
-    for draw in range(30):
-        imperfect = draw % 3 == 1
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=imperfect)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m)
+    for op, m, res, imperfect, ctx in bound_cases(arch, rng, 30):
         parts = dict(res.latency_parts)
-        context = ImperfectBoundContext if imperfect else BoundContext
-        ctx = context(op, arch, m.keep, unrolling_of(arch, m))
         for level in range(len(arch.levels) + 1):
             first = float(first_fill_cycles(op, ctx.first_fill_terms, _fixed_tiles(op, m, level)))
             assert first <= parts["single-buffer stalls"] * (1 + 1e-12) + 1e-9, (level, m, first, parts)

@@ -15,20 +15,17 @@ from accelmap.arch import get_accelerator
 from accelmap.arch.accelerator import adopt_precision
 from accelmap.arch.schema import accelerator_from_dict
 from accelmap.cost.model import evaluate
-from accelmap.errors import MappingError
 from accelmap.mapping.loopnest import Loop, Mapping
-from accelmap.mapping.sampling import random_mapping
 from accelmap.search import search_exhaustive
 from accelmap.search.bounds import BoundContext
 from accelmap.search.exact import search_exact
 from accelmap.search.first_fill import first_block_cycles, last_drain_cycles
-from accelmap.search.imperfect_tiles import ImperfectBoundContext, full_positions
+from accelmap.search.imperfect_tiles import full_positions
 from accelmap.search.space import Constraints
 from accelmap.search.spatial import unrolling_of
 from accelmap.workload import parse_expression
 from accelmap.workload.models import load_model
-from strategies import random_operator
-from test_bound_first_fill import _node  # the node a mapping fixes at a level, sizes left rounded up
+from test_bound_first_fill import _node, bound_cases  # the node a mapping fixes at a level, sizes left rounded up
 from test_bound_prologue import _fixed_tiles
 
 
@@ -50,16 +47,8 @@ def test_spread_last_drains_never_exceed_the_models_stall(arch_name):
     rng = random.Random(70)
     arch = accumulators_over_dram() if arch_name == "acc4" else get_accelerator(arch_name)
     checked = fired = queued = 0
-    for draw in range(24):
-        imperfect = draw % 3 == 1
-        op = adopt_precision(random_operator(rng), arch)
-        try:
-            m = random_mapping(op, arch, rng, check_fit=True, tries=30, imperfect=imperfect)
-        except MappingError:
-            continue
-        res = evaluate(op, arch, m)
+    for op, m, res, imperfect, ctx in bound_cases(arch, rng, 24):
         stall = dict(res.latency_parts)["single-buffer stalls"]
-        ctx = (ImperfectBoundContext if imperfect else BoundContext)(op, arch, m.keep, unrolling_of(arch, m))
         spread = [(c, per) for c, per in ctx.last_drain_terms
                   if arch.levels[c].instances > 1 or arch.levels[ctx.chains["O"][ctx.chains["O"].index(c) - 1]]
                   .instances > 1]
