@@ -68,8 +68,8 @@ def test_window_runs_raise_the_bound_on_eyeriss_layer1_conv1(monkeypatch):
     # (rules B56, B59 and B71 off: they add the first input tile's load and, with the global buffer fixed, the last
     # output tile's drain, 3,136 cycles, to these values, and the first tiles' loads queued on one port)
     monkeypatch.setattr("accelmap.search.bounds.first_fill_terms", lambda *a: [])
-    monkeypatch.setattr("accelmap.search.bounds.first_queue_terms", lambda *a: [])
-    monkeypatch.setattr("accelmap.search.bounds.last_drain_terms", lambda *a: [])
+    monkeypatch.setattr("accelmap.search.bounds.first_queue_terms", lambda *a, **k: [])
+    monkeypatch.setattr("accelmap.search.bounds.last_drain_terms", lambda *a, **k: [])
     want = {2: (721_845_760.0, 1_009_557.333333333), 1: (779_376_352.0, 1_057_959.111111111)}
     rng = random.Random(7)
     bounds = {}
